@@ -1,0 +1,339 @@
+"""Run a campaign: for each backend mount, for each run drop caches → tool → collect, always unmount.
+
+The controller plans and records; Ansible (through `iolab.runner`) does the
+work on the hosts. What a run measured on each host becomes samples in the
+campaign's store as soon as the run ends, so an interruption loses nothing
+already gathered, and a later call runs only what is missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from iolab import fio_jobs, release, runner
+from iolab.campaign import Campaign, FioWorkload, Run, expand
+from iolab.errors import RunFailed, UserError
+from iolab.hosts import Inventory
+from iolab.parsers import Parsed, ParseError, parser_for
+from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
+from iolab.units import human
+
+HOST_DIR = "/opt/iolab"
+HOST_PYTHON = "/usr/bin/python3"
+# Metrics that add up across hosts into the aggregate (host "*").
+ADDITIVE = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s")
+HEADLINE = ("read_bw", "write_bw", "samples_per_s", "read_iops")
+
+
+@dataclasses.dataclass
+class Lab:
+    """The hosts a command works on, and how to reach them through Ansible."""
+
+    inventory: Inventory
+    hosts: list[str]
+    console: Console
+
+    def extravars(self) -> dict[str, Any]:
+        digest, archive = release.build()
+        return {"iolab_host_dir": HOST_DIR, "iolab_python": HOST_PYTHON,
+                "iolab_release": digest, "iolab_release_archive": str(archive)}
+
+    def play(self, phases: runner.Phase | list[runner.Phase], title: str,
+             cancellable: bool = True) -> runner.Result:
+        return runner.run(phases, self.inventory.path, self.hosts, self.extravars(), title=title,
+                          console=self.console, cancellable=cancellable)
+
+
+# --- phases: what the controller asks of the playbooks ---------------------------------------
+
+def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools: bool = False) -> runner.Phase:
+    """The storage phase for one backend; `state` is its role's: mounted, kept, unmounted or absent."""
+    backend = next(b for b in campaign.backends if b.name == backend_name)
+    role = f"storage_{backend.type}"
+    fields = backend.model_dump(exclude={"type"}, exclude_none=True)
+    if hasattr(backend, "mountpoint"):
+        fields["mountpoint"] = backend.target
+    return runner.Phase("storage.yml", {"storage_role": role, "storage_stop_tools": stop_tools, f"{role}_state": state,
+                                        **{f"{role}_{k}": v for k, v in fields.items()}})
+
+
+def workload_vars(run: Run) -> dict[str, Any]:
+    """The bench role and its variables for one run."""
+    workload = run.workload
+    if isinstance(workload, FioWorkload):
+        timing = {"time_based": "1", "runtime": f"{workload.runtime:g}", "ramp_time": f"{workload.ramp:g}"}
+        overrides = {k: getattr(workload, k) for k in ("iodepth", "numjobs", "ioengine")
+                     if getattr(workload, k) is not None}
+        options = {**timing, **overrides}
+        if workload.profile:
+            options = fio_jobs.profile_options(workload.profile, options)
+        return {"run_role": "bench_fio", "bench_fio_options": options, "bench_fio_jobfile": workload.jobfile or "",
+                "bench_fio_size": workload.size or 0, "bench_fio_target": run.backend.target,
+                "bench_fio_timeout": workload.runtime + workload.ramp + 120}
+    raise UserError(f"workload type {workload.type} has no bench role")
+
+
+def run_phases(run: Run, raw_dir: Path) -> list[runner.Phase]:
+    common = {"iolab_run_id": run.run_id, "iolab_collect_dest": str(raw_dir)}
+    return [runner.Phase("run.yml", {**common, "run_drop_caches": True, **workload_vars(run)}),
+            runner.Phase("collect.yml", common)]
+
+
+# --- turning a run's raw files into samples ---------------------------------------------------
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def unpack(raw_dir: Path, host: str) -> Path:
+    """Unpack the archive the collect role fetched from `host` into raw_dir/<host>/."""
+    import tarfile
+
+    archive, host_dir = raw_dir / f"{host}.tar.gz", raw_dir / host
+    if archive.exists():
+        host_dir.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(host_dir, filter="data")
+        archive.unlink()
+    return host_dir
+
+
+def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], str | None]:
+    """Samples of one host, or the reason there are none."""
+    error = _read_json(host_dir / "error.json")
+    if error:
+        return [], f"{error.get('task', 'a task')}: {runner._failure_message(error.get('result', {}))}"
+    record = _read_json(host_dir / "run.json")
+    try:
+        parsed: Parsed = parser_for(run.workload.tool)(host_dir)
+    except ParseError as exc:
+        return [], str(exc)
+    if parsed.error:
+        return [], parsed.error
+    dropped = _read_json(host_dir / "drop_caches.json")
+    metadata = {
+        **parsed.metadata,
+        "host": record.get("facts", {}),
+        "start_skew_s": record.get("start_skew_s"),
+        "page_cache_growth_bytes": record.get("page_cache_after", 0) - record.get("page_cache_before", 0),
+        "cache_state": "dropped" if dropped else "not dropped",
+        "caches_dropped_at": dropped.get("dropped_at"),
+        "job": _read_json(host_dir / "fio_job.json"),
+    }
+    started, ended = record.get("started_at", time.time()), record.get("ended_at", time.time())
+    samples = [Sample(campaign=run.campaign, run_id=run.run_id, repetition=run.repetition, host=host,
+                      backend=run.backend.name, workload=run.workload.name, metric=m.metric, value=m.value,
+                      unit=m.unit, started_at=utc_iso(started), ended_at=utc_iso(ended),
+                      params={**run.params, **m.params}, metadata=metadata)
+               for m in parsed.measurements]
+    return samples, None
+
+
+def aggregate(samples: list[Sample]) -> list[Sample]:
+    """Host "*": additive metrics summed over hosts, stamped with the window all hosts ran in."""
+    by_metric: dict[str, list[Sample]] = {}
+    for sample in samples:
+        if sample.metric in ADDITIVE and not sample.params.get("syscall"):
+            by_metric.setdefault(sample.metric, []).append(sample)
+    out = []
+    for metric, group in by_metric.items():
+        first = group[0]
+        hosts = sorted(s.host for s in group)
+        out.append(dataclasses.replace(
+            first, host=AGGREGATE_HOST, value=sum(s.value for s in group),
+            started_at=max(s.started_at for s in group), ended_at=min(s.ended_at for s in group),
+            metadata={"hosts": hosts, "aggregate": "sum of per-host means over each host's window"}))
+    return out
+
+
+def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts: list[str]) -> list[str]:
+    """Store a run's samples and per-host status; return the failures as sentences."""
+    samples: list[Sample] = []
+    records, failures = [], []
+    outcomes = result.hosts if result else {}
+    for host in hosts:
+        outcome = outcomes.get(host)
+        if outcome and (outcome.failed or outcome.unreachable):
+            host_samples, error = [], outcome.describe().split(": ", 1)[1]
+        else:
+            host_samples, error = _host_samples(run, host, unpack(store.raw_dir(run.run_id), host))
+        if result is None:
+            error = error or "the run did not start"
+        samples += host_samples
+        records.append({"run_id": run.run_id, "host": host, "backend": run.backend.name,
+                        "workload": run.workload.name, "repetition": run.repetition,
+                        "status": "failed" if error else "ok", "error": error, "at": utc_iso(time.time())})
+        if error:
+            failures.append(f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) "
+                            f"failed on {host}: {error}")
+    if samples and not failures:
+        samples += aggregate(samples)
+    store.add_samples(samples)
+    store.add_run_records(records)
+    return failures
+
+
+# --- the campaign loop --------------------------------------------------------------------------
+
+def start_over(store: ResultStore) -> Path | None:
+    """--no-resume: keep the old results, moved aside, and start with an empty store."""
+    if not store.dir.exists():
+        return None
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    moved = store.dir.with_name(f"{store.dir.name}.{stamp}")
+    shutil.move(store.dir, moved)
+    return moved
+
+
+def _headline(store: ResultStore, run: Run) -> str:
+    wanted = [s for s in store.samples() if s.run_id == run.run_id and s.host == AGGREGATE_HOST]
+    for metric in HEADLINE:
+        for sample in wanted:
+            if sample.metric == metric:
+                return f"{metric} {human(sample.value, sample.unit)}"
+    return "no samples"
+
+
+def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool = True) -> list[str]:
+    """Run what is missing of a campaign on the lab's hosts; return the failures."""
+    console = lab.console
+    if not resume:
+        moved = start_over(store)
+        if moved:
+            console.print(f"--no-resume: earlier results kept in {moved}")
+    runs = expand(campaign)
+    done = store.completed()
+    pending = [r for r in runs if any((r.run_id, h) not in done for h in lab.hosts)]
+    console.print(f"campaign [bold]{campaign.name}[/]: {len(runs)} runs on {len(lab.hosts)} host(s), "
+                  f"{len(runs) - len(pending)} already stored, {len(pending)} to run")
+    if not pending:
+        return []
+    failures: list[str] = []
+    setup = runner.Phase("setup.yml")
+    if len(pending) == 1:
+        return _run_fused(lab, campaign, store, pending[0], setup)
+    _check(lab.play(setup, "setup"), "provisioning the hosts")
+    total = len(pending)
+    count = itertools.count(1)
+    for backend, group in itertools.groupby(pending, key=lambda r: r.backend.name):
+        group = list(group)
+        mount = lab.play(storage_phase(campaign, backend, "mounted"), f"mount {backend}")
+        try:
+            if mount.failures() or mount.status != "successful":
+                for run in group:
+                    failures += record_run(store, run, mount, lab.hosts) if mount.failures() else \
+                        record_run(store, run, None, lab.hosts)
+                console.print(f"[red]mounting {backend} failed:[/] {mount.summary()}")
+                continue
+            for run in group:
+                index = next(count)
+                title = f"run {index}/{total}: {run.workload.name} on {backend}, rep {run.repetition}"
+                result = lab.play(run_phases(run, store.raw_dir(run.run_id)), title)
+                run_failures = record_run(store, run, result, lab.hosts)
+                failures += run_failures
+                console.print(f"{title}: " + ("[red]failed[/]" if run_failures else _headline(store, run)))
+        finally:
+            unmount = lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True),
+                               f"unmount {backend}", cancellable=False)
+            if unmount.failures() or unmount.status != "successful":
+                failures.append(f"unmounting {backend} failed: {unmount.summary()}")
+    return failures
+
+
+def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, setup: runner.Phase) -> list[str]:
+    """One run: every phase in one ansible-playbook process (saves ≈1 s per phase)."""
+    backend = run.backend.name
+    phases = [setup, storage_phase(campaign, backend, "mounted"), *run_phases(run, store.raw_dir(run.run_id)),
+              storage_phase(campaign, backend, "unmounted")]
+    result = None
+    try:
+        result = lab.play(phases, f"{run.workload.name} on {backend}")
+    finally:
+        if result is None or result.failures() or result.status != "successful":
+            lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True), f"unmount {backend}",
+                     cancellable=False)
+    failures = record_run(store, run, result, lab.hosts)
+    lab.console.print(f"{run.workload.name} on {backend}: " + ("[red]failed[/]" if failures else _headline(store, run)))
+    return failures
+
+
+def _check(result: runner.Result, doing: str) -> None:
+    if result.failures() or result.status != "successful":
+        raise RunFailed(f"{doing} failed: {result.summary()}")
+
+
+# --- one-off fio runs and dry runs --------------------------------------------------------------
+
+def single_fio(spec: Campaign, backend: str | None, profile: str, runtime: str, ramp: str,
+               size: str | None) -> Campaign:
+    """A one-run campaign 'fio-<backend>' for `bench.fio`, validated like any campaign file."""
+    from iolab.campaign import parse
+
+    names = [b.name for b in spec.backends]
+    chosen = backend or names[0]
+    if chosen not in names:
+        raise UserError(f"backend {chosen!r} is not in campaign {spec.name} (it has: {', '.join(names)}); "
+                        "pass --backend NAME")
+    workload: dict[str, Any] = {"name": Path(profile).stem if profile not in fio_jobs.PROFILES else profile,
+                                "type": "fio", "runtime": runtime, "ramp": ramp}
+    if profile in fio_jobs.PROFILES:
+        workload["profile"] = profile
+    elif Path(profile).exists():
+        workload["jobfile"] = str(Path(profile).resolve())
+    else:
+        raise UserError(f"--profile {profile!r} is neither a fio profile ({', '.join(fio_jobs.PROFILES)}) "
+                        "nor an existing job file")
+    if size:
+        workload["size"] = size
+    backend_spec = next(b for b in spec.backends if b.name == chosen)
+    raw = {"name": f"fio-{chosen}", "backends": [backend_spec.model_dump(exclude_none=True)],
+           "workloads": [workload]}
+    return parse(raw, "bench.fio flags", Path.cwd())
+
+
+def next_repetition(spec: Campaign, store: ResultStore) -> Campaign:
+    """The same one-run campaign with the first repetition not stored yet (earlier ones are kept)."""
+    done = {run_id for run_id, _ in store.completed()}
+    repetition = 1
+    while expand(spec.model_copy(update={"repetitions": repetition}))[-1].run_id in done:
+        repetition += 1
+    return spec.model_copy(update={"repetitions": repetition})
+
+
+def describe(spec: Campaign, lab: Lab) -> str:
+    """--dry-run: the runs, and what each host would run, without touching a host."""
+    from iolab.hosts import compress
+
+    runs = expand(spec)
+    seconds = sum(getattr(r.workload, "runtime", 0) + getattr(r.workload, "ramp", 0) + 4 for r in runs)
+    lines = [f"campaign {spec.name}: {len(runs)} runs on {compress(lab.hosts)} "
+             f"(about {seconds / 60:.0f} min, ≈4 s of orchestration per run)"]
+    shown: set[str] = set()
+    for run in runs:
+        lines.append(f"  {run.run_id}  {run.backend.name:<10} {run.workload.name:<14} rep {run.repetition}")
+        if run.workload.name in shown:
+            continue
+        shown.add(run.workload.name)
+        variables = workload_vars(run)
+        if variables.get("bench_fio_jobfile"):
+            job = f"(the user's job file {variables['bench_fio_jobfile']})"
+        else:
+            job = fio_jobs.render({**variables["bench_fio_options"], "filename": "<target>/iolab-<host>/"
+                                   + fio_jobs.DATA_FILE, "size": str(variables["bench_fio_size"] or "<fits>")},
+                                  "iolab")
+        lines.append("      on each host, after dropping caches: fio --output=fio.json --output-format=json+ "
+                     "job.fio, where job.fio is:")
+        lines += ["        " + line for line in job.splitlines() if line]
+    return "\n".join(lines)

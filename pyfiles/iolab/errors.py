@@ -1,0 +1,22 @@
+"""The one exception type that reaches the user as a sentence, not a traceback."""
+
+
+class UserError(Exception):
+    """A problem the user can fix: the message names it and says how.
+
+    Invoke tasks turn it into one line on stderr and a non-zero exit.
+    """
+
+    exit_code = 2
+
+
+class RunFailed(UserError):
+    """A benchmark or playbook failed on a host; results gathered so far are kept."""
+
+    exit_code = 1
+
+
+class Interrupted(UserError):
+    """Ctrl-C: teardown has run, results gathered so far are kept."""
+
+    exit_code = 130

@@ -1,0 +1,156 @@
+"""fio job files: the built-in profiles of the field report, and users' own job files.
+
+A profile is a set of fio options; the controller turns it into a job file that
+the `bench_fio` role writes on the host (never a command line through a shell).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+# The fio bssplit that emulates ImageNet training JPEG reads (REFERENCE_FIGURES.md).
+IMAGENET_BSSPLIT = "2K/1:4K/2:8K/4:16K/8:32K/13:64K/38:128K/33:256K/1"
+
+_COMMON = {"ioengine": "libaio", "direct": "1", "iodepth": "32"}
+
+PROFILES: dict[str, dict[str, str]] = {
+    # Large sequential reads with a deep queue: the storage's streaming ceiling.
+    "seq-read-1m": {**_COMMON, "rw": "read", "bs": "1M"},
+    # Small random reads: IOPS and latency.
+    "rand-read-16k": {**_COMMON, "rw": "randread", "bs": "16k"},
+    # ImageNet-shaped random reads, as the field report ran them.
+    "imagenet-bssplit": {**_COMMON, "rw": "randread", "bssplit": IMAGENET_BSSPLIT,
+                         "iodepth": "128", "norandommap": "1"},
+    # Large sequential writes, for scratch targets only.
+    "seq-write-1m": {**_COMMON, "rw": "write", "bs": "1M"},
+}
+
+# fio options that run commands: never accepted from a campaign or a user's job file.
+_FORBIDDEN = ("exec_prerun", "exec_postrun", "ioscheduler")
+_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def profile_options(profile: str, overrides: dict[str, str | int]) -> dict[str, str]:
+    """A profile's options with the workload's overrides; values are checked for job-file safety."""
+    options = dict(PROFILES[profile])
+    for key, value in overrides.items():
+        text = str(value)
+        if not _KEY.match(key) or key in _FORBIDDEN or "\n" in text or "\r" in text:
+            raise ValueError(f"fio option {key}={text!r} is not allowed")
+        options[key] = text
+    return options
+
+
+def render(options: dict[str, str], jobname: str) -> str:
+    """The job file text (what the role writes; shown by --dry-run)."""
+    lines = ["[global]"] + [f"{k}={v}" for k, v in options.items()] + [f"[{jobname}]", ""]
+    return "\n".join(lines)
+
+
+def check_jobfile(path: Path) -> None:
+    """Raise ValueError unless `path` is a fio job file fio itself accepts."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    if not re.search(r"^\s*\[[^\]]+\]", text, re.MULTILINE):
+        raise ValueError(f"{path} is not a fio job file (no [job] section)")
+    for key in _FORBIDDEN:
+        if re.search(rf"^\s*{key}\s*=", text, re.MULTILINE):
+            raise ValueError(f"{path} uses {key}, which runs commands on the hosts; remove it")
+    if shutil.which("fio"):
+        check = subprocess.run(["fio", "--parse-only", str(path)], capture_output=True, text=True)
+        if check.returncode != 0:
+            reason = (check.stderr.strip() or check.stdout.strip()).splitlines()
+            raise ValueError(f"{path} is not a valid fio job file (fio: {reason[0] if reason else 'rejected'})")
+
+
+# --- host side: size the job to the target, write the job file, prefill --------------------
+
+DATA_FILE = "iolab-fio.dat"
+DEFAULT_SIZE = 1 << 30
+MIN_SIZE = 16 << 20
+_MIB = 1 << 20
+
+
+def choose_size(wanted: int, free: int, existing: int) -> int:
+    """The data file size for a target with `free` bytes free and `existing` bytes already laid out.
+
+    `wanted` 0 means: as much as fits, up to 1 GiB, leaving a fifth of the space free.
+    """
+    room = free + existing
+    if wanted:
+        if wanted > room * 0.9:
+            raise ValueError(f"the job needs {wanted / _MIB:.0f} MiB but the target has {room / _MIB:.0f} MiB "
+                             "free; lower the workload's size or give the backend more space")
+        return wanted
+    size = min(DEFAULT_SIZE, int(room * 0.8)) // _MIB * _MIB
+    if size < MIN_SIZE:
+        raise ValueError(f"the target has only {room / _MIB:.0f} MiB free; fio needs at least "
+                         f"{MIN_SIZE / _MIB * 1.25:.0f} MiB")
+    return size
+
+
+def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, jobfile: Path | None) -> dict:
+    """Write RUN_DIR/job.fio for a job on `workdir` and lay its file out before the timed run."""
+    import json
+    import os
+
+    if not shutil.which("fio"):
+        raise ValueError("fio is not installed on this host; run `invoke lab.setup` for it")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    if jobfile is not None:
+        text = jobfile.read_text()  # fio runs in `workdir`: relative file names land on the target
+        chosen = {"jobfile": str(jobfile)}
+    else:
+        data = workdir / DATA_FILE
+        stat = os.statvfs(workdir)
+        existing = data.stat().st_size if data.exists() else 0
+        size = choose_size(wanted, stat.f_bavail * stat.f_frsize, existing)
+        if existing > size:
+            data.unlink()  # fio reads only `size` bytes of a larger file but the rest holds the space
+        options = {**options, "filename": str(data), "size": str(size)}
+        text = render(options, "iolab")
+        chosen = {"size": size, "size_chosen": "auto" if not wanted else "campaign",
+                  "free_bytes": stat.f_bavail * stat.f_frsize, "file": str(data)}
+    (run_dir / "job.fio").write_text(text)
+    (run_dir / "fio_job.json").write_text(json.dumps(chosen, indent=1))
+    if jobfile is None and existing == chosen["size"]:
+        return chosen  # laid out by an earlier run on this target
+    layout = subprocess.run(["fio", "--create_only=1", "--refill_buffers=1", "--output=/dev/null",
+                             str(run_dir / "job.fio")], capture_output=True, text=True, cwd=workdir)
+    if layout.returncode != 0:
+        reason = (layout.stderr.strip() or layout.stdout.strip()).splitlines()
+        raise ValueError(f"fio could not lay out the job's files: {reason[-1] if reason else 'no message'}")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m iolab.fio_jobs")
+    sub = parser.add_subparsers(dest="command", required=True)
+    prep = sub.add_parser("prepare", help="size, write and lay out a job on a target directory")
+    prep.add_argument("--dir", type=Path, required=True, help="the run's directory on this host")
+    prep.add_argument("--workdir", type=Path, required=True, help="where the job's files go")
+    prep.add_argument("--options", default="{}", help="fio options as a JSON object")
+    prep.add_argument("--size", type=int, default=0, help="bytes; 0 = what fits, up to 1 GiB")
+    prep.add_argument("--jobfile", type=Path)
+    opts = parser.parse_args(argv)
+    try:
+        chosen = prepare(opts.dir, opts.workdir, json.loads(opts.options), opts.size, opts.jobfile)
+    except ValueError as exc:
+        print(f"{opts.workdir}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(chosen))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

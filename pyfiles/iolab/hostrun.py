@@ -1,0 +1,147 @@
+"""Run one benchmark tool on a host, on time, and leave a record (host side, stdlib only).
+
+    python -m iolab.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR] -- fio job.fio
+    python -m iolab.hostrun drop-caches --dir RUN_DIR
+    python -m iolab.hostrun stop --dir HOST_RUNS_DIR
+
+`run` waits for the start time every host of the run was given (so hosts start
+together), runs the tool's argv (never through a shell) with its stdout and
+stderr in files, and writes `run.json`: the times, the start skew, the exit
+status, the page cache before and after, and the host's provenance. If the
+Ansible task that started it goes away (Ctrl-C, a lost SSH session), the tool
+is stopped rather than left holding the mount. `stop` ends tools that a
+previous, interrupted run left behind, by the PIDs it recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from iolab import facts
+
+PIDFILE = "hostrun.pid"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | None, timeout: float | None,
+        cwd: Path | None = None) -> int:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    parent = os.getppid()
+    cached_before = facts.meminfo().get("Cached", 0)
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+    with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
+        started = time.time()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                cwd=cwd or run_dir, start_new_session=True)
+        (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
+        signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc))
+        reason = None
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+            if os.getppid() != parent:
+                reason = "the task that started it went away (Ctrl-C or a lost connection)"
+            elif timeout and time.time() - started > timeout:
+                reason = f"it ran past its timeout of {timeout:.0f} s"
+            if reason:
+                _stop_group(proc)
+        ended = time.time()
+    (run_dir / PIDFILE).unlink(missing_ok=True)
+    record = {
+        "argv": argv, "rc": proc.returncode, "stopped": reason,
+        "start_at": start_at, "started_at": started, "ended_at": ended,
+        "start_skew_s": None if start_at is None else started - start_at,
+        "page_cache_before": cached_before, "page_cache_after": facts.meminfo().get("Cached", 0),
+        "facts": facts.collect(target),
+    }
+    _write_json(run_dir / "run.json", record)
+    if reason:
+        print(f"{argv[0]} stopped: {reason}", file=sys.stderr)
+    elif proc.returncode != 0:
+        tail = (run_dir / "stderr.txt").read_text(errors="replace").strip().splitlines()
+        print(f"{argv[0]} exited {proc.returncode}: {tail[-1] if tail else 'no message'}", file=sys.stderr)
+    return proc.returncode if proc.returncode is not None else 1
+
+
+def drop_caches(run_dir: Path) -> int:
+    """sync, then drop the page cache, dentries and inodes; record that it was done."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        print(f"cannot drop caches ({exc.strerror}): dropping the page cache needs root", file=sys.stderr)
+        return 1
+    _write_json(run_dir / "drop_caches.json", {"dropped_at": time.time(), "seconds": time.time() - started,
+                                               "method": "sync; echo 3 > /proc/sys/vm/drop_caches",
+                                               "page_cache_after": facts.meminfo().get("Cached", 0)})
+    return 0
+
+
+def stop(runs_dir: Path) -> int:
+    """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs)."""
+    for pidfile in runs_dir.glob(f"*/{PIDFILE}"):
+        pid = int(pidfile.read_text().split()[0])
+        try:
+            os.killpg(pid, signal.SIGKILL)
+            print(f"stopped process group {pid} left by {pidfile.parent.name}")
+        except ProcessLookupError:
+            pass
+        pidfile.unlink(missing_ok=True)
+    return 0
+
+
+def main(args: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iolab.hostrun")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run")
+    p_run.add_argument("--dir", type=Path, required=True)
+    p_run.add_argument("--start-at", type=float)
+    p_run.add_argument("--target")
+    p_run.add_argument("--timeout", type=float)
+    p_run.add_argument("--cwd", type=Path, help="the tool's working directory (default: the run's)")
+    p_run.add_argument("argv", nargs=argparse.REMAINDER)
+    sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
+    sub.add_parser("stop").add_argument("--dir", type=Path, required=True)
+    opts = parser.parse_args(args)
+    if opts.command == "run":
+        argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
+        if not argv:
+            parser.error("give the tool's command after --")
+        return run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd)
+    if opts.command == "drop-caches":
+        return drop_caches(opts.dir)
+    return stop(opts.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

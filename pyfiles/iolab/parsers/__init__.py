@@ -1,0 +1,41 @@
+"""One parser per tool: the tool's raw files on one host → measurements.
+
+A parser reads only files (never a tool's human-readable output) from
+`results/<campaign>/raw/<run_id>/<host>/` and returns a `Parsed`. The caller
+adds the run's context (campaign, run id, host, backend, times) to make samples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    metric: str          # a shared metric name: read_bw, read_iops, read_clat_p99, samples_per_s, ...
+    value: float
+    unit: str            # canonical: B/s, B, IOPS, s, samples/s, %, ns, cores, count
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Parsed:
+    measurements: list[Measurement]
+    metadata: dict[str, Any]          # tool version, effective options, ...
+    error: str | None = None          # the tool's own error, if it reported one
+
+
+class ParseError(Exception):
+    """The raw files are missing or not what the tool writes."""
+
+
+Parser = Callable[[Path], Parsed]
+
+
+def parser_for(tool: str) -> Parser:
+    from iolab.parsers import fio
+
+    parsers: dict[str, Parser] = {"fio": fio.parse}
+    return parsers[tool]

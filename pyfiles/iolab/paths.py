@@ -1,0 +1,18 @@
+"""Where the lab's own files are: the repository that holds playbooks and roles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOKS = ROOT / "playbooks"
+ROLES = ROOT / "roles"
+ANSIBLE_CFG = ROOT / "ansible.cfg"
+DEFAULT_INVENTORY = ROOT / "inventory" / "local.yml"
+DEFAULT_CAMPAIGN = ROOT / "campaigns" / "quick.yml"
+
+
+def results_root() -> Path:
+    """`results/` of the repository, or $IOLAB_RESULTS (tests point it at a temporary directory)."""
+    return Path(os.environ.get("IOLAB_RESULTS", ROOT / "results"))

@@ -1,0 +1,76 @@
+"""Sizes, durations and rates: parsed from campaign files, formatted for people.
+
+>>> parse_size("2GiB"), parse_size("500MB"), parse_duration("2m")
+(2147483648, 500000000, 120.0)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1024, "kb": 1000, "kib": 1024,
+    "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
+    "g": 1024**3, "gb": 1000**3, "gib": 1024**3,
+    "t": 1024**4, "tb": 1000**4, "tib": 1024**4,
+}
+_DURATION_UNITS = {"": 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_NUMBER_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def _split(text: str | int | float, what: str, example: str) -> tuple[float, str]:
+    if isinstance(text, bool):
+        raise ValueError(f"expected a {what} such as {example}, got {text!r}")
+    if isinstance(text, (int, float)):
+        number, unit = float(text), ""
+    else:
+        match = _NUMBER_UNIT.match(str(text))
+        if not match:
+            raise ValueError(f"expected a {what} such as {example}, got {text!r}")
+        number, unit = float(match.group(1)), match.group(2).lower()
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"a {what} must be positive, got {text!r}")
+    return number, unit
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from '2GiB', '500MB', '64k' or a plain number of bytes (1024-based k/m/g, as fio)."""
+    number, unit = _split(text, "size", "2GiB or 500MB")
+    if unit not in _SIZE_UNITS:
+        raise ValueError(f"unknown size unit {unit!r} in {text!r} (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)")
+    return int(number * _SIZE_UNITS[unit])
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Seconds from '10s', '2m', '500ms', '1h' or a plain number of seconds."""
+    number, unit = _split(text, "duration", "10s or 2m")
+    if unit not in _DURATION_UNITS:
+        raise ValueError(f"unknown duration unit {unit!r} in {text!r} (use ms, s, m, h)")
+    return number * _DURATION_UNITS[unit]
+
+
+def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> str:
+    for factor, suffix in steps:
+        if abs(value) >= factor:
+            return f"{value / factor:.{digits}g} {suffix}"
+    factor, suffix = steps[-1]
+    return f"{value / factor:.{digits}g} {suffix}"
+
+
+def human(value: float, unit: str) -> str:
+    """A value in a canonical unit (B/s, B, IOPS, s, ns, %, ...) written for people."""
+    if unit in ("B/s", "B"):
+        tail = "/s" if unit == "B/s" else ""
+        return _scaled(value, [(1024**4, "TiB" + tail), (1024**3, "GiB" + tail),
+                               (1024**2, "MiB" + tail), (1024, "KiB" + tail), (1, "B" + tail)])
+    if unit == "ns":
+        return _scaled(value, [(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns")])
+    if unit in ("IOPS", "samples/s"):
+        return _scaled(value, [(1e6, "M " + unit), (1e3, "k " + unit), (1, unit)])
+    if unit == "%":
+        return f"{value:.1f} %"
+    if unit == "s":
+        return f"{value:.3g} s"
+    return f"{value:.4g} {unit}".strip()

@@ -1,0 +1,141 @@
+"""bench.all / bench.fio / report on localhost: real Ansible, real fio, real tmpfs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from support import ROOT, mounted
+
+FIO_1S = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "ramp": "0s", "size": "32MiB"}
+
+
+def small_campaign(tmp_path: Path, name: str = "itest", repetitions: int = 2, workloads=None) -> dict:
+    local = tmp_path / "disk"
+    local.mkdir(exist_ok=True)
+    return {"name": name, "repetitions": repetitions,
+            "backends": [{"name": "itest-mem", "type": "tmpfs", "size": "128MiB"},
+                         {"name": "itest-disk", "type": "local", "path": str(local)}],
+            "workloads": workloads or [FIO_1S]}
+
+
+def test_a_campaign_runs_end_to_end_and_resumes(cli, write_campaign, tmp_path):
+    path = write_campaign(small_campaign(tmp_path))
+    done = cli("bench.all", "--campaign", str(path))
+    assert "4 to run" in done.stderr + done.stdout
+
+    samples = cli.samples("itest")
+    hosts = {s["host"] for s in samples}
+    assert hosts == {"localhost", "*"}
+    bw = [s for s in samples if s["metric"] == "read_bw" and s["host"] == "localhost"]
+    assert len(bw) == 4 and all(s["unit"] == "B/s" and s["value"] > 10e6 for s in bw)
+    assert {(s["backend"], s["repetition"]) for s in bw} == {(b, r) for b in ("itest-mem", "itest-disk")
+                                                              for r in (1, 2)}
+    p99 = [s for s in samples if s["metric"] == "read_clat_p99"]
+    assert p99 and all(s["unit"] == "ns" and s["value"] > 0 for s in p99)
+    meta = bw[0]["metadata"]
+    assert meta["fio_version"].startswith("fio-3")
+    assert meta["cache_state"] == "dropped"
+    assert meta["host"]["kernel"] == os.uname().release
+    mem = next(s for s in bw if s["backend"] == "itest-mem")
+    assert mem["metadata"]["host"]["mount"]["fstype"] == "tmpfs"
+    assert mem["metadata"]["host"]["mount"]["target"] == "/mnt/iolab/itest-mem"
+    assert mem["metadata"]["job"]["size"] == 32 << 20
+    raw = cli.results / "itest" / "raw" / mem["run_id"] / "localhost"
+    assert {"fio.json", "job.fio", "run.json", "drop_caches.json", "stderr.txt"} <= {p.name for p in raw.iterdir()}
+    assert "rw=read" in (raw / "job.fio").read_text()
+
+    assert mounted() == []                                                     # teardown unmounted
+    assert not Path(f"/opt/iolab/runs/localhost/{mem['run_id']}").exists()      # host side cleaned
+    assert not (tmp_path / "disk" / "iolab-localhost").exists()
+
+    again = cli("bench.all", "--campaign", str(path))
+    assert "4 already stored, 0 to run" in again.stderr + again.stdout
+    assert len(cli.samples("itest")) == len(samples)
+
+    table = cli("report", "--campaign", "itest").stdout
+    assert "itest-mem" in table and "itest-disk" in table and "read_bw" in table and "(2)" in table
+    csv_text = cli("report", "--campaign", "itest", "--format", "csv").stdout
+    assert csv_text.count("\n") == len(samples) + 1
+
+    fresh = cli("bench.all", "--campaign", str(path), "--no-resume")
+    assert "earlier results kept in" in fresh.stderr + fresh.stdout
+    assert len(cli.samples("itest")) == len(samples)
+    assert len(list(cli.results.glob("itest.*"))) == 1
+
+
+def test_a_failing_run_is_recorded_and_still_unmounts(cli, write_campaign, tmp_path):
+    job = tmp_path / "broken.fio"
+    job.write_text("[writer]\nrw=write\nbs=4k\nsize=4m\nfilename=/dev/full\n")   # ENOSPC at once
+    data = small_campaign(tmp_path, name="itest-fail", repetitions=1,
+                          workloads=[{"name": "broken", "type": "fio", "jobfile": str(job)}])
+    data["backends"] = data["backends"][:1]
+    done = cli("bench.all", "--campaign", str(write_campaign(data)), check=False)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "failed on localhost" in done.stderr and "retry" in done.stderr
+    runs = cli.runs("itest-fail")
+    assert [r["status"] for r in runs] == ["failed"]
+    assert "No space left on device" in runs[0]["error"]
+    assert cli.samples("itest-fail") == []
+    assert mounted() == []
+
+
+def test_bench_fio_on_a_hand_mounted_tmpfs_leaves_it_mounted(cli, write_campaign, tmp_path):
+    path = write_campaign(small_campaign(tmp_path))
+    cli("storage.mount", "--campaign", str(path), "--backend", "itest-mem")
+    try:
+        assert mounted() == ["/mnt/iolab/itest-mem"]
+        first = cli("bench.fio", "--campaign", str(path), "--profile", "rand-read-16k", "--runtime", "1s",
+                    "--ramp", "0s", "--size", "16MiB")
+        assert "read_bw" in first.stdout + first.stderr
+        cli("bench.fio", "--campaign", str(path), "--profile", "rand-read-16k", "--runtime", "1s",
+            "--ramp", "0s", "--size", "16MiB")
+        reps = sorted({s["repetition"] for s in cli.samples("fio-itest-mem")})
+        assert reps == [1, 2]                                  # a second call is a new repetition
+        assert mounted() == ["/mnt/iolab/itest-mem"]           # campaigns leave a kept mount alone
+    finally:
+        cli("storage.unmount", "--campaign", str(path), "--backend", "itest-mem")
+    assert mounted() == []
+
+
+def test_values_never_pass_through_a_shell(cli, write_campaign, tmp_path):
+    marker = tmp_path / "pwned"
+    data = small_campaign(tmp_path, name="itest-shell", repetitions=1)
+    data["backends"] = [{"name": "itest-sh", "type": "tmpfs", "size": "64MiB",
+                         "mountpoint": f"/mnt/iolab/itest-sh;touch {marker};$(touch {marker})"}]
+    data["workloads"][0]["size"] = "8MiB"
+    cli("bench.all", "--campaign", str(write_campaign(data)))
+    assert not marker.exists()
+    assert len([s for s in cli.samples("itest-shell") if s["metric"] == "read_bw"]) == 2
+    assert mounted() == []
+
+
+def test_ctrl_c_tears_down_and_keeps_what_was_gathered(cli, write_campaign, tmp_path):
+    data = small_campaign(tmp_path, name="itest-int", repetitions=3,
+                          workloads=[{**FIO_1S, "runtime": "4s"}])
+    data["backends"] = data["backends"][:1]
+    proc = subprocess.Popen(cli.argv("bench.all", "--campaign", str(write_campaign(data))), cwd=ROOT,
+                            env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs_dir = Path("/opt/iolab/runs/localhost")
+    deadline = time.monotonic() + 120
+    pid_file = None
+    while time.monotonic() < deadline and pid_file is None:    # wait for run 2's fio to be running
+        if cli.samples("itest-int"):
+            pid_file = next(iter(runs_dir.glob("*/hostrun.pid")), None)
+        time.sleep(0.1)
+    assert pid_file is not None, "the second run never started"
+    fio_pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert len({s["run_id"] for s in cli.samples("itest-int")}) == 1           # run 1 kept
+    assert mounted() == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(fio_pid, 0)

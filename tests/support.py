@@ -1,0 +1,43 @@
+"""Helpers shared by the integration and lab tests: the CLI as a user runs it, mounts left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Cli:
+    """`./lab TASK ...` as a user runs it (without the install step), with private results."""
+
+    def __init__(self, results: Path):
+        self.results = results
+        self.env = {**os.environ, "IOLAB_RESULTS": str(results), "COLUMNS": "200"}
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "invoke", *args]
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(self.argv(*args), cwd=ROOT, env=self.env, capture_output=True, text=True,
+                              timeout=600)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def samples(self, campaign: str) -> list[dict]:
+        path = self.results / campaign / "samples.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def runs(self, campaign: str) -> list[dict]:
+        path = self.results / campaign / "runs.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def mounted(prefix: str = "/mnt/iolab/itest") -> list[str]:
+    """Mount points under `prefix` (what a test must leave behind: none)."""
+    out = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.startswith(prefix)]

@@ -1,0 +1,43 @@
+import pytest
+
+from iolab import fio_jobs
+
+MIB = 1 << 20
+
+
+def test_auto_size_fits_the_target_with_room_to_spare():
+    assert fio_jobs.choose_size(0, free=1024 * MIB, existing=0) == 819 * MIB       # a 1 GiB tmpfs
+    assert fio_jobs.choose_size(0, free=100 << 30, existing=0) == 1 << 30           # capped at 1 GiB
+    assert fio_jobs.choose_size(0, free=100 * MIB, existing=412 * MIB) == 409 * MIB  # its own file counts
+
+
+def test_an_explicit_size_that_does_not_fit_is_an_error_before_fio_runs():
+    with pytest.raises(ValueError, match="needs 2048 MiB but the target has 1024 MiB free"):
+        fio_jobs.choose_size(2048 * MIB, free=1024 * MIB, existing=0)
+    with pytest.raises(ValueError, match="only 10 MiB free"):
+        fio_jobs.choose_size(0, free=10 * MIB, existing=0)
+
+
+def test_profiles_follow_the_field_report():
+    bssplit = fio_jobs.profile_options("imagenet-bssplit", {})
+    assert bssplit["bssplit"] == "2K/1:4K/2:8K/4:16K/8:32K/13:64K/38:128K/33:256K/1"
+    assert (bssplit["iodepth"], bssplit["rw"], bssplit["norandommap"]) == ("128", "randread", "1")
+    seq = fio_jobs.profile_options("seq-read-1m", {"iodepth": 8})
+    assert (seq["bs"], seq["direct"], seq["ioengine"], seq["iodepth"]) == ("1M", "1", "libaio", "8")
+
+
+@pytest.mark.parametrize("key, value", [("exec_prerun", "touch /tmp/x"), ("bs", "4k\nexec_prerun=id"),
+                                        ("Bad Key", "1")])
+def test_options_that_could_run_commands_are_refused(key, value):
+    with pytest.raises(ValueError, match="not allowed"):
+        fio_jobs.profile_options("seq-read-1m", {key: value})
+
+
+def test_prepare_writes_a_job_that_fio_accepts(tmp_path):
+    chosen = fio_jobs.prepare(tmp_path / "run", tmp_path / "work",
+                              fio_jobs.profile_options("rand-read-16k", {"runtime": "1", "time_based": "1"}),
+                              wanted=4 * MIB, jobfile=None)
+    job = (tmp_path / "run" / "job.fio").read_text()
+    assert f"filename={tmp_path / 'work' / fio_jobs.DATA_FILE}" in job and "size=4194304" in job
+    assert (tmp_path / "work" / fio_jobs.DATA_FILE).stat().st_size == 4 * MIB   # laid out before the timed run
+    assert chosen["size"] == 4 * MIB and chosen["size_chosen"] == "campaign"
