@@ -11,7 +11,7 @@ from invoke import Collection, task
 
 from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
-from iolab import paths, report as report_mod, runner
+from iolab import paths, report as report_mod, runner, sim
 from iolab.cli import console, echo, lab as make_lab, user_errors
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
@@ -34,6 +34,23 @@ def setup(c, inventory=None, hosts=None):
     if result.failures() or result.status != "successful":
         raise RunFailed(f"lab.setup failed: {result.summary()}")
     echo(f"provisioned {len(lab.hosts)} host(s); provenance in {facts_dir}")
+
+
+@task(help={"count": "number of simulated hosts gpu01..gpuNN (default 4)"})
+@user_errors
+def sim_up(c, count=4):
+    """Start simulated GPU hosts (namespaces + sshd) and write inventory/sim.yml."""
+    hosts = sim.up(int(count), paths.LAB_DIR, paths.SIM_INVENTORY)
+    echo(f"{len(hosts)} simulated hosts up: {', '.join(h.name for h in hosts)}; "
+         f"use --inventory {paths.SIM_INVENTORY.relative_to(paths.ROOT)}")
+
+
+@task
+@user_errors
+def sim_down(c):
+    """Stop the simulated hosts and remove everything sim-up made."""
+    sim.down(paths.LAB_DIR, paths.SIM_INVENTORY)
+    echo("simulated hosts down; nothing left behind")
 
 
 # --- bench -------------------------------------------------------------------------------
@@ -136,7 +153,7 @@ def test(c, args=""):
     c.run(f"{sys.executable} -m pytest {args}", pty=False)
 
 
-lab = Collection("lab", setup)
+lab = Collection("lab", setup, sim_up, sim_down)
 bench = Collection("bench", fio)
 bench.add_task(all_, name="all")
 storage = Collection("storage", mount, unmount)

@@ -20,7 +20,7 @@ from typing import Any
 from rich.console import Console
 
 from iolab import fio_jobs, release, runner
-from iolab.campaign import Campaign, FioWorkload, Run, expand
+from iolab.campaign import Campaign, Run, expand
 from iolab.errors import RunFailed, UserError
 from iolab.hosts import Inventory
 from iolab.parsers import Parsed, ParseError, parser_for
@@ -67,19 +67,8 @@ def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools:
 
 
 def workload_vars(run: Run) -> dict[str, Any]:
-    """The bench role and its variables for one run."""
-    workload = run.workload
-    if isinstance(workload, FioWorkload):
-        timing = {"time_based": "1", "runtime": f"{workload.runtime:g}", "ramp_time": f"{workload.ramp:g}"}
-        overrides = {k: getattr(workload, k) for k in ("iodepth", "numjobs", "ioengine")
-                     if getattr(workload, k) is not None}
-        options = {**timing, **overrides}
-        if workload.profile:
-            options = fio_jobs.profile_options(workload.profile, options)
-        return {"run_role": "bench_fio", "bench_fio_options": options, "bench_fio_jobfile": workload.jobfile or "",
-                "bench_fio_size": workload.size or 0, "bench_fio_target": run.backend.target,
-                "bench_fio_timeout": workload.runtime + workload.ramp + 120}
-    raise UserError(f"workload type {workload.type} has no bench role")
+    """The bench role of the run's tool, and the role's variables."""
+    return {"run_role": f"bench_{run.workload.tool}", **run.workload.role_vars(run.backend.target)}
 
 
 def run_phases(run: Run, raw_dir: Path) -> list[runner.Phase]:

@@ -108,7 +108,18 @@ class FioWorkload(_Model):
                              + ", ".join(fio_jobs.PROFILES) + ", or jobfile: PATH)")
         return self
 
-    tool: ClassVar[str] = "fio"
+    tool: ClassVar[str] = "fio"     # names the role (bench_fio) and the parser (parsers/fio.py)
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        """The bench_fio role's variables for a run of this workload on `target`."""
+        options: dict[str, Any] = {"time_based": "1", "runtime": f"{self.runtime:g}", "ramp_time": f"{self.ramp:g}"}
+        options.update({k: getattr(self, k) for k in ("iodepth", "numjobs", "ioengine")
+                        if getattr(self, k) is not None})
+        if self.profile:
+            options = fio_jobs.profile_options(self.profile, options)
+        return {"bench_fio_options": options, "bench_fio_jobfile": self.jobfile or "",
+                "bench_fio_size": self.size or 0, "bench_fio_target": target,
+                "bench_fio_timeout": self.runtime + self.ramp + 120}
 
 
 Workload = Annotated[Union[FioWorkload], Field(discriminator="type")]

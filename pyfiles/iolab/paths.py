@@ -11,6 +11,8 @@ ROLES = ROOT / "roles"
 ANSIBLE_CFG = ROOT / "ansible.cfg"
 DEFAULT_INVENTORY = ROOT / "inventory" / "local.yml"
 DEFAULT_CAMPAIGN = ROOT / "campaigns" / "quick.yml"
+LAB_DIR = ROOT / ".lab"                       # git-ignored: simulated hosts, releases, keys
+SIM_INVENTORY = ROOT / "inventory" / "sim.yml"
 
 
 def results_root() -> Path:

@@ -28,7 +28,7 @@ def build(dest_dir: Path | None = None) -> tuple[str, Path]:
     for path in files:
         digest.update(str(path.relative_to(PACKAGE.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
     release = digest.hexdigest()[:16]
-    dest_dir = dest_dir or paths.ROOT / ".lab" / "releases"
+    dest_dir = dest_dir or paths.LAB_DIR / "releases"
     archive = dest_dir / f"iolab-{release}.tar.gz"
     if not archive.exists():
         dest_dir.mkdir(parents=True, exist_ok=True)
