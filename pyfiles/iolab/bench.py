@@ -28,7 +28,7 @@ from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
 from iolab.units import human
 
 HOST_DIR = "/opt/iolab"
-HOST_PYTHON = "/usr/bin/python3"
+HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"   # made by the iolab_host role
 # Metrics that add up across hosts into the aggregate (host "*").
 ADDITIVE = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s")
 HEADLINE = ("read_bw", "write_bw", "samples_per_s", "read_iops")
