@@ -8,10 +8,11 @@ from __future__ import annotations
 import sys
 
 from invoke import Collection, task
+from rich.console import Console
 
 from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
-from iolab import paths, report as report_mod, runner, sim
+from iolab import direct, paths, provenance, report as report_mod, runner, sim
 from iolab.cli import console, echo, lab as make_lab, user_errors
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
@@ -28,12 +29,18 @@ CAMPAIGN = "campaign file (default: campaigns/quick.yml)"
 def setup(c, inventory=None, hosts=None):
     """Provision hosts: packages (fio, sysstat, strace), the iolab package, provenance."""
     lab = make_lab(inventory, hosts)
+    facts_dir = _gather_facts(lab)
+    echo(f"provisioned {len(lab.hosts)} host(s); provenance in {facts_dir}")
+
+
+def _gather_facts(lab):
+    """Provision the hosts (idempotent) and bring their provenance to results/facts/."""
     facts_dir = paths.results_root() / "facts"
     facts_dir.mkdir(parents=True, exist_ok=True)
     result = lab.play(runner.Phase("setup.yml", {"iolab_host_facts_dest": str(facts_dir)}), "lab.setup")
     if result.failures() or result.status != "successful":
         raise RunFailed(f"lab.setup failed: {result.summary()}")
-    echo(f"provisioned {len(lab.hosts)} host(s); provenance in {facts_dir}")
+    return facts_dir
 
 
 @task(help={"count": "number of simulated hosts gpu01..gpuNN (default 4)"})
@@ -51,6 +58,52 @@ def sim_down(c):
     """Stop the simulated hosts and remove everything sim-up made."""
     sim.down(paths.LAB_DIR, paths.SIM_INVENTORY)
     echo("simulated hosts down; nothing left behind")
+
+
+@task(help={"inventory": INVENTORY, "hosts": HOSTS})
+@user_errors
+def ping(c, inventory=None, hosts=None):
+    """Reach every host over SSH (Fabric) and show its name, kernel and round-trip time."""
+    lab = make_lab(inventory, hosts)
+    _replies(direct.ping(lab.inventory, lab.hosts))
+
+
+@task(name="exec", help={"command": "the command, run by each host's shell", "inventory": INVENTORY,
+                         "hosts": HOSTS, "timeout": "seconds per host (default 60)"})
+@user_errors
+def exec_(c, command, inventory=None, hosts=None, timeout=60):
+    """Run a command on every host at once over SSH and show a row per host."""
+    lab = make_lab(inventory, hosts)
+    _replies(direct.run_all(lab.inventory, lab.hosts, command, float(timeout)))
+
+
+def _replies(replies):
+    from rich.table import Table
+
+    out = Table(show_edge=False)
+    for column in ("host", "exit", "time", "output"):
+        out.add_column(column)
+    for r in replies:
+        status = "[red]unreachable[/]" if r.exit is None else str(r.exit) if r.exit == 0 else f"[red]{r.exit}[/]"
+        out.add_row(r.host, status, f"{r.seconds * 1000:.0f} ms", r.output[-400:])
+    Console().print(out)
+    bad = [r.host for r in replies if r.exit != 0]
+    if bad:
+        raise RunFailed(f"{len(bad)} of {len(replies)} host(s) failed or were unreachable: {', '.join(bad)}")
+
+
+@task(help={"inventory": INVENTORY, "hosts": HOSTS})
+@user_errors
+def facts(c, inventory=None, hosts=None):
+    """Show the hosts' provenance side by side and flag where they differ."""
+    lab = make_lab(inventory, hosts)
+    facts_dir = _gather_facts(lab)
+    found = provenance.load(facts_dir, lab.hosts)
+    Console().print(provenance.table(found))
+    differ = provenance.differences(found)
+    if differ:
+        console.print(f"[yellow]warning:[/] hosts differ in {', '.join(differ)}: per-host results of one "
+                      "campaign on them are not comparable")
 
 
 # --- bench -------------------------------------------------------------------------------
@@ -153,7 +206,7 @@ def test(c, args=""):
     c.run(f"{sys.executable} -m pytest {args}", pty=False)
 
 
-lab = Collection("lab", setup, sim_up, sim_down)
+lab = Collection("lab", setup, sim_up, sim_down, ping, exec_, facts)
 bench = Collection("bench", fio)
 bench.add_task(all_, name="all")
 storage = Collection("storage", mount, unmount)

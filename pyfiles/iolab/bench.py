@@ -47,9 +47,9 @@ class Lab:
         return {"iolab_host_dir": HOST_DIR, "iolab_python": HOST_PYTHON,
                 "iolab_release": digest, "iolab_release_archive": str(archive)}
 
-    def play(self, phases: runner.Phase | list[runner.Phase], title: str,
+    def play(self, phases: runner.Phase | list[runner.Phase], title: str, hosts: list[str] | None = None,
              cancellable: bool = True) -> runner.Result:
-        return runner.run(phases, self.inventory.path, self.hosts, self.extravars(), title=title,
+        return runner.run(phases, self.inventory.path, hosts or self.hosts, self.extravars(), title=title,
                           console=self.console, cancellable=cancellable)
 
 
@@ -99,18 +99,18 @@ def unpack(raw_dir: Path, host: str) -> Path:
     return host_dir
 
 
-def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], str | None]:
-    """Samples of one host, or the reason there are none."""
+def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], str | None, dict]:
+    """Samples of one host and its per-second series, or the reason there are none."""
     error = _read_json(host_dir / "error.json")
     if error:
-        return [], f"{error.get('task', 'a task')}: {runner._failure_message(error.get('result', {}))}"
+        return [], f"{error.get('task', 'a task')}: {runner._failure_message(error.get('result', {}))}", {}
     record = _read_json(host_dir / "run.json")
     try:
         parsed: Parsed = parser_for(run.workload.tool)(host_dir)
     except ParseError as exc:
-        return [], str(exc)
+        return [], str(exc), {}
     if parsed.error:
-        return [], parsed.error
+        return [], parsed.error, {}
     dropped = _read_json(host_dir / "drop_caches.json")
     metadata = {
         **parsed.metadata,
@@ -121,57 +121,96 @@ def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], st
         "caches_dropped_at": dropped.get("dropped_at"),
         "job": _read_json(host_dir / "fio_job.json"),
     }
+    # Host telemetry (telemetry.jsonl, when the run kept one): its summaries join the tool's samples,
+    # and the potential-caching check puts its flags and evidence in every sample of the host.
+    from iolab.parsers import telemetry
+
+    telemetry_measurements, telemetry_metadata = telemetry.merge(host_dir, parsed.measurements)
+    metadata.update(telemetry_metadata)
     started, ended = record.get("started_at", time.time()), record.get("ended_at", time.time())
     samples = [Sample(campaign=run.campaign, run_id=run.run_id, repetition=run.repetition, host=host,
                       backend=run.backend.name, workload=run.workload.name, metric=m.metric, value=m.value,
                       unit=m.unit, started_at=utc_iso(started), ended_at=utc_iso(ended),
                       params={**run.params, **m.params}, metadata=metadata)
-               for m in parsed.measurements]
-    return samples, None
+               for m in [*parsed.measurements, *telemetry_measurements]]
+    return samples, None, parsed.series
 
 
-def aggregate(samples: list[Sample]) -> list[Sample]:
-    """Host "*": additive metrics summed over hosts, stamped with the window all hosts ran in."""
+def aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
+    """Host "*": additive metrics added up over the hosts, over the window in which all of them ran.
+
+    Each host's value is its mean over the common window, from its per-second series
+    (an interval counts when it lies inside the window); a tool without series falls
+    back to the sum of the hosts' own means, and the metadata says which was used.
+    Never a tool's own "all clients" line.
+    """
+    series = {host: s for host, (_, s) in per_host.items()}
+    starts = [min(t for points in s.values() for t, _ in points) - 1 for s in series.values() if s]
+    ends = [max(t for points in s.values() for t, _ in points) for s in series.values() if s]
+    window = (max(starts), min(ends)) if len(starts) == len(series) and starts else None
     by_metric: dict[str, list[Sample]] = {}
-    for sample in samples:
-        if sample.metric in ADDITIVE and not sample.params.get("syscall"):
-            by_metric.setdefault(sample.metric, []).append(sample)
+    for samples, _ in per_host.values():
+        for sample in samples:
+            if sample.metric in ADDITIVE and not sample.params.get("syscall"):
+                by_metric.setdefault(sample.metric, []).append(sample)
     out = []
     for metric, group in by_metric.items():
-        first = group[0]
-        hosts = sorted(s.host for s in group)
+        if len(group) != len(per_host):
+            continue
+        in_window = [[v for t, v in series[s.host].get(metric, []) if window and t - 1 >= window[0] - 0.25
+                      and t <= window[1] + 0.25] for s in group]
+        if window and all(in_window):
+            value = sum(sum(vs) / len(vs) for vs in in_window)
+            method = f"sum over hosts of each host's mean over the common {window[1] - window[0]:.0f} s window"
+            lo, hi = utc_iso(window[0]), utc_iso(window[1])
+        else:
+            value = sum(s.value for s in group)
+            method = "sum of the hosts' own means (no per-second series for a common window)"
+            lo, hi = max(s.started_at for s in group), min(s.ended_at for s in group)
+        skews = [s.metadata.get("start_skew_s") or 0.0 for s in group]
         out.append(dataclasses.replace(
-            first, host=AGGREGATE_HOST, value=sum(s.value for s in group),
-            started_at=max(s.started_at for s in group), ended_at=min(s.ended_at for s in group),
-            metadata={"hosts": hosts, "aggregate": "sum of per-host means over each host's window"}))
+            group[0], host=AGGREGATE_HOST, value=value, started_at=lo, ended_at=hi,
+            metadata={"hosts": sorted(per_host), "aggregate": method,
+                      "start_late_max_s": max(skews), "start_spread_s": max(skews) - min(skews)}))
     return out
 
 
-def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts: list[str]) -> list[str]:
-    """Store a run's samples and per-host status; return the failures as sentences."""
-    samples: list[Sample] = []
+def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts: list[str],
+               complete: bool = True) -> list[str]:
+    """Store a run's samples and per-host status; return the failures as sentences.
+
+    The aggregate (host "*") is made only when every host of the run ran it together
+    (`complete`), never from a resume that filled one host's gap.
+    """
+    per_host: dict[str, tuple[list[Sample], dict]] = {}
     records, failures = [], []
     outcomes = result.hosts if result else {}
     for host in hosts:
         outcome = outcomes.get(host)
         if outcome and (outcome.failed or outcome.unreachable):
-            host_samples, error = [], outcome.describe().split(": ", 1)[1]
+            error = outcome.describe().split(": ", 1)[1]
+        elif result is None:
+            error = "the run did not start"
         else:
-            host_samples, error = _host_samples(run, host, unpack(store.raw_dir(run.run_id), host))
-        if result is None:
-            error = error or "the run did not start"
-        samples += host_samples
-        records.append({"run_id": run.run_id, "host": host, "backend": run.backend.name,
-                        "workload": run.workload.name, "repetition": run.repetition,
-                        "status": "failed" if error else "ok", "error": error, "at": utc_iso(time.time())})
+            samples, error, series = _host_samples(run, host, unpack(store.raw_dir(run.run_id), host))
+            if not error:
+                per_host[host] = (samples, series)
+        records.append(_record(run, host, error))
         if error:
             failures.append(f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) "
                             f"failed on {host}: {error}")
-    if samples and not failures:
-        samples += aggregate(samples)
+    samples = [s for host_samples, _ in per_host.values() for s in host_samples]
+    if per_host and not failures and complete:
+        samples += aggregate(per_host)
     store.add_samples(samples)
     store.add_run_records(records)
     return failures
+
+
+def _record(run: Run, host: str, error: str | None) -> dict[str, Any]:
+    return {"run_id": run.run_id, "host": host, "backend": run.backend.name, "workload": run.workload.name,
+            "repetition": run.repetition, "status": "failed" if error else "ok", "error": error,
+            "at": utc_iso(time.time())}
 
 
 # --- the campaign loop --------------------------------------------------------------------------
@@ -196,71 +235,107 @@ def _headline(store: ResultStore, run: Run) -> str:
 
 
 def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool = True) -> list[str]:
-    """Run what is missing of a campaign on the lab's hosts; return the failures."""
+    """Run what is missing of a campaign on the lab's hosts; return the failures.
+
+    A host that fails or cannot be reached is left out of the rest of the campaign
+    (or stops it, with on_host_failure: abort); its runs are recorded as failed and
+    a later call runs exactly those (run, host) pairs again.
+    """
     console = lab.console
     if not resume:
         moved = start_over(store)
         if moved:
             console.print(f"--no-resume: earlier results kept in {moved}")
-    runs = expand(campaign)
+    runs = expand(campaign, len(lab.hosts))
     done = store.completed()
-    pending = [r for r in runs if any((r.run_id, h) not in done for h in lab.hosts)]
+    plan = [(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
+    plan = [(r, hosts) for r, hosts in plan if hosts]
     console.print(f"campaign [bold]{campaign.name}[/]: {len(runs)} runs on {len(lab.hosts)} host(s), "
-                  f"{len(runs) - len(pending)} already stored, {len(pending)} to run")
-    if not pending:
+                  f"{len(runs) - len(plan)} already stored, {len(plan)} to run")
+    if not plan:
         return []
+    if len(plan) == 1:
+        return _run_fused(lab, campaign, store, *plan[0])
     failures: list[str] = []
-    setup = runner.Phase("setup.yml")
-    if len(pending) == 1:
-        return _run_fused(lab, campaign, store, pending[0], setup)
-    _check(lab.play(setup, "setup"), "provisioning the hosts")
-    total = len(pending)
-    count = itertools.count(1)
-    for backend, group in itertools.groupby(pending, key=lambda r: r.backend.name):
+    lost: dict[str, str] = _provision(campaign, lab)
+    for host, reason in lost.items():
+        console.print(f"[yellow]{host} left out:[/] {reason}")
+    index = itertools.count(1)
+    for backend, group in itertools.groupby(plan, key=lambda item: item[0].backend.name):
         group = list(group)
-        mount = lab.play(storage_phase(campaign, backend, "mounted"), f"mount {backend}")
+        need = [h for h in lab.hosts if any(h in hosts for _, hosts in group) and h not in lost]
+        mounted: list[str] = []
+        teardown = list(need)          # every host the mount reached, even if Ctrl-C cut it short
         try:
-            if mount.failures() or mount.status != "successful":
-                for run in group:
-                    failures += record_run(store, run, mount, lab.hosts) if mount.failures() else \
-                        record_run(store, run, None, lab.hosts)
-                console.print(f"[red]mounting {backend} failed:[/] {mount.summary()}")
-                continue
-            for run in group:
-                index = next(count)
-                title = f"run {index}/{total}: {run.workload.name} on {backend}, rep {run.repetition}"
-                result = lab.play(run_phases(run, store.raw_dir(run.run_id)), title)
-                run_failures = record_run(store, run, result, lab.hosts)
+            if need:
+                mount = lab.play(storage_phase(campaign, backend, "mounted"), f"mount {backend}", hosts=need)
+                mounted = mount.ok_hosts()
+                for outcome in mount.failures():
+                    lost[outcome.host] = f"mounting {backend} failed: {outcome.message}"
+                    if outcome.unreachable:
+                        teardown.remove(outcome.host)
+            for run, hosts in group:
+                title = f"run {next(index)}/{len(plan)}: {run.workload.name} on {backend}, rep {run.repetition}"
+                failures += _skipped(store, run, [h for h in hosts if h not in mounted], lost)
+                active = [h for h in hosts if h in mounted]
+                if not active:
+                    continue
+                result = lab.play(run_phases(run, store.raw_dir(run.run_id)), title, hosts=active)
+                run_failures = record_run(store, run, result, active, complete=active == run.on(lab.hosts))
                 failures += run_failures
-                console.print(f"{title}: " + ("[red]failed[/]" if run_failures else _headline(store, run)))
+                for outcome in result.failures():
+                    if outcome.unreachable:
+                        lost[outcome.host] = f"unreachable since {title}: {outcome.message}"
+                        mounted.remove(outcome.host)
+                        teardown.remove(outcome.host)
+                        console.print(f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
+                                      "run bench.all again later to fill its gap")
+                console.print(f"{title}: " + ("[red]failed[/] " + run_failures[0] if run_failures
+                                              else _headline(store, run)))
         finally:
-            unmount = lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True),
-                               f"unmount {backend}", cancellable=False)
-            if unmount.failures() or unmount.status != "successful":
-                failures.append(f"unmounting {backend} failed: {unmount.summary()}")
+            if teardown:
+                unmount = lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True),
+                                   f"unmount {backend}", hosts=teardown, cancellable=False)
+                failures += [f"unmounting {backend} failed: {o.describe()}" for o in unmount.failures()]
     return failures
 
 
-def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, setup: runner.Phase) -> list[str]:
+def _provision(campaign: Campaign, lab: Lab) -> dict[str, str]:
+    """Set the hosts up; those that fail are left out (skip) or stop the campaign (abort)."""
+    setup = lab.play(runner.Phase("setup.yml"), "setup")
+    failed = {o.host: o.describe().split(": ", 1)[1] for o in setup.failures()}
+    if setup.status not in ("successful", "failed") or (setup.status == "failed" and not failed):
+        raise RunFailed(f"provisioning the hosts failed: {setup.summary()}")
+    if failed and (campaign.on_host_failure == "abort" or len(failed) == len(lab.hosts)):
+        raise RunFailed(f"provisioning failed ({'on_host_failure: abort' if len(failed) < len(lab.hosts) else 'on every host'}): "
+                        f"{setup.summary()}")
+    return failed
+
+
+def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str]) -> list[str]:
+    """Record a run as failed on hosts left out of it, with the reason."""
+    if not hosts:
+        return []
+    store.add_run_records([_record(run, h, f"not run: {lost.get(h, 'host left out')}") for h in hosts])
+    return [f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) not run on {h}: "
+            f"{lost.get(h, 'host left out')}" for h in hosts]
+
+
+def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str]) -> list[str]:
     """One run: every phase in one ansible-playbook process (saves ≈1 s per phase)."""
     backend = run.backend.name
-    phases = [setup, storage_phase(campaign, backend, "mounted"), *run_phases(run, store.raw_dir(run.run_id)),
-              storage_phase(campaign, backend, "unmounted")]
+    phases = [runner.Phase("setup.yml"), storage_phase(campaign, backend, "mounted"),
+              *run_phases(run, store.raw_dir(run.run_id)), storage_phase(campaign, backend, "unmounted")]
     result = None
     try:
-        result = lab.play(phases, f"{run.workload.name} on {backend}")
+        result = lab.play(phases, f"{run.workload.name} on {backend}", hosts=hosts)
     finally:
         if result is None or result.failures() or result.status != "successful":
             lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True), f"unmount {backend}",
-                     cancellable=False)
-    failures = record_run(store, run, result, lab.hosts)
+                     hosts=hosts, cancellable=False)
+    failures = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
     lab.console.print(f"{run.workload.name} on {backend}: " + ("[red]failed[/]" if failures else _headline(store, run)))
     return failures
-
-
-def _check(result: runner.Result, doing: str) -> None:
-    if result.failures() or result.status != "successful":
-        raise RunFailed(f"{doing} failed: {result.summary()}")
 
 
 # --- one-off fio runs and dry runs --------------------------------------------------------------

@@ -119,7 +119,7 @@ class FioWorkload(_Model):
             options = fio_jobs.profile_options(self.profile, options)
         return {"bench_fio_options": options, "bench_fio_jobfile": self.jobfile or "",
                 "bench_fio_size": self.size or 0, "bench_fio_target": target,
-                "bench_fio_timeout": self.runtime + self.ramp + 120}
+                "bench_fio_timeout": self.runtime + self.ramp + 120, "bench_fio_telemetry_after": self.ramp}
 
 
 Workload = Annotated[Union[FioWorkload], Field(discriminator="type")]
@@ -130,6 +130,10 @@ class Campaign(_Model):
     name: Name
     description: str = ""
     repetitions: Annotated[int, Field(ge=1, le=100)] = 1
+    # Client-count sweep: each run also on the first 1, 2, 4 … selected hosts, to find saturation.
+    hosts_sweep: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] | None = None
+    # A host unreachable at the start: leave it out (skip) or stop the campaign (abort).
+    on_host_failure: Literal["skip", "abort"] = "skip"
     backends: Annotated[list[Backend], Field(min_length=1)]
     workloads: Annotated[list[Workload], Field(min_length=1)]
 
@@ -148,21 +152,27 @@ def _unique(kind: str, names: list[str]) -> None:
 
 
 class Run(_Model):
-    """One execution: a backend, one point of a workload's sweep, one repetition."""
+    """One execution: a backend, one point of a workload's sweep, one repetition (on `hosts` hosts)."""
     run_id: str
     campaign: str
     backend: Backend
     workload: Workload
     repetition: int
+    hosts: int | None = None           # a hosts_sweep point: the first N selected hosts
 
     @property
     def params(self) -> dict[str, Any]:
-        return self.workload.model_dump(exclude={"name", "type"}, exclude_none=True)
+        params = self.workload.model_dump(exclude={"name", "type"}, exclude_none=True)
+        return {**params, "hosts": self.hosts} if self.hosts else params
+
+    def on(self, selected: list[str]) -> list[str]:
+        """The hosts this run runs on, of the selected ones."""
+        return selected[: self.hosts] if self.hosts else list(selected)
 
 
-def run_id(campaign: str, backend: BaseModel, workload: BaseModel, repetition: int) -> str:
+def run_id(campaign: str, backend: BaseModel, workload: BaseModel, repetition: int, hosts: int | None = None) -> str:
     config = {"campaign": campaign, "backend": backend.model_dump(), "workload": workload.model_dump(),
-              "repetition": repetition}
+              "repetition": repetition, **({"hosts": hosts} if hosts else {})}
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -177,14 +187,23 @@ def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
     return points
 
 
-def expand(campaign: Campaign) -> list[Run]:
-    """Every run of a campaign, in order: backend, workload, sweep point, repetition."""
+def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
+    """Every run of a campaign, in order: backend, workload, sweep point, host count, repetition.
+
+    `selected_hosts` (how many hosts the command selected) checks a hosts_sweep against it.
+    """
+    counts: list[int | None] = list(campaign.hosts_sweep or [None])
+    if selected_hosts is not None and campaign.hosts_sweep and max(campaign.hosts_sweep) > selected_hosts:
+        raise UserError(f"campaign {campaign.name}: hosts_sweep asks for {max(campaign.hosts_sweep)} hosts but "
+                        f"only {selected_hosts} are selected; select more with --hosts or lower hosts_sweep")
     runs = []
     for backend in campaign.backends:
         for workload in campaign.workloads:
-            for rep in range(1, campaign.repetitions + 1):
-                runs.append(Run(run_id=run_id(campaign.name, backend, workload, rep), campaign=campaign.name,
-                                backend=backend, workload=workload, repetition=rep))
+            for count in counts:
+                for rep in range(1, campaign.repetitions + 1):
+                    runs.append(Run(run_id=run_id(campaign.name, backend, workload, rep, count),
+                                    campaign=campaign.name, backend=backend, workload=workload,
+                                    repetition=rep, hosts=count))
     return runs
 
 

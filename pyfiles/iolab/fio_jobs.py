@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 # The fio bssplit that emulates ImageNet training JPEG reads (REFERENCE_FIGURES.md).
@@ -113,7 +114,9 @@ def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, 
         size = choose_size(wanted, stat.f_bavail * stat.f_frsize, existing)
         if existing > size:
             data.unlink()  # fio reads only `size` bytes of a larger file but the rest holds the space
-        options = {**options, "filename": str(data), "size": str(size)}
+        # Per-second bandwidth logs let the controller add hosts up over their common window.
+        options = {**options, "filename": str(data), "size": str(size),
+                   "write_bw_log": str(run_dir / "fio"), "log_avg_msec": "1000"}
         text = render(options, "iolab")
         chosen = {"size": size, "size_chosen": "auto" if not wanted else "campaign",
                   "free_bytes": stat.f_bavail * stat.f_frsize, "file": str(data)}
@@ -143,12 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--size", type=int, default=0, help="bytes; 0 = what fits, up to 1 GiB")
     prep.add_argument("--jobfile", type=Path)
     opts = parser.parse_args(argv)
+    started_at = time.time()  # when this task reached the host: sizes the lead of the common start
     try:
         chosen = prepare(opts.dir, opts.workdir, json.loads(opts.options), opts.size, opts.jobfile)
     except ValueError as exc:
         print(f"{opts.workdir}: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(chosen))
+    print(json.dumps({**chosen, "started_at": started_at}))
     return 0
 
 

@@ -25,6 +25,9 @@ class Parsed:
     measurements: list[Measurement]
     metadata: dict[str, Any]          # tool version, effective options, ...
     error: str | None = None          # the tool's own error, if it reported one
+    # Per-second time series of additive metrics, {metric: [(epoch seconds, value), ...]}, summed
+    # over the tool's jobs: what the multi-host aggregate uses to add hosts up over a common window.
+    series: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
 
 
 class ParseError(Exception):
