@@ -24,20 +24,22 @@ CAMPAIGN = "campaign file (default: campaigns/quick.yml)"
 
 # --- lab ---------------------------------------------------------------------------------
 
-@task(help={"inventory": INVENTORY, "hosts": HOSTS})
+@task(help={"inventory": INVENTORY, "hosts": HOSTS,
+            "dl": "also install the pinned deep-learning stack (torch, Pillow, numpy, OpenCV) for loaders"})
 @user_errors
-def setup(c, inventory=None, hosts=None):
+def setup(c, inventory=None, hosts=None, dl=False):
     """Provision hosts: packages (fio, sysstat, strace), the iolab package, provenance."""
     lab = make_lab(inventory, hosts)
-    facts_dir = _gather_facts(lab)
+    facts_dir = _gather_facts(lab, dl)
     echo(f"provisioned {len(lab.hosts)} host(s); provenance in {facts_dir}")
 
 
-def _gather_facts(lab):
+def _gather_facts(lab, dl=False):
     """Provision the hosts (idempotent) and bring their provenance to results/facts/."""
     facts_dir = paths.results_root() / "facts"
     facts_dir.mkdir(parents=True, exist_ok=True)
-    result = lab.play(runner.Phase("setup.yml", {"iolab_host_facts_dest": str(facts_dir)}), "lab.setup")
+    result = lab.play(runner.Phase("setup.yml", {"iolab_host_facts_dest": str(facts_dir), "iolab_host_dl": dl}),
+                      "lab.setup")
     if result.failures() or result.status != "successful":
         raise RunFailed(f"lab.setup failed: {result.summary()}")
     return facts_dir
@@ -58,6 +60,41 @@ def sim_down(c):
     """Stop the simulated hosts and remove everything sim-up made."""
     sim.down(paths.LAB_DIR, paths.SIM_INVENTORY)
     echo("simulated hosts down; nothing left behind")
+
+
+SERVICE_HELP = {
+    "inventory": "inventory file with the hosts to run the services on (default: this machine)",
+    "hosts": "those hosts: a host or group pattern (needed with --inventory)",
+    "services": "which: ceph,nfs (default both)",
+    "vars_file": "YAML file of the roles' variables (service_ceph_dir, service_ceph_mon_port, ...)",
+}
+
+
+def _services_lab(inventory, hosts):
+    if inventory and not hosts:
+        raise UserError("name the hosts that run the services with --hosts (a host or a group such as ceph_mon)")
+    return make_lab(inventory, hosts)
+
+
+@task(help={**SERVICE_HELP, "bind": "address the services listen on (default 127.0.0.1; 10.77.0.1 for the "
+                                    "simulated hosts: the Ceph monitor keeps its first address)"})
+@user_errors
+def services_up(c, inventory=None, hosts=None, bind=None, services="ceph,nfs", vars_file=None):
+    """Start the lab's Ceph cluster and NFS server (lab in a box) and say how clients reach them."""
+    from iolab import services as services_mod
+
+    for line in services_mod.up(_services_lab(inventory, hosts), bind, services, vars_file):
+        echo(line)
+
+
+@task(help={**SERVICE_HELP, "destroy": "also delete the services' data (the Ceph cluster, its images)"})
+@user_errors
+def services_down(c, inventory=None, hosts=None, destroy=False, services="ceph,nfs", vars_file=None):
+    """Stop the lab's services (their data stays); --destroy deletes them with their data."""
+    from iolab import services as services_mod
+
+    for line in services_mod.down(_services_lab(inventory, hosts), destroy, services, vars_file):
+        echo(line)
 
 
 @task(help={"inventory": INVENTORY, "hosts": HOSTS})
@@ -183,19 +220,142 @@ def unmount(c, backend, inventory=None, hosts=None, campaign=None):
 # --- report ------------------------------------------------------------------------------
 
 @task(default=True, help={"campaign": "campaign name (default: the latest with results)",
-                          "format": "table | csv | json"})
+                          "format": "table | html (writes results/<campaign>/report.html) | csv | json"})
 @user_errors
 def show(c, campaign=None, format="table"):
-    """Compare backends: median and spread over repetitions, per workload and metric."""
+    """Compare backends: who wins, median and spread over repetitions, validity flags."""
     store = report_mod.find_store(paths.results_root(), campaign)
     if format == "table":
-        from rich.console import Console
+        report_mod.print_report(store)
+    elif format == "html":
+        from iolab import report_html
 
-        Console().print(report_mod.table(store))
+        echo(str(report_html.write(store)))
     elif format in ("csv", "json"):
         echo(report_mod.export(store, format))
     else:
-        raise UserError(f"unknown report format {format!r}; use table, csv or json")
+        raise UserError(f"unknown report format {format!r}; use table, html, csv or json")
+
+
+@task(positional=["a", "b"], iterable=["rule"],
+      help={"a": "baseline: a campaign, or with --campaign a backend of it",
+            "b": "compared with A: a campaign, or with --campaign a backend of it",
+            "campaign": "compare two backends A and B of this campaign instead of two campaigns",
+            "rule": "acceptance rule, repeatable: 'read_bw >= -5%', 'read_clat_p99 <= +10%'",
+            "rules": "YAML file with rules: [...]"})
+@user_errors
+def compare(c, a, b, campaign=None, rule=None, rules=None):
+    """B against A: ratio per metric with a 95% confidence interval; exit 1 when a rule is broken."""
+    from rich.console import Console
+
+    from iolab import compare as compare_mod
+
+    result = compare_mod.run(paths.results_root(), a, b, campaign, rule or [], rules)
+    Console().print(compare_mod.table(result, report_mod.TABLE_METRICS))
+    violations = result.violations()
+    for line in violations:
+        echo(line)
+    if violations:
+        raise compare_mod.Regression(f"{len(violations)} rule violation(s): {result.b.label} regressed "
+                                     f"against {result.a.label}")
+
+
+@task
+@user_errors
+def history(c):
+    """Past campaigns under results/: date, runs, hosts and configuration hash (same hash, same runs)."""
+    from rich.console import Console
+
+    from iolab import history as history_mod
+
+    Console().print(history_mod.table(paths.results_root()))
+
+
+# --- data and accelerators (issue 5) ---------------------------------------------------------
+
+@task(help={"path": "directory of the data set on each host (absolute)", "files": "number of JPEG files",
+            "seed": "generation seed: same seed, same bytes (default 1)", "classes": "class folders (default 100)",
+            "formats": "packed copies to make too: packed,wds,tfrecord (default none)",
+            "per_host": "put each host's copy in PATH/<host> (hosts sharing a file system)",
+            "inventory": INVENTORY, "hosts": HOSTS})
+@user_errors
+def gen(c, path, files, seed=1, classes=100, formats="", per_host=False, inventory=None, hosts=None):
+    """Generate an ImageNet-shaped data set on the hosts (kept where it is already there)."""
+    from iolab import datasets
+
+    lab = make_lab(inventory, hosts)
+    wanted = [f for f in formats.split(",") if f]
+    reports = datasets.gen_on_hosts(lab, path, int(files), int(seed), int(classes), wanted, per_host,
+                                    paths.results_root() / "datasets")
+    for host, found in reports.items():
+        state = "generated" if found["before"]["state"] == "missing" else "already there"
+        packs = f", packed: {', '.join(found['packed'])}" if found["packed"] else ""
+        echo(f"{host}: {found['after']['root']}: {files} files, {state}{packs}; "
+             f"manifest {found['after']['manifest_hash']}")
+
+
+@task(help={"path": "directory to walk (on this machine)"})
+@user_errors
+def histogram(c, path):
+    """Show a data set's file sizes by power-of-two bucket and the fio bssplit that reads like them."""
+    from pathlib import Path
+
+    from iolab.dataset.histogram import bssplit, histogram as sizes, table
+
+    root = Path(path)
+    if not root.is_dir():
+        raise UserError(f"{path} is not a directory")
+    found = sizes(root)
+    if not any(b > 0 for b in found):
+        raise UserError(f"{path} holds no non-empty files")
+    echo(table(found))
+    echo(f"bssplit {bssplit(found)}")
+
+
+@task(name="pack", help={"path": "the data set's directory (on this machine)",
+                         "format": "packed | wds | tfrecord | all (default all)",
+                         "out": "directory of the pack (default PATH/FORMAT)",
+                         "samples_per_shard": "samples per tar or TFRecord file (default 1251, MLPerf resnet50)"})
+@user_errors
+def pack_(c, path, format="all", out=None, samples_per_shard=None):
+    """Pack a data set on this machine (one file + index, webdataset tar, TFRecord), each checked."""
+    from iolab.dataset.__main__ import main as dataset_main
+
+    argv = ["pack", path, "--format", format] + (["--out", out] if out else []) \
+        + (["--samples-per-shard", str(samples_per_shard)] if samples_per_shard else [])
+    code = dataset_main(argv)
+    if code:
+        raise UserError(f"data.pack {path} failed (see the message above)")
+
+
+@task(help={"backend": "backend name in the campaign", "type": "a100 | h100 | custom (default h100)",
+            "compute": "compute time per batch, e.g. 0.224s (custom, or to override the type's figure)",
+            "campaign": CAMPAIGN + "; its dataset is used", "inventory": INVENTORY, "hosts": HOSTS,
+            "reader": "pil | cv2-imread | cv2-imdecode | packed (default packed)",
+            "workers": "loader workers per accelerator (default 4)", "batch_size": "samples per batch (default 400)",
+            "steps": "batches per probe and accelerator (default 20)", "decode": "decode images (default yes)",
+            "max": "most accelerators per host to try (default 64)", "threshold": "AU to hold, % (default 90)"})
+@user_errors
+def accelerators(c, backend, type="h100", compute=None, campaign=None, inventory=None, hosts=None,
+                 reader="packed", workers=4, batch_size=400, steps=20, decode=True, max=64, threshold=90.0):
+    """Find the most emulated accelerators per host that a backend keeps at AU ≥ 90%."""
+    from iolab import accelerators as acc
+
+    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
+    lab = make_lab(inventory, hosts)
+    accelerator = {"type": type, **({"compute_per_batch": compute} if compute else {})}
+    workload = {"reader": reader, "workers": int(workers), "batch_size": int(batch_size), "steps": int(steps),
+                "decode": decode, "shuffle": True}
+    echo(f"searching the most {type} accelerators per host on {backend} at AU ≥ {float(threshold):g} % "
+         f"({len(lab.hosts)} host(s); doubling, then bisection):")
+    best, probes = acc.run_search(spec, lab, paths.results_root(), backend, accelerator, workload, int(max),
+                                  float(threshold), show=echo)
+    if best == 0:
+        echo(f"answer: none — even 1 {type} accelerator per host falls below {float(threshold):g} % AU on {backend}")
+    else:
+        held = next(p for p in probes if p.accelerators == best)
+        echo(f"answer: {best} {type} accelerator(s) per host on {backend} (AU {held.au:.1f} %, "
+             f"{held.samples_per_s:.0f} samples/s, {held.read_bw / 2**20:.0f} MiB/s over {len(lab.hosts)} host(s))")
 
 
 # --- test --------------------------------------------------------------------------------
@@ -206,9 +366,11 @@ def test(c, args=""):
     c.run(f"{sys.executable} -m pytest {args}", pty=False)
 
 
-lab = Collection("lab", setup, sim_up, sim_down, ping, exec_, facts)
+lab = Collection("lab", setup, sim_up, sim_down, services_up, services_down, ping, exec_, facts)
 bench = Collection("bench", fio)
 bench.add_task(all_, name="all")
+bench.add_task(accelerators)
+data = Collection("data", gen, histogram, pack_)
 storage = Collection("storage", mount, unmount)
-report = Collection("report", show)
-ns = Collection(lab, bench, storage, report, test)
+report = Collection("report", show, compare, history)
+ns = Collection(lab, bench, storage, report, data, test)

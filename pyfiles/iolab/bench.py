@@ -19,8 +19,8 @@ from typing import Any
 
 from rich.console import Console
 
-from iolab import fio_jobs, release, runner
-from iolab.campaign import Campaign, Run, expand
+from iolab import datasets, fio_jobs, release, runner
+from iolab.campaign import DATASET_DIR, Campaign, Run, expand
 from iolab.errors import RunFailed, UserError
 from iolab.hosts import Inventory
 from iolab.parsers import Parsed, ParseError, parser_for
@@ -30,8 +30,9 @@ from iolab.units import human
 HOST_DIR = "/opt/iolab"
 HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"   # made by the iolab_host role
 # Metrics that add up across hosts into the aggregate (host "*").
-ADDITIVE = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s")
-HEADLINE = ("read_bw", "write_bw", "samples_per_s", "read_iops")
+ADDITIVE = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "stat_per_s", "open_per_s",
+            "readdir_per_s")
+HEADLINE = ("samples_per_s", "read_bw", "write_bw", "read_iops", "stat_per_s")
 
 
 @dataclasses.dataclass
@@ -43,7 +44,10 @@ class Lab:
     console: Console
 
     def extravars(self) -> dict[str, Any]:
-        digest, archive = release.build()
+        # One release for the whole command: every phase runs the code the hosts were set up with.
+        if not hasattr(self, "_release"):
+            self._release = release.build()
+        digest, archive = self._release
         return {"iolab_host_dir": HOST_DIR, "iolab_python": HOST_PYTHON,
                 "iolab_release": digest, "iolab_release_archive": str(archive)}
 
@@ -58,17 +62,16 @@ class Lab:
 def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools: bool = False) -> runner.Phase:
     """The storage phase for one backend; `state` is its role's: mounted, kept, unmounted or absent."""
     backend = next(b for b in campaign.backends if b.name == backend_name)
-    role = f"storage_{backend.type}"
-    fields = backend.model_dump(exclude={"type"}, exclude_none=True)
-    if hasattr(backend, "mountpoint"):
-        fields["mountpoint"] = backend.target
-    return runner.Phase("storage.yml", {"storage_role": role, "storage_stop_tools": stop_tools, f"{role}_state": state,
-                                        **{f"{role}_{k}": v for k, v in fields.items()}})
+    return runner.Phase("storage.yml", {"storage_role": backend.role, "storage_stop_tools": stop_tools,
+                                        **backend.role_vars(state, campaign.dataset, campaign.dataset_formats)})
 
 
 def workload_vars(run: Run) -> dict[str, Any]:
-    """The bench role of the run's tool, and the role's variables."""
-    return {"run_role": f"bench_{run.workload.tool}", **run.workload.role_vars(run.backend.target)}
+    """The bench role of the run's tool, and the role's variables (as the backend needs them)."""
+    variables = run.workload.role_vars(run.backend.target)
+    if run.workload.uses_dataset:   # each host's own copy, or the one a read-only backend holds
+        variables.update(run.workload.dataset_vars(datasets.shared_root(run.backend)))
+    return {"run_role": f"bench_{run.workload.tool}", **run.backend.run_vars(run.workload, variables)}
 
 
 def run_phases(run: Run, raw_dir: Path) -> list[runner.Phase]:
@@ -103,7 +106,7 @@ def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], st
     """Samples of one host and its per-second series, or the reason there are none."""
     error = _read_json(host_dir / "error.json")
     if error:
-        return [], f"{error.get('task', 'a task')}: {runner._failure_message(error.get('result', {}))}", {}
+        return [], f"{error.get('task', 'a task')}: {runner.failure_message(error.get('result', {}))}", {}
     record = _read_json(host_dir / "run.json")
     try:
         parsed: Parsed = parser_for(run.workload.tool)(host_dir)
@@ -119,6 +122,8 @@ def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], st
         "page_cache_growth_bytes": record.get("page_cache_after", 0) - record.get("page_cache_before", 0),
         "cache_state": "dropped" if dropped else "not dropped",
         "caches_dropped_at": dropped.get("dropped_at"),
+        # The storage side's hosts (inventory group ceph_osd), dropped before the run too (run.yml).
+        "storage_cache_state": _read_json(host_dir / "storage_drop_caches.json") or "no storage hosts in the inventory",
         "job": _read_json(host_dir / "fio_job.json"),
     }
     # Host telemetry (telemetry.jsonl, when the run kept one): its summaries join the tool's samples,
@@ -274,10 +279,14 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
                     lost[outcome.host] = f"mounting {backend} failed: {outcome.message}"
                     if outcome.unreachable:
                         teardown.remove(outcome.host)
+            no_data = datasets.make(lab, campaign, backend, [run for run, _ in group], mounted)
             for run, hosts in group:
                 title = f"run {next(index)}/{len(plan)}: {run.workload.name} on {backend}, rep {run.repetition}"
                 failures += _skipped(store, run, [h for h in hosts if h not in mounted], lost)
                 active = [h for h in hosts if h in mounted]
+                if run.workload.uses_dataset:
+                    failures += _skipped(store, run, [h for h in active if h in no_data], no_data)
+                    active = [h for h in active if h not in no_data]
                 if not active:
                     continue
                 result = lab.play(run_phases(run, store.raw_dir(run.run_id)), title, hosts=active)
@@ -302,7 +311,7 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
 
 def _provision(campaign: Campaign, lab: Lab) -> dict[str, str]:
     """Set the hosts up; those that fail are left out (skip) or stop the campaign (abort)."""
-    setup = lab.play(runner.Phase("setup.yml"), "setup")
+    setup = lab.play(runner.Phase("setup.yml", campaign.setup_vars()), "setup")
     failed = {o.host: o.describe().split(": ", 1)[1] for o in setup.failures()}
     if setup.status not in ("successful", "failed") or (setup.status == "failed" and not failed):
         raise RunFailed(f"provisioning the hosts failed: {setup.summary()}")
@@ -324,7 +333,9 @@ def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str
 def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str]) -> list[str]:
     """One run: every phase in one ansible-playbook process (saves ≈1 s per phase)."""
     backend = run.backend.name
-    phases = [runner.Phase("setup.yml"), storage_phase(campaign, backend, "mounted"),
+    phases = [runner.Phase("setup.yml", campaign.setup_vars()),
+              storage_phase(campaign, backend, "mounted"),
+              *([datasets.phase(campaign, backend)] if datasets.needed(campaign, [run]) else []),
               *run_phases(run, store.raw_dir(run.run_id)), storage_phase(campaign, backend, "unmounted")]
     result = None
     try:
@@ -384,6 +395,12 @@ def describe(spec: Campaign, lab: Lab) -> str:
     seconds = sum(getattr(r.workload, "runtime", 0) + getattr(r.workload, "ramp", 0) + 4 for r in runs)
     lines = [f"campaign {spec.name}: {len(runs)} runs on {compress(lab.hosts)} "
              f"(about {seconds / 60:.0f} min, ≈4 s of orchestration per run)"]
+    if spec.dataset:
+        packs = f", packed as {', '.join(spec.dataset_formats)}" if spec.dataset_formats else ""
+        lines.append(f"  data set: {spec.dataset.files} {spec.dataset.kind} files (seed {spec.dataset.seed}, "
+                     f"{spec.dataset.classes} classes){packs}: on writable backends each host's own copy, "
+                     f"made after mounting at <target>/iolab-<host>/{DATASET_DIR} where not there already; "
+                     f"read-only backends hold one at <target>/{DATASET_DIR}")
     shown: set[str] = set()
     for run in runs:
         lines.append(f"  {run.run_id}  {run.backend.name:<10} {run.workload.name:<14} rep {run.repetition}")
@@ -391,10 +408,14 @@ def describe(spec: Campaign, lab: Lab) -> str:
             continue
         shown.add(run.workload.name)
         variables = workload_vars(run)
+        if run.workload.tool != "fio":
+            lines.append(f"      on each host, after dropping caches: {run.workload.describe()}")
+            continue
         if variables.get("bench_fio_jobfile"):
             job = f"(the user's job file {variables['bench_fio_jobfile']})"
         else:
-            job = fio_jobs.render({**variables["bench_fio_options"], "filename": "<target>/iolab-<host>/"
+            bssplit = {"bssplit": "<from the data set's size histogram>"} if variables.get("bench_fio_bssplit_from") else {}
+            job = fio_jobs.render({**variables["bench_fio_options"], **bssplit, "filename": "<target>/iolab-<host>/"
                                    + fio_jobs.DATA_FILE, "size": str(variables["bench_fio_size"] or "<fits>")},
                                   "iolab")
         lines.append("      on each host, after dropping caches: fio --output=fio.json --output-format=json+ "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
@@ -58,19 +59,51 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TmpfsBackend(_Model):
+class _Backend(_Model):
+    """What every backend has: where workloads find it on a host (`target`), its role and the role's variables."""
+
+    @property
+    def role(self) -> str:
+        return f"storage_{self.type}"              # one role per backend type: roles/storage_<type>
+
+    @property
+    def target(self) -> str:
+        return getattr(self, "mountpoint", None) or f"{MOUNT_ROOT}/{self.name}"
+
+    @property
+    def writable(self) -> bool:
+        """Whether workloads may write there (data set mounts are read-only)."""
+        return not getattr(self, "readonly", False)
+
+    def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
+        """The storage role's variables: its state (mounted, kept, unmounted, absent) and the backend's fields."""
+        fields = self.model_dump(exclude={"type"}, exclude_none=True)
+        if "mountpoint" in type(self).model_fields:
+            fields["mountpoint"] = self.target
+        return {f"{self.role}_state": state, **{f"{self.role}_{k}": v for k, v in fields.items()}}
+
+    def refuse(self, workload: Any) -> str | None:
+        """Why `workload` cannot run on this backend (a campaign error), or None."""
+        if not self.writable and getattr(workload, "writes", False):
+            return (f"workload {workload.name} writes ({workload.writes}) but backend {self.name} is mounted "
+                    "read-only to keep its data set safe; run write benchmarks on a scratch backend "
+                    "(tmpfs, local, or a mount without readonly)")
+        return None
+
+    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+        """A run's role variables, adjusted to this backend (a read-only fio file, an fio engine)."""
+        return variables
+
+
+class TmpfsBackend(_Backend):
     """A tmpfs of `size` mounted on each host (memory: the ceiling of a host's own storage)."""
     name: Name
     type: Literal["tmpfs"]
     size: Size
     mountpoint: AbsPath | None = None
 
-    @property
-    def target(self) -> str:
-        return self.mountpoint or f"{MOUNT_ROOT}/{self.name}"
 
-
-class LocalBackend(_Model):
+class LocalBackend(_Backend):
     """A directory on a file system the host already has (local NVMe, an existing mount)."""
     name: Name
     type: Literal["local"]
@@ -81,8 +114,228 @@ class LocalBackend(_Model):
         return self.path
 
 
-Backend = Annotated[Union[TmpfsBackend, LocalBackend], Field(discriminator="type")]
-BACKEND_TYPES = {"tmpfs": TmpfsBackend, "local": LocalBackend}
+# --- shared and network storage (issue 4) --------------------------------------------------------
+
+# What the lab's services publish (`invoke lab.services-up`; <dir>/client.json of roles
+# service_ceph and service_nfs): a Ceph backend that names no cluster uses the lab's.
+LAB_CEPH_DIR = "/var/lib/iolab/ceph"
+LAB_CEPH = {"ceph_conf": f"{LAB_CEPH_DIR}/ceph.conf", "keyring": f"{LAB_CEPH_DIR}/ceph.client.admin.keyring",
+            "client": "admin", "pool": "iolab", "fs_name": "iolab"}
+
+
+def _mount_option(value: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.=/+@:-]*", value):
+        raise ValueError(f"mount option {value!r}: give one option per list item (no commas or blanks), "
+                         "e.g. [noatime, rsize=1048576]")
+    return value
+
+
+def _no_blank(value: str) -> str:
+    if any(c.isspace() for c in value):
+        raise ValueError(f"{value!r} may not contain blanks (Ceph reads it from CEPH_ARGS)")
+    return value
+
+
+def _host_name(value: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}", value):
+        raise ValueError(f"{value!r} is not a host name or address")
+    return value
+
+
+def _fs_path(value: str) -> str:
+    if not value.startswith("/") or "\n" in value or "," in value or "/../" in value + "/":
+        raise ValueError(f"{value!r} must be an absolute path inside the file system, without '..' or ','")
+    return value.rstrip("/") or "/"
+
+
+def _source(value: str) -> str:
+    if not value or value.startswith("-") or any(c in value for c in "\n\r\0"):
+        raise ValueError(f"{value!r} is not a mount source (e.g. nas01:/export, /dev/sdb1, an image file)")
+    return value
+
+
+def _fstype(value: str) -> str:
+    import re
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value):
+        raise ValueError(f"{value!r} is not a file system type (e.g. nfs, lustre, beegfs, fuse.curvefs)")
+    return value
+
+
+def _nfs_version(value: object) -> str:
+    return str(value)
+
+
+MountOption = Annotated[str, AfterValidator(_mount_option)]
+CephPath = Annotated[str, AfterValidator(_absolute), AfterValidator(_no_blank)]
+HostName = Annotated[str, AfterValidator(_host_name)]
+FsPath = Annotated[str, AfterValidator(_fs_path)]
+
+
+class RbdSnapshotBackend(_Backend):
+    """A data set in a Ceph RBD image, snapshotted once and mapped read-only on every host.
+
+    The image gets an ext4 file system holding `source` (a directory on the first selected
+    host) or the campaign's generated data set, and a fio file of `fio_size` for fio's read
+    profiles; then snapshot `snapshot`, protected. Each host maps the snapshot read-only
+    (krbd, else rbd-nbd, else QEMU's storage daemon over FUSE) and mounts it read-only.
+    """
+    name: Name
+    type: Literal["rbd_snapshot"]
+    pool: Name = LAB_CEPH["pool"]
+    image: Name | None = None                    # default: iolab-<name>
+    snapshot: Name = "dataset"
+    size: Size = 10 << 30                        # thin: only what is written takes space
+    source: AbsPath | None = None
+    fio_size: Size | None = None
+    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
+    keyring: CephPath = LAB_CEPH["keyring"]
+    client: Name = LAB_CEPH["client"]
+    method: Literal["auto", "krbd", "nbd", "qemu-fuse"] = "auto"
+    options: list[MountOption] = []
+    mountpoint: AbsPath | None = None
+
+    @property
+    def writable(self) -> bool:
+        return False
+
+    @property
+    def image_name(self) -> str:
+        return self.image or f"iolab-{self.name}"
+
+    def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
+        variables = super().role_vars(state)
+        variables["storage_rbd_snapshot_image"] = self.image_name
+        variables["storage_rbd_snapshot_fio_size"] = self.fio_size or 0
+        # Without a source, the campaign's data set is generated into the image (once).
+        variables["storage_rbd_snapshot_dataset"] = (
+            {**dataset.identity(), "formats": list(formats)} if dataset and not self.source else {})
+        return variables
+
+    def refuse(self, workload: Any) -> str | None:
+        reason = super().refuse(workload)
+        if reason or getattr(workload, "tool", "") != "fio":
+            return reason
+        if workload.jobfile:
+            return (f"workload {workload.name}: a job file cannot run on backend {self.name}, a read-only "
+                    "snapshot where fio cannot lay out its files; use a read profile")
+        if not self.fio_size:
+            return (f"workload {workload.name} reads a fio file but backend {self.name} holds none: give the "
+                    "backend fio_size (e.g. 1GiB), laid out once in the image before the snapshot")
+        if workload.size and workload.size != self.fio_size:
+            return (f"workload {workload.name}: size {workload.size} differs from the fio file of backend "
+                    f"{self.name} (fio_size {self.fio_size}); leave size out, or make it fio_size")
+        return None
+
+    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+        if workload.tool == "fio":
+            variables = {**variables, "bench_fio_size": self.fio_size or 0}
+        return variables
+
+
+class CephfsBackend(_Backend):
+    """A CephFS directory (`path` inside file system `fs_name`): kernel client where present, else ceph-fuse."""
+    name: Name
+    type: Literal["cephfs"]
+    path: FsPath = "/"
+    fs_name: Name = LAB_CEPH["fs_name"]
+    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
+    keyring: CephPath = LAB_CEPH["keyring"]
+    client: Name = LAB_CEPH["client"]
+    readonly: bool = False
+    method: Literal["auto", "kernel", "fuse"] = "auto"
+    options: list[MountOption] = []
+    mountpoint: AbsPath | None = None
+
+
+class NfsBackend(_Backend):
+    """An NFS export (kernel client; checked first with libnfs's nfs-ls, which needs no kernel support)."""
+    name: Name
+    type: Literal["nfs"]
+    server: HostName
+    export: FsPath
+    version: Annotated[Literal["3", "4", "4.0", "4.1", "4.2"], BeforeValidator(_nfs_version)] = "4.1"
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    mount_port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    options: list[MountOption] = []
+    readonly: bool = False
+    mountpoint: AbsPath | None = None
+
+
+class SshfsBackend(_Backend):
+    """A directory of another lab host (`host`, an inventory host) mounted over SSH with sshfs (FUSE)."""
+    name: Name
+    type: Literal["sshfs"]
+    host: HostName
+    path: AbsPath
+    readonly: bool = False
+    options: list[MountOption] = []
+    mountpoint: AbsPath | None = None
+
+
+class MountBackend(_Backend):
+    """Any file system the host can mount, named by source, type and options (a vendor NAS, Lustre, BeeGFS, CurveFS)."""
+    name: Name
+    type: Literal["mount"]
+    source: Annotated[str, AfterValidator(_source)]
+    fstype: Annotated[str, AfterValidator(_fstype)]
+    options: list[MountOption] = []
+    readonly: bool = False
+    mountpoint: AbsPath | None = None
+
+
+class RbdBackend(_Backend):
+    """An RBD image read and written by fio's rbd engine through librbd: Ceph's block baseline, no file system.
+
+    The image is created and written in full once (prefill): reads of never-written
+    extents return zeros without reaching the OSDs and would measure nothing.
+    """
+    name: Name
+    type: Literal["rbd"]
+    pool: Name = LAB_CEPH["pool"]
+    image: Name | None = None                    # default: iolab-<name>
+    size: Size = 1 << 30
+    prefill: bool = True
+    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
+    keyring: CephPath = LAB_CEPH["keyring"]
+    client: Name = LAB_CEPH["client"]
+    mountpoint: AbsPath | None = None            # nothing is mounted: fio's work directory on each host
+
+    @property
+    def image_name(self) -> str:
+        return self.image or f"iolab-{self.name}"
+
+    def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
+        return {**super().role_vars(state), "storage_rbd_image": self.image_name}
+
+    def refuse(self, workload: Any) -> str | None:
+        if getattr(workload, "tool", "") != "fio":
+            return (f"workload {workload.name} reads files but backend {self.name} is a raw RBD image read "
+                    "by fio's rbd engine; use an rbd_snapshot or cephfs backend for it")
+        if workload.jobfile:
+            return (f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "
+                    "rbd engine; a job file cannot be rewritten for it")
+        if workload.size and workload.size > self.size:
+            return f"workload {workload.name}: size {workload.size} exceeds the image ({self.size} bytes)"
+        return None
+
+    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+        options = {**variables["bench_fio_options"],
+                   **fio_jobs.rbd_options(self.pool, self.image_name, self.client)}
+        # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS.
+        return {**variables, "bench_fio_options": options, "bench_fio_size": workload.size or self.size,
+                "run_environment": {"CEPH_CONF": self.ceph_conf, "CEPH_ARGS": f"--keyring {self.keyring}"}}
+
+
+Backend = Annotated[Union[TmpfsBackend, LocalBackend, RbdSnapshotBackend, CephfsBackend, NfsBackend,
+                          SshfsBackend, MountBackend, RbdBackend], Field(discriminator="type")]
+BACKEND_TYPES = {"tmpfs": TmpfsBackend, "local": LocalBackend, "rbd_snapshot": RbdSnapshotBackend,
+                 "cephfs": CephfsBackend, "nfs": NfsBackend, "sshfs": SshfsBackend, "mount": MountBackend,
+                 "rbd": RbdBackend}
 
 
 class FioWorkload(_Model):
@@ -110,6 +363,16 @@ class FioWorkload(_Model):
 
     tool: ClassVar[str] = "fio"     # names the role (bench_fio) and the parser (parsers/fio.py)
 
+    @property
+    def uses_dataset(self) -> bool:
+        return self.profile == fio_jobs.BSSPLIT_FROM_DATASET
+
+    @property
+    def writes(self) -> str:
+        """What makes the job write to the target ('' when it only reads); job files are not read here."""
+        rw = fio_jobs.PROFILES[self.profile].get("rw", "read") if self.profile else "read"
+        return f"profile {self.profile}, rw={rw}" if rw not in ("read", "randread") else ""
+
     def role_vars(self, target: str) -> dict[str, Any]:
         """The bench_fio role's variables for a run of this workload on `target`."""
         options: dict[str, Any] = {"time_based": "1", "runtime": f"{self.runtime:g}", "ramp_time": f"{self.ramp:g}"}
@@ -119,11 +382,205 @@ class FioWorkload(_Model):
             options = fio_jobs.profile_options(self.profile, options)
         return {"bench_fio_options": options, "bench_fio_jobfile": self.jobfile or "",
                 "bench_fio_size": self.size or 0, "bench_fio_target": target,
-                "bench_fio_timeout": self.runtime + self.ramp + 120, "bench_fio_telemetry_after": self.ramp}
+                "bench_fio_timeout": self.runtime + self.ramp + 120, "bench_fio_telemetry_after": self.ramp,
+                # Relative to the host's work directory, <target>/iolab-<host>: its data set.
+                "bench_fio_bssplit_from": DATASET_DIR if self.uses_dataset else ""}
+
+    def dataset_vars(self, root: str) -> dict[str, Any]:
+        """Where the data set is when every host reads one copy at `root` ('' : each host its own)."""
+        return {"bench_fio_bssplit_from": root or DATASET_DIR} if self.uses_dataset else {}
 
 
-Workload = Annotated[Union[FioWorkload], Field(discriminator="type")]
-WORKLOAD_TYPES = {"fio": FioWorkload}
+# --- data sets and deep-learning workloads (issue 5) -------------------------------------------
+
+DATASET_DIR = "dataset"   # each host's data set: <target>/iolab-<inventory_hostname>/dataset
+# resnet50 compute time per batch of 400 samples (MLPerf Storage v1.0, as DLIO runs it;
+# REFERENCE_FIGURES.md): the defaults of the emulated accelerators.
+ACCELERATOR_FIGURES = {"a100": 0.435, "h100": 0.224}
+REFERENCE_BATCH = 400
+
+
+class Dataset(_Model):
+    """The generated data set every host gets on every backend (iolab.dataset), packed as workloads need."""
+    kind: Literal["imagenet-like"] = "imagenet-like"
+    files: Annotated[int, Field(ge=1, le=100_000_000)]
+    seed: int = 1
+    classes: Annotated[int, Field(ge=1, le=1_000_000)] = 100
+    formats: list[Literal["packed", "wds", "tfrecord"]] = []
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the data set's bytes (formats only add packed copies of them)."""
+        return self.model_dump(exclude={"formats"})
+
+
+class Accelerator(_Model):
+    """Emulated (a100, h100: resnet50's figures; custom: your compute_per_batch) or the host's real GPUs (gpu)."""
+    type: Literal["a100", "h100", "custom", "gpu"]
+    compute_per_batch: Duration | None = None
+
+    @model_validator(mode="after")
+    def _compute(self) -> Accelerator:
+        if self.type == "custom" and self.compute_per_batch is None:
+            raise ValueError("type custom needs compute_per_batch, e.g. 0.224s")
+        if self.type == "gpu" and self.compute_per_batch is not None:
+            raise ValueError("type gpu trains ResNet-50 for real: it takes no compute_per_batch")
+        return self
+
+    def compute_time(self, batch_size: int) -> float:
+        """Seconds per batch: compute_per_batch as given, else the figure for 400 scaled to batch_size."""
+        if self.compute_per_batch is not None:
+            return self.compute_per_batch
+        return ACCELERATOR_FIGURES.get(self.type, 0.0) * batch_size / REFERENCE_BATCH
+
+
+class PytorchWorkload(_Model):
+    """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
+    name: Name
+    type: Literal["pytorch"]
+    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed"] = "packed"
+    workers: Annotated[int, Field(ge=0, le=256)] = 2
+    batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
+    pin_memory: bool = False
+    prefetch_factor: Annotated[int, Field(ge=1, le=64)] = 2
+    decode: bool = True
+    shuffle: bool = True
+    epochs: Annotated[int, Field(ge=1, le=1000)] = 1
+    steps: Annotated[int, Field(ge=2)] | None = None     # batches per epoch and accelerator, at most
+    syscall_profile: bool = False
+    preprocess_time: Ramp = 0.0                           # slept per sample after reading (DLIO's)
+    accelerator: Accelerator | None = None
+    accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
+    distributed: bool = False
+    seed: int = 0
+    timeout: Duration = 1800.0
+
+    tool: ClassVar[str] = "pytorch"
+    uses_dataset: ClassVar[bool] = True
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PytorchWorkload:
+        if self.reader == "cv2-imread" and not self.decode:
+            raise ValueError("reader cv2-imread always decodes: use decode: true, or cv2-imdecode or packed "
+                             "for bytes only")
+        if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
+            raise ValueError("accelerator gpu trains on images: it needs decode: true")
+        return self
+
+    @property
+    def formats(self) -> set[str]:
+        return {"packed"} if self.reader == "packed" else set()
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        kind = "none" if self.accelerator is None else "gpu" if self.accelerator.type == "gpu" else "emulated"
+        compute = self.accelerator.compute_time(self.batch_size) if kind == "emulated" else 0.0
+        return {"bench_pytorch_target": target, "bench_pytorch_reader": self.reader,
+                "bench_pytorch_workers": self.workers, "bench_pytorch_batch_size": self.batch_size,
+                "bench_pytorch_pin_memory": self.pin_memory, "bench_pytorch_prefetch_factor": self.prefetch_factor,
+                "bench_pytorch_decode": self.decode, "bench_pytorch_shuffle": self.shuffle,
+                "bench_pytorch_epochs": self.epochs, "bench_pytorch_steps": self.steps or 0,
+                "bench_pytorch_syscall_profile": self.syscall_profile,
+                "bench_pytorch_preprocess_time": self.preprocess_time, "bench_pytorch_accelerator": kind,
+                "bench_pytorch_compute_per_batch": compute, "bench_pytorch_accelerators": self.accelerators,
+                "bench_pytorch_distributed": self.distributed, "bench_pytorch_seed": self.seed,
+                "bench_pytorch_timeout": self.timeout}
+
+    def dataset_vars(self, root: str) -> dict[str, Any]:
+        return {"bench_pytorch_dataset": root}
+
+    def describe(self) -> str:
+        what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}
+        kind = "none" if self.accelerator is None else self.accelerator.type
+        acc = what.get(kind) or f"{self.accelerators} emulated {kind} ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+        return (f"PyTorch DataLoader, reader {self.reader}, {self.workers} workers, batch {self.batch_size}, "
+                f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
+                + (", one job over all hosts" if self.distributed else "")
+                + (", under strace -c" if self.syscall_profile else ""))
+
+
+class MetadataWorkload(_Model):
+    """readdir, stat and open/close rates over the data set's tree (the small-file metadata bottleneck)."""
+    name: Name
+    type: Literal["metadata"]
+    threads: Annotated[int, Field(ge=1, le=1024)] = 1
+    limit: Annotated[int, Field(ge=1)] | None = None     # files per operation, at most (default: all)
+    drop_caches: bool = True                             # before each operation, not only before the run
+    timeout: Duration = 1800.0
+
+    tool: ClassVar[str] = "metadata"
+    uses_dataset: ClassVar[bool] = True
+    formats: ClassVar[set[str]] = set()
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        return {"bench_metadata_target": target, "bench_metadata_threads": self.threads,
+                "bench_metadata_limit": self.limit or 0, "bench_metadata_drop_caches": self.drop_caches,
+                "bench_metadata_timeout": self.timeout}
+
+    def dataset_vars(self, root: str) -> dict[str, Any]:
+        return {"bench_metadata_dataset": root}
+
+    def describe(self) -> str:
+        return (f"readdir, then stat, then open+close of every data set file with {self.threads} thread(s)"
+                + (", caches dropped before each" if self.drop_caches else ""))
+
+
+class TensorflowWorkload(_Model):
+    """tf.data over the data set's TFRecord shards (interleave, map, prefetch), optionally feeding emulated accelerators."""
+    name: Name
+    type: Literal["tensorflow"]
+    batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
+    private_threads: Annotated[int, Field(ge=0, le=1024)] = 0   # tf.data private thread pool; 0: shared pool
+    parallel_reads: Annotated[int, Field(ge=0, le=1024)] = 0    # shards interleaved at once; 0: up to 16
+    shuffle_buffer: Annotated[int, Field(ge=1)] = 1024
+    decode: bool = True
+    shuffle: bool = True
+    epochs: Annotated[int, Field(ge=1, le=1000)] = 1
+    steps: Annotated[int, Field(ge=2)] | None = None
+    syscall_profile: bool = False
+    accelerator: Accelerator | None = None
+    accelerators: Annotated[int, Field(ge=1, le=256)] = 1
+    seed: int = 0
+    timeout: Duration = 1800.0
+
+    tool: ClassVar[str] = "tensorflow"
+    uses_dataset: ClassVar[bool] = True
+    formats: ClassVar[set[str]] = {"tfrecord"}
+
+    @model_validator(mode="after")
+    def _emulated_only(self) -> TensorflowWorkload:
+        if self.accelerator and self.accelerator.type == "gpu":
+            raise ValueError("accelerator gpu (real ResNet-50 training) is a pytorch workload's; "
+                             "tensorflow emulates accelerators only (a100, h100, custom)")
+        return self
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        compute = self.accelerator.compute_time(self.batch_size) if self.accelerator else 0.0
+        return {"bench_tensorflow_target": target, "bench_tensorflow_batch_size": self.batch_size,
+                "bench_tensorflow_private_threads": self.private_threads,
+                "bench_tensorflow_parallel_reads": self.parallel_reads,
+                "bench_tensorflow_shuffle_buffer": self.shuffle_buffer, "bench_tensorflow_decode": self.decode,
+                "bench_tensorflow_shuffle": self.shuffle, "bench_tensorflow_epochs": self.epochs,
+                "bench_tensorflow_steps": self.steps or 0, "bench_tensorflow_seed": self.seed,
+                "bench_tensorflow_syscall_profile": self.syscall_profile,
+                "bench_tensorflow_accelerator": "emulated" if self.accelerator else "none",
+                "bench_tensorflow_compute_per_batch": compute, "bench_tensorflow_accelerators": self.accelerators,
+                "bench_tensorflow_timeout": self.timeout}
+
+    def dataset_vars(self, root: str) -> dict[str, Any]:
+        return {"bench_tensorflow_dataset": root}
+
+    def describe(self) -> str:
+        acc = (f"{self.accelerators} emulated {self.accelerator.type} "
+               f"({self.accelerator.compute_time(self.batch_size):g} s per batch)" if self.accelerator
+               else "no accelerator")
+        return (f"tf.data on the TFRecord shards, batch {self.batch_size}, private threads "
+                f"{self.private_threads or 'shared pool'}, decode {'on' if self.decode else 'off'}, "
+                f"{self.epochs} epoch(s), {acc}" + (", under strace -c" if self.syscall_profile else ""))
+
+
+Workload = Annotated[Union[FioWorkload, PytorchWorkload, MetadataWorkload, TensorflowWorkload],
+                     Field(discriminator="type")]
+WORKLOAD_TYPES = {"fio": FioWorkload, "pytorch": PytorchWorkload, "metadata": MetadataWorkload,
+                  "tensorflow": TensorflowWorkload}
 
 
 class Campaign(_Model):
@@ -135,6 +592,7 @@ class Campaign(_Model):
     # A host unreachable at the start: leave it out (skip) or stop the campaign (abort).
     on_host_failure: Literal["skip", "abort"] = "skip"
     backends: Annotated[list[Backend], Field(min_length=1)]
+    dataset: Dataset | None = None
     workloads: Annotated[list[Workload], Field(min_length=1)]
 
     @model_validator(mode="after")
@@ -142,7 +600,35 @@ class Campaign(_Model):
         _unique("backend", [b.name for b in self.backends])
         # A swept workload is several points of one name; two identical points are a mistake.
         _unique("workload", [w.model_dump_json() for w in self.workloads])
+        refused = [reason for b in self.backends for w in self.workloads if (reason := b.refuse(w))]
+        if refused:
+            raise ValueError(refused[0])
+        readers = sorted({w.name for w in self.workloads if w.uses_dataset})
+        if readers and self.dataset is None:
+            raise ValueError(f"workload(s) {', '.join(readers)} read the data set: add "
+                             "dataset: {kind: imagenet-like, files: N, seed: S}")
         return self
+
+    @property
+    def needs_dl(self) -> bool:
+        """The hosts need the deep-learning stack (data set generation, loaders)."""
+        return self.dataset is not None or any(w.tool in ("pytorch", "tensorflow") for w in self.workloads)
+
+    @property
+    def needs_tf(self) -> bool:
+        return any(w.tool == "tensorflow" for w in self.workloads)
+
+    def setup_vars(self) -> dict[str, Any]:
+        """What the setup phase installs on the hosts for this campaign (role iolab_host)."""
+        return {"iolab_host_dl": self.needs_dl, "iolab_host_tf": self.needs_tf}
+
+    @property
+    def dataset_formats(self) -> list[str]:
+        """Packed copies to make: the campaign's own list and what its workloads read."""
+        wanted = set(self.dataset.formats) if self.dataset else set()
+        for workload in self.workloads:
+            wanted |= getattr(workload, "formats", set())
+        return sorted(wanted)
 
 
 def _unique(kind: str, names: list[str]) -> None:
@@ -170,9 +656,11 @@ class Run(_Model):
         return selected[: self.hosts] if self.hosts else list(selected)
 
 
-def run_id(campaign: str, backend: BaseModel, workload: BaseModel, repetition: int, hosts: int | None = None) -> str:
+def run_id(campaign: str, backend: BaseModel, workload: BaseModel, repetition: int, hosts: int | None = None,
+           dataset: Dataset | None = None) -> str:
     config = {"campaign": campaign, "backend": backend.model_dump(), "workload": workload.model_dump(),
-              "repetition": repetition, **({"hosts": hosts} if hosts else {})}
+              "repetition": repetition, **({"hosts": hosts} if hosts else {}),
+              **({"dataset": dataset.identity()} if dataset else {})}
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -201,7 +689,8 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
         for workload in campaign.workloads:
             for count in counts:
                 for rep in range(1, campaign.repetitions + 1):
-                    runs.append(Run(run_id=run_id(campaign.name, backend, workload, rep, count),
+                    dataset = campaign.dataset if workload.uses_dataset else None
+                    runs.append(Run(run_id=run_id(campaign.name, backend, workload, rep, count, dataset),
                                     campaign=campaign.name, backend=backend, workload=workload,
                                     repetition=rep, hosts=count))
     return runs
@@ -220,7 +709,11 @@ def _where(loc: tuple) -> str:
 
 
 def _expected_keys(raw: dict[str, Any], loc: tuple) -> str:
-    if len(loc) >= 3 and loc[0] in ("backends", "workloads") and isinstance(loc[1], int):
+    if len(loc) == 5 and loc[0] == "workloads" and loc[3] == "accelerator":
+        model = Accelerator
+    elif len(loc) == 2 and loc[0] == "dataset":
+        model = Dataset
+    elif len(loc) == 4 and loc[0] in ("backends", "workloads") and isinstance(loc[1], int):
         registry = BACKEND_TYPES if loc[0] == "backends" else WORKLOAD_TYPES
         model = registry.get(str(loc[2]))
     elif len(loc) == 1:

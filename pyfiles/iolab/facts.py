@@ -50,12 +50,19 @@ def _cpu_model() -> str:
 def _mount(path: str) -> dict[str, Any]:
     if not shutil.which("findmnt"):
         return {}
-    out = subprocess.run(["findmnt", "--json", "--target", path, "-o", "TARGET,SOURCE,FSTYPE,OPTIONS"],
+    out = subprocess.run(["findmnt", "--json", "--target", path, "-o", "TARGET,SOURCE,FSTYPE,OPTIONS,ID"],
                          capture_output=True, text=True)
     if out.returncode != 0:
         return {}
     found = json.loads(out.stdout).get("filesystems", [{}])[0]
-    return {key: found.get(key) for key in ("target", "source", "fstype", "options")}
+    mount = {key: found.get(key) for key in ("target", "source", "fstype", "options")}
+    # Who mounted it and how (a storage role's record: backend, mapping method, read-only, snapshot).
+    from iolab import mounts
+
+    record = mounts.record_for({**mount, "id": found.get("id")}) if found.get("id") is not None else None
+    if record:
+        mount["iolab"] = {k: v for k, v in record.items() if k not in ("target", "source", "fstype", "recorded_at")}
+    return mount
 
 
 def _block_queue(path: str) -> dict[str, Any]:

@@ -27,7 +27,18 @@ PROFILES: dict[str, dict[str, str]] = {
                          "iodepth": "128", "norandommap": "1"},
     # Large sequential writes, for scratch targets only.
     "seq-write-1m": {**_COMMON, "rw": "write", "bs": "1M"},
+    # imagenet-bssplit with the bssplit of the campaign's own data set, computed on each host
+    # from its files' size histogram (prepare --bssplit-from).
+    "bssplit-from-dataset": {**_COMMON, "rw": "randread", "iodepth": "128", "norandommap": "1"},
 }
+BSSPLIT_FROM_DATASET = "bssplit-from-dataset"
+
+
+
+def rbd_options(pool: str, image: str, client: str) -> dict[str, str]:
+    """fio's rbd engine on an RBD image (librbd, no file system); CEPH_CONF and CEPH_ARGS name the cluster."""
+    return {"ioengine": "rbd", "clientname": client, "pool": pool, "rbdname": image}
+
 
 # fio options that run commands: never accepted from a campaign or a user's job file.
 _FORBIDDEN = ("exec_prerun", "exec_postrun", "ioscheduler")
@@ -83,6 +94,8 @@ def choose_size(wanted: int, free: int, existing: int) -> int:
     `wanted` 0 means: as much as fits, up to 1 GiB, leaving a fifth of the space free.
     """
     room = free + existing
+    if wanted and wanted == existing:
+        return wanted   # laid out already (on a read-only snapshot, there is no room for another)
     if wanted:
         if wanted > room * 0.9:
             raise ValueError(f"the job needs {wanted / _MIB:.0f} MiB but the target has {room / _MIB:.0f} MiB "
@@ -95,8 +108,32 @@ def choose_size(wanted: int, free: int, existing: int) -> int:
     return size
 
 
-def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, jobfile: Path | None) -> dict:
-    """Write RUN_DIR/job.fio for a job on `workdir` and lay its file out before the timed run."""
+def dataset_bssplit(root: Path) -> dict:
+    """The bssplit of the data set at `root` (its files' size histogram) and the data set's identity."""
+    import hashlib
+
+    from iolab.dataset.histogram import bssplit, histogram
+    from iolab.dataset.manifest import MANIFEST_NAME
+
+    manifest = root / MANIFEST_NAME
+    if not manifest.is_file():
+        raise ValueError(f"{root} holds no data set ({MANIFEST_NAME} missing); the campaign's dataset phase "
+                         "makes it: give the campaign a dataset")
+    digest = hashlib.sha256()
+    with open(manifest, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return {"bssplit": bssplit(histogram(root)), "bssplit_from": str(root),
+            "dataset_manifest_hash": digest.hexdigest()}
+
+
+def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, jobfile: Path | None,
+            bssplit_from: Path | None = None) -> dict:
+    """Write RUN_DIR/job.fio for a job on `workdir` and lay its file out before the timed run.
+
+    `bssplit_from` (relative to `workdir`, or absolute): a data set whose size histogram
+    gives the job's bssplit, as `iolab.dataset histogram` computes it.
+    """
     import json
     import os
 
@@ -107,6 +144,13 @@ def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, 
     if jobfile is not None:
         text = jobfile.read_text()  # fio runs in `workdir`: relative file names land on the target
         chosen = {"jobfile": str(jobfile)}
+    elif options.get("ioengine") == "rbd":
+        # librbd on the image the storage role created and prefilled: no file to size or lay out.
+        options = {**options, "size": str(wanted), "write_bw_log": str(run_dir / "fio"), "log_avg_msec": "1000"}
+        (run_dir / "job.fio").write_text(render(options, "iolab"))
+        chosen = {"size": wanted, "size_chosen": "image", "rbd": f"{options['pool']}/{options['rbdname']}"}
+        (run_dir / "fio_job.json").write_text(json.dumps(chosen, indent=1))
+        return chosen
     else:
         data = workdir / DATA_FILE
         stat = os.statvfs(workdir)
@@ -114,12 +158,15 @@ def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, 
         size = choose_size(wanted, stat.f_bavail * stat.f_frsize, existing)
         if existing > size:
             data.unlink()  # fio reads only `size` bytes of a larger file but the rest holds the space
+        from_dataset = dataset_bssplit(workdir / bssplit_from) if bssplit_from else {}
+        if from_dataset:
+            options = {**options, "bssplit": from_dataset["bssplit"]}
         # Per-second bandwidth logs let the controller add hosts up over their common window.
         options = {**options, "filename": str(data), "size": str(size),
                    "write_bw_log": str(run_dir / "fio"), "log_avg_msec": "1000"}
         text = render(options, "iolab")
         chosen = {"size": size, "size_chosen": "auto" if not wanted else "campaign",
-                  "free_bytes": stat.f_bavail * stat.f_frsize, "file": str(data)}
+                  "free_bytes": stat.f_bavail * stat.f_frsize, "file": str(data), **from_dataset}
     (run_dir / "job.fio").write_text(text)
     (run_dir / "fio_job.json").write_text(json.dumps(chosen, indent=1))
     if jobfile is None and existing == chosen["size"]:
@@ -145,10 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--options", default="{}", help="fio options as a JSON object")
     prep.add_argument("--size", type=int, default=0, help="bytes; 0 = what fits, up to 1 GiB")
     prep.add_argument("--jobfile", type=Path)
+    prep.add_argument("--bssplit-from", type=Path, help="data set whose size histogram gives the bssplit "
+                      "(relative to --workdir)")
     opts = parser.parse_args(argv)
     started_at = time.time()  # when this task reached the host: sizes the lead of the common start
     try:
-        chosen = prepare(opts.dir, opts.workdir, json.loads(opts.options), opts.size, opts.jobfile)
+        chosen = prepare(opts.dir, opts.workdir, json.loads(opts.options), opts.size, opts.jobfile,
+                         opts.bssplit_from)
     except ValueError as exc:
         print(f"{opts.workdir}: {exc}", file=sys.stderr)
         return 1

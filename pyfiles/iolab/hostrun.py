@@ -1,6 +1,7 @@
 """Run one benchmark tool on a host, on time, and leave a record (host side, stdlib only).
 
-    python -m iolab.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR] -- fio job.fio
+    python -m iolab.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR]
+                                [--telemetry-after RAMP] -- fio job.fio
     python -m iolab.hostrun drop-caches --dir RUN_DIR
     python -m iolab.hostrun stop --dir HOST_RUNS_DIR
 
@@ -11,6 +12,14 @@ status, the page cache before and after, and the host's provenance. If the
 Ansible task that started it goes away (Ctrl-C, a lost SSH session), the tool
 is stopped rather than left holding the mount. `stop` ends tools that a
 previous, interrupted run left behind, by the PIDs it recorded.
+
+With `--telemetry-after S`, `run` also samples the host (iolab.telemetry: disks,
+CPU, memory, network, GPUs) into `telemetry.jsonl` from S seconds after the tool
+starts (its ramp) until it ends. The sampler is a thread of this process rather
+than a child: it lives and ends exactly with the loop that watches the tool, costs
+no second interpreter, measures its own CPU with its thread's clock, and can count
+the tool's CPU after this process has reaped it (RUSAGE_CHILDREN); its CPU, about
+0.1 % of a core, does not compete with this loop, which mostly sleeps.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from iolab import facts
+from iolab import facts, telemetry
 
 PIDFILE = "hostrun.pid"
 
@@ -49,7 +58,7 @@ def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
 
 
 def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | None, timeout: float | None,
-        cwd: Path | None = None) -> int:
+        cwd: Path | None = None, telemetry_after: float | None = None) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     parent = os.getppid()
     cached_before = facts.meminfo().get("Cached", 0)
@@ -61,6 +70,10 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
                                 cwd=cwd or run_dir, start_new_session=True)
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
         signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc))
+        sampler = None
+        if telemetry_after is not None:
+            sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
+            sampler.start()
         reason = None
         while proc.poll() is None:
             try:
@@ -74,6 +87,9 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
             if reason:
                 _stop_group(proc)
         ended = time.time()
+        if sampler is not None:
+            for error in sampler.stop().get("errors", []):
+                print(f"telemetry: {error}", file=sys.stderr)
     (run_dir / PIDFILE).unlink(missing_ok=True)
     record = {
         "argv": argv, "rc": proc.returncode, "stopped": reason,
@@ -129,6 +145,9 @@ def main(args: list[str] | None = None) -> int:
     p_run.add_argument("--target")
     p_run.add_argument("--timeout", type=float)
     p_run.add_argument("--cwd", type=Path, help="the tool's working directory (default: the run's)")
+    p_run.add_argument("--telemetry-after", type=float, metavar="SECONDS",
+                       help=f"sample the host into {telemetry.FILE} from this long after the tool starts "
+                            "(its ramp) until it ends; without it, no telemetry")
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("stop").add_argument("--dir", type=Path, required=True)
@@ -137,7 +156,7 @@ def main(args: list[str] | None = None) -> int:
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
         if not argv:
             parser.error("give the tool's command after --")
-        return run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd)
+        return run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd, opts.telemetry_after)
     if opts.command == "drop-caches":
         return drop_caches(opts.dir)
     return stop(opts.dir)

@@ -1,7 +1,8 @@
 """Compare backends side by side: median and spread over repetitions, in human units.
 
-    ./lab report                     the latest campaign as a table
-    ./lab report --format csv        every sample, for a spreadsheet
+    ./lab report                     the latest campaign: who wins, then every figure
+    ./lab report --format html       one self-contained page with plots (report_html.py)
+    ./lab report --format csv        every sample and its flags, for a spreadsheet
 """
 
 from __future__ import annotations
@@ -9,20 +10,24 @@ from __future__ import annotations
 import csv
 import io
 import json
-import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
+from iolab import validity
 from iolab.errors import UserError
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.samples import ResultStore, Sample
 from iolab.units import human
 
 # Shown in the table, in this order; every metric is in the CSV and JSON exports.
 TABLE_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
                  "read_clat_p50", "read_clat_p99", "read_clat_p999", "write_clat_p99")
-AGREEMENT = 0.05  # repeats within 5% of their median agree (MLPerf Storage)
+# Who wins: the figures of merit and the tail latency.
+SUMMARY_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
+                   "read_clat_p99", "write_clat_p99")
+AGREEMENT = validity.AGREEMENT
 
 
 def find_store(results: Path, campaign: str | None) -> ResultStore:
@@ -41,43 +46,121 @@ def find_store(results: Path, campaign: str | None) -> ResultStore:
     return ResultStore(results, stores[-1].parent.name)
 
 
-def _setting(sample: Sample) -> str:
-    """The swept parameters that tell two points of one workload apart."""
-    keep = {k: v for k, v in sample.params.items() if k not in ("runtime", "ramp", "size")}
-    return json.dumps(keep, sort_keys=True)
+def metric_rank(metric: str) -> tuple[int, str]:
+    """Sort key: the table's metrics in the table's order, then the rest by name."""
+    base = validity.base_metric(metric)
+    return (TABLE_METRICS.index(base) if base in TABLE_METRICS else len(TABLE_METRICS), metric)
 
 
-def summarize(samples: list[Sample]) -> list[dict]:
-    """One row per (workload, setting, metric, backend): median, spread and agreement over repeats.
+def lower_is_better(metric: str) -> bool:
+    """Latencies, waits and costs win by being small; throughput, IOPS and AU by being large."""
+    name = validity.base_metric(metric)
+    return "_clat_" in name or "await" in name or name.startswith("cpu") or name == "syscalls_per_sample"
 
-    The aggregate (host "*") is used where a metric has one; otherwise every
-    host's value counts as a repeat.
+
+def summarize(samples: list[Sample], groups: list[validity.Group] | None = None) -> list[dict]:
+    """One row per (workload, setting, metric, backend): median, spread and agreement over repeats."""
+    groups = validity.groups(samples) if groups is None else groups
+    labels = validity.setting_labels((g.workload, g.setting) for g in groups)
+    order = {w: i for i, w in enumerate(dict.fromkeys(g.workload for g in groups))}
+    return [{"order": order[g.workload], "workload": g.workload, "setting": g.setting,
+             "setting_label": labels[(g.workload, g.setting)],
+             "metric": g.metric, "backend": g.backend, "median": g.median, "min": min(g.values),
+             "max": max(g.values), "n": len(g.values), "spread": g.spread, "agree": g.agree,
+             "unit": g.unit, "run_ids": list(dict.fromkeys(g.run_ids))} for g in groups]
+
+
+def winners(rows: list[dict], metrics: tuple[str, ...] = SUMMARY_METRICS) -> list[dict]:
+    """Per (workload, setting, metric) with two backends or more: the best, the runner-up, by how much.
+
+    `ratio` is how many times better the winner is (≥ 1: best/second for
+    throughput, second/best for latency). `sure` says whether the repeats keep
+    them apart: 'yes' when the winner's worst repeat beats the runner-up's best,
+    'overlap' when their ranges overlap, 'unknown' with a single repeat.
     """
-    has_aggregate = {(s.run_id, s.metric) for s in samples if s.host == AGGREGATE_HOST}
-    groups: dict[tuple, list[float]] = defaultdict(list)
-    units: dict[tuple, str] = {}
-    for s in samples:
-        if s.host != AGGREGATE_HOST and (s.run_id, s.metric) in has_aggregate:
+    by_point: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        if row["metric"] in metrics:
+            by_point[(row["workload"], row["setting"], row["metric"])].append(row)
+    out = []
+    for (workload, setting, metric), contenders in sorted(by_point.items(), key=lambda kv: (
+            kv[1][0]["order"], kv[1][0]["setting_label"], metric_rank(kv[0][2]))):
+        if len(contenders) < 2:
             continue
-        key = (s.workload, _setting(s), s.metric, s.backend)
-        groups[key].append(s.value)
-        units[key] = s.unit
-    rows = []
-    for key, values in groups.items():
-        median = statistics.median(values)
-        spread = (max(values) - min(values)) / 2 / median if median else 0.0
-        rows.append({"workload": key[0], "setting": key[1], "metric": key[2], "backend": key[3],
-                     "median": median, "min": min(values), "max": max(values), "n": len(values),
-                     "spread": spread, "agree": spread <= AGREEMENT, "unit": units[key]})
-    return rows
+        low = lower_is_better(metric)
+        ranked = sorted(contenders, key=lambda r: r["median"], reverse=not low)
+        best, second = ranked[0], ranked[1]
+        if low:
+            ratio = second["median"] / best["median"] if best["median"] else float("inf")
+            apart = best["max"] < second["min"]
+        else:
+            ratio = best["median"] / second["median"] if second["median"] else float("inf")
+            apart = best["min"] > second["max"]
+        sure = "unknown" if min(best["n"], second["n"]) < 2 else ("yes" if apart else "overlap")
+        out.append({"workload": workload, "setting": setting, "setting_label": best["setting_label"],
+                    "metric": metric, "unit": best["unit"], "winner": best["backend"], "best": best["median"],
+                    "runner_up": second["backend"], "second": second["median"], "ratio": ratio,
+                    "margin": margin(ratio, low), "sure": sure, "lower_is_better": low,
+                    "run_ids": best["run_ids"] + second["run_ids"]})
+    return out
 
 
-def table(store: ResultStore) -> Table:
-    samples = store.samples()
+def margin(ratio: float, lower: bool) -> str:
+    """'6.8×', '+23%' (or '23% lower' for a latency): how much better the winner is."""
+    if ratio == float("inf"):
+        return "∞"
+    if ratio >= 2:
+        times = f"{ratio:,.0f}×" if ratio >= 10 else f"{ratio:.1f}×"
+        return times + (" lower" if lower else "")
+    if lower:
+        return f"{(1 - 1 / ratio) * 100:.0f}% lower"
+    return f"+{(ratio - 1) * 100:.0f}%"
+
+
+def point_label(workload: str, setting_label: str) -> str:
+    return f"{workload} {setting_label}".strip()
+
+
+def run_flagged(verdicts: validity.Verdicts, run_ids: list[str]) -> bool:
+    """Whether a run has a flag of its own (caching); disagreeing repeats are marked † per metric instead."""
+    return any(f.blocking and f.name != validity.REPEATS_DISAGREE for r in run_ids for f in verdicts.of(r))
+
+
+def summary_table(store: ResultStore, samples: list[Sample] | None = None) -> Table | None:
+    """Which backend wins each workload and metric, by how much, and whether the repeats keep them apart.
+
+    None when the campaign has a single backend (nothing to compare).
+    """
+    samples = store.samples() if samples is None else samples
+    verdicts = validity.assess(samples)
     rows = summarize(samples)
+    agree = {(r["workload"], r["setting"], r["metric"], r["backend"]): r["agree"] for r in rows}
+    found = winners(rows)
+    if not found:
+        return None
+    out = Table(title=f"campaign {store.dir.name}: who wins (medians over repetitions)", title_justify="left",
+                caption="sure: yes = every repeat of the winner beats every repeat of the runner-up; "
+                        "† repeats differ by more than 5%; ⚑ a run involved is flagged (see the flags)")
+    for column in ("workload", "metric", "winner", "by", "median", "runner-up", "sure"):
+        out.add_column(column, justify="right" if column in ("by", "median") else "left")
+    for w in found:
+        point = (w["workload"], w["setting"], w["metric"])
+        marks = ("" if agree[(*point, w["winner"])] and agree[(*point, w["runner_up"])] else " †") + \
+            (" ⚑" if run_flagged(verdicts, w["run_ids"]) else "")
+        out.add_row(point_label(w["workload"], w["setting_label"]), w["metric"], w["winner"] + marks,
+                    w["margin"], human(w["best"], w["unit"]),
+                    f"{w['runner_up']} {human(w['second'], w['unit'])}", w["sure"])
+    return out
+
+
+def table(store: ResultStore, samples: list[Sample] | None = None) -> Table:
+    samples = store.samples() if samples is None else samples
+    rows = summarize(samples)
+    verdicts = validity.assess(samples)
     backends = list(dict.fromkeys(s.backend for s in samples))
     out = Table(title=f"campaign {store.dir.name}: median ± half-range over repetitions (n)",
-                caption="† repeats differ by more than 5% of their median", title_justify="left")
+                caption="† repeats differ by more than 5% of their median; ⚑ a run is flagged",
+                title_justify="left")
     out.add_column("workload")
     out.add_column("metric")
     for backend in backends:
@@ -86,35 +169,90 @@ def table(store: ResultStore) -> Table:
     for row in rows:
         if row["metric"] not in TABLE_METRICS:
             continue
-        mark = "" if row["agree"] else " †"
-        cells[(row["workload"], row["setting"], row["metric"])][row["backend"]] = (
+        mark = ("" if row["agree"] else " †") + (" ⚑" if run_flagged(verdicts, row["run_ids"]) else "")
+        cells[(row["workload"], row["setting_label"], row["metric"])][row["backend"]] = (
             f"{human(row['median'], row['unit'])} ±{row['spread'] * 100:.1f}% ({row['n']}){mark}")
     order = {m: i for i, m in enumerate(TABLE_METRICS)}
     workloads = list(dict.fromkeys(s.workload for s in samples))
-    for (workload, setting, metric), by_backend in sorted(
+    for (workload, label, metric), by_backend in sorted(
             cells.items(), key=lambda kv: (workloads.index(kv[0][0]), kv[0][1], order[kv[0][2]])):
-        label = workload if setting == _setting_of_first(samples, workload) else f"{workload} {setting}"
-        out.add_row(label, metric, *(by_backend.get(b, "—") for b in backends))
+        out.add_row(point_label(workload, label), metric, *(by_backend.get(b, "—") for b in backends))
     return out
 
 
-def _setting_of_first(samples: list[Sample], workload: str) -> str:
-    settings = {_setting(s) for s in samples if s.workload == workload}
-    return next(iter(settings)) if len(settings) == 1 else ""
+def flag_rows(samples: list[Sample], verdicts: validity.Verdicts | None = None) -> list[dict]:
+    """One row per flag: a run's own flags per run, a disagreement once for all the repeats it concerns."""
+    verdicts = verdicts or validity.assess(samples)
+    first: dict[str, Sample] = {}
+    for s in samples:
+        first.setdefault(s.run_id, s)
+    rows: dict[tuple, dict] = {}
+    for run_id, flags in verdicts.flags.items():
+        s = first[run_id]
+        for f in flags:
+            key = (f.name, f.reason) if f.name == validity.REPEATS_DISAGREE else (run_id, f.name, f.reason)
+            row = rows.setdefault(key, {"run_ids": [], "backend": s.backend, "workload": s.workload,
+                                        "repetitions": [], "flag": f.name, "reason": f.reason,
+                                        "blocking": f.blocking})
+            row["run_ids"].append(run_id)
+            row["repetitions"].append(s.repetition)
+    for row in rows.values():
+        order = sorted(range(len(row["run_ids"])), key=lambda i: row["repetitions"][i])
+        row["run_ids"] = [row["run_ids"][i] for i in order]
+        row["repetitions"] = [row["repetitions"][i] for i in order]
+    return list(rows.values())
+
+
+def flags_table(store: ResultStore, samples: list[Sample] | None = None) -> Table | None:
+    """The flagged runs and why (None when every run is comparable)."""
+    samples = store.samples() if samples is None else samples
+    rows = flag_rows(samples)
+    if not rows:
+        return None
+    out = Table(title="flags: runs that may not be comparable", title_justify="left")
+    for column in ("run", "backend", "workload", "rep", "flag", "reason"):
+        out.add_column(column)
+    for row in rows:
+        out.add_row(" ".join(row["run_ids"]), row["backend"], row["workload"],
+                    ",".join(str(r) for r in row["repetitions"]), row["flag"], row["reason"])
+    return out
 
 
 def export(store: ResultStore, fmt: str) -> str:
-    """Every sample as CSV (params and metadata as JSON columns) or as a JSON array."""
-    samples = store.samples()
+    """Every sample with `valid`, `flags` and `reasons`, as CSV (params, metadata, flags as JSON) or JSON."""
+    rows = validity.annotate(store.samples())
     if fmt == "json":
-        return json.dumps([json.loads(s.to_json()) for s in samples], indent=1)
+        return json.dumps(rows, indent=1)
     buffer = io.StringIO()
     fields = ["campaign", "run_id", "repetition", "host", "backend", "workload", "metric", "value", "unit",
-              "started_at", "ended_at", "params", "metadata"]
-    writer = csv.DictWriter(buffer, fieldnames=fields)
+              "started_at", "ended_at", "valid", "flags", "reasons", "params", "metadata"]
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
-    for s in samples:
-        row = json.loads(s.to_json())
-        writer.writerow({k: json.dumps(row[k], sort_keys=True) if k in ("params", "metadata") else row[k]
-                         for k in fields})
+    for row in rows:
+        writer.writerow({k: _cell(k, row[k]) for k in fields})
     return buffer.getvalue()
+
+
+def _cell(key: str, value: Any) -> Any:
+    if key in ("params", "metadata", "flags", "reasons", "valid"):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return value
+
+
+def print_report(store: ResultStore, console=None) -> None:
+    """The terminal report: who wins, every figure, then the flags."""
+    from rich.console import Console
+
+    console = console or Console()
+    samples = store.samples()
+    summary = summary_table(store, samples)
+    if summary is None:
+        backends = ", ".join(dict.fromkeys(s.backend for s in samples))
+        console.print(f"campaign {store.dir.name}: one backend ({backends}), "
+                      "nothing to compare; its figures:")
+    else:
+        console.print(summary)
+    console.print(table(store, samples))
+    flags = flags_table(store, samples)
+    if flags is not None:
+        console.print(flags)

@@ -85,8 +85,11 @@ class Result:
         return "ok"
 
 
-def _failure_message(res: dict[str, Any]) -> str:
-    """The sentence worth showing from a failed task's result."""
+def failure_message(res: dict[str, Any]) -> str:
+    """The sentence worth showing from a failed task's result (a loop's: its first failed item's)."""
+    failed_items = [item for item in res.get("results", []) if isinstance(item, dict) and item.get("failed")]
+    if failed_items:
+        return failure_message(failed_items[0])
     msg = str(res.get("msg") or "").strip()
     stderr = str(res.get("stderr") or "").strip().splitlines()
     stdout = str(res.get("stdout") or "").strip().splitlines()
@@ -122,7 +125,7 @@ class _Progress:
             outcome.changed += bool(data.get("res", {}).get("changed"))
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             outcome.failed, outcome.task = True, data.get("task", outcome.task)
-            outcome.message = _failure_message(data.get("res", {}))
+            outcome.message = failure_message(data.get("res", {}))
             outcome.ended = time.monotonic()
         elif kind == "runner_on_unreachable":
             outcome.unreachable, outcome.task = True, data.get("task", outcome.task)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = "iolab.sample/1"
-UNITS = frozenset({"B/s", "B", "IOPS", "s", "samples/s", "%", "ns", "cores", "count"})
+UNITS = frozenset({"B/s", "B", "IOPS", "s", "samples/s", "%", "ns", "cores", "count", "ops/s"})
 AGGREGATE_HOST = "*"
 
 

@@ -210,6 +210,23 @@ def down(lab_dir: Path, inventory_path: Path) -> None:
             shutil.rmtree(lab_dir / sub, ignore_errors=True)
 
 
+def running() -> list[str]:
+    """The simulated hosts' namespaces up on this machine, whichever lab directory made them."""
+    return _lab_namespaces()
+
+
+def kill(lab_dir: Path, name: str) -> None:
+    """Simulate a host failure: end its sshd and every process in it; its mounts go with them.
+
+    `up` brings it back (a fresh sshd, an empty mount namespace).
+    """
+    _require_root("simulating a host failure")
+    match = _HOST_RE.match(name)
+    if not match:
+        raise UserError(f"{name!r} is not a simulated host name (gpu01 … gpu{MAX_HOSTS})")
+    _end_processes([SimHost.numbered(int(match.group(1)))], lab_dir, _find_tools())
+
+
 def status(lab_dir: Path) -> list[HostStatus]:
     """The hosts `up` made from this lab directory, each with its sshd's PID if it runs."""
     lab_dir = Path(lab_dir).absolute()

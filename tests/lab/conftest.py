@@ -56,6 +56,10 @@ class SimLab:
 def sim_hosts() -> Iterator[SimLab]:
     if os.geteuid() != 0:
         pytest.skip("lab tests need root (network namespaces, sshd)")
+    if sim.running():
+        # One lab per machine: tearing down at the end would take another lab's hosts with it.
+        pytest.fail(f"simulated hosts of another lab are up ({', '.join(sim.running())}); "
+                    "run `./lab lab.sim-down` first")
     # Short on purpose: ssh control socket paths must fit in 107 bytes.
     lab_dir = Path(tempfile.mkdtemp(prefix="iolab-lab-", dir="/tmp"))
     inventory = lab_dir / "sim.yml"

@@ -68,7 +68,7 @@ def test_sizes_and_durations_take_units(tmp_path):
 @pytest.mark.parametrize("data, message", [
     (with_("backends.0.sise", "1G"), "c.yml: backends[0].sise: unknown key (expected one of: name, type, size, mountpoint)"),
     (with_("colour", "blue"), "c.yml: colour: unknown key (expected one of: name, description, repetitions"),
-    (with_("backends.0.type", "nfs9"), "c.yml: backends[0].type: unknown backend type 'nfs9' (expected one of: tmpfs, local)"),
+    (with_("backends.0.type", "nfs9"), "c.yml: backends[0].type: unknown backend type 'nfs9' (expected one of: tmpfs, local, rbd_snapshot, cephfs, nfs, sshfs, mount, rbd)"),
     (with_("workloads.0.type", "mystery"), "c.yml: workloads[0].type: unknown workload type 'mystery'"),
     (with_("workloads.0.profile", "fast"), "c.yml: workloads[0]: unknown fio profile 'fast' (expected one of: seq-read-1m"),
     (with_("backends.0.size", "lots"), "c.yml: backends[0].size: expected a size such as 2GiB or 500MB, got 'lots'"),

@@ -143,6 +143,15 @@ def test_metadata_records_version_jobs_runtime_and_timestamp() -> None:
     assert meta["fio_timestamp"] == document["timestamp"]
 
 
+@pytest.mark.parametrize("case", ["rand-read-16k", "two-jobs-read-write", "seq-write-128k"])
+def test_metadata_records_bytes_moved_per_direction_summed_over_jobs(case: str) -> None:
+    jobs = raw(case)["jobs"]
+    meta = fio.parse(FIXTURES / case).metadata
+    for ddir in fio.DIRECTIONS:
+        assert meta[f"fio_{ddir}_bytes"] == sum(j[ddir]["io_bytes"] for j in jobs)
+    assert meta["fio_read_bytes"] + meta["fio_write_bytes"] > 0
+
+
 def test_identical_jobs_share_one_options_mapping() -> None:
     options = fio.parse(FIXTURES / "rand-read-16k").metadata["fio_options"]
     assert options["numjobs"] == "2"

@@ -38,7 +38,9 @@ Parser = Callable[[Path], Parsed]
 
 
 def parser_for(tool: str) -> Parser:
-    from iolab.parsers import fio
+    from iolab.parsers import fio, metadata, pytorch
 
-    parsers: dict[str, Parser] = {"fio": fio.parse}
+    # tensorflow: iolab.loader.tf_loader writes the loader.json of every iolab loader.
+    parsers: dict[str, Parser] = {"fio": fio.parse, "pytorch": pytorch.parse, "tensorflow": pytorch.parse,
+                                  "metadata": metadata.parse}
     return parsers[tool]

@@ -64,8 +64,11 @@ def parse(host_dir: Path) -> Parsed:
     """Measurements, metadata and fio's own error from `host_dir/fio.json`.
 
     fio_runtime_ms is the longest read or write runtime of any job: the run's
-    measured window (ramp_time excluded). fio leaves out "global options" when
-    every option follows the first --name, hence the default.
+    measured window (ramp_time excluded). fio_read_bytes / fio_write_bytes are
+    the bytes each direction moved in that window, summed over jobs (fio's
+    io_bytes): what the caching check compares with the host's memory. fio
+    leaves out "global options" when every option follows the first --name,
+    hence the default.
     """
     path = Path(host_dir) / "fio.json"
     document = _load(path)
@@ -77,10 +80,40 @@ def parse(host_dir: Path) -> Parsed:
             "fio_options": _options(document.get("global options", {}), jobs),
             "fio_jobs": len(jobs),
             "fio_runtime_ms": max(d.runtime_ms for job in jobs for d in job.directions.values()),
+            **{f"fio_{ddir}_bytes": sum(job.directions[ddir].io_bytes for job in jobs) for ddir in DIRECTIONS},
             "fio_timestamp": document.get("timestamp"),
         },
         error=_error(jobs),
+        series=_bw_series(Path(host_dir), document, jobs),
     )
+
+
+def _bw_series(host_dir: Path, document: Mapping[str, Any], jobs: list[_Job]) -> dict[str, list[tuple[float, float]]]:
+    """read_bw / write_bw per log interval from fio's bandwidth logs (fio_bw.<job>.log), jobs summed.
+
+    A log line is `msec, KiB/s, direction (0 read, 1 write), bs, offset`, msec counted
+    from the end of the ramp. fio's JSON gives the time it finished (timestamp_ms) and
+    the measured runtime, which place the series on the wall clock.
+    """
+    logs = sorted(host_dir.glob("fio_bw.*.log"))
+    if not logs or "timestamp_ms" not in document:
+        return {}
+    runtime_ms = max(d.runtime_ms for job in jobs for d in job.directions.values())
+    start = (document["timestamp_ms"] - runtime_ms) / 1000
+    sums: dict[tuple[str, int], float] = {}
+    for log in logs:
+        for line in log.read_text().splitlines():
+            fields = [f.strip() for f in line.split(",")]
+            if len(fields) < 3 or not fields[0].isdigit():
+                continue
+            ddir = DIRECTIONS[int(fields[2])] if fields[2] in ("0", "1") else None
+            if ddir:
+                key = (ddir, round(int(fields[0]) / 1000))   # jobs log within a few ms of each other
+                sums[key] = sums.get(key, 0.0) + float(fields[1]) * 1024
+    series: dict[str, list[tuple[float, float]]] = {}
+    for (ddir, second), value in sorted(sums.items(), key=lambda kv: kv[0][1]):
+        series.setdefault(f"{ddir}_bw", []).append((start + second, value))
+    return series
 
 
 def nearest_rank(bins: Mapping[int, int], percent: Fraction) -> int:

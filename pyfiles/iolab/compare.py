@@ -1,0 +1,327 @@
+"""B against A: the ratio B/A per (workload, setting, metric) with a 95% confidence interval, and rules.
+
+    ./lab report.compare last-month this-month --rule "read_bw >= -5%" --rule "read_clat_p99 <= +10%"
+    ./lab report.compare local tmpfs --campaign quick --rules ci-rules.yml     two backends of one campaign
+
+A is the baseline. Two campaigns are matched per (backend, workload, setting,
+metric); two backends of one campaign per (workload, setting, metric).
+(Invoke has no optional positional arguments, so two backends are named as A
+and B with --campaign rather than with a separate --backends A,B.)
+
+**The interval** is a Welch t-interval on the logarithms of the repeats,
+exponentiated: ratio = exp(mean(log B) − mean(log A)), the ratio of geometric
+means. Logs because performance compares by ratios (a 10% drop and a 10% gain
+are symmetric there, and the bounds stay positive); Welch because the two sides
+need not share a variance or a count; t rather than a bootstrap because
+campaigns have 2–5 repetitions, where resampling sees only a handful of distinct
+resamples and gives intervals far too narrow, while t's quantiles widen as they
+should (df = 1 gives 12.7 standard errors). With a single repeat on either side
+the variance is unknown, and so is the interval: it is reported as unknown.
+
+**Rules** bound the change B/A − 1 of every point whose metric matches (a
+shell pattern: `read_clat_*`). `read_bw >= -5%`: not more than 5% below the
+baseline; `read_clat_p99 <= +10%`: at most 10% slower. The point estimate is
+judged (a regression is not excused by noise); each violation says whether the
+whole interval is past the limit. A rules file is YAML: `rules: [...]` or a
+bare list of such strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+import re
+import statistics
+from pathlib import Path
+
+import yaml
+from rich.table import Table
+
+from iolab import validity
+from iolab.errors import UserError
+from iolab.samples import Sample
+from iolab.units import human
+
+LEVEL = 0.95
+_RULE = re.compile(r"^\s*(?P<metric>[A-Za-z0-9_*?\[\]{}=,.-]+)\s*(?P<op>>=|<=|>|<)\s*"
+                   r"(?P<limit>[+-]?[0-9]+(?:\.[0-9]+)?)\s*%\s*$")
+
+
+# --- Student's t, without scipy -------------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1 + aa * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < 1e-14:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
+    return 1 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with `df` degrees of freedom (df may be fractional, as Welch's is).
+
+    >>> round(t_quantile(0.975, 1), 3), round(t_quantile(0.975, 10), 3)
+    (12.706, 2.228)
+    """
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Ratio:
+    ratio: float                     # geometric mean of B over geometric mean of A
+    low: float | None                # the 95% interval; None when unknown (a single repeat)
+    high: float | None
+    n_a: int
+    n_b: int
+
+    @property
+    def change(self) -> float:
+        return self.ratio - 1
+
+    def interval(self) -> str:
+        if self.low is None:
+            return "unknown (n=1)"
+        return f"{self.low:.3g} – {self.high:.3g}"
+
+
+def ratio_ci(a: list[float], b: list[float], level: float = LEVEL) -> Ratio:
+    """B/A with a Welch t-interval on logs (see the module's docstring for why)."""
+    if min(a + b) <= 0:
+        raise ValueError("ratios need positive values")
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+    diff = statistics.fmean(lb) - statistics.fmean(la)
+    ratio = math.exp(diff)
+    if len(a) < 2 or len(b) < 2:
+        return Ratio(ratio, None, None, len(a), len(b))
+    va, vb = statistics.variance(la) / len(a), statistics.variance(lb) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Ratio(ratio, ratio, ratio, len(a), len(b))
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    half = t_quantile(0.5 + level / 2, df) * se
+    return Ratio(ratio, math.exp(diff - half), math.exp(diff + half), len(a), len(b))
+
+
+# --- rules ----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    text: str
+    metric: str             # a shell pattern over metric labels
+    op: str
+    limit: float            # a fraction: -0.05 for -5%
+
+    def matches(self, metric: str) -> bool:
+        return fnmatch.fnmatchcase(metric, self.metric) or fnmatch.fnmatchcase(validity.base_metric(metric),
+                                                                                 self.metric)
+
+    def holds(self, change: float) -> bool:
+        return {">=": change >= self.limit - 1e-12, "<=": change <= self.limit + 1e-12,
+                ">": change > self.limit, "<": change < self.limit}[self.op]
+
+
+def parse_rule(text: str, where: str = "--rule") -> Rule:
+    match = _RULE.match(str(text))
+    if not match:
+        raise UserError(f"{where}: cannot read rule {text!r}; write METRIC OP CHANGE%, e.g. "
+                        "'read_bw >= -5%' (not more than 5% below the baseline) or 'read_clat_p99 <= +10%'")
+    return Rule(str(text).strip(), match["metric"], match["op"], float(match["limit"]) / 100)
+
+
+def load_rules(path: str | Path) -> list[Rule]:
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"rules file {path} does not exist") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"cannot read rules file {path}: {exc}") from None
+    items = raw.get("rules") if isinstance(raw, dict) else raw
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise UserError(f"{path}: expected `rules:` with a list of strings such as 'read_bw >= -5%'")
+    return [parse_rule(item, f"{path}: rules[{i}]") for i, item in enumerate(items)]
+
+
+# --- the comparison -------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Side:
+    label: str               # 'quick' or 'quick:tmpfs'
+    samples: list[Sample]
+    backend: str | None = None   # only this backend's samples, matched without the backend
+
+
+@dataclasses.dataclass
+class Point:
+    backend: str | None
+    workload: str
+    setting: str
+    setting_label: str
+    metric: str
+    unit: str
+    a: list[float]
+    b: list[float]
+    ratio: Ratio | None      # None when a median is 0 or negative
+    violations: list[Rule] = dataclasses.field(default_factory=list)
+
+    def where(self) -> str:
+        text = f"{self.metric} of {self.workload}"
+        text += f" {self.setting_label}" if self.setting_label else ""
+        return text + (f" on {self.backend}" if self.backend else "")
+
+
+@dataclasses.dataclass
+class Comparison:
+    a: Side
+    b: Side
+    points: list[Point]
+    only_a: int
+    only_b: int
+    rules: list[Rule]
+
+    def violations(self) -> list[str]:
+        """One line per violated rule and point."""
+        lines = []
+        for p in self.points:
+            for rule in p.violations:
+                r = p.ratio
+                past = ""
+                if r.low is not None:
+                    whole = all(rule.holds(x - 1) is False for x in (r.low, r.high))
+                    past = ", the whole interval past the limit" if whole else ", the interval reaches within it"
+                lines.append(f"REGRESSION {p.where()}: {self.b.label}/{self.a.label} = {r.ratio:.3g} "
+                             f"({r.change * 100:+.1f}%, 95% CI {r.interval()}{past}) breaks '{rule.text}'")
+        return lines
+
+
+def _points(side: Side, by_backend: bool) -> dict[tuple, validity.Group]:
+    samples = [s for s in side.samples if side.backend is None or s.backend == side.backend]
+    out = {}
+    for g in validity.groups(samples):
+        out[(g.backend if by_backend else None, g.workload, g.setting, g.metric)] = g
+    return out
+
+
+def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
+    by_backend = a.backend is None and b.backend is None
+    pa, pb = _points(a, by_backend), _points(b, by_backend)
+    common = [k for k in pa if k in pb]
+    labels = validity.setting_labels([(k[1], k[2]) for k in common])
+    from iolab.report import metric_rank
+
+    order = {w: i for i, w in enumerate(dict.fromkeys(k[1] for k in common))}
+    common.sort(key=lambda k: (order[k[1]], labels[(k[1], k[2])], metric_rank(k[3]), k[0] or ""))
+    points = []
+    for key in common:
+        ga, gb = pa[key], pb[key]
+        ratio = ratio_ci(ga.values, gb.values) if min(ga.values + gb.values) > 0 else None
+        point = Point(key[0], key[1], key[2], labels[(key[1], key[2])], key[3], ga.unit, ga.values, gb.values, ratio)
+        if ratio is not None:
+            point.violations = [r for r in rules if r.matches(point.metric) and not r.holds(ratio.change)]
+        points.append(point)
+    if not points:
+        def workloads(points: dict) -> str:
+            return ", ".join(dict.fromkeys(k[1] for k in points)) or "none"
+        raise UserError(f"{a.label} and {b.label} have no (workload, setting, metric"
+                        f"{', backend' if by_backend else ''}) in common: workloads of {a.label}: {workloads(pa)}; "
+                        f"of {b.label}: {workloads(pb)}")
+    for rule in rules:
+        if not any(rule.matches(p.metric) and p.ratio is not None for p in points):
+            compared = sorted({validity.base_metric(p.metric) for p in points})
+            raise UserError(f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "
+                            f"(compared: {', '.join(compared[:12]) or 'nothing'})")
+    return Comparison(a, b, points, len(set(pa) - set(pb)), len(set(pb) - set(pa)), rules)
+
+
+def sides(results: Path, a: str, b: str, campaign: str | None = None) -> tuple[Side, Side]:
+    """Campaigns A and B, or with `campaign` its backends A and B."""
+    from iolab.report import find_store
+
+    if campaign:
+        samples = find_store(results, campaign).samples()
+        have = list(dict.fromkeys(s.backend for s in samples))
+        for name in (a, b):
+            if name not in have:
+                raise UserError(f"campaign {campaign} has no backend {name!r} (it has: {', '.join(have)}); "
+                                "with --campaign, A and B name two of its backends")
+        return Side(a, samples, a), Side(b, samples, b)
+    return Side(a, find_store(results, a).samples()), Side(b, find_store(results, b).samples())
+
+
+def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Table:
+    """The comparison; `metrics` limits it to those metrics (rule metrics are always shown)."""
+    a, b = comparison.a.label, comparison.b.label
+    skipped = comparison.only_a + comparison.only_b
+    out = Table(title=f"{b} against {a} (baseline): ratio of geometric means over repeats, "
+                      f"{LEVEL:.0%} Welch t-interval on logs", title_justify="left",
+                caption=(f"{comparison.only_a} point(s) only in {a}, {comparison.only_b} only in {b}; "
+                         if skipped else "") + "✗ breaks a rule")
+    with_backend = any(p.backend for p in comparison.points)
+    for column in ("workload", "metric", *(["backend"] if with_backend else []),
+                   f"A: {a} (n)", f"B: {b} (n)", "B/A", "95% CI", "rules"):
+        out.add_column(column, justify="left" if column in ("workload", "metric", "backend", "rules") else "right")
+    for p in comparison.points:
+        ruled = [r for r in comparison.rules if r.matches(p.metric)]
+        if metrics is not None and p.metric not in metrics and not ruled:
+            continue
+        ratio = p.ratio
+        verdict = "✗ " + "; ".join(r.text for r in p.violations) if p.violations else ("ok" if ruled else "")
+        out.add_row(f"{p.workload} {p.setting_label}".strip(), p.metric, *([p.backend or ""] if with_backend else []),
+                    f"{human(statistics.median(p.a), p.unit)} ({len(p.a)})",
+                    f"{human(statistics.median(p.b), p.unit)} ({len(p.b)})",
+                    f"{ratio.ratio:.3g}" if ratio else "—", ratio.interval() if ratio else "—", verdict)
+    return out
+
+
+class Regression(UserError):
+    """A rule was broken: the lines above say which, the exit status is 1 (for CI)."""
+
+    exit_code = 1
+
+
+def run(results: Path, a: str, b: str, campaign: str | None, rules: list[str], rules_file: str | None
+        ) -> Comparison:
+    """What `report.compare` does: resolve the two sides and the rules, then compare."""
+    parsed = [parse_rule(r) for r in rules] + (load_rules(rules_file) if rules_file else [])
+    side_a, side_b = sides(results, a, b, campaign)
+    return compare(side_a, side_b, parsed)

@@ -1,0 +1,102 @@
+"""Past campaigns under results/: when they ran, how much, on which hosts, and which configuration.
+
+    ./lab report.history
+
+Stores moved aside by `bench.all --no-resume` (`results/<name>.<UTC stamp>/`) are
+listed too. The configuration hash is a hash of the campaign's sorted run ids:
+a run id is itself a hash of the run's full configuration (campaign name,
+backend, workload parameters, repetition; see campaign.run_id), so two stores
+with the same hash ran the same configuration, and re-running a campaign file
+reproduces it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+
+from rich.table import Table
+
+from iolab.samples import AGGREGATE_HOST, ResultStore
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    store: str                 # directory name under results/
+    campaign: str              # the campaign's own name (a moved-aside store keeps it)
+    first: str                 # earliest sample start, ISO UTC ('' without samples)
+    last: str                  # latest sample end
+    runs: int                  # runs with samples
+    failed: int                # runs recorded as failed and not retried successfully
+    samples: int
+    hosts: tuple[str, ...]
+    backends: tuple[str, ...]
+    config_hash: str
+
+    @property
+    def date(self) -> str:
+        return self.first[:16].replace("T", " ") if self.first else "—"
+
+
+def config_hash(run_ids: set[str] | list[str]) -> str:
+    """sha256 of the sorted, distinct run ids, one a line: 12 hex digits."""
+    text = "\n".join(sorted(set(run_ids)))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def entry(store: ResultStore) -> Entry:
+    samples = store.samples()
+    records = store.run_records()
+    with_samples = {s.run_id for s in samples}
+    failed = {r["run_id"] for r in records if r.get("status") == "failed"} - with_samples
+    return Entry(
+        store=store.dir.name,
+        campaign=samples[0].campaign if samples else store.dir.name.split(".", 1)[0],
+        first=min((s.started_at for s in samples), default=""),
+        last=max((s.ended_at for s in samples), default=""),
+        runs=len(with_samples),
+        failed=len(failed),
+        samples=len(samples),
+        hosts=tuple(sorted({s.host for s in samples if s.host != AGGREGATE_HOST})),
+        backends=tuple(dict.fromkeys(s.backend for s in samples)),
+        # Attempted runs count: a campaign with a failed run did not (yet) run the same configuration.
+        config_hash=config_hash(with_samples | {r["run_id"] for r in records}),
+    )
+
+
+def campaigns(results: Path) -> list[Entry]:
+    """Every store under `results` that holds samples or run records, oldest first."""
+    stores = sorted({p.parent for pattern in ("*/samples.jsonl", "*/runs.jsonl") for p in Path(results).glob(pattern)})
+    entries = [entry(ResultStore(results, d.name)) for d in stores]
+    return sorted(entries, key=lambda e: (e.first or "~", e.store))
+
+
+def same_configuration(entries: list[Entry]) -> dict[str, list[str]]:
+    """config hash → the stores that share it (only hashes shared by two stores or more)."""
+    by_hash: dict[str, list[str]] = {}
+    for e in entries:
+        by_hash.setdefault(e.config_hash, []).append(e.store)
+    return {h: stores for h, stores in by_hash.items() if len(stores) > 1}
+
+
+def table(results: Path) -> Table:
+    entries = campaigns(results)
+    shared = same_configuration(entries)
+    out = Table(title=f"campaigns in {results}", title_justify="left",
+                caption="config: hash of the sorted run ids (each a hash of a run's full configuration); "
+                        "equal hashes ran the same configuration")
+    for column in ("store", "date (UTC)", "runs", "samples", "hosts", "backends", "config", "same as"):
+        out.add_column(column, justify="right" if column in ("runs", "samples") else "left")
+    for e in entries:
+        others = [s for s in shared.get(e.config_hash, []) if s != e.store]
+        runs = f"{e.runs}" + (f" (+{e.failed} failed)" if e.failed else "")
+        out.add_row(e.store, e.date, runs, str(e.samples), _hosts(e.hosts), ", ".join(e.backends),
+                    e.config_hash, ", ".join(others) or "—")
+    return out
+
+
+def _hosts(hosts: tuple[str, ...]) -> str:
+    from iolab.hosts import compress
+
+    return compress(list(hosts)) if hosts else "—"

@@ -1,0 +1,37 @@
+"""metadata.json (iolab.loader.metadata) on one host → readdir, stat and open rates.
+
+    readdir_per_s   directory entries listed per second (scandir over the whole tree)   ops/s
+    stat_per_s      stat calls per second over the data files                          ops/s
+    open_per_s      open + close pairs per second over the data files                  ops/s
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from iolab.parsers import Measurement, Parsed, ParseError
+
+KIND = "iolab.metadata/1"
+METRICS = {"readdir": "readdir_per_s", "stat": "stat_per_s", "open": "open_per_s"}
+
+
+def parse(host_dir: Path) -> Parsed:
+    path = Path(host_dir) / "metadata.json"
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ParseError(f"{path}: missing, the metadata benchmark wrote no result") from None
+    except (OSError, ValueError) as exc:
+        raise ParseError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("kind") != KIND:
+        raise ParseError(f"{path}: not a metadata result (expected kind {KIND!r})")
+    out = []
+    for operation, metric in METRICS.items():
+        found = document.get("operations", {}).get(operation)
+        if not found or found.get("seconds", 0) <= 0:
+            raise ParseError(f"{path}: operation {operation!r} missing or not timed")
+        out.append(Measurement(metric, found["ops"] / found["seconds"], "ops/s"))
+    return Parsed(measurements=out, metadata={
+        "dataset_manifest_hash": document.get("manifest_hash"), "files": document.get("files"),
+        "threads": document.get("threads"), "operations": document.get("operations")})

@@ -1,0 +1,198 @@
+"""loader.json (iolab.loader.torch_loader) on one host → samples/s, read bandwidth, latency, CPU, AU, syscalls.
+
+Every rate is over each rank's measured window — from the end of its first step to
+the end of its last — and counts the batches after the first. The first batch pays
+for forking the loader's workers, their first opens and the prefetch queue filling
+up: a one-off start-up cost (seconds on a cold cache or a slow file system) that
+steady-state training does not pay again and that would otherwise dominate a short
+run. It is kept in the metadata (`first_batch_s`). A host's figures add up its
+ranks (one per accelerator):
+
+    samples_per_s        Σ ranks  samples / window                         samples/s
+    read_bw              Σ ranks  bytes read / window                       B/s
+    batch_latency_p50/99 nearest rank over every batch of every rank:     s
+                         the time the training loop waited for the batch
+    cpu_cores            Σ ranks  CPU time of the rank's process tree / window   cores
+    epoch_time           the slowest rank's epoch, one sample per epoch      s (params.epoch)
+    au                   mean over ranks of 100 · compute time / window     % (with an accelerator)
+    gpu_util             mean of nvidia-smi's utilization in the window    % (GPU mode)
+    syscalls_per_sample  calls of each syscall / samples loaded while traced   count (params.syscall)
+
+syscalls_per_sample lists the syscalls made at least once per hundred samples, and
+their sum as syscall "total".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from iolab.loader.syscalls import SummaryError, parse_summary
+from iolab.parsers import Measurement, Parsed, ParseError
+
+KIND = "iolab.loader/1"
+_RARE = 0.01  # syscalls per sample below which a syscall is left out
+
+
+def nearest_rank(values: list[float], percent: float) -> float:
+    """The smallest value with at least ceil(percent/100 · N) of the N values at or below it."""
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(percent * len(ordered) / 100)) - 1]
+
+
+def load(host_dir: Path, name: str = "loader.json") -> dict[str, Any]:
+    path = Path(host_dir) / name
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ParseError(f"{path}: missing, the loader wrote no result{_stderr_hint(path)}") from None
+    except (OSError, ValueError) as exc:
+        raise ParseError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("kind") != KIND or not document.get("ranks"):
+        raise ParseError(f"{path}: not a loader result (expected kind {KIND!r} with at least one rank)")
+    return document
+
+
+def _stderr_hint(path: Path) -> str:
+    try:
+        lines = (path.parent / "stderr.txt").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f"; stderr.txt ends: {lines[-1]!r}" if lines else ""
+
+
+def parse(host_dir: Path) -> Parsed:
+    host_dir = Path(host_dir)
+    document = load(host_dir)
+    columns = document.get("columns", [])
+    try:
+        col = {name: columns.index(name) for name in ("ready_at", "requested_at", "compute_s", "samples", "bytes")}
+    except ValueError as exc:
+        raise ParseError(f"{host_dir / 'loader.json'}: records lack a column ({exc})") from None
+    config = document.get("config", {})
+    accelerated = config.get("accelerator", "none") != "none"
+
+    rates, bandwidths, cores, aus, latencies, per_rank = [], [], [], [], [], []
+    traced_samples = bytes_read = 0
+    for rank in document["ranks"]:
+        records = rank["records"]
+        if len(records) < 2:
+            raise ParseError(f"{host_dir / 'loader.json'}: rank {rank['rank']} has {len(records)} batch(es); "
+                             "rates need at least 2 (the first is excluded): raise steps or the data set's size")
+        window = rank["window"]["end"] - rank["window"]["start"]
+        if window <= 0:
+            raise ParseError(f"{host_dir / 'loader.json'}: rank {rank['rank']} has an empty measured window")
+        counted = records[1:]
+        samples = sum(r[col["samples"]] for r in counted)
+        rates.append(samples / window)
+        bytes_read += sum(r[col["bytes"]] for r in counted)
+        bandwidths.append(sum(r[col["bytes"]] for r in counted) / window)
+        cores.append(rank["cpu_seconds"] / window)
+        latencies += [r[col["ready_at"]] - r[col["requested_at"]] for r in counted]
+        compute = sum(r[col["compute_s"]] for r in counted)
+        aus.append(100 * compute / window)
+        # Traced: every sample read while strace ran, batches prefetched past the last step included.
+        traced_samples += rank.get("samples_read") or sum(r[col["samples"]] for r in records)
+        per_rank.append({"rank": rank["rank"], "samples_per_s": samples / window, "window_s": window,
+                         "au": 100 * compute / window if accelerated else None,
+                         "first_batch_s": records[0][col["ready_at"]] - records[0][col["requested_at"]],
+                         "batches": len(records)})
+
+    out = [Measurement("samples_per_s", sum(rates), "samples/s"),
+           Measurement("read_bw", sum(bandwidths), "B/s"),
+           Measurement("batch_latency_p50", nearest_rank(latencies, 50), "s"),
+           Measurement("batch_latency_p99", nearest_rank(latencies, 99), "s"),
+           Measurement("cpu_cores", sum(cores), "cores")]
+    out += _epochs(document["ranks"])
+    if accelerated:
+        out.append(Measurement("au", statistics.fmean(aus), "%"))
+    gpu = _gpu_util(document["ranks"])
+    if gpu is not None:
+        out.append(Measurement("gpu_util", gpu, "%"))
+    syscalls = _syscalls(host_dir, document["ranks"], traced_samples)
+    out += syscalls
+
+    dataset = document.get("dataset", {})
+    metadata = {
+        "dataset_manifest_hash": dataset.get("manifest_hash"),
+        "dataset_samples": dataset.get("samples"),
+        "dataset_bytes": dataset.get("bytes"),
+        "bytes_read": bytes_read,         # in the measured windows, every rank: what the caching rule weighs
+        "loader": {k: config.get(k) for k in ("reader", "workers", "batch_size", "prefetch_factor", "decode",
+                                              "shuffle", "epochs", "steps", "pin_memory", "accelerator",
+                                              "compute_per_batch", "accelerators", "distributed", "nodes",
+                                              "preprocess_time", "syscall_profile")},
+        "pin_memory_effective": document["ranks"][0].get("pin_memory"),
+        "devices": sorted({r.get("device") for r in document["ranks"]}),
+        "ranks": per_rank,
+        "versions": document.get("versions", {}),
+        "first_step_excluded": True,
+    }
+    if document["ranks"][0].get("gpu"):
+        metadata["gpu_model"] = document["ranks"][0]["gpu"].get("name")
+    return Parsed(measurements=out, metadata=metadata, series=_series(document["ranks"], col))
+
+
+def _series(ranks: list[dict[str, Any]], col: dict[str, int]) -> dict[str, list[tuple[float, float]]]:
+    """Per-second samples/s and B/s of the host (its ranks added), by batch arrival, whole seconds only.
+
+    A point (t, v) covers (t - 1, t]; only seconds inside every rank's window count.
+    """
+    start = max(r["window"]["start"] for r in ranks)
+    end = min(r["window"]["end"] for r in ranks)
+    first, last = math.ceil(start) + 1, math.floor(end)
+    if last < first:
+        return {}
+    samples = {t: 0.0 for t in range(first, last + 1)}
+    volume = dict(samples)
+    for rank in ranks:
+        for record in rank["records"][1:]:
+            t = math.ceil(record[col["ready_at"]])
+            if t in samples:
+                samples[t] += record[col["samples"]]
+                volume[t] += record[col["bytes"]]
+    return {"samples_per_s": sorted(samples.items()), "read_bw": sorted(volume.items())}
+
+
+def _epochs(ranks: list[dict[str, Any]]) -> list[Measurement]:
+    by_epoch: dict[int, float] = {}
+    for rank in ranks:
+        for epoch in rank.get("epochs", []):
+            took = epoch["ended_at"] - epoch["started_at"]
+            by_epoch[epoch["epoch"]] = max(by_epoch.get(epoch["epoch"], 0.0), took)
+    return [Measurement("epoch_time", took, "s", {"epoch": epoch}) for epoch, took in sorted(by_epoch.items())]
+
+
+def _gpu_util(ranks: list[dict[str, Any]]) -> float | None:
+    values = []
+    for rank in ranks:
+        gpu = rank.get("gpu")
+        if not gpu:
+            continue
+        start, end = rank["window"]["start"], rank["window"]["end"]
+        values += [u for t, u in gpu.get("utilization", []) if start <= t <= end]
+    return statistics.fmean(values) if values else None
+
+
+def _syscalls(host_dir: Path, ranks: list[dict[str, Any]], samples: int) -> list[Measurement]:
+    names = [r["strace"] for r in ranks if r.get("strace")]
+    if not names:
+        return []
+    counts: dict[str, int] = {}
+    for name in names:
+        path = host_dir / name
+        try:
+            table = parse_summary(path.read_text())
+        except FileNotFoundError:
+            raise ParseError(f"{path}: missing, strace wrote no summary") from None
+        except SummaryError as exc:
+            raise ParseError(f"{path}: {exc}") from None
+        for syscall, row in table.items():
+            counts[syscall] = counts.get(syscall, 0) + row["calls"]
+    out = [Measurement("syscalls_per_sample", calls / samples, "count", {"syscall": syscall})
+           for syscall, calls in sorted(counts.items(), key=lambda kv: -kv[1]) if calls / samples >= _RARE]
+    out.append(Measurement("syscalls_per_sample", sum(counts.values()) / samples, "count", {"syscall": "total"}))
+    return out

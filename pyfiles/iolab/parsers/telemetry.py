@@ -1,0 +1,342 @@
+"""telemetry.jsonl on one host (iolab.telemetry) → summaries over the run, time series, caching check.
+
+    merge(host_dir, tool_measurements)  → (measurements, metadata): what bench adds to a host's samples
+    parse(host_dir)                     → Parsed: the summaries alone
+    load_series(host_dir)               → {"dev_read_bw{device=loop0}": [(epoch s, B/s), ...], ...}
+    potential_caching(telemetry, tool_read_bytes) → the flag, with its evidence
+
+Summaries are over the telemetry window (from the end of the ramp to the tool's
+end) and are exact: sums of the per-interval deltas divided by the window, not
+averages of per-second rates. Per device (`params.device`), for devices that did
+IO in the window and for the devices under the target (whose silence is evidence):
+
+    dev_read_bw, dev_write_bw      B/s        dev_read_iops, dev_write_iops   IOPS
+    dev_read_io_size, dev_write_io_size  B    dev_queue_len (iostat aqu-sz)  count
+    dev_await, dev_read_await, dev_write_await  s                 dev_util    %
+
+and `cpu_cores` (`params.scope` "host" with `params.mode` user/system/iowait/...,
+or "tool": the tool's process tree), `page_cache_growth` (B, `Cached` at the end
+less at the start), `net_rx_bw` / `net_tx_bw` (`params.interface`), and per GPU
+(`params.gpu`) `gpu_util` (%, mean), `gpu_mem_used` (B, peak), `gpu_pcie_rx_bw` /
+`gpu_pcie_tx_bw` (B/s, mean) when nvidia-smi reported them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from iolab.parsers import Measurement, Parsed, ParseError
+
+FILE = "telemetry.jsonl"
+# Potential caching: "almost no reads" on the devices is less than this share of what the tool read,
+DEVICE_READ_SHARE = 0.10
+# and a run that read less than this is not judged (a write test reads nothing).
+MIN_TOOL_READ = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Telemetry:
+    """One host's telemetry.jsonl, read once."""
+
+    path: Path
+    start: dict[str, Any]
+    samples: list[dict[str, Any]]
+    end: dict[str, Any]
+
+    @property
+    def window_s(self) -> float:
+        return sum(s["dt"] for s in self.samples)
+
+    @property
+    def target(self) -> dict[str, Any]:
+        return self.start.get("target") or {}
+
+    @property
+    def page_cache_growth(self) -> int | None:
+        before = self.start.get("mem", {}).get("Cached")
+        after = self.samples[-1]["mem"].get("Cached") if self.samples else None
+        return None if before is None or after is None else after - before
+
+    def device_totals(self) -> dict[str, dict[str, float]]:
+        """Per device, the sums over the window of every raw delta (r_ios, r_bytes, r_ms, busy_ms, ...)."""
+        totals: dict[str, dict[str, float]] = {}
+        for sample in self.samples:
+            for name, dev in sample["disk"].items():
+                into = totals.setdefault(name, {})
+                for key in _DISK_DELTAS:
+                    into[key] = into.get(key, 0) + dev.get(key, 0)
+        for name in self.target.get("devices", []):
+            totals.setdefault(name, dict.fromkeys(_DISK_DELTAS, 0))
+        return totals
+
+
+_DISK_DELTAS = ("r_ios", "w_ios", "d_ios", "r_bytes", "w_bytes", "r_ms", "w_ms", "d_ms", "busy_ms", "queue_ms")
+
+
+def load(host_dir: Path) -> Telemetry | None:
+    """The host's telemetry, or None when the run kept none (no file, or the window never opened)."""
+    path = Path(host_dir) / FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ParseError(f"{path}: cannot read: {exc.strerror}") from None
+    start: dict[str, Any] = {}
+    end: dict[str, Any] = {}
+    samples = []
+    for number, line in enumerate(raw.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            kind = record["type"]
+        except (ValueError, KeyError, TypeError):
+            if not raw.endswith(b"\n") and number == raw.count(b"\n") + 1:
+                break                              # the last line, torn: the host went away mid-write
+            raise ParseError(f"{path}: line {number} is not a telemetry record (JSON with a \"type\")") from None
+        if kind == "start":
+            start = record
+        elif kind == "sample":
+            if not isinstance(record.get("disk"), dict) or not isinstance(record.get("dt"), (int, float)):
+                raise ParseError(f"{path}: line {number}: sample without \"disk\" or \"dt\"")
+            samples.append(record)
+        elif kind == "end":
+            end = record
+    if not start:
+        return None
+    return Telemetry(path=path, start=start, samples=samples, end=end)
+
+
+def summarize(tel: Telemetry) -> list[Measurement]:
+    window = tel.window_s
+    if window <= 0:
+        return []
+    out: list[Measurement] = []
+    under_target = set(tel.target.get("devices", []))
+    for name, t in sorted(tel.device_totals().items()):
+        if name in under_target or t["r_ios"] or t["w_ios"] or t["d_ios"]:
+            out += _device(name, t, window)
+    out += _cpu(tel, window)
+    growth = tel.page_cache_growth
+    if growth is not None:
+        out.append(Measurement("page_cache_growth", float(growth), "B"))
+    out += _net(tel, window)
+    out += _gpus(tel)
+    return out
+
+
+def _device(name: str, t: dict[str, float], window: float) -> list[Measurement]:
+    p = {"device": name}
+    ios = t["r_ios"] + t["w_ios"] + t["d_ios"]
+    out = [
+        Measurement("dev_read_bw", t["r_bytes"] / window, "B/s", p),
+        Measurement("dev_write_bw", t["w_bytes"] / window, "B/s", p),
+        Measurement("dev_read_iops", t["r_ios"] / window, "IOPS", p),
+        Measurement("dev_write_iops", t["w_ios"] / window, "IOPS", p),
+        Measurement("dev_queue_len", t["queue_ms"] / 1000 / window, "count", p),
+        Measurement("dev_util", t["busy_ms"] / 1000 / window * 100, "%", p),
+    ]
+    if t["r_ios"]:
+        out.append(Measurement("dev_read_io_size", t["r_bytes"] / t["r_ios"], "B", p))
+        out.append(Measurement("dev_read_await", t["r_ms"] / 1000 / t["r_ios"], "s", p))
+    if t["w_ios"]:
+        out.append(Measurement("dev_write_io_size", t["w_bytes"] / t["w_ios"], "B", p))
+        out.append(Measurement("dev_write_await", t["w_ms"] / 1000 / t["w_ios"], "s", p))
+    if ios:
+        out.append(Measurement("dev_await", (t["r_ms"] + t["w_ms"] + t["d_ms"]) / 1000 / ios, "s", p))
+    return out
+
+
+def _cpu(tel: Telemetry, window: float) -> list[Measurement]:
+    modes: dict[str, float] = {}
+    tool = 0.0
+    for s in tel.samples:
+        for mode, cores in s.get("cpu", {}).items():
+            modes[mode] = modes.get(mode, 0.0) + cores * s["dt"]
+        tool += s.get("tool", {}).get("cpu_s", 0.0)
+    out = [Measurement("cpu_cores", seconds / window, "cores", {"scope": "host", "mode": mode})
+           for mode, seconds in modes.items()]
+    out.append(Measurement("cpu_cores", tool / window, "cores", {"scope": "tool"}))
+    return out
+
+
+def _net(tel: Telemetry, window: float) -> list[Measurement]:
+    totals: dict[str, list[float]] = {}
+    for s in tel.samples:
+        for name, nic in s.get("net", {}).items():
+            into = totals.setdefault(name, [0, 0])
+            into[0] += nic["rx"]
+            into[1] += nic["tx"]
+    out = []
+    for name, (rx, tx) in sorted(totals.items()):
+        if rx or tx:
+            out.append(Measurement("net_rx_bw", rx / window, "B/s", {"interface": name}))
+            out.append(Measurement("net_tx_bw", tx / window, "B/s", {"interface": name}))
+    return out
+
+
+def _gpus(tel: Telemetry) -> list[Measurement]:
+    per_gpu: dict[int, dict[str, list[float]]] = {}
+    for s in tel.samples:
+        for gpu in s.get("gpu", []):
+            into = per_gpu.setdefault(gpu["index"], {})
+            for key in ("util", "mem_used", "pcie_rx_bw", "pcie_tx_bw"):
+                if gpu.get(key) is not None:
+                    into.setdefault(key, []).append(float(gpu[key]))
+    out = []
+    for index, values in sorted(per_gpu.items()):
+        p = {"gpu": str(index)}
+        if values.get("util"):
+            out.append(Measurement("gpu_util", sum(values["util"]) / len(values["util"]), "%", p))
+        if values.get("mem_used"):
+            out.append(Measurement("gpu_mem_used", max(values["mem_used"]), "B", p))
+        for key in ("pcie_rx_bw", "pcie_tx_bw"):
+            if values.get(key):
+                out.append(Measurement(f"gpu_{key}", sum(values[key]) / len(values[key]), "B/s", p))
+    return out
+
+
+def _info(tel: Telemetry) -> dict[str, Any]:
+    """What the samples' metadata says about the telemetry itself."""
+    return {"window_s": tel.window_s, "interval_s": tel.start.get("interval"), "samples": len(tel.samples),
+            "started_at": tel.start.get("t"), "target": tel.target,
+            "sampler_cpu_pct": tel.end.get("sampler_cpu_pct"), "errors": tel.end.get("errors", [])}
+
+
+def parse(host_dir: Path) -> Parsed:
+    """The summaries of `host_dir/telemetry.jsonl` (none when the run kept no telemetry)."""
+    tel = load(host_dir)
+    if tel is None:
+        return Parsed(measurements=[], metadata={})
+    return Parsed(measurements=summarize(tel), metadata={"telemetry": _info(tel)})
+
+
+# --- potential caching --------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class CachingCheck:
+    flagged: bool
+    reasons: list[str]                 # one sentence per check: what was found, and whether it fired
+    evidence: dict[str, Any]           # the figures behind them
+
+
+def _mib(value: float) -> str:
+    return f"{value / (1 << 20):.1f} MiB"
+
+
+def potential_caching(tel: Telemetry, tool_read_bytes: float) -> CachingCheck:
+    """Whether the tool's reads may have come from the page cache rather than the storage.
+
+    Two checks, either one flags the run: the page cache grew by at least what the
+    tool read (what it read is now cached: a repeat, or a re-read within the run,
+    measures memory); or the tool read while the block devices under the target
+    read almost nothing (< DEVICE_READ_SHARE of it). The second does not apply to
+    a target without a block device of this host (tmpfs, NFS, FUSE).
+    """
+    growth = tel.page_cache_growth
+    totals = tel.device_totals()
+    devices = tel.target.get("devices", [])
+    device_read = max((totals[d]["r_bytes"] for d in devices), default=0.0)
+    evidence = {"tool_read_bytes": tool_read_bytes, "page_cache_growth_bytes": growth,
+                "target_devices": devices, "device_read_bytes": device_read if devices else None,
+                "window_s": tel.window_s}
+    if tool_read_bytes < MIN_TOOL_READ:
+        return CachingCheck(False, [f"not judged: the tool read {_mib(tool_read_bytes)} in the window "
+                                    f"(less than {_mib(MIN_TOOL_READ)})"], evidence)
+    reasons = []
+    fired = False
+    if growth is None:
+        reasons.append("page cache growth: unknown (no Cached figure)")
+    elif growth >= tool_read_bytes:
+        fired = True
+        reasons.append(f"page cache grew by {_mib(growth)} during the run, at least the {_mib(tool_read_bytes)} "
+                       "the tool read")
+    else:
+        change = f"grew by {_mib(growth)}" if growth >= 0 else f"shrank by {_mib(-growth)}"
+        reasons.append(f"page cache {change}, less than the {_mib(tool_read_bytes)} the tool read (not a sign)")
+    if not devices:
+        fstype = tel.target.get("fstype") or "unknown"
+        what = "no target was given" if not tel.target else f"the target's mount ({fstype}) has no block device"
+        reasons.append(f"device reads: not applicable, {what}")
+    elif device_read < DEVICE_READ_SHARE * tool_read_bytes:
+        fired = True
+        reasons.append(f"the tool read {_mib(tool_read_bytes)} while {', '.join(devices)} under the target read "
+                       f"{_mib(device_read)} (less than {DEVICE_READ_SHARE:.0%})")
+    else:
+        reasons.append(f"{', '.join(devices)} under the target read {_mib(device_read)} of the "
+                       f"{_mib(tool_read_bytes)} the tool read (not a sign)")
+    return CachingCheck(fired, reasons, evidence)
+
+
+def tool_read_bytes(measurements: list[Measurement], seconds: float) -> float:
+    """Bytes the tool read in a window of `seconds`, from its read_bw (B/s) figures."""
+    return sum(m.value for m in measurements if m.metric == "read_bw" and m.unit == "B/s") * seconds
+
+
+def merge(host_dir: Path, tool_measurements: list[Measurement]) -> tuple[list[Measurement], dict[str, Any]]:
+    """The telemetry measurements of a host, and the metadata every sample of that host gets.
+
+    ([], {}) without telemetry; a telemetry file that cannot be read costs the run
+    nothing but its telemetry, and says why in `telemetry_error`.
+    """
+    try:
+        tel = load(host_dir)
+    except ParseError as exc:
+        return [], {"telemetry_error": str(exc)}
+    if tel is None:
+        return [], {}
+    check = potential_caching(tel, tool_read_bytes(tool_measurements, tel.window_s))
+    metadata = {"telemetry": _info(tel), "flags": ["potential_caching"] if check.flagged else [],
+                "flag_reasons": check.reasons, "caching_evidence": check.evidence}
+    return summarize(tel), metadata
+
+
+# --- time series for plots ----------------------------------------------------------------------
+
+def load_series(run_host_dir: Path) -> dict[str, list[tuple[float, float]]]:
+    """Per-second series of one host's run, {name: [(epoch seconds at the interval's end, value), ...]}.
+
+    Names are the summary metrics with their qualifier, in the summaries' units:
+    `dev_read_bw{device=loop0}` (B/s), `dev_write_bw{...}`, `dev_read_iops{...}`,
+    `dev_write_iops{...}`, `dev_read_io_size{...}` (B), `dev_queue_len{...}`, `dev_await{...}` (s),
+    `dev_util{...}` (%), `cpu_cores{mode=user}` ... and `cpu_cores{scope=tool}` (cores),
+    `mem_cached`, `mem_dirty`, `mem_free` (B), `net_rx_bw{interface=eth0}`, `net_tx_bw{...}` (B/s),
+    `gpu_util{gpu=0}` (%), `gpu_mem_used{gpu=0}` (B), `gpu_pcie_rx_bw{gpu=0}`, `gpu_pcie_tx_bw{gpu=0}` (B/s).
+    A device that joins late (a loop device's first IO) starts late. Empty without telemetry.
+    """
+    tel = load(run_host_dir)
+    series: dict[str, list[tuple[float, float]]] = {}
+    if tel is None:
+        return series
+
+    def add(name: str, t: float, value: float | None) -> None:
+        if value is not None:
+            series.setdefault(name, []).append((t, float(value)))
+
+    for s in tel.samples:
+        t = s["t"]
+        for name, dev in s["disk"].items():
+            q = f"{{device={name}}}"
+            for metric, key in (("dev_read_bw", "rB_s"), ("dev_write_bw", "wB_s"), ("dev_read_iops", "r_s"),
+                                ("dev_write_iops", "w_s"), ("dev_queue_len", "aqu_sz"), ("dev_await", "await"),
+                                ("dev_util", "util")):
+                add(metric + q, t, dev.get(key))
+            if dev.get("r_ios"):
+                add("dev_read_io_size" + q, t, dev.get("r_size"))
+        for mode, cores in s.get("cpu", {}).items():
+            add(f"cpu_cores{{mode={mode}}}", t, cores)
+        add("cpu_cores{scope=tool}", t, s.get("tool", {}).get("cores"))
+        for key, name in (("Cached", "mem_cached"), ("Dirty", "mem_dirty"), ("MemFree", "mem_free")):
+            add(name, t, s.get("mem", {}).get(key))
+        for name, nic in s.get("net", {}).items():
+            add(f"net_rx_bw{{interface={name}}}", t, nic.get("rx_bw"))
+            add(f"net_tx_bw{{interface={name}}}", t, nic.get("tx_bw"))
+        for gpu in s.get("gpu", []):
+            q = f"{{gpu={gpu['index']}}}"
+            for key in ("util", "mem_used", "pcie_rx_bw", "pcie_tx_bw"):
+                add(f"gpu_{key}{q}", t, gpu.get(key))
+    return series

@@ -1,0 +1,269 @@
+"""Tiny SVG charts for the HTML report: grouped bars with whiskers, and lines. No dependencies.
+
+    bar_chart(["seq-read", "rand-read"], ["tmpfs", "local"],
+              {("seq-read", "tmpfs"): Bar(4.5e9, 4.4e9, 4.6e9), ...}, unit="B/s")
+    line_chart({"tmpfs": [(1, 99.0), (2, 97.5)], ...}, unit="%", x_label="accelerators")
+
+Each returns one `<svg>` element (inline in the page, styled by the page's CSS
+classes), with a `<title>` on every bar and point so a hover shows the figures.
+Values are drawn in canonical units (B/s, ns, ...) and labelled in human ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+
+from iolab.units import human
+
+# Observable's categorical palette: distinct, readable on white, kind to colour-blind readers.
+PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5",
+           "#9c6b4e", "#9498a0")
+FONT = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class Bar:
+    value: float                 # the bar's height (a median)
+    low: float | None = None     # whisker: the smallest repeat
+    high: float | None = None    # whisker: the largest repeat
+    note: str = ""               # added to the hover text
+
+
+def colors(names: Sequence[str]) -> dict[str, str]:
+    """A stable colour per name (a backend keeps its colour in every chart of a page)."""
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
+# --- scales ---------------------------------------------------------------------------------------
+
+_SCALES: dict[str, list[tuple[float, str]]] = {
+    "B/s": [(1024**4, "TiB/s"), (1024**3, "GiB/s"), (1024**2, "MiB/s"), (1024, "KiB/s"), (1, "B/s")],
+    "B": [(1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB"), (1, "B")],
+    "ns": [(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns")],
+    "s": [(1, "s"), (1e-3, "ms"), (1e-6, "µs")],
+    "IOPS": [(1e6, "M IOPS"), (1e3, "k IOPS"), (1, "IOPS")],
+    "samples/s": [(1e6, "M samples/s"), (1e3, "k samples/s"), (1, "samples/s")],
+}
+
+
+def axis_unit(unit: str, top: float) -> tuple[float, str]:
+    """(divisor, label) so that a linear axis up to `top` reads in one human unit: (2**30, 'GiB/s')."""
+    for factor, label in _SCALES.get(unit, []):
+        if abs(top) >= factor:
+            return factor, label
+    steps = _SCALES.get(unit)
+    return (steps[-1][0], steps[-1][1]) if steps else (1.0, unit)
+
+
+def nice_ticks(top: float, count: int = 5) -> list[float]:
+    """0 and round steps up to at least `top`: nice_ticks(4.4) → [0, 1, 2, 3, 4, 5]."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / count
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    ticks = [0.0]
+    while ticks[-1] < top * (1 - 1e-9):
+        ticks.append(round(ticks[-1] + step, 12))
+    return ticks
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Powers of ten from below `low` to above `high`."""
+    first = math.floor(math.log10(max(low, 1e-12)))
+    last = math.ceil(math.log10(max(high, low * 10, 1e-12)))
+    return [10.0 ** e for e in range(first, last + 1)]
+
+
+def _number(value: float) -> str:
+    return f"{value:g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.1e}"
+
+
+def _svg(width: float, height: float, body: list[str], css_class: str, label: str) -> str:
+    return (f'<svg class="{css_class}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" '
+            f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{escape(label)}" '
+            f'font-size="{FONT}">' + "".join(body) + "</svg>")
+
+
+def _text_width(text: str) -> float:
+    return 6.9 * len(text)        # system-ui at 12 px, near enough for layout
+
+
+def _legend(names: Sequence[str], palette: Mapping[str, str], x: float, y: float,
+            width: float) -> tuple[list[str], float]:
+    """Swatches and names in rows that wrap at `width`; returns the elements and the height used."""
+    out, cursor, row = [], x, 0
+    for name in names:
+        step = 14 + _text_width(name) + 16
+        if cursor > x and cursor + step > width:
+            cursor, row = x, row + 1
+        top = y + row * 18
+        out.append(f'<rect class="swatch" x="{cursor:.1f}" y="{top - 9:.1f}" width="10" height="10" rx="2" '
+                   f'fill="{palette[name]}"/>'
+                   f'<text class="legend" x="{cursor + 14:.1f}" y="{top:.1f}">{escape(name)}</text>')
+        cursor += step
+    return out, (row + 1) * 18
+
+
+def _y_axis(ticks: list[float], y_of: Callable[[float], float], left: float, right: float,
+            label_of: Callable[[float], str], title: str, top: float) -> list[str]:
+    out = []
+    for tick in ticks:
+        y = y_of(tick)
+        out.append(f'<line class="gridline" x1="{left:.1f}" x2="{right:.1f}" y1="{y:.1f}" y2="{y:.1f}"/>'
+                   f'<text class="tick" x="{left - 6:.1f}" y="{y + 4:.1f}" text-anchor="end">'
+                   f'{escape(label_of(tick))}</text>')
+    out.append(f'<text class="axis-title" x="{left - 6:.1f}" y="{top - 10:.1f}" text-anchor="end">'
+               f'{escape(title)}</text>')
+    return out
+
+
+# --- grouped bars ---------------------------------------------------------------------------------
+
+def bar_chart(categories: Sequence[str], series: Sequence[str], values: Mapping[tuple[str, str], Bar], unit: str,
+              palette: Mapping[str, str] | None = None, log: bool = False, label: str = "",
+              plot_height: int = 180, min_width: int = 520) -> str:
+    """Bars of each series side by side per category, with min–max whiskers; log scale on request."""
+    palette = palette or colors(series)
+    present = [v for v in values.values() if v.value > 0 or not log]
+    tops = [max(v.value, v.high or 0) for v in present] or [1.0]
+    lows = [min(v.value, v.low or v.value) for v in present if v.value > 0] or [1.0]
+    left, right_pad, bottom = 64, 12, 40
+    width = max(min_width, left + right_pad + len(categories) * (len(series) * 14 + 24))
+    legend, legend_h = _legend(series, palette, left, 16, width - right_pad)
+    top = 26 + legend_h
+    group_w = (width - left - right_pad) / max(len(categories), 1)
+    bar_w = max(8.0, min(34.0, (group_w - 20) / max(len(series), 1)))
+    longest = max((_text_width(c) for c in categories), default=0)
+    tilt = longest > group_w - 8
+    if tilt:
+        bottom = 24 + min(longest, 220) * 0.55
+    plot_h = plot_height
+    height = top + plot_h + bottom
+    if log:
+        ticks = log_ticks(min(lows), max(tops))
+        lo_e, hi_e = math.log10(ticks[0]), math.log10(ticks[-1])
+
+        def y_of(v: float) -> float:
+            v = max(v, ticks[0])
+            return top + plot_h * (1 - (math.log10(v) - lo_e) / (hi_e - lo_e or 1))
+
+        def tick_label(v: float) -> str:
+            return human(v, unit)
+        axis_title = f"{unit_title(unit)} (log scale)"
+    else:
+        factor, axis_label = axis_unit(unit, max(tops))
+        ticks = [t * factor for t in nice_ticks(max(tops) / factor)]
+
+        def y_of(v: float) -> float:
+            return top + plot_h * (1 - v / ticks[-1])
+
+        def tick_label(v: float) -> str:
+            return _number(v / factor)
+        axis_title = axis_label
+    body = _y_axis(ticks, y_of, left, width - right_pad, tick_label, axis_title, top)
+    body += legend
+    base = y_of(ticks[0])
+    inner = (group_w - len(series) * bar_w) / 2
+    for ci, category in enumerate(categories):
+        gx = left + ci * group_w
+        for si, name in enumerate(series):
+            bar = values.get((category, name))
+            x = gx + inner + si * bar_w
+            if bar is None:
+                continue
+            y = y_of(bar.value) if (bar.value > 0 or not log) else base
+            hover = f"{name} · {category}: {human(bar.value, unit)}"
+            if bar.low is not None and bar.high is not None:
+                hover += f" (repeats {human(bar.low, unit)} – {human(bar.high, unit)})"
+            if bar.note:
+                hover += f" · {bar.note}"
+            body.append(f'<rect class="bar" data-series="{escape(name)}" data-category="{escape(category)}" '
+                        f'x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" height="{max(base - y, 0.5):.1f}" '
+                        f'fill="{palette[name]}"><title>{escape(hover)}</title></rect>')
+            if bar.low is not None and bar.high is not None and bar.high > bar.low:
+                cx = x + bar_w / 2
+                y1, y2 = y_of(bar.low), y_of(bar.high)
+                body.append(f'<g class="whisker"><line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y1:.1f}" y2="{y2:.1f}"/>'
+                            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y1:.1f}" y2="{y1:.1f}"/>'
+                            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y2:.1f}" y2="{y2:.1f}"/></g>')
+        cx = gx + group_w / 2
+        text = escape(category if len(category) <= 32 else category[:31] + "…")
+        if tilt:
+            body.append(f'<text class="category" transform="translate({cx:.1f},{base + 14:.1f}) rotate(-30)" '
+                        f'text-anchor="end">{text}</text>')
+        else:
+            body.append(f'<text class="category" x="{cx:.1f}" y="{base + 18:.1f}" text-anchor="middle">{text}</text>')
+    body.append(f'<line class="axis" x1="{left:.1f}" x2="{width - right_pad:.1f}" y1="{base:.1f}" y2="{base:.1f}"/>')
+    return _svg(width, height, body, "chart bar-chart", label or "bar chart")
+
+
+def unit_title(unit: str) -> str:
+    return {"ns": "latency", "B/s": "bandwidth", "IOPS": "IOPS", "%": "%"}.get(unit, unit)
+
+
+# --- lines ----------------------------------------------------------------------------------------
+
+def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], unit: str, x_label: str,
+               palette: Mapping[str, str] | None = None, threshold: tuple[float, str] | None = None,
+               y_max: float | None = None, x_min: float | None = None, label: str = "", width: int = 520,
+               plot_height: int = 150, x_integer: bool = False, markers: bool = True) -> str:
+    """One line per series over a numeric x; an optional dashed threshold (value, label)."""
+    palette = palette or colors(list(series))
+    points = [p for line in series.values() for p in line]
+    xs = [x for x, _ in points] or [0.0, 1.0]
+    ys = [y for _, y in points] or [0.0]
+    x_lo, x_hi = (min(xs) if x_min is None else x_min), max(xs)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    top_value = max(ys + [threshold[0] if threshold else 0.0, y_max or 0.0])
+    factor, axis_label = axis_unit(unit, top_value)
+    ticks = [t * factor for t in nice_ticks(top_value / factor if top_value > 0 else 1)]
+    left, right, bottom = 64, 16, 40
+    legend, legend_h = _legend(list(series), palette, left, 16, width - right)
+    top = 26 + legend_h
+    height = top + plot_height + bottom
+    plot_w, plot_h = width - left - right, plot_height
+    if x_integer and len(set(xs)) <= 16:
+        x_ticks = sorted(set(xs))
+    elif x_lo == 0:
+        x_ticks = nice_ticks(x_hi)
+        x_hi = x_ticks[-1]
+    else:
+        x_ticks = [x_lo + (x_hi - x_lo) * i / 5 for i in range(6)]
+
+    def x_of(x: float) -> float:
+        return left + plot_w * (x - x_lo) / (x_hi - x_lo)
+
+    def y_of(y: float) -> float:
+        return top + plot_h * (1 - y / ticks[-1])
+
+    body = _y_axis(ticks, y_of, left, width - right, lambda v: _number(v / factor), axis_label, top)
+    body += legend
+    base = y_of(0)
+    for x in x_ticks:
+        body.append(f'<text class="tick" x="{x_of(x):.1f}" y="{base + 16:.1f}" text-anchor="middle">'
+                    f'{_number(round(x, 2))}</text>')
+    body.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 6:.1f}" '
+                f'text-anchor="middle">{escape(x_label)}</text>')
+    body.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{base:.1f}" y2="{base:.1f}"/>')
+    if threshold:
+        y = y_of(threshold[0])
+        body.append(f'<line class="threshold" x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}"/>'
+                    f'<text class="threshold-label" x="{width - right - 4}" y="{y - 5:.1f}" '
+                    f'text-anchor="end">{escape(threshold[1])}</text>')
+    for name, line in series.items():
+        line = sorted(line)
+        if not line:
+            continue
+        path = " ".join(f"{'M' if i == 0 else 'L'}{x_of(x):.1f},{y_of(y):.1f}" for i, (x, y) in enumerate(line))
+        body.append(f'<path class="line" data-series="{escape(name)}" d="{path}" stroke="{palette[name]}"/>')
+        if markers:
+            for x, y in line:
+                body.append(f'<circle class="point" cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" r="3.5" '
+                            f'fill="{palette[name]}"><title>{escape(name)}: {escape(human(y, unit))} at '
+                            f'{escape(x_label)} {_number(x)}</title></circle>')
+    return _svg(width, height, body, "chart line-chart", label or "line chart")

@@ -1,0 +1,372 @@
+"""Comparability rules (after MLPerf Storage): may this sample be compared with others?
+
+Two rules, checked when reading (stored samples need no migration):
+
+- **potential_caching**: the distinct data a host read must be at least 5× its RAM,
+  or the page cache may have served the reads. Distinct data is what was read
+  (fio's io_bytes, a loader's bytes_read, else read_bw × the measured window)
+  but no more than the data set (fio's file sizes, the loader's dataset_bytes):
+  re-reading a 64 MiB file for a minute is 64 MiB of data. fio jobs with `direct=1`
+  (O_DIRECT) bypass the page cache and are not judged on size; evidence recorded
+  with the run (the telemetry check: page cache growth, silent devices) flags a
+  run whatever its size. A campaign's `allow_caching: true` turns the flag into
+  `overridden` (kept, with the reason, but the sample stays valid).
+- **repeats_disagree**: the repetitions of one (backend, workload, setting,
+  metric) must lie within 5% of their median (half their range, over the median).
+  It applies to the figures of merit (throughput, IOPS, samples/s, AU), as MLPerf
+  Storage applies it; latency percentiles and CPU show their spread in the
+  report without invalidating a run.
+
+    flags_for(samples)   → {run_id: [Flag, ...]}            every flag of every run
+    annotate(samples)    → [{...sample, valid, flags, reasons}, ...]   for exports
+    sample_flags(sample) → (["potential_caching"], ["..."])   what bench records with a run
+    groups(samples)      → the repeats of each (workload, setting, metric, backend)
+
+Settings and metric labels: a run's *setting* is the parameters shared by all
+its samples (the workload's configuration, less runtime/ramp/size); parameters
+that only some samples carry qualify the metric instead, in telemetry's own
+notation: `cpu_cores{mode=user}`, `dev_read_bw{device=vda}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from iolab.samples import AGGREGATE_HOST, Sample
+from iolab.units import human, parse_size
+
+RAM_MULTIPLE = 5          # data set ≥ 5× the host's RAM (MLPerf Storage)
+AGREEMENT = 0.05          # repeats within 5% of their median agree (MLPerf Storage)
+# The figures of merit the agreement rule judges; other metrics show their spread only.
+MERIT_METRICS = frozenset({"read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au"})
+# Parameters that size or time a run without changing what it measures: not part of a setting.
+NOT_SETTINGS = frozenset({"runtime", "ramp", "size", "allow_caching", "timeout"})
+
+POTENTIAL_CACHING = "potential_caching"
+OVERRIDDEN = "overridden"
+REPEATS_DISAGREE = "repeats_disagree"
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One reason a run may not be comparable; `overridden` is kept for the record but does not invalidate."""
+
+    name: str
+    reason: str
+    host: str | None = None
+    metric: str | None = None
+
+    @property
+    def blocking(self) -> bool:
+        return self.name != OVERRIDDEN
+
+
+# --- settings and metric labels -----------------------------------------------------------------
+
+def run_params(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
+    """run_id → the parameters every sample of the run carries (the run's configuration)."""
+    common: dict[str, dict[str, Any]] = {}
+    for s in samples:
+        if s.run_id not in common:
+            common[s.run_id] = dict(s.params)
+        else:
+            mine = common[s.run_id]
+            for key in [k for k in mine if k not in s.params or s.params[k] != mine[k]]:
+                del mine[key]
+    return common
+
+
+def setting_of(params: Mapping[str, Any]) -> str:
+    """The swept parameters that tell two points of one workload apart, as a JSON key."""
+    return json.dumps({k: v for k, v in params.items() if k not in NOT_SETTINGS}, sort_keys=True, default=str)
+
+
+def metric_label(sample: Sample, common: Mapping[str, Any]) -> str:
+    """'read_bw', or 'cpu_cores{mode=user}' when the sample has parameters of its own."""
+    own = {k: v for k, v in sample.params.items() if k not in common}
+    if not own:
+        return sample.metric
+    return sample.metric + "{" + ",".join(f"{k}={own[k]}" for k in sorted(own)) + "}"
+
+
+def base_metric(label: str) -> str:
+    return label.split("{", 1)[0]
+
+
+def setting_labels(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(workload, setting JSON) → 'iodepth=16': only what varies between the workload's settings."""
+    by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for workload, setting in dict.fromkeys(keys):
+        by_workload[workload].append(json.loads(setting))
+    labels = {}
+    for workload, settings in by_workload.items():
+        varying = sorted({k for s in settings for k in s if any(o.get(k) != s.get(k) for o in settings)})
+        for s in settings:
+            labels[(workload, json.dumps(s, sort_keys=True, default=str))] = \
+                " ".join(f"{k}={s.get(k, '—')}" for k in varying)
+    return labels
+
+
+# --- repeats --------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Group:
+    """The repeats of one (workload, setting, metric label, backend)."""
+
+    workload: str
+    setting: str
+    metric: str            # the label: read_bw, cpu_cores{mode=user}
+    backend: str
+    unit: str
+    values: list[float] = dataclasses.field(default_factory=list)
+    run_ids: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.workload, self.setting, self.metric, self.backend)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def spread(self) -> float:
+        return spread(self.values)
+
+    @property
+    def agree(self) -> bool:
+        return self.spread <= AGREEMENT
+
+
+def spread(values: list[float]) -> float:
+    """Half the range over the median: 0.03 means every repeat lies within ±3% of the median."""
+    median = statistics.median(values)
+    return (max(values) - min(values)) / 2 / abs(median) if median else 0.0
+
+
+def groups(samples: list[Sample]) -> list[Group]:
+    """The repeats of each (workload, setting, metric, backend), in the samples' order.
+
+    The aggregate (host "*") is used where a metric has one; otherwise every
+    host's value counts as a repeat.
+    """
+    common = run_params(samples)
+    has_aggregate = {(s.run_id, s.metric) for s in samples if s.host == AGGREGATE_HOST}
+    out: dict[tuple, Group] = {}
+    for s in samples:
+        if s.host != AGGREGATE_HOST and (s.run_id, s.metric) in has_aggregate:
+            continue
+        params = common[s.run_id]
+        key = (s.workload, setting_of(params), metric_label(s, params), s.backend)
+        group = out.get(key)
+        if group is None:
+            group = out[key] = Group(*key, unit=s.unit)
+        group.values.append(s.value)
+        group.run_ids.append(s.run_id)
+    return list(out.values())
+
+
+def _agreement_flags(all_groups: list[Group]) -> dict[str, list[Flag]]:
+    flags: dict[str, list[Flag]] = defaultdict(list)
+    labels = setting_labels((g.workload, g.setting) for g in all_groups)
+    for g in all_groups:
+        if g.metric not in MERIT_METRICS or len(g.values) < 2 or g.agree:
+            continue
+        point = f"{g.workload} {labels[(g.workload, g.setting)]}".strip()
+        reason = (f"{g.metric} of {point} on {g.backend}: {len(g.values)} repeats spread "
+                  f"±{g.spread * 100:.1f}% around their median {human(g.median, g.unit)} "
+                  f"(more than ±{AGREEMENT:.0%}); run more repetitions")
+        for run_id in dict.fromkeys(g.run_ids):
+            flags[run_id].append(Flag(REPEATS_DISAGREE, reason, metric=g.metric))
+    return flags
+
+
+# --- potential caching ------------------------------------------------------------------------------
+
+def _options_list(options: Any) -> list[dict[str, str]]:
+    """fio_options is one mapping (all jobs alike) or one mapping per job name."""
+    if not isinstance(options, dict) or not options:
+        return []
+    if all(isinstance(v, dict) for v in options.values()):
+        return list(options.values())
+    return [options]
+
+
+def _direct(options: list[dict[str, str]]) -> bool:
+    return bool(options) and all(str(o.get("direct", "0")) == "1" or str(o.get("buffered", "1")) == "0"
+                                 for o in options)
+
+
+def _fio_data_set(options: list[dict[str, str]]) -> int | None:
+    """Bytes of the files the jobs work on: one file per filename, else one per job thread."""
+    files: dict[str, int] = {}
+    for index, o in enumerate(options):
+        try:
+            size = parse_size(o["size"])
+        except (KeyError, ValueError):
+            return None
+        if o.get("filename"):
+            files[o["filename"]] = max(files.get(o["filename"], 0), size)
+        else:
+            files[f"#{index}"] = size * int(o.get("numjobs", 1) or 1)
+    return sum(files.values()) if files else None
+
+
+def _read_figures(meta: Mapping[str, Any], read_bw: float | None) -> tuple[float | None, int | None, str]:
+    """(bytes read in the window, data set bytes, where the figures came from)."""
+    if "bytes_read" in meta:                              # a loader that counts its bytes
+        return float(meta["bytes_read"]), meta.get("dataset_bytes"), "the loader's bytes_read"
+    if meta.get("dataset_bytes"):                         # the PyTorch loader: its data set, its ranks' windows
+        windows = [r.get("window_s") or 0 for r in meta.get("ranks") or [] if isinstance(r, dict)]
+        if read_bw is not None and windows:
+            return read_bw * max(windows), meta["dataset_bytes"], "read_bw × the loader's window"
+        return float(meta["dataset_bytes"]), meta["dataset_bytes"], "the data set's size"
+    options = _options_list(meta.get("fio_options"))
+    if "fio_read_bytes" in meta:
+        return float(meta["fio_read_bytes"]), _fio_data_set(options), "fio's io_bytes"
+    if read_bw is not None and meta.get("fio_runtime_ms"):
+        return read_bw * meta["fio_runtime_ms"] / 1000, _fio_data_set(options), "read_bw × fio's runtime"
+    return None, _fio_data_set(options), ""
+
+
+def _size_check(meta: Mapping[str, Any], read_bw: float | None, host: str) -> tuple[list[Flag], list[str]]:
+    """The data-set-versus-RAM rule for one host's run: (flags, notes on why it was not judged)."""
+    memory = (meta.get("host") or {}).get("memory_bytes")
+    if _direct(_options_list(meta.get("fio_options"))):
+        return [], [f"{host}: not judged on data set size: fio ran with direct=1 (O_DIRECT), "
+                    "which bypasses the page cache, so RAM cannot serve the reads"]
+    read, data_set, source = _read_figures(meta, read_bw)
+    if read is None:
+        return [], []          # not a reading tool, or nothing known about what it read
+    if not read:
+        return [], [f"{host}: not judged on data set size: the run read nothing"]
+    if not memory:
+        return [], [f"{host}: not judged on data set size: the host's memory is not recorded"]
+    distinct = min(read, data_set) if data_set else read
+    if distinct >= RAM_MULTIPLE * memory:
+        return [], []
+    over = f" from a {human(data_set, 'B')} data set" if data_set and data_set < read else ""
+    reason = (f"{host} read {human(read, 'B')} ({source}){over}: {human(distinct, 'B')} of distinct data is "
+              f"{distinct / memory:.2g}× its {human(memory, 'B')} of RAM, less than the "
+              f"{RAM_MULTIPLE}× ({human(RAM_MULTIPLE * memory, 'B')}) that defeats the page cache")
+    return [Flag(POTENTIAL_CACHING, reason, host=host)], []
+
+
+def _recorded(meta: Mapping[str, Any], host: str, known: set[str]) -> list[Flag]:
+    """Flags recorded with the run (the telemetry evidence check, and bench's own `sample_flags`).
+
+    Reasons this check gives again (`known`) are not repeated.
+    """
+    names = [str(n) for n in meta.get("flags") or []]
+    reasons = [str(r) for r in meta.get("flag_reasons") or [] if str(r) not in known]
+    if not names:
+        return []
+    why = "; ".join(reasons)
+    if why and not why.startswith(f"{host} ") and not why.startswith(f"{host}: "):
+        why = f"{host}: {why}"
+    return [Flag(name, why, host=host) for name in dict.fromkeys(names)]
+
+
+def _overridden(flags: list[Flag], allowed: bool) -> list[Flag]:
+    if not allowed:
+        return flags
+    return [dataclasses.replace(f, name=OVERRIDDEN, reason=f"{POTENTIAL_CACHING} overridden by the campaign's "
+                                f"allow_caching: {f.reason}") if f.name == POTENTIAL_CACHING else f
+            for f in flags]
+
+
+def host_run_check(samples: list[Sample]) -> tuple[list[Flag], list[str]]:
+    """The caching check of one host's run, from that host's samples of it: (flags, notes)."""
+    first = samples[0]
+    read_bw = next((s.value for s in samples if s.metric == "read_bw" and not s.params.get("syscall")), None)
+    flags, notes = _size_check(first.metadata, read_bw, first.host)
+    recorded = _recorded(first.metadata, first.host, {f.reason for f in flags} | set(notes))
+    # The size check and the evidence check may both fire: one flag, both reasons.
+    merged: dict[str, Flag] = {}
+    for flag in [*flags, *recorded]:
+        if flag.name in merged:
+            if not flag.reason or flag.reason in merged[flag.name].reason:
+                continue
+            flag = dataclasses.replace(flag, reason=f"{merged[flag.name].reason}; {flag.reason}")
+        elif not flag.reason:
+            flag = dataclasses.replace(flag, reason=f"{first.host}: recorded with the run")
+        merged[flag.name] = flag
+    return _overridden(list(merged.values()), bool(first.params.get("allow_caching"))), notes
+
+
+def sample_flags(sample: Sample) -> tuple[list[str], list[str]]:
+    """(flag names, reasons) of one sample on its own: what bench records with a run's samples.
+
+    Reasons explain each flag, and also why a rule did not apply (O_DIRECT).
+    The repeats rule needs the other repetitions: `flags_for` adds it at report time.
+    """
+    if sample.host == AGGREGATE_HOST:
+        return [], []
+    flags, notes = host_run_check([sample])
+    return [f.name for f in flags], [f.reason for f in flags] + notes
+
+
+# --- everything together ---------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Verdicts:
+    """The flags and notes of every run of a set of samples."""
+
+    flags: dict[str, list[Flag]]
+    notes: dict[str, list[str]]
+
+    def of(self, run_id: str) -> list[Flag]:
+        return self.flags.get(run_id, [])
+
+    def valid(self, run_id: str) -> bool:
+        return not any(f.blocking for f in self.of(run_id))
+
+
+def assess(samples: list[Sample], all_groups: list[Group] | None = None) -> Verdicts:
+    by_host_run: dict[tuple[str, str], list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.host != AGGREGATE_HOST:
+            by_host_run[(s.run_id, s.host)].append(s)
+    flags: dict[str, list[Flag]] = defaultdict(list)
+    notes: dict[str, list[str]] = defaultdict(list)
+    for (run_id, _), host_samples in by_host_run.items():
+        host_flags, host_notes = host_run_check(host_samples)
+        flags[run_id] += host_flags
+        notes[run_id] += host_notes
+    for run_id, more in _agreement_flags(all_groups if all_groups is not None else groups(samples)).items():
+        flags[run_id] += more
+    for s in samples:                     # runs that are all valid still get an (empty) entry
+        flags.setdefault(s.run_id, [])
+    return Verdicts(dict(flags), dict(notes))
+
+
+def flags_for(samples: list[Sample]) -> dict[str, list[Flag]]:
+    """run_id → its flags (each naming the host or metric it concerns); [] for a comparable run."""
+    return assess(samples).flags
+
+
+def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[dict[str, Any]]:
+    """Every sample as a dict with `valid`, `flags` (names) and `reasons` (one sentence each, then notes).
+
+    A sample carries its run's flags that concern its host (the aggregate "*": all
+    hosts) and, for repeats_disagree, its own metric.
+    """
+    verdicts = verdicts or assess(samples)
+    common = run_params(samples)
+    out = []
+    for s in samples:
+        label = metric_label(s, common[s.run_id])
+        mine = [f for f in verdicts.of(s.run_id)
+                if (f.host in (None, s.host) or s.host == AGGREGATE_HOST) and f.metric in (None, label)]
+        notes = [n for n in verdicts.notes.get(s.run_id, [])
+                 if s.host == AGGREGATE_HOST or n.startswith(f"{s.host}: ")]
+        row = json.loads(s.to_json())
+        row.update(valid=not any(f.blocking for f in mine), flags=[f.name for f in mine],
+                   reasons=[f.reason for f in mine] + notes)
+        out.append(row)
+    return out
