@@ -305,7 +305,9 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
             if teardown:
                 unmount = lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True),
                                    f"unmount {backend}", hosts=teardown, cancellable=False)
-                failures += [f"unmounting {backend} failed: {o.describe()}" for o in unmount.failures()]
+                for outcome in unmount.failures():   # said now: after Ctrl-C no summary follows
+                    failures.append(f"unmounting {backend} failed: {outcome.describe()}")
+                    console.print(f"[red]unmounting {backend} failed:[/] {outcome.describe()}")
     return failures
 
 

@@ -123,6 +123,18 @@ def drop_caches(run_dir: Path) -> int:
     return 0
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs (a zombie holds no file system)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 def stop(runs_dir: Path) -> int:
     """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs)."""
     for pidfile in runs_dir.glob(f"*/{PIDFILE}"):
@@ -132,6 +144,9 @@ def stop(runs_dir: Path) -> int:
             print(f"stopped process group {pid} left by {pidfile.parent.name}")
         except ProcessLookupError:
             pass
+        deadline = time.time() + 10  # until the group is gone: it may hold the storage under test
+        while time.time() < deadline and _group_alive(pid):
+            time.sleep(0.05)
         pidfile.unlink(missing_ok=True)
     return 0
 
