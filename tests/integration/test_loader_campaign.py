@@ -87,7 +87,7 @@ def test_bench_accelerators_searches_and_answers(cli, write_campaign):
     lines = [line for line in done.stdout.splitlines() if "accelerator(s) per host: AU" in line]
     assert [line.split()[0] for line in lines] == ["1", "2"]
     # The answer follows from the measured AUs (how many a busy 2-core machine feeds varies).
-    au = {int(line.split()[0]): float(re.search(r"AU ([0-9.]+)", line).group(1)) for line in lines}
+    au = {int(line.split()[0]): float(re.search(r"AU\s+([0-9.]+)", line).group(1)) for line in lines}
     best = max((n for n, value in au.items() if value >= 90), default=None)
     expected = f"answer: {best} custom accelerator(s) per host on itest-acc" if best else "answer: none"
     assert expected in done.stdout, done.stdout
