@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -49,6 +50,18 @@ def job_args(doc: str | None):
     parser.add_argument("--runtime", type=float, default=4, help="fio's timed part in seconds (default 4)")
     parser.add_argument("--ramp", type=float, default=1, help="fio's ramp in seconds (default 1)")
     return parser.parse_args()
+
+
+@contextlib.contextmanager
+def private_tmpfs(name: str, size: str):
+    """A tmpfs of `size` (mount's syntax, e.g. 1g) on a fresh directory, unmounted and removed after."""
+    mount = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", name, str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+        mount.rmdir()
 
 
 def spread(values: list[float]) -> str:

@@ -23,8 +23,9 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _common import private_tmpfs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pyfiles"))
@@ -59,10 +60,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=2)
     args = p.parse_args()
-    mount = Path(tempfile.mkdtemp(prefix="iolab-au-"))
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "iolab-au", str(mount)], check=True)
     worst = 0.0
-    try:
+    with private_tmpfs("iolab-au", "256m") as mount:
         root = mount / "ds"
         gen(root, files=400, seed=1)
         pack(root, "packed")
@@ -77,9 +76,6 @@ def main() -> int:
                 print(f"{c:>6g} {pre:>6g} {w:>2}  {want:>9.1f} %  {au:>9.1f} %  {au - want:>+6.1f}  "
                       f"{wait * 1000:>8.1f} ms")
         print(f"largest deviation: {worst:.1f} points (target: 2)")
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
-        mount.rmdir()
     return 0
 
 

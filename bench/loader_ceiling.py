@@ -19,8 +19,9 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _common import private_tmpfs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pyfiles"))
@@ -62,9 +63,7 @@ def main() -> int:
     p.add_argument("--runtime", type=float, default=5.0)
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
-    mount = Path(tempfile.mkdtemp(prefix="iolab-ceiling-"))
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2g", "iolab-ceiling", str(mount)], check=True)
-    try:
+    with private_tmpfs("iolab-ceiling", "2g") as mount:
         root = mount / "ds"
         gen(root, files=args.files, seed=1)
         info = pack(root, "packed")
@@ -79,9 +78,6 @@ def main() -> int:
                 bw, rate = loader_read(root, mount / f"run-{workers}-{rep}", workers, args.epochs, args.batch_size)
                 print(f"{workers:>7}  {fio / MIB:>9.0f} MiB/s  {bw / MIB:>9.0f} MiB/s ({rate:>7.0f} samples/s)  "
                       f"{bw / fio:>6.2f}")
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
-        mount.rmdir()
     return 0
 
 

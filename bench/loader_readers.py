@@ -21,8 +21,9 @@ import argparse
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _common import private_tmpfs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pyfiles"))
@@ -73,9 +74,7 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
-    mount = Path(tempfile.mkdtemp(prefix="iolab-readers-"))
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1g", "iolab-readers", str(mount)], check=True)
-    try:
+    with private_tmpfs("iolab-readers", "1g") as mount:
         root = mount / "ds"
         manifest = gen(root, files=args.files, seed=1)
         pack(root, "packed")
@@ -104,9 +103,6 @@ def main() -> int:
             parsed = run(root, mount / f"strace-{reader}", reader, True, args.workers, "--syscall-profile")
             per = {m.params["syscall"]: m.value for m in parsed.measurements if m.metric == "syscalls_per_sample"}
             print(f"{reader:<13} " + " ".join(f"{per.get(c, 0):>10.2f}" for c in CALLS) + f" {per['total']:>10.2f}")
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
-        mount.rmdir()
     return 0
 
 

@@ -34,6 +34,15 @@ class ParseError(Exception):
     """The raw files are missing or not what the tool writes."""
 
 
+def stderr_hint(path: Path) -> str:
+    """'; stderr.txt ends: <its last line>' for a missing or bad result file, or '' when stderr says nothing."""
+    try:
+        lines = (path.parent / "stderr.txt").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f"; stderr.txt ends: {lines[-1]!r}" if lines else ""
+
+
 Parser = Callable[[Path], Parsed]
 
 

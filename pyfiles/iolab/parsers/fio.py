@@ -26,7 +26,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from iolab.parsers import Measurement, Parsed, ParseError
+from iolab.parsers import Measurement, Parsed, ParseError, stderr_hint
 
 # Metric suffix → percentile; exact fractions so 99.9 % of N is not off by a rounding.
 PERCENTILES: dict[str, Fraction] = {"p50": Fraction(50), "p99": Fraction(99), "p999": Fraction(999, 10)}
@@ -136,15 +136,15 @@ def _load(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        raise ParseError(f"{path}: missing, fio wrote no JSON{_stderr_hint(path)}") from None
+        raise ParseError(f"{path}: missing, fio wrote no JSON{stderr_hint(path)}") from None
     except OSError as exc:
         raise ParseError(f"{path}: cannot read: {exc.strerror}") from None
     if not text.strip():
-        raise ParseError(f"{path}: empty, fio wrote no JSON{_stderr_hint(path)}")
+        raise ParseError(f"{path}: empty, fio wrote no JSON{stderr_hint(path)}")
     # fio writes some notices ("fio: pid=0, err=30/...") into the output file before the JSON.
     start = _JSON_START.search(text)
     if start is None:
-        raise ParseError(f"{path}: no line starts with '{{', not fio JSON{_stderr_hint(path)}")
+        raise ParseError(f"{path}: no line starts with '{{', not fio JSON{stderr_hint(path)}")
     try:
         document, _ = json.JSONDecoder().raw_decode(text, start.start())
     except json.JSONDecodeError as exc:
@@ -152,15 +152,6 @@ def _load(path: Path) -> dict[str, Any]:
     if not isinstance(document, dict) or not isinstance(document.get("jobs"), list) or not document["jobs"]:
         raise ParseError(f"{path}: fio JSON without \"jobs\" (expected a list of at least one job)")
     return document
-
-
-def _stderr_hint(path: Path) -> str:
-    """'; stderr.txt ends: <its last line>', or '' when fio's stderr says nothing."""
-    try:
-        lines = (path.parent / "stderr.txt").read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return f"; stderr.txt ends: {lines[-1]!r}" if lines else ""
 
 
 def _job(raw: Any, index: int, path: Path) -> _Job:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.loader.syscalls import SummaryError, parse_summary
-from iolab.parsers import Measurement, Parsed, ParseError
+from iolab.parsers import Measurement, Parsed, ParseError, stderr_hint
 
 KIND = "iolab.loader/1"
 _RARE = 0.01  # syscalls per sample below which a syscall is left out
@@ -48,20 +48,12 @@ def load(host_dir: Path, name: str = "loader.json") -> dict[str, Any]:
     try:
         document = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ParseError(f"{path}: missing, the loader wrote no result{_stderr_hint(path)}") from None
+        raise ParseError(f"{path}: missing, the loader wrote no result{stderr_hint(path)}") from None
     except (OSError, ValueError) as exc:
         raise ParseError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(document, dict) or document.get("kind") != KIND or not document.get("ranks"):
         raise ParseError(f"{path}: not a loader result (expected kind {KIND!r} with at least one rank)")
     return document
-
-
-def _stderr_hint(path: Path) -> str:
-    try:
-        lines = (path.parent / "stderr.txt").read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return f"; stderr.txt ends: {lines[-1]!r}" if lines else ""
 
 
 def parse(host_dir: Path) -> Parsed:
