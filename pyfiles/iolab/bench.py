@@ -14,13 +14,14 @@ import itertools
 import json
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from iolab import datasets, fio_jobs, release, runner
-from iolab.campaign import DATASET_DIR, Campaign, Run, expand
+from iolab import datasets, fio_jobs, release, runner, validity
+from iolab.campaign import DATASET_DIR, Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.hosts import Inventory
 from iolab.parsers import Parsed, ParseError, parser_for
@@ -74,9 +75,14 @@ def workload_vars(run: Run) -> dict[str, Any]:
     return {"run_role": f"bench_{run.workload.tool}", **run.backend.run_vars(run.workload, variables)}
 
 
-def run_phases(run: Run, raw_dir: Path) -> list[runner.Phase]:
+def run_phases(run: Run, raw_dir: Path, warm_command: bool = False) -> list[runner.Phase]:
+    """Run `run` on the hosts (caches dropped as its cache policy says) and bring its files back.
+
+    `warm_command`: run the workload's warm_command on each host first (the warm run of cache: warm).
+    """
     common = {"iolab_run_id": run.run_id, "iolab_collect_dest": str(raw_dir)}
-    return [runner.Phase("run.yml", {**common, "run_drop_caches": True, **workload_vars(run)}),
+    warm = {"run_warm_command": run.workload.warm_command, "run_target": run.backend.target} if warm_command else {}
+    return [runner.Phase("run.yml", {**common, "run_drop_caches": run.drop_caches, **warm, **workload_vars(run)}),
             runner.Phase("collect.yml", common)]
 
 
@@ -102,7 +108,8 @@ def unpack(raw_dir: Path, host: str) -> Path:
     return host_dir
 
 
-def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], str | None, dict]:
+def _host_samples(run: Run, host: str, host_dir: Path, warmed_by: str | None = None
+                  ) -> tuple[list[Sample], str | None, dict]:
     """Samples of one host and its per-second series, or the reason there are none."""
     error = _read_json(host_dir / "error.json")
     if error:
@@ -120,7 +127,7 @@ def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], st
         "host": record.get("facts", {}),
         "start_skew_s": record.get("start_skew_s"),
         "page_cache_growth_bytes": record.get("page_cache_after", 0) - record.get("page_cache_before", 0),
-        "cache_state": "dropped" if dropped else "not dropped",
+        "cache_state": "dropped" if dropped else f"warm: {warmed_by}" if warmed_by else "not dropped (cache: keep)",
         "caches_dropped_at": dropped.get("dropped_at"),
         # The storage side's hosts (inventory group ceph_osd), dropped before the run too (run.yml).
         "storage_cache_state": _read_json(host_dir / "storage_drop_caches.json") or "no storage hosts in the inventory",
@@ -138,6 +145,11 @@ def _host_samples(run: Run, host: str, host_dir: Path) -> tuple[list[Sample], st
                       unit=m.unit, started_at=utc_iso(started), ended_at=utc_iso(ended),
                       params={**run.params, **m.params}, metadata=metadata)
                for m in [*parsed.measurements, *telemetry_measurements]]
+    # The verdict on this host's run as recorded (the repeats rule needs the other
+    # repetitions: reports add it); every sample of the host shares this metadata.
+    flags, notes = validity.host_run_check(samples) if samples else ([], [])
+    metadata["validity"] = {"valid": not any(f.blocking for f in flags), "flags": [f.name for f in flags],
+                            "reasons": [f.reason for f in flags] + notes}
     return samples, None, parsed.series
 
 
@@ -173,15 +185,19 @@ def aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
             method = "sum of the hosts' own means (no per-second series for a common window)"
             lo, hi = max(s.started_at for s in group), min(s.ended_at for s in group)
         skews = [s.metadata.get("start_skew_s") or 0.0 for s in group]
+        verdicts = [s.metadata.get("validity") or {} for s in group]
+        verdict = {"valid": all(v.get("valid", True) for v in verdicts),
+                   "flags": list(dict.fromkeys(f for v in verdicts for f in v.get("flags", []))),
+                   "reasons": [r for v in verdicts for r in v.get("reasons", [])]}
         out.append(dataclasses.replace(
             group[0], host=AGGREGATE_HOST, value=value, started_at=lo, ended_at=hi,
-            metadata={"hosts": sorted(per_host), "aggregate": method,
+            metadata={"hosts": sorted(per_host), "aggregate": method, "validity": verdict,
                       "start_late_max_s": max(skews), "start_spread_s": max(skews) - min(skews)}))
     return out
 
 
 def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts: list[str],
-               complete: bool = True) -> list[str]:
+               complete: bool = True, warmed_by: str | None = None) -> list[str]:
     """Store a run's samples and per-host status; return the failures as sentences.
 
     The aggregate (host "*") is made only when every host of the run ran it together
@@ -197,13 +213,12 @@ def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts
         elif result is None:
             error = "the run did not start"
         else:
-            samples, error, series = _host_samples(run, host, unpack(store.raw_dir(run.run_id), host))
+            samples, error, series = _host_samples(run, host, unpack(store.raw_dir(run.run_id), host), warmed_by)
             if not error:
                 per_host[host] = (samples, series)
         records.append(_record(run, host, error))
         if error:
-            failures.append(f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) "
-                            f"failed on {host}: {error}")
+            failures.append(f"{run.label()}: failed on {host}: {error}")
     samples = [s for host_samples, _ in per_host.values() for s in host_samples]
     if per_host and not failures and complete:
         samples += aggregate(per_host)
@@ -244,7 +259,8 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
 
     A host that fails or cannot be reached is left out of the rest of the campaign
     (or stops it, with on_host_failure: abort); its runs are recorded as failed and
-    a later call runs exactly those (run, host) pairs again.
+    a later call runs exactly those (run, host) pairs again. Repeats that disagree
+    get more repetitions, up to the campaign's max_repetitions.
     """
     console = lab.console
     if not resume:
@@ -255,33 +271,52 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
     done = store.completed()
     plan = [(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
     plan = [(r, hosts) for r, hosts in plan if hosts]
+    extra = campaign.max_repetitions is not None and campaign.max_repetitions > campaign.repetitions
     console.print(f"campaign [bold]{campaign.name}[/]: {len(runs)} runs on {len(lab.hosts)} host(s), "
-                  f"{len(runs) - len(plan)} already stored, {len(plan)} to run")
-    if not plan:
+                  f"{len(runs) - len(plan)} already stored, {len(plan)} to run"
+                  + (f" (and more repetitions, up to {campaign.max_repetitions}, where repeats disagree)"
+                     if extra else ""))
+    if not plan and not extra:
         return []
-    if len(plan) == 1:
+    if len(plan) == 1 and not extra and not _needs_warming(plan[0][0]):
         return _run_fused(lab, campaign, store, *plan[0])
     failures: list[str] = []
     lost: dict[str, str] = _provision(campaign, lab)
     for host, reason in lost.items():
         console.print(f"[yellow]{host} left out:[/] {reason}")
-    index = itertools.count(1)
-    for backend, group in itertools.groupby(plan, key=lambda item: item[0].backend.name):
-        group = list(group)
-        need = [h for h in lab.hosts if any(h in hosts for _, hosts in group) and h not in lost]
-        mounted: list[str] = []
-        teardown = list(need)          # every host the mount reached, even if Ctrl-C cut it short
-        try:
-            if need:
-                mount = lab.play(storage_phase(campaign, backend, "mounted"), f"mount {backend}", hosts=need)
-                mounted = mount.ok_hosts()
-                for outcome in mount.failures():
-                    lost[outcome.host] = f"mounting {backend} failed: {outcome.message}"
-                    if outcome.unreachable:
-                        teardown.remove(outcome.host)
-            no_data = datasets.make(lab, campaign, backend, [run for run, _ in group], mounted)
-            for run, hosts in group:
-                title = f"run {next(index)}/{len(plan)}: {run.workload.name} on {backend}, rep {run.repetition}"
+    counter = itertools.count(1)
+    for backend in dict.fromkeys(r.backend.name for r in runs):
+        queue = [(r, hosts) for r, hosts in plan if r.backend.name == backend]
+        if extra:   # points already stored whose repeats disagree
+            queue += [(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)]
+        if queue:
+            failures += _run_backend(campaign, lab, store, backend, queue, runs, lost, counter, len(plan))
+    return failures
+
+
+def _run_backend(campaign: Campaign, lab: Lab, store: ResultStore, backend: str, queue: list[tuple[Run, list[str]]],
+                 runs: list[Run], lost: dict[str, str], counter: Iterator[int], planned: int) -> list[str]:
+    """Mount one backend, run its queue (and the extra repetitions disagreeing repeats earn), unmount."""
+    console = lab.console
+    failures: list[str] = []
+    need = [h for h in lab.hosts if h not in lost and any(h in hosts for _, hosts in queue)]
+    mounted: list[str] = []
+    teardown = list(need)          # every host the mount reached, even if Ctrl-C cut it short
+    warmed: set[tuple] = set()     # points that had their warm-up run on this mount
+    previous: tuple[Run, list[str], bool] | None = None   # the run just run, its hosts, whether it succeeded
+    tried: set[str] = set()        # run ids run on this mount: an extra repetition that failed is not retried
+    try:
+        mount = lab.play(storage_phase(campaign, backend, "mounted"), f"mount {backend}", hosts=need)
+        mounted = mount.ok_hosts()
+        for outcome in mount.failures():
+            lost[outcome.host] = f"mounting {backend} failed: {outcome.message}"
+            if outcome.unreachable:
+                teardown.remove(outcome.host)
+        no_data = datasets.make(lab, campaign, backend, [r for r in runs if r.backend.name == backend], mounted)
+        while queue:
+            for run, hosts in queue:
+                number = next(counter)
+                title = f"run {number}/{planned}: {run.label()}" if number <= planned else f"extra run: {run.label()}"
                 failures += _skipped(store, run, [h for h in hosts if h not in mounted], lost)
                 active = [h for h in hosts if h in mounted]
                 if run.workload.uses_dataset:
@@ -289,9 +324,14 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
                     active = [h for h in active if h not in no_data]
                 if not active:
                     continue
-                result = lab.play(run_phases(run, store.raw_dir(run.run_id)), title, hosts=active)
-                run_failures = record_run(store, run, result, active, complete=active == run.on(lab.hosts))
+                warmed_by = _warm(lab, store, run, active, warmed, previous)
+                result = lab.play(run_phases(run, store.raw_dir(run.run_id),
+                                             warm_command=bool(run.cache_pass == "warm" and run.workload.warm_command)),
+                                  title, hosts=active)
+                run_failures = record_run(store, run, result, active, complete=active == run.on(lab.hosts),
+                                          warmed_by=warmed_by)
                 failures += run_failures
+                previous = (run, active, not run_failures)
                 for outcome in result.failures():
                     if outcome.unreachable:
                         lost[outcome.host] = f"unreachable since {title}: {outcome.message}"
@@ -301,14 +341,92 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
                                       "run bench.all again later to fill its gap")
                 console.print(f"{title}: " + ("[red]failed[/] " + run_failures[0] if run_failures
                                               else _headline(store, run)))
-        finally:
-            if teardown:
-                unmount = lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True),
-                                   f"unmount {backend}", hosts=teardown, cancellable=False)
-                for outcome in unmount.failures():   # said now: after Ctrl-C no summary follows
-                    failures.append(f"unmounting {backend} failed: {outcome.describe()}")
-                    console.print(f"[red]unmounting {backend} failed:[/] {outcome.describe()}")
+            tried.update(r.run_id for r, _ in queue)
+            queue = [(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)
+                     if r.run_id not in tried]
+    finally:
+        if teardown:
+            unmount = lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True),
+                               f"unmount {backend}", hosts=teardown, cancellable=False)
+            for outcome in unmount.failures():   # said now: after Ctrl-C no summary follows
+                failures.append(f"unmounting {backend} failed: {outcome.describe()}")
+                console.print(f"[red]unmounting {backend} failed:[/] {outcome.describe()}")
     return failures
+
+
+def _needs_warming(run: Run) -> bool:
+    return run.workload.warmup or run.cache_pass == "warm"
+
+
+def _warm(lab: Lab, store: ResultStore, run: Run, hosts: list[str], warmed: set[tuple],
+          previous: tuple[Run, list[str], bool] | None) -> str | None:
+    """Warm-up before `run` as its workload asks; return how a warm run's cache was warmed (None: cold run).
+
+    `warmup: true`: one unrecorded run of the point before its first measured one on this
+    mount. The warm run of cache: warm follows its warm_command (run.yml runs it), or
+    the cold run of the same repetition when that just ran on the same hosts, or else an
+    unrecorded pass of the workload.
+    """
+    key = (run.point[:3], tuple(hosts))
+    if run.workload.warmup and key not in warmed:
+        _warm_up_pass(lab, store, run, hosts, "warm-up run (warmup: true)")
+        warmed.add(key)
+    if run.cache_pass != "warm":
+        return None
+    if run.workload.warm_command:
+        return "after the warm_command " + " ".join(run.workload.warm_command)
+    if previous and previous[2] and previous[1] == hosts and previous[0].cache_pass == "cold" \
+            and previous[0].point[:3] == run.point[:3] and previous[0].repetition == run.repetition:
+        return "right after the cold run of the same repetition, caches not dropped"
+    _warm_up_pass(lab, store, run, hosts, "warm-up pass (cache: warm)")
+    return "after an unrecorded pass of the workload, caches not dropped"
+
+
+def _warm_up_pass(lab: Lab, store: ResultStore, run: Run, hosts: list[str], what: str) -> None:
+    """An unrecorded run of `run`'s workload (its files are fetched and discarded); a failure is a warning."""
+    warm = run.model_copy(update={"run_id": f"{run.run_id}-warmup", "cache_pass": "warm"})
+    scratch = store.raw_dir(warm.run_id)
+    try:
+        result = lab.play(run_phases(warm, scratch), f"{what}: {run.label()}", hosts=hosts)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    errors = [o.describe() for o in result.failures()]
+    if errors:
+        lab.console.print(f"[yellow]{what} of {run.label()} failed[/] (the measured run follows): {errors[0]}")
+
+
+def _more_repetitions(campaign: Campaign, store: ResultStore, runs: list[Run], backend: str) -> list[Run]:
+    """The next repetition of every point on `backend` whose stored repeats disagree, up to max_repetitions.
+
+    A point's repeats are its runs in `runs` and the extra repetitions already stored
+    (from this call or an earlier one). A point with a repetition not stored (failed,
+    or left out) waits for the next call, which fills that gap first.
+    """
+    cap = campaign.max_repetitions or campaign.repetitions
+    if cap <= campaign.repetitions:
+        return []
+    samples = store.samples()
+    stored = {s.run_id for s in samples}
+    chains: dict[tuple, list[Run]] = {}
+    for run in runs:
+        if run.backend.name == backend:
+            chains.setdefault(run.point, []).append(run)
+    nexts: dict[tuple, Run] = {}
+    for point, chain in chains.items():
+        while True:
+            last = max(chain, key=lambda r: r.repetition)
+            following = next(r for r in repetition(campaign, last.backend, last.workload, last.repetition + 1,
+                                                   last.hosts) if r.cache_pass == last.cache_pass)
+            if following.run_id not in stored:
+                break
+            chain.append(following)
+        if last.repetition < cap and all(r.run_id in stored for r in chain):
+            nexts[point] = following
+    ids = {r.run_id: point for point, chain in chains.items() for r in chain}
+    disagreeing = {ids[run_id] for g in validity.groups([s for s in samples if s.run_id in ids])
+                   if g.metric in validity.MERIT_METRICS and len(g.values) > 1 and not g.agree
+                   for run_id in g.run_ids}
+    return [run for point, run in nexts.items() if point in disagreeing]
 
 
 def _provision(campaign: Campaign, lab: Lab) -> dict[str, str]:
@@ -389,29 +507,79 @@ def next_repetition(spec: Campaign, store: ResultStore) -> Campaign:
     return spec.model_copy(update={"repetitions": repetition})
 
 
+ORCHESTRATION_S = 4.0    # per run: drop caches, start together, collect (docs/PERFORMANCE.md)
+
+
+def _estimate(runs: list[Run]) -> tuple[float, int]:
+    """(seconds, runs not estimated): fio runs take runtime + ramp; loaders take as long as their data set."""
+    seconds, unknown, warmed = 0.0, 0, set()
+    for run in runs:
+        passes = 1
+        if run.workload.warmup and run.point[:3] not in warmed:
+            warmed.add(run.point[:3])
+            passes += 1
+        if run.workload.tool == "fio":
+            seconds += passes * (run.workload.runtime + run.workload.ramp + ORCHESTRATION_S)
+        else:
+            unknown += 1
+            seconds += passes * ORCHESTRATION_S
+    return seconds, unknown
+
+
+def _cache_line(run: Run) -> str:
+    workload = run.workload
+    line = {"drop": "caches dropped before each run (sync; echo 3 > /proc/sys/vm/drop_caches)",
+            "keep": "caches kept as the previous run left them",
+            "warm": "each repetition twice: cold (caches dropped), then warm (after "
+                    + ("the warm_command " + " ".join(workload.warm_command) + ", in " + run.backend.target
+                       if workload.warm_command else "the cold run, or an unrecorded pass of the workload")
+                    + ")"}[workload.cache]
+    if workload.warmup:
+        line += "; one unrecorded warm-up run first"
+    return line + f"; stopped after {workload.run_timeout(_default_timeout(run)):g} s"
+
+
+def _default_timeout(run: Run) -> float:
+    """The run's time limit as its bench role gets it."""
+    return float(next(v for k, v in workload_vars(run).items() if k.endswith("_timeout")))
+
+
 def describe(spec: Campaign, lab: Lab) -> str:
-    """--dry-run: the runs, and what each host would run, without touching a host."""
+    """--dry-run: the runs, what each host would run and a time estimate, without touching a host."""
     from iolab.hosts import compress
 
     runs = expand(spec)
-    seconds = sum(getattr(r.workload, "runtime", 0) + getattr(r.workload, "ramp", 0) + 4 for r in runs)
-    lines = [f"campaign {spec.name}: {len(runs)} runs on {compress(lab.hosts)} "
-             f"(about {seconds / 60:.0f} min, ≈4 s of orchestration per run)"]
+    seconds, unknown = _estimate(runs)
+    estimate = f"about {seconds / 60:.0f} min" if seconds >= 60 else f"about {seconds:.0f} s"
+    if unknown:
+        estimate += f" plus the {unknown} data-loading run(s), as long as their data set takes to read"
+    lines = [f"campaign {spec.name}: {len(runs)} runs on {compress(lab.hosts)}, "
+             + ("in random order (order_seed " + str(spec.order_seed) + ")" if spec.order == "random"
+                else "in the order written")
+             + f" ({estimate}; ≈{ORCHESTRATION_S:g} s of orchestration per run)"]
+    if spec.max_repetitions and spec.max_repetitions > spec.repetitions:
+        lines.append(f"  repeats that disagree (more than 5% apart) get more repetitions, up to {spec.max_repetitions}")
     if spec.dataset:
         packs = f", packed as {', '.join(spec.dataset_formats)}" if spec.dataset_formats else ""
         lines.append(f"  data set: {spec.dataset.files} {spec.dataset.kind} files (seed {spec.dataset.seed}, "
                      f"{spec.dataset.classes} classes){packs}: on writable backends each host's own copy, "
                      f"made after mounting at <target>/iolab-<host>/{DATASET_DIR} where not there already; "
                      f"read-only backends hold one at <target>/{DATASET_DIR}")
+    values: dict[tuple[str, str], set[str]] = {}
+    for run in runs:
+        for key, value in run.params.items():
+            values.setdefault((run.workload.name, key), set()).add(json.dumps(value))
     shown: set[str] = set()
     for run in runs:
-        lines.append(f"  {run.run_id}  {run.backend.name:<10} {run.workload.name:<14} rep {run.repetition}")
+        point = " ".join(f"{k}={v}" for k, v in run.params.items() if len(values[(run.workload.name, k)]) > 1)
+        lines.append(f"  {run.run_id}  {run.backend.name:<10} {run.workload.name:<14} rep {run.repetition}  {point}")
         if run.workload.name in shown:
             continue
         shown.add(run.workload.name)
+        lines.append(f"      {_cache_line(run)}")
         variables = workload_vars(run)
         if run.workload.tool != "fio":
-            lines.append(f"      on each host, after dropping caches: {run.workload.describe()}")
+            lines.append(f"      on each host: {run.workload.describe()}")
             continue
         if variables.get("bench_fio_jobfile"):
             job = f"(the user's job file {variables['bench_fio_jobfile']})"
@@ -420,7 +588,6 @@ def describe(spec: Campaign, lab: Lab) -> str:
             job = fio_jobs.render({**variables["bench_fio_options"], **bssplit, "filename": "<target>/iolab-<host>/"
                                    + fio_jobs.DATA_FILE, "size": str(variables["bench_fio_size"] or "<fits>")},
                                   "iolab")
-        lines.append("      on each host, after dropping caches: fio --output=fio.json --output-format=json+ "
-                     "job.fio, where job.fio is:")
+        lines.append("      on each host: fio --output=fio.json --output-format=json+ job.fio, where job.fio is:")
         lines += ["        " + line for line in job.splitlines() if line]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
@@ -338,9 +339,33 @@ BACKEND_TYPES = {"tmpfs": TmpfsBackend, "local": LocalBackend, "rbd_snapshot": R
                  "rbd": RbdBackend}
 
 
-class FioWorkload(_Model):
-    """fio with a built-in profile or the user's own job file."""
+class _Workload(_Model):
+    """What every workload has: a name, what the page cache holds when it starts, a time limit.
+
+    cache: drop (the default: sync and drop caches before every run, on every host),
+    keep (leave them as the run before left them), or warm (each run twice: cold,
+    after a drop, then warm, after a warm-up — `warm_command` on each host, or a pass
+    of the workload itself — so reports show cold and warm side by side).
+    """
     name: Name
+    cache: Literal["drop", "keep", "warm"] = "drop"
+    warm_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
+    warmup: bool = False              # one unrecorded run before the first measured one, per backend
+    allow_caching: bool = False       # potential_caching becomes `overridden`: kept, but the sample stays valid
+    timeout: Duration | None = None   # per run: the tool is stopped and the run recorded as failed after it
+
+    @model_validator(mode="after")
+    def _warm_command_needs_warm(self) -> _Workload:
+        if self.warm_command and self.cache != "warm":
+            raise ValueError("warm_command is the warm-up of cache: warm; set cache: warm or drop warm_command")
+        return self
+
+    def run_timeout(self, default: float) -> float:
+        return self.timeout or default
+
+
+class FioWorkload(_Workload):
+    """fio with a built-in profile or the user's own job file."""
     type: Literal["fio"]
     profile: str | None = None
     jobfile: str | None = None
@@ -382,7 +407,7 @@ class FioWorkload(_Model):
             options = fio_jobs.profile_options(self.profile, options)
         return {"bench_fio_options": options, "bench_fio_jobfile": self.jobfile or "",
                 "bench_fio_size": self.size or 0, "bench_fio_target": target,
-                "bench_fio_timeout": self.runtime + self.ramp + 120, "bench_fio_telemetry_after": self.ramp,
+                "bench_fio_timeout": self.run_timeout(self.runtime + self.ramp + 120), "bench_fio_telemetry_after": self.ramp,
                 # Relative to the host's work directory, <target>/iolab-<host>: its data set.
                 "bench_fio_bssplit_from": DATASET_DIR if self.uses_dataset else ""}
 
@@ -398,6 +423,7 @@ DATASET_DIR = "dataset"   # each host's data set: <target>/iolab-<inventory_host
 # REFERENCE_FIGURES.md): the defaults of the emulated accelerators.
 ACCELERATOR_FIGURES = {"a100": 0.435, "h100": 0.224}
 REFERENCE_BATCH = 400
+LOADER_TIMEOUT = 1800.0   # seconds a loader or metadata run may take unless the campaign says otherwise
 
 
 class Dataset(_Model):
@@ -433,9 +459,8 @@ class Accelerator(_Model):
         return ACCELERATOR_FIGURES.get(self.type, 0.0) * batch_size / REFERENCE_BATCH
 
 
-class PytorchWorkload(_Model):
+class PytorchWorkload(_Workload):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
-    name: Name
     type: Literal["pytorch"]
     reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed"] = "packed"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
@@ -452,7 +477,6 @@ class PytorchWorkload(_Model):
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
     distributed: bool = False
     seed: int = 0
-    timeout: Duration = 1800.0
 
     tool: ClassVar[str] = "pytorch"
     uses_dataset: ClassVar[bool] = True
@@ -482,7 +506,7 @@ class PytorchWorkload(_Model):
                 "bench_pytorch_preprocess_time": self.preprocess_time, "bench_pytorch_accelerator": kind,
                 "bench_pytorch_compute_per_batch": compute, "bench_pytorch_accelerators": self.accelerators,
                 "bench_pytorch_distributed": self.distributed, "bench_pytorch_seed": self.seed,
-                "bench_pytorch_timeout": self.timeout}
+                "bench_pytorch_timeout": self.run_timeout(LOADER_TIMEOUT)}
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_pytorch_dataset": root}
@@ -497,14 +521,12 @@ class PytorchWorkload(_Model):
                 + (", under strace -c" if self.syscall_profile else ""))
 
 
-class MetadataWorkload(_Model):
+class MetadataWorkload(_Workload):
     """readdir, stat and open/close rates over the data set's tree (the small-file metadata bottleneck)."""
-    name: Name
     type: Literal["metadata"]
     threads: Annotated[int, Field(ge=1, le=1024)] = 1
     limit: Annotated[int, Field(ge=1)] | None = None     # files per operation, at most (default: all)
     drop_caches: bool = True                             # before each operation, not only before the run
-    timeout: Duration = 1800.0
 
     tool: ClassVar[str] = "metadata"
     uses_dataset: ClassVar[bool] = True
@@ -513,7 +535,7 @@ class MetadataWorkload(_Model):
     def role_vars(self, target: str) -> dict[str, Any]:
         return {"bench_metadata_target": target, "bench_metadata_threads": self.threads,
                 "bench_metadata_limit": self.limit or 0, "bench_metadata_drop_caches": self.drop_caches,
-                "bench_metadata_timeout": self.timeout}
+                "bench_metadata_timeout": self.run_timeout(LOADER_TIMEOUT)}
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_metadata_dataset": root}
@@ -523,9 +545,8 @@ class MetadataWorkload(_Model):
                 + (", caches dropped before each" if self.drop_caches else ""))
 
 
-class TensorflowWorkload(_Model):
+class TensorflowWorkload(_Workload):
     """tf.data over the data set's TFRecord shards (interleave, map, prefetch), optionally feeding emulated accelerators."""
-    name: Name
     type: Literal["tensorflow"]
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     private_threads: Annotated[int, Field(ge=0, le=1024)] = 0   # tf.data private thread pool; 0: shared pool
@@ -539,7 +560,6 @@ class TensorflowWorkload(_Model):
     accelerator: Accelerator | None = None
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1
     seed: int = 0
-    timeout: Duration = 1800.0
 
     tool: ClassVar[str] = "tensorflow"
     uses_dataset: ClassVar[bool] = True
@@ -563,7 +583,7 @@ class TensorflowWorkload(_Model):
                 "bench_tensorflow_syscall_profile": self.syscall_profile,
                 "bench_tensorflow_accelerator": "emulated" if self.accelerator else "none",
                 "bench_tensorflow_compute_per_batch": compute, "bench_tensorflow_accelerators": self.accelerators,
-                "bench_tensorflow_timeout": self.timeout}
+                "bench_tensorflow_timeout": self.run_timeout(LOADER_TIMEOUT)}
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_tensorflow_dataset": root}
@@ -587,6 +607,18 @@ class Campaign(_Model):
     name: Name
     description: str = ""
     repetitions: Annotated[int, Field(ge=1, le=100)] = 1
+    # Repeats that disagree (figures of merit more than 5% apart) get more runs, up to this many in all.
+    max_repetitions: Annotated[int, Field(ge=1, le=100)] | None = None
+    # as-written, or random: each backend's runs shuffled (seeded: the same order every time), so a
+    # drift over the campaign (a filling cache tier, a neighbour's load) spreads over every setting.
+    order: Literal["as-written", "random"] = "as-written"
+    order_seed: int = 0
+    # Defaults for every workload that does not set its own (see _Workload).
+    cache: Literal["drop", "keep", "warm"] | None = None
+    warm_command: list[str] | None = None
+    warmup: bool | None = None
+    allow_caching: bool | None = None
+    timeout: Duration | None = None
     # Client-count sweep: each run also on the first 1, 2, 4 … selected hosts, to find saturation.
     hosts_sweep: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] | None = None
     # A host unreachable at the start: leave it out (skip) or stop the campaign (abort).
@@ -597,6 +629,9 @@ class Campaign(_Model):
 
     @model_validator(mode="after")
     def _unique_names(self) -> Campaign:
+        if self.max_repetitions is not None and self.max_repetitions < self.repetitions:
+            raise ValueError(f"max_repetitions ({self.max_repetitions}) is below repetitions ({self.repetitions}): "
+                             "it caps the repetitions run when repeats disagree")
         _unique("backend", [b.name for b in self.backends])
         # A swept workload is several points of one name; two identical points are a mistake.
         _unique("workload", [w.model_dump_json() for w in self.workloads])
@@ -637,6 +672,12 @@ def _unique(kind: str, names: list[str]) -> None:
         raise ValueError(f"{kind} names must be unique; repeated: {', '.join(doubles)}")
 
 
+# The workload keys a campaign may set for all its workloads.
+WORKLOAD_DEFAULTS = ("cache", "warm_command", "warmup", "allow_caching", "timeout")
+# What a run's samples say of the page cache it started with (params.cache).
+CACHE_STATES = {"drop": "cold", "keep": "kept"}
+
+
 class Run(_Model):
     """One execution: a backend, one point of a workload's sweep, one repetition (on `hosts` hosts)."""
     run_id: str
@@ -645,11 +686,29 @@ class Run(_Model):
     workload: Workload
     repetition: int
     hosts: int | None = None           # a hosts_sweep point: the first N selected hosts
+    cache_pass: Literal["cold", "warm"] | None = None   # the two runs of cache: warm
 
     @property
     def params(self) -> dict[str, Any]:
-        params = self.workload.model_dump(exclude={"name", "type"}, exclude_none=True)
+        params = self.workload.model_dump(exclude={"name", "type", "warm_command"}, exclude_none=True)
+        params["cache"] = self.cache_pass or CACHE_STATES[self.workload.cache]
+        for policy in ("warmup", "allow_caching"):     # said only when set
+            if not params[policy]:
+                del params[policy]
         return {**params, "hosts": self.hosts} if self.hosts else params
+
+    @property
+    def drop_caches(self) -> bool:
+        return self.workload.cache == "drop" or self.cache_pass == "cold"
+
+    @property
+    def point(self) -> tuple[str, str, int | None, str | None]:
+        """What the repetitions of one measurement share: backend, workload point, host count, cache pass."""
+        return (self.backend.name, self.workload.model_dump_json(), self.hosts, self.cache_pass)
+
+    def label(self) -> str:
+        return (f"{self.workload.name} on {self.backend.name}, rep {self.repetition}"
+                + (f", {self.cache_pass}" if self.cache_pass else ""))
 
     def on(self, selected: list[str]) -> list[str]:
         """The hosts this run runs on, of the selected ones."""
@@ -657,43 +716,78 @@ class Run(_Model):
 
 
 def run_id(campaign: str, backend: BaseModel, workload: BaseModel, repetition: int, hosts: int | None = None,
-           dataset: Dataset | None = None) -> str:
-    config = {"campaign": campaign, "backend": backend.model_dump(), "workload": workload.model_dump(),
-              "repetition": repetition, **({"hosts": hosts} if hosts else {}),
-              **({"dataset": dataset.identity()} if dataset else {})}
+           dataset: Dataset | None = None, cache_pass: str | None = None) -> str:
+    """A hash of everything that decides what a run does: the same file always gives the same ids.
+
+    Fields left at their defaults are not hashed, so a new optional field does not
+    change the ids of stored runs.
+    """
+    config = {"campaign": campaign, "backend": backend.model_dump(exclude_defaults=True),
+              "workload": workload.model_dump(exclude_defaults=True), "repetition": repetition,
+              **({"hosts": hosts} if hosts else {}), **({"dataset": dataset.identity()} if dataset else {}),
+              **({"cache_pass": cache_pass} if cache_pass else {})}
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
+NOT_SWEPT = ("warm_command",)   # list-valued keys that are one value (an argv), not a sweep
+
+
 def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """{'bs': ['4k', '1M'], 'rw': 'read'} → [{'bs': '4k', 'rw': 'read'}, {'bs': '1M', 'rw': 'read'}]."""
-    keys = [k for k, v in raw.items() if isinstance(v, list)]
-    if not keys:
-        return [raw]
-    points = []
-    for values in itertools.product(*(raw[k] for k in keys)):
-        points.append({**raw, **dict(zip(keys, values))})
-    return points
+    """A workload's sweep points: list values as a cartesian product, `zip:` lists paired.
+
+    {'bs': ['4k', '1M'], 'rw': 'read'} → [{'bs': '4k', 'rw': 'read'}, {'bs': '1M', 'rw': 'read'}];
+    {'zip': {'bs': ['4k', '1M'], 'iodepth': [32, 4]}} → bs 4k with iodepth 32, bs 1M with iodepth 4.
+    """
+    raw = dict(raw)
+    paired = raw.pop("zip", None)
+    rows: list[dict[str, Any]] = [{}]
+    if paired is not None:
+        if not isinstance(paired, dict) or not paired or not all(isinstance(v, list) and v for v in paired.values()):
+            raise ValueError("zip: takes a mapping of keys to lists of equal length, e.g. "
+                             "zip: {bs: [4k, 1M], iodepth: [32, 4]}")
+        lengths = {k: len(v) for k, v in paired.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError("zip: lists must have equal lengths, got " + ", ".join(f"{k}: {n}" for k, n in lengths.items()))
+        both = sorted(set(paired) & set(raw))
+        if both:
+            raise ValueError(f"zip: {', '.join(both)} also given outside zip; give each key once")
+        rows = [dict(zip(paired, values)) for values in zip(*paired.values())]
+    keys = [k for k, v in raw.items() if isinstance(v, list) and k not in NOT_SWEPT]
+    return [{**raw, **dict(zip(keys, values)), **row}
+            for values in itertools.product(*(raw[k] for k in keys)) for row in rows]
 
 
 def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
-    """Every run of a campaign, in order: backend, workload, sweep point, host count, repetition.
+    """Every run of a campaign, in order: backend, workload, sweep point, host count, repetition, cache pass.
 
-    `selected_hosts` (how many hosts the command selected) checks a hosts_sweep against it.
+    With order: random each backend's runs are shuffled (the cold and warm runs of
+    cache: warm stay together, cold first). `selected_hosts` (how many hosts the
+    command selected) checks a hosts_sweep against it.
     """
     counts: list[int | None] = list(campaign.hosts_sweep or [None])
     if selected_hosts is not None and campaign.hosts_sweep and max(campaign.hosts_sweep) > selected_hosts:
         raise UserError(f"campaign {campaign.name}: hosts_sweep asks for {max(campaign.hosts_sweep)} hosts but "
                         f"only {selected_hosts} are selected; select more with --hosts or lower hosts_sweep")
+    shuffle = random.Random(campaign.order_seed).shuffle if campaign.order == "random" else None
     runs = []
     for backend in campaign.backends:
-        for workload in campaign.workloads:
-            for count in counts:
-                for rep in range(1, campaign.repetitions + 1):
-                    dataset = campaign.dataset if workload.uses_dataset else None
-                    runs.append(Run(run_id=run_id(campaign.name, backend, workload, rep, count, dataset),
-                                    campaign=campaign.name, backend=backend, workload=workload,
-                                    repetition=rep, hosts=count))
+        units = [repetition(campaign, backend, workload, rep, count)
+                 for workload in campaign.workloads for count in counts
+                 for rep in range(1, campaign.repetitions + 1)]
+        if shuffle:
+            shuffle(units)
+        runs += [run for unit in units for run in unit]
     return runs
+
+
+def repetition(campaign: Campaign, backend: Backend, workload: Workload, rep: int,
+               hosts: int | None = None) -> list[Run]:
+    """Repetition `rep` of one workload point on one backend: one run, or its cold and warm runs (cache: warm)."""
+    dataset = campaign.dataset if workload.uses_dataset else None
+    passes: list[str | None] = ["cold", "warm"] if workload.cache == "warm" else [None]
+    return [Run(run_id=run_id(campaign.name, backend, workload, rep, hosts, dataset, cache_pass),
+                campaign=campaign.name, backend=backend, workload=workload, repetition=rep, hosts=hosts,
+                cache_pass=cache_pass) for cache_pass in passes]
 
 
 def _where(loc: tuple) -> str:
@@ -764,7 +858,17 @@ def parse(raw: Any, source: str, base_dir: Path) -> Campaign:
             _unique("workload", [w.get("name") for w in data["workloads"] if isinstance(w, dict)])
         except ValueError as exc:
             raise UserError(f"{source}: workloads: {exc}") from None
-        data["workloads"] = [p for w in data["workloads"] for p in (_sweep(w) if isinstance(w, dict) else [w])]
+        defaults = {k: data[k] for k in WORKLOAD_DEFAULTS if data.get(k) is not None}
+        points = []
+        for index, workload in enumerate(data["workloads"]):
+            if not isinstance(workload, dict):
+                points.append(workload)
+                continue
+            try:
+                points += _sweep({**defaults, **workload})
+            except ValueError as exc:
+                raise UserError(f"{source}: workloads[{index}].{exc}") from None
+        data["workloads"] = points
     try:
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:

@@ -112,3 +112,108 @@ def test_a_users_job_file_is_checked_by_fio(tmp_path):
                        ("exec.fio", "runs commands on the hosts"), ("absent.fio", "cannot read")]:
         with pytest.raises(UserError, match=says):
             load(tmp_path, with_("workloads.0", {**fio_workload, "jobfile": name}))
+
+
+# --- issue 6: paired sweeps, order, cache policy, warm-up, timeouts, repetition cap ---------------
+
+def test_zip_pairs_values_and_the_rest_still_sweep_as_a_product(tmp_path):
+    spec = load(tmp_path, with_("workloads.0", {"name": "qd", "type": "fio", "profile": "rand-read-16k",
+                                                "numjobs": [1, 2],
+                                                "zip": {"iodepth": [1, 32], "ioengine": ["psync", "libaio"]}}))
+    points = {(r.params["numjobs"], r.params["iodepth"], r.params["ioengine"]) for r in campaign.expand(spec)}
+    assert points == {(1, 1, "psync"), (1, 32, "libaio"), (2, 1, "psync"), (2, 32, "libaio")}
+
+
+@pytest.mark.parametrize("zipped, message", [
+    ({"iodepth": [1, 32], "numjobs": [1]}, "workloads[0].zip: lists must have equal lengths, got iodepth: 2, numjobs: 1"),
+    ({"runtime": ["1s", "2s"]}, "workloads[0].zip: runtime also given outside zip"),
+    ([1, 2], "workloads[0].zip: takes a mapping of keys to lists"),
+])
+def test_zip_mistakes_are_named(tmp_path, zipped, message):
+    with pytest.raises(UserError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load(tmp_path, with_("workloads.0.zip", zipped))
+
+
+def test_random_order_is_seeded_and_keeps_every_run_and_its_id(tmp_path):
+    data = with_("workloads.0.numjobs", [1, 2, 3])
+    written = campaign.expand(load(tmp_path, data))
+    shuffled = campaign.expand(load(tmp_path, {**data, "order": "random", "order_seed": 3}))
+    again = campaign.expand(load(tmp_path, {**data, "order": "random", "order_seed": 3}))
+    other = campaign.expand(load(tmp_path, {**data, "order": "random", "order_seed": 4}))
+    ids = [r.run_id for r in written]
+    assert sorted(ids) == sorted(r.run_id for r in shuffled)          # the same runs, the same ids
+    assert [r.run_id for r in shuffled] == [r.run_id for r in again]  # the same order every time
+    assert [r.run_id for r in shuffled] not in (ids, [r.run_id for r in other])
+    # Shuffled within each backend: one mount per backend still.
+    assert [r.backend.name for r in shuffled] == [r.backend.name for r in written]
+
+
+def test_cache_warm_runs_each_repetition_cold_then_warm(tmp_path):
+    runs = campaign.expand(load(tmp_path, {**GOOD, "order": "random", "cache": "warm"}))
+    assert len(runs) == 2 * 2 * 2           # backends × repetitions × (cold, warm)
+    pairs = list(zip(runs[::2], runs[1::2]))
+    for cold, warm in pairs:                # adjacent, cold first, even in random order
+        assert (cold.params["cache"], warm.params["cache"]) == ("cold", "warm")
+        assert (cold.drop_caches, warm.drop_caches) == (True, False)
+        assert cold.repetition == warm.repetition and cold.run_id != warm.run_id
+    assert len({r.run_id for r in runs}) == len(runs)
+
+
+def test_campaign_level_policies_are_defaults_a_workload_overrides(tmp_path):
+    data = {**GOOD, "cache": "keep", "timeout": "90s",
+            "workloads": [GOOD["workloads"][0], {**GOOD["workloads"][0], "name": "own", "cache": "drop",
+                                                  "timeout": "30s"}]}
+    runs = {r.workload.name: r for r in campaign.expand(load(tmp_path, data))}
+    assert runs["seq"].params["cache"] == "kept" and not runs["seq"].drop_caches
+    assert runs["own"].params["cache"] == "cold" and runs["own"].drop_caches
+    assert runs["seq"].workload.role_vars("/t")["bench_fio_timeout"] == 90
+    assert runs["own"].workload.role_vars("/t")["bench_fio_timeout"] == 30
+    # Without a timeout, fio gets its runtime, ramp and two minutes.
+    assert campaign.expand(load(tmp_path, GOOD))[0].workload.role_vars("/t")["bench_fio_timeout"] == 2 + 2 + 120
+
+
+def test_warm_command_is_an_argv_that_needs_cache_warm(tmp_path):
+    spec = load(tmp_path, {**GOOD, "cache": "warm", "warm_command": ["vendor-cli", "prefetch", "--path", "."]})
+    assert spec.workloads[0].warm_command == ["vendor-cli", "prefetch", "--path", "."]
+    assert len(campaign.expand(spec)) == 2 * 2 * 2      # an argv list is one value, not a sweep
+    with pytest.raises(UserError, match=r"workloads\[0\]: warm_command is the warm-up of cache: warm"):
+        load(tmp_path, with_("workloads.0.warm_command", ["true"]))
+
+
+def test_max_repetitions_below_repetitions_is_refused(tmp_path):
+    with pytest.raises(UserError, match=r"max_repetitions \(1\) is below repetitions \(2\)"):
+        load(tmp_path, {**GOOD, "max_repetitions": 1})
+
+
+def test_a_new_optional_field_left_at_its_default_keeps_the_run_ids(tmp_path):
+    plain = [r.run_id for r in campaign.expand(load(tmp_path, GOOD))]
+    spelled = [r.run_id for r in campaign.expand(load(tmp_path, {**GOOD, "cache": "drop", "warmup": False}))]
+    assert plain == spelled
+    warm = [r.run_id for r in campaign.expand(load(tmp_path, {**GOOD, "warmup": True}))]
+    assert set(plain).isdisjoint(warm)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "campaigns").glob("*.yml")), ids=lambda p: p.name)
+def test_every_shipped_campaign_loads_and_expands(path):
+    spec = campaign.load(path)
+    runs = campaign.expand(spec)
+    assert runs and len({r.run_id for r in runs}) == len(runs)
+
+
+def test_dry_run_shows_each_sweep_point_its_host_commands_and_an_estimate(tmp_path):
+    from support import Cli
+
+    data = {**GOOD, "backends": GOOD["backends"][:1], "cache": "warm",
+            "workloads": [{"name": "qd", "type": "fio", "profile": "rand-read-16k", "runtime": "10s", "ramp": "2s",
+                           "zip": {"iodepth": [1, 32], "ioengine": ["psync", "libaio"]}}]}
+    path = tmp_path / "sweep.yml"
+    path.write_text(yaml.safe_dump(data))
+    out = Cli(tmp_path / "results")("bench.all", "--campaign", str(path), "--dry-run").stdout
+    # 2 points × 2 repetitions × (cold, warm) = 8 runs of 12 s and ≈4 s each.
+    assert "campaign t: 8 runs on localhost, in the order written (about 2 min;" in out
+    for point in ("iodepth=1 ioengine=psync", "iodepth=32 ioengine=libaio"):
+        assert sum(point in line and "cache=cold" in line for line in out.splitlines()) == 2
+        assert sum(point in line and "cache=warm" in line for line in out.splitlines()) == 2
+    assert "each repetition twice: cold (caches dropped), then warm" in out
+    assert "rw=randread" in out and "bs=16k" in out and "runtime=10" in out
+    assert not (tmp_path / "results").exists()                  # nothing ran, nothing stored
