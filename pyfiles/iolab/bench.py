@@ -393,6 +393,8 @@ def _warm_up_pass(lab: Lab, store: ResultStore, run: Run, hosts: list[str], what
     errors = [o.describe() for o in result.failures()]
     if errors:
         lab.console.print(f"[yellow]{what} of {run.label()} failed[/] (the measured run follows): {errors[0]}")
+    else:
+        lab.console.print(f"{what} of {run.label()}: done, not recorded")
 
 
 def _more_repetitions(campaign: Campaign, store: ResultStore, runs: list[Run], backend: str) -> list[Run]:

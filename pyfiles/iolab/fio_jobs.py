@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--jobfile", type=Path)
     prep.add_argument("--bssplit-from", type=Path, help="data set whose size histogram gives the bssplit "
                       "(relative to --workdir)")
+    prep.add_argument("--drop-caches", action="store_true",
+                      help="then sync and drop the caches (after the layout, which fills them), recording it")
     opts = parser.parse_args(argv)
     started_at = time.time()  # when this task reached the host: sizes the lead of the common start
     try:
@@ -202,6 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"{opts.workdir}: {exc}", file=sys.stderr)
         return 1
+    if opts.drop_caches:
+        from iolab.hostrun import drop_caches
+
+        if drop_caches(opts.dir) != 0:
+            return 1
     print(json.dumps({**chosen, "started_at": started_at}))
     return 0
 

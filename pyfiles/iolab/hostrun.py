@@ -1,7 +1,7 @@
 """Run one benchmark tool on a host, on time, and leave a record (host side, stdlib only).
 
     python -m iolab.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR]
-                                [--telemetry-after RAMP] -- fio job.fio
+                                [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
     python -m iolab.hostrun drop-caches --dir RUN_DIR
     python -m iolab.hostrun stop --dir HOST_RUNS_DIR
 
@@ -11,7 +11,9 @@ stderr in files, and writes `run.json`: the times, the start skew, the exit
 status, the page cache before and after, and the host's provenance. If the
 Ansible task that started it goes away (Ctrl-C, a lost SSH session), the tool
 is stopped rather than left holding the mount. `stop` ends tools that a
-previous, interrupted run left behind, by the PIDs it recorded.
+previous, interrupted run left behind, by the PIDs it recorded. `--before` runs a
+step that must succeed first, in the same call: on a single host, where no common
+start is needed, fio's prepare (size, lay out, drop caches) and the run are one task.
 
 With `--telemetry-after S`, `run` also samples the host (iolab.telemetry: disks,
 CPU, memory, network, GPUs) into `telemetry.jsonl` from S seconds after the tool
@@ -58,9 +60,14 @@ def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
 
 
 def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | None, timeout: float | None,
-        cwd: Path | None = None, telemetry_after: float | None = None) -> int:
+        cwd: Path | None = None, telemetry_after: float | None = None, before: list[str] | None = None) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     parent = os.getppid()
+    if before:   # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
+        done = subprocess.run(before, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr)
+            return done.returncode
     cached_before = facts.meminfo().get("Cached", 0)
     if start_at is not None:
         time.sleep(max(0.0, start_at - time.time()))
@@ -163,6 +170,8 @@ def main(args: list[str] | None = None) -> int:
     p_run.add_argument("--telemetry-after", type=float, metavar="SECONDS",
                        help=f"sample the host into {telemetry.FILE} from this long after the tool starts "
                             "(its ramp) until it ends; without it, no telemetry")
+    p_run.add_argument("--before", type=json.loads, metavar="JSON_ARGV",
+                       help="a command (a JSON list) to run first; the tool starts only if it succeeds")
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("stop").add_argument("--dir", type=Path, required=True)
@@ -171,7 +180,8 @@ def main(args: list[str] | None = None) -> int:
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
         if not argv:
             parser.error("give the tool's command after --")
-        return run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd, opts.telemetry_after)
+        return run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd, opts.telemetry_after,
+                   opts.before)
     if opts.command == "drop-caches":
         return drop_caches(opts.dir)
     return stop(opts.dir)

@@ -118,7 +118,7 @@ class _Progress:
         if host is None:
             return False
         outcome = self.hosts.setdefault(host, HostOutcome(host))
-        if kind == "runner_on_start":
+        if kind == "runner_on_start" and not outcome.failed:   # a failure keeps naming its own task
             outcome.task = data.get("task", "")
         elif kind == "runner_on_ok":
             outcome.ok += 1

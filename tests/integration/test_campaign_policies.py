@@ -21,7 +21,7 @@ def test_cache_warm_reports_cold_and_warm_side_by_side(cli, write_campaign, tmp_
     done = cli("bench.all", "--campaign", str(write_campaign(data)))
     out = done.stdout + done.stderr
     assert "4 to run" in out
-    assert out.count("warm-up run (warmup: true): plain on itest-disk") == 1     # once per point and mount
+    assert out.count("warm-up run (warmup: true) of plain on itest-disk") == 1     # once per point and mount
 
     bw = {(s["workload"], s["params"]["cache"]): s for s in cli.samples("itest-warm")
           if s["metric"] == "read_bw" and s["host"] == "localhost"}

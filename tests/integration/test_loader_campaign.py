@@ -58,7 +58,11 @@ def test_a_loader_campaign_runs_end_to_end(cli, write_campaign, tmp_path):
     assert job["bssplit"] == bssplit(histogram(tmp_path / "same")) and job["dataset_manifest_hash"] == local.hash
 
     raw = cli.results / "itest-dl" / "raw" / rate["run_id"] / "localhost"
-    assert {"loader.json", "run.json", "drop_caches.json"} <= {p.name for p in raw.iterdir()}
+    assert {"loader.json", "run.json", "drop_caches.json", "telemetry.jsonl"} <= {p.name for p in raw.iterdir()}
+    # Host telemetry rides along every loader run too: the tool's own CPU, from its process tree.
+    tool_cpu = [s for s in samples if s["workload"] == "train" and s["host"] == "localhost"
+                and s["metric"] == "cpu_cores" and s["params"].get("scope") == "tool"]
+    assert len(tool_cpu) == 1 and tool_cpu[0]["value"] > 0
     assert mounted() == []
 
     again = cli("bench.all", "--campaign", str(path))

@@ -1,3 +1,11 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from iolab import fio_jobs
@@ -41,3 +49,25 @@ def test_prepare_writes_a_job_that_fio_accepts(tmp_path):
     assert f"filename={tmp_path / 'work' / fio_jobs.DATA_FILE}" in job and "size=4194304" in job
     assert (tmp_path / "work" / fio_jobs.DATA_FILE).stat().st_size == 4 * MIB   # laid out before the timed run
     assert chosen["size"] == 4 * MIB and chosen["size_chosen"] == "campaign"
+
+
+def _resident(path) -> int:
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.strip())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="dropping caches needs root")
+def test_prepare_drops_the_caches_after_laying_the_file_out(tmp_path):
+    """The drop comes after everything prepare touches (the layout, a data set's histogram), just before the run."""
+    work = Path(tempfile.mkdtemp(dir="/var/tmp"))     # a disk-backed file system: tmpfs pages cannot be dropped
+    try:
+        argv = [sys.executable, "-m", "iolab.fio_jobs", "prepare", "--dir", str(tmp_path), "--workdir", str(work),
+                "--options", json.dumps({"rw": "read", "bs": "1M"}), "--size", str(16 * MIB), "--drop-caches"]
+        subprocess.run(argv, capture_output=True, text=True, check=True)
+        data = work / fio_jobs.DATA_FILE
+        dropped = json.loads((tmp_path / "drop_caches.json").read_text())
+        assert dropped["dropped_at"] >= data.stat().st_mtime and dropped["method"].startswith("sync;")
+        assert _resident(data) == 0
+    finally:
+        shutil.rmtree(work)

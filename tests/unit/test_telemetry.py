@@ -273,6 +273,18 @@ def test_hostrun_without_the_option_keeps_no_telemetry(tmp_path):
     assert (tmp_path / "run.json").exists() and not (tmp_path / telemetry.FILE).exists()
 
 
+def test_hostrun_runs_its_before_step_first_and_not_the_tool_when_it_fails(tmp_path):
+    marker = tmp_path / "before-ran"
+    done = hostrun("--dir", str(tmp_path / "ok"), "--before", json.dumps(["touch", str(marker)]), "--",
+                   "test", "-e", str(marker))
+    assert done.returncode == 0, done.stderr            # the tool saw what the step made
+    failed = hostrun("--dir", str(tmp_path / "no"), "--before",
+                     json.dumps([sys.executable, "-c", "import sys; sys.exit('cannot lay out: disk full')"]),
+                     "--", "touch", str(tmp_path / "tool-ran"))
+    assert failed.returncode == 1 and "cannot lay out: disk full" in failed.stderr
+    assert not (tmp_path / "tool-ran").exists() and not (tmp_path / "no" / "run.json").exists()
+
+
 def test_a_tool_that_ends_within_the_ramp_leaves_no_window(tmp_path):
     done = hostrun("--dir", str(tmp_path), "--telemetry-after", "5", "--", "true")
     assert done.returncode == 0
