@@ -82,7 +82,8 @@ def run_phases(run: Run, raw_dir: Path, warm_command: bool = False) -> list[runn
     """
     common = {"iolab_run_id": run.run_id, "iolab_collect_dest": str(raw_dir)}
     warm = {"run_warm_command": run.workload.warm_command, "run_target": run.backend.target} if warm_command else {}
-    return [runner.Phase("run.yml", {**common, "run_drop_caches": run.drop_caches, **warm, **workload_vars(run)}),
+    return [runner.Phase("run.yml", {**common, "run_drop_caches": run.drop_caches,
+                                     "run_profilers": run.workload.profilers, **warm, **workload_vars(run)}),
             runner.Phase("collect.yml", common)]
 
 
@@ -132,6 +133,7 @@ def _host_samples(run: Run, host: str, host_dir: Path, warmed_by: str | None = N
         # The storage side's hosts (inventory group ceph_osd), dropped before the run too (run.yml).
         "storage_cache_state": _read_json(host_dir / "storage_drop_caches.json") or "no storage hosts in the inventory",
         "job": _read_json(host_dir / "fio_job.json"),
+        "profiling": record.get("profiling"),      # the profilers' files beside the run's (raw/)
     }
     # Host telemetry (telemetry.jsonl, when the run kept one): its summaries join the tool's samples,
     # and the potential-caching check puts its flags and evidence in every sample of the host.
@@ -276,7 +278,11 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
                   f"{len(runs) - len(plan)} already stored, {len(plan)} to run"
                   + (f" (and more repetitions, up to {campaign.max_repetitions}, where repeats disagree)"
                      if extra else ""))
-    if not plan and not extra:
+    queues = {backend: [(r, hosts) for r, hosts in plan if r.backend.name == backend]
+              + ([(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)] if extra else [])
+              for backend in dict.fromkeys(r.backend.name for r in runs)}    # extra: stored repeats that disagree
+    queues = {backend: queue for backend, queue in queues.items() if queue}
+    if not queues:
         return []
     if len(plan) == 1 and not extra and not _needs_warming(plan[0][0]):
         return _run_fused(lab, campaign, store, *plan[0])
@@ -285,12 +291,8 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
     for host, reason in lost.items():
         console.print(f"[yellow]{host} left out:[/] {reason}")
     counter = itertools.count(1)
-    for backend in dict.fromkeys(r.backend.name for r in runs):
-        queue = [(r, hosts) for r, hosts in plan if r.backend.name == backend]
-        if extra:   # points already stored whose repeats disagree
-            queue += [(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)]
-        if queue:
-            failures += _run_backend(campaign, lab, store, backend, queue, runs, lost, counter, len(plan))
+    for backend, queue in queues.items():
+        failures += _run_backend(campaign, lab, store, backend, queue, runs, lost, counter, len(plan))
     return failures
 
 

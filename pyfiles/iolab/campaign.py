@@ -353,11 +353,16 @@ class _Workload(_Model):
     warmup: bool = False              # one unrecorded run before the first measured one, per backend
     allow_caching: bool = False       # potential_caching becomes `overridden`: kept, but the sample stays valid
     timeout: Duration | None = None   # per run: the tool is stopped and the run recorded as failed after it
+    # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
+    # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
+    profilers: list[Literal["perf", "py-spy"]] = []
 
     @model_validator(mode="after")
     def _warm_command_needs_warm(self) -> _Workload:
         if self.warm_command and self.cache != "warm":
             raise ValueError("warm_command is the warm-up of cache: warm; set cache: warm or drop warm_command")
+        if "py-spy" in self.profilers and self.tool == "fio":
+            raise ValueError("py-spy samples Python programs; fio is not one: use profilers: [perf]")
         return self
 
     def run_timeout(self, default: float) -> float:
@@ -655,7 +660,8 @@ class Campaign(_Model):
 
     def setup_vars(self) -> dict[str, Any]:
         """What the setup phase installs on the hosts for this campaign (role iolab_host)."""
-        return {"iolab_host_dl": self.needs_dl, "iolab_host_tf": self.needs_tf}
+        profilers = sorted({p for w in self.workloads for p in w.profilers})
+        return {"iolab_host_dl": self.needs_dl, "iolab_host_tf": self.needs_tf, "iolab_host_profilers": profilers}
 
     @property
     def dataset_formats(self) -> list[str]:
@@ -692,7 +698,7 @@ class Run(_Model):
     def params(self) -> dict[str, Any]:
         params = self.workload.model_dump(exclude={"name", "type", "warm_command"}, exclude_none=True)
         params["cache"] = self.cache_pass or CACHE_STATES[self.workload.cache]
-        for policy in ("warmup", "allow_caching"):     # said only when set
+        for policy in ("warmup", "allow_caching", "profilers"):     # said only when set
             if not params[policy]:
                 del params[policy]
         return {**params, "hosts": self.hosts} if self.hosts else params
@@ -729,7 +735,7 @@ def run_id(campaign: str, backend: BaseModel, workload: BaseModel, repetition: i
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
-NOT_SWEPT = ("warm_command",)   # list-valued keys that are one value (an argv), not a sweep
+NOT_SWEPT = ("warm_command", "profilers")   # list-valued keys that are one value, not a sweep
 
 
 def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
     python -m iolab.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR]
                                 [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
     python -m iolab.hostrun drop-caches --dir RUN_DIR
+    python -m iolab.hostrun pack --dir RUN_DIR
     python -m iolab.hostrun stop --dir HOST_RUNS_DIR
 
 `run` waits for the start time every host of the run was given (so hosts start
@@ -14,6 +15,12 @@ is stopped rather than left holding the mount. `stop` ends tools that a
 previous, interrupted run left behind, by the PIDs it recorded. `--before` runs a
 step that must succeed first, in the same call: on a single host, where no common
 start is needed, fio's prepare (size, lay out, drop caches) and the run are one task.
+
+With `--profilers perf,py-spy` (or $IOLAB_PROFILERS, which playbooks/run.yml sets from
+the workload's `profilers`), iolab.profilers samples the tool while it runs. With
+`--pack` (or $IOLAB_PACK_RUN=1, set by run.yml) the run directory ends as one archive,
+RUN_DIR.tar.gz, in the same call: collect.yml only fetches it (`pack` does the same for
+a run that failed before or after the tool).
 
 With `--telemetry-after S`, `run` also samples the host (iolab.telemetry: disks,
 CPU, memory, network, GPUs) into `telemetry.jsonl` from S seconds after the tool
@@ -35,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from iolab import facts, telemetry
+from iolab import facts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
 
@@ -60,9 +67,14 @@ def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
 
 
 def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | None, timeout: float | None,
-        cwd: Path | None = None, telemetry_after: float | None = None, before: list[str] | None = None) -> int:
+        cwd: Path | None = None, telemetry_after: float | None = None, before: list[str] | None = None,
+        profile: list[str] | None = None) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     parent = os.getppid()
+    problems = profilers.missing(profile or [])
+    if problems:
+        print("; ".join(problems), file=sys.stderr)
+        return 1
     if before:   # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
         done = subprocess.run(before, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if done.returncode != 0:
@@ -77,6 +89,9 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
                                 cwd=cwd or run_dir, start_new_session=True)
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
         signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc))
+        profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
+        if profiling:
+            profiling.start()
         sampler = None
         if telemetry_after is not None:
             sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
@@ -97,6 +112,9 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
         if sampler is not None:
             for error in sampler.stop().get("errors", []):
                 print(f"telemetry: {error}", file=sys.stderr)
+        profiled = profiling.stop() if profiling else None
+        for error in (profiled or {}).get("errors", []):
+            print(f"profiler: {error}", file=sys.stderr)
     (run_dir / PIDFILE).unlink(missing_ok=True)
     record = {
         "argv": argv, "rc": proc.returncode, "stopped": reason,
@@ -104,6 +122,7 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
         "start_skew_s": None if start_at is None else started - start_at,
         "page_cache_before": cached_before, "page_cache_after": facts.meminfo().get("Cached", 0),
         "facts": facts.collect(target),
+        "profiling": profiled,
     }
     _write_json(run_dir / "run.json", record)
     if reason:
@@ -142,6 +161,28 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
+def pack(run_dir: Path) -> int:
+    """RUN_DIR → RUN_DIR.tar.gz, the one file collect.yml fetches; RUN_DIR is removed.
+
+    An archive already there (the tool's run packed, then a later task failed and
+    recorded error.json) is merged: its files come back into the new one.
+    """
+    archive = run_dir.with_name(run_dir.name + ".tar.gz")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if archive.exists():
+        subprocess.run(["tar", "-xzf", str(archive), "-C", str(run_dir)], check=True)
+    tmp = archive.with_name(archive.name + ".tmp")
+    done = subprocess.run(["tar", "-C", str(run_dir), "--remove-files", "-czf", str(tmp), "."],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"packing {run_dir} failed: {done.stderr.strip()}", file=sys.stderr)
+        return 1
+    tmp.replace(archive)
+    if run_dir.exists():            # tar's --remove-files takes the directory too, where it can
+        run_dir.rmdir()
+    return 0
+
+
 def stop(runs_dir: Path) -> int:
     """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs)."""
     for pidfile in runs_dir.glob(f"*/{PIDFILE}"):
@@ -172,18 +213,32 @@ def main(args: list[str] | None = None) -> int:
                             "(its ramp) until it ends; without it, no telemetry")
     p_run.add_argument("--before", type=json.loads, metavar="JSON_ARGV",
                        help="a command (a JSON list) to run first; the tool starts only if it succeeds")
+    p_run.add_argument("--profilers", default=os.environ.get("IOLAB_PROFILERS", ""),
+                       help="comma-separated: perf, py-spy (default: $IOLAB_PROFILERS); files kept in RUN_DIR")
+    p_run.add_argument("--pack", action="store_true", default=os.environ.get("IOLAB_PACK_RUN") == "1",
+                       help="then pack RUN_DIR into RUN_DIR.tar.gz for collect (default: $IOLAB_PACK_RUN=1)")
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
+    sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
     sub.add_parser("stop").add_argument("--dir", type=Path, required=True)
     opts = parser.parse_args(args)
     if opts.command == "run":
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
         if not argv:
             parser.error("give the tool's command after --")
-        return run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd, opts.telemetry_after,
-                   opts.before)
+        chosen = [name for name in opts.profilers.split(",") if name]
+        unknown = sorted(set(chosen) - set(profilers.NAMES))
+        if unknown:
+            parser.error(f"unknown profiler(s) {', '.join(unknown)} (expected: {', '.join(profilers.NAMES)})")
+        rc = run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd, opts.telemetry_after,
+                 opts.before, chosen)
+        if opts.pack and (opts.dir / "run.json").exists():
+            return pack(opts.dir) or rc
+        return rc
     if opts.command == "drop-caches":
         return drop_caches(opts.dir)
+    if opts.command == "pack":
+        return pack(opts.dir)
     return stop(opts.dir)
 
 

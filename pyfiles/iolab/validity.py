@@ -45,7 +45,7 @@ AGREEMENT = 0.05          # repeats within 5% of their median agree (MLPerf Stor
 # The figures of merit the agreement rule judges; other metrics show their spread only.
 MERIT_METRICS = frozenset({"read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au"})
 # Parameters that size or time a run without changing what it measures: not part of a setting.
-NOT_SETTINGS = frozenset({"runtime", "ramp", "size", "allow_caching", "timeout", "warmup"})
+NOT_SETTINGS = frozenset({"runtime", "ramp", "size", "allow_caching", "timeout", "warmup", "profilers"})
 
 POTENTIAL_CACHING = "potential_caching"
 OVERRIDDEN = "overridden"

@@ -112,3 +112,21 @@ def test_a_tensorflow_campaign_sweeps_private_threads(cli, write_campaign):
     assert all(s["value"] > 0 and s["metadata"]["versions"]["tensorflow"] for s in rates)
     assert len([s for s in cli.samples("itest-tf") if s["metric"] == "au"]) == 2
     assert mounted() == []
+
+
+def test_profilers_ride_along_a_loader_run(cli, write_campaign):
+    """perf (system-wide) and py-spy (the launcher, its rank and the rank's DataLoader worker) beside a loader."""
+    data = {"name": "itest-prof", "backends": [{"name": "itest-prof", "type": "tmpfs", "size": "64MiB"}],
+            "dataset": {"kind": "imagenet-like", "files": 120, "seed": 2, "classes": 4},
+            "workloads": [{"name": "train", "type": "pytorch", "reader": "pil", "workers": 1, "batch_size": 10,
+                           "epochs": 2, "profilers": ["perf", "py-spy"]}]}
+    cli("bench.all", "--campaign", str(write_campaign(data)))
+    rate = next(s for s in cli.samples("itest-prof") if s["metric"] == "samples_per_s" and s["host"] == "localhost")
+    profiling = rate["metadata"]["profiling"]
+    assert profiling["errors"] == [] and set(profiling["files"]) == {"perf.data", "perf-report.txt", "py-spy.txt"}
+    raw = cli.results / "itest-prof" / "raw" / rate["run_id"] / "localhost"
+    stacks = (raw / "py-spy.txt").read_text()
+    assert "run_steps" in stacks          # the rank's training loop
+    assert "__getitem__" in stacks        # a worker process reading and decoding a sample
+    assert "python" in (raw / "perf-report.txt").read_text()
+    assert mounted() == []

@@ -217,3 +217,14 @@ def test_dry_run_shows_each_sweep_point_its_host_commands_and_an_estimate(tmp_pa
     assert "each repetition twice: cold (caches dropped), then warm" in out
     assert "rw=randread" in out and "bs=16k" in out and "runtime=10" in out
     assert not (tmp_path / "results").exists()                  # nothing ran, nothing stored
+
+
+def test_profilers_are_one_list_not_a_sweep_and_py_spy_is_for_python_tools(tmp_path):
+    spec = load(tmp_path, with_("workloads.0.profilers", ["perf"]))
+    assert len(campaign.expand(spec)) == 2 * 2 and spec.setup_vars()["iolab_host_profilers"] == ["perf"]
+    assert campaign.expand(spec)[0].params["profilers"] == ["perf"]
+    assert "profilers" not in campaign.expand(load(tmp_path, GOOD))[0].params
+    with pytest.raises(UserError, match=r"workloads\[0\]: py-spy samples Python programs; fio is not one"):
+        load(tmp_path, with_("workloads.0.profilers", ["perf", "py-spy"]))
+    with pytest.raises(UserError, match=r"workloads\[0\]\.profilers\[0\]"):
+        load(tmp_path, with_("workloads.0.profilers", ["gprof"]))

@@ -420,3 +420,52 @@ def test_load_series_reads_the_time_series_back():
     assert {"cpu_cores{mode=user}", "cpu_cores{scope=tool}", "mem_cached", "mem_dirty", "mem_free",
             "dev_queue_len{device=loop0}", "dev_await{device=loop0}", "dev_util{device=loop0}"} <= set(series)
     assert tparser.load_series(FIXTURES / "proc-loop-randread-64k") == {}
+
+
+BUSY_PYTHON = "import time\ndef spin_for_the_profiler():\n    t = time.time()\n    while time.time() - t < 2: sum(range(1000))\nspin_for_the_profiler()\n"
+
+
+def test_hostrun_profiles_the_tool_with_perf_and_py_spy(tmp_path):
+    script = tmp_path / "busy.py"
+    script.write_text(BUSY_PYTHON)
+    done = hostrun("--dir", str(tmp_path), "--profilers", "perf,py-spy", "--", sys.executable, str(script))
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "run.json").read_text())["profiling"]
+    assert record["profilers"] == ["perf", "py-spy"] and record["errors"] == []
+    assert set(record["files"]) == {"perf.data", "perf-report.txt", "py-spy.txt"}
+    # py-spy's collapsed stacks name the tool's own function; perf saw the Python process on a CPU.
+    stacks = (tmp_path / "py-spy.txt").read_text()
+    assert "spin_for_the_profiler" in stacks
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in stacks.splitlines()) >= 100     # ≥ 1 s at 100 Hz
+    assert "python" in (tmp_path / "perf-report.txt").read_text()
+
+
+def test_a_missing_profiler_stops_the_run_before_the_tool_with_its_name(tmp_path):
+    env = {"PATH": "/nonexistent", "PYTHONPATH": str(ROOT / "pyfiles")}
+    done = subprocess.run([sys.executable, "-m", "iolab.hostrun", "run", "--dir", str(tmp_path), "--profilers",
+                           "perf", "--", "/bin/touch", str(tmp_path / "tool-ran")], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1 and "profiler perf is not installed (install linux-perf" in done.stderr
+    assert not (tmp_path / "tool-ran").exists()
+
+
+def test_hostrun_packs_the_run_for_collect_and_pack_merges_a_later_failure_record(tmp_path):
+    import tarfile
+
+    run_dir = tmp_path / "run-1"
+    done = hostrun("--dir", str(run_dir), "--pack", "--", "/bin/echo", "hello")
+    assert done.returncode == 0, done.stderr
+    archive = tmp_path / "run-1.tar.gz"
+    assert not run_dir.exists() and archive.exists()
+    with tarfile.open(archive) as tar:
+        assert {"./run.json", "./stdout.txt", "./stderr.txt"} <= set(tar.getnames())
+    # A later task fails: run.yml's rescue writes error.json in a fresh directory, then packs again.
+    run_dir.mkdir()
+    (run_dir / "error.json").write_text('{"task": "later"}')
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
+    subprocess.run([sys.executable, "-m", "iolab.hostrun", "pack", "--dir", str(run_dir)], env=env, check=True)
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+        assert {"./run.json", "./stdout.txt", "./error.json"} <= names
+        assert tar.extractfile("./stdout.txt").read() == b"hello\n"
+    assert not run_dir.exists() and not list(tmp_path.glob("*.tmp"))
