@@ -564,7 +564,7 @@ def describe(spec: Campaign, lab: Lab) -> str:
     if spec.max_repetitions and spec.max_repetitions > spec.repetitions:
         lines.append(f"  repeats that disagree (more than 5% apart) get more repetitions, up to {spec.max_repetitions}")
     if spec.dataset:
-        packs = f", packed as {', '.join(spec.dataset_formats)}" if spec.dataset_formats else ""
+        packs = f", with packed copies ({', '.join(spec.dataset_formats)})" if spec.dataset_formats else ""
         lines.append(f"  data set: {spec.dataset.files} {spec.dataset.kind} files (seed {spec.dataset.seed}, "
                      f"{spec.dataset.classes} classes){packs}: on writable backends each host's own copy, "
                      f"made after mounting at <target>/iolab-<host>/{DATASET_DIR} where not there already; "
@@ -583,7 +583,9 @@ def describe(spec: Campaign, lab: Lab) -> str:
         lines.append(f"      {_cache_line(run)}")
         variables = workload_vars(run)
         if run.workload.tool != "fio":
-            lines.append(f"      on each host: {run.workload.describe()}")
+            lines.append(f"      on each host: {run.workload.describe()}; role {variables['run_role']} "
+                         f"builds the command (python -m iolab.loader.…, under iolab.hostrun) from:")
+            lines += [f"        {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"]
             continue
         if variables.get("bench_fio_jobfile"):
             job = f"(the user's job file {variables['bench_fio_jobfile']})"
