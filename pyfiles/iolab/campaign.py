@@ -340,7 +340,7 @@ BACKEND_TYPES = {"tmpfs": TmpfsBackend, "local": LocalBackend, "rbd_snapshot": R
 
 
 class _Workload(_Model):
-    """What every workload has: a name, what the page cache holds when it starts, a time limit.
+    """What every workload has: a name, what the page cache holds when it starts, a time limit, profilers.
 
     cache: drop (the default: sync and drop caches before every run, on every host),
     keep (leave them as the run before left them), or warm (each run twice: cold,
@@ -350,7 +350,7 @@ class _Workload(_Model):
     name: Name
     cache: Literal["drop", "keep", "warm"] = "drop"
     warm_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
-    warmup: bool = False              # one unrecorded run before the first measured one, per backend
+    warmup: bool = False              # one unrecorded run before a point's first measured one, per mount
     allow_caching: bool = False       # potential_caching becomes `overridden`: kept, but the sample stays valid
     timeout: Duration | None = None   # per run: the tool is stopped and the run recorded as failed after it
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
@@ -358,7 +358,7 @@ class _Workload(_Model):
     profilers: list[Literal["perf", "py-spy"]] = []
 
     @model_validator(mode="after")
-    def _warm_command_needs_warm(self) -> _Workload:
+    def _consistent_policies(self) -> _Workload:
         if self.warm_command and self.cache != "warm":
             raise ValueError("warm_command is the warm-up of cache: warm; set cache: warm or drop warm_command")
         if "py-spy" in self.profilers and self.tool == "fio":
@@ -412,7 +412,8 @@ class FioWorkload(_Workload):
             options = fio_jobs.profile_options(self.profile, options)
         return {"bench_fio_options": options, "bench_fio_jobfile": self.jobfile or "",
                 "bench_fio_size": self.size or 0, "bench_fio_target": target,
-                "bench_fio_timeout": self.run_timeout(self.runtime + self.ramp + 120), "bench_fio_telemetry_after": self.ramp,
+                "bench_fio_timeout": self.run_timeout(self.runtime + self.ramp + 120),
+                "bench_fio_telemetry_after": self.ramp,
                 # Relative to the host's work directory, <target>/iolab-<host>: its data set.
                 "bench_fio_bssplit_from": DATASET_DIR if self.uses_dataset else ""}
 
