@@ -111,7 +111,7 @@ def run_search(spec: Campaign, lab: bench.Lab, results: Path, backend: str, acce
             if found is None:
                 result = lab.play(bench.run_phases(run, store.raw_dir(run.run_id)),
                                   f"probe: {n} accelerator(s) per host")
-                failures = bench.record_run(store, run, result, hosts)
+                failures, _ = bench.record_run(store, run, result, hosts)
                 if failures:
                     raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
                 found = _stored(store, run, hosts)

@@ -199,8 +199,8 @@ def aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
 
 
 def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts: list[str],
-               complete: bool = True, warmed_by: str | None = None) -> list[str]:
-    """Store a run's samples and per-host status; return the failures as sentences.
+               complete: bool = True, warmed_by: str | None = None) -> tuple[list[str], list[Sample]]:
+    """Store a run's samples and per-host status; return the failures as sentences, and the samples.
 
     The aggregate (host "*") is made only when every host of the run ran it together
     (`complete`), never from a resume that filled one host's gap.
@@ -226,7 +226,7 @@ def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts
         samples += aggregate(per_host)
     store.add_samples(samples)
     store.add_run_records(records)
-    return failures
+    return failures, samples
 
 
 def _record(run: Run, host: str, error: str | None) -> dict[str, Any]:
@@ -247,8 +247,8 @@ def start_over(store: ResultStore) -> Path | None:
     return moved
 
 
-def _headline(store: ResultStore, run: Run) -> str:
-    wanted = [s for s in store.samples() if s.run_id == run.run_id and s.host == AGGREGATE_HOST]
+def _headline(samples: list[Sample]) -> str:
+    wanted = [s for s in samples if s.host == AGGREGATE_HOST]
     for metric in HEADLINE:
         for sample in wanted:
             if sample.metric == metric:
@@ -330,8 +330,8 @@ def _run_backend(campaign: Campaign, lab: Lab, store: ResultStore, backend: str,
                 result = lab.play(run_phases(run, store.raw_dir(run.run_id),
                                              warm_command=bool(run.cache_pass == "warm" and run.workload.warm_command)),
                                   title, hosts=active)
-                run_failures = record_run(store, run, result, active, complete=active == run.on(lab.hosts),
-                                          warmed_by=warmed_by)
+                run_failures, stored = record_run(store, run, result, active,
+                                                  complete=active == run.on(lab.hosts), warmed_by=warmed_by)
                 failures += run_failures
                 previous = (run, active, not run_failures)
                 for outcome in result.failures():
@@ -342,7 +342,7 @@ def _run_backend(campaign: Campaign, lab: Lab, store: ResultStore, backend: str,
                         console.print(f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
                                       "run bench.all again later to fill its gap")
                 console.print(f"{title}: " + ("[red]failed[/] " + run_failures[0] if run_failures
-                                              else _headline(store, run)))
+                                              else _headline(stored)))
             tried.update(r.run_id for r, _ in queue)
             queue = [(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)
                      if r.run_id not in tried]
@@ -468,8 +468,8 @@ def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts
         if result is None or result.failures() or result.status != "successful":
             lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True), f"unmount {backend}",
                      hosts=hosts, cancellable=False)
-    failures = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
-    lab.console.print(f"{run.workload.name} on {backend}: " + ("[red]failed[/]" if failures else _headline(store, run)))
+    failures, stored = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
+    lab.console.print(f"{run.workload.name} on {backend}: " + ("[red]failed[/]" if failures else _headline(stored)))
     return failures
 
 
