@@ -13,6 +13,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "pyfiles"))      # the benchmarks import iolab from this checkout
+
+
+def drop_caches() -> None:
+    """sync, then drop the page cache, dentries and inodes (root), as iolab does before a run."""
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
 def lab(*args: str, results: Path, check: bool = True) -> tuple[float, subprocess.CompletedProcess]:

@@ -25,14 +25,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import private_tmpfs
+from _common import ROOT, private_tmpfs
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "pyfiles"))
 
-from iolab.dataset.gen import gen  # noqa: E402
-from iolab.dataset.pack import pack  # noqa: E402
-from iolab.parsers import pytorch  # noqa: E402
+from iolab.dataset.gen import gen
+from iolab.dataset.pack import pack
+from iolab.parsers import pytorch
 
 BATCH = 8
 # (compute per batch c, preprocess time per sample p, workers W)

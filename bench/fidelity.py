@@ -16,15 +16,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from _common import job_args, lab, samples, spread, write_campaign
+from _common import drop_caches, job_args, lab, samples, spread, write_campaign
 
 MOUNT = "/mnt/iolab/bench-fidelity"
 SIZE = 512 << 20
 
 
 def by_hand(job: Path) -> float:
-    subprocess.run(["sync"], check=True)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    drop_caches()
     done = subprocess.run(["fio", "--output-format=json", str(job)], capture_output=True, text=True, check=True)
     doc = json.loads(done.stdout[done.stdout.index("{"):])
     return sum(j["read"]["bw_bytes"] for j in doc["jobs"])

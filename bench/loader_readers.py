@@ -23,23 +23,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import private_tmpfs
+from _common import ROOT, drop_caches, private_tmpfs
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "pyfiles"))
 
-from iolab.dataset.gen import gen  # noqa: E402
-from iolab.dataset.pack import pack  # noqa: E402
-from iolab.parsers import pytorch  # noqa: E402
+from iolab.dataset.gen import gen
+from iolab.dataset.pack import pack
+from iolab.parsers import pytorch
 
 READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed")
 CALLS = ("openat", "newfstatat", "lseek", "read", "pread64", "close")
 MIB = 1 << 20
-
-
-def drop_caches() -> None:
-    subprocess.run(["sync"], check=True)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
 def run(root: Path, out: Path, reader: str, decode: bool, workers: int, *extra: str):

@@ -31,19 +31,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "pyfiles"))
 
-from iolab.dataset.gen import gen  # noqa: E402
-from iolab.dataset.pack import pack  # noqa: E402
-from iolab.parsers import pytorch  # noqa: E402
+from _common import ROOT, drop_caches
+
+from iolab.dataset.gen import gen
+from iolab.dataset.pack import pack
+from iolab.parsers import pytorch
 
 MIB = 1 << 20
-
-
-def drop_caches() -> None:
-    subprocess.run(["sync"], check=True)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
 def free_port() -> int:

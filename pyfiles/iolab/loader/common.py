@@ -161,5 +161,20 @@ def check_launch(args: argparse.Namespace) -> list[str]:
     """Problems with the launcher's numeric arguments, as sentences."""
     checks = [("workers", getattr(args, "workers", 0), 0), ("batch-size", args.batch_size, 1),
               ("epochs", args.epochs, 1), ("accelerators", args.accelerators, 1),
-              ("prefetch-factor", getattr(args, "prefetch_factor", 1), 1), ("nodes", getattr(args, "nodes", 1), 1)]
+              ("prefetch-factor", getattr(args, "prefetch_factor", 1), 1), ("nodes", getattr(args, "nodes", 1), 1),
+              ("private-threads", getattr(args, "private_threads", 0), 0)]
     return [f"--{name} must be at least {low}" for name, value, low in checks if value < low]
+
+
+def main(module: str, parser: Callable[[], argparse.ArgumentParser], run_rank: Callable[[argparse.Namespace], int],
+         argv: list[str] | None = None) -> int:
+    """A loader's command line: the launcher (no --local-rank) checks and starts the ranks; a rank runs."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    if args.local_rank is None:
+        problems = check_launch(args)
+        if problems:
+            print("; ".join(problems), file=sys.stderr)
+            return 2
+        return launch(module, args, argv)
+    return run_rank(args)

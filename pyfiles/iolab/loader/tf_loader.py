@@ -25,7 +25,8 @@ import platform
 import sys
 from pathlib import Path
 
-from iolab.loader.common import check_launch, launch, run_steps, write_json
+from iolab.loader import common
+from iolab.loader.common import run_steps, write_json
 
 SIZE = 224
 PACK_DIR = "tfrecord"
@@ -144,15 +145,7 @@ def run_rank(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(argv)
-    if args.local_rank is None:
-        problems = check_launch(args) + (["--private-threads must be at least 0"] if args.private_threads < 0 else [])
-        if problems:
-            print("; ".join(problems), file=sys.stderr)
-            return 2
-        return launch("iolab.loader.tf_loader", args, argv)
-    return run_rank(args)
+    return common.main("iolab.loader.tf_loader", parser, run_rank, argv)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ import platform
 import sys
 from pathlib import Path
 
-from iolab.loader.common import GpuMonitor, check_launch, launch, run_steps, write_json
+from iolab.loader import common
+from iolab.loader.common import GpuMonitor, run_steps, write_json
 
 
 def parser() -> argparse.ArgumentParser:
@@ -166,15 +167,7 @@ def run_rank(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = parser().parse_args(argv)
-    if args.local_rank is None:
-        problems = check_launch(args)
-        if problems:
-            print("; ".join(problems), file=sys.stderr)
-            return 2
-        return launch("iolab.loader.torch_loader", args, argv)
-    return run_rank(args)
+    return common.main("iolab.loader.torch_loader", parser, run_rank, argv)
 
 
 if __name__ == "__main__":
