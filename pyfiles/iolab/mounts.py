@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from iolab.loader.dataset_state import sha256_file
+
 RECORDS = Path("/run/iolab/mounts")
 MODULE_NAMES = ("rbd", "nbd", "ceph", "nfs", "fuse")
 
@@ -311,14 +313,6 @@ def state_dir(path: str, keyring: str | None, name: str | None, files: list[str]
 MANIFEST_NAME = "manifest.jsonl"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def build_manifest(root: Path) -> bytes:
     """A manifest (iolab.dataset's format) of every file below `root`, for a source that has none."""
     entries = []
@@ -329,7 +323,7 @@ def build_manifest(root: Path) -> bytes:
             rel = path.relative_to(root).as_posix()
             if rel == MANIFEST_NAME or path.is_symlink() or not path.is_file():
                 continue
-            entries.append({"label": 0, "path": rel, "sha256": _sha256(path), "size": path.stat().st_size})
+            entries.append({"label": 0, "path": rel, "sha256": sha256_file(path), "size": path.stat().st_size})
     header = {"classes": 1, "files": len(entries), "generator": "iolab.mounts/1", "kind": "iolab.manifest/1",
               "seed": None}
     lines = [json.dumps(line, sort_keys=True, separators=(",", ":")) for line in [header, *entries]]
@@ -340,7 +334,7 @@ def manifest_hash(root: Path) -> str:
     """sha256 of the source's manifest.jsonl, or of the one `build_manifest` would write."""
     manifest = root / MANIFEST_NAME
     if manifest.is_file():
-        return _sha256(manifest)
+        return sha256_file(manifest)
     return hashlib.sha256(build_manifest(root)).hexdigest()
 
 
@@ -421,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         written = not path.is_file()
         if written:
             path.write_bytes(build_manifest(opts.root))
-        result = {"manifest_hash": _sha256(path), "written": written}
+        result = {"manifest_hash": sha256_file(path), "written": written}
     print(json.dumps(result, sort_keys=True))
     return 0
 
