@@ -109,8 +109,8 @@ def run_search(spec: Campaign, lab: bench.Lab, results: Path, backend: str, acce
             run = expand(probe_campaign(spec, backend, accelerator, workload, [n]))[0]
             found = _stored(store, run, hosts)
             if found is None:
-                result = lab.play(bench.run_phases(run, store.raw_dir(run.run_id)),
-                                  f"probe: {n} accelerator(s) per host")
+                result = bench.play_run(lab, [bench.run_phase(run)], run, store.raw_dir(run.run_id),
+                                        f"probe: {n} accelerator(s) per host", hosts)
                 failures, _ = bench.record_run(store, run, result, hosts)
                 if failures:
                     raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import io
 import itertools
 import json
 import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 
@@ -64,6 +65,7 @@ def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools:
     """The storage phase for one backend; `state` is its role's: mounted, kept, unmounted or absent."""
     backend = next(b for b in campaign.backends if b.name == backend_name)
     return runner.Phase("storage.yml", {"storage_role": backend.role, "storage_stop_tools": stop_tools,
+                                        "storage_teardown": state == "unmounted",
                                         **backend.role_vars(state, campaign.dataset, campaign.dataset_formats)})
 
 
@@ -75,16 +77,53 @@ def workload_vars(run: Run) -> dict[str, Any]:
     return {"run_role": f"bench_{run.workload.tool}", **run.backend.run_vars(run.workload, variables)}
 
 
-def run_phases(run: Run, raw_dir: Path, warm_command: bool = False) -> list[runner.Phase]:
-    """Run `run` on the hosts (caches dropped as its cache policy says) and bring its files back.
+def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
+    """Run `run` on the hosts (caches dropped as its cache policy says); each host returns its files packed.
 
     `warm_command`: run the workload's warm_command on each host first (the warm run of cache: warm).
     """
-    common = {"iolab_run_id": run.run_id, "iolab_collect_dest": str(raw_dir)}
     warm = {"run_warm_command": run.workload.warm_command, "run_target": run.backend.target} if warm_command else {}
-    return [runner.Phase("run.yml", {**common, "run_drop_caches": run.drop_caches,
-                                     "run_profilers": run.workload.profilers, **warm, **workload_vars(run)}),
-            runner.Phase("collect.yml", common)]
+    return runner.Phase("run.yml", {"iolab_run_id": run.run_id, "run_drop_caches": run.drop_caches,
+                                    "run_profilers": run.workload.profilers, **warm, **workload_vars(run)})
+
+
+def play_run(lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, title: str,
+             hosts: list[str]) -> runner.Result:
+    """Play `phases` (run_phase(run) among them) on `hosts`, then put each host's files in raw_dir/<host>/.
+
+    A host's run returns its files in its own output (iolab.hostrun); files too large
+    for that are fetched by collect.yml, whose failure becomes the host's outcome.
+    """
+    result = lab.play(phases, title, hosts=hosts)
+    fetch = []
+    for host in hosts:
+        outcome = result.hosts.get(host)
+        if outcome is None or outcome.unreachable or not (outcome.ok or outcome.failed):
+            continue            # the play never reached the host
+        for archive in outcome.archives:    # a failure's record may follow the run's own files
+            _extract(io.BytesIO(archive), raw_dir / host)
+        if not outcome.archives:
+            fetch.append(host)
+    if fetch:
+        fetched = lab.play(runner.Phase("collect.yml", {"iolab_run_id": run.run_id,
+                                                        "iolab_collect_dest": str(raw_dir)}),
+                           f"collect: {title}", hosts=fetch, cancellable=False)
+        for host in fetch:
+            archive = raw_dir / f"{host}.tar.gz"
+            if archive.exists():
+                with archive.open("rb") as data:
+                    _extract(data, raw_dir / host)
+                archive.unlink()
+        result.hosts.update({o.host: o for o in fetched.failures() if not result.hosts[o.host].failed})
+    return result
+
+
+def _extract(data: IO[bytes], host_dir: Path) -> None:
+    import tarfile
+
+    host_dir.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=data) as tar:
+        tar.extractall(host_dir, filter="data")
 
 
 # --- turning a run's raw files into samples ---------------------------------------------------
@@ -94,19 +133,6 @@ def _read_json(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def unpack(raw_dir: Path, host: str) -> Path:
-    """Unpack the archive the collect role fetched from `host` into raw_dir/<host>/."""
-    import tarfile
-
-    archive, host_dir = raw_dir / f"{host}.tar.gz", raw_dir / host
-    if archive.exists():
-        host_dir.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(archive) as tar:
-            tar.extractall(host_dir, filter="data")
-        archive.unlink()
-    return host_dir
 
 
 def _host_samples(run: Run, host: str, host_dir: Path, warmed_by: str | None = None
@@ -215,7 +241,7 @@ def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts
         elif result is None:
             error = "the run did not start"
         else:
-            samples, error, series = _host_samples(run, host, unpack(store.raw_dir(run.run_id), host), warmed_by)
+            samples, error, series = _host_samples(run, host, store.raw_dir(run.run_id) / host, warmed_by)
             if not error:
                 per_host[host] = (samples, series)
         records.append(_record(run, host, error))
@@ -327,9 +353,8 @@ def _run_backend(campaign: Campaign, lab: Lab, store: ResultStore, backend: str,
                 if not active:
                     continue
                 warmed_by = _warm(lab, store, run, active, warmed, previous)
-                result = lab.play(run_phases(run, store.raw_dir(run.run_id),
-                                             warm_command=bool(run.cache_pass == "warm" and run.workload.warm_command)),
-                                  title, hosts=active)
+                warm_command = bool(run.cache_pass == "warm" and run.workload.warm_command)
+                result = play_run(lab, [run_phase(run, warm_command)], run, store.raw_dir(run.run_id), title, active)
                 run_failures, stored = record_run(store, run, result, active,
                                                   complete=active == run.on(lab.hosts), warmed_by=warmed_by)
                 failures += run_failures
@@ -389,7 +414,7 @@ def _warm_up_pass(lab: Lab, store: ResultStore, run: Run, hosts: list[str], what
     warm = run.model_copy(update={"run_id": f"{run.run_id}-warmup", "cache_pass": "warm"})
     scratch = store.raw_dir(warm.run_id)
     try:
-        result = lab.play(run_phases(warm, scratch), f"{what}: {run.label()}", hosts=hosts)
+        result = play_run(lab, [run_phase(warm)], warm, scratch, f"{what}: {run.label()}", hosts)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     errors = [o.describe() for o in result.failures()]
@@ -460,10 +485,10 @@ def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts
     phases = [runner.Phase("setup.yml", campaign.setup_vars()),
               storage_phase(campaign, backend, "mounted"),
               *([datasets.phase(campaign, backend)] if datasets.needed(campaign, [run]) else []),
-              *run_phases(run, store.raw_dir(run.run_id)), storage_phase(campaign, backend, "unmounted")]
+              run_phase(run), storage_phase(campaign, backend, "unmounted")]
     result = None
     try:
-        result = lab.play(phases, f"{run.workload.name} on {backend}", hosts=hosts)
+        result = play_run(lab, phases, run, store.raw_dir(run.run_id), f"{run.workload.name} on {backend}", hosts)
     finally:
         if result is None or result.failures() or result.status != "successful":
             lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True), f"unmount {backend}",

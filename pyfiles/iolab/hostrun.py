@@ -18,9 +18,11 @@ start is needed, fio's prepare (size, lay out, drop caches) and the run are one 
 
 With `--profilers perf,py-spy` (or $IOLAB_PROFILERS, which playbooks/run.yml sets from
 the workload's `profilers`), iolab.profilers samples the tool while it runs. With
-`--pack` (or $IOLAB_PACK_RUN=1, set by run.yml) the run directory ends as one archive,
-RUN_DIR.tar.gz, in the same call: collect.yml only fetches it (`pack` does the same for
-a run that failed before or after the tool).
+`--pack` (or $IOLAB_PACK_RUN=1, set by run.yml) the run directory ends as one archive in
+the same call (`pack` does the same for a run that failed before or after the tool).
+An archive up to 8 MiB comes back in the task's own output, as Ansible's slurp returns
+a file: one line `iolab-archive:<base64>` that iolab.runner takes, and nothing stays on
+the host; a larger one (a profiler's data) stays as RUN_DIR.tar.gz for collect.yml to fetch.
 
 With `--telemetry-after S`, `run` also samples the host (iolab.telemetry: disks,
 CPU, memory, network, GPUs) into `telemetry.jsonl` from S seconds after the tool
@@ -34,6 +36,7 @@ the tool's CPU after this process has reaped it (RUSAGE_CHILDREN); its CPU, abou
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import signal
@@ -45,6 +48,8 @@ from pathlib import Path
 from iolab import facts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
+ARCHIVE_LINE = "iolab-archive:"     # a line of the task's output: the run's archive, base64 (iolab.runner)
+INLINE_MAX = 8 << 20                # bytes of archive returned in the output; larger ones are fetched
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -162,9 +167,9 @@ def _group_alive(pgid: int) -> bool:
 
 
 def pack(run_dir: Path) -> int:
-    """RUN_DIR → RUN_DIR.tar.gz, the one file collect.yml fetches; RUN_DIR is removed.
+    """RUN_DIR → one archive, returned in this command's output or left as RUN_DIR.tar.gz; RUN_DIR is removed.
 
-    An archive already there (the tool's run packed, then a later task failed and
+    An archive already there (too large to return, then a later task failed and
     recorded error.json) is merged: its files come back into the new one.
     """
     archive = run_dir.with_name(run_dir.name + ".tar.gz")
@@ -177,9 +182,14 @@ def pack(run_dir: Path) -> int:
     if done.returncode != 0:
         print(f"packing {run_dir} failed: {done.stderr.strip()}", file=sys.stderr)
         return 1
-    tmp.replace(archive)
     if run_dir.exists():            # tar's --remove-files takes the directory too, where it can
         run_dir.rmdir()
+    if tmp.stat().st_size <= INLINE_MAX:
+        sys.stdout.write(ARCHIVE_LINE + base64.b64encode(tmp.read_bytes()).decode() + "\n")
+        sys.stdout.flush()
+        tmp.unlink()
+    else:
+        tmp.replace(archive)
     return 0
 
 
@@ -216,7 +226,8 @@ def main(args: list[str] | None = None) -> int:
     p_run.add_argument("--profilers", default=os.environ.get("IOLAB_PROFILERS", ""),
                        help="comma-separated: perf, py-spy (default: $IOLAB_PROFILERS); files kept in RUN_DIR")
     p_run.add_argument("--pack", action="store_true", default=os.environ.get("IOLAB_PACK_RUN") == "1",
-                       help="then pack RUN_DIR into RUN_DIR.tar.gz for collect (default: $IOLAB_PACK_RUN=1)")
+                       help="then pack RUN_DIR for collect: returned in the output, or RUN_DIR.tar.gz "
+                            "when large (default: $IOLAB_PACK_RUN=1)")
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)

@@ -13,6 +13,7 @@ saves its start-up time (≈1 s) per phase on short jobs:
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
 import shutil
@@ -29,6 +30,7 @@ from rich.live import Live
 from rich.table import Table
 
 from iolab import paths
+from iolab.hostrun import ARCHIVE_LINE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +50,7 @@ class HostOutcome:
     message: str = ""
     started: float = dataclasses.field(default_factory=time.monotonic)
     ended: float | None = None
+    archives: list[bytes] = dataclasses.field(default_factory=list)   # files the host returned (iolab.hostrun)
 
     @property
     def state(self) -> str:
@@ -99,6 +102,23 @@ def failure_message(res: dict[str, Any]) -> str:
     return f"{msg}: {detail}" if msg and detail else msg or detail or "failed (no message)"
 
 
+def _take_archives(res: dict[str, Any], into: list[bytes]) -> dict[str, Any]:
+    """Move the archives a task returned in its output (iolab.hostrun's pack) into `into`.
+
+    Returns the result without them, so that a failure's message never shows one.
+    """
+    stdout = res.get("stdout")
+    if not isinstance(stdout, str) or ARCHIVE_LINE not in stdout:
+        return res
+    kept = []
+    for line in stdout.splitlines():
+        if line.startswith(ARCHIVE_LINE):
+            into.append(base64.b64decode(line[len(ARCHIVE_LINE):]))
+        else:
+            kept.append(line)
+    return {**res, "stdout": "\n".join(kept), "stdout_lines": kept}
+
+
 class _Progress:
     """Runner events → per-host outcomes, drawn as a live table."""
 
@@ -118,18 +138,19 @@ class _Progress:
         if host is None:
             return False
         outcome = self.hosts.setdefault(host, HostOutcome(host))
+        res = _take_archives(data.get("res", {}), outcome.archives)
         if kind == "runner_on_start" and not outcome.failed:   # a failure keeps naming its own task
             outcome.task = data.get("task", "")
         elif kind == "runner_on_ok":
             outcome.ok += 1
-            outcome.changed += bool(data.get("res", {}).get("changed"))
+            outcome.changed += bool(res.get("changed"))
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             outcome.failed, outcome.task = True, data.get("task", outcome.task)
-            outcome.message = failure_message(data.get("res", {}))
+            outcome.message = failure_message(res)
             outcome.ended = time.monotonic()
         elif kind == "runner_on_unreachable":
             outcome.unreachable, outcome.task = True, data.get("task", outcome.task)
-            outcome.message = str(data.get("res", {}).get("msg", "unreachable")).strip()
+            outcome.message = str(res.get("msg", "unreachable")).strip()
             outcome.ended = time.monotonic()
         return False  # nothing is kept on disk: the private data dir is thrown away
 

@@ -89,6 +89,10 @@ def test_a_failing_run_is_recorded_and_still_unmounts(cli, write_campaign, tmp_p
     assert "No space left on device" in runs[0]["error"]
     assert cli.samples("itest-fail") == []
     assert mounted() == []
+    # The failure came back with the run's own files; its record does not carry their archive.
+    host_dir = cli.results / "itest-fail" / "raw" / runs[0]["run_id"] / "localhost"
+    assert (host_dir / "fio.json").exists() or (host_dir / "stderr.txt").exists()
+    assert "iolab-archive:" not in (host_dir / "error.json").read_text()
 
 
 def test_bench_fio_on_a_hand_mounted_tmpfs_leaves_it_mounted(cli, write_campaign, tmp_path):
@@ -106,6 +110,10 @@ def test_bench_fio_on_a_hand_mounted_tmpfs_leaves_it_mounted(cli, write_campaign
         assert mounted() == ["/mnt/iolab/itest-mem"]           # campaigns leave a kept mount alone
     finally:
         cli("storage.unmount", "--campaign", str(path), "--backend", "itest-mem")
+    assert mounted() == []
+    # Without the kept mount, the same call mounts a tmpfs of its own and takes it away again.
+    cli("bench.fio", "--campaign", str(path), "--profile", "rand-read-16k", "--runtime", "1s", "--ramp", "0s",
+        "--size", "16MiB")
     assert mounted() == []
 
 

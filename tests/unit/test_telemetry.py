@@ -449,23 +449,51 @@ def test_a_missing_profiler_stops_the_run_before_the_tool_with_its_name(tmp_path
     assert not (tmp_path / "tool-ran").exists()
 
 
-def test_hostrun_packs_the_run_for_collect_and_pack_merges_a_later_failure_record(tmp_path):
+def _members(archive: bytes) -> dict[str, bytes]:
+    import io
     import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_hostrun_returns_a_small_run_in_its_output_and_leaves_nothing_on_the_host(tmp_path):
+    from iolab.runner import _take_archives
 
     run_dir = tmp_path / "run-1"
     done = hostrun("--dir", str(run_dir), "--pack", "--", "/bin/echo", "hello")
     assert done.returncode == 0, done.stderr
+    assert list(tmp_path.iterdir()) == []                  # no directory, no archive, no temporary file
+    # What the controller makes of the task's result: the archive, and an output without it.
+    archives: list[bytes] = []
+    res = _take_archives({"stdout": done.stdout.rstrip("\n"), "rc": 0}, archives)
+    assert len(archives) == 1 and res["stdout"] == "" and res["stdout_lines"] == []
+    files = _members(archives[0])
+    assert {"./run.json", "./stdout.txt", "./stderr.txt"} <= set(files) and files["./stdout.txt"] == b"hello\n"
+
+
+def test_a_large_run_stays_for_collect_and_pack_merges_a_later_failure_record(tmp_path):
+    import tarfile
+
+    from iolab.hostrun import INLINE_MAX
+
+    run_dir = tmp_path / "run-1"
+    count = INLINE_MAX // 2**20 + 1       # MiB of incompressible data: an archive too large to return
+    done = hostrun("--dir", str(run_dir), "--pack", "--", "/bin/dd", "if=/dev/urandom", "of=big",
+                   "bs=1M", f"count={count}", "status=none")
+    assert done.returncode == 0, done.stderr
+    assert "iolab-archive:" not in done.stdout
     archive = tmp_path / "run-1.tar.gz"
     assert not run_dir.exists() and archive.exists()
-    with tarfile.open(archive) as tar:
-        assert {"./run.json", "./stdout.txt", "./stderr.txt"} <= set(tar.getnames())
     # A later task fails: run.yml's rescue writes error.json in a fresh directory, then packs again.
     run_dir.mkdir()
     (run_dir / "error.json").write_text('{"task": "later"}')
     env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
-    subprocess.run([sys.executable, "-m", "iolab.hostrun", "pack", "--dir", str(run_dir)], env=env, check=True)
+    done = subprocess.run([sys.executable, "-m", "iolab.hostrun", "pack", "--dir", str(run_dir)], env=env,
+                          check=True, capture_output=True, text=True)
+    assert "iolab-archive:" not in done.stdout
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
-        assert {"./run.json", "./stdout.txt", "./error.json"} <= names
-        assert tar.extractfile("./stdout.txt").read() == b"hello\n"
+        assert {"./run.json", "./big", "./error.json"} <= names
+        assert tar.getmember("./big").size == count * 2**20
     assert not run_dir.exists() and not list(tmp_path.glob("*.tmp"))
