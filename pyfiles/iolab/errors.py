@@ -20,3 +20,12 @@ class Interrupted(UserError):
     """Ctrl-C: teardown has run, results gathered so far are kept."""
 
     exit_code = 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a job scheduler, `kill`), handled as Ctrl-C is: teardown, then exit 143."""
+
+
+def raise_terminated(*_: object) -> None:
+    """A SIGTERM handler: stop where the program is, as Ctrl-C does."""
+    raise Terminated

@@ -30,6 +30,7 @@ from rich.live import Live
 from rich.table import Table
 
 from iolab import paths
+from iolab.errors import Terminated
 from iolab.hostrun import ARCHIVE_LINE
 
 
@@ -168,29 +169,32 @@ class _Progress:
 
 
 class _CtrlC:
-    """While a playbook runs, Ctrl-C asks ansible-runner to cancel instead of raising mid-way."""
+    """While a playbook runs, Ctrl-C (or SIGTERM) asks ansible-runner to cancel instead of raising mid-way."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self, cancellable: bool, console: Console):
-        self.pressed = False
+        self.pressed: int | None = None      # the signal received
         self.cancellable = cancellable
         self.console = console
 
     def __enter__(self) -> _CtrlC:
-        self.previous = signal.getsignal(signal.SIGINT)
         if threading_is_main():
-            signal.signal(signal.SIGINT, self._on_sigint)
+            self.previous = {sig: signal.signal(sig, self._on_signal) for sig in self.SIGNALS}
         return self
 
-    def _on_sigint(self, *_: Any) -> None:
-        self.pressed = True
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.pressed = signum
         if not self.cancellable:
-            self.console.print("[yellow]Ctrl-C: finishing the clean-up first (unmounting); please wait[/]")
+            name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+            self.console.print(f"[yellow]{name}: finishing the clean-up first (unmounting); please wait[/]")
 
     def __exit__(self, *_: Any) -> None:
         if threading_is_main():
-            signal.signal(signal.SIGINT, self.previous)
+            for sig, handler in self.previous.items():
+                signal.signal(sig, handler)
         if self.pressed and self.cancellable:
-            raise KeyboardInterrupt
+            raise Terminated if self.pressed == signal.SIGTERM else KeyboardInterrupt
 
 
 def threading_is_main() -> bool:
@@ -241,7 +245,7 @@ def run(phases: Phase | list[Phase], inventory: Path, hosts: list[str], extravar
                     private_data_dir=str(private), playbook=playbook, inventory=str(Path(inventory).resolve()),
                     limit=",".join(hosts), extravars=extravars or {}, envvars=envvars, quiet=True,
                     event_handler=progress.handle,
-                    cancel_callback=lambda: ctrl_c.pressed and ctrl_c.cancellable,
+                    cancel_callback=lambda: bool(ctrl_c.pressed) and ctrl_c.cancellable,
                     settings={"suppress_ansible_output": True}, suppress_env_files=True)
             finally:
                 if live:

@@ -129,7 +129,9 @@ def test_values_never_pass_through_a_shell(cli, write_campaign, tmp_path):
     assert mounted() == []
 
 
-def test_ctrl_c_tears_down_and_keeps_what_was_gathered(cli, write_campaign, tmp_path):
+@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_campaign, tmp_path, sig, code, said):
     data = small_campaign(tmp_path, name="itest-int", repetitions=3,
                           workloads=[{**FIO_1S, "runtime": "4s"}])
     data["backends"] = data["backends"][:1]
@@ -144,10 +146,10 @@ def test_ctrl_c_tears_down_and_keeps_what_was_gathered(cli, write_campaign, tmp_
         time.sleep(0.1)
     assert pid_file is not None, "the second run never started"
     fio_pid = int(pid_file.read_text())
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "interrupted" in err and "Traceback" not in err
+    assert proc.returncode == code, err
+    assert said in err and "Traceback" not in err
     assert len({s["run_id"] for s in cli.samples("itest-int")}) == 1           # run 1 kept
     assert mounted() == []
     with pytest.raises(ProcessLookupError):
