@@ -182,7 +182,7 @@ def fio(c, inventory=None, hosts=None, campaign=None, backend=None, profile="seq
     one = bench_mod.single_fio(spec, backend, profile, runtime, ramp, size)
     store = ResultStore(paths.results_root(), one.name)
     one = bench_mod.next_repetition(one, store)
-    _finish(bench_mod.run_campaign(one, lab, store), store)
+    _finish(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store)
 
 
 # --- storage -----------------------------------------------------------------------------

@@ -282,8 +282,12 @@ def _headline(samples: list[Sample]) -> str:
     return "no samples"
 
 
-def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool = True) -> list[str]:
+def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool = True,
+                 only_repetition: int | None = None) -> list[str]:
     """Run what is missing of a campaign on the lab's hosts; return the failures.
+
+    `only_repetition`: that repetition and no other (bench.fio: each call is one new
+    repetition on the hosts it selects, not also the gaps earlier calls left on them).
 
     A host that fails or cannot be reached is left out of the rest of the campaign
     (or stops it, with on_host_failure: abort); its runs are recorded as failed and
@@ -295,7 +299,7 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
         moved = start_over(store)
         if moved:
             console.print(f"--no-resume: earlier results kept in {moved}")
-    runs = expand(campaign, len(lab.hosts))
+    runs = [r for r in expand(campaign, len(lab.hosts)) if only_repetition in (None, r.repetition)]
     done = store.completed()
     plan = [(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
     plan = [(r, hosts) for r, hosts in plan if hosts]

@@ -118,3 +118,16 @@ def test_ping_and_exec_answer_per_host(sim_hosts, cli):
         assert done.stdout.count(name) == 2                     # the row's host and its output
     assert "gpu02" not in done.stdout
     cli("lab.ping", "--inventory", str(sim_hosts.inventory))
+
+
+def test_bench_fio_is_one_new_repetition_on_the_hosts_it_selects(sim_hosts, cli, tmp_path):
+    path = campaign(tmp_path, "lab-one-off")
+    flags = ["--inventory", str(sim_hosts.inventory), "--campaign", path, "--profile", "seq-read-1m",
+             "--runtime", "1s", "--ramp", "0s", "--size", "16MiB"]
+    cli("bench.fio", *flags, "--hosts", "gpu01")
+    cli("bench.fio", *flags, "--hosts", "gpu[01-02]")
+    runs = sorted((r["repetition"], r["host"], r["status"]) for r in cli.runs("fio-itest-lab"))
+    # The second call is repetition 2 on both hosts together, not also repetition 1 on gpu02.
+    assert runs == [(1, "gpu01", "ok"), (2, "gpu01", "ok"), (2, "gpu02", "ok")]
+    assert {s["repetition"] for s in cli.samples("fio-itest-lab") if s["host"] == "*"} == {1, 2}
+    assert mounts_left(sim_hosts) == {}
