@@ -105,6 +105,8 @@ def play_run(lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, titl
         if not outcome.archives:
             fetch.append(host)
     if fetch:
+        lab.console.print(f"{title}: fetching the run's files from {', '.join(fetch)} (they did not come back "
+                          "with the run: over the size it returns, or it broke off)")
         fetched = lab.play(runner.Phase("collect.yml", {"iolab_run_id": run.run_id,
                                                         "iolab_collect_dest": str(raw_dir)}),
                            f"collect: {title}", hosts=fetch, cancellable=False)

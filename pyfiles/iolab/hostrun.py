@@ -22,7 +22,8 @@ the workload's `profilers`), iolab.profilers samples the tool while it runs. Wit
 the same call (`pack` does the same for a run that failed before or after the tool).
 An archive up to 8 MiB comes back in the task's own output, as Ansible's slurp returns
 a file: one line `iolab-archive:<base64>` that iolab.runner takes, and nothing stays on
-the host; a larger one (a profiler's data) stays as RUN_DIR.tar.gz for collect.yml to fetch.
+the host; a larger one (a profiler's data) stays as RUN_DIR.tar.gz for collect.yml to fetch
+($IOLAB_INLINE_MAX sets the limit in bytes).
 
 With `--telemetry-after S`, `run` also samples the host (iolab.telemetry: disks,
 CPU, memory, network, GPUs) into `telemetry.jsonl` from S seconds after the tool
@@ -49,7 +50,8 @@ from iolab import facts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
 ARCHIVE_LINE = "iolab-archive:"     # a line of the task's output: the run's archive, base64 (iolab.runner)
-INLINE_MAX = 8 << 20                # bytes of archive returned in the output; larger ones are fetched
+# Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
+INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
 
 
 def _write_json(path: Path, data: dict) -> None:

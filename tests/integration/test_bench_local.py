@@ -117,6 +117,20 @@ def test_bench_fio_on_a_hand_mounted_tmpfs_leaves_it_mounted(cli, write_campaign
     assert mounted() == []
 
 
+def test_a_run_too_large_to_return_in_its_output_is_fetched(cli, write_campaign, tmp_path):
+    path = write_campaign(small_campaign(tmp_path, name="itest-fetch"))
+    cli.env["IOLAB_INLINE_MAX"] = "0"          # every archive stays on the host: collect.yml fetches it
+    done = cli("bench.fio", "--campaign", str(path), "--profile", "rand-read-16k", "--runtime", "1s",
+               "--ramp", "0s", "--size", "16MiB")
+    assert "fetching the run's files from localhost" in done.stderr
+    runs = cli.runs("fio-itest-mem")
+    assert [r["status"] for r in runs] == ["ok"]
+    assert (cli.results / "fio-itest-mem" / "raw" / runs[0]["run_id"] / "localhost" / "fio.json").exists()
+    assert [s for s in cli.samples("fio-itest-mem") if s["metric"] == "read_bw"]
+    assert not Path(f"/opt/iolab/runs/localhost/{runs[0]['run_id']}.tar.gz").exists()   # fetched, then removed
+    assert mounted() == []
+
+
 def test_values_never_pass_through_a_shell(cli, write_campaign, tmp_path):
     marker = tmp_path / "pwned"
     data = small_campaign(tmp_path, name="itest-shell", repetitions=1)
