@@ -91,41 +91,49 @@ def play_run(lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, titl
              hosts: list[str]) -> runner.Result:
     """Play `phases` (run_phase(run) among them) on `hosts`, then put each host's files in raw_dir/<host>/.
 
-    A host's run returns its files in its own output (iolab.hostrun); files too large
-    for that are fetched by collect.yml, whose failure becomes the host's outcome.
+    A host's run returns its files in its own output (iolab.hostrun), a failed run
+    its failure record with them; a run whose files were too large for that leaves
+    them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
     """
     result = lab.play(phases, title, hosts=hosts)
     fetch = []
     for host in hosts:
         outcome = result.hosts.get(host)
-        if outcome is None or outcome.unreachable or not (outcome.ok or outcome.failed):
-            continue            # the play never reached the host
+        if outcome is None or outcome.unreachable:
+            continue
         for archive in outcome.archives:    # a failure's record may follow the run's own files
-            _extract(io.BytesIO(archive), raw_dir / host)
-        if not outcome.archives:
+            _extract(result, host, io.BytesIO(archive), raw_dir / host)
+        if not outcome.archives and outcome.ok and not outcome.failed:
             fetch.append(host)
     if fetch:
-        lab.console.print(f"{title}: fetching the run's files from {', '.join(fetch)} (they did not come back "
-                          "with the run: over the size it returns, or it broke off)")
+        lab.console.print(f"{title}: fetching the run's files from {', '.join(fetch)} (over the size a run "
+                          "returns in its output)")
         fetched = lab.play(runner.Phase("collect.yml", {"iolab_run_id": run.run_id,
                                                         "iolab_collect_dest": str(raw_dir)}),
                            f"collect: {title}", hosts=fetch, cancellable=False)
+        result.hosts.update({o.host: o for o in fetched.failures()})
         for host in fetch:
             archive = raw_dir / f"{host}.tar.gz"
             if archive.exists():
                 with archive.open("rb") as data:
-                    _extract(data, raw_dir / host)
+                    _extract(result, host, data, raw_dir / host)
                 archive.unlink()
-        result.hosts.update({o.host: o for o in fetched.failures() if not result.hosts[o.host].failed})
     return result
 
 
-def _extract(data: IO[bytes], host_dir: Path) -> None:
+def _extract(result: runner.Result, host: str, data: IO[bytes], host_dir: Path) -> None:
+    """Unpack a host's run archive into host_dir; an unreadable one fails the host in `result`."""
     import tarfile
+    import zlib
 
     host_dir.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=data) as tar:
-        tar.extractall(host_dir, filter="data")
+    try:
+        with tarfile.open(fileobj=data) as tar:
+            tar.extractall(host_dir, filter="data")
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
+        outcome = result.hosts.setdefault(host, runner.HostOutcome(host))
+        outcome.failed, outcome.task = True, "unpack the run's files on the controller"
+        outcome.message = f"the archive that came back is unreadable ({exc.__class__.__name__}: {exc})"
 
 
 # --- turning a run's raw files into samples ---------------------------------------------------

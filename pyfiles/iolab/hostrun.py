@@ -12,9 +12,10 @@ stderr in files, and writes `run.json`: the times, the start skew, the exit
 status, the page cache before and after, and the host's provenance. If the
 Ansible task that started it goes away (Ctrl-C, a lost SSH session), the tool
 is stopped rather than left holding the mount. `stop` ends tools that a
-previous, interrupted run left behind, by the PIDs it recorded. `--before` runs a
-step that must succeed first, in the same call: on a single host, where no common
-start is needed, fio's prepare (size, lay out, drop caches) and the run are one task.
+previous, interrupted run left behind, by the PIDs it recorded, and removes their
+files. `--before` runs a step that must succeed first, in the same call: on a single
+host, where no common start is needed, fio's prepare (size, lay out, drop caches) and
+the run are one task.
 
 With `--profilers perf,py-spy` (or $IOLAB_PROFILERS, which playbooks/run.yml sets from
 the workload's `profilers`), iolab.profilers samples the tool while it runs. With
@@ -40,6 +41,7 @@ import argparse
 import base64
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -196,7 +198,9 @@ def pack(run_dir: Path) -> int:
 
 
 def stop(runs_dir: Path) -> int:
-    """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs)."""
+    """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs), then
+    remove what those runs left: a finished run's files have gone to the controller, and an
+    interrupted run is recorded as missing and runs again."""
     for pidfile in runs_dir.glob(f"*/{PIDFILE}"):
         pid = int(pidfile.read_text().split()[0])
         try:
@@ -208,6 +212,14 @@ def stop(runs_dir: Path) -> int:
         while time.time() < deadline and _group_alive(pid):
             time.sleep(0.05)
         pidfile.unlink(missing_ok=True)
+    left = sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []
+    for path in left:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if left:
+        print(f"removed what {len(left)} interrupted run(s) left in {runs_dir}")
     return 0
 
 

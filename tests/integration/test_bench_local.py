@@ -168,3 +168,4 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
     assert mounted() == []
     with pytest.raises(ProcessLookupError):
         os.kill(fio_pid, 0)
+    assert not pid_file.parent.exists()                 # nor the interrupted run's files on the host
