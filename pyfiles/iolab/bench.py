@@ -65,7 +65,6 @@ def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools:
     """The storage phase for one backend; `state` is its role's: mounted, kept, unmounted or absent."""
     backend = next(b for b in campaign.backends if b.name == backend_name)
     return runner.Phase("storage.yml", {"storage_role": backend.role, "storage_stop_tools": stop_tools,
-                                        "storage_teardown": state == "unmounted",
                                         **backend.role_vars(state, campaign.dataset, campaign.dataset_formats)})
 
 

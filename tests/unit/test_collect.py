@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import io
-import os
-import subprocess
-import sys
 import tarfile
-from pathlib import Path
 
 from iolab import bench, runner
+from support import hostrun
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def hostrun(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
-    return subprocess.run([sys.executable, "-m", "iolab.hostrun", "run", *args], env=env, capture_output=True,
-                          text=True, timeout=60)
 
 
 def _members(archive: bytes) -> dict[str, bytes]:
@@ -27,7 +17,7 @@ def _members(archive: bytes) -> dict[str, bytes]:
 
 def test_hostrun_returns_a_small_run_in_its_output_and_leaves_nothing_on_the_host(tmp_path):
     run_dir = tmp_path / "run-1"
-    done = hostrun("--dir", str(run_dir), "--pack", "--", "/bin/echo", "hello")
+    done = hostrun("run", "--dir", str(run_dir), "--pack", "--", "/bin/echo", "hello")
     assert done.returncode == 0, done.stderr
     assert list(tmp_path.iterdir()) == []                  # no directory, no archive, no temporary file
     # What the controller makes of the task's result: the archive, and an output without it.
@@ -43,7 +33,7 @@ def test_a_large_run_stays_for_collect_and_pack_merges_a_later_failure_record(tm
 
     run_dir = tmp_path / "run-1"
     count = INLINE_MAX // 2**20 + 1       # MiB of incompressible data: an archive too large to return
-    done = hostrun("--dir", str(run_dir), "--pack", "--", "/bin/dd", "if=/dev/urandom", "of=big",
+    done = hostrun("run", "--dir", str(run_dir), "--pack", "--", "/bin/dd", "if=/dev/urandom", "of=big",
                    "bs=1M", f"count={count}", "status=none")
     assert done.returncode == 0, done.stderr
     assert "iolab-archive:" not in done.stdout
@@ -52,9 +42,8 @@ def test_a_large_run_stays_for_collect_and_pack_merges_a_later_failure_record(tm
     # A later task fails: run.yml's rescue writes error.json in a fresh directory, then packs again.
     run_dir.mkdir()
     (run_dir / "error.json").write_text('{"task": "later"}')
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
-    done = subprocess.run([sys.executable, "-m", "iolab.hostrun", "pack", "--dir", str(run_dir)], env=env,
-                          check=True, capture_output=True, text=True)
+    done = hostrun("pack", "--dir", str(run_dir))
+    assert done.returncode == 0, done.stderr
     assert "iolab-archive:" not in done.stdout
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
@@ -64,7 +53,7 @@ def test_a_large_run_stays_for_collect_and_pack_merges_a_later_failure_record(tm
 
 
 def test_the_controller_unpacks_a_returned_archive_and_fails_the_host_on_an_unreadable_one(tmp_path):
-    done = hostrun("--dir", str(tmp_path / "run"), "--pack", "--", "/bin/echo", "hello")
+    done = hostrun("run", "--dir", str(tmp_path / "run"), "--pack", "--", "/bin/echo", "hello")
     archives: list[bytes] = []
     runner._take_archives({"stdout": done.stdout}, archives)
     result = runner.Result(status="successful", rc=0, hosts={h: runner.HostOutcome(h, ok=3) for h in ("a", "b")},

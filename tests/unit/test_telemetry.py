@@ -19,10 +19,10 @@ from iolab import telemetry
 from iolab.parsers import ParseError, fio
 from iolab.parsers import telemetry as tparser
 from iolab.samples import UNITS
+from support import hostrun
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
 PROC = FIXTURES / "proc-loop-randread-64k"
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def proc_file(snapshot: int, name: str) -> str:
@@ -246,14 +246,9 @@ def test_a_failing_nvidia_smi_is_an_error_in_the_record_not_a_failed_run(tmp_pat
     assert not [m for m in tparser.parse(tmp_path).measurements if m.metric.startswith("gpu_")]
 
 
-def hostrun(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
-    return subprocess.run([sys.executable, "-m", "iolab.hostrun", "run", *args], env=env, capture_output=True,
-                          text=True, timeout=60)
-
 
 def test_hostrun_samples_from_the_end_of_the_ramp_to_the_end_of_the_tool(tmp_path):
-    done = hostrun("--dir", str(tmp_path), "--telemetry-after", "0.5", "--target", str(tmp_path), "--",
+    done = hostrun("run", "--dir", str(tmp_path), "--telemetry-after", "0.5", "--target", str(tmp_path), "--",
                    sys.executable, "-c", BUSY_CHILD, "1.5", "0.2")
     assert done.returncode == 0, done.stderr
     record = json.loads((tmp_path / "run.json").read_text())
@@ -268,17 +263,17 @@ def test_hostrun_samples_from_the_end_of_the_ramp_to_the_end_of_the_tool(tmp_pat
 
 
 def test_hostrun_without_the_option_keeps_no_telemetry(tmp_path):
-    done = hostrun("--dir", str(tmp_path), "--", "true")
+    done = hostrun("run", "--dir", str(tmp_path), "--", "true")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "run.json").exists() and not (tmp_path / telemetry.FILE).exists()
 
 
 def test_hostrun_runs_its_before_step_first_and_not_the_tool_when_it_fails(tmp_path):
     marker = tmp_path / "before-ran"
-    done = hostrun("--dir", str(tmp_path / "ok"), "--before", json.dumps(["touch", str(marker)]), "--",
+    done = hostrun("run", "--dir", str(tmp_path / "ok"), "--before", json.dumps(["touch", str(marker)]), "--",
                    "test", "-e", str(marker))
     assert done.returncode == 0, done.stderr            # the tool saw what the step made
-    failed = hostrun("--dir", str(tmp_path / "no"), "--before",
+    failed = hostrun("run", "--dir", str(tmp_path / "no"), "--before",
                      json.dumps([sys.executable, "-c", "import sys; sys.exit('cannot lay out: disk full')"]),
                      "--", "touch", str(tmp_path / "tool-ran"))
     assert failed.returncode == 1 and "cannot lay out: disk full" in failed.stderr
@@ -286,7 +281,7 @@ def test_hostrun_runs_its_before_step_first_and_not_the_tool_when_it_fails(tmp_p
 
 
 def test_a_tool_that_ends_within_the_ramp_leaves_no_window(tmp_path):
-    done = hostrun("--dir", str(tmp_path), "--telemetry-after", "5", "--", "true")
+    done = hostrun("run", "--dir", str(tmp_path), "--telemetry-after", "5", "--", "true")
     assert done.returncode == 0
     assert "telemetry: the tool ended before the window opened" in done.stderr
     assert tparser.load(tmp_path) is None and tparser.parse(tmp_path).measurements == []
@@ -428,7 +423,7 @@ BUSY_PYTHON = "import time\ndef spin_for_the_profiler():\n    t = time.time()\n 
 def test_hostrun_profiles_the_tool_with_perf_and_py_spy(tmp_path):
     script = tmp_path / "busy.py"
     script.write_text(BUSY_PYTHON)
-    done = hostrun("--dir", str(tmp_path), "--profilers", "perf,py-spy", "--", sys.executable, str(script))
+    done = hostrun("run", "--dir", str(tmp_path), "--profilers", "perf,py-spy", "--", sys.executable, str(script))
     assert done.returncode == 0, done.stderr
     record = json.loads((tmp_path / "run.json").read_text())["profiling"]
     assert record["profilers"] == ["perf", "py-spy"] and record["errors"] == []
@@ -441,9 +436,7 @@ def test_hostrun_profiles_the_tool_with_perf_and_py_spy(tmp_path):
 
 
 def test_a_missing_profiler_stops_the_run_before_the_tool_with_its_name(tmp_path):
-    env = {"PATH": "/nonexistent", "PYTHONPATH": str(ROOT / "pyfiles")}
-    done = subprocess.run([sys.executable, "-m", "iolab.hostrun", "run", "--dir", str(tmp_path), "--profilers",
-                           "perf", "--", "/bin/touch", str(tmp_path / "tool-ran")], env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = hostrun("run", "--dir", str(tmp_path), "--profilers", "perf", "--", "/bin/touch",
+                   str(tmp_path / "tool-ran"), env={"PATH": "/nonexistent"})
     assert done.returncode == 1 and "profiler perf is not installed (install linux-perf" in done.stderr
     assert not (tmp_path / "tool-ran").exists()
