@@ -1,14 +1,16 @@
-"""Inventories and host patterns.
+"""Inventories and host sets.
 
-iolab expands host patterns itself, because Ansible's ``--limit`` reads
-``gpu[01:04]`` as positions in a group, not as host names:
+Host sets are written as clusters write them (ClusterShell's node sets, as SLURM users
+know them), and checked against the inventory:
 
->>> expand_names("gpu[01-03]")
-['gpu01', 'gpu02', 'gpu03']
+>>> expand_names("gpu[01-03,05]")
+['gpu01', 'gpu02', 'gpu03', 'gpu05']
 
-A pattern is a comma- or colon-separated list of terms; each term is a host,
-a group, a range (``gpu[01-04]`` or ``gpu[01:04]``) or a wildcard (``gpu*``).
-``:!term`` excludes, ``:&term`` intersects, as in Ansible.
+A pattern is a comma- or colon-separated list of terms; each term is a host, a group
+(``storage`` or ``@storage``), a node set (``gpu[01-04]``, ``rack[1-2]-gpu[01-08]``,
+Ansible's ``gpu[01:04]``) or a wildcard (``gpu*``). ``:!term`` excludes, ``:&term``
+intersects, as in Ansible. iolab expands them itself because Ansible's ``--limit``
+reads ``gpu[01:04]`` as positions in a group, not as host names.
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ import fnmatch
 import re
 from pathlib import Path
 
+from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
 from iolab.errors import UserError
 
-_RANGE = re.compile(r"\[([0-9]+|[a-z])[-:]([0-9]+|[a-z])\]")
+# A host set larger than this is a typo (gpu[0-99999999]), refused before it is expanded.
+MAX_HOSTS = 65536
+# An inventory is read by Ansible; a larger one is refused before Ansible parses it.
+MAX_INVENTORY_BYTES = 16 << 20
+MAX_INVENTORY_FILES = 1000
+_BRACKET = re.compile(r"\[([^\]]*)\]")
+_RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+))?\s*(?:/\s*([0-9]+))?\s*")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,12 +46,35 @@ class Inventory:
         return text + (f"; groups {', '.join(groups)}" if groups else "")
 
 
+def _check_inventory_size(path: Path) -> None:
+    """Refuse an inventory too large to be one (a directory such as /tmp, a device) before Ansible reads it."""
+    if path.is_dir():
+        files = 0
+        total = 0
+        for item in path.rglob("*"):
+            files += 1
+            if files > MAX_INVENTORY_FILES:
+                raise UserError(f"inventory {path} is a directory of more than {MAX_INVENTORY_FILES} files; "
+                                "pass --inventory with an inventory file (or a directory of a few)")
+            if item.is_file():
+                total += item.stat().st_size
+        size = total
+    elif path.is_file():
+        size = path.stat().st_size
+    else:
+        raise UserError(f"inventory {path} is not a file or directory; pass --inventory with an inventory file")
+    if size > MAX_INVENTORY_BYTES:
+        raise UserError(f"inventory {path} holds {size / (1 << 20):.0f} MiB, more than the "
+                        f"{MAX_INVENTORY_BYTES >> 20} MiB an inventory may have; pass --inventory with an inventory file")
+
+
 def load_inventory(path: str | Path) -> Inventory:
     """Read any inventory Ansible reads (YAML, INI, with its own ranges)."""
     path = Path(path)
     if not path.exists():
         hint = " (create it with `invoke lab.sim-up`)" if path.name == "sim.yml" else ""
         raise UserError(f"inventory file {path} does not exist{hint}; pass --inventory with an existing file")
+    _check_inventory_size(path)
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager
@@ -58,44 +91,68 @@ def load_inventory(path: str | Path) -> Inventory:
     return Inventory(path=path, hosts=hosts, groups=groups, hostvars=hostvars)
 
 
+def _count(term: str) -> int:
+    """How many names a node set term expands to, computed from its ranges without expanding them."""
+    total = 1
+    for group in _BRACKET.findall(term):
+        count = 0
+        for part in group.split(","):
+            match = _RANGE.fullmatch(part)
+            if not match:
+                raise UserError(f"host set {term!r}: [{group}] is not a range; write gpu[01-04] or gpu[01-03,05]")
+            first, last, step = int(match[1]), int(match[2] or match[1]), int(match[3] or 1)
+            if last < first or step < 1:
+                raise UserError(f"host set {term!r}: range [{part.strip()}] is empty; the first bound must not "
+                                "exceed the last")
+            count += (last - first) // step + 1
+        total *= count
+    return total
+
+
 def expand_names(term: str) -> list[str]:
-    """Expand every ``[a-b]`` range of a term (zero padding kept from the first bound)."""
-    match = _RANGE.search(term)
-    if not match:
+    """The host names of a node set term: ``gpu[01-03,05]``, ``rack[1-2]-gpu[01-08]``, ``gpu[01:04]``."""
+    term = _BRACKET.sub(lambda m: "[" + m.group(1).replace(":", "-") + "]", term)   # Ansible's a:b ranges
+    if "[" not in term:
         return [term]
-    start, end = match.group(1), match.group(2)
-    head, tail = term[: match.start()], term[match.end():]
-    if start.isdigit() != end.isdigit():
-        raise UserError(f"host range [{start}-{end}] mixes digits and letters; write gpu[01-04]")
-    if start.isdigit():
-        width = len(start) if start.startswith("0") else 1
-        values = [str(i).zfill(width) for i in range(int(start), int(end) + 1)]
-    else:
-        values = [chr(c) for c in range(ord(start), ord(end) + 1)]
-    if not values:
-        raise UserError(f"host range [{start}-{end}] is empty; the first bound must not exceed the last")
-    return [name for v in values for name in expand_names(head + v + tail)]
+    count = _count(term)
+    if count > MAX_HOSTS:
+        raise UserError(f"host set {term!r} names {count:,} hosts, more than the {MAX_HOSTS:,} iolab drives; "
+                        "check the range")
+    try:
+        return list(NodeSet(term))
+    except NodeSetParseError as exc:
+        raise UserError(f"host set {term!r} is malformed ({exc}); write gpu[01-04] or gpu[01-03,05]") from None
 
 
 def _split_terms(pattern: str) -> list[tuple[str, str]]:
-    """'a,b:!c:&d' → [('+','a'), ('+','b'), ('!','c'), ('&','d')]; ':' inside [] is a range."""
+    """'a,b:!c:&d' → [('+','a'), ('+','b'), ('!','c'), ('&','d')]; ',' and ':' inside [] belong to a range."""
     terms, depth, current = [], 0, ""
     for char in pattern + ",":
         if char == "[":
             depth += 1
         elif char == "]":
             depth -= 1
+        if depth < 0 or depth > 1:
+            raise UserError(f"host pattern {pattern!r} has unbalanced brackets; write gpu[01-04]")
         if char in ",:" and depth == 0:
             if current.strip():
                 terms.append(current.strip())
             current = ""
         else:
             current += char
+    if depth:
+        raise UserError(f"host pattern {pattern!r} has unbalanced brackets; write gpu[01-04]")
     return [(t[0], t[1:]) if t[0] in "!&" else ("+", t) for t in terms]
 
 
 def _match_term(term: str, inventory: Inventory, pattern: str) -> list[str]:
     selected: list[str] = []
+    group = term[1:] if term.startswith("@") else None
+    if group is not None:
+        if group not in inventory.groups:
+            raise UserError(f"host pattern {pattern!r}: {term!r} is not a group of {inventory.path} "
+                            f"({inventory.describe()})")
+        return list(inventory.groups[group])
     for name in expand_names(term):
         if name in inventory.groups:
             selected += inventory.groups[name]
@@ -109,15 +166,20 @@ def _match_term(term: str, inventory: Inventory, pattern: str) -> list[str]:
                                 f"{inventory.path} ({inventory.describe()})")
             selected += found
         else:
-            raise UserError(f"host pattern {pattern!r}: {name!r} is not a host or group of "
+            missing = [n for n in expand_names(term) if n not in inventory.hosts and n not in inventory.groups]
+            raise UserError(f"host pattern {pattern!r}: {compress(missing)} "
+                            f"{'is not a host or group' if len(missing) == 1 else 'are not hosts or groups'} of "
                             f"{inventory.path} ({inventory.describe()})")
     return selected
 
 
 def select_hosts(pattern: str | None, inventory: Inventory) -> list[str]:
     """The inventory's hosts that `pattern` names, in inventory order (all when None)."""
-    if not pattern or pattern.strip() in ("all", "*"):
+    if pattern is None or pattern.strip() in ("all", "*"):
         return list(inventory.hosts)
+    if not pattern.strip():
+        raise UserError("--hosts is empty; name hosts (gpu[01-04], a group) or leave --hosts out for all "
+                        f"hosts of {inventory.path}")
     chosen: set[str] = set()
     terms = _split_terms(pattern)
     for op, term in sorted(terms, key=lambda t: {"+": 0, "&": 1, "!": 2}[t[0]]):
@@ -134,27 +196,5 @@ def select_hosts(pattern: str | None, inventory: Inventory) -> list[str]:
 
 
 def compress(hosts: tuple[str, ...] | list[str]) -> str:
-    """['gpu01','gpu02','gpu03','ceph1'] → 'gpu[01-03], ceph1' (for messages and tables)."""
-    parts: list[str] = []
-    run: list[tuple[str, str]] = []
-
-    def flush() -> None:
-        if len(run) > 2:
-            parts.append(f"{run[0][0]}[{run[0][1]}-{run[-1][1]}]")
-        else:
-            parts.extend(p + n for p, n in run)
-        run.clear()
-
-    for host in hosts:
-        match = re.fullmatch(r"(.*?)([0-9]+)", host)
-        if match and run and match.group(1) == run[-1][0] and len(match.group(2)) == len(run[-1][1]) \
-                and int(match.group(2)) == int(run[-1][1]) + 1:
-            run.append((match.group(1), match.group(2)))
-            continue
-        flush()
-        if match:
-            run.append((match.group(1), match.group(2)))
-        else:
-            parts.append(host)
-    flush()
-    return ", ".join(parts)
+    """['gpu01','gpu02','gpu03','ceph1'] → 'ceph1,gpu[01-03]': a node set, for messages and tables."""
+    return str(NodeSet.fromlist(hosts)) if hosts else ""
