@@ -11,10 +11,10 @@ controller can use the light ones without Pillow or numpy):
     gen        gen(), target_sizes()                     needs Pillow and numpy
     manifest   Manifest, Entry, Record                   the data set's identity (its hash)
     histogram  histogram(), bssplit(), parse_bssplit()   stdlib
-    pack       pack(), check(), PackInfo                 stdlib (numpy speeds up TFRecord CRCs)
+    pack       pack(), check(), PackInfo                 stdlib (google-crc32c speeds up TFRecord CRCs)
     packed     PackedReader                              one file, one index, os.pread
     wds        webdataset-style tar shards               stdlib tarfile
     tfrecord   TFRecord framing, tf.train.Example codec  no TensorFlow
-    crc32c     CRC-32C                                   pure Python, numpy when present
+    crc32c     CRC-32C                                   google-crc32c, pure Python without it
     verify     verify()                                  files and packs against the manifest
 """
