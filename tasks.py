@@ -5,9 +5,10 @@ Thin on purpose: each task parses its flags and calls into pyfiles/iolab/.
 
 from __future__ import annotations
 
+import functools
 import sys
 
-from invoke import Collection, task
+from invoke import Collection, Task, task as invoke_task
 from rich.console import Console
 
 from iolab import bench as bench_mod
@@ -20,6 +21,16 @@ from iolab.samples import ResultStore
 HOSTS = "host pattern: gpu[01-04], gpu01,gpu03, gpu[01-04]:!gpu02 (default: all hosts)"
 INVENTORY = "inventory file (default: inventory/local.yml, this machine)"
 CAMPAIGN = "campaign file (default: campaigns/quick.yml)"
+
+
+class LabTask(Task):
+    """A task whose flags never take the short flag -h: `./lab TASK -h` shows the task's help."""
+
+    def arg_opts(self, name, default, taken_names):
+        return super().arg_opts(name, default, taken_names | {"h"})
+
+
+task = functools.partial(invoke_task, klass=LabTask)
 
 
 # --- lab ---------------------------------------------------------------------------------
