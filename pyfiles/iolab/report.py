@@ -31,7 +31,7 @@ AGREEMENT = validity.AGREEMENT
 
 
 def find_store(results: Path, campaign: str | None) -> ResultStore:
-    """The named campaign's store, or the one written to last."""
+    """The named campaign's store, or the one with samples written to last (never a moved-aside one)."""
     if campaign:
         store = ResultStore(results, campaign)
         if not store.samples_path.exists():
@@ -40,10 +40,21 @@ def find_store(results: Path, campaign: str | None) -> ResultStore:
                             + (f" (campaigns with results: {', '.join(known)})" if known else
                                "; run `./lab bench.all` first"))
         return store
-    stores = sorted(results.glob("*/samples.jsonl"), key=lambda p: p.stat().st_mtime)
+    stores = sorted((p for p in results.glob("*/samples.jsonl") if _own_samples(p)), key=lambda p: p.stat().st_mtime)
     if not stores:
         raise UserError(f"no results in {results} yet; run `./lab bench.all` first")
     return ResultStore(results, stores[-1].parent.name)
+
+
+def _own_samples(path: Path) -> bool:
+    """Whether a samples file holds a sample of its directory's campaign.
+
+    False for an empty file, and for a store that `bench.all --no-resume` moved aside
+    (`results/<campaign>.<UTC time>/`: its samples keep the campaign's own name).
+    """
+    with path.open("rb") as handle:
+        first = handle.readline()
+    return first.endswith(b"\n") and json.loads(first).get("campaign") == path.parent.name
 
 
 def metric_rank(metric: str) -> tuple[int, str]:
