@@ -56,21 +56,30 @@ def _gather_facts(lab, dl=False):
     return facts_dir
 
 
-@task(help={"count": "number of simulated hosts gpu01..gpuNN (default 4)"})
-@user_errors
-def sim_up(c, count=4):
-    """Start simulated GPU hosts (namespaces + sshd) and write inventory/sim.yml."""
-    hosts = sim.up(int(count), paths.LAB_DIR, paths.SIM_INVENTORY)
-    echo(f"{len(hosts)} simulated hosts up: {', '.join(h.name for h in hosts)}; "
-         f"use --inventory {paths.SIM_INVENTORY.relative_to(paths.ROOT)}")
+LAB = "simulated lab name, 1-8 of a-z0-9 (default: $IOLAB_LAB, else a short hash of this checkout's path)"
 
 
-@task
+@task(help={"count": "number of simulated hosts gpu01..gpuNN (default 4)", "lab": LAB})
 @user_errors
-def sim_down(c):
-    """Stop the simulated hosts and remove everything sim-up made."""
-    sim.down(paths.LAB_DIR, paths.SIM_INVENTORY)
-    echo("simulated hosts down; nothing left behind")
+def sim_up(c, count=4, lab=None):
+    """Start this checkout's simulated GPU hosts (namespaces + sshd) and write their inventory."""
+    chosen = sim.for_checkout(lab)
+    hosts = sim.up(int(count), chosen)
+    echo(f"lab {chosen.name}: {len(hosts)} simulated hosts up: {', '.join(h.name for h in hosts)}; "
+         f"use --inventory {chosen.inventory.relative_to(paths.ROOT)}; lab services for them: "
+         f"lab.services-up --bind {sim.controller_address(sim.subnet_of(chosen))}")
+
+
+@task(help={"lab": LAB})
+@user_errors
+def sim_down(c, lab=None):
+    """Stop this checkout's simulated hosts and remove everything its sim-up made (no other lab's)."""
+    chosen = sim.for_checkout(lab)
+    if not sim.down(chosen):
+        others = ", ".join(f"{name} (from {e['dir']})" for name, e in sim.labs().items()) or "none"
+        echo(f"lab {chosen.name} is not up: nothing to take down (labs up on this machine: {others})")
+        return
+    echo(f"lab {chosen.name}: simulated hosts down; nothing left behind")
 
 
 SERVICE_HELP = {
@@ -87,13 +96,19 @@ def _services_lab(inventory, hosts):
     return make_lab(inventory, hosts)
 
 
-@task(help={**SERVICE_HELP, "bind": "address the services listen on (default 127.0.0.1; 10.77.0.1 for the "
-                                    "simulated hosts: the Ceph monitor keeps its first address)"})
+@task(help={**SERVICE_HELP, "bind": "address the services listen on (default 127.0.0.1; for simulated hosts "
+                                    "the address lab.sim-up printed, or 'sim' for this checkout's lab: the Ceph "
+                                    "monitor keeps its first address)"})
 @user_errors
 def services_up(c, inventory=None, hosts=None, bind=None, services="ceph,nfs", vars_file=None):
     """Start the lab's Ceph cluster and NFS server (lab in a box) and say how clients reach them."""
     from iolab import services as services_mod
 
+    if bind == "sim":
+        subnet = sim.subnet_of(sim.for_checkout())
+        if subnet is None:
+            raise UserError(f"--bind sim: lab {sim.for_checkout().name} is not up; run lab.sim-up first")
+        bind = sim.controller_address(subnet)
     for line in services_mod.up(_services_lab(inventory, hosts), bind, services, vars_file):
         echo(line)
 
@@ -253,19 +268,26 @@ def show(c, campaign=None, format="table"):
             "b": "compared with A: a campaign, or with --campaign a backend of it",
             "campaign": "compare two backends A and B of this campaign instead of two campaigns",
             "rule": "acceptance rule, repeatable: 'read_bw >= -5%', 'read_clat_p99 <= +10%'",
-            "rules": "YAML file with rules: [...]"})
+            "rules": "YAML file with rules: [...]",
+            "format": "table | junit (JUnit XML, a test case per rule and point) | json; on stdout"})
 @user_errors
-def compare(c, a, b, campaign=None, rule=None, rules=None):
+def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
     """B against A: ratio per metric with a 95% confidence interval; exit 1 when a rule is broken."""
     from rich.console import Console
 
     from iolab import compare as compare_mod
 
+    writers = {"junit": compare_mod.to_junit, "json": compare_mod.to_json}
+    if format != "table" and format not in writers:
+        raise UserError(f"unknown compare format {format!r}; use table, junit or json")
     result = compare_mod.run(paths.results_root(), a, b, campaign, rule or [], rules)
-    Console().print(compare_mod.table(result, report_mod.TABLE_METRICS))
     violations = result.violations()
-    for line in violations:
-        echo(line)
+    if format == "table":
+        Console().print(compare_mod.table(result, report_mod.TABLE_METRICS))
+        for line in violations:
+            echo(line)
+    else:
+        echo(writers[format](result))
     if violations:
         raise compare_mod.Regression(f"{len(violations)} rule violation(s): {result.b.label} regressed "
                                      f"against {result.a.label}")

@@ -24,14 +24,36 @@ baseline; `read_clat_p99 <= +10%`: at most 10% slower. The point estimate is
 judged (a regression is not excused by noise); each violation says whether the
 whole interval is past the limit. A rules file is YAML: `rules: [...]` or a
 bare list of such strings.
+
+**Output** (`--format`): `table` (default) prints the table and one REGRESSION line
+per broken rule; `junit` and `json` print only a document on stdout, for CI. Either
+way the exit status is 1 when a rule is broken. Both hold one *check* per rule and
+point the rule matches (a test case in JUnit): `passed`, `failed` (a regression) or
+`skipped` (a median of 0 or below: no ratio). JUnit XML has one <testsuite> whose
+test cases are named `METRIC[ on BACKEND]: RULE` with the workload as classname;
+a failure's type is `regression`. The JSON shape (`schema` "iolab.compare/1"; keys
+are only ever added, never renamed, under this schema name):
+
+    {"schema": "iolab.compare/1", "baseline": A, "candidate": B, "level": 0.95,
+     "rules": ["read_bw >= -5%", ...], "only_in_baseline": 0, "only_in_candidate": 0,
+     "regressions": 1,
+     "points": [{"workload": "seq-read", "setting": {"iodepth": 1}, "setting_label": "iodepth=1",
+                 "metric": "read_bw", "backend": "tmpfs" (null for two backends of one campaign),
+                 "unit": "B/s",
+                 "baseline": {"median": ..., "n": 3, "values": [...]}, "candidate": {...},
+                 "ratio": 0.9, "change": -0.1, "low": 0.85, "high": 0.95 (null: unknown or no ratio),
+                 "checks": [{"rule": "read_bw >= -5%", "outcome": "failed", "message": "REGRESSION ..."}]}]}
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import fnmatch
+import json
 import math
 import re
+import socket
 import statistics
 from pathlib import Path
 
@@ -221,17 +243,46 @@ class Comparison:
 
     def violations(self) -> list[str]:
         """One line per violated rule and point."""
-        lines = []
+        return [self.violation(p, rule) for p in self.points for rule in p.violations]
+
+    def violation(self, p: Point, rule: Rule) -> str:
+        r = p.ratio
+        past = ""
+        if r.low is not None:
+            whole = all(rule.holds(x - 1) is False for x in (r.low, r.high))
+            past = ", the whole interval past the limit" if whole else ", the interval reaches within it"
+        return (f"REGRESSION {p.where()}: {self.b.label}/{self.a.label} = {r.ratio:.3g} "
+                f"({r.change * 100:+.1f}%, 95% CI {r.interval()}{past}) breaks '{rule.text}'")
+
+    def checks(self) -> list[Check]:
+        """Every rule against every point it matches, as the rules are evaluated: one test case each."""
+        out = []
         for p in self.points:
-            for rule in p.violations:
-                r = p.ratio
-                past = ""
-                if r.low is not None:
-                    whole = all(rule.holds(x - 1) is False for x in (r.low, r.high))
-                    past = ", the whole interval past the limit" if whole else ", the interval reaches within it"
-                lines.append(f"REGRESSION {p.where()}: {self.b.label}/{self.a.label} = {r.ratio:.3g} "
-                             f"({r.change * 100:+.1f}%, 95% CI {r.interval()}{past}) breaks '{rule.text}'")
-        return lines
+            for rule in self.rules:
+                if not rule.matches(p.metric):
+                    continue
+                if p.ratio is None:
+                    out.append(Check(rule, p, SKIPPED, f"{p.where()}: not compared, a median is 0 or negative"))
+                elif rule in p.violations:
+                    out.append(Check(rule, p, FAILED, self.violation(p, rule)))
+                else:
+                    out.append(Check(rule, p, PASSED, f"{p.where()}: {self.b.label}/{self.a.label} = "
+                                                      f"{p.ratio.ratio:.3g} ({p.ratio.change * 100:+.1f}%) "
+                                                      f"holds '{rule.text}'"))
+        return out
+
+
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One rule judged on one point: passed, failed (a regression) or skipped (no ratio)."""
+
+    rule: Rule
+    point: Point
+    outcome: str
+    message: str
 
 
 def _points(side: Side, by_backend: bool) -> dict[tuple, validity.Group]:
@@ -325,3 +376,78 @@ def run(results: Path, a: str, b: str, campaign: str | None, rules: list[str], r
     parsed = [parse_rule(r) for r in rules] + (load_rules(rules_file) if rules_file else [])
     side_a, side_b = sides(results, a, b, campaign)
     return compare(side_a, side_b, parsed)
+
+
+# --- machine-readable output: JSON and JUnit XML ----------------------------------------------------
+
+JSON_SCHEMA = "iolab.compare/1"
+
+
+def _side(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "n": len(values), "values": values}
+
+
+def to_dict(comparison: Comparison) -> dict:
+    """The comparison as `--format json` prints it (the shape is in the module's docstring)."""
+    checks: dict[int, list[Check]] = {}
+    for check in comparison.checks():
+        checks.setdefault(id(check.point), []).append(check)
+    points = []
+    for p in comparison.points:
+        r = p.ratio
+        points.append({
+            "workload": p.workload, "setting": json.loads(p.setting), "setting_label": p.setting_label,
+            "metric": p.metric, "backend": p.backend, "unit": p.unit,
+            "baseline": _side(p.a), "candidate": _side(p.b),
+            "ratio": r.ratio if r else None, "change": r.change if r else None,
+            "low": r.low if r else None, "high": r.high if r else None,
+            "checks": [{"rule": c.rule.text, "outcome": c.outcome, "message": c.message}
+                       for c in checks.get(id(p), [])]})
+    return {"schema": JSON_SCHEMA, "baseline": comparison.a.label, "candidate": comparison.b.label,
+            "level": LEVEL, "rules": [r.text for r in comparison.rules],
+            "only_in_baseline": comparison.only_a, "only_in_candidate": comparison.only_b,
+            "regressions": len(comparison.violations()), "points": points}
+
+
+def to_json(comparison: Comparison) -> str:
+    return json.dumps(to_dict(comparison), indent=1, ensure_ascii=False)
+
+
+def to_junit(comparison: Comparison, timestamp: dt.datetime | None = None, hostname: str | None = None) -> str:
+    """JUnit XML as Jenkins, GitLab and the Ant junit task read it: a test case per rule and point.
+
+    One <testsuite> for the comparison; each test case's classname is the workload
+    (with its setting), its name the metric, backend and rule; a broken rule is a
+    <failure type="regression">, a point without a ratio (a median of 0) <skipped>.
+    """
+    from xml.etree import ElementTree as ET
+
+    from iolab.report import point_label
+
+    checks = comparison.checks()
+    count = {o: sum(c.outcome == o for c in checks) for o in (FAILED, SKIPPED)}
+    stamp = (timestamp or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S")
+    title = f"report.compare {comparison.b.label} against {comparison.a.label}"
+    totals = {"tests": str(len(checks)), "failures": str(count[FAILED]), "errors": "0", "time": "0"}
+    root = ET.Element("testsuites", {"name": title, **totals})
+    suite = ET.SubElement(root, "testsuite", {
+        "name": title, "package": "iolab.compare", "id": "0", "timestamp": stamp,
+        "hostname": hostname or socket.gethostname(), **totals, "skipped": str(count[SKIPPED])})
+    properties = ET.SubElement(suite, "properties")
+    for name, value in [("baseline", comparison.a.label), ("candidate", comparison.b.label),
+                        ("level", f"{LEVEL:g}"), *(("rule", r.text) for r in comparison.rules)]:
+        ET.SubElement(properties, "property", {"name": name, "value": value})
+    for c in checks:
+        p = c.point
+        name = p.metric + (f" on {p.backend}" if p.backend else "") + f": {c.rule.text}"
+        case = ET.SubElement(suite, "testcase", {"name": name, "classname": point_label(p.workload, p.setting_label),
+                                                 "time": "0"})
+        if c.outcome == FAILED:
+            ET.SubElement(case, "failure", {"message": c.message, "type": "regression"}).text = (
+                f"baseline {comparison.a.label}: {p.a}\ncandidate {comparison.b.label}: {p.b} ({p.unit})")
+        elif c.outcome == SKIPPED:
+            ET.SubElement(case, "skipped", {"message": c.message})
+    ET.SubElement(suite, "system-out").text = "\n".join(c.message for c in checks if c.outcome == PASSED)
+    ET.SubElement(suite, "system-err").text = "\n".join(c.message for c in checks if c.outcome == FAILED)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -373,6 +373,61 @@ def test_rules_from_a_yaml_file_and_two_backends_of_one_campaign(results, tmp_pa
     assert better.returncode == 0
 
 
+JUNIT_XSD = Path(__file__).resolve().parents[1] / "fixtures" / "junit" / "junit.xsd"
+
+
+def test_compare_as_junit_is_a_test_case_per_rule_and_point_valid_against_the_junit_schema(results):
+    xmlschema = pytest.importorskip("xmlschema")
+    from xml.etree import ElementTree as ET
+
+    planted(results)
+    done = Cli(results)("report.compare", "baseline", "candidate", "--rule", "read_bw >= -5%",
+                        "--rule", "read_clat_p99 <= +10%", "--rule", "cpu_usr <= +50%", "--format", "junit",
+                        check=False)
+    assert done.returncode == 1 and "6 rule violation(s)" in done.stderr       # the exit status is unchanged
+    schema = xmlschema.XMLSchema(JUNIT_XSD)
+    schema.validate(done.stdout)                                               # stdout holds the document alone
+    suite = ET.fromstring(done.stdout).find("testsuite")
+    cases = suite.findall("testcase")
+    # 3 points x 2 backends, for each of the three rules; the one cpu_usr repeat of 0 leaves a point without a ratio
+    assert len(cases) == 18 and suite.get("tests") == "18"
+    failed = [c for c in cases if c.find("failure") is not None]
+    skipped = [c for c in cases if c.find("skipped") is not None]
+    assert (suite.get("failures"), suite.get("skipped")) == ("6", "1")
+    assert len(failed) == 6 and all(c.get("name").startswith("read_bw on ") and c.get("name").endswith(
+        ": read_bw >= -5%") and c.find("failure").get("type") == "regression"
+        and "-10.0%" in c.find("failure").get("message") for c in failed)
+    assert len(skipped) == 1 and skipped[0].get("name").startswith("cpu_usr on ")
+    assert {c.get("classname") for c in cases} == {"seq-read", "rand-read iodepth=1", "rand-read iodepth=16"}
+    # The schema is strict enough to matter: a suite without its hostname is refused.
+    broken = ET.fromstring(done.stdout)
+    del broken.find("testsuite").attrib["hostname"]
+    assert not schema.is_valid(ET.tostring(broken, encoding="unicode"))
+
+
+def test_compare_as_json_has_the_documented_shape_and_the_same_exit_status(results):
+    planted(results)
+    cli = Cli(results)
+    bad = cli("report.compare", "baseline", "candidate", "--rule", "read_bw >= -5%", "--format", "json",
+              check=False)
+    assert bad.returncode == 1
+    doc = json.loads(bad.stdout)
+    assert doc["schema"] == "iolab.compare/1" and (doc["baseline"], doc["candidate"]) == ("baseline", "candidate")
+    assert doc["rules"] == ["read_bw >= -5%"] and doc["regressions"] == 6
+    assert set(doc["points"][0]) == {"workload", "setting", "setting_label", "metric", "backend", "unit", "baseline",
+                                     "candidate", "ratio", "change", "low", "high", "checks"}
+    read_bw = [p for p in doc["points"] if p["metric"] == "read_bw"]
+    assert len(read_bw) == 6 and all(p["checks"][0]["outcome"] == "failed" for p in read_bw)
+    assert all(p["ratio"] == pytest.approx(0.9) and p["candidate"]["median"] == pytest.approx(
+        0.9 * p["baseline"]["median"]) for p in read_bw)
+    assert all(p["checks"] == [] for p in doc["points"] if p["metric"] != "read_bw")
+    good = cli("report.compare", "baseline", "candidate", "--rule", "read_bw >= -15%", "--format", "json",
+               check=False)
+    assert good.returncode == 0 and json.loads(good.stdout)["regressions"] == 0
+    wrong = cli("report.compare", "baseline", "candidate", "--format", "xml", check=False)
+    assert wrong.returncode != 0 and "use table, junit or json" in wrong.stderr and "Traceback" not in wrong.stderr
+
+
 @pytest.mark.parametrize("text", ["read_bw >= 5", "read_bw => -5%", ">= -5%", "read_bw >= five%"])
 def test_unreadable_rules_are_refused_with_an_example(text):
     with pytest.raises(UserError, match="read_bw >= -5%"):
