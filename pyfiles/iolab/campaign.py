@@ -17,15 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
-import yaml
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       ValidationError, model_validator)
 
-from iolab import fio_jobs
+from iolab import fio_jobs, yamlfile
+from iolab.confine import MOUNT_ROOT, refusal
 from iolab.errors import UserError
 from iolab.units import parse_duration, parse_size
 
-MOUNT_ROOT = "/mnt/iolab"
+# What a campaign may ask for before it is refused as a mistake (bench.all --max-runs raises MAX_RUNS).
+MAX_RUNS = 10_000
+MAX_WORKLOADS = 1_000
+MAX_BACKENDS = 100
 
 
 def _name(value: str) -> str:
@@ -619,6 +622,8 @@ class Campaign(_Model):
     # drift over the campaign (a filling cache tier, a neighbour's load) spreads over every setting.
     order: Literal["as-written", "random"] = "as-written"
     order_seed: int = 0
+    # Where backends without a mountpoint of their own are mounted: <mount_root>/<backend name>.
+    mount_root: AbsPath = MOUNT_ROOT
     # Defaults for every workload that does not set its own (see _Workload).
     cache: Literal["drop", "keep", "warm"] | None = None
     warm_command: list[str] | None = None
@@ -639,6 +644,15 @@ class Campaign(_Model):
             raise ValueError(f"max_repetitions ({self.max_repetitions}) is below repetitions ({self.repetitions}): "
                              "it caps the repetitions run when repeats disagree")
         _unique("backend", [b.name for b in self.backends])
+        root_refused = refusal(self.mount_root, "mount_root")
+        if root_refused:
+            raise ValueError(root_refused)
+        for index, backend in enumerate(self.backends):
+            existing = isinstance(backend, LocalBackend)
+            where = f"backends[{index}].{'path' if existing else 'mountpoint'}"
+            reason = refusal(backend.target, where, self.mount_root, existing)
+            if reason:
+                raise ValueError(reason)
         # A swept workload is several points of one name; two identical points are a mistake.
         _unique("workload", [w.model_dump_json() for w in self.workloads])
         refused = [reason for b in self.backends for w in self.workloads if (reason := b.refuse(w))]
@@ -797,10 +811,13 @@ def repetition(campaign: Campaign, backend: Backend, workload: Workload, rep: in
                 cache_pass=cache_pass) for cache_pass in passes]
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple, origin: Sequence[int] = ()) -> str:
+    """A pydantic error location as the file writes it; `origin`: each sweep point's index in the file."""
     text = ""
-    for part in loc:
-        if isinstance(part, int):
+    for position, part in enumerate(loc):
+        if isinstance(part, int) and position == 1 and loc[0] == "workloads" and part < len(origin):
+            text += f"[{origin[part]}]"
+        elif isinstance(part, int):
             text += f"[{part}]"
         elif part in BACKEND_TYPES or part in WORKLOAD_TYPES or part.startswith("function-"):
             continue  # the tag of a discriminated union, or a validator's name
@@ -824,20 +841,21 @@ def _expected_keys(raw: dict[str, Any], loc: tuple) -> str:
     return f" (expected one of: {', '.join(model.model_fields)})" if model else ""
 
 
-def _message(error: dict[str, Any], raw: dict[str, Any]) -> str:
+def _message(error: dict[str, Any], raw: dict[str, Any], origin: Sequence[int]) -> str:
     kind, loc = error["type"], error["loc"]
+    where = _where(loc, origin)
     if kind == "extra_forbidden":
-        return f"{_where(loc)}: unknown key{_expected_keys(raw, loc)}"
+        return f"{where}: unknown key{_expected_keys(raw, loc)}"
     if kind == "union_tag_invalid":
         what = "backend" if loc[0] == "backends" else "workload"
         expected = ", ".join(BACKEND_TYPES if what == "backend" else WORKLOAD_TYPES)
-        return f"{_where(loc)}.type: unknown {what} type {error['ctx']['tag']!r} (expected one of: {expected})"
+        return f"{where}.type: unknown {what} type {error['ctx']['tag']!r} (expected one of: {expected})"
     if kind == "union_tag_not_found":
-        return f"{_where(loc)}: missing key 'type'"
+        return f"{where}: missing key 'type'"
     if kind == "missing":
-        return f"{_where(loc)}: missing required key"
+        return f"{where}: missing required key"
     message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    return f"{_where(loc)}: {message}"
+    return f"{where}: {message}" if loc else message     # a check across keys names its keys itself
 
 
 def _no_templates(value: Any, source: str, where: str) -> None:
@@ -853,13 +871,47 @@ def _no_templates(value: Any, source: str, where: str) -> None:
                         "values; write the value literally")
 
 
-def parse(raw: Any, source: str, base_dir: Path) -> Campaign:
+def _points(workload: dict[str, Any]) -> int:
+    """How many sweep points a workload makes, counted without making them."""
+    count = 1
+    for key, value in workload.items():
+        if isinstance(value, list) and key not in NOT_SWEPT:
+            count *= len(value)
+    paired = workload.get("zip")
+    if isinstance(paired, dict) and paired:
+        count *= max(len(v) if isinstance(v, list) else 1 for v in paired.values())
+    return count
+
+
+def _check_size(data: dict[str, Any], source: str, max_runs: int) -> None:
+    """Refuse a campaign too large to be meant, before its sweeps are expanded."""
+    workloads, backends = data.get("workloads"), data.get("backends")
+    for key, items, limit in (("workloads", workloads, MAX_WORKLOADS), ("backends", backends, MAX_BACKENDS)):
+        if isinstance(items, list) and len(items) > limit:
+            raise UserError(f"{source}: {key}: {len(items):,} entries, more than the {limit:,} a campaign may "
+                            "have; split it into several campaigns")
+    if not isinstance(workloads, list) or not isinstance(backends, list):
+        return
+    defaults = {k: data[k] for k in WORKLOAD_DEFAULTS if data.get(k) is not None}
+    points = sum(_points({**defaults, **w}) * (2 if {**defaults, **w}.get("cache") == "warm" else 1)
+                 for w in workloads if isinstance(w, dict))
+    repetitions = max(v for v in (data.get("repetitions"), data.get("max_repetitions"), 1) if isinstance(v, int))
+    sweep = data.get("hosts_sweep")
+    runs = points * len(backends) * repetitions * (len(sweep) if isinstance(sweep, list) and sweep else 1)
+    if runs > max_runs:
+        raise UserError(f"{source}: the campaign makes {runs:,} runs (sweeps x backends x repetitions), more than "
+                        f"{max_runs:,}; shorten its sweeps, or pass --max-runs {runs} if that many is meant")
+
+
+def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Campaign:
     """Validate a campaign mapping; `source` names the file in errors."""
     if not isinstance(raw, dict):
         raise UserError(f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), "
                         f"got {type(raw).__name__}")
+    _check_size(raw, source, max_runs)
     _no_templates(raw, source, "")
     data = dict(raw)
+    origin: list[int] = []     # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
         try:
             _unique("workload", [w.get("name") for w in data["workloads"] if isinstance(w, dict)])
@@ -868,18 +920,25 @@ def parse(raw: Any, source: str, base_dir: Path) -> Campaign:
         defaults = {k: data[k] for k in WORKLOAD_DEFAULTS if data.get(k) is not None}
         points = []
         for index, workload in enumerate(data["workloads"]):
-            if not isinstance(workload, dict):
-                points.append(workload)
-                continue
-            try:
-                points += _sweep({**defaults, **workload})
-            except ValueError as exc:
-                raise UserError(f"{source}: workloads[{index}].{exc}") from None
+            made = [workload]
+            if isinstance(workload, dict):
+                try:
+                    made = _sweep({**defaults, **workload})
+                except ValueError as exc:
+                    raise UserError(f"{source}: workloads[{index}].{exc}") from None
+            points += made
+            origin += [index] * len(made)
         data["workloads"] = points
+    root = data.get("mount_root")
+    if isinstance(root, str) and isinstance(data.get("backends"), list):   # <mount_root>/<name> where none is set
+        data["backends"] = [
+            {**b, "mountpoint": f"{root.rstrip('/')}/{b.get('name')}"}
+            if isinstance(b, dict) and "mountpoint" not in b and b.get("type") in BACKEND_TYPES
+            and "mountpoint" in BACKEND_TYPES[b["type"]].model_fields else b for b in data["backends"]]
     try:
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
-        problems = [_message(e, data) for e in exc.errors()]
+        problems = [_message(e, data, origin) for e in exc.errors()]
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise UserError(f"{source}: " + "; ".join(problems[:3]) + more) from None
     return _resolve_jobfiles(campaign, source, base_dir)
@@ -899,20 +958,8 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
     return campaign.model_copy(update={"workloads": workloads})
 
 
-def load(path: str | Path) -> Campaign:
-    """Read and validate a campaign file; every error names the file and the key."""
+def load(path: str | Path, max_runs: int = MAX_RUNS) -> Campaign:
+    """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise UserError(f"campaign file {path} does not exist; pass --campaign with a file "
-                        "such as campaigns/quick.yml") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read campaign file {path}: {exc}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise UserError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    return parse(raw, str(path), path.parent)
+    raw = yamlfile.load(path, "campaign file", "--campaign")
+    return parse(raw, str(path), path.parent, max_runs)

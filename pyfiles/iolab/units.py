@@ -16,6 +16,9 @@ _SIZE_UNITS = {
     "g": 1024**3, "gb": 1000**3, "gib": 1024**3,
     "t": 1024**4, "tb": 1000**4, "tib": 1024**4,
 }
+# Beyond these a value is a typo, not a plan (runtime: 99999999999h, size: 1EB).
+MAX_SIZE = 1 << 60
+MAX_DURATION = 7 * 86400.0
 _DURATION_UNITS = {"": 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _NUMBER_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -40,7 +43,14 @@ def parse_size(text: str | int) -> int:
     number, unit = _split(text, "size", "2GiB or 500MB")
     if unit not in _SIZE_UNITS:
         raise ValueError(f"unknown size unit {unit!r} in {text!r} (use B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)")
-    return int(number * _SIZE_UNITS[unit])
+    size = number * _SIZE_UNITS[unit]
+    if size != int(size):
+        # 0.5 would become 0, which a tmpfs reads as "no limit": never round a size quietly.
+        raise ValueError(f"size {text!r} is not a whole number of bytes; give bytes as a whole number or a "
+                         "size with a unit, such as 512MiB")
+    if size > MAX_SIZE:
+        raise ValueError(f"size {text!r} is more than {MAX_SIZE >> 50} PiB; check the unit")
+    return int(size)
 
 
 def parse_duration(text: str | int | float) -> float:
@@ -48,7 +58,10 @@ def parse_duration(text: str | int | float) -> float:
     number, unit = _split(text, "duration", "10s or 2m")
     if unit not in _DURATION_UNITS:
         raise ValueError(f"unknown duration unit {unit!r} in {text!r} (use ms, s, m, h)")
-    return number * _DURATION_UNITS[unit]
+    seconds = number * _DURATION_UNITS[unit]
+    if seconds > MAX_DURATION:
+        raise ValueError(f"duration {text!r} is more than {MAX_DURATION / 86400:g} days; check the unit")
+    return seconds
 
 
 def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> str:

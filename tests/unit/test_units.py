@@ -24,3 +24,21 @@ def test_human_units():
     assert human(1.5 * 2**30, "B/s") == "1.5 GiB/s"
     assert human(123_456, "ns") == "123 µs"
     assert human(45_300, "IOPS") == "45.3 k IOPS"
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("0.5", "not a whole number of bytes"),     # became 0: an unlimited tmpfs
+    (0.5, "not a whole number of bytes"),
+    (0, "must be positive"),
+    ("0GiB", "must be positive"),
+    ("2EiB", "unknown size unit"),
+    ("2000000TiB", "more than 1024 PiB"),
+])
+def test_sizes_are_whole_positive_byte_counts(bad, says):
+    with pytest.raises(ValueError, match=says):
+        parse_size(bad)
+
+
+def test_a_duration_past_a_week_is_a_typo():
+    with pytest.raises(ValueError, match="more than 7 days"):
+        parse_duration("99999999999h")

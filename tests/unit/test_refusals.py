@@ -1,0 +1,158 @@
+"""What a campaign file may not do to a host or to the controller: each reproduction of issue 12, refused in one line.
+
+Every refusal here happens while the campaign is loaded, before anything runs on a host.
+The memory and time bounds are measured in a child process (its own peak RSS), so the
+test sees what one `./lab bench.all --campaign FILE` would cost.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from iolab import campaign
+from iolab.errors import UserError
+
+GOOD = {
+    "name": "refusals",
+    "backends": [{"name": "mem", "type": "tmpfs", "size": "64MiB"}],
+    "workloads": [{"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s"}],
+}
+
+
+def load(tmp_path: Path, data) -> campaign.Campaign:
+    path = tmp_path / "c.yml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return campaign.load(path)
+
+
+def changed(**backend) -> dict:
+    data = copy.deepcopy(GOOD)
+    data["backends"] = [backend]
+    return data
+
+
+@pytest.mark.parametrize("backend, says", [
+    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/srv"}, "mountpoint /srv is a system directory"),
+    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/etc"}, "belongs to the system (/etc)"),
+    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/"}, "mountpoint / is a system directory"),
+    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/usr/lib/x"}, "belongs to the system (/usr)"),
+    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/home"}, "/home is a system directory"),
+    ({"name": "d", "type": "local", "path": "/etc"}, "backends[0].path /etc belongs to the system"),
+    ({"name": "d", "type": "local", "path": "/"}, "backends[0].path / is a system directory"),
+    ({"name": "c", "type": "mount", "source": "nas:/x", "fstype": "nfs", "mountpoint": "/boot"},
+     "/boot belongs to the system (/boot)"),
+])
+def test_system_directories_are_refused_as_mount_points_and_paths(tmp_path, backend, says):
+    with pytest.raises(UserError, match=r"c\.yml: .*" + re.escape(says)):
+        load(tmp_path, changed(**backend))
+
+
+def test_a_mount_root_of_ones_own_is_used_and_checked(tmp_path):
+    data = {**GOOD, "mount_root": "/mnt/lab-b"}
+    assert load(tmp_path, data).backends[0].target == "/mnt/lab-b/mem"
+    with pytest.raises(UserError, match="mount_root /var is a system directory"):
+        load(tmp_path, {**GOOD, "mount_root": "/var"})
+    # A local backend keeps its own path; /var/tmp holds data already and benchmarks write a subdirectory.
+    local = changed(name="d", type="local", path="/var/tmp")
+    assert load(tmp_path, {**local, "mount_root": "/mnt/lab-b"}).backends[0].target == "/var/tmp"
+
+
+@pytest.mark.parametrize("size, says", [("0.5", "not a whole number of bytes"), (0, "must be positive"),
+                                        ("0MiB", "must be positive")])
+def test_a_size_that_would_round_to_nothing_is_refused(tmp_path, size, says):
+    """size: 0.5 became 0, which Linux reads as an unlimited tmpfs."""
+    with pytest.raises(UserError, match=says):
+        load(tmp_path, changed(name="m", type="tmpfs", size=size))
+
+
+def test_duplicate_keys_are_refused(tmp_path):
+    text = "name: a\nname: b\nbackends: [{name: m, type: tmpfs, size: 1GiB}]\n" \
+           "workloads: [{name: s, type: fio, profile: seq-read-1m}]\n"
+    with pytest.raises(UserError, match="key 'name' is given twice in one mapping \\(lines 1 and 2\\)"):
+        load(tmp_path, text)
+
+
+def test_a_runtime_of_centuries_is_refused(tmp_path):
+    data = copy.deepcopy(GOOD)
+    data["workloads"][0]["runtime"] = "99999999999h"
+    with pytest.raises(UserError, match="workloads\\[0\\].runtime: .*more than 7 days"):
+        load(tmp_path, data)
+
+
+def test_a_sweep_of_fifty_thousand_runs_is_refused_unless_meant(tmp_path):
+    data = copy.deepcopy(GOOD)
+    data["workloads"][0].update(iodepth=list(range(1, 251)), numjobs=list(range(1, 201)))
+    with pytest.raises(UserError, match="makes 50,000 runs .* pass --max-runs 50000"):
+        load(tmp_path, data)
+    path = tmp_path / "c.yml"
+    data["workloads"][0].update(iodepth=list(range(1, 21)), numjobs=[1, 2])
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(UserError, match="makes 40 runs"):
+        campaign.load(path, max_runs=39)
+    assert len(campaign.expand(campaign.load(path, max_runs=40))) == 40
+
+
+def test_an_error_in_a_swept_workload_names_the_workload_of_the_file(tmp_path):
+    """workloads[1] with a sweep used to be reported as workloads[3] (the index among sweep points)."""
+    data = copy.deepcopy(GOOD)
+    data["workloads"] = [{"name": "a", "type": "fio", "profile": "seq-read-1m", "iodepth": [1, 2, 4]},
+                         {"name": "b", "type": "fio", "profile": "seq-read-1m", "iodepth": [1, 0]}]
+    with pytest.raises(UserError, match=r"workloads\[1\]\.iodepth: Input should be greater than or equal to 1"):
+        load(tmp_path, data)
+
+
+BOMB = "\n".join([f"{chr(97)}: &a [x, x, x, x, x, x, x, x, x, x]"]
+                 + [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]" for i in range(9)])
+
+# Each case is loaded in a child process: its peak memory (ru_maxrss) and time are the command's.
+CHILD = """
+import resource, sys, time
+from iolab import campaign
+from iolab.errors import UserError
+started = time.monotonic()
+try:
+    campaign.load(sys.argv[1])
+    outcome = "loaded"
+except UserError as exc:
+    outcome = str(exc)
+print(repr((outcome, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, time.monotonic() - started)))
+"""
+
+
+def _load_in_child(path: str) -> tuple[str, int, float]:
+    out = subprocess.run([sys.executable, "-c", CHILD, path], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return eval(out.stdout)   # noqa: S307 — our own repr of a tuple of str, int, float
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda d: "/dev/zero", "is not a regular file"),
+    (lambda d: str(d), "is not a regular file"),
+    (lambda d: _write(d, "big.yml", "# " + "x" * (2 << 20)), "larger than 1024 KiB"),
+    (lambda d: _write(d, "bomb.yml", BOMB), "more than 100,000 values once its aliases"),
+    (lambda d: _write(d, "many.yml", json.dumps({**GOOD, "workloads": [
+        {"name": f"w{i}", "type": "fio", "profile": "seq-read-1m"} for i in range(200_000)]})),
+     "larger than 1024 KiB"),
+    (lambda d: _write(d, "many2.yml", yaml.safe_dump({**GOOD, "workloads": [
+        {"name": f"w{i}", "type": "fio", "profile": "seq-read-1m"} for i in range(1_500)]})),
+     "1,500 entries, more than the 1,000"),
+])
+def test_oversized_input_is_refused_quickly_in_little_memory(tmp_path, make, says):
+    """--campaign /dev/zero grew to 24 GB; an alias bomb cost ~25 CPU-minutes; 200,000 workloads > 300 s."""
+    outcome, peak_mib, seconds = _load_in_child(make(tmp_path))
+    assert says in outcome
+    assert peak_mib < 500, f"peak memory {peak_mib} MiB"
+    assert seconds < 30
+
+
+def _write(directory: Path, name: str, text: str) -> str:
+    (directory / name).write_text(text)
+    return str(directory / name)
