@@ -1,22 +1,30 @@
 """Simulated GPU hosts: network namespaces on a bridge, each with its own sshd.
 
-    hosts = up(4, Path(".lab"), Path("inventory/sim.yml"))   # gpu01..gpu04, 10.77.0.11..14
-    status(Path(".lab"))                                      # which of them answer
-    down(Path(".lab"), Path("inventory/sim.yml"))             # nothing left behind
+    lab = for_checkout()                 # this checkout's lab (or for_checkout("b"), $IOLAB_LAB)
+    hosts = up(4, lab)                   # gpu01..gpu04 at 10.77.<S>.11..14, inventory written
+    status(lab)                          # which of them answer
+    down(lab)                            # nothing of this lab left behind; other labs untouched
 
-What `up` makes (and `down` removes):
+Several labs can be up on one machine at once (one per checkout, say). Everything a
+lab makes machine-wide carries its name L (1 to 8 of a-z0-9; by default a short hash
+of the checkout's path), and its subnet S comes from a registry, so that no two labs
+share a bridge or an address block:
 
-    bridge iolab0 10.77.0.1/24 on the controller
-    netns iolab-gpuNN, veth iolabv-gpuNN (bridge side) <-> eth0 10.77.0.(10+N)/24, lo up
-    /etc/netns/iolab-gpuNN/{hosts,resolv.conf}   lab names; a resolver that fails at once
-    <lab_dir>/ssh/id_ed25519[.pub]               the lab's login key (the authorized key)
-    <lab_dir>/ssh/ssh_host_ed25519_key[.pub]     one host key for all simulated hosts
-    <lab_dir>/hosts/gpuNN/sshd_config, sshd.pid, sshd.log, mntns
-    <lab_dir>/cp/                                ssh ControlPersist sockets
-    <inventory_path>                             Ansible inventory, group `gpu`
+    registry /run/iolab-sim/labs.json    L -> subnet S, lab directory, since when
+    bridge iolab-L 10.77.S.1/24 on the controller (the address lab services bind to)
+    netns iolab-L-gpuNN, veth vL-gpuNN (bridge side) <-> eth0 10.77.S.(10+N)/24, lo up
+    /etc/netns/iolab-L-gpuNN/{hosts,resolv.conf}   lab names; a resolver that fails at once
+    <lab dir>/ssh/id_ed25519[.pub]                 the lab's login key (the authorized key)
+    <lab dir>/ssh/ssh_host_ed25519_key[.pub]       one host key for all its simulated hosts
+    <lab dir>/hosts/gpuNN/sshd_config, sshd.pid, sshd.log, mntns
+    <lab dir>/cp/                                  ssh ControlPersist sockets
+    <inventory>                                    Ansible inventory, group `gpu`
+
+The inventory names stay gpu01..gpuNN in every lab: two labs' gpu01 are different
+hosts with the same inventory name, reached at different addresses.
 
 Each host's sshd runs in its namespace inside a private mount namespace with its own
-UTS name (LAB_NOTES.md, "Simulated hosts"), so everything a session on gpu01 mounts
+UTS name, so everything a session on gpu01 mounts
 is visible on gpu01 only, and `hostname` answers gpu01.
 
 **The file system is shared.** Only mounts are per host: every simulated host sees
@@ -24,9 +32,6 @@ the controller's root file system, /tmp, /var and loop devices. A role or benchm
 that writes outside its own mounts must key the path by inventory hostname
 (`/var/tmp/iolab/{{ inventory_hostname }}/...`, `results/.../<host>/`), or the hosts
 overwrite each other's files; and nothing may write /etc/fstab.
-
-One lab per machine: the bridge, namespace names and addresses are global, so `up`
-refuses to start over hosts that another lab directory still runs.
 """
 
 from __future__ import annotations
@@ -49,18 +54,19 @@ import yaml
 
 from iolab.errors import UserError
 
-BRIDGE = "iolab0"
-CONTROLLER_ADDRESS = "10.77.0.1"
+ADDRESS_BLOCK = "10.77"             # lab S is 10.77.S.0/24
 PREFIX_LENGTH = 24
+MAX_LABS = 255                      # subnets 10.77.0 .. 10.77.254
 GROUP = "gpu"
 MAX_HOSTS = 99  # two-digit names; addresses .11 .. .109
-NETNS_PREFIX = "iolab-"
-VETH_PREFIX = "iolabv-"  # bridge side; "iolabv-gpu01" fits the 15-byte interface name limit
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 LOCK_FILE = Path("/run/lock/iolab-sim.lock")
+# In /run, as the namespaces are: a reboot clears both together.
+REGISTRY = Path("/run/iolab-sim/labs.json")
 
+# Short enough that "v<name>-gpu01" fits the 15-byte interface name limit.
+_LAB_NAME_RE = re.compile(r"^[a-z0-9]{1,8}$")
 _HOST_RE = re.compile(rf"^{GROUP}(\d\d)$")
-_NETNS_RE = re.compile(rf"^{NETNS_PREFIX}{GROUP}(\d\d)$")
 # sshd_config and ssh expand %-tokens and split on blanks; keep lab paths plain.
 _SAFE_PATH_RE = re.compile(r"^[A-Za-z0-9._/@+-]+$")
 # A unix socket path holds 107 bytes; ssh's ControlPath is <cp dir>/<40 hex of %C>
@@ -78,21 +84,40 @@ _TOOLS = {  # command -> Debian package that provides it
 
 
 @dataclasses.dataclass(frozen=True)
+class Lab:
+    """One simulated lab: its name marks what it makes machine-wide; its directory holds its files."""
+
+    name: str
+    dir: Path
+    inventory: Path
+
+    def __post_init__(self) -> None:
+        if not _LAB_NAME_RE.match(self.name):
+            raise UserError(f"lab name {self.name!r} must be 1 to 8 lower-case letters or digits "
+                            "(it goes into network interface names); pass another --lab or $IOLAB_LAB")
+
+    @property
+    def bridge(self) -> str:
+        return f"iolab-{self.name}"
+
+    @property
+    def namespace_prefix(self) -> str:
+        return f"iolab-{self.name}-"
+
+    def host(self, number: int, subnet: int) -> SimHost:
+        name = f"{GROUP}{number:02d}"
+        return SimHost(name=name, address=f"{ADDRESS_BLOCK}.{subnet}.{10 + number}",
+                       namespace=self.namespace_prefix + name, veth=f"v{self.name}-{name}")
+
+
+@dataclasses.dataclass(frozen=True)
 class SimHost:
-    """One simulated host: gpu03 is netns iolab-gpu03 at 10.77.0.13."""
+    """One simulated host: gpu03 of lab L (subnet S) is netns iolab-L-gpu03 at 10.77.S.13, veth vL-gpu03."""
 
     name: str
     address: str
     namespace: str
-
-    @classmethod
-    def numbered(cls, number: int) -> SimHost:
-        name = f"{GROUP}{number:02d}"
-        return cls(name=name, address=f"10.77.0.{10 + number}", namespace=NETNS_PREFIX + name)
-
-    @property
-    def veth(self) -> str:
-        return VETH_PREFIX + self.name
+    veth: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +128,24 @@ class HostStatus:
     @property
     def up(self) -> bool:
         return self.sshd_pid is not None
+
+
+def for_checkout(name: str | None = None) -> Lab:
+    """The lab of this checkout: `name`, else $IOLAB_LAB, else a short hash of the checkout's path.
+
+    The checkout's own lab writes inventory/sim.yml; a named one inventory/sim-<name>.yml.
+    """
+    from iolab import paths
+
+    chosen = name or os.environ.get("IOLAB_LAB") or paths.checkout_lab_name()
+    inventory = paths.SIM_INVENTORY if chosen == paths.checkout_lab_name() else \
+        paths.SIM_INVENTORY.with_name(f"sim-{chosen}.yml")
+    return Lab(name=chosen, dir=paths.LAB_DIR / "sim" / chosen, inventory=inventory)
+
+
+def controller_address(subnet: int) -> str:
+    """The controller's address on a lab's bridge: what lab services bind to for its hosts."""
+    return f"{ADDRESS_BLOCK}.{subnet}.1"
 
 
 # --------------------------------------------------------------------------- paths
@@ -139,60 +182,70 @@ def _netns_etc(host: SimHost) -> Path:
 # --------------------------------------------------------------------------- public API
 
 
-def up(count: int, lab_dir: Path, inventory_path: Path, *, timeout: float = 20.0) -> list[SimHost]:
-    """Bring up gpu01..gpu<count> and write their inventory; return them.
+def up(count: int, lab: Lab, *, timeout: float = 20.0) -> list[SimHost]:
+    """Bring up the lab's gpu01..gpu<count> and write its inventory; return them.
 
     Idempotent: hosts already up are only verified; a larger count adds the missing
-    ones (and tells the running ones the new names). A smaller count is refused.
+    ones (and tells the running ones the new names). A smaller count is refused, and
+    so is a lab name another lab directory has up.
     """
     if not 1 <= count <= MAX_HOSTS:
         raise UserError(f"--count must be between 1 and {MAX_HOSTS} (host names are gpu01..gpu99), not {count}")
-    lab_dir = _checked_lab_dir(lab_dir)
+    lab = dataclasses.replace(lab, dir=_checked_lab_dir(lab.dir))
     _require_root("lab.sim-up")
     tools = _find_tools()
-    hosts = [SimHost.numbered(n) for n in range(1, count + 1)]
     with _lock():
-        extra = sorted(name for name in _lab_namespaces() if int(_NETNS_RE.match(name)[1]) > count)
+        subnet = _register(lab, tools)
+        hosts = [lab.host(n, subnet) for n in range(1, count + 1)]
+        extra = sorted(ns for ns, number in _lab_namespaces(lab).items() if number > count)
         if extra:
             raise UserError(
-                f"simulated hosts beyond --count {count} are up ({', '.join(extra)}); "
+                f"simulated hosts beyond --count {count} are up in lab {lab.name} ({', '.join(extra)}); "
                 "run lab.sim-down first to shrink the lab"
             )
-        key = _ensure_keys(lab_dir, tools)
-        control_dir(lab_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = _ensure_keys(lab.dir, tools)
+        control_dir(lab.dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
-        _ensure_bridge(tools)
+        _ensure_bridge(lab, subnet, tools)
         for host in hosts:
-            _ensure_network(host, tools)
+            _ensure_network(lab, host, tools)
         for host in hosts:
-            _write_netns_etc(host, hosts)
+            _write_netns_etc(host, hosts, controller_address(subnet))
         for host in hosts:
-            _ensure_sshd(host, lab_dir, tools)
-        _wait_for_pid_files(hosts, lab_dir, timeout)
-        _wait_for_ssh(hosts, lab_dir, key, tools, timeout)
-        _write_inventory(inventory_path, hosts, lab_dir)
+            _ensure_sshd(host, lab.dir, tools)
+        _wait_for_pid_files(hosts, lab.dir, timeout)
+        _wait_for_ssh(hosts, lab.dir, key, tools, timeout)
+        _write_inventory(lab.inventory, hosts, lab.dir)
     return hosts
 
 
-def down(lab_dir: Path, inventory_path: Path) -> None:
-    """Remove everything `up` made; fine to run when nothing is up."""
-    lab_dir = Path(lab_dir).absolute()
+def down(lab: Lab) -> bool:
+    """Remove everything `up` made for this lab, and nothing of another; False if it was not up."""
+    lab_dir = Path(lab.dir).absolute()
     _require_root("lab.sim-down")
     tools = _find_tools(required=("ip", "ssh"))
     with _lock():
-        _close_control_masters(control_dir(lab_dir), tools)
-        namespaces = _lab_namespaces()
-        names = set(namespaces)
-        names.update(p.name for p in Path("/etc/netns").glob(f"{NETNS_PREFIX}*") if _NETNS_RE.match(p.name))
+        entry = _registry().get(lab.name)
+        if entry and entry["dir"] != str(lab_dir) and _bridge_up(lab, tools):
+            raise UserError(f"lab {lab.name} was brought up from {entry['dir']}, not {lab_dir}; "
+                            "take it down from there")
+        namespaces = _lab_namespaces(lab)
+        numbers = set(namespaces.values())
+        numbers.update(int(m[1]) for p in Path("/etc/netns").glob(f"{lab.namespace_prefix}*")
+                       if (m := re.match(rf"^{re.escape(lab.namespace_prefix)}{GROUP}(\d\d)$", p.name)))
         hosts_dir = lab_dir / "hosts"
         if hosts_dir.is_dir():
-            names.update(NETNS_PREFIX + p.name for p in hosts_dir.iterdir() if _HOST_RE.match(p.name))
-        hosts = [SimHost.numbered(int(_NETNS_RE.match(n)[1])) for n in sorted(names)]
+            numbers.update(int(m[1]) for p in hosts_dir.iterdir() if (m := _HOST_RE.match(p.name)))
+        links = [link for link in _links(tools) if link == lab.bridge or link.startswith(f"v{lab.name}-")]
+        if not (entry or numbers or links or lab.inventory.exists()):
+            return False
+        _close_control_masters(control_dir(lab_dir), tools)
+        hosts = [lab.host(n, entry["subnet"] if entry else 0) for n in sorted(numbers)]
         _end_processes(hosts, lab_dir, tools)
         # Deleting the veth from the bridge side removes both ends at once; leaving it
         # to the namespace's (asynchronous) cleanup races a quick sim-up that follows.
-        for link in _links(tools):
-            if link.startswith(VETH_PREFIX):
+        for link in links:
+            if link != lab.bridge:
                 _run([tools["ip"], "link", "del", "dev", link], check=False)
         for host in hosts:
             if host.namespace in namespaces:
@@ -200,22 +253,31 @@ def down(lab_dir: Path, inventory_path: Path) -> None:
             shutil.rmtree(_netns_etc(host), ignore_errors=True)
         with contextlib.suppress(OSError):
             Path("/etc/netns").rmdir()  # only if empty
-        _run([tools["ip"], "link", "del", "dev", BRIDGE], check=False)
-        leftovers = [link for link in _links(tools) if link == BRIDGE or link.startswith(VETH_PREFIX)]
-        leftovers += _lab_namespaces()
+        if lab.bridge in links:
+            _run([tools["ip"], "link", "del", "dev", lab.bridge], check=False)
+        leftovers = [link for link in _links(tools) if link == lab.bridge or link.startswith(f"v{lab.name}-")]
+        leftovers += list(_lab_namespaces(lab))
         if leftovers:
             raise UserError(f"lab.sim-down could not remove {', '.join(leftovers)}; see `ip link` / `ip netns`")
-        Path(inventory_path).unlink(missing_ok=True)
+        _unregister(lab)
+        Path(lab.inventory).unlink(missing_ok=True)
         for sub in ("hosts", "cp", "ssh"):
             shutil.rmtree(lab_dir / sub, ignore_errors=True)
+    return True
 
 
-def running() -> list[str]:
-    """The simulated hosts' namespaces up on this machine, whichever lab directory made them."""
-    return _lab_namespaces()
+def labs() -> dict[str, dict]:
+    """The labs up on this machine, whichever checkout made them: name -> subnet, dir, since."""
+    return _registry()
 
 
-def kill(lab_dir: Path, name: str) -> None:
+def subnet_of(lab: Lab) -> int | None:
+    """The lab's subnet S (10.77.S.0/24) while it is up, else None."""
+    entry = _registry().get(lab.name)
+    return entry["subnet"] if entry else None
+
+
+def kill(lab: Lab, name: str) -> None:
     """Simulate a host failure: end its sshd and every process in it; its mounts go with them.
 
     `up` brings it back (a fresh sshd, an empty mount namespace).
@@ -224,18 +286,79 @@ def kill(lab_dir: Path, name: str) -> None:
     match = _HOST_RE.match(name)
     if not match:
         raise UserError(f"{name!r} is not a simulated host name (gpu01 … gpu{MAX_HOSTS})")
-    _end_processes([SimHost.numbered(int(match.group(1)))], lab_dir, _find_tools())
+    _end_processes([lab.host(int(match.group(1)), subnet_of(lab) or 0)], Path(lab.dir).absolute(), _find_tools())
 
 
-def status(lab_dir: Path) -> list[HostStatus]:
-    """The hosts `up` made from this lab directory, each with its sshd's PID if it runs."""
-    lab_dir = Path(lab_dir).absolute()
+def status(lab: Lab) -> list[HostStatus]:
+    """The hosts `up` made in this lab, each with its sshd's PID if it runs."""
+    lab_dir = Path(lab.dir).absolute()
     hosts_dir = lab_dir / "hosts"
     if not hosts_dir.is_dir():
         return []
     numbers = sorted(int(m[1]) for p in hosts_dir.iterdir() if (m := _HOST_RE.match(p.name)))
-    hosts = [SimHost.numbered(n) for n in numbers]
-    return [HostStatus(host, _running_sshd(lab_dir, host)) for host in hosts]
+    subnet = subnet_of(lab) or 0
+    return [HostStatus(host, _running_sshd(lab_dir, host)) for host in (lab.host(n, subnet) for n in numbers)]
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+def _registry() -> dict[str, dict]:
+    try:
+        return json.loads(REGISTRY.read_text())
+    except FileNotFoundError:
+        return {}
+    except ValueError:
+        raise UserError(f"{REGISTRY} is not JSON; remove it after checking `ip netns` for labs still up") from None
+
+
+def _write_registry(labs_up: dict[str, dict]) -> None:
+    REGISTRY.parent.mkdir(parents=True, exist_ok=True)
+    tmp = REGISTRY.with_name(f".{REGISTRY.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(labs_up, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, REGISTRY)
+
+
+def _bridge_up(lab: Lab, tools: dict[str, str]) -> bool:
+    return lab.bridge in _links(tools)
+
+
+def _register(lab: Lab, tools: dict[str, str]) -> int:
+    """The lab's subnet: its own if registered, else the lowest that no lab and no interface uses."""
+    labs_up = _registry()
+    entry = labs_up.get(lab.name)
+    if entry and entry["dir"] != str(lab.dir):
+        if _bridge_up(lab, tools) or _lab_namespaces(lab):
+            raise UserError(f"lab {lab.name} is up from {entry['dir']}; name this one differently "
+                            "with --lab NAME or $IOLAB_LAB")
+        entry = None    # left by a lab that is gone
+    if entry is None:
+        taken = {e["subnet"] for name, e in labs_up.items() if name != lab.name} | _subnets_in_use(tools)
+        free = [s for s in range(MAX_LABS) if s not in taken]
+        if not free:
+            raise UserError(f"every subnet {ADDRESS_BLOCK}.0-254.0/24 is in use; take a lab down first")
+        entry = {"subnet": free[0], "dir": str(lab.dir),
+                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        _write_registry({**labs_up, lab.name: entry})
+    return entry["subnet"]
+
+
+def _unregister(lab: Lab) -> None:
+    labs_up = _registry()
+    if labs_up.pop(lab.name, None) is not None:
+        _write_registry(labs_up)
+
+
+def _subnets_in_use(tools: dict[str, str]) -> set[int]:
+    """Third octets of the 10.77.x.y addresses on this machine's interfaces (another lab, anything)."""
+    proc = _run([tools["ip"], "-j", "-4", "addr", "show"], check=False)
+    found = set()
+    for link in json.loads(proc.stdout or "[]") if proc.returncode == 0 else []:
+        for addr in link.get("addr_info", []):
+            parts = addr.get("local", "").split(".")
+            if ".".join(parts[:2]) == ADDRESS_BLOCK and len(parts) == 4:
+                found.add(int(parts[2]))
+    return found
 
 
 # --------------------------------------------------------------------------- checks
@@ -307,11 +430,13 @@ def _run(argv: list[str], *, check: bool = True, timeout: float = 30.0) -> subpr
     return proc
 
 
-def _lab_namespaces() -> list[str]:
+def _lab_namespaces(lab: Lab) -> dict[str, int]:
+    """The lab's namespaces up on this machine, each with its host number."""
     netns_dir = Path("/run/netns")  # where `ip netns add` pins namespaces
     if not netns_dir.is_dir():
-        return []
-    return sorted(p.name for p in netns_dir.iterdir() if _NETNS_RE.match(p.name))
+        return {}
+    pattern = re.compile(rf"^{re.escape(lab.namespace_prefix)}{GROUP}(\d\d)$")
+    return {p.name: int(m[1]) for p in sorted(netns_dir.iterdir()) if (m := pattern.match(p.name))}
 
 
 def _links(tools: dict[str, str], namespace: str | None = None) -> list[str]:
@@ -338,36 +463,36 @@ def _ensure_keys(lab_dir: Path, tools: dict[str, str]) -> Path:
     return private_key(lab_dir)
 
 
-def _ensure_bridge(tools: dict[str, str]) -> None:
+def _ensure_bridge(lab: Lab, subnet: int, tools: dict[str, str]) -> None:
     ip = tools["ip"]
-    if BRIDGE not in _links(tools):
-        _run([ip, "link", "add", "name", BRIDGE, "type", "bridge"])
-    _run([ip, "addr", "replace", f"{CONTROLLER_ADDRESS}/{PREFIX_LENGTH}", "dev", BRIDGE])
-    _run([ip, "link", "set", "dev", BRIDGE, "up"])
+    if lab.bridge not in _links(tools):
+        _run([ip, "link", "add", "name", lab.bridge, "type", "bridge"])
+    _run([ip, "addr", "replace", f"{controller_address(subnet)}/{PREFIX_LENGTH}", "dev", lab.bridge])
+    _run([ip, "link", "set", "dev", lab.bridge, "up"])
 
 
-def _ensure_network(host: SimHost, tools: dict[str, str]) -> None:
+def _ensure_network(lab: Lab, host: SimHost, tools: dict[str, str]) -> None:
     ip, ns = tools["ip"], host.namespace
-    if ns not in _lab_namespaces():
+    if ns not in _lab_namespaces(lab):
         _run([ip, "netns", "add", ns])
     if host.veth not in _links(tools):
         # A namespace left without its veth may still hold the old peer's name.
         _run([ip, "-n", ns, "link", "del", "dev", "eth0"], check=False)
         _run([ip, "link", "add", "name", host.veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
-    _run([ip, "link", "set", "dev", host.veth, "master", BRIDGE, "up"])
+    _run([ip, "link", "set", "dev", host.veth, "master", lab.bridge, "up"])
     _run([ip, "-n", ns, "addr", "replace", f"{host.address}/{PREFIX_LENGTH}", "dev", "eth0"])
     _run([ip, "-n", ns, "link", "set", "dev", "eth0", "up"])
     _run([ip, "-n", ns, "link", "set", "dev", "lo", "up"])
 
 
-def _write_netns_etc(host: SimHost, hosts: list[SimHost]) -> None:
+def _write_netns_etc(host: SimHost, hosts: list[SimHost], controller: str) -> None:
     """/etc/hosts and /etc/resolv.conf as the host's processes see them.
 
     Without them every name lookup in a namespace waits 10 s on the controller's
-    unreachable resolver (LAB_NOTES.md). `ip netns exec` bind-mounts these files, so
+    unreachable resolver. `ip netns exec` bind-mounts these files, so
     they are rewritten in place: a new inode would not reach an sshd already running.
     """
-    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", f"{CONTROLLER_ADDRESS}\tcontroller"]
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback", f"{controller}\tcontroller"]
     lines += [f"{h.address}\t{h.name}" for h in hosts]
     etc = _netns_etc(host)
     etc.mkdir(parents=True, exist_ok=True)
@@ -595,7 +720,7 @@ def _end_processes(hosts: list[SimHost], lab_dir: Path, tools: dict[str, str]) -
             pids.add(pid)
         with contextlib.suppress(OSError):
             mount_namespaces.add((_host_dir(lab_dir, host) / "mntns").read_text().strip())
-        if host.namespace in _lab_namespaces():
+        if Path("/run/netns", host.namespace).exists():
             pids.update(int(p) for p in _run([tools["ip"], "netns", "pids", host.namespace]).stdout.split())
     if mount_namespaces:
         pids.update(_pids_in_mount_namespaces(mount_namespaces))

@@ -28,10 +28,26 @@ SIM_HOST_COUNT = 4
 
 @dataclasses.dataclass(frozen=True)
 class SimLab:
-    lab_dir: Path
-    inventory: Path
+    lab: sim.Lab
     hosts: list[sim.SimHost]
     up_seconds: float
+
+    @property
+    def lab_dir(self) -> Path:
+        return self.lab.dir
+
+    @property
+    def inventory(self) -> Path:
+        return self.lab.inventory
+
+    @property
+    def subnet(self) -> int:
+        return sim.subnet_of(self.lab)
+
+    @property
+    def controller(self) -> str:
+        """The controller's address on the lab's bridge (lab services bind there)."""
+        return sim.controller_address(self.subnet)
 
     def ssh_argv(self, host: sim.SimHost, command: str) -> list[str]:
         """ssh as Ansible does it: the lab key and the lab's control sockets."""
@@ -56,17 +72,27 @@ class SimLab:
 def sim_hosts() -> Iterator[SimLab]:
     if os.geteuid() != 0:
         pytest.skip("lab tests need root (network namespaces, sshd)")
-    if sim.running():
-        # One lab per machine: tearing down at the end would take another lab's hosts with it.
-        pytest.fail(f"simulated hosts of another lab are up ({', '.join(sim.running())}); "
-                    "run `./lab lab.sim-down` first")
-    # Short on purpose: ssh control socket paths must fit in 107 bytes.
-    lab_dir = Path(tempfile.mkdtemp(prefix="iolab-lab-", dir="/tmp"))
-    inventory = lab_dir / "sim.yml"
+    # A lab of its own, beside any other lab up on this machine (a checkout's, another session's).
+    lab = temporary_lab("t")
     try:
         started = time.monotonic()
-        hosts = sim.up(SIM_HOST_COUNT, lab_dir, inventory)
-        yield SimLab(lab_dir, inventory, hosts, time.monotonic() - started)
+        hosts = sim.up(SIM_HOST_COUNT, lab)
+        yield SimLab(lab, hosts, time.monotonic() - started)
     finally:
-        sim.down(lab_dir, inventory)
-        shutil.rmtree(lab_dir, ignore_errors=True)
+        sim.down(lab)
+        shutil.rmtree(lab.dir, ignore_errors=True)
+
+
+@pytest.fixture(name="temporary_lab")
+def temporary_lab_fixture():
+    """`temporary_lab(prefix)`: a lab of its own for a test, which takes it down itself."""
+    return temporary_lab
+
+
+def temporary_lab(prefix: str) -> sim.Lab:
+    """A lab named `prefix` + this process's ID, its files in a fresh directory under /tmp.
+
+    Short on purpose: ssh control socket paths must fit in 107 bytes.
+    """
+    lab_dir = Path(tempfile.mkdtemp(prefix="iolab-lab-", dir="/tmp"))
+    return sim.Lab(name=f"{prefix}{os.getpid()}"[:8], dir=lab_dir, inventory=lab_dir / "sim.yml")

@@ -1,4 +1,4 @@
-"""Storage backends on simulated hosts, against the lab's own Ceph and NFS (lab.services-up --bind 10.77.0.1).
+"""Storage backends on simulated hosts, against the lab's own Ceph and NFS (lab.services-up --bind <the lab's bridge>).
 
 One cluster and one ganesha for the module, brought up through `invoke lab.services-up`
 with their own directories and free ports (a developer's lab on the defaults is never
@@ -31,22 +31,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import sim
 from support import Cli
 
 pytestmark = pytest.mark.lab
 
-BIND = sim.CONTROLLER_ADDRESS            # the bridge: every simulated host reaches the services there
 STATE = Path("/run/iolab/storage")       # per host and backend (the roles' state_dir)
 RECORDS = Path("/run/iolab/mounts")
 
 
-def free_ports(count: int) -> list[int]:
+def free_ports(address: str, count: int) -> list[int]:
     socks = []
     try:
         for _ in range(count):
             s = socket.socket()
-            s.bind((BIND, 0))
+            s.bind((address, 0))
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
@@ -107,7 +105,7 @@ class Services:
 @pytest.fixture(scope="module")
 def services(sim_hosts) -> Iterator[Services]:
     root = Path(tempfile.mkdtemp(prefix="iolab-bk-", dir="/tmp"))
-    ports = free_ports(4)
+    ports = free_ports(sim_hosts.controller, 4)
     vars_file = root / "services.yml"
     vars_file.write_text(yaml.safe_dump({
         "service_ceph_dir": str(root / "ceph"), "service_ceph_mon_port": ports[0],
@@ -116,7 +114,7 @@ def services(sim_hosts) -> Iterator[Services]:
         "service_nfs_port": ports[2], "service_nfs_mount_port": ports[3]}))
     lab = Services(root=root, cli=Cli(root / "results"), vars_file=vars_file)
     try:
-        lab.timed("services-up", "lab.services-up", "--bind", BIND, "--vars-file", str(vars_file))
+        lab.timed("services-up", "lab.services-up", "--bind", sim_hosts.controller, "--vars-file", str(vars_file))
         lab.campaign = write_campaign(lab, sim_hosts)
         yield lab
     finally:
@@ -231,8 +229,8 @@ def left_behind(sim_hosts, backend: str, pids: list[int] = ()) -> dict:
 
 def test_services_up_serves_the_simulated_hosts(services, sim_hosts):
     client, nfs = services.client(), services.nfs()
-    assert client["mon_host"].startswith(f"[v2:{BIND}:")
-    assert nfs["address"] == BIND
+    assert client["mon_host"].startswith(f"[v2:{sim_hosts.controller}:")
+    assert nfs["address"] == sim_hosts.controller
     (services.root / "export" / "from-controller.txt").write_text("exported\n")
     # NFS server side, from a simulated host, with no kernel NFS client: libnfs.
     listing = sim_hosts.ssh(on(sim_hosts, "gpu03"), f"nfs-ls '{nfs['v4_url']}'").stdout
@@ -390,7 +388,7 @@ def test_nfs_checks_the_export_then_says_the_kernel_has_no_client(services, sim_
     assert "hosts whose kernel has the nfs module" in text and "lab.services-up" in text and "nfs-ls" in text
     bad = storage(services, sim_hosts, "mount", "itest-nfs-bad", hosts="gpu01", check=False)
     text = " ".join(bad.stderr.split())
-    assert bad.returncode == 1 and f"export {BIND}:/nowhere (NFSv4) does not answer gpu01" in text
+    assert bad.returncode == 1 and f"export {sim_hosts.controller}:/nowhere (NFSv4) does not answer gpu01" in text
     nothing_left(services, sim_hosts, "itest-nfs")
     nothing_left(services, sim_hosts, "itest-nfs-bad")
 

@@ -68,7 +68,7 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
     deadline = time.monotonic() + 120
     while not cli.samples("lab-death") and time.monotonic() < deadline:
         time.sleep(0.2)
-    sim.kill(sim_hosts.lab_dir, "gpu02")                        # after run 1, before the others end
+    sim.kill(sim_hosts.lab, "gpu02")                        # after run 1, before the others end
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     assert "gpu02" in err and "Traceback" not in err
@@ -81,7 +81,7 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
     failed = [r for r in cli.runs("lab-death") if r["status"] == "failed"]
     assert {r["host"] for r in failed} == {"gpu02"} and all(r["error"] for r in failed)
 
-    sim.up(len(sim_hosts.hosts), sim_hosts.lab_dir, sim_hosts.inventory)   # gpu02 comes back
+    sim.up(len(sim_hosts.hosts), sim_hosts.lab)   # gpu02 comes back
     again = cli("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-03]",
                 "--campaign", path)
     assert f"{len(missing)} to run" in again.stderr
@@ -94,7 +94,7 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
 def test_an_unreachable_host_is_left_out_or_stops_the_campaign(sim_hosts, cli, tmp_path):
     inventory = yaml.safe_load(sim_hosts.inventory.read_text())
     hosts = inventory["all"]["children"]["gpu"]["hosts"] if "all" in inventory else inventory["gpu"]["hosts"]
-    hosts["gpu99"] = {**hosts["gpu01"], "ansible_host": "10.77.0.250",     # nobody answers there
+    hosts["gpu99"] = {**hosts["gpu01"], "ansible_host": f"10.77.{sim_hosts.subnet}.250",   # nobody answers
                       "ansible_ssh_timeout": 3}
     broken = tmp_path / "broken.yml"
     broken.write_text(yaml.safe_dump(inventory))
