@@ -246,17 +246,23 @@ def unmount(c, backend, inventory=None, hosts=None, campaign=None):
 # --- report ------------------------------------------------------------------------------
 
 @task(default=True, help={"campaign": "campaign name (default: the latest with results)",
-                          "format": "table | html (writes results/<campaign>/report.html) | csv | json"})
+                          "format": "table | html (writes results/<campaign>/report.html) | csv | json",
+                          "units": "byte figures of table and html: iec (GiB/s, the default) | si (GB/s)"})
 @user_errors
-def show(c, campaign=None, format="table"):
+def show(c, campaign=None, format="table", units=None):
     """Compare backends: who wins, median and spread over repetitions, validity flags."""
+    if units is not None and format in ("csv", "json"):
+        raise UserError(f"--units is for the table and the html page; {format} keeps canonical units "
+                        "(its unit column: B/s, IOPS, ns, ...)")
+    units = units or report_mod.DEFAULT_UNITS
+    report_mod.unit_scale("B/s", 1.0, units)      # an unknown system is refused before any work
     store = report_mod.find_store(paths.results_root(), campaign)
     if format == "table":
-        report_mod.print_report(store)
+        report_mod.print_report(store, units=units)
     elif format == "html":
         from iolab import report_html
 
-        echo(str(report_html.write(store)))
+        echo(str(report_html.write(store, units)))
     elif format in ("csv", "json"):
         echo(report_mod.export(store, format))
     else:

@@ -3,6 +3,15 @@
     ./lab report                     the latest campaign: who wins, then every figure
     ./lab report --format html       one self-contained page with plots (report_html.py)
     ./lab report --format csv        every sample and its flags, for a spreadsheet
+    ./lab report --units si          bytes in decimal units (GB/s); the default, iec, is binary (GiB/s)
+
+Tables and the HTML page give each row (a metric at one point) one unit, chosen by
+its largest figure and named in the row's header, `read_bw (GiB/s)`; the cells are
+numbers in it. `--units` picks the prefixes of byte figures: `iec` (the default,
+as iolab always reported them: KiB, MiB, GiB, TiB, powers of 1024) or `si` (kB, MB,
+GB, TB, powers of 1000, as storage vendors quote them). The CSV and JSON exports
+keep canonical units (`value` in the `unit` column: B/s, IOPS, ns, ...) whatever
+`--units` says.
 """
 
 from __future__ import annotations
@@ -16,10 +25,9 @@ from typing import Any
 
 from rich.table import Table
 
-from iolab import validity
+from iolab import svg, validity
 from iolab.errors import UserError
 from iolab.samples import ResultStore, Sample
-from iolab.units import human
 
 # Shown in the table, in this order; every metric is in the CSV and JSON exports.
 TABLE_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
@@ -28,6 +36,30 @@ TABLE_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_
 SUMMARY_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
                    "read_clat_p99", "write_clat_p99")
 AGREEMENT = validity.AGREEMENT
+# Unit systems for byte figures: iec (binary, the default) and si (decimal).
+UNITS = ("iec", "si")
+DEFAULT_UNITS = "iec"
+_SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+BYTE_UNITS = ("B", "B/s")
+
+
+def unit_scale(unit: str, top: float, units: str = DEFAULT_UNITS) -> tuple[float, str]:
+    """(divisor, label) that writes figures of `unit` up to `top` in one unit: (1e9, 'GB/s') in si."""
+    if units not in UNITS:
+        raise UserError(f"unknown units {units!r}; use iec (GiB/s, the default) or si (GB/s)")
+    if units == "si" and unit in BYTE_UNITS:
+        return next(((f, p + unit) for f, p in _SI_PREFIXES if abs(top) >= f), (1.0, unit))
+    return svg.axis_unit(unit, top)
+
+
+def number(value: float) -> str:
+    """A figure in its row's unit: three significant digits."""
+    return f"{value:.3g}"
+
+
+def with_unit(metric: str, label: str) -> str:
+    """A row's header: the metric and its unit, `read_bw (GiB/s)`."""
+    return f"{metric} ({label})" if label else metric
 
 
 def find_store(results: Path, campaign: str | None) -> ResultStore:
@@ -137,7 +169,8 @@ def run_flagged(verdicts: validity.Verdicts, run_ids: list[str]) -> bool:
     return any(f.blocking and f.name != validity.REPEATS_DISAGREE for r in run_ids for f in verdicts.of(r))
 
 
-def summary_table(store: ResultStore, samples: list[Sample] | None = None) -> Table | None:
+def summary_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS
+                  ) -> Table | None:
     """Which backend wins each workload and metric, by how much, and whether the repeats keep them apart.
 
     None when the campaign has a single backend (nothing to compare).
@@ -149,7 +182,8 @@ def summary_table(store: ResultStore, samples: list[Sample] | None = None) -> Ta
     found = winners(rows)
     if not found:
         return None
-    out = Table(title=f"campaign {store.dir.name}: who wins (medians over repetitions)", title_justify="left",
+    out = Table(title=f"campaign {store.dir.name}: who wins (medians over repetitions, {units.upper()} units)",
+                title_justify="left",
                 caption="sure: yes = every repeat of the winner beats every repeat of the runner-up; "
                         "† repeats differ by more than 5%; ⚑ a run involved is flagged (see the flags)")
     for column in ("workload", "metric", "winner", "by", "median", "runner-up", "sure"):
@@ -158,37 +192,48 @@ def summary_table(store: ResultStore, samples: list[Sample] | None = None) -> Ta
         point = (w["workload"], w["setting"], w["metric"])
         marks = ("" if agree[(*point, w["winner"])] and agree[(*point, w["runner_up"])] else " †") + \
             (" ⚑" if run_flagged(verdicts, w["run_ids"]) else "")
-        out.add_row(point_label(w["workload"], w["setting_label"]), w["metric"], w["winner"] + marks,
-                    w["margin"], human(w["best"], w["unit"]),
-                    f"{w['runner_up']} {human(w['second'], w['unit'])}", w["sure"])
+        factor, label = unit_scale(w["unit"], max(w["best"], w["second"]), units)
+        out.add_row(point_label(w["workload"], w["setting_label"]), with_unit(w["metric"], label),
+                    w["winner"] + marks, w["margin"], number(w["best"] / factor),
+                    f"{w['runner_up']} {number(w['second'] / factor)}", w["sure"])
     return out
 
 
-def table(store: ResultStore, samples: list[Sample] | None = None) -> Table:
+def table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table:
     samples = store.samples() if samples is None else samples
-    rows = summarize(samples)
+    rows = [r for r in summarize(samples) if r["metric"] in TABLE_METRICS]
     verdicts = validity.assess(samples)
     backends = list(dict.fromkeys(s.backend for s in samples))
-    out = Table(title=f"campaign {store.dir.name}: median ± half-range over repetitions (n)",
+    out = Table(title=f"campaign {store.dir.name}: median ± half-range over repetitions (n), {units.upper()} units",
                 caption="† repeats differ by more than 5% of their median; ⚑ a run is flagged",
                 title_justify="left")
     out.add_column("workload")
     out.add_column("metric")
     for backend in backends:
         out.add_column(backend, justify="right")
+    scales = row_scales(rows, units)
     cells: dict[tuple, dict[str, str]] = defaultdict(dict)
     for row in rows:
-        if row["metric"] not in TABLE_METRICS:
-            continue
         mark = ("" if row["agree"] else " †") + (" ⚑" if run_flagged(verdicts, row["run_ids"]) else "")
-        cells[(row["workload"], row["setting_label"], row["metric"])][row["backend"]] = (
-            f"{human(row['median'], row['unit'])} ±{row['spread'] * 100:.1f}% ({row['n']}){mark}")
+        key = (row["workload"], row["setting_label"], row["metric"])
+        cells[key][row["backend"]] = (
+            f"{number(row['median'] / scales[key][0])} ±{row['spread'] * 100:.1f}% ({row['n']}){mark}")
     order = {m: i for i, m in enumerate(TABLE_METRICS)}
     workloads = list(dict.fromkeys(s.workload for s in samples))
     for (workload, label, metric), by_backend in sorted(
             cells.items(), key=lambda kv: (workloads.index(kv[0][0]), kv[0][1], order[kv[0][2]])):
-        out.add_row(point_label(workload, label), metric, *(by_backend.get(b, "—") for b in backends))
+        out.add_row(point_label(workload, label), with_unit(metric, scales[(workload, label, metric)][1]),
+                    *(by_backend.get(b, "—") for b in backends))
     return out
+
+
+def row_scales(rows: list[dict], units: str = DEFAULT_UNITS) -> dict[tuple, tuple[float, str]]:
+    """(workload, setting label, metric) → the (divisor, unit label) of its row: its largest median picks it."""
+    tops: dict[tuple, tuple[float, str]] = {}
+    for r in rows:
+        key = (r["workload"], r["setting_label"], r["metric"])
+        tops[key] = (max(tops.get(key, (0.0, ""))[0], abs(r["median"])), r["unit"])
+    return {key: unit_scale(unit, top, units) for key, (top, unit) in tops.items()}
 
 
 def flag_rows(samples: list[Sample], verdicts: validity.Verdicts | None = None) -> list[dict]:
@@ -250,20 +295,20 @@ def _cell(key: str, value: Any) -> Any:
     return value
 
 
-def print_report(store: ResultStore, console=None) -> None:
+def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -> None:
     """The terminal report: who wins, every figure, then the flags."""
     from rich.console import Console
 
     console = console or Console()
     samples = store.samples()
-    summary = summary_table(store, samples)
+    summary = summary_table(store, samples, units)
     if summary is None:
         backends = ", ".join(dict.fromkeys(s.backend for s in samples))
         console.print(f"campaign {store.dir.name}: one backend ({backends}), "
                       "nothing to compare; its figures:")
     else:
         console.print(summary)
-    console.print(table(store, samples))
+    console.print(table(store, samples, units))
     flags = flags_table(store, samples)
     if flags is not None:
         console.print(flags)

@@ -1,10 +1,12 @@
 """The campaign as one self-contained HTML page: who wins, plots, figures, flags, provenance, telemetry.
 
     ./lab report --format html        → results/<campaign>/report.html
+    ./lab report --format html --units si   byte figures in GB/s, GB (default iec: GiB/s, GiB)
 
 Nothing on the page is fetched: the CSS is inline and the plots are inline SVG
 drawn by `iolab.svg`, so the file can be mailed, archived or opened offline.
-Hovering a bar or a point shows its figures (SVG <title>, no script).
+Hovering a bar or a point shows its figures (SVG <title>, no script). Each table row
+and each chart's axis names its unit (report.unit_scale); cells are numbers in it.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from iolab import history, report, svg, validity
+from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
-from iolab.units import human
 
 FILE = "report.html"
 THROUGHPUT = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s")
 PERCENTILES = ("p50", "p99", "p999")
-AU_THRESHOLD = 90.0            # MLPerf Storage, resnet50 and unet3d (REFERENCE_FIGURES.md)
+AU_THRESHOLD = 90.0            # MLPerf Storage, resnet50 and unet3d (docs/REFERENCE_FIGURES.md)
 TELEMETRY_FILE = "telemetry.jsonl"
 TELEMETRY_RUNS = 8             # runs whose telemetry is drawn; the rest are listed
 TELEMETRY_LINES = 6            # lines per telemetry chart, the busiest first
@@ -34,23 +36,23 @@ TELEMETRY_ORDER = ("dev_read_bw", "dev_write_bw", "dev_util", "cpu_cores", "mem_
                    "net_tx_bw", "gpu_util", "gpu_mem_used")
 
 
-def write(store: ResultStore) -> Path:
+def write(store: ResultStore, units: str = DEFAULT_UNITS) -> Path:
     """Build the page for `store` and write it beside the samples; return its path."""
     path = store.dir / FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(build(store), encoding="utf-8")
+    tmp.write_text(build(store, units), encoding="utf-8")
     tmp.replace(path)
     return path
 
 
-def build(store: ResultStore) -> str:
+def build(store: ResultStore, units: str = DEFAULT_UNITS) -> str:
     samples = store.samples()
     groups = validity.groups(samples)
     rows = report.summarize(samples, groups)
     verdicts = validity.assess(samples, groups)
     backends = list(dict.fromkeys(s.backend for s in samples))
     palette = svg.colors(backends)
-    page = _Page(store, samples, rows, verdicts, backends, palette)
+    page = _Page(store, samples, rows, verdicts, backends, palette, units)
     sections = [page.header(), page.winners(), page.throughput(), page.latency(), page.accelerators(),
                 page.per_backend(), page.flags(), page.provenance(), page.telemetry()]
     body = "\n".join(s for s in sections if s)
@@ -81,11 +83,17 @@ def _figure(svg_text: str, caption: str) -> str:
     return f"<figure>{svg_text}<figcaption>{caption}</figcaption></figure>"
 
 
+def in_units(unit: str, top: float, units: str) -> tuple[float, str]:
+    """(divisor, unit) for a chart of byte figures in the chosen system; other units are left to the chart."""
+    return unit_scale(unit, top, units) if unit in BYTE_UNITS else (1.0, unit)
+
+
 class _Page:
     def __init__(self, store: ResultStore, samples: list[Sample], rows: list[dict], verdicts: validity.Verdicts,
-                 backends: list[str], palette: dict[str, str]):
+                 backends: list[str], palette: dict[str, str], units: str = DEFAULT_UNITS):
         self.store, self.samples, self.rows, self.verdicts = store, samples, rows, verdicts
-        self.backends, self.palette = backends, palette
+        self.backends, self.palette, self.units = backends, palette, units
+        self.scales = report.row_scales(rows, units)
         self.workloads = list(dict.fromkeys(s.workload for s in samples))
 
     def swatch(self, backend: str) -> str:
@@ -147,15 +155,16 @@ class _Page:
                          sorted(tally.items(), key=lambda kv: -kv[1]))
         body = []
         for w in found:
+            factor, unit = unit_scale(w["unit"], max(w["best"], w["second"]), self.units)
             sure = {"yes": '<span class="badge ok">apart</span>', "overlap": '<span class="badge warn">overlap</span>',
                     "unknown": '<span class="badge muted">n=1</span>'}[w["sure"]]
             flagged = report.run_flagged(self.verdicts, w["run_ids"])
             body.append([escape(report.point_label(w["workload"], w["setting_label"])),
-                         f"<code>{escape(w['metric'])}</code>",
+                         f"<code>{escape(with_unit(w['metric'], unit))}</code>",
                          self.swatch(w["winner"]) + (' <span class="badge bad" title="a run is flagged">⚑</span>'
                                                      if flagged else ""),
-                         f"<b>{escape(w['margin'])}</b>", escape(human(w["best"], w["unit"])),
-                         f"{escape(w['runner_up'])} {escape(human(w['second'], w['unit']))}", sure])
+                         f"<b>{escape(w['margin'])}</b>", number(w["best"] / factor),
+                         f"{escape(w['runner_up'])} {number(w['second'] / factor)}", sure])
         return (f'<section id="summary"><h2>Who wins</h2><p>{lead}.</p>'
                 + _table(["workload", "metric", "winner", "by", "winner's median", "runner-up", "repeats"], body,
                          "summary", numeric=(3, 4))
@@ -171,6 +180,8 @@ class _Page:
                 if r:
                     unit = r["unit"]
                     values[(label, b)] = svg.Bar(r["median"], r["min"], r["max"], f"n={r['n']}")
+        factor, unit = in_units(unit, max((v.high or v.value for v in values.values()), default=1.0), self.units)
+        values = {k: svg.Bar(v.value / factor, v.low / factor, v.high / factor, v.note) for k, v in values.items()}
         return svg.bar_chart([p[2] for p in points], self.backends, values, unit, self.palette, log=log,
                              label=f"{metric} per workload and backend"), unit
 
@@ -261,10 +272,11 @@ class _Page:
                     ' <span class="badge warn" title="repeats differ by more than 5%">†</span>'
                 flagged = ' <span class="badge bad" title="a run is flagged">⚑</span>' \
                     if report.run_flagged(self.verdicts, r["run_ids"]) else ""
-                cells = [label, f"<code>{escape(r['metric'])}</code>",
-                         f"<b>{escape(human(r['median'], r['unit']))}</b>{flagged}",
+                factor, unit = self.scales[(r["workload"], r["setting_label"], r["metric"])]
+                cells = [label, f"<code>{escape(with_unit(r['metric'], unit))}</code>",
+                         f"<b>{number(r['median'] / factor)}</b>{flagged}",
                          f"±{r['spread'] * 100:.1f}%{agree}" if r["n"] > 1 else "—",
-                         escape(human(r["min"], r["unit"])), escape(human(r["max"], r["unit"])), str(r["n"])]
+                         number(r["min"] / factor), number(r["max"] / factor), str(r["n"])]
                 (main if validity.base_metric(r["metric"]) in report.TABLE_METRICS else extra).append(cells)
             head = ["workload", "metric", "median", "spread", "min", "max", "n"]
             html = f"<h3>{self.swatch(b)}</h3>" + _table(head, main, "figures", numeric=(2, 3, 4, 5, 6))
@@ -323,7 +335,7 @@ class _Page:
                   ("CPU", lambda m: (m.get("host") or {}).get("cpu_model")),
                   ("cores", lambda m: (m.get("host") or {}).get("cpu_count")),
                   ("NUMA nodes", lambda m: (m.get("host") or {}).get("numa_nodes")),
-                  ("memory", lambda m: _size((m.get("host") or {}).get("memory_bytes"))),
+                  ("memory", lambda m: self._size((m.get("host") or {}).get("memory_bytes"))),
                   ("GPUs", lambda m: ", ".join(g.get("model", "?") for g in (m.get("host") or {}).get("gpus") or [])
                    or "none"),
                   ("python", lambda m: (m.get("host") or {}).get("python")),
@@ -357,6 +369,12 @@ class _Page:
                 + ("<h3>Storage under test</h3>" + _table(["backend", "host", "mount"], mount_rows, "mounts")
                    if mount_rows else "") + "</section>")
 
+    def _size(self, value: Any) -> str | None:
+        if not value:
+            return None
+        factor, unit = unit_scale("B", float(value), self.units)
+        return f"{number(float(value) / factor)} {unit}"
+
     def telemetry(self) -> str:
         found = []
         for run_id in dict.fromkeys(s.run_id for s in self.samples):
@@ -374,6 +392,9 @@ class _Page:
             s = first[run_id]
             charts, others = [], []
             for base, lines, unit in telemetry_charts(series):
+                top = max((abs(v) for points in lines.values() for _, v in points), default=1.0)
+                factor, unit = in_units(unit, top, self.units)
+                lines = {k: [(t, v / factor) for t, v in points] for k, points in lines.items()}
                 chart = svg.line_chart(lines, unit, "seconds into the run", svg.colors(list(lines)), x_min=0,
                                        label=f"{base} over time", width=440, markers=False)
                 (charts if base in TELEMETRY_ORDER or len(charts) < 4 else others).append(
@@ -391,8 +412,6 @@ class _Page:
                 f"{TELEMETRY_LINES} lines of each chart.</p>" + "".join(parts) + tail + "</section>")
 
 
-def _size(value: Any) -> str | None:
-    return human(float(value), "B") if value else None
 
 
 # --- telemetry ------------------------------------------------------------------------------------

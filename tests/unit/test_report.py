@@ -311,6 +311,53 @@ def test_csv_export_has_a_line_per_sample_and_flag_columns(results):
                             for r in local_bw)
 
 
+@pytest.mark.parametrize("units, divisor, label", [("iec", 2**30, "GiB/s"), ("si", 1e9, "GB/s")])
+def test_units_name_the_row_unit_and_scale_its_cells(results, units, divisor, label):
+    expected = aggregate_values(CAMPAIGN)
+    console = Console(record=True, width=220)
+    report.print_report(ResultStore(results, CAMPAIGN), console, units=units)
+    text = console.export_text()
+    assert f"{units.upper()} units" in text
+    row = next(line for line in text.splitlines() if "seq-read" in line and "read_bw" in line and "±" in line)
+    assert f"read_bw ({label})" in row
+    for backend in ("tmpfs", "local"):
+        assert f"{statistics.median(expected[('seq-read', None, 'read_bw', backend)]) / divisor:.3g} ±" in row
+    assert "iB/s" not in row.replace(label, "") and "GB/s" not in row.replace(label, "")
+
+
+def test_html_report_in_si_units_labels_rows_and_axes_in_decimal_units(results):
+    from iolab import report_html
+
+    expected = aggregate_values(CAMPAIGN)
+    store = ResultStore(results, CAMPAIGN)
+    si, iec = report_html.build(store, "si"), report_html.build(store)
+    assert "read_bw (GB/s)" in si and "GiB/s" not in si
+    assert "read_bw (GiB/s)" in iec and "GB/s" not in iec
+    throughput = si[si.index('<section id="throughput">'):si.index("</section>", si.index('<section id="throughput">'))]
+    assert re.search(r'class="axis-title"[^>]*>GB/s<', throughput)
+    tmpfs = statistics.median(expected[("seq-read", None, "read_bw", "tmpfs")])
+    assert f"<b>{tmpfs / 1e9:.3g}</b>" in si and f"<b>{tmpfs / 2**30:.3g}</b>" in iec
+
+
+def test_units_are_refused_for_the_exports_and_when_unknown(results):
+    cli = Cli(results)
+    for args, says in [(("--units", "si", "--format", "csv"), "csv keeps canonical units"),
+                       (("--units", "furlongs"), "use iec (GiB/s, the default) or si (GB/s)")]:
+        done = cli("report", "--campaign", CAMPAIGN, *args, check=False)
+        assert done.returncode != 0 and says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_csv_columns_are_the_ones_the_readme_lists():
+    text = report.export(ResultStore(FIXTURES, CAMPAIGN), "csv")
+    header = text.splitlines()[0].split(",")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    listed = readme[readme.index("CSV columns"):]
+    listed = listed[:listed.index("\n## ")]
+    names = [name for item in listed.split("\n- ")[1:] for name in re.findall(r"`(\w+)`", item.split(": ")[0])]
+    assert names == header == ["campaign", "run_id", "repetition", "host", "backend", "workload", "metric", "value",
+                               "unit", "started_at", "ended_at", "valid", "flags", "reasons", "params", "metadata"]
+
+
 # --- compare --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("df, expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423)])
