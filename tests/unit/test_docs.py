@@ -1,0 +1,106 @@
+"""The documentation is in the repository: every Markdown link and every `*.md` name the repository's files
+mention resolves to a file of the repository, and docs/REFERENCE_FIGURES.md states the figures the code uses."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iolab import accelerators, campaign, fio_jobs, report_html, validity
+from iolab.dataset import gen, pack
+from iolab.loader import dataset_state
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXT_SUFFIXES = {".md", ".py", ".yml", ".yaml", ".j2", ".cfg", ".toml", ".sh"}
+URL = re.compile(r"[a-z]+://\S+")
+MD_NAME = re.compile(r"(?<![\w./-])[\w-][\w./-]*\.md\b")
+MD_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def repo_files() -> list[Path]:
+    """Tracked files and new ones git does not ignore (this checkout, as the next commit would have it)."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    return sorted({ROOT / name for name in listed if (ROOT / name).is_file()})
+
+
+def text_files() -> list[Path]:
+    """The files people read: docs, code and its comments, roles, playbooks, campaigns, the wrapper."""
+    return [p for p in repo_files() if p.suffix in TEXT_SUFFIXES or p.name == "lab"]
+
+
+def resolves(name: str, source: Path, basenames: set[str]) -> bool:
+    """A path resolves beside its file or from the repository root; a bare name to any file of that name."""
+    if "/" not in name:
+        return name in basenames
+    return any((base / name).resolve().is_file() for base in (source.parent, ROOT))
+
+
+def test_md_names_finds_paths_and_bare_names_not_urls():
+    text = "see docs/DESIGN.md, (LAB_NOTES.md) and https://example.org/x/README.md; `*.md` globs"
+    assert MD_NAME.findall(URL.sub("", text)) == ["docs/DESIGN.md", "LAB_NOTES.md"]
+
+
+def test_every_md_name_mentioned_is_a_file_of_the_repository():
+    files = text_files()
+    basenames = {p.name for p in repo_files()}
+    missing, seen = [], 0
+    for path in files:
+        for name in MD_NAME.findall(URL.sub("", path.read_text(errors="replace"))):
+            seen += 1
+            if not resolves(name, path, basenames):
+                missing.append(f"{path.relative_to(ROOT)}: {name}")
+    assert seen > 10
+    assert not missing, "documents cited but not in the repository:\n" + "\n".join(missing)
+
+
+def test_every_markdown_link_resolves():
+    missing, seen = [], 0
+    for path in (p for p in repo_files() if p.suffix == ".md"):
+        for target in MD_LINK.findall(path.read_text()):
+            if URL.match(target) or target.startswith(("#", "mailto:")):
+                continue
+            seen += 1
+            if not (path.parent / target.split("#", 1)[0]).resolve().exists():
+                missing.append(f"{path.relative_to(ROOT)}: ({target})")
+    assert seen > 5
+    assert not missing, "broken links:\n" + "\n".join(missing)
+
+
+def test_no_file_cites_documents_outside_the_repository():
+    cited = [f"{p.relative_to(ROOT)}" for p in text_files() if p != Path(__file__).resolve()
+             and re.search(r"shared/(docs/|DESIGN|STYLE)", p.read_text(errors="replace"))]
+    assert not cited
+
+
+def figure_row(constant: str) -> str:
+    rows = [line for line in (ROOT / "docs" / "REFERENCE_FIGURES.md").read_text().splitlines()
+            if line.startswith("|") and constant in line]
+    assert rows, f"docs/REFERENCE_FIGURES.md has no row naming {constant}"
+    return rows[0]
+
+
+@pytest.mark.parametrize("constant, stated", [
+    ("fio_jobs.IMAGENET_BSSPLIT", fio_jobs.IMAGENET_BSSPLIT),
+    ("dataset.gen.REFERENCE_BSSPLIT", gen.REFERENCE_BSSPLIT),
+    ("dataset.gen.TARGET_MEAN", f"{gen.TARGET_MEAN:,} B"),
+    ("loader.dataset_state.MEAN_SIZE", f"{dataset_state.MEAN_SIZE:,} B"),
+    ("dataset.pack.SAMPLES_PER_SHARD", f"{pack.SAMPLES_PER_SHARD:,}"),
+    ("campaign.REFERENCE_BATCH", f"{campaign.REFERENCE_BATCH}"),
+    ("accelerators.THRESHOLD", f"{accelerators.THRESHOLD:g} %"),
+    ("report_html.AU_THRESHOLD", f"{report_html.AU_THRESHOLD:g} %"),
+    ("validity.RAM_MULTIPLE", f"{validity.RAM_MULTIPLE}×"),
+    ("validity.AGREEMENT", f"{validity.AGREEMENT * 100:g} %"),
+    *[(f'campaign.ACCELERATOR_FIGURES["{kind}"]', f"{seconds:g} s")
+      for kind, seconds in campaign.ACCELERATOR_FIGURES.items()],
+])
+def test_reference_figures_state_what_the_code_uses(constant, stated):
+    assert stated in figure_row(constant)
+
+
+def test_the_two_imagenet_bssplits_agree():
+    """fio's read mix and the generator's file sizes follow one histogram."""
+    assert gen.REFERENCE_BSSPLIT == fio_jobs.IMAGENET_BSSPLIT
