@@ -424,8 +424,9 @@ JUNIT_XSD = Path(__file__).resolve().parents[1] / "fixtures" / "junit" / "junit.
 
 
 def test_compare_as_junit_is_a_test_case_per_rule_and_point_valid_against_the_junit_schema(results):
-    xmlschema = pytest.importorskip("xmlschema")
     from xml.etree import ElementTree as ET
+
+    import xmlschema
 
     planted(results)
     done = Cli(results)("report.compare", "baseline", "candidate", "--rule", "read_bw >= -5%",
