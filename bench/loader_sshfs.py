@@ -14,7 +14,7 @@ loader on the local disk gives the figures beside them. Target (issue 5): packed
 Why not two simulated hosts: `iolab.sim` allows one lab per machine and its
 `down` removes every simulated host, so a bench must not start one while another
 session's lab runs; loopback SSH carries the same SFTP traffic through the same
-FUSE client (the simulated hosts' veth bridge adds little: LAB_NOTES.md).
+FUSE client (the simulated hosts' veth bridge adds little: docs/LAB_NOTES.md).
 """
 
 from __future__ import annotations

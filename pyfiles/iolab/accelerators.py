@@ -1,7 +1,7 @@
 """bench.accelerators: the most emulated accelerators per host that a backend keeps at AU ≥ 90%.
 
 MLPerf Storage's figure of merit: how many accelerators a storage system feeds while
-each stays busy at least 90% of the time (REFERENCE_FIGURES.md). The search doubles
+each stays busy at least 90% of the time (docs/REFERENCE_FIGURES.md). The search doubles
 N (1, 2, 4, …) until a probe falls below the threshold, then bisects between the
 last N that held and the first that did not. Each probe is one short run of the
 PyTorch loader with N emulated accelerators on every selected host (one rank

@@ -3,7 +3,7 @@
     root/manifest.jsonl
     root/train/n000/00000000.jpg, root/train/n001/00000001.jpg, …   (label = index % classes)
 
-Sizes. The target is the ImageNet bssplit of REFERENCE_FIGURES.md, read as file
+Sizes. The target is the ImageNet bssplit of docs/REFERENCE_FIGURES.md, read as file
 counts per power-of-two bucket, a bucket B holding the sizes in [B, 2B): with sizes
 spread evenly inside each bucket that histogram has a mean of 115,169 B, MLPerf
 Storage's 114,660 B within 0.5% (read as (B/2, B] it would be 57.6 kB, half of it).
