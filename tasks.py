@@ -13,7 +13,7 @@ from rich.console import Console
 
 from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
-from iolab import direct, paths, provenance, report as report_mod, runner, sim
+from iolab import direct, lease, paths, provenance, report as report_mod, runner, sim
 from iolab.cli import console, echo, lab as make_lab, user_errors
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
@@ -21,6 +21,7 @@ from iolab.samples import ResultStore
 HOSTS = "host pattern: gpu[01-04], gpu01,gpu03, gpu[01-04]:!gpu02 (default: all hosts)"
 INVENTORY = "inventory file (default: inventory/local.yml, this machine)"
 CAMPAIGN = "campaign file (default: campaigns/quick.yml)"
+STEAL = "take over a host lease whose campaign is verifiably gone (its process ended on this machine)"
 
 
 class LabTask(Task):
@@ -181,39 +182,41 @@ def _finish(failures: list[str], store: ResultStore) -> None:
 
 @task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN,
             "dry_run": "show the runs and their job files; touch no host",
-            "no_resume": "start over (earlier results are moved aside, not deleted)"})
+            "no_resume": "start over (earlier results are moved aside, not deleted)", "steal": STEAL})
 @user_errors
-def all_(c, inventory=None, hosts=None, campaign=None, dry_run=False, no_resume=False):
+def all_(c, inventory=None, hosts=None, campaign=None, dry_run=False, no_resume=False, steal=False):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
     if dry_run:
         echo(bench_mod.describe(spec, lab))
         return
-    store = ResultStore(paths.results_root(), spec.name)
-    _finish(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store)
+    with lease.held(lab, f"campaign {spec.name}", steal):
+        store = ResultStore(paths.results_root(), spec.name)
+        _finish(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store)
 
 
 @task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": "campaign file whose backends to use "
             "(default: campaigns/quick.yml)", "backend": "backend name (default: the campaign's first)",
             "profile": "fio profile name or a fio job file (default: seq-read-1m)",
             "runtime": "timed part, e.g. 10s", "ramp": "ramp before it, e.g. 2s",
-            "size": "data file per host, e.g. 512MiB (default: what fits, up to 1 GiB)"})
+            "size": "data file per host, e.g. 512MiB (default: what fits, up to 1 GiB)", "steal": STEAL})
 @user_errors
 def fio(c, inventory=None, hosts=None, campaign=None, backend=None, profile="seq-read-1m",
-        runtime="10s", ramp="2s", size=None):
+        runtime="10s", ramp="2s", size=None, steal=False):
     """Run one fio job on one backend now; results go to the campaign 'fio-<backend>'."""
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
     one = bench_mod.single_fio(spec, backend, profile, runtime, ramp, size)
-    store = ResultStore(paths.results_root(), one.name)
-    one = bench_mod.next_repetition(one, store)
-    _finish(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store)
+    with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
+        store = ResultStore(paths.results_root(), one.name)
+        one = bench_mod.next_repetition(one, store)
+        _finish(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store)
 
 
 # --- storage -----------------------------------------------------------------------------
 
-def _storage(state, inventory, hosts, campaign, backend):
+def _storage(state, inventory, hosts, campaign, backend, steal):
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     names = [b.name for b in spec.backends]
     if backend not in names:
@@ -221,7 +224,8 @@ def _storage(state, inventory, hosts, campaign, backend):
                         f"(it has: {', '.join(names)}); pass --backend NAME")
     lab = make_lab(inventory, hosts)
     phases = [runner.Phase("setup.yml"), bench_mod.storage_phase(spec, backend, state, stop_tools=state == "absent")]
-    result = lab.play(phases, f"storage {state}", cancellable=state == "kept")
+    with lease.held(lab, f"storage.{'mount' if state == 'kept' else 'unmount'} of {backend}", steal):
+        result = lab.play(phases, f"storage {state}", cancellable=state == "kept")
     if result.failures() or result.status != "successful":
         raise RunFailed(f"{backend} {state}: {result.summary()}")
     target = next(b.target for b in spec.backends if b.name == backend)
@@ -229,18 +233,20 @@ def _storage(state, inventory, hosts, campaign, backend):
     echo(f"{backend} {done} on {len(lab.hosts)} host(s) at {target}")
 
 
-@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name"})
+@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name",
+            "steal": STEAL})
 @user_errors
-def mount(c, backend, inventory=None, hosts=None, campaign=None):
+def mount(c, backend, inventory=None, hosts=None, campaign=None, steal=False):
     """Mount a campaign's backend by hand (for staging or inspecting data); campaigns leave it mounted."""
-    _storage("kept", inventory, hosts, campaign, backend)
+    _storage("kept", inventory, hosts, campaign, backend, steal)
 
 
-@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name"})
+@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name",
+            "steal": STEAL})
 @user_errors
-def unmount(c, backend, inventory=None, hosts=None, campaign=None):
+def unmount(c, backend, inventory=None, hosts=None, campaign=None, steal=False):
     """Unmount a campaign's backend mounted by hand."""
-    _storage("absent", inventory, hosts, campaign, backend)
+    _storage("absent", inventory, hosts, campaign, backend, steal)
 
 
 # --- report ------------------------------------------------------------------------------
@@ -316,16 +322,18 @@ def history(c):
             "seed": "generation seed: same seed, same bytes (default 1)", "classes": "class folders (default 100)",
             "formats": "packed copies to make too: packed,wds,tfrecord (default none)",
             "per_host": "put each host's copy in PATH/<host> (hosts sharing a file system)",
-            "inventory": INVENTORY, "hosts": HOSTS})
+            "inventory": INVENTORY, "hosts": HOSTS, "steal": STEAL})
 @user_errors
-def gen(c, path, files, seed=1, classes=100, formats="", per_host=False, inventory=None, hosts=None):
+def gen(c, path, files, seed=1, classes=100, formats="", per_host=False, inventory=None, hosts=None,
+        steal=False):
     """Generate an ImageNet-shaped data set on the hosts (kept where it is already there)."""
     from iolab import datasets
 
     lab = make_lab(inventory, hosts)
     wanted = [f for f in formats.split(",") if f]
-    reports = datasets.gen_on_hosts(lab, path, int(files), int(seed), int(classes), wanted, per_host,
-                                    paths.results_root() / "datasets")
+    with lease.held(lab, f"data.gen of {path}", steal):
+        reports = datasets.gen_on_hosts(lab, path, int(files), int(seed), int(classes), wanted, per_host,
+                                        paths.results_root() / "datasets")
     for host, found in reports.items():
         state = "generated" if found["before"]["state"] == "missing" else "already there"
         packs = f", packed: {', '.join(found['packed'])}" if found["packed"] else ""

@@ -1,0 +1,185 @@
+"""Host leases: a host runs one campaign at a time.
+
+    with lease.held(lab, "campaign quick"):      # every host of the lab, or one line and no work
+        run_campaign(...)
+
+Before a command touches its hosts it takes a lease on each (one host-side process
+per host for the command's life, started in parallel: iolab.leasehold over the
+host's own SSH settings from the inventory, or a plain process for a host reached
+without SSH). A host that another campaign holds stops the command before anything
+runs on any host, with one line: which campaign holds it, since when, from where.
+
+A lease is released when the command ends — normally, by Ctrl-C or SIGTERM, or by a
+crash: the holder exits when its connection reaches end of file, and the kernel drops
+its lock with it. A holder left behind (its connection hung) is recognised as stale
+when its campaign's process is verifiably gone: same controller (host name and boot),
+and that PID no longer runs with the start time it recorded. `--steal` ends such a
+holder and takes the lease; it refuses a holder whose campaign still runs, or one run
+from another controller, which this one cannot check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import shlex
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iolab import leasehold, paths
+from iolab.bench import HOST_DIR
+from iolab.errors import UserError
+
+if TYPE_CHECKING:
+    from iolab.bench import Lab
+
+LEASE_DIR = f"{HOST_DIR}/leases"
+SOURCE = Path(leasehold.__file__).read_text()
+
+
+def _boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks after boot (/proc/PID/stat field 22): PID and this name one process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def record(what: str) -> dict[str, Any]:
+    """Who takes the lease: the holder's record on each host."""
+    return {"held_for": what, "user": getpass.getuser(), "controller": socket.gethostname(),
+            "checkout": str(paths.ROOT), "pid": os.getpid(), "pid_start": _start_time(os.getpid()),
+            "boot_id": _boot_id(), "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
+def gone(holder: dict[str, Any]) -> str | None:
+    """How the holder's campaign is verifiably gone, or None when it runs or this machine cannot tell."""
+    if holder.get("controller") != socket.gethostname():
+        return None
+    if holder.get("boot_id") != _boot_id():
+        return f"{holder.get('controller')} has rebooted since"
+    if _start_time(int(holder.get("pid", 0))) != holder.get("pid_start"):
+        return f"PID {holder.get('pid')} on {holder.get('controller')} has ended"
+    return None
+
+
+def describe(host: str, holder: dict[str, Any]) -> str:
+    return (f"{host} is held by {holder.get('held_for', '?')} since {holder.get('since', '?')}, "
+            f"from {holder.get('user', '?')}@{holder.get('controller', '?')}:{holder.get('checkout', '?')} "
+            f"(PID {holder.get('pid', '?')})")
+
+
+def _argv(host: str, hostvars: dict[str, Any], args: list[str]) -> list[str]:
+    """The holder's argv: run directly for a local host, else through ssh as the inventory says."""
+    python = str(hostvars.get("ansible_python_interpreter", ""))
+    remote = [python if python.startswith("/") else "python3", "-c", SOURCE, *args]
+    if hostvars.get("ansible_connection") == "local":
+        return remote
+    argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
+            *shlex.split(str(hostvars.get("ansible_ssh_common_args", "")))]
+    if hostvars.get("ansible_ssh_private_key_file"):
+        argv += ["-i", str(hostvars["ansible_ssh_private_key_file"])]
+    if hostvars.get("ansible_port"):
+        argv += ["-p", str(hostvars["ansible_port"])]
+    user = hostvars.get("ansible_user")
+    target = hostvars.get("ansible_host", host)
+    return [*argv, f"{user}@{target}" if user else str(target), shlex.join(remote)]
+
+
+class Holder:
+    """One host's holder process and its answer."""
+
+    def __init__(self, host: str, hostvars: dict[str, Any], info: dict[str, Any], steal_pid: int | None = None):
+        self.host = host
+        args = [LEASE_DIR, json.dumps(info)] + ([str(steal_pid)] if steal_pid else [])
+        # Its own session: a Ctrl-C at the terminal must not release the lease before teardown ends.
+        self.proc = subprocess.Popen(_argv(host, hostvars, args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.state, self.detail = "", {}
+
+    def answer(self) -> Holder:
+        """Read the holder's one line: held, busy, or (no line) why it could not start."""
+        line = self.proc.stdout.readline().split(" ", 2)
+        if len(line) == 3 and line[0] == leasehold.LINE:
+            self.state, self.detail = line[1], json.loads(line[2])
+        else:
+            self.release()
+            err = self.proc.stderr.read().strip().splitlines()
+            self.state, self.detail = "error", {"message": err[-1] if err else f"exit {self.proc.returncode}"}
+        return self
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _take(lab: Lab, hosts: list[str], info: dict[str, Any], steal: dict[str, int]) -> list[Holder]:
+    def start(host: str) -> Holder:
+        return Holder(host, lab.inventory.hostvars.get(host, {}), info, steal.get(host)).answer()
+
+    with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
+        futures = [pool.submit(start, host) for host in hosts]
+        return [f.result() for f in futures]
+
+
+@contextlib.contextmanager
+def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
+    """Hold every host of `lab` for `what` (e.g. "campaign quick") while the block runs.
+
+    A host held by another campaign raises UserError before the block runs (and the
+    hosts taken are let go). A host whose holder could not start (unreachable) is
+    named in a warning and left to the command's own checks of reachability.
+    """
+    info = record(what)
+    holders = _take(lab, lab.hosts, info, {})
+    try:
+        busy = [h for h in holders if h.state == "busy"]
+        if busy and steal:
+            refused = []
+            for holder in busy:
+                reason = gone(holder.detail)
+                if reason is None:
+                    refused.append(holder)
+                else:
+                    lab.console.print(f"[yellow]--steal:[/] {describe(holder.host, holder.detail)}; {reason}")
+            if refused:
+                first = refused[0]
+                why = ("that process still runs" if first.detail.get("controller") == socket.gethostname()
+                       else f"this machine cannot check {first.detail.get('controller')}; run --steal there")
+                raise UserError(f"--steal refused: {describe(first.host, first.detail)}: {why}")
+            taken = _take(lab, [h.host for h in busy], info, {h.host: int(h.detail["holder_pid"]) for h in busy})
+            holders = [h for h in holders if h.state != "busy"] + taken
+            busy = [h for h in taken if h.state == "busy"]
+        if busy:
+            more = f" (and {len(busy) - 1} more host(s))" if len(busy) > 1 else ""
+            raise UserError(f"{describe(busy[0].host, busy[0].detail)}{more}; wait for it to end, or pass "
+                            "--steal if that campaign is gone")
+        for holder in holders:
+            previous = holder.detail.get("previous") if holder.state == "held" else None
+            if previous:
+                lab.console.print(f"[yellow]{holder.host}:[/] the lease of {previous.get('held_for')} "
+                                  f"(since {previous.get('since')}) was left by a holder that ended without "
+                                  "releasing it; taken over")
+            if holder.state == "error":
+                lab.console.print(f"[yellow]{holder.host}: no lease taken:[/] {holder.detail['message']}")
+        yield
+    finally:
+        for holder in holders:
+            if holder.state == "held":
+                holder.release()

@@ -1,0 +1,106 @@
+"""Hold a host's lease for one campaign (host side, stdlib only).
+
+    python3 -c "<this file>" DIR INFO_JSON [STEAL_PID]
+
+iolab.lease starts this once per host and campaign, over the campaign's own SSH
+connection (a plain process for a host reached without SSH), before the campaign
+touches the host. It runs this file's text, so a host needs no iolab installed yet.
+
+The lease is an flock on DIR/netns-<inode>.lock: the inode of the host's network
+namespace tells simulated hosts apart (they share one file system) and is one value
+on a real host. Beside it DIR/netns-<inode>.json says who holds it (INFO_JSON: the
+campaign, its controller, user, PID, start time, plus this process's PID).
+
+One line on stdout answers:
+
+    iolab-lease held {"previous": null | <the record of a holder that ended without releasing>}
+    iolab-lease busy <the holder's record>
+
+Held, it waits for end of file on stdin, removes its record and exits. The kernel
+drops an flock with the process that holds it, so a lease cannot outlive its holder:
+the controller's end (exit, Ctrl-C, crash) closes the connection, stdin reaches its
+end, the holder exits. STEAL_PID ends a holder that the controller found orphaned
+(its campaign gone) by the PID its record gives, before taking the lease.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import sys
+import time
+
+LINE = "iolab-lease"
+
+
+def _read(path: str) -> dict | None:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _holder(path: str) -> dict:
+    """The live holder's record; it may be writing it just now (two campaigns at once)."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        record = _read(path)
+        if record and _alive(int(record.get("holder_pid", 0))) or time.monotonic() > deadline:
+            return record or {}
+        time.sleep(0.02)
+
+
+def _end(pid: int, record: dict | None) -> None:
+    """End the orphaned holder `pid`, if the record names it (a PID is never taken on trust alone)."""
+    if not record or record.get("holder_pid") != pid:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 5.0
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def main(argv: list[str]) -> int:
+    directory, info = argv[0], json.loads(argv[1])
+    os.makedirs(directory, exist_ok=True)
+    key = "netns-" + os.readlink("/proc/self/ns/net").strip("net:[]")
+    lock_path, record_path = os.path.join(directory, key + ".lock"), os.path.join(directory, key + ".json")
+    if len(argv) > 2:
+        _end(int(argv[2]), _read(record_path))
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"{LINE} busy {json.dumps(_holder(record_path))}", flush=True)
+        return 3
+    previous = _read(record_path)
+    tmp = f"{record_path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as handle:
+        json.dump({**info, "holder_pid": os.getpid()}, handle)
+    os.replace(tmp, record_path)
+    print(f"{LINE} held {json.dumps({'previous': previous})}", flush=True)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # only the end of stdin releases the lease
+    while sys.stdin.buffer.read(4096):
+        pass
+    os.unlink(record_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

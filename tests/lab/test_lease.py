@@ -1,0 +1,126 @@
+"""Host leases on simulated hosts: one campaign at a time per host, stale leases, --steal (root only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from iolab import cli as cli_mod, lease
+from iolab.errors import UserError
+from support import ROOT, Cli
+
+pytestmark = pytest.mark.lab
+
+MINE = ("campaign mine", "campaign ghost")
+FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s", "ramp": "0s", "size": "16MiB"}
+
+
+def records(host_pid: int | None = None) -> list[dict]:
+    """The lease records under the host directory (shared by every simulated host)."""
+    found = []
+    for path in sorted(os.scandir(lease.LEASE_DIR), key=lambda e: e.name):
+        if path.name.endswith(".json"):
+            with open(path.path) as handle:
+                found.append(json.load(handle))
+    return [r for r in found if host_pid is None or r["holder_pid"] == host_pid]
+
+
+@pytest.fixture
+def cli(results) -> Cli:
+    return Cli(results)
+
+
+def test_two_campaigns_at_once_on_one_host_the_second_stops_in_one_line(sim_hosts, cli, tmp_path):
+    argvs = {}
+    for name in ("lease-a", "lease-b"):
+        path = tmp_path / f"{name}.yml"
+        path.write_text(yaml.safe_dump({"name": name, "repetitions": 1, "workloads": [FIO],
+                                        "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}]}))
+        argvs[name] = cli.argv("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu04",
+                               "--campaign", str(path))
+    procs = {name: subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True) for name, argv in argvs.items()}
+    done = {name: (proc.wait(timeout=300), *proc.communicate()) for name, proc in procs.items()}
+    (winner,) = [name for name, (rc, _, _) in done.items() if rc == 0]
+    (loser,) = [name for name in done if name != winner]
+    rc, _, err = done[loser]
+    assert rc == 2
+    assert err.strip().splitlines() == [err.strip()]                        # one line
+    assert err.startswith(f"iolab: gpu04 is held by campaign {winner} since ")
+    assert "--steal" in err and "Traceback" not in err
+    assert not (cli.results / loser).exists()                               # stopped before any work
+    samples = cli.samples(winner)
+    assert {s["host"] for s in samples if s["metric"] == "read_bw"} == {"gpu04", "*"}
+    assert [r["status"] for r in cli.runs(winner)] == ["ok"]
+    assert not [r for r in records() if r["held_for"] == f"campaign {winner}"]   # released at the end
+
+
+def _lab(sim_hosts, host: str):
+    return cli_mod.lab(str(sim_hosts.inventory), host)
+
+
+def _ghost(sim_hosts, host: str, **record) -> lease.Holder:
+    """A holder whose campaign record says `record`: it holds the host until its stdin closes."""
+    lab = _lab(sim_hosts, host)
+    holder = lease.Holder(host, lab.inventory.hostvars[host], {**lease.record("campaign ghost"), **record}).answer()
+    assert holder.state == "held", holder.detail
+    return holder
+
+
+def test_a_lease_is_released_with_its_campaign_and_a_crashed_holder_is_taken_over(sim_hosts):
+    lab = _lab(sim_hosts, "gpu03")
+    with lease.held(lab, "campaign first"):
+        (mine,) = [r for r in records() if r["held_for"] == "campaign first"]
+        with pytest.raises(UserError, match=r"^gpu03 is held by campaign first since .* from "
+                                            rf"\w+@.*:{ROOT} \(PID {os.getpid()}\); wait for it to end"):
+            with lease.held(lab, "campaign second"):
+                pass
+    assert records(mine["holder_pid"]) == []                                # released: its record is gone
+
+    holder = _ghost(sim_hosts, "gpu03")
+    os.kill(_holder_pid("campaign ghost"), signal.SIGKILL)                  # a holder that crashed
+    holder.proc.wait(timeout=10)
+    lab.console.begin_capture()
+    with lease.held(lab, "campaign third"):
+        pass
+    said = lab.console.end_capture()
+    assert "the lease of campaign ghost" in said and "taken over" in said
+
+
+def _holder_pid(campaign: str) -> int:
+    (record,) = [r for r in records() if r["held_for"] == campaign]
+    return record["holder_pid"]
+
+
+def test_steal_takes_only_a_lease_whose_campaign_is_gone(sim_hosts):
+    lab = _lab(sim_hosts, "gpu02")
+    ended = subprocess.Popen(["true"])
+    ended.wait()                                                            # its campaign's process is gone
+    gone = _ghost(sim_hosts, "gpu02", pid=ended.pid)
+    try:
+        with pytest.raises(UserError, match="gpu02 is held by campaign ghost .* pass --steal"):
+            with lease.held(lab, "campaign mine"):
+                pass
+        lab.console.begin_capture()
+        with lease.held(lab, "campaign mine", steal=True):
+            assert [r["held_for"] for r in records() if r["held_for"] in MINE] == ["campaign mine"]
+        assert "has ended" in lab.console.end_capture()
+        assert gone.proc.wait(timeout=10) is not None                      # the orphan was ended on the host
+    finally:
+        gone.release()
+
+    alive = _ghost(sim_hosts, "gpu02")                                      # this test's own PID: alive
+    try:
+        with pytest.raises(UserError, match="--steal refused: gpu02 is held .*: that process still runs"):
+            with lease.held(lab, "campaign mine", steal=True):
+                pass
+        assert alive.proc.poll() is None
+    finally:
+        alive.release()
+    assert not [r for r in records() if r["held_for"] in MINE]
