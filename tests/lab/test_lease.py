@@ -124,3 +124,22 @@ def test_steal_takes_only_a_lease_whose_campaign_is_gone(sim_hosts):
     finally:
         alive.release()
     assert not [r for r in records() if r["held_for"] in MINE]
+
+
+def test_sigterm_releases_the_lease_after_teardown(sim_hosts, cli, tmp_path):
+    path = tmp_path / "lease-term.yml"
+    path.write_text(yaml.safe_dump({"name": "lease-term", "repetitions": 3, "workloads": [FIO],
+                                    "backends": [{"name": "itest-lease-term", "type": "tmpfs", "size": "48MiB"}]}))
+    argv = cli.argv("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu01", "--campaign", str(path))
+    proc = subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not [r for r in records() if r["held_for"] == "campaign lease-term"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (held,) = [r for r in records() if r["held_for"] == "campaign lease-term"]
+    time.sleep(3)                                                           # into the campaign's work
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert records(held["holder_pid"]) == []
+    with lease.held(_lab(sim_hosts, "gpu01"), "campaign mine"):           # free again
+        pass
