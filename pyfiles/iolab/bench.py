@@ -282,13 +282,28 @@ def start_over(store: ResultStore) -> Path | None:
     return moved
 
 
-def _headline(samples: list[Sample]) -> str:
-    wanted = [s for s in samples if s.host == AGGREGATE_HOST]
+def headline(samples: list[Sample], failures: list[str], hosts: list[str]) -> str:
+    """A run's line: its aggregate; or, with samples from some of its `hosts` only, "2 of 4 hosts" and their range.
+
+    A failure comes first, with what the other hosts measured after it.
+    """
+    measured = sorted({s.host for s in samples if s.host != AGGREGATE_HOST})
+    line = "no samples"
     for metric in HEADLINE:
-        for sample in wanted:
-            if sample.metric == metric:
-                return f"{metric} {human(sample.value, sample.unit)}"
-    return "no samples"
+        aggregate = [s for s in samples if s.metric == metric and s.host == AGGREGATE_HOST]
+        per_host = [s for s in samples if s.metric == metric and s.host != AGGREGATE_HOST
+                    and not s.params.get("syscall")]
+        if aggregate:
+            line = f"{metric} {human(aggregate[0].value, aggregate[0].unit)}"
+        elif per_host:
+            low, high = min(s.value for s in per_host), max(s.value for s in per_host)
+            value = human(low, per_host[0].unit) + ("" if low == high else f" to {human(high, per_host[0].unit)}")
+            line = f"{len(measured)} of {len(hosts)} hosts ({', '.join(measured)}): {metric} {value} per host"
+        if aggregate or per_host:
+            break
+    if not failures:
+        return line
+    return f"[red]failed[/] {failures[0]}" + (f"; {line}" if measured else "")
 
 
 def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool = True,
@@ -379,8 +394,7 @@ def _run_backend(campaign: Campaign, lab: Lab, store: ResultStore, backend: str,
                         teardown.remove(outcome.host)
                         console.print(f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
                                       "run bench.all again later to fill its gap")
-                console.print(f"{title}: " + ("[red]failed[/] " + run_failures[0] if run_failures
-                                              else _headline(stored)))
+                console.print(f"{title}: " + headline(stored, run_failures, run.on(lab.hosts)))
             tried.update(r.run_id for r, _ in queue)
             queue = [(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)
                      if r.run_id not in tried]
@@ -507,7 +521,7 @@ def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts
             lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True), f"unmount {backend}",
                      hosts=hosts, cancellable=False)
     failures, stored = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
-    lab.console.print(f"{run.workload.name} on {backend}: " + ("[red]failed[/]" if failures else _headline(stored)))
+    lab.console.print(f"{run.workload.name} on {backend}: " + headline(stored, failures, run.on(lab.hosts)))
     return failures
 
 
