@@ -47,7 +47,7 @@ def unit_scale(unit: str, top: float, units: str = DEFAULT_UNITS) -> tuple[float
     """(divisor, label) that writes figures of `unit` up to `top` in one unit: (1e9, 'GB/s') in si."""
     if units not in UNITS:
         raise UserError(f"unknown units {units!r}; use iec (GiB/s, the default) or si (GB/s)")
-    if units == "si" and unit in BYTE_UNITS:
+    if (units == "si" and unit in BYTE_UNITS) or unit == "Hz":
         return next(((f, p + unit) for f, p in _SI_PREFIXES if abs(top) >= f), (1.0, unit))
     return svg.axis_unit(unit, top)
 

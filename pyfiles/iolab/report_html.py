@@ -33,7 +33,7 @@ TELEMETRY_RUNS = 8             # runs whose telemetry is drawn; the rest are lis
 TELEMETRY_LINES = 6            # lines per telemetry chart, the busiest first
 # Telemetry charts in this order (others follow by name), and their units.
 TELEMETRY_ORDER = ("dev_read_bw", "dev_write_bw", "dev_util", "cpu_cores", "mem_cached", "mem_dirty", "net_rx_bw",
-                   "net_tx_bw", "gpu_util", "gpu_mem_used")
+                   "net_tx_bw", "gpu_util", "gpu_mem_used", "gpu_pcie_rx_bw", "gpu_sm_clock", "gpu_temp", "gpu_power")
 
 
 def write(store: ResultStore, units: str = DEFAULT_UNITS) -> Path:
@@ -84,8 +84,9 @@ def _figure(svg_text: str, caption: str) -> str:
 
 
 def in_units(unit: str, top: float, units: str) -> tuple[float, str]:
-    """(divisor, unit) for a chart of byte figures in the chosen system; other units are left to the chart."""
-    return unit_scale(unit, top, units) if unit in BYTE_UNITS else (1.0, unit)
+    """(divisor, unit) for a chart of byte figures in the chosen system, or of clocks (MHz, GHz); other
+    units are left to the chart."""
+    return unit_scale(unit, top, units) if unit in BYTE_UNITS or unit == "Hz" else (1.0, unit)
 
 
 class _Page:
@@ -489,6 +490,9 @@ def _generic_series(path: Path) -> dict[str, list[tuple[float, float]]]:
 
 
 def _telemetry_unit(base: str) -> str:
+    gpu = {"gpu_sm_clock": "Hz", "gpu_temp": "°C", "gpu_power": "W"}
+    if base in gpu:
+        return gpu[base]
     if base.endswith("_bw") or base.endswith("B_s"):
         return "B/s"
     if base.endswith("_iops"):

@@ -20,39 +20,39 @@ What each interval records, with the arithmetic of the usual tools:
   collected its exit status.
 - **memory**: `Cached`, `Dirty`, `MemFree`, `Buffers` (`/proc/meminfo`), in bytes.
 - **network**: bytes per interface (`/proc/net/dev`), interfaces that never moved a byte left out.
-- **GPUs**, where `nvidia-smi` is on PATH: utilization and memory from one long-lived
-  `nvidia-smi --query-gpu=... --format=csv,noheader,nounits -lms 1000`, PCIe
-  throughput from one long-lived `nvidia-smi dmon -s t` (the query interface has no
-  PCIe throughput field). Long-lived because each start of nvidia-smi initialises
-  NVML, which costs tens of milliseconds of CPU: once a second that alone would
-  spend the 1 % budget.
+- **GPUs**, through NVML (the `pynvml` module of the `nvidia-ml-py` package, which
+  loads the driver's libnvidia-ml): per GPU, utilization and memory-controller
+  utilization (%), memory used and total (B), SM clock (Hz), temperature (°C), power
+  (W) and PCIe receive and transmit throughput (B/s), read once an interval by one
+  thread of this process: NVML is initialised once, and nothing is spawned per sample
+  (starting nvidia-smi initialises NVML each time, tens of milliseconds of CPU). The
+  thread is apart because NVML's PCIe counters take 20 ms each to sample. Without the
+  module, the library or a GPU, there are no GPU figures and the start record's `gpu`
+  says why.
 
 The file `telemetry.jsonl`, one JSON object a line, each written whole and at once:
 
-    {"type": "start", "t": ..., "interval": 1.0, "after": 2.0, "target": {...}, "mem": {...}, ...}
+    {"type": "start", "t": ..., "interval": 1.0, "after": 2.0, "target": {...}, "mem": {...},
+     "gpu": {"source": "nvml", "count": 8, "driver": "...", "names": [...]} or {"absent": "why"}, ...}
     {"type": "sample", "t": ..., "dt": 1.0003, "disk": {"loop0": {...}}, "cpu": {...}, "tool": {...},
      "mem": {...}, "net": {...}, "gpu": [...]}
     {"type": "end", "t": ..., "window_s": ..., "sampler_cpu_s": ..., "sampler_cpu_pct": ..., "errors": [...]}
 
 `t` is seconds since the epoch at the end of the interval, `dt` the interval's
 length from a monotonic clock. The sampler's own cost is measured with its
-threads' CPU clocks (`time.thread_time`), and the nvidia-smi children's from
-their rusage, apart.
+threads' CPU clocks (`time.thread_time`), the NVML thread's included.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import resource
-import shutil
 import stat
-import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -65,8 +65,7 @@ MEMINFO_KEYS = ("Cached", "Dirty", "MemFree", "Buffers")
 # Devices that exist by the dozen and matter only once used; RAM disks are memory, not storage.
 IDLE_UNLESS_USED = ("loop", "zram", "nbd")
 NEVER = ("ram",)
-GPU_QUERY = ("index", "uuid", "utilization.gpu", "utilization.memory", "memory.used", "memory.total")
-MIB = 1 << 20
+NVML_MODULE = "pynvml"             # the nvidia-ml-py package
 _U32 = 1 << 32
 
 
@@ -324,141 +323,106 @@ class ToolTree:
         return self._high
 
 
-# --- GPUs through long-lived nvidia-smi children -----------------------------------------------
+# --- GPUs through NVML ---------------------------------------------------------------------------
 
-def _number(text: str) -> float | None:
-    text = text.strip()
-    try:
-        return float(text)
-    except ValueError:
-        return None        # "[N/A]", "[Not Supported]", "-"
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
-def parse_gpu_query(line: str) -> dict[str, Any] | None:
-    """One line of `--query-gpu=index,uuid,utilization.gpu,utilization.memory,memory.used,memory.total
-    --format=csv,noheader,nounits` → {"index": 0, "uuid": ..., "util": %, "mem_util": %, "mem_used": B, ...}."""
-    fields = [f.strip() for f in line.split(",")]
-    if len(fields) != len(GPU_QUERY) or _number(fields[0]) is None:
-        return None
-    used, total = _number(fields[4]), _number(fields[5])
-    return {"index": int(fields[0]), "uuid": fields[1], "util": _number(fields[2]), "mem_util": _number(fields[3]),
-            "mem_used": None if used is None else int(used * MIB),
-            "mem_total": None if total is None else int(total * MIB)}
+def open_nvml(nvml: Any = NVML_MODULE) -> tuple[Any, list[Any], dict[str, Any]]:
+    """(NVML, a handle per GPU, what the start record says) or (None, [], {"absent": why}).
 
-
-def parse_dmon(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
-    """`nvidia-smi dmon -s t` → {"index": 0, "pcie_rx_bw": B/s, "pcie_tx_bw": B/s} per data line.
-
-    dmon prints a header of column names ('# gpu rxpci txpci') then one line per
-    GPU and interval, in MB/s; taken here as MiB/s like the rest of nvidia-smi's units.
+    `nvml` is a module with pynvml's interface or the name of one to import; None
+    turns GPU telemetry off.
     """
-    columns: list[str] = []
-    for line in lines:
-        if line.startswith("#"):
-            names = line.lstrip("#").split()
-            if "gpu" in names and "rxpci" in names:     # not the units line ('# Idx MB/s MB/s')
-                columns = names
-            continue
-        fields = line.split()
-        if not columns or len(fields) != len(columns):
-            continue
-        row = dict(zip(columns, fields))
-        index = _number(row["gpu"])
-        if index is None:
-            continue
-        rx, tx = _number(row.get("rxpci", "-")), _number(row.get("txpci", "-"))
-        yield {"index": int(index), "pcie_rx_bw": None if rx is None else rx * MIB,
-               "pcie_tx_bw": None if tx is None else tx * MIB}
-
-
-def _end(proc: subprocess.Popen, grace: float = 2.0) -> float:
-    """Terminate and reap a child (SIGKILL after `grace` s); return the CPU seconds it used."""
-    if proc.returncode is not None:
-        return 0.0
-    try:
-        proc.terminate()
-    except ProcessLookupError:
-        pass
-    deadline = time.monotonic() + grace
-    while True:
+    if nvml is None:
+        return None, [], {"absent": "GPU telemetry turned off"}
+    if isinstance(nvml, str):
         try:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        except ChildProcessError:
-            return 0.0
-        if pid:
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            return usage.ru_utime + usage.ru_stime
-        if time.monotonic() > deadline:
-            proc.kill()
-            deadline = float("inf")
-        time.sleep(0.02)
+            nvml = importlib.import_module(nvml)
+        except ImportError:
+            return None, [], {"absent": f"module {NVML_MODULE} (package nvidia-ml-py) is not installed"}
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:     # no libnvidia-ml (no driver), or a driver that does not answer
+        return None, [], {"absent": f"NVML: {exc}"}
+    try:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        if not handles:
+            nvml.nvmlShutdown()
+            return None, [], {"absent": "NVML sees no GPU"}
+        info = {"source": "nvml", "count": len(handles),
+                "driver": _text(nvml.nvmlSystemGetDriverVersion()),
+                "names": [_text(nvml.nvmlDeviceGetName(h)) for h in handles]}
+    except nvml.NVMLError as exc:
+        nvml.nvmlShutdown()
+        return None, [], {"absent": f"NVML: {exc}"}
+    return nvml, handles, info
 
 
-class GpuProbe:
-    """The latest figures per GPU from two nvidia-smi children that print once an interval."""
+def read_gpu(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
+    """One GPU's figures now, in canonical units; a figure the board does not report is None."""
+    def get(call, *args):
+        try:
+            return call(handle, *args)
+        except nvml.NVMLError:        # NOT_SUPPORTED on some boards, or a GPU that fell off the bus
+            return None
 
-    def __init__(self, nvidia_smi: str, interval: float):
-        self.latest: dict[int, dict[str, Any]] = {}
+    util = get(nvml.nvmlDeviceGetUtilizationRates)
+    memory = get(nvml.nvmlDeviceGetMemoryInfo)
+    clock = get(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)                 # MHz
+    power = get(nvml.nvmlDeviceGetPowerUsage)                                     # mW
+    rx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_RX_BYTES)      # KiB/s over 20 ms
+    tx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_TX_BYTES)
+    uuid = get(nvml.nvmlDeviceGetUUID)
+    return {"index": index, "uuid": None if uuid is None else _text(uuid),
+            "util": None if util is None else float(util.gpu),
+            "mem_util": None if util is None else float(util.memory),
+            "mem_used": None if memory is None else int(memory.used),
+            "mem_total": None if memory is None else int(memory.total),
+            "sm_clock": None if clock is None else clock * 1_000_000,
+            "temp": get(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU),
+            "power": None if power is None else power / 1000,
+            "pcie_rx_bw": None if rx is None else rx * 1024, "pcie_tx_bw": None if tx is None else tx * 1024}
+
+
+class GpuProbe(threading.Thread):
+    """The latest figures of every GPU, read through NVML once an interval in a thread of its own."""
+
+    def __init__(self, nvml: Any, handles: list[Any], interval: float):
+        super().__init__(name="telemetry-gpu", daemon=True)
+        self.nvml, self.handles, self.interval = nvml, handles, interval
         self.errors: list[str] = []
-        self.reader_cpu_s = 0.0
+        self.cpu_s = 0.0
+        self._latest: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        period_ms = str(max(100, int(interval * 1000)))
-        commands = {
-            "query": [nvidia_smi, "--query-gpu=" + ",".join(GPU_QUERY), "--format=csv,noheader,nounits",
-                      "-lms", period_ms],
-            "dmon": [nvidia_smi, "dmon", "-s", "t", "-d", str(max(1, round(interval)))],
-        }
-        self._procs: list[tuple[str, subprocess.Popen]] = []
-        self._threads: list[threading.Thread] = []
-        self._stderr: dict[str, Any] = {}
-        for name, argv in commands.items():
-            # stderr into a file, not a pipe nobody reads until the end: a chatty nvidia-smi would block on it.
-            self._stderr[name] = tempfile.TemporaryFile()
-            try:
-                proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._stderr[name],
-                                        stdin=subprocess.DEVNULL, text=True, bufsize=1)
-            except OSError as exc:
-                self.errors.append(f"{' '.join(argv[:2])}: {exc.strerror}")
-                continue
-            thread = threading.Thread(target=self._read, args=(name, proc), name=f"telemetry-gpu-{name}",
-                                      daemon=True)
-            thread.start()
-            self._procs.append((name, proc))
-            self._threads.append(thread)
+        self._stop_event = threading.Event()
 
-    def _read(self, name: str, proc: subprocess.Popen) -> None:
+    def run(self) -> None:
         started = time.thread_time()
-        assert proc.stdout is not None
-        rows = (parse_gpu_query(line) for line in proc.stdout) if name == "query" else parse_dmon(proc.stdout)
-        for row in rows:
-            if row is not None:
+        try:
+            while True:
+                figures = [read_gpu(self.nvml, i, h) for i, h in enumerate(self.handles)]
                 with self._lock:
-                    self.latest.setdefault(row["index"], {"index": row["index"]}).update(row)
-        with self._lock:
-            self.reader_cpu_s += time.thread_time() - started
+                    self._latest = figures
+                if self._stop_event.wait(self.interval):
+                    break
+        except Exception as exc:  # noqa: BLE001 - a GPU's trouble must not end the host's telemetry
+            self.errors.append(f"GPU telemetry stopped: {type(exc).__name__}: {exc}")
+        finally:
+            self.cpu_s = time.thread_time() - started
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [dict(self.latest[i]) for i in sorted(self.latest)]
+            return [dict(g) for g in self._latest]
 
-    def close(self) -> float:
-        """Stop the children; return the CPU seconds they used (from their rusage)."""
-        cpu = 0.0
-        for name, proc in self._procs:
-            cpu += _end(proc)
-            if proc.returncode not in (0, -15, None):
-                self._stderr[name].seek(0)
-                lines = self._stderr[name].read().decode(errors="replace").strip().splitlines()
-                self.errors.append(f"nvidia-smi {name} exited {proc.returncode}: "
-                                   + (lines[0] if lines else "no message"))
-        for thread in self._threads:
-            thread.join(timeout=2)
-        for _, proc in self._procs:
-            if proc.stdout:
-                proc.stdout.close()
-        for handle in self._stderr.values():
-            handle.close()
-        return cpu
+    def close(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=5)
+        try:
+            self.nvml.nvmlShutdown()
+        except self.nvml.NVMLError as exc:
+            self.errors.append(f"NVML shutdown: {exc}")
 
 
 # --- the sampler --------------------------------------------------------------------------------
@@ -477,14 +441,14 @@ class Sampler(threading.Thread):
     """Samples the host every `interval` seconds from `after` seconds on until stop(); see the module."""
 
     def __init__(self, path: Path, tool_pid: int, after: float = 0.0, interval: float = 1.0,
-                 target: str | None = None, nvidia_smi: str | None = "nvidia-smi",
+                 target: str | None = None, nvml: Any = NVML_MODULE,
                  proc_root: str = "/proc", sys_root: str = "/sys"):
         super().__init__(name="telemetry", daemon=True)
         self.path = Path(path)
         self.after = max(0.0, after)
         self.interval = interval
         self.target = target
-        self.nvidia_smi = shutil.which(nvidia_smi) if nvidia_smi else None
+        self.nvml = nvml                             # pynvml, a module like it, its name, or None (no GPUs)
         self.proc, self.sys = proc_root, sys_root
         self.tree = ToolTree(tool_pid, proc_root)    # made now: the tool is not reaped yet
         self.tool_pid = tool_pid
@@ -510,7 +474,6 @@ class Sampler(threading.Thread):
         first: _Snapshot | None = None
         prev: _Snapshot | None = None
         count = 0
-        gpu_children_s = 0.0
         try:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
             try:
@@ -519,17 +482,18 @@ class Sampler(threading.Thread):
                 storage = {"path": self.target, "devices": []}
                 self.errors.append(f"cannot tell what is under {self.target}: {exc}")
             self._keep = frozenset(storage.get("devices", ()))
-            if self.nvidia_smi:
+            nvml, handles, gpu_info = open_nvml(self.nvml)
+            if nvml is not None:
                 # Started before the window so that its first figures are in by the first sample.
-                gpu = GpuProbe(self.nvidia_smi, self.interval)
+                gpu = GpuProbe(nvml, handles, self.interval)
+                gpu.start()
             if self._stop_event.wait(self.after):
                 self.errors.append(f"the tool ended before the window opened ({self.after:g} s after its start)")
                 return
             first = prev = self._snapshot()
             self._write({"type": "start", "schema": SCHEMA, "t": first.wall, "interval": self.interval,
                          "after": self.after, "tool_pid": self.tool_pid, "target": storage, "hz": HZ,
-                         "cpus": os.cpu_count(), "mem": first.mem,
-                         "nvidia_smi": self.nvidia_smi})
+                         "cpus": os.cpu_count(), "mem": first.mem, "gpu": gpu_info})
             deadline = first.mono + self.interval
             while True:
                 stopped = self._stop_event.wait(max(0.0, deadline - time.monotonic()))
@@ -547,14 +511,14 @@ class Sampler(threading.Thread):
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             if gpu is not None:
-                gpu_children_s = gpu.close()
+                gpu.close()
                 self.errors += gpu.errors
-            own = time.thread_time() - cpu0 + (gpu.reader_cpu_s if gpu else 0.0)
+            own = time.thread_time() - cpu0 + (gpu.cpu_s if gpu else 0.0)
             window = (prev.mono - first.mono) if first and prev else 0.0
             self.summary = {"type": "end", "t": time.time(), "samples": count, "window_s": _round(window),
                             "sampler_cpu_s": _round(own),
                             "sampler_cpu_pct": _round(own / window * 100) if window else None,
-                            "gpu_probe_cpu_s": _round(gpu_children_s), "errors": self.errors}
+                            "errors": self.errors}
             if self._fd >= 0:
                 self._write(self.summary)
                 os.close(self._fd)

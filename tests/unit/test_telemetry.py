@@ -1,16 +1,19 @@
 """Host telemetry: iostat arithmetic on captured /proc files, the sampler on this machine, the parser
-on captured runs (tests/fixtures/telemetry/README.md), and the GPU path through a stand-in nvidia-smi.
+on captured runs (tests/fixtures/telemetry/README.md), and the GPU path through a stand-in NVML module.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ from iolab.samples import UNITS
 from support import hostrun
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
+REPORT_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 PROC = FIXTURES / "proc-loop-randread-64k"
 
 
@@ -144,7 +148,7 @@ def test_the_sampler_uses_less_than_one_percent_of_a_core(tmp_path, capsys):
     try:
         before = resource.getrusage(resource.RUSAGE_SELF)
         sampler = telemetry.Sampler(tmp_path / telemetry.FILE, tool.pid, after=0, interval=1.0, target="/",
-                                    nvidia_smi=None)
+                                    nvml=None)
         sampler.start()
         time.sleep(5.2)
         end = sampler.stop()
@@ -166,85 +170,169 @@ def test_the_sampler_uses_less_than_one_percent_of_a_core(tmp_path, capsys):
     assert all(r["tool"]["processes"] == 3 for r in records[1:-2])   # sh and its two sleeps
 
 
-FAKE_NVIDIA_SMI = textwrap.dedent('''\
-    #!{python}
-    """A stand-in for nvidia-smi: no GPU exists on the machines these tests run on, so this script
-    prints what nvidia-smi prints for two GPUs (GPU 1 without a utilization figure, as on some boards)
-    in the two forms iolab.telemetry reads: --query-gpu CSV in a loop (-lms) and dmon -s t."""
-    import sys, time
-    args = sys.argv[1:]
-    if args[:1] == ["dmon"]:
-        assert args[1:3] == ["-s", "t"], args
-        print("# gpu   rxpci   txpci")
-        print("# Idx    MB/s    MB/s")
-        while True:
-            print("    0     100      50")
-            print("    1       -       -")
-            sys.stdout.flush()
-            time.sleep(float(args[args.index("-d") + 1]))
-    query = next(a for a in args if a.startswith("--query-gpu="))
-    assert query == "--query-gpu=index,uuid,utilization.gpu,utilization.memory,memory.used,memory.total", query
-    assert "--format=csv,noheader,nounits" in args, args
-    while True:
-        print("0, GPU-00000000-fake-0000-0000-000000000000, 87, 40, 30000, 81559")
-        print("1, GPU-00000000-fake-0000-0000-000000000001, [N/A], [N/A], 1024, 81559")
-        sys.stdout.flush()
-        time.sleep(int(args[args.index("-lms") + 1]) / 1000)
-''')
+class FakeNvml:
+    """A stand-in for the pynvml module, with the part of its interface iolab.telemetry uses: there is
+    no GPU (and no libnvidia-ml) on the machines these tests run on. Two GPUs; GPU 1 reports no
+    utilization and no PCIe throughput (NOT_SUPPORTED), as some boards do. Counts its calls."""
+
+    NVML_CLOCK_SM = 1
+    NVML_TEMPERATURE_GPU = 0
+    NVML_PCIE_UTIL_TX_BYTES = 0
+    NVML_PCIE_UTIL_RX_BYTES = 1
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self):
+        self.calls: dict[str, int] = {}
+
+    def _count(self, name):
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+    def nvmlInit(self):
+        self._count("init")
+
+    def nvmlShutdown(self):
+        self._count("shutdown")
+
+    def nvmlSystemGetDriverVersion(self):
+        return "580.95.05"
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return ("handle", index)
+
+    def nvmlDeviceGetName(self, handle):
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetUUID(self, handle):
+        return f"GPU-00000000-fake-0000-0000-00000000000{handle[1]}"
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        self._count("utilization")
+        if handle[1] == 1:
+            raise self.NVMLError("Not Supported")
+        return types.SimpleNamespace(gpu=87, memory=40)
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return types.SimpleNamespace(used=(30000 if handle[1] == 0 else 1024) << 20, total=81559 << 20, free=0)
+
+    def nvmlDeviceGetClockInfo(self, handle, clock):
+        assert clock == self.NVML_CLOCK_SM
+        return 1980                                        # MHz
+
+    def nvmlDeviceGetTemperature(self, handle, sensor):
+        assert sensor == self.NVML_TEMPERATURE_GPU
+        return 64                                          # °C
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 512_345                                     # mW
+
+    def nvmlDeviceGetPcieThroughput(self, handle, counter):
+        if handle[1] == 1:
+            raise self.NVMLError("Not Supported")
+        return {self.NVML_PCIE_UTIL_RX_BYTES: 102_400, self.NVML_PCIE_UTIL_TX_BYTES: 51_200}[counter]   # KiB/s
 
 
-def test_gpu_figures_through_nvidia_smi(tmp_path, monkeypatch):
-    """The GPU path, with a stand-in nvidia-smi on PATH (there is no GPU here; see FAKE_NVIDIA_SMI)."""
-    fake = tmp_path / "bin" / "nvidia-smi"
-    fake.parent.mkdir()
-    fake.write_text(FAKE_NVIDIA_SMI.format(python=sys.executable))
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
-    tool = subprocess.Popen(["sleep", "5"], start_new_session=True)
+GPU0 = {"index": 0, "uuid": "GPU-00000000-fake-0000-0000-000000000000", "util": 87.0, "mem_util": 40.0,
+        "mem_used": 30000 << 20, "mem_total": 81559 << 20, "sm_clock": 1980e6, "temp": 64, "power": 512.345,
+        "pcie_rx_bw": 100 << 20, "pcie_tx_bw": 50 << 20}
+GPU1 = {"index": 1, "uuid": "GPU-00000000-fake-0000-0000-000000000001", "util": None, "mem_util": None,
+        "mem_used": 1024 << 20, "mem_total": 81559 << 20, "sm_clock": 1980e6, "temp": 64, "power": 512.345,
+        "pcie_rx_bw": None, "pcie_tx_bw": None}
+
+
+def no_spawning(monkeypatch) -> list[str]:
+    """Make every way of starting a process fail and record the attempt."""
+    spawned: list[str] = []
+
+    def refuse(name):
+        def call(*args, **kwargs):
+            spawned.append(name)
+            raise OSError(f"{name} called while sampling")
+        return call
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("subprocess.Popen"))
+    for name in ("fork", "posix_spawn", "posix_spawnp", "system", "spawnv", "spawnve", "execv", "execve"):
+        monkeypatch.setattr(os, name, refuse(f"os.{name}"))
+    return spawned
+
+
+def sample_with(tmp_path, nvml, seconds: float) -> tuple[dict, list[dict], list[str]]:
+    """Sample a sleeping tool for `seconds` with process creation refused: (end record, records, attempts)."""
+    tool = subprocess.Popen(["sleep", str(seconds + 3)], start_new_session=True)
+    spawned: list[str] = []
     try:
-        sampler = telemetry.Sampler(tmp_path / telemetry.FILE, tool.pid, after=0, interval=0.5)
-        assert sampler.nvidia_smi == str(fake)
-        sampler.start()
-        time.sleep(2.2)
-        end = sampler.stop()
+        with pytest.MonkeyPatch.context() as mp:
+            spawned = no_spawning(mp)
+            sampler = telemetry.Sampler(tmp_path / telemetry.FILE, tool.pid, after=0, interval=0.5, nvml=nvml)
+            sampler.start()
+            time.sleep(seconds)
+            end = sampler.stop()
     finally:
         tool.kill()
         tool.wait()
-    assert end["errors"] == []
-    assert end["gpu_probe_cpu_s"] > 0                 # the children's CPU, from their rusage, reported apart
     records = [json.loads(line) for line in (tmp_path / telemetry.FILE).read_text().splitlines()]
-    last = records[-2]["gpu"]
-    assert last == [{"index": 0, "uuid": "GPU-00000000-fake-0000-0000-000000000000", "util": 87.0, "mem_util": 40.0,
-                     "mem_used": 30000 << 20, "mem_total": 81559 << 20, "pcie_rx_bw": 100.0 * (1 << 20),
-                     "pcie_tx_bw": 50.0 * (1 << 20)},
-                    {"index": 1, "uuid": "GPU-00000000-fake-0000-0000-000000000001", "util": None, "mem_util": None,
-                     "mem_used": 1024 << 20, "mem_total": 81559 << 20, "pcie_rx_bw": None, "pcie_tx_bw": None}]
+    return end, records, spawned
+
+
+def test_gpu_figures_through_nvml_and_no_process_per_sample(tmp_path):
+    """The NVML path with FakeNvml injected (a fake: there is no GPU here); every way to spawn fails meanwhile."""
+    fake = FakeNvml()
+    end, records, spawned = sample_with(tmp_path, fake, 2.2)
+    assert spawned == [] and end["errors"] == []
+    assert fake.calls["init"] == fake.calls["shutdown"] == 1             # NVML opened once, not per sample
+    # read once an interval per GPU (plus the read at the start), not more
+    assert 2 * end["samples"] <= fake.calls["utilization"] <= 2 * (end["samples"] + 2)
+    assert records[0]["gpu"] == {"source": "nvml", "count": 2, "driver": "580.95.05",
+                                 "names": ["NVIDIA H100 80GB HBM3"] * 2}
+    samples = [r for r in records if r["type"] == "sample"]
+    assert len(samples) >= 4 and all(r["gpu"] == [GPU0, GPU1] for r in samples)
     found = {(m.metric, m.params["gpu"]): (m.value, m.unit) for m in tparser.parse(tmp_path).measurements
              if m.metric.startswith("gpu_")}
     assert found == {("gpu_util", "0"): (87.0, "%"), ("gpu_mem_used", "0"): (30000 << 20, "B"),
                      ("gpu_pcie_rx_bw", "0"): (100 << 20, "B/s"), ("gpu_pcie_tx_bw", "0"): (50 << 20, "B/s"),
                      ("gpu_mem_used", "1"): (1024 << 20, "B")}
     series = tparser.load_series(tmp_path)
-    assert series["gpu_util{gpu=0}"][-1][1] == 87.0 and "gpu_util{gpu=1}" not in series
+    assert [v for _, v in series["gpu_sm_clock{gpu=1}"]] == [1980e6] * len(samples)
+    assert series["gpu_power{gpu=0}"][-1][1] == 512.345 and series["gpu_temp{gpu=0}"][-1][1] == 64
+    assert "gpu_util{gpu=1}" not in series
 
 
-def test_a_failing_nvidia_smi_is_an_error_in_the_record_not_a_failed_run(tmp_path, monkeypatch):
-    fake = tmp_path / "bin" / "nvidia-smi"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\n# A stand-in (no GPU here): what nvidia-smi says without a driver.\n"
-                    "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.' >&2\n"
-                    "exit 9\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
-    tool = subprocess.Popen(["sleep", "1.2"], start_new_session=True)
-    sampler = telemetry.Sampler(tmp_path / telemetry.FILE, tool.pid, after=0, interval=0.5)
-    sampler.start()
-    tool.wait()
-    end = sampler.stop()
-    assert end["samples"] >= 2
-    assert any(e.startswith("nvidia-smi query exited 9: NVIDIA-SMI has failed") for e in end["errors"])
-    assert not [m for m in tparser.parse(tmp_path).measurements if m.metric.startswith("gpu_")]
+def test_the_html_report_draws_the_gpu_series(tmp_path):
+    """A run's telemetry sampled through FakeNvml (no GPU here) put in place of a real run's: GPU charts appear."""
+    from iolab import report_html
+    from iolab.samples import ResultStore
 
+    store_dir = tmp_path / "results" / "fio-tmpfs"
+    shutil.copytree(REPORT_FIXTURES / "fio-tmpfs", store_dir)
+    host_dir = next(store_dir.glob("raw/*/localhost"))
+    (host_dir / telemetry.FILE).unlink()
+    sample_with(host_dir, FakeNvml(), 1.2)
+    page = report_html.build(ResultStore(tmp_path / "results", "fio-tmpfs"))
+    section = page[page.index('<section id="telemetry">'):]
+    for chart in ("gpu_util", "gpu_mem_used", "gpu_pcie_rx_bw", "gpu_sm_clock", "gpu_temp", "gpu_power"):
+        assert f"<figcaption><code>{chart}</code></figcaption>" in section, chart
+    assert re.search(r'class="axis-title"[^>]*>GHz<', section) and re.search(r'class="axis-title"[^>]*>W<', section)
+
+
+def test_without_libnvidia_ml_the_gpu_series_is_absent_and_the_record_says_why(tmp_path, monkeypatch):
+    """The real pynvml on this machine, which has no NVIDIA driver: NVML cannot load its library."""
+    import pynvml
+
+    with pytest.raises(pynvml.NVMLError):
+        pynvml.nvmlInit()
+    end, records, spawned = sample_with(tmp_path, "pynvml", 1.2)
+    assert spawned == [] and end["errors"] == [] and end["samples"] >= 2
+    assert records[0]["gpu"] == {"absent": "NVML: NVML Shared Library Not Found"}
+    assert all("gpu" not in r for r in records[1:])
+    parsed = tparser.parse(tmp_path)
+    assert not [m for m in parsed.measurements if m.metric.startswith("gpu_")]
+    assert parsed.metadata["telemetry"]["gpu"] == {"absent": "NVML: NVML Shared Library Not Found"}
+    monkeypatch.setitem(sys.modules, "pynvml", None)                   # the package is not installed
+    assert telemetry.open_nvml()[2] == {"absent": "module pynvml (package nvidia-ml-py) is not installed"}
 
 
 def test_hostrun_samples_from_the_end_of_the_ramp_to_the_end_of_the_tool(tmp_path):

@@ -18,7 +18,9 @@ and `cpu_cores` (`params.scope` "host" with `params.mode` user/system/iowait/...
 or "tool": the tool's process tree), `page_cache_growth` (B, `Cached` at the end
 less at the start), `net_rx_bw` / `net_tx_bw` (`params.interface`), and per GPU
 (`params.gpu`) `gpu_util` (%, mean), `gpu_mem_used` (B, peak), `gpu_pcie_rx_bw` /
-`gpu_pcie_tx_bw` (B/s, mean) when nvidia-smi reported them.
+`gpu_pcie_tx_bw` (B/s, mean) when NVML reported them. The GPUs' SM clock, temperature
+and power are in the time series only (`load_series`). Why a host has no GPU figures
+is in the metadata (`telemetry.gpu.absent`).
 """
 
 from __future__ import annotations
@@ -204,7 +206,8 @@ def _info(tel: Telemetry) -> dict[str, Any]:
     """What the samples' metadata says about the telemetry itself."""
     return {"window_s": tel.window_s, "interval_s": tel.start.get("interval"), "samples": len(tel.samples),
             "started_at": tel.start.get("t"), "target": tel.target,
-            "sampler_cpu_pct": tel.end.get("sampler_cpu_pct"), "errors": tel.end.get("errors", [])}
+            "sampler_cpu_pct": tel.end.get("sampler_cpu_pct"), "errors": tel.end.get("errors", []),
+            "gpu": tel.start.get("gpu")}
 
 
 def parse(host_dir: Path) -> Parsed:
@@ -305,7 +308,8 @@ def load_series(run_host_dir: Path) -> dict[str, list[tuple[float, float]]]:
     `dev_write_iops{...}`, `dev_read_io_size{...}` (B), `dev_queue_len{...}`, `dev_await{...}` (s),
     `dev_util{...}` (%), `cpu_cores{mode=user}` ... and `cpu_cores{scope=tool}` (cores),
     `mem_cached`, `mem_dirty`, `mem_free` (B), `net_rx_bw{interface=eth0}`, `net_tx_bw{...}` (B/s),
-    `gpu_util{gpu=0}` (%), `gpu_mem_used{gpu=0}` (B), `gpu_pcie_rx_bw{gpu=0}`, `gpu_pcie_tx_bw{gpu=0}` (B/s).
+    `gpu_util{gpu=0}` (%), `gpu_mem_used{gpu=0}` (B), `gpu_pcie_rx_bw{gpu=0}`, `gpu_pcie_tx_bw{gpu=0}` (B/s),
+    `gpu_sm_clock{gpu=0}` (Hz), `gpu_temp{gpu=0}` (°C), `gpu_power{gpu=0}` (W).
     A device that joins late (a loop device's first IO) starts late. Empty without telemetry.
     """
     tel = load(run_host_dir)
@@ -337,6 +341,6 @@ def load_series(run_host_dir: Path) -> dict[str, list[tuple[float, float]]]:
             add(f"net_tx_bw{{interface={name}}}", t, nic.get("tx_bw"))
         for gpu in s.get("gpu", []):
             q = f"{{gpu={gpu['index']}}}"
-            for key in ("util", "mem_used", "pcie_rx_bw", "pcie_tx_bw"):
+            for key in ("util", "mem_used", "pcie_rx_bw", "pcie_tx_bw", "sm_clock", "temp", "power"):
                 add(f"gpu_{key}{q}", t, gpu.get(key))
     return series
