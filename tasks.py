@@ -182,11 +182,14 @@ def _finish(failures: list[str], store: ResultStore) -> None:
 
 @task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN,
             "dry_run": "show the runs and their job files; touch no host",
-            "no_resume": "start over (earlier results are moved aside, not deleted)", "steal": STEAL})
+            "no_resume": "start over (earlier results are moved aside, not deleted)",
+            "max_runs": f"refuse a campaign of more runs than this (default {campaign_mod.MAX_RUNS:,})",
+            "steal": STEAL})
 @user_errors
-def all_(c, inventory=None, hosts=None, campaign=None, dry_run=False, no_resume=False, steal=False):
+def all_(c, inventory=None, hosts=None, campaign=None, dry_run=False, no_resume=False,
+         max_runs=campaign_mod.MAX_RUNS, steal=False):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
-    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
+    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs))
     lab = make_lab(inventory, hosts)
     if dry_run:
         echo(bench_mod.describe(spec, lab))

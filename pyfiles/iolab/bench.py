@@ -8,6 +8,7 @@ already gathered, and a later call runs only what is missing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import io
@@ -26,7 +27,7 @@ from iolab.campaign import DATASET_DIR, Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.hosts import Inventory
 from iolab.parsers import Parsed, ParseError, parser_for
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
+from iolab.samples import AGGREGATE_HOST, DISK_ERRORS, ResultStore, Sample, StoreError, utc_iso
 from iolab.units import human
 
 HOST_DIR = "/opt/iolab"
@@ -65,6 +66,8 @@ def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools:
     """The storage phase for one backend; `state` is its role's: mounted, kept, unmounted or absent."""
     backend = next(b for b in campaign.backends if b.name == backend_name)
     return runner.Phase("storage.yml", {"storage_role": backend.role, "storage_stop_tools": stop_tools,
+                                        "storage_target": backend.target, "storage_mount_root": campaign.mount_root,
+                                        "storage_existing": not hasattr(backend, "mountpoint"),
                                         **backend.role_vars(state, campaign.dataset, campaign.dataset_formats)})
 
 
@@ -125,14 +128,25 @@ def _extract(result: runner.Result, host: str, data: IO[bytes], host_dir: Path) 
     import tarfile
     import zlib
 
-    host_dir.mkdir(parents=True, exist_ok=True)
     try:
+        host_dir.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=data) as tar:
             tar.extractall(host_dir, filter="data")
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-        outcome = result.hosts.setdefault(host, runner.HostOutcome(host))
-        outcome.failed, outcome.task = True, "unpack the run's files on the controller"
-        outcome.message = f"the archive that came back is unreadable ({exc.__class__.__name__}: {exc})"
+    except OSError as exc:
+        if exc.errno in DISK_ERRORS:     # the results disk, not the host: stop before more is lost
+            raise StoreError(f"could not store the files of {host} in {host_dir}: {exc.strerror}; that run is not "
+                             "stored (a resume runs it again); free space on the results disk or point "
+                             "$IOLAB_RESULTS elsewhere, then run the same command again") from None
+        _unreadable(result, host, exc)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        _unreadable(result, host, exc)
+
+
+def _unreadable(result: runner.Result, host: str, exc: BaseException) -> None:
+    """Fail `host` in `result`: the archive it returned cannot be read."""
+    outcome = result.hosts.setdefault(host, runner.HostOutcome(host))
+    outcome.failed, outcome.task = True, "unpack the run's files on the controller"
+    outcome.message = f"the archive that came back is unreadable ({exc.__class__.__name__}: {exc})"
 
 
 # --- turning a run's raw files into samples ---------------------------------------------------
@@ -259,8 +273,14 @@ def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts
     samples = [s for host_samples, _ in per_host.values() for s in host_samples]
     if per_host and not failures and complete:
         samples += aggregate(per_host)
-    store.add_samples(samples)
-    store.add_run_records(records)
+    try:
+        store.add_samples(samples, f"the {len(samples)} samples of {run.label()}")
+    except StoreError as exc:
+        # Not stored, so not done: say so in runs.jsonl where the disk still allows it, then stop.
+        with contextlib.suppress(StoreError):
+            store.add_run_records([_record(run, host, f"samples not stored: {exc}") for host in hosts])
+        raise
+    store.add_run_records(records, f"the status of {run.label()}")
     return failures, samples
 
 
@@ -323,6 +343,8 @@ def run_campaign(campaign: Campaign, lab: Lab, store: ResultStore, resume: bool 
         moved = start_over(store)
         if moved:
             console.print(f"--no-resume: earlier results kept in {moved}")
+    for note in store.preflight():      # writable, with room, no torn line: before anything runs
+        console.print(f"[yellow]{note}[/]")
     runs = [r for r in expand(campaign, len(lab.hosts)) if only_repetition in (None, r.repetition)]
     done = store.completed()
     plan = [(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
@@ -639,8 +661,8 @@ def describe(spec: Campaign, lab: Lab) -> str:
                          f"builds the command (python -m iolab.loader.…, under iolab.hostrun) from:")
             lines += [f"        {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"]
             continue
-        if variables.get("bench_fio_jobfile"):
-            job = f"(the user's job file {variables['bench_fio_jobfile']})"
+        if variables.get("bench_fio_jobtext"):     # the user's job file as checked, includes inlined
+            job = f"; {run.workload.jobfile}, run in <target>/iolab-<host>\n" + variables["bench_fio_jobtext"]
         else:
             bssplit = {"bssplit": "<from the data set's size histogram>"} if variables.get("bench_fio_bssplit_from") else {}
             job = fio_jobs.render({**variables["bench_fio_options"], **bssplit, "filename": "<target>/iolab-<host>/"

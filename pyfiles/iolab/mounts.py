@@ -4,6 +4,7 @@
     python -m iolab.mounts record TARGET --json '{"backend": "ds", "type": "rbd_snapshot", "kept": false, ...}'
     python -m iolab.mounts forget TARGET
     python -m iolab.mounts check-readonly TARGET
+    python -m iolab.mounts check-target TARGET --root MOUNT_ROOT [--existing]
     python -m iolab.mounts stop --state-dir DIR
     python -m iolab.mounts state-dir DIR [--keyring FILE --name client.ID] [--file NAME]
     python -m iolab.mounts content-key [--source DIR] [--extra JSON]
@@ -39,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from iolab.confine import host_refusal
 from iolab.loader.dataset_state import sha256_file
 
 RECORDS = Path("/run/iolab/mounts")
@@ -366,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("target")
     c = sub.add_parser("check-readonly", help="exit 0 when a write below TARGET fails as read-only")
     c.add_argument("target")
+    t = sub.add_parser("check-target", help="exit 1 when TARGET is no place to mount (iolab.confine)")
+    t.add_argument("target")
+    t.add_argument("--root", required=True, help="iolab's mount root on this host")
+    t.add_argument("--existing", action="store_true", help="a directory that holds data, not a mount point")
     s = sub.add_parser("stop", help="end the processes that name STATE_DIR and unmount what is left below it")
     s.add_argument("--state-dir", required=True)
     s.add_argument("--timeout", type=float, default=30.0)
@@ -398,6 +404,14 @@ def main(argv: list[str] | None = None) -> int:
             print(message, file=sys.stderr)
             return 1
         result = {"write_error": message}
+    elif opts.command == "check-target":
+        mount = mounted_at(opts.target)
+        ours = record_for(mount) is not None or (mount or {}).get("source", "").startswith("iolab:")
+        reason = host_refusal(opts.target, opts.root, opts.existing, ours)
+        if reason:
+            print(f"{platform.node()}: {reason}", file=sys.stderr)
+            return 1
+        result = {"target": opts.target, "ours": ours}
     elif opts.command == "stop":
         result = stop(opts.state_dir, opts.timeout)
         if result["left"]:

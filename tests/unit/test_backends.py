@@ -61,7 +61,8 @@ def test_role_vars_name_the_role_and_carry_the_data_set_to_load():
     assert all(key.startswith("storage_rbd_snapshot_") for key in snap)
     phase = bench.storage_phase(spec, "m", "unmounted", stop_tools=True)
     assert phase.vars == {"storage_role": "storage_tmpfs", "storage_stop_tools": True,
-                          "storage_tmpfs_state": "unmounted", "storage_tmpfs_name": "m",
+                          "storage_target": "/mnt/iolab/m", "storage_mount_root": "/mnt/iolab",
+                          "storage_existing": False, "storage_tmpfs_state": "unmounted", "storage_tmpfs_name": "m",
                           "storage_tmpfs_size": 64 << 20, "storage_tmpfs_mountpoint": "/mnt/iolab/m"}
 
 
