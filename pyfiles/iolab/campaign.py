@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
                       ValidationError, model_validator)
 
-from iolab import fio_jobs, yamlfile
+from iolab import fio_jobfile, fio_jobs, yamlfile
 from iolab.confine import MOUNT_ROOT, refusal
 from iolab.errors import UserError
 from iolab.units import parse_duration, parse_size
@@ -107,11 +107,22 @@ class TmpfsBackend(_Backend):
     mountpoint: AbsPath | None = None
 
 
+def _device(value: str) -> str:
+    if not value.startswith("/dev/"):
+        raise ValueError(f"{value!r} is not a device (allow_devices names block or character devices in /dev)")
+    return value
+
+
+# Devices a user's fio job file may name (fio_jobfile.check), on scratch backends only.
+Device = Annotated[str, AfterValidator(_absolute), AfterValidator(_device)]
+
+
 class LocalBackend(_Backend):
     """A directory on a file system the host already has (local NVMe, an existing mount)."""
     name: Name
     type: Literal["local"]
     path: AbsPath
+    allow_devices: list[Device] = []
 
     @property
     def target(self) -> str:
@@ -290,6 +301,14 @@ class MountBackend(_Backend):
     options: list[MountOption] = []
     readonly: bool = False
     mountpoint: AbsPath | None = None
+    allow_devices: list[Device] = []
+
+    @model_validator(mode="after")
+    def _devices_on_scratch(self) -> MountBackend:
+        if self.readonly and self.allow_devices:
+            raise ValueError("allow_devices lets fio job files write to those devices; a readonly backend "
+                             "cannot have them: drop readonly or allow_devices")
+        return self
 
 
 class RbdBackend(_Backend):
@@ -377,12 +396,21 @@ class FioWorkload(_Workload):
     type: Literal["fio"]
     profile: str | None = None
     jobfile: str | None = None
+    # The job file as checked (fio_jobfile: includes inlined), set by _resolve_jobfiles; hosts get this text.
+    jobtext: Annotated[str | None, Field(exclude=True)] = None
     runtime: Duration = 10.0
     ramp: Ramp = 2.0
     size: Size | None = None          # per host; default: what fits the backend, up to 1 GiB
     iodepth: Annotated[int, Field(ge=1, le=4096)] | None = None
     numjobs: Annotated[int, Field(ge=1, le=256)] = 1
     ioengine: Literal["libaio", "io_uring", "psync", "sync", "posixaio"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_jobtext(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "jobtext" in data:
+            raise ValueError("jobtext is iolab's checked copy of jobfile; give jobfile: PATH")
+        return data
 
     @model_validator(mode="after")
     def _one_source(self) -> FioWorkload:
@@ -402,7 +430,10 @@ class FioWorkload(_Workload):
 
     @property
     def writes(self) -> str:
-        """What makes the job write to the target ('' when it only reads); job files are not read here."""
+        """What makes the job write to the target ('' when it only reads)."""
+        if self.jobtext:
+            option = fio_jobfile.writes(fio_jobfile.parse_text(self.jobtext, "jobtext"))
+            return f"job file {self.jobfile}, {option}" if option else ""
         rw = fio_jobs.PROFILES[self.profile].get("rw", "read") if self.profile else "read"
         return f"profile {self.profile}, rw={rw}" if rw not in ("read", "randread") else ""
 
@@ -413,7 +444,9 @@ class FioWorkload(_Workload):
                         if getattr(self, k) is not None})
         if self.profile:
             options = fio_jobs.profile_options(self.profile, options)
-        return {"bench_fio_options": options, "bench_fio_jobfile": self.jobfile or "",
+        devices = fio_jobfile.devices(fio_jobfile.parse_text(self.jobtext, "jobtext")) if self.jobtext else []
+        return {"bench_fio_options": options, "bench_fio_jobtext": self.jobtext or "",
+                "bench_fio_allow_devices": devices,
                 "bench_fio_size": self.size or 0, "bench_fio_target": target,
                 "bench_fio_timeout": self.run_timeout(self.runtime + self.ramp + 120),
                 "bench_fio_telemetry_after": self.ramp,
@@ -945,15 +978,20 @@ def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Ca
 
 
 def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campaign:
+    """Check each job file for every backend (devices: those all of them allow); keep the checked text."""
+    allowed = set.intersection(*(set(getattr(b, "allow_devices", [])) for b in campaign.backends))
     workloads = []
     for index, workload in enumerate(campaign.workloads):
         if isinstance(workload, FioWorkload) and workload.jobfile:
             path = (base_dir / workload.jobfile).resolve()
             try:
-                fio_jobs.check_jobfile(path)
+                job = fio_jobfile.load_checked(path, sorted(allowed))
             except ValueError as exc:
                 raise UserError(f"{source}: workloads[{index}].jobfile: {exc}") from None
-            workload = workload.model_copy(update={"jobfile": str(path)})
+            workload = workload.model_copy(update={"jobfile": str(path), "jobtext": job.text})
+            refused = [reason for backend in campaign.backends if (reason := backend.refuse(workload))]
+            if refused:     # a job file that writes, on a read-only backend
+                raise UserError(f"{source}: {refused[0]}")
         workloads.append(workload)
     return campaign.model_copy(update={"workloads": workloads})
 

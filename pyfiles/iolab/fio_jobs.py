@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from iolab import fio_jobfile
+
 # The fio bssplit that emulates ImageNet training JPEG reads (docs/REFERENCE_FIGURES.md).
 IMAGENET_BSSPLIT = "2K/1:4K/2:8K/4:16K/8:32K/13:64K/38:128K/33:256K/1"
 
@@ -62,24 +64,6 @@ def render(options: dict[str, str], jobname: str) -> str:
     return "\n".join(lines)
 
 
-def check_jobfile(path: Path) -> None:
-    """Raise ValueError unless `path` is a fio job file fio itself accepts."""
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {path}: {exc}") from None
-    if not re.search(r"^\s*\[[^\]]+\]", text, re.MULTILINE):
-        raise ValueError(f"{path} is not a fio job file (no [job] section)")
-    for key in _FORBIDDEN:
-        if re.search(rf"^\s*{key}\s*=", text, re.MULTILINE):
-            raise ValueError(f"{path} uses {key}, which runs commands on the hosts; remove it")
-    if shutil.which("fio"):
-        check = subprocess.run(["fio", "--parse-only", str(path)], capture_output=True, text=True)
-        if check.returncode != 0:
-            reason = (check.stderr.strip() or check.stdout.strip()).splitlines()
-            raise ValueError(f"{path} is not a valid fio job file (fio: {reason[0] if reason else 'rejected'})")
-
-
 # --- host side: size the job to the target, write the job file, prefill --------------------
 
 DATA_FILE = "iolab-fio.dat"
@@ -128,11 +112,13 @@ def dataset_bssplit(root: Path) -> dict:
 
 
 def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, jobfile: Path | None,
-            bssplit_from: Path | None = None) -> dict:
+            bssplit_from: Path | None = None, allow_devices: tuple[str, ...] = ()) -> dict:
     """Write RUN_DIR/job.fio for a job on `workdir` and lay its file out before the timed run.
 
     `bssplit_from` (relative to `workdir`, or absolute): a data set whose size histogram
-    gives the job's bssplit, as `iolab.dataset histogram` computes it.
+    gives the job's bssplit, as `iolab.dataset histogram` computes it. A user's `jobfile`
+    is checked here again (iolab.fio_jobfile; `allow_devices` as the backend allows them)
+    and job.fio is the text that was checked.
     """
     import json
     import os
@@ -142,7 +128,8 @@ def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, 
     run_dir.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
     if jobfile is not None:
-        text = jobfile.read_text()  # fio runs in `workdir`: relative file names land on the target
+        # fio runs in `workdir`: relative file names land on the target.
+        text = fio_jobfile.check_on_host(fio_jobfile.load(jobfile), workdir, allow_devices).text
         chosen = {"jobfile": str(jobfile)}
     elif options.get("ioengine") == "rbd":
         # librbd on the image the storage role created and prefilled: no file to size or lay out.
@@ -191,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--workdir", type=Path, required=True, help="where the job's files go")
     prep.add_argument("--options", default="{}", help="fio options as a JSON object")
     prep.add_argument("--size", type=int, default=0, help="bytes; 0 = what fits, up to 1 GiB")
-    prep.add_argument("--jobfile", type=Path)
+    prep.add_argument("--jobfile", type=Path, help="a user's job file, checked again here (iolab.fio_jobfile)")
+    prep.add_argument("--allow-device", action="append", default=[], dest="allow_devices",
+                      help="a device the job file may name (the backend's allow_devices); repeatable")
     prep.add_argument("--bssplit-from", type=Path, help="data set whose size histogram gives the bssplit "
                       "(relative to --workdir)")
     prep.add_argument("--drop-caches", action="store_true",
@@ -200,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     started_at = time.time()  # when this task reached the host: sizes the lead of the common start
     try:
         chosen = prepare(opts.dir, opts.workdir, json.loads(opts.options), opts.size, opts.jobfile,
-                         opts.bssplit_from)
+                         opts.bssplit_from, tuple(opts.allow_devices))
     except ValueError as exc:
         print(f"{opts.workdir}: {exc}", file=sys.stderr)
         return 1
