@@ -355,7 +355,11 @@ def histogram(c, path):
     root = Path(path)
     if not root.is_dir():
         raise UserError(f"{path} is not a directory")
-    found = sizes(root)
+    try:
+        found = sizes(root)
+    except OSError as exc:
+        raise UserError(f"cannot read the data set at {path}: {exc.strerror} ({exc.filename}); "
+                        "give the directory of a data set") from None
     if not any(b > 0 for b in found):
         raise UserError(f"{path} holds no non-empty files")
     echo(table(found))

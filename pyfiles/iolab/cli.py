@@ -11,7 +11,7 @@ from typing import Any, Callable
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from iolab import hosts, paths
+from iolab import hosts, paths, runner
 from iolab.bench import Lab
 from iolab.errors import Interrupted, Terminated, UserError, raise_terminated
 
@@ -23,18 +23,26 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        previous = signal.signal(signal.SIGTERM, raise_terminated)   # SIGTERM tears down as Ctrl-C does
+        # For the whole command, whatever the parent set: a script or scheduler that started us with
+        # SIGINT ignored still gets Ctrl-C's teardown; SIGTERM tears down as Ctrl-C does.
+        previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+                    signal.SIGTERM: signal.signal(signal.SIGTERM, raise_terminated)}
+        before = runner.plays_started
         try:
             return func(*args, **kwargs)
         except KeyboardInterrupt as exc:
             how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-            error: UserError = Interrupted(f"{how}: teardown done, results gathered so far are kept; "
-                                           "run the same command again to resume")
+            if runner.plays_started == before:
+                what = "before anything ran on a host; nothing to tear down"
+            else:
+                what = "teardown done, results gathered so far are kept; run the same command again to resume"
+            error: UserError = Interrupted(f"{how} {what}" if what.startswith("before") else f"{how}: {what}")
             error.exit_code = 143 if isinstance(exc, Terminated) else error.exit_code
         except UserError as exc:
             error = exc
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         raise Exit(f"iolab: {error}", code=error.exit_code)
 
     return wrapper

@@ -213,6 +213,10 @@ def _project(private: Path, phases: list[Phase]) -> str:
     return path.name
 
 
+# Playbooks this process started: a command interrupted before its first had nothing to tear down.
+plays_started = 0
+
+
 def run(phases: Phase | list[Phase], inventory: Path, hosts: list[str], extravars: dict[str, Any] | None = None,
         title: str = "", console: Console | None = None, cancellable: bool = True) -> Result:
     """Run the phases on `hosts` (exact inventory names) and return each host's outcome.
@@ -221,7 +225,9 @@ def run(phases: Phase | list[Phase], inventory: Path, hosts: list[str], extravar
     `cancellable`); otherwise Ctrl-C is deferred until the playbook ends.
     """
     import ansible_runner
+    global plays_started
 
+    plays_started += 1
     phases = [phases] if isinstance(phases, Phase) else phases
     console = console or Console(stderr=True)
     progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console)

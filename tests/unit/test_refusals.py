@@ -158,3 +158,17 @@ def test_oversized_input_is_refused_quickly_in_little_memory(tmp_path, make, say
 def _write(directory: Path, name: str, text: str) -> str:
     (directory / name).write_text(text)
     return str(directory / name)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["data.histogram", "/proc/self"], "iolab: /proc/self holds no non-empty files"),
+    (["bench.all", "--hosts", "", "--dry-run"], "iolab: --hosts is empty"),
+    (["bench.all", "--campaign", "/dev/zero", "--dry-run"], "iolab: campaign file /dev/zero is not a regular file"),
+])
+def test_bad_input_on_the_command_line_is_one_line(args, says):
+    done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(says), done.stderr
+    assert "Traceback" not in done.stderr + done.stdout

@@ -45,7 +45,10 @@ def histogram(root: Path) -> dict[int, int]:
             elif entry.is_file(follow_symlinks=False):
                 if directory == Path(root) and entry.name == MANIFEST_NAME:
                     continue
-                b = bucket(entry.stat(follow_symlinks=False).st_size)
+                try:
+                    b = bucket(entry.stat(follow_symlinks=False).st_size)
+                except FileNotFoundError:
+                    continue      # gone since the directory was listed: not part of the data set
                 counts[b] = counts.get(b, 0) + 1
     return dict(sorted(counts.items()))
 
