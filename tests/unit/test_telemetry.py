@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from iolab import telemetry
 from iolab.parsers import ParseError, fio
 from iolab.parsers import telemetry as tparser
 from iolab.samples import UNITS
+from fake_nvml import FakeNvml
 from support import hostrun
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
@@ -168,72 +168,6 @@ def test_the_sampler_uses_less_than_one_percent_of_a_core(tmp_path, capsys):
     assert [r["type"] for r in records] == ["start"] + ["sample"] * end["samples"] + ["end"]
     assert records[0]["target"]["mountpoint"] == "/"
     assert all(r["tool"]["processes"] == 3 for r in records[1:-2])   # sh and its two sleeps
-
-
-class FakeNvml:
-    """A stand-in for the pynvml module, with the part of its interface iolab.telemetry uses: there is
-    no GPU (and no libnvidia-ml) on the machines these tests run on. Two GPUs; GPU 1 reports no
-    utilization and no PCIe throughput (NOT_SUPPORTED), as some boards do. Counts its calls."""
-
-    NVML_CLOCK_SM = 1
-    NVML_TEMPERATURE_GPU = 0
-    NVML_PCIE_UTIL_TX_BYTES = 0
-    NVML_PCIE_UTIL_RX_BYTES = 1
-
-    class NVMLError(Exception):
-        pass
-
-    def __init__(self):
-        self.calls: dict[str, int] = {}
-
-    def _count(self, name):
-        self.calls[name] = self.calls.get(name, 0) + 1
-
-    def nvmlInit(self):
-        self._count("init")
-
-    def nvmlShutdown(self):
-        self._count("shutdown")
-
-    def nvmlSystemGetDriverVersion(self):
-        return "580.95.05"
-
-    def nvmlDeviceGetCount(self):
-        return 2
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return ("handle", index)
-
-    def nvmlDeviceGetName(self, handle):
-        return "NVIDIA H100 80GB HBM3"
-
-    def nvmlDeviceGetUUID(self, handle):
-        return f"GPU-00000000-fake-0000-0000-00000000000{handle[1]}"
-
-    def nvmlDeviceGetUtilizationRates(self, handle):
-        self._count("utilization")
-        if handle[1] == 1:
-            raise self.NVMLError("Not Supported")
-        return types.SimpleNamespace(gpu=87, memory=40)
-
-    def nvmlDeviceGetMemoryInfo(self, handle):
-        return types.SimpleNamespace(used=(30000 if handle[1] == 0 else 1024) << 20, total=81559 << 20, free=0)
-
-    def nvmlDeviceGetClockInfo(self, handle, clock):
-        assert clock == self.NVML_CLOCK_SM
-        return 1980                                        # MHz
-
-    def nvmlDeviceGetTemperature(self, handle, sensor):
-        assert sensor == self.NVML_TEMPERATURE_GPU
-        return 64                                          # °C
-
-    def nvmlDeviceGetPowerUsage(self, handle):
-        return 512_345                                     # mW
-
-    def nvmlDeviceGetPcieThroughput(self, handle, counter):
-        if handle[1] == 1:
-            raise self.NVMLError("Not Supported")
-        return {self.NVML_PCIE_UTIL_RX_BYTES: 102_400, self.NVML_PCIE_UTIL_TX_BYTES: 51_200}[counter]   # KiB/s
 
 
 GPU0 = {"index": 0, "uuid": "GPU-00000000-fake-0000-0000-000000000000", "util": 87.0, "mem_util": 40.0,
