@@ -245,6 +245,11 @@ def check(job: JobFile, allow_devices: tuple[str, ...] | list[str] = ()) -> None
             elif option.name in PATH_OPTIONS + _PATTERN_OPTIONS or option.name == "mem":
                 for name in _names(option):
                     _check_name(option, name, devices)
+    sg = next((o for o in job.options() if o.name == "ioengine" and o.value == "sg"), None)
+    names = [name for o in job.options() if o.name == "filename" for name in _names(o)]
+    if sg and (not names or any(name not in devices for name in names)):
+        raise sg.refuse("the sg engine sends SCSI commands to a device: name only devices of allow_devices "
+                        "in filename")
 
 
 def writes(job: JobFile) -> str:

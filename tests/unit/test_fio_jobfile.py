@@ -162,6 +162,11 @@ def test_a_device_needs_allow_devices_on_a_scratch_backend_and_only_that_device(
     assert "allow_devices of every backend" in refused(
         tmp_path, DEVICE_JOB, [scratch(tmp_path, allow_devices=["/dev/full"]),
                                {"name": "mem", "type": "tmpfs", "size": "64MiB"}])
+    # The sg engine only on allowed devices.
+    sg_job = "[j]\nioengine=sg\nfilename=/dev/full\n"
+    assert load(tmp_path, jobfile(tmp_path, sg_job), [scratch(tmp_path, allow_devices=["/dev/full"])])
+    assert "the sg engine sends SCSI commands" in refused(tmp_path, "[j]\nioengine=sg\nfilename=data\n",
+                                                          [scratch(tmp_path, allow_devices=["/dev/full"])])
     # An allowed device is a file name only: not a directory, nor a log.
     assert "directory=/dev/full" in refused(tmp_path, "[j]\ndirectory=/dev/full\n",
                                             [scratch(tmp_path, allow_devices=["/dev/full"])])
