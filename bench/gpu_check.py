@@ -54,7 +54,6 @@ def dataset(args: argparse.Namespace, scratch: Path) -> Path:
 
 def train(root: Path, reader: str, args: argparse.Namespace, device, gpu) -> dict:
     """ResNet-50 steps from one reader: images/s after the first step, and NVML's utilisation meanwhile."""
-    import torch
     from torch.utils.data import DataLoader
 
     from iolab.loader.readers import Samples, collate, worker_init
