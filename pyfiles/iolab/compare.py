@@ -57,10 +57,9 @@ import socket
 import statistics
 from pathlib import Path
 
-import yaml
 from rich.table import Table
 
-from iolab import validity
+from iolab import validity, yamlfile
 from iolab.errors import UserError
 from iolab.samples import Sample
 from iolab.units import human
@@ -192,12 +191,7 @@ def parse_rule(text: str, where: str = "--rule") -> Rule:
 
 def load_rules(path: str | Path) -> list[Rule]:
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"rules file {path} does not exist") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"cannot read rules file {path}: {exc}") from None
+    raw = yamlfile.load(path, "rules file", "--rules")
     items = raw.get("rules") if isinstance(raw, dict) else raw
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise UserError(f"{path}: expected `rules:` with a list of strings such as 'read_bw >= -5%'")
