@@ -35,7 +35,7 @@ HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"   # made by the iolab_host role
 # Metrics that add up across hosts into the aggregate (host "*").
 ADDITIVE = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "stat_per_s", "open_per_s",
             "readdir_per_s")
-HEADLINE = ("samples_per_s", "read_bw", "write_bw", "read_iops", "stat_per_s")
+HEADLINE = ("samples_per_s", "read_bw", "write_bw", "read_iops", "stat_per_s", "checkpoint_write_bw")
 
 
 @dataclasses.dataclass
@@ -236,14 +236,36 @@ def aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
             method = "sum of the hosts' own means (no per-second series for a common window)"
             lo, hi = max(s.started_at for s in group), min(s.ended_at for s in group)
         skews = [s.metadata.get("start_skew_s") or 0.0 for s in group]
-        verdicts = [s.metadata.get("validity") or {} for s in group]
-        verdict = {"valid": all(v.get("valid", True) for v in verdicts),
-                   "flags": list(dict.fromkeys(f for v in verdicts for f in v.get("flags", []))),
-                   "reasons": [r for v in verdicts for r in v.get("reasons", [])]}
         out.append(dataclasses.replace(
             group[0], host=AGGREGATE_HOST, value=value, started_at=lo, ended_at=hi,
-            metadata={"hosts": sorted(per_host), "aggregate": method, "validity": verdict,
+            metadata={"hosts": sorted(per_host), "aggregate": method, "validity": _verdict(group),
                       "start_late_max_s": max(skews), "start_spread_s": max(skews) - min(skews)}))
+    return out + _checkpoint_aggregate(per_host)
+
+
+def _verdict(group: list[Sample]) -> dict[str, Any]:
+    """The hosts' verdicts on one metric, as one: valid when every host's is."""
+    verdicts = [s.metadata.get("validity") or {} for s in group]
+    return {"valid": all(v.get("valid", True) for v in verdicts),
+            "flags": list(dict.fromkeys(f for v in verdicts for f in v.get("flags", []))),
+            "reasons": [r for v in verdicts for r in v.get("reasons", [])]}
+
+
+def _checkpoint_aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
+    """A checkpoint over every host: all of its bytes over the slowest rank of all (MLPerf's duration)."""
+    out = []
+    for phase in ("write", "read"):
+        times = [s for samples, _ in per_host.values() for s in samples if s.metric == f"checkpoint_{phase}_s"]
+        if not times or len(times) != len(per_host):
+            continue
+        slowest = max(s.value for s in times)
+        moved = {key: sum(s.metadata["checkpoint"][phase][key] for s in times) for key in ("bytes", "ranks")}
+        metadata = {"hosts": sorted(per_host), "validity": _verdict(times), "checkpoint": {phase: moved},
+                    "aggregate": "every host's bytes over the slowest rank of all hosts"}
+        out += [dataclasses.replace(times[0], host=AGGREGATE_HOST, metric=metric, value=value, unit=unit,
+                                    metadata=metadata)
+                for metric, value, unit in ((f"checkpoint_{phase}_bw", moved["bytes"] / slowest, "B/s"),
+                                            (f"checkpoint_{phase}_s", slowest, "s"))]
     return out
 
 

@@ -201,7 +201,7 @@ def stop(runs_dir: Path) -> int:
     """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs), then
     remove what those runs left: a finished run's files have gone to the controller, and an
     interrupted run is recorded as missing and runs again."""
-    for pidfile in runs_dir.glob(f"*/{PIDFILE}"):
+    for pidfile in [*runs_dir.glob(f"*/{PIDFILE}"), *runs_dir.glob(f"*/*/{PIDFILE}")]:   # a phase of a run too
         pid = int(pidfile.read_text().split()[0])
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -242,6 +242,8 @@ def main(args: list[str] | None = None) -> int:
     p_run.add_argument("--pack", action="store_true", default=os.environ.get("IOLAB_PACK_RUN") == "1",
                        help="then pack RUN_DIR for collect: returned in the output, or RUN_DIR.tar.gz "
                             "when large (default: $IOLAB_PACK_RUN=1)")
+    p_run.add_argument("--no-pack", dest="pack", action="store_false",
+                       help="leave RUN_DIR unpacked (a phase whose directory a later call packs)")
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)

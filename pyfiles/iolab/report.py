@@ -31,10 +31,11 @@ from iolab.samples import ResultStore, Sample
 
 # Shown in the table, in this order; every metric is in the CSV and JSON exports.
 TABLE_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
+                 "checkpoint_write_bw", "checkpoint_read_bw", "checkpoint_write_s", "checkpoint_read_s",
                  "read_clat_p50", "read_clat_p99", "read_clat_p999", "write_clat_p99")
 # Who wins: the figures of merit and the tail latency.
 SUMMARY_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
-                   "read_clat_p99", "write_clat_p99")
+                   "checkpoint_write_bw", "checkpoint_read_bw", "read_clat_p99", "write_clat_p99")
 AGREEMENT = validity.AGREEMENT
 # Unit systems for byte figures: iec (binary, the default) and si (decimal).
 UNITS = ("iec", "si")
@@ -98,7 +99,8 @@ def metric_rank(metric: str) -> tuple[int, str]:
 def lower_is_better(metric: str) -> bool:
     """Latencies, waits and costs win by being small; throughput, IOPS and AU by being large."""
     name = validity.base_metric(metric)
-    return "_clat_" in name or "await" in name or name.startswith("cpu") or name == "syscalls_per_sample"
+    return ("_clat_" in name or "await" in name or name.startswith("cpu") or name == "syscalls_per_sample"
+            or (name.startswith("checkpoint_") and name.endswith("_s")))
 
 
 def summarize(samples: list[Sample], groups: list[validity.Group] | None = None) -> list[dict]:

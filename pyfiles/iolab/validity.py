@@ -43,7 +43,8 @@ from iolab.units import human, parse_size
 RAM_MULTIPLE = 5          # data set ≥ 5× the host's RAM (MLPerf Storage)
 AGREEMENT = 0.05          # repeats within 5% of their median agree (MLPerf Storage)
 # The figures of merit the agreement rule judges; other metrics show their spread only.
-MERIT_METRICS = frozenset({"read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au"})
+MERIT_METRICS = frozenset({"read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
+                           "checkpoint_write_bw", "checkpoint_read_bw"})
 # Parameters that size or time a run without changing what it measures: not part of a setting.
 NOT_SETTINGS = frozenset({"runtime", "ramp", "size", "allow_caching", "timeout", "warmup", "profilers"})
 
