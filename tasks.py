@@ -350,7 +350,7 @@ def histogram(c, path):
     """Show a data set's file sizes by power-of-two bucket and the fio bssplit that reads like them."""
     from pathlib import Path
 
-    from iolab.dataset.histogram import bssplit, histogram as sizes, table
+    from iolab.host.dataset.histogram import bssplit, histogram as sizes, table
 
     root = Path(path)
     if not root.is_dir():
@@ -373,7 +373,7 @@ def histogram(c, path):
 @user_errors
 def pack_(c, path, format="all", out=None, samples_per_shard=None):
     """Pack a data set on this machine (one file + index, webdataset tar, TFRecord), each checked."""
-    from iolab.dataset.__main__ import main as dataset_main
+    from iolab.host.dataset.__main__ import main as dataset_main
 
     argv = ["pack", path, "--format", format] + (["--out", out] if out else []) \
         + (["--samples-per-shard", str(samples_per_shard)] if samples_per_shard else [])

@@ -28,8 +28,8 @@ from pathlib import Path
 from _common import ROOT, private_tmpfs
 
 
-from iolab.dataset.gen import gen
-from iolab.dataset.pack import pack
+from iolab.host.dataset.gen import gen
+from iolab.host.dataset.pack import pack
 from iolab.parsers import pytorch
 
 BATCH = 8
@@ -45,7 +45,7 @@ def analytic(c: float, p: float, w: int) -> float:
 def measure(root: Path, out: Path, c: float, p: float, w: int) -> tuple[float, float]:
     period = max(c, BATCH * p / w)
     steps = max(8, int(4 / period))       # about four seconds of steady state
-    subprocess.run([sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(root), "--out", str(out),
+    subprocess.run([sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out),
                     "--reader", "packed", "--no-decode", "--workers", str(w), "--batch-size", str(BATCH),
                     "--steps", str(steps), "--accelerator", "emulated", "--compute-per-batch", str(c),
                     "--preprocess-time", str(p)], check=True, cwd=ROOT)

@@ -7,9 +7,9 @@ What it does, in order, and what it prints (one line per figure):
 
 1. the data set: --root (with its packed copy), else a fresh ImageNet-shaped one of
    --files JPEGs made in a temporary directory under /var/tmp, packed;
-2. per reader (packed, pil): a DataLoader (iolab.loader.readers, --workers processes,
+2. per reader (packed, pil): a DataLoader (iolab.host.loader.readers, --workers processes,
    pinned memory on a GPU) feeding mixed-precision ResNet-50 training steps
-   (iolab.loader.resnet) on cuda:0, or on the CPU without a GPU (bfloat16, as the
+   (iolab.host.loader.resnet) on cuda:0, or on the CPU without a GPU (bfloat16, as the
    tests run it): `images/s` over the steps after the first (which builds the
    kernels), and the GPU's mean utilisation over those steps from NVML;
 3. host-to-device copy: a pinned --copy-mib buffer copied to cuda:0 ten times:
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from _common import ROOT  # noqa: F401  (puts this checkout's iolab on the path)
 
-from iolab import telemetry
+from iolab.host import telemetry
 
 READERS = ("packed", "pil")
 COPIES = 10
@@ -41,8 +41,8 @@ NVML_INTERVAL = 0.2          # seconds between NVML readings while the steps run
 
 def dataset(args: argparse.Namespace, scratch: Path) -> Path:
     """--root, or a fresh data set of --files JPEGs with its packed copy under `scratch`."""
-    from iolab.dataset.gen import gen
-    from iolab.dataset.pack import pack
+    from iolab.host.dataset.gen import gen
+    from iolab.host.dataset.pack import pack
 
     if args.root:
         return args.root
@@ -56,8 +56,8 @@ def train(root: Path, reader: str, args: argparse.Namespace, device, gpu) -> dic
     """ResNet-50 steps from one reader: images/s after the first step, and NVML's utilisation meanwhile."""
     from torch.utils.data import DataLoader
 
-    from iolab.loader.readers import Samples, collate, worker_init
-    from iolab.loader.resnet import Trainer
+    from iolab.host.loader.readers import Samples, collate, worker_init
+    from iolab.host.loader.resnet import Trainer
 
     samples = Samples(root, reader, size=args.size)
     loader = DataLoader(samples, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,

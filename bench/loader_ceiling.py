@@ -24,8 +24,8 @@ from pathlib import Path
 from _common import ROOT, drop_caches, private_tmpfs
 
 
-from iolab.dataset.gen import gen
-from iolab.dataset.pack import pack
+from iolab.host.dataset.gen import gen
+from iolab.host.dataset.pack import pack
 from iolab.parsers import pytorch
 
 MIB = 1 << 20
@@ -39,7 +39,7 @@ def fio_read(path: Path, workers: int, runtime: float) -> float:
 
 
 def loader_read(root: Path, out: Path, workers: int, epochs: int, batch: int) -> tuple[float, float]:
-    subprocess.run([sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(root), "--out", str(out),
+    subprocess.run([sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out),
                     "--reader", "packed", "--no-decode", "--workers", str(workers), "--batch-size", str(batch),
                     "--epochs", str(epochs)], check=True, cwd=ROOT)
     parsed = pytorch.parse(out)

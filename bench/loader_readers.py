@@ -26,8 +26,8 @@ from pathlib import Path
 from _common import ROOT, drop_caches, private_tmpfs
 
 
-from iolab.dataset.gen import gen
-from iolab.dataset.pack import pack
+from iolab.host.dataset.gen import gen
+from iolab.host.dataset.pack import pack
 from iolab.parsers import pytorch
 
 READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed")
@@ -37,15 +37,15 @@ MIB = 1 << 20
 
 def run(root: Path, out: Path, reader: str, decode: bool, workers: int, *extra: str):
     drop_caches()
-    subprocess.run([sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(root), "--out", str(out),
+    subprocess.run([sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out),
                     "--reader", reader, "--decode" if decode else "--no-decode", "--workers", str(workers),
                     "--batch-size", "64", *extra], check=True, cwd=ROOT)
     return pytorch.parse(out)
 
 
 def reader_alone(root: Path, tmp: Path, reader: str, n: int = 200) -> dict[str, float]:
-    from iolab.loader.readers import Samples
-    from iolab.loader.syscalls import Tracer, parse_summary
+    from iolab.host.loader.readers import Samples
+    from iolab.host.loader.syscalls import Tracer, parse_summary
 
     def traced(name: str, work) -> dict[str, int]:
         tracer = Tracer(tmp / f"{name}.txt", tmp / f"{name}.log")

@@ -34,8 +34,8 @@ from pathlib import Path
 
 from _common import ROOT, drop_caches
 
-from iolab.dataset.gen import gen
-from iolab.dataset.pack import pack
+from iolab.host.dataset.gen import gen
+from iolab.host.dataset.pack import pack
 from iolab.parsers import pytorch
 
 MIB = 1 << 20
@@ -74,7 +74,7 @@ def start_sshd(work: Path) -> tuple[subprocess.Popen, int, Path]:
 
 def run(root: Path, out: Path, reader: str, decode: bool) -> tuple[float, float]:
     drop_caches()
-    subprocess.run([sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(root), "--out", str(out),
+    subprocess.run([sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out),
                     "--reader", reader, "--decode" if decode else "--no-decode", "--workers", "2",
                     "--batch-size", "64"], check=True, cwd=ROOT)
     values = {m.metric: m.value for m in pytorch.parse(out).measurements if not m.params}

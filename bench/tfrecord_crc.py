@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/tfrecord_crc.py [--records 2000] [--runs 3] [--fallback]
 
-Writes the records with `iolab.dataset.tfrecord.write` into a fresh directory on the
+Writes the records with `iolab.host.dataset.tfrecord.write` into a fresh directory on the
 data set's usual scratch space (/var/tmp) and prints MB/s (10^6 bytes) per run and
 their median. What it measures is the framing: encoding the Example and two masked
 CRC-32C per record, then one write per record. `--fallback` measures the table-driven
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from _common import ROOT  # noqa: F401  (puts this checkout's iolab on the path)
 
-from iolab.dataset import crc32c, tfrecord
-from iolab.dataset.manifest import Record
+from iolab.host.dataset import crc32c, tfrecord
+from iolab.host.dataset.manifest import Record
 
 RECORD_BYTES = 114_660
 

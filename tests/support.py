@@ -1,4 +1,4 @@
-"""Helpers shared by the tests: the CLI as a user runs it, iolab.hostrun as a host runs it, mounts left behind."""
+"""Helpers shared by the tests: the CLI as a user runs it, iolab.host.hostrun as a host runs it, mounts left behind."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def hostrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`python -m iolab.hostrun ARGS` with this checkout's iolab, as a host runs it."""
+    """`python -m iolab.host.hostrun ARGS` with this checkout's iolab, as a host runs it."""
     env = {**(os.environ if env is None else env), "PYTHONPATH": str(ROOT / "pyfiles")}
-    return subprocess.run([sys.executable, "-m", "iolab.hostrun", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "iolab.host.hostrun", *args], env=env, capture_output=True, text=True,
                           timeout=60)
 
 

@@ -22,11 +22,14 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from iolab import datasets, fio_jobs, release, runner, validity
-from iolab.campaign import DATASET_DIR, Campaign, Run, expand, repetition
+from iolab import datasets, release, runner, validity
+from iolab.host import fio_jobs
+from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.hosts import Inventory
-from iolab.parsers import Parsed, ParseError, parser_for
+from iolab.parsers import Parsed, ParseError
+from iolab.workloads import parser_for
+from iolab.workloads.base import DATASET_DIR
 from iolab.samples import AGGREGATE_HOST, DISK_ERRORS, ResultStore, Sample, StoreError, utc_iso
 from iolab.units import human
 
@@ -93,7 +96,7 @@ def play_run(lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, titl
              hosts: list[str]) -> runner.Result:
     """Play `phases` (run_phase(run) among them) on `hosts`, then put each host's files in raw_dir/<host>/.
 
-    A host's run returns its files in its own output (iolab.hostrun), a failed run
+    A host's run returns its files in its own output (iolab.host.hostrun), a failed run
     its failure record with them; a run whose files were too large for that leaves
     them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
     """
@@ -680,7 +683,7 @@ def describe(spec: Campaign, lab: Lab) -> str:
         variables = workload_vars(run)
         if run.workload.tool != "fio":
             lines.append(f"      on each host: {run.workload.describe()}; role {variables['run_role']} "
-                         f"builds the command (python -m iolab.loader.…, under iolab.hostrun) from:")
+                         f"builds the command (python -m iolab.host.loader.…, under iolab.host.hostrun) from:")
             lines += [f"        {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"]
             continue
         if variables.get("bench_fio_jobtext"):     # the user's job file as checked, includes inlined

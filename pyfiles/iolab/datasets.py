@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iolab import runner
-from iolab.campaign import DATASET_DIR, Campaign, Run
+from iolab.campaign import Campaign, Run
+from iolab.workloads.base import DATASET_DIR
 from iolab.errors import RunFailed, UserError
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def make(lab: Lab, campaign: Campaign, backend: str, runs: list[Run], hosts: lis
 def gen_on_hosts(lab: Lab, path: str, files: int, seed: int, classes: int, formats: list[str],
                  per_host: bool, report_dir: Path) -> dict[str, dict]:
     """`invoke data.gen`: the data set at `path` (or path/<host>) on each host; {host: its report}."""
-    from iolab.dataset.pack import FORMATS
+    from iolab.host.dataset.pack import FORMATS
 
     if not path.startswith("/") or "{" in path or "\n" in path:
         raise UserError(f"--path {path!r}: give an absolute directory (without template markers)")

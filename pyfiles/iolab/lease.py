@@ -4,7 +4,7 @@
         run_campaign(...)
 
 Before a command touches its hosts it takes a lease on each (one host-side process
-per host for the command's life, started in parallel: iolab.leasehold over the
+per host for the command's life, started in parallel: iolab.host.leasehold over the
 host's own SSH settings from the inventory, or a plain process for a host reached
 without SSH). A host that another campaign holds stops the command before anything
 runs on any host, with one line: which campaign holds it, since when, from where.
@@ -33,7 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iolab import leasehold, paths
+from iolab import paths
+from iolab.host import leasehold
 from iolab.bench import HOST_DIR
 from iolab.errors import UserError
 

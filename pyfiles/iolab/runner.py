@@ -31,7 +31,7 @@ from rich.table import Table
 
 from iolab import paths
 from iolab.errors import Terminated
-from iolab.hostrun import ARCHIVE_LINE
+from iolab.host.hostrun import ARCHIVE_LINE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +51,7 @@ class HostOutcome:
     message: str = ""
     started: float = dataclasses.field(default_factory=time.monotonic)
     ended: float | None = None
-    archives: list[bytes] = dataclasses.field(default_factory=list)   # files the host returned (iolab.hostrun)
+    archives: list[bytes] = dataclasses.field(default_factory=list)   # files the host returned (iolab.host.hostrun)
 
     @property
     def state(self) -> str:
@@ -104,7 +104,7 @@ def failure_message(res: dict[str, Any]) -> str:
 
 
 def _take_archives(res: dict[str, Any], into: list[bytes]) -> dict[str, Any]:
-    """Move the archives a task returned in its output (iolab.hostrun's pack) into `into`.
+    """Move the archives a task returned in its output (iolab.host.hostrun's pack) into `into`.
 
     Returns the result without them, so that a failure's message never shows one.
     """

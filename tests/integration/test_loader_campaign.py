@@ -18,8 +18,8 @@ pytest.importorskip("torch", reason="loader workloads need torch (pip install to
 
 
 def test_a_loader_campaign_runs_end_to_end(cli, write_campaign, tmp_path):
-    from iolab.dataset.gen import gen
-    from iolab.dataset.histogram import bssplit, histogram
+    from iolab.host.dataset.gen import gen
+    from iolab.host.dataset.histogram import bssplit, histogram
 
     data = {"name": "itest-dl", "repetitions": 1,
             "backends": [{"name": "itest-dl", "type": "tmpfs", "size": "128MiB"}],

@@ -1,4 +1,4 @@
-"""Host telemetry on a real loop-device-backed ext4 file system: fio under iolab.hostrun (root).
+"""Host telemetry on a real loop-device-backed ext4 file system: fio under iolab.host.hostrun (root).
 
 Each test makes its own 256 MiB ext4 file system on a loop device, mounted at
 /mnt/iolab/itest-loop, and takes it down again even when the test fails.
@@ -59,7 +59,7 @@ def drop_caches() -> None:
 
 
 def fio_under_hostrun(run_dir: Path, target: Path, telemetry_after: float, *fio_args: str) -> None:
-    argv = [sys.executable, "-m", "iolab.hostrun", "run", "--dir", str(run_dir), "--target", str(target),
+    argv = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(run_dir), "--target", str(target),
             "--cwd", str(target), "--telemetry-after", f"{telemetry_after:g}", "--",
             "fio", "--name=itest", "--filename=data", f"--size={DATA_MIB}M", f"--output={run_dir}/fio.json",
             "--output-format=json+", *fio_args]

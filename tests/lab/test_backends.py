@@ -141,7 +141,7 @@ FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", 
 
 def write_campaign(lab: Services, sim_hosts) -> Path:
     source = lab.root / "source"            # a small ImageNet-shaped data set with its manifest
-    subprocess.run([sys.executable, "-m", "iolab.dataset", "gen", str(source), "--files", "40", "--seed", "7",
+    subprocess.run([sys.executable, "-m", "iolab.host.dataset", "gen", str(source), "--files", "40", "--seed", "7",
                     "--classes", "4", "--json"], check=True, capture_output=True, timeout=120)
     served = lab.root / "served"            # what gpu01 serves over sshfs
     served.mkdir()

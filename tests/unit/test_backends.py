@@ -1,4 +1,4 @@
-"""Storage backend models (campaign.py) and the roles' host-side helper (iolab.mounts), without a host."""
+"""Storage backend models (campaign.py) and the roles' host-side helper (iolab.host.mounts), without a host."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab import bench, campaign, mounts
-from iolab.dataset.manifest import Manifest
+from iolab import bench, campaign
+from iolab.host import mounts
+from iolab.host.dataset.manifest import Manifest
 from iolab.errors import UserError
 
 SEQ = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s"}
@@ -129,7 +130,7 @@ def test_mount_sources_and_nfs_versions_are_checked():
                                             "version": 5}])
 
 
-# --- iolab.mounts ---------------------------------------------------------------------------------
+# --- iolab.host.mounts ---------------------------------------------------------------------------------
 
 def test_a_write_to_a_writable_directory_is_reported_and_undone(tmp_path):
     ok, message = mounts.check_readonly(str(tmp_path))

@@ -49,7 +49,7 @@ def test_what_a_checkpoint_campaign_refuses(tmp_path, backend, workload, says):
 
 def test_the_host_program_writes_fsyncs_and_reads_every_rank(tmp_path):
     work, out = tmp_path / "work", tmp_path / "run"
-    common = [sys.executable, "-m", "iolab.checkpoint", "--dir", str(work), "--out", str(out), "--ranks", "3",
+    common = [sys.executable, "-m", "iolab.host.checkpoint", "--dir", str(work), "--out", str(out), "--ranks", "3",
               "--first-rank", "6"]
     env = {"PYTHONPATH": str(ROOT / "pyfiles")}
     subprocess.run([*common[:3], "write", *common[3:], "--bytes-per-rank", str(3 << 20)], check=True, env=env)

@@ -29,7 +29,7 @@ def test_hostrun_returns_a_small_run_in_its_output_and_leaves_nothing_on_the_hos
 
 
 def test_a_large_run_stays_for_collect_and_pack_merges_a_later_failure_record(tmp_path):
-    from iolab.hostrun import INLINE_MAX
+    from iolab.host.hostrun import INLINE_MAX
 
     run_dir = tmp_path / "run-1"
     count = INLINE_MAX // 2**20 + 1       # MiB of incompressible data: an archive too large to return

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from iolab.dataset import crc32c as crc
+from iolab.host.dataset import crc32c as crc
 
 # (data, CRC-32C): the check value of the Castagnoli CRC, and RFC 3720 (iSCSI), appendix B.4.
 KNOWN = [

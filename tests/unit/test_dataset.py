@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.dataset import crc32c as crc
-from iolab.dataset import histogram as hist
-from iolab.dataset import tfrecord
-from iolab.dataset.__main__ import main
-from iolab.dataset.manifest import MANIFEST_NAME, Manifest
+from iolab.host.dataset import crc32c as crc
+from iolab.host.dataset import histogram as hist
+from iolab.host.dataset import tfrecord
+from iolab.host.dataset.__main__ import main
+from iolab.host.dataset.manifest import MANIFEST_NAME, Manifest
 from iolab.errors import UserError
 
 FILES = 300
@@ -41,7 +41,7 @@ MLPERF_MEAN = 114_660
 def gen():
     pytest.importorskip("PIL", reason="gen needs Pillow (pip install 'iolab[dl]')")
     pytest.importorskip("numpy", reason="gen needs numpy (pip install 'iolab[dl]')")
-    from iolab.dataset.gen import gen
+    from iolab.host.dataset.gen import gen
 
     return gen
 
@@ -111,7 +111,7 @@ def test_manifest_hash_is_the_sha256_of_the_manifest_file(dataset):
     assert manifest.hash == sha256(raw) == Manifest.load(root).hash
     header = json.loads(raw.splitlines()[0])
     assert header == {"kind": "iolab.manifest/1", "files": FILES, "seed": SEED, "classes": 100,
-                      "generator": "iolab.dataset.gen/1"}
+                      "generator": "iolab.host.dataset.gen/1"}
 
 
 def test_same_seed_gives_identical_bytes_with_any_worker_count(gen, dataset, tmp_path):
@@ -267,14 +267,14 @@ def test_tfrecord_framing_round_trip_and_corruption(tmp_path):
 
 @pytest.fixture(scope="module")
 def packs(dataset):
-    from iolab.dataset.pack import pack
+    from iolab.host.dataset.pack import pack
 
     root, manifest, _ = dataset
     return {fmt: pack(root, fmt, samples_per_shard=128) for fmt in ("packed", "wds", "tfrecord")}
 
 
 def test_packed_reader_gives_every_sample_by_random_access(dataset, packs):
-    from iolab.dataset.packed import PackedReader
+    from iolab.host.dataset.packed import PackedReader
 
     root, manifest, _ = dataset
     assert sorted(os.listdir(root / "packed")) == ["data.bin", "index.tsv", "pack.json"]
@@ -329,7 +329,7 @@ def test_tfrecord_shards_hold_examples_with_image_and_label(dataset, packs):
 
 
 def test_default_tfrecord_shards_hold_1251_samples(gen, tmp_path):
-    from iolab.dataset.pack import SAMPLES_PER_SHARD, pack
+    from iolab.host.dataset.pack import SAMPLES_PER_SHARD, pack
 
     assert SAMPLES_PER_SHARD == 1251
     root = tmp_path / "ds"
@@ -339,7 +339,7 @@ def test_default_tfrecord_shards_hold_1251_samples(gen, tmp_path):
 
 
 def test_packing_again_keeps_the_pack_and_new_settings_replace_it(dataset, packs, tmp_path):
-    from iolab.dataset.pack import pack
+    from iolab.host.dataset.pack import pack
 
     root, _, _ = dataset
     out = tmp_path / "wds"
@@ -358,8 +358,8 @@ def test_packing_again_keeps_the_pack_and_new_settings_replace_it(dataset, packs
 
 
 def test_verify_finds_a_flipped_byte_in_files_and_in_every_pack(small):
-    from iolab.dataset.pack import pack
-    from iolab.dataset.verify import verify
+    from iolab.host.dataset.pack import pack
+    from iolab.host.dataset.verify import verify
 
     root, manifest = small
     for fmt in ("packed", "wds", "tfrecord"):
@@ -394,7 +394,7 @@ def test_verify_finds_a_flipped_byte_in_files_and_in_every_pack(small):
 
 
 def test_pack_refuses_a_damaged_source(small):
-    from iolab.dataset.pack import pack
+    from iolab.host.dataset.pack import pack
 
     root, manifest = small
     victim = root / manifest.entries[5].path

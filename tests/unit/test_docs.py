@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab import accelerators, campaign, fio_jobs, report_html, validity
-from iolab.dataset import gen, pack
-from iolab.loader import dataset_state
+from iolab import accelerators, report_html, validity
+from iolab.host import fio_jobs
+from iolab.host.dataset import gen, pack
+from iolab.host.loader import dataset_state
+from iolab.workloads import accelerator
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT_SUFFIXES = {".md", ".py", ".yml", ".yaml", ".j2", ".cfg", ".toml", ".sh"}
@@ -84,18 +86,18 @@ def figure_row(constant: str) -> str:
 
 
 @pytest.mark.parametrize("constant, stated", [
-    ("fio_jobs.IMAGENET_BSSPLIT", fio_jobs.IMAGENET_BSSPLIT),
-    ("dataset.gen.REFERENCE_BSSPLIT", gen.REFERENCE_BSSPLIT),
-    ("dataset.gen.TARGET_MEAN", f"{gen.TARGET_MEAN:,} B"),
-    ("loader.dataset_state.MEAN_SIZE", f"{dataset_state.MEAN_SIZE:,} B"),
-    ("dataset.pack.SAMPLES_PER_SHARD", f"{pack.SAMPLES_PER_SHARD:,}"),
-    ("campaign.REFERENCE_BATCH", f"{campaign.REFERENCE_BATCH}"),
+    ("host.fio_jobs.IMAGENET_BSSPLIT", fio_jobs.IMAGENET_BSSPLIT),
+    ("host.dataset.gen.REFERENCE_BSSPLIT", gen.REFERENCE_BSSPLIT),
+    ("host.dataset.gen.TARGET_MEAN", f"{gen.TARGET_MEAN:,} B"),
+    ("host.loader.dataset_state.MEAN_SIZE", f"{dataset_state.MEAN_SIZE:,} B"),
+    ("host.dataset.pack.SAMPLES_PER_SHARD", f"{pack.SAMPLES_PER_SHARD:,}"),
+    ("workloads.accelerator.REFERENCE_BATCH", f"{accelerator.REFERENCE_BATCH}"),
     ("accelerators.THRESHOLD", f"{accelerators.THRESHOLD:g} %"),
     ("report_html.AU_THRESHOLD", f"{report_html.AU_THRESHOLD:g} %"),
     ("validity.RAM_MULTIPLE", f"{validity.RAM_MULTIPLE}×"),
     ("validity.AGREEMENT", f"{validity.AGREEMENT * 100:g} %"),
-    *[(f'campaign.ACCELERATOR_FIGURES["{kind}"]', f"{seconds:g} s")
-      for kind, seconds in campaign.ACCELERATOR_FIGURES.items()],
+    *[(f'workloads.accelerator.ACCELERATOR_FIGURES["{kind}"]', f"{seconds:g} s")
+      for kind, seconds in accelerator.ACCELERATOR_FIGURES.items()],
 ])
 def test_reference_figures_state_what_the_code_uses(constant, stated):
     assert stated in figure_row(constant)

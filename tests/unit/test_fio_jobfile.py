@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import bench, campaign, fio_jobfile, fio_jobs
+from iolab import bench, campaign
+from iolab.host import fio_jobfile, fio_jobs
 from iolab.errors import UserError
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
@@ -202,7 +203,7 @@ def test_bench_fio_checks_a_job_file_given_as_profile(tmp_path, monkeypatch):
 # --- on the host ---------------------------------------------------------------------------------
 
 def prepare(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "iolab.fio_jobs", "prepare", "--dir", str(tmp_path / "run"),
+    argv = [sys.executable, "-m", "iolab.host.fio_jobs", "prepare", "--dir", str(tmp_path / "run"),
             "--workdir", str(tmp_path / "work"), "--jobfile", str(tmp_path / "run" / "user.fio"), *extra]
     return subprocess.run(argv, capture_output=True, text=True)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import fio_jobs
+from iolab.host import fio_jobs
 
 MIB = 1 << 20
 
@@ -62,7 +62,7 @@ def test_prepare_drops_the_caches_after_laying_the_file_out(tmp_path):
     """The drop comes after everything prepare touches (the layout, a data set's histogram), just before the run."""
     work = Path(tempfile.mkdtemp(dir="/var/tmp"))     # a disk-backed file system: tmpfs pages cannot be dropped
     try:
-        argv = [sys.executable, "-m", "iolab.fio_jobs", "prepare", "--dir", str(tmp_path), "--workdir", str(work),
+        argv = [sys.executable, "-m", "iolab.host.fio_jobs", "prepare", "--dir", str(tmp_path), "--workdir", str(work),
                 "--options", json.dumps({"rw": "read", "bs": "1M"}), "--size", str(16 * MIB), "--drop-caches"]
         subprocess.run(argv, capture_output=True, text=True, check=True)
         data = work / fio_jobs.DATA_FILE

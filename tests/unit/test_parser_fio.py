@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from iolab.parsers import ParseError, Parsed, parser_for
+from iolab.parsers import ParseError, Parsed
+from iolab.workloads import parser_for
 from iolab.parsers import fio
 from iolab.samples import UNITS
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import telemetry
+from iolab.host import telemetry
 from iolab.parsers import ParseError, fio
 from iolab.parsers import telemetry as tparser
 from iolab.samples import UNITS

@@ -44,12 +44,3 @@ def stderr_hint(path: Path) -> str:
 
 
 Parser = Callable[[Path], Parsed]
-
-
-def parser_for(tool: str) -> Parser:
-    from iolab.parsers import checkpoint, fio, metadata, pytorch
-
-    # tensorflow: iolab.loader.tf_loader writes the loader.json of every iolab loader.
-    parsers: dict[str, Parser] = {"fio": fio.parse, "pytorch": pytorch.parse, "tensorflow": pytorch.parse,
-                                  "metadata": metadata.parse, "checkpoint": checkpoint.parse}
-    return parsers[tool]

@@ -1,4 +1,4 @@
-"""loader.json (iolab.loader.torch_loader) on one host → samples/s, read bandwidth, latency, CPU, AU, syscalls.
+"""loader.json (iolab.host.loader.torch_loader) on one host → samples/s, read bandwidth, latency, CPU, AU, syscalls.
 
 Every rate is over each rank's measured window — from the end of its first step to
 the end of its last — and counts the batches after the first. The first batch pays
@@ -30,10 +30,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from iolab.loader.syscalls import SummaryError, parse_summary
+from iolab.host.loader.syscalls import SummaryError, parse_summary
 from iolab.parsers import Measurement, Parsed, ParseError, stderr_hint
 
-KIND = "iolab.loader/1"
+KIND = "iolab.host.loader/1"
 _RARE = 0.01  # syscalls per sample below which a syscall is left out
 
 

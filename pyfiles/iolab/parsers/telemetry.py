@@ -1,4 +1,4 @@
-"""telemetry.jsonl on one host (iolab.telemetry) → summaries over the run, time series, caching check.
+"""telemetry.jsonl on one host (iolab.host.telemetry) → summaries over the run, time series, caching check.
 
     merge(host_dir, tool_measurements)  → (measurements, metadata): what bench adds to a host's samples
     parse(host_dir)                     → Parsed: the summaries alone

@@ -1,0 +1,23 @@
+"""Backend kinds, one module each: its fields, checks and storage role variables (roles/storage_<type>).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from iolab.backends.cephfs import CephfsBackend
+from iolab.backends.local import LocalBackend
+from iolab.backends.mount import MountBackend
+from iolab.backends.nfs import NfsBackend
+from iolab.backends.rbd import RbdBackend
+from iolab.backends.rbd_snapshot import RbdSnapshotBackend
+from iolab.backends.sshfs import SshfsBackend
+from iolab.backends.tmpfs import TmpfsBackend
+
+AnyBackend = Annotated[Union[TmpfsBackend, LocalBackend, RbdSnapshotBackend, CephfsBackend, NfsBackend,
+                          SshfsBackend, MountBackend, RbdBackend], Field(discriminator="type")]
+BACKEND_TYPES = {"tmpfs": TmpfsBackend, "local": LocalBackend, "rbd_snapshot": RbdSnapshotBackend,
+                 "cephfs": CephfsBackend, "nfs": NfsBackend, "sshfs": SshfsBackend, "mount": MountBackend,
+                 "rbd": RbdBackend}

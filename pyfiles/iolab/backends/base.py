@@ -1,0 +1,56 @@
+"""What every backend kind has: where workloads find it, its storage role and the role's variables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from iolab.host.confine import MOUNT_ROOT
+from iolab.schema import Model
+
+if TYPE_CHECKING:
+    from iolab.campaign import Dataset
+
+
+class Backend(Model):
+    """What every backend has: where workloads find it on a host (`target`), its role and the role's variables."""
+
+    @property
+    def role(self) -> str:
+        return f"storage_{self.type}"              # one role per backend type: roles/storage_<type>
+
+    @property
+    def target(self) -> str:
+        return getattr(self, "mountpoint", None) or f"{MOUNT_ROOT}/{self.name}"
+
+    @property
+    def writable(self) -> bool:
+        """Whether workloads may write there (data set mounts are read-only)."""
+        return not getattr(self, "readonly", False)
+
+    def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
+        """The storage role's variables: its state (mounted, kept, unmounted, absent) and the backend's fields."""
+        fields = self.model_dump(exclude={"type"}, exclude_none=True)
+        if "mountpoint" in type(self).model_fields:
+            fields["mountpoint"] = self.target
+        return {f"{self.role}_state": state, **{f"{self.role}_{k}": v for k, v in fields.items()}}
+
+    def refuse(self, workload: Any) -> str | None:
+        """Why `workload` cannot run on this backend (a campaign error), or None."""
+        if not self.writable and getattr(workload, "writes", False):
+            return (f"workload {workload.name} writes ({workload.writes}) but backend {self.name} is mounted "
+                    "read-only to keep its data set safe; run write benchmarks on a scratch backend "
+                    "(tmpfs, local, or a mount without readonly)")
+        return None
+
+    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+        """A run's role variables, adjusted to this backend (a read-only fio file, an fio engine)."""
+        return variables
+
+
+# What the lab's services publish (`invoke lab.services-up`; <dir>/client.json of roles
+# service_ceph and service_nfs): a Ceph backend that names no cluster uses the lab's.
+LAB_CEPH_DIR = "/var/lib/iolab/ceph"
+LAB_CEPH = {"ceph_conf": f"{LAB_CEPH_DIR}/ceph.conf", "keyring": f"{LAB_CEPH_DIR}/ceph.client.admin.keyring",
+            "client": "admin", "pool": "iolab", "fs_name": "iolab"}

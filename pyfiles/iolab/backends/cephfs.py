@@ -1,0 +1,30 @@
+"""Backend kind `cephfs`: a CephFS directory (`path` inside file system `fs_name`): kernel client where present, else ceph-fuse.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from iolab.backends.base import LAB_CEPH, Backend
+from iolab.schema import (
+    AbsPath,
+    CephPath,
+    FsPath,
+    MountOption,
+    Name,
+)
+
+
+class CephfsBackend(Backend):
+    """A CephFS directory (`path` inside file system `fs_name`): kernel client where present, else ceph-fuse."""
+    name: Name
+    type: Literal["cephfs"]
+    path: FsPath = "/"
+    fs_name: Name = LAB_CEPH["fs_name"]
+    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
+    keyring: CephPath = LAB_CEPH["keyring"]
+    client: Name = LAB_CEPH["client"]
+    readonly: bool = False
+    method: Literal["auto", "kernel", "fuse"] = "auto"
+    options: list[MountOption] = []
+    mountpoint: AbsPath | None = None

@@ -1,0 +1,62 @@
+"""Backend kind `rbd`: an RBD image read and written by fio's rbd engine through librbd: Ceph's block baseline, no file system.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from iolab.backends.base import LAB_CEPH, Backend
+from iolab.host import fio_jobs
+from iolab.schema import (
+    AbsPath,
+    CephPath,
+    Name,
+    Size,
+)
+
+if TYPE_CHECKING:
+    from iolab.campaign import Dataset
+
+
+class RbdBackend(Backend):
+    """An RBD image read and written by fio's rbd engine through librbd: Ceph's block baseline, no file system.
+
+    The image is created and written in full once (prefill): reads of never-written
+    extents return zeros without reaching the OSDs and would measure nothing.
+    """
+    name: Name
+    type: Literal["rbd"]
+    pool: Name = LAB_CEPH["pool"]
+    image: Name | None = None                    # default: iolab-<name>
+    size: Size = 1 << 30
+    prefill: bool = True
+    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
+    keyring: CephPath = LAB_CEPH["keyring"]
+    client: Name = LAB_CEPH["client"]
+    mountpoint: AbsPath | None = None            # nothing is mounted: fio's work directory on each host
+
+    @property
+    def image_name(self) -> str:
+        return self.image or f"iolab-{self.name}"
+
+    def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
+        return {**super().role_vars(state), "storage_rbd_image": self.image_name}
+
+    def refuse(self, workload: Any) -> str | None:
+        if getattr(workload, "tool", "") != "fio":
+            return (f"workload {workload.name} reads files but backend {self.name} is a raw RBD image read "
+                    "by fio's rbd engine; use an rbd_snapshot or cephfs backend for it")
+        if workload.jobfile:
+            return (f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "
+                    "rbd engine; a job file cannot be rewritten for it")
+        if workload.size and workload.size > self.size:
+            return f"workload {workload.name}: size {workload.size} exceeds the image ({self.size} bytes)"
+        return None
+
+    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+        options = {**variables["bench_fio_options"],
+                   **fio_jobs.rbd_options(self.pool, self.image_name, self.client)}
+        # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS.
+        return {**variables, "bench_fio_options": options, "bench_fio_size": workload.size or self.size,
+                "run_environment": {"CEPH_CONF": self.ceph_conf, "CEPH_ARGS": f"--keyring {self.keyring}"}}

@@ -1,0 +1,25 @@
+"""Backend kind `sshfs`: a directory of another lab host (`host`, an inventory host) mounted over SSH with sshfs (FUSE).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from iolab.backends.base import Backend
+from iolab.schema import (
+    AbsPath,
+    HostName,
+    MountOption,
+    Name,
+)
+
+
+class SshfsBackend(Backend):
+    """A directory of another lab host (`host`, an inventory host) mounted over SSH with sshfs (FUSE)."""
+    name: Name
+    type: Literal["sshfs"]
+    host: HostName
+    path: AbsPath
+    readonly: bool = False
+    options: list[MountOption] = []
+    mountpoint: AbsPath | None = None

@@ -1,0 +1,168 @@
+"""Checkpoint writes and reads as MLPerf Storage's checkpointing workload does them (host side, stdlib only).
+
+    python -m iolab.host.checkpoint write --dir WORKDIR --out RUN_DIR --ranks N --first-rank R --bytes-per-rank B
+    python -m iolab.host.checkpoint read  --dir WORKDIR --out RUN_DIR --ranks N --first-rank R [--remove]
+
+Each rank is a process of its own (as each emulated accelerator is a process in DLIO):
+`write` has every rank write its shard, `ckpt-rank<R>.bin`, in 64 MiB pieces and fsync
+it; `read` first records how much of the shards is still in this host's page cache
+(fincore: a cold read starts at 0 %), then has every rank read its shard back. All ranks
+of a host start together (a barrier). Each rank's bytes and times go to
+RUN_DIR/checkpoint.json (one entry per phase), from which the controller derives the
+figures: duration = the slowest rank, throughput = bytes / that duration.
+
+The data is random and every 64 MiB piece starts at another, 4 KiB-unaligned offset of a
+random pool, so neither compression nor block-level deduplication shrinks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import queue as queue_module
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PIECE = 64 << 20
+POOL = PIECE + (4 << 20)
+RESULT = "checkpoint.json"
+
+
+def shard(directory: Path, rank: int) -> Path:
+    return directory / f"ckpt-rank{rank:05d}.bin"
+
+
+def _write_rank(path: Path, size: int, barrier, queue) -> None:
+    pool = os.urandom(POOL)
+    view = memoryview(pool)
+    rank = int(path.stem.rsplit("rank", 1)[1])
+    barrier.wait()
+    started = time.time()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        written, piece = 0, 0
+        while written < size:
+            offset = (piece * 4099 + rank * 7919) % (POOL - PIECE)     # 4 KiB-unaligned: no two pieces alike
+            chunk = view[offset: offset + min(PIECE, size - written)]
+            while chunk:
+                done = os.write(fd, chunk)
+                written += done
+                chunk = chunk[done:]
+            piece += 1
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    queue.put({"rank": rank, "bytes": size, "started_at": started, "ended_at": time.time()})
+
+
+def _read_rank(path: Path, barrier, queue) -> None:
+    rank = int(path.stem.rsplit("rank", 1)[1])
+    buffer = bytearray(PIECE)
+    barrier.wait()
+    started = time.time()
+    total = 0
+    with open(path, "rb", buffering=0) as handle:
+        while True:
+            got = handle.readinto(buffer)
+            if not got:
+                break
+            total += got
+    queue.put({"rank": rank, "bytes": total, "started_at": started, "ended_at": time.time()})
+
+
+def resident_bytes(paths: list[Path]) -> int | None:
+    """Bytes of `paths` in the page cache (util-linux fincore), or None where fincore is missing."""
+    if not shutil.which("fincore") or not paths:
+        return None
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *map(str, paths)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return None
+    return sum(int(line) for line in out.stdout.split())
+
+
+def _run_ranks(target, args_per_rank: list[tuple]) -> list[dict]:
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(len(args_per_rank), timeout=600)
+    queue = context.Queue()
+    procs = [context.Process(target=target, args=(*args, barrier, queue)) for args in args_per_rank]
+    for proc in procs:
+        proc.start()
+    results: list[dict] = []
+    try:
+        while len(results) < len(procs):
+            try:
+                results.append(queue.get(timeout=1.0))
+            except queue_module.Empty:
+                failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if failed:
+                    raise RuntimeError(f"{len(failed)} rank process(es) failed (exit {failed[0]})") from None
+    finally:
+        for proc in procs:
+            if proc.exitcode is None and len(results) < len(procs):
+                proc.terminate()
+            proc.join()
+    return sorted(results, key=lambda r: r["rank"])
+
+
+def _record(out: Path, phase: str, ranks: list[dict], **extra: object) -> None:
+    path = out / RESULT
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[phase] = {"ranks": ranks, **extra}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iolab.host.checkpoint")
+    parser.add_argument("phase", choices=("write", "read"))
+    parser.add_argument("--dir", type=Path, required=True, help="where the shards are (on the storage under test)")
+    parser.add_argument("--out", type=Path, required=True, help="the run's directory: checkpoint.json goes there")
+    parser.add_argument("--ranks", type=int, required=True, help="writer processes on this host")
+    parser.add_argument("--first-rank", type=int, default=0, help="this host's first rank in the whole job")
+    parser.add_argument("--bytes-per-rank", type=int, help="write: each shard's size in bytes")
+    parser.add_argument("--remove", action="store_true", help="read: remove the shards afterwards")
+    opts = parser.parse_args(argv)
+    paths = [shard(opts.dir, opts.first_rank + i) for i in range(opts.ranks)]
+    opts.out.mkdir(parents=True, exist_ok=True)
+    try:
+        if opts.phase == "write":
+            if not opts.bytes_per_rank or opts.bytes_per_rank < 1:
+                parser.error("write needs --bytes-per-rank (a positive number of bytes)")
+            opts.dir.mkdir(parents=True, exist_ok=True)
+            free = shutil.disk_usage(opts.dir).free
+            need = opts.bytes_per_rank * opts.ranks
+            if need > free * 0.95:
+                print(f"{opts.dir}: the checkpoint needs {need >> 20} MiB on this host but the target has "
+                      f"{free >> 20} MiB free; lower the workload's scale or give the backend more space",
+                      file=sys.stderr)
+                return 1
+            ranks = _run_ranks(_write_rank, [(p, opts.bytes_per_rank) for p in paths])
+            _record(opts.out, "write", ranks, fsync=True)
+        else:
+            missing = [str(p) for p in paths if not p.is_file()]
+            if missing:
+                print(f"no checkpoint to read: {missing[0]} is missing (the write phase did not finish)",
+                      file=sys.stderr)
+                return 1
+            resident = resident_bytes(paths)
+            ranks = _run_ranks(_read_rank, [(p,) for p in paths])
+            _record(opts.out, "read", ranks, resident_before_bytes=resident,
+                    shard_bytes=sum(p.stat().st_size for p in paths))
+            if opts.remove:
+                for path in paths:
+                    path.unlink(missing_ok=True)
+    except (OSError, RuntimeError) as exc:
+        print(f"checkpoint {opts.phase} on {opts.dir}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

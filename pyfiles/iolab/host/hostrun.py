@@ -1,0 +1,273 @@
+"""Run one benchmark tool on a host, on time, and leave a record (host side, stdlib only).
+
+    python -m iolab.host.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR]
+                                [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
+    python -m iolab.host.hostrun drop-caches --dir RUN_DIR
+    python -m iolab.host.hostrun pack --dir RUN_DIR
+    python -m iolab.host.hostrun stop --dir HOST_RUNS_DIR
+
+`run` waits for the start time every host of the run was given (so hosts start
+together), runs the tool's argv (never through a shell) with its stdout and
+stderr in files, and writes `run.json`: the times, the start skew, the exit
+status, the page cache before and after, and the host's provenance. If the
+Ansible task that started it goes away (Ctrl-C, a lost SSH session), the tool
+is stopped rather than left holding the mount. `stop` ends tools that a
+previous, interrupted run left behind, by the PIDs it recorded, and removes their
+files. `--before` runs a step that must succeed first, in the same call: on a single
+host, where no common start is needed, fio's prepare (size, lay out, drop caches) and
+the run are one task.
+
+With `--profilers perf,py-spy` (or $IOLAB_PROFILERS, which playbooks/run.yml sets from
+the workload's `profilers`), iolab.host.profilers samples the tool while it runs. With
+`--pack` (or $IOLAB_PACK_RUN=1, set by run.yml) the run directory ends as one archive in
+the same call (`pack` does the same for a run that failed before or after the tool).
+An archive up to 8 MiB comes back in the task's own output, as Ansible's slurp returns
+a file: one line `iolab-archive:<base64>` that iolab.runner takes, and nothing stays on
+the host; a larger one (a profiler's data) stays as RUN_DIR.tar.gz for collect.yml to fetch
+($IOLAB_INLINE_MAX sets the limit in bytes).
+
+With `--telemetry-after S`, `run` also samples the host (iolab.host.telemetry: disks,
+CPU, memory, network, GPUs) into `telemetry.jsonl` from S seconds after the tool
+starts (its ramp) until it ends. The sampler is a thread of this process rather
+than a child: it lives and ends exactly with the loop that watches the tool, costs
+no second interpreter, measures its own CPU with its thread's clock, and can count
+the tool's CPU after this process has reaped it (RUSAGE_CHILDREN); its CPU, about
+0.1 % of a core, does not compete with this loop, which mostly sleeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from iolab.host import facts, profilers, telemetry
+
+PIDFILE = "hostrun.pid"
+ARCHIVE_LINE = "iolab-archive:"     # a line of the task's output: the run's archive, base64 (iolab.runner)
+# Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
+INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | None, timeout: float | None,
+        cwd: Path | None = None, telemetry_after: float | None = None, before: list[str] | None = None,
+        profile: list[str] | None = None) -> int:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    parent = os.getppid()
+    problems = profilers.missing(profile or [])
+    if problems:
+        print("; ".join(problems), file=sys.stderr)
+        return 1
+    if before:   # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
+        done = subprocess.run(before, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr)
+            return done.returncode
+    cached_before = facts.meminfo().get("Cached", 0)
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+    with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
+        started = time.time()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                cwd=cwd or run_dir, start_new_session=True)
+        (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
+        signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc))
+        profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
+        if profiling:
+            profiling.start()
+        sampler = None
+        if telemetry_after is not None:
+            sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
+            sampler.start()
+        reason = None
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+            if os.getppid() != parent:
+                reason = "the task that started it went away (Ctrl-C or a lost connection)"
+            elif timeout and time.time() - started > timeout:
+                reason = f"it ran past its timeout of {timeout:.0f} s"
+            if reason:
+                _stop_group(proc)
+        ended = time.time()
+        if sampler is not None:
+            for error in sampler.stop().get("errors", []):
+                print(f"telemetry: {error}", file=sys.stderr)
+        profiled = profiling.stop() if profiling else None
+        for error in (profiled or {}).get("errors", []):
+            print(f"profiler: {error}", file=sys.stderr)
+    (run_dir / PIDFILE).unlink(missing_ok=True)
+    record = {
+        "argv": argv, "rc": proc.returncode, "stopped": reason,
+        "start_at": start_at, "started_at": started, "ended_at": ended,
+        "start_skew_s": None if start_at is None else started - start_at,
+        "page_cache_before": cached_before, "page_cache_after": facts.meminfo().get("Cached", 0),
+        "facts": facts.collect(target),
+        "profiling": profiled,
+    }
+    _write_json(run_dir / "run.json", record)
+    if reason:
+        print(f"{argv[0]} stopped: {reason}", file=sys.stderr)
+    elif proc.returncode != 0:
+        tail = (run_dir / "stderr.txt").read_text(errors="replace").strip().splitlines()
+        print(f"{argv[0]} exited {proc.returncode}: {tail[-1] if tail else 'no message'}", file=sys.stderr)
+    return proc.returncode if proc.returncode is not None else 1
+
+
+def drop_caches(run_dir: Path) -> int:
+    """sync, then drop the page cache, dentries and inodes; record that it was done."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError as exc:
+        print(f"cannot drop caches ({exc.strerror}): dropping the page cache needs root", file=sys.stderr)
+        return 1
+    _write_json(run_dir / "drop_caches.json", {"dropped_at": time.time(), "seconds": time.time() - started,
+                                               "method": "sync; echo 3 > /proc/sys/vm/drop_caches",
+                                               "page_cache_after": facts.meminfo().get("Cached", 0)})
+    return 0
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs (a zombie holds no file system)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+def pack(run_dir: Path) -> int:
+    """RUN_DIR → one archive, returned in this command's output or left as RUN_DIR.tar.gz; RUN_DIR is removed.
+
+    An archive already there (too large to return, then a later task failed and
+    recorded error.json) is merged: its files come back into the new one.
+    """
+    archive = run_dir.with_name(run_dir.name + ".tar.gz")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if archive.exists():
+        subprocess.run(["tar", "-xzf", str(archive), "-C", str(run_dir)], check=True)
+    tmp = archive.with_name(archive.name + ".tmp")
+    done = subprocess.run(["tar", "-C", str(run_dir), "--remove-files", "-czf", str(tmp), "."],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"packing {run_dir} failed: {done.stderr.strip()}", file=sys.stderr)
+        return 1
+    if run_dir.exists():            # tar's --remove-files takes the directory too, where it can
+        run_dir.rmdir()
+    if tmp.stat().st_size <= INLINE_MAX:
+        sys.stdout.write(ARCHIVE_LINE + base64.b64encode(tmp.read_bytes()).decode() + "\n")
+        sys.stdout.flush()
+        tmp.unlink()
+    else:
+        tmp.replace(archive)
+    return 0
+
+
+def stop(runs_dir: Path) -> int:
+    """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs), then
+    remove what those runs left: a finished run's files have gone to the controller, and an
+    interrupted run is recorded as missing and runs again."""
+    for pidfile in [*runs_dir.glob(f"*/{PIDFILE}"), *runs_dir.glob(f"*/*/{PIDFILE}")]:   # a phase of a run too
+        pid = int(pidfile.read_text().split()[0])
+        try:
+            os.killpg(pid, signal.SIGKILL)
+            print(f"stopped process group {pid} left by {pidfile.parent.name}")
+        except ProcessLookupError:
+            pass
+        deadline = time.time() + 10  # until the group is gone: it may hold the storage under test
+        while time.time() < deadline and _group_alive(pid):
+            time.sleep(0.05)
+        pidfile.unlink(missing_ok=True)
+    left = sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []
+    for path in left:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    if left:
+        print(f"removed what {len(left)} interrupted run(s) left in {runs_dir}")
+    return 0
+
+
+def main(args: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iolab.host.hostrun")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run")
+    p_run.add_argument("--dir", type=Path, required=True)
+    p_run.add_argument("--start-at", type=float)
+    p_run.add_argument("--target")
+    p_run.add_argument("--timeout", type=float)
+    p_run.add_argument("--cwd", type=Path, help="the tool's working directory (default: the run's)")
+    p_run.add_argument("--telemetry-after", type=float, metavar="SECONDS",
+                       help=f"sample the host into {telemetry.FILE} from this long after the tool starts "
+                            "(its ramp) until it ends; without it, no telemetry")
+    p_run.add_argument("--before", type=json.loads, metavar="JSON_ARGV",
+                       help="a command (a JSON list) to run first; the tool starts only if it succeeds")
+    p_run.add_argument("--profilers", default=os.environ.get("IOLAB_PROFILERS", ""),
+                       help="comma-separated: perf, py-spy (default: $IOLAB_PROFILERS); files kept in RUN_DIR")
+    p_run.add_argument("--pack", action="store_true", default=os.environ.get("IOLAB_PACK_RUN") == "1",
+                       help="then pack RUN_DIR for collect: returned in the output, or RUN_DIR.tar.gz "
+                            "when large (default: $IOLAB_PACK_RUN=1)")
+    p_run.add_argument("--no-pack", dest="pack", action="store_false",
+                       help="leave RUN_DIR unpacked (a phase whose directory a later call packs)")
+    p_run.add_argument("argv", nargs=argparse.REMAINDER)
+    sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
+    sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
+    sub.add_parser("stop").add_argument("--dir", type=Path, required=True)
+    opts = parser.parse_args(args)
+    if opts.command == "run":
+        argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
+        if not argv:
+            parser.error("give the tool's command after --")
+        chosen = [name for name in opts.profilers.split(",") if name]
+        unknown = sorted(set(chosen) - set(profilers.NAMES))
+        if unknown:
+            parser.error(f"unknown profiler(s) {', '.join(unknown)} (expected: {', '.join(profilers.NAMES)})")
+        rc = run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd, opts.telemetry_after,
+                 opts.before, chosen)
+        if opts.pack and (opts.dir / "run.json").exists():
+            return pack(opts.dir) or rc
+        return rc
+    if opts.command == "drop-caches":
+        return drop_caches(opts.dir)
+    if opts.command == "pack":
+        return pack(opts.dir)
+    return stop(opts.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""Deep-learning data loading on the benchmark hosts: what a training input pipeline gets from storage.
+
+    python -m iolab.host.loader.torch_loader --root DS --out RUN_DIR --reader packed --workers 4 ...
+    python -m iolab.host.loader.tf_loader --root DS --out RUN_DIR --private-threads 8 ...
+    python -m iolab.host.loader.metadata --root DS --out RUN_DIR --threads 4
+    python -m iolab.host.loader.dataset_state --root DS --files N --seed S --classes C --formats packed
+
+Modules (this package imports nothing, so the light ones load without torch):
+
+    common         the launcher (one rank process per accelerator), the step loop, loader.json (stdlib)
+    readers        the samples of a data set as a torch Dataset: pil, cv2-imread, cv2-imdecode, packed
+    torch_loader   DataLoader + emulated or real accelerators → loader.json
+    tf_loader      tf.data on the TFRecord shards + emulated accelerators → loader.json
+    resnet         a compact ResNet-50 in torch.nn and its mixed-precision training step (GPU mode)
+    proctree       CPU time of a process and all its descendants, from /proc
+    syscalls       strace -c attached to a rank for its measured window; the summary table parsed
+    metadata       open / stat / readdir rates over a data set tree → metadata.json
+    dataset_state  is the data set (and its packs) already on this host? (the dataset_gen role's probe)
+"""

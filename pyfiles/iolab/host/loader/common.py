@@ -1,0 +1,180 @@
+"""What every loader benchmark shares (stdlib only): the launcher, the step loop, loader.json.
+
+The launcher starts one rank process per accelerator (as DLIO runs one MPI rank per
+emulated accelerator), stops them all when one fails, and merges what each wrote
+into RUN_DIR/loader.json. A rank runs `run_steps`: per batch it waits for the
+batch (the time the training loop starved), computes (a sleep of the emulated
+compute time, as DLIO does, or a real training step), syncs (distributed mode) and
+records the times. Its measured window runs from the end of its first step to the
+end of its last: the first batch pays for starting the loader's workers and filling
+its prefetch queue, a one-off cost that steady-state training does not pay again.
+The CPU time of the rank's whole process tree (itself, its threads and its worker
+processes, from /proc) is taken at both ends of the window.
+
+The emulated compute sleeps in the training loop's thread, so the loader's own
+per-batch cost in that thread (receiving the batch from a worker) adds to each
+step, as it does in DLIO; a real GPU step overlaps it (kernels run asynchronously).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from iolab.host.loader.proctree import tree_cpu_seconds
+
+KIND = "iolab.host.loader/1"
+# Columns of loader.json's per-batch records.
+COLUMNS = ("epoch", "step", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes")
+
+
+def launch(module: str, args: argparse.Namespace, argv: list[str]) -> int:
+    """Start args.accelerators ranks of `module` (`--local-rank i` appended), wait, merge loader.json."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    procs = [subprocess.Popen([sys.executable, "-m", module, *argv, "--local-rank", str(i)],
+                              stdin=subprocess.DEVNULL)
+             for i in range(args.accelerators)]
+
+    def stop_all(*_: Any) -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+
+    signal.signal(signal.SIGTERM, lambda *a: (stop_all(), sys.exit(143)))
+    failed = None
+    while any(p.poll() is None for p in procs):
+        for i, proc in enumerate(procs):
+            if proc.poll() not in (None, 0) and failed is None:
+                failed = (i, proc.returncode)
+                stop_all()  # one rank down: the others would wait for it forever
+        time.sleep(0.1)
+    for i, proc in enumerate(procs):
+        if proc.returncode != 0 and failed is None:
+            failed = (i, proc.returncode)
+    if failed is not None:
+        print(f"loader rank {failed[0]} of this host exited {failed[1]}", file=sys.stderr)
+        return 1
+    ranks = []
+    for path in sorted(args.out.glob("rank-*.json"), key=lambda p: int(p.stem.split("-")[1])):
+        ranks.append(json.loads(path.read_text()))
+        path.unlink()
+    first = ranks[0]
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "local_rank"}
+    document = {"kind": KIND, "tool": module.rsplit(".", 1)[-1], "config": config, "columns": list(COLUMNS),
+                "started_at": started, "ended_at": time.time(), "versions": first["versions"],
+                "dataset": first["dataset"],
+                "ranks": [{k: v for k, v in r.items() if k not in ("versions", "dataset")} for r in ranks]}
+    write_json(args.out / "loader.json", document)
+    return 0
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def run_steps(epochs: int, steps: int, batches: Callable[[int], Iterator[Any]],
+              size: Callable[[Any], tuple[int, int]], compute: Callable[[Any], None] | None,
+              compute_per_batch: float, sync: Callable[[], None] | None) -> dict[str, Any]:
+    """The training loop: `batches(epoch)` iterates an epoch; `size(batch)` is (samples, bytes).
+
+    Returns the records (COLUMNS), per-epoch times, the measured window and the CPU
+    seconds of this process tree in it.
+    """
+    records: list[list[float]] = []
+    per_epoch: list[dict[str, Any]] = []
+    window: dict[str, float] = {}
+    cpu_start = 0.0
+    for epoch in range(epochs):
+        epoch_start = time.time()
+        iterator = batches(epoch)
+        step = seen = 0
+        while not steps or step < steps:
+            requested = time.time()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                break
+            ready = time.time()
+            if compute is not None:
+                compute(batch)
+            elif compute_per_batch > 0:
+                time.sleep(max(0.0, ready + compute_per_batch - time.time()))
+            computed = time.time()
+            if sync is not None:
+                sync()
+            ended = time.time()
+            samples, nbytes = size(batch)
+            records.append([epoch, step, requested, ready, computed - ready, ended - computed, samples, nbytes])
+            if len(records) == 1:
+                # The window opens once this snapshot (a walk of /proc) is taken: its cost is no step's.
+                cpu_start = tree_cpu_seconds()
+                window["start"] = time.time()
+            step += 1
+            seen += samples
+        per_epoch.append({"epoch": epoch, "started_at": epoch_start, "ended_at": time.time(), "steps": step,
+                          "samples": seen})
+    window["end"] = records[-1][3] + records[-1][4] + records[-1][5] if records else time.time()
+    window.setdefault("start", window["end"])
+    return {"records": records, "epochs": per_epoch, "window": window,
+            "cpu_seconds": tree_cpu_seconds() - cpu_start}
+
+
+class GpuMonitor:
+    """GPU utilization (%) of one GPU every half second, from nvidia-smi, while a rank runs."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        argv = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", str(self.index)]
+        while not self._stop.wait(0.5):
+            try:
+                out = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+                self.samples.append((time.time(), float(out.stdout.strip().splitlines()[0])))
+            except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+                continue
+
+    def __enter__(self) -> GpuMonitor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def check_launch(args: argparse.Namespace) -> list[str]:
+    """Problems with the launcher's numeric arguments, as sentences."""
+    checks = [("workers", getattr(args, "workers", 0), 0), ("batch-size", args.batch_size, 1),
+              ("epochs", args.epochs, 1), ("accelerators", args.accelerators, 1),
+              ("prefetch-factor", getattr(args, "prefetch_factor", 1), 1), ("nodes", getattr(args, "nodes", 1), 1),
+              ("private-threads", getattr(args, "private_threads", 0), 0)]
+    return [f"--{name} must be at least {low}" for name, value, low in checks if value < low]
+
+
+def main(module: str, parser: Callable[[], argparse.ArgumentParser], run_rank: Callable[[argparse.Namespace], int],
+         argv: list[str] | None = None) -> int:
+    """A loader's command line: the launcher (no --local-rank) checks and starts the ranks; a rank runs."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser().parse_args(argv)
+    if args.local_rank is None:
+        problems = check_launch(args)
+        if problems:
+            print("; ".join(problems), file=sys.stderr)
+            return 2
+        return launch(module, args, argv)
+    return run_rank(args)

@@ -1,0 +1,290 @@
+"""The samples of a generated data set as a torch Dataset, read the ways training scripts read them.
+
+    pil           PIL.Image.open(path) → RGB                     PIL reads the file its own way
+    cv2-imread    cv2.imread(path) → BGR → RGB                   OpenCV reads the file its own way
+    cv2-imdecode  one read of the whole file → cv2.imdecode     the field report's fix for imread
+    packed        one pread from the packed data file → imdecode no open, no stat per sample
+
+Decoded samples are cropped to the centre square and resized to SIZE×SIZE (224, as
+ResNet-50 trains) so that a batch stacks into one uint8 tensor [B, H, W, C]; its
+NCHW view is channels-last, what the GPU training step wants. No torchvision: PIL
+and OpenCV do the resize. With `decode=False` a sample is its raw bytes — pil and
+cv2-imdecode then both read each file whole, packed preads it, cv2-imread is refused
+(it cannot read without decoding) — and a batch is their concatenation plus their
+lengths, so the bytes still travel from the loader's workers to the training loop.
+
+A file reader reads exactly the size the manifest records, in one read: open, read,
+close — no fstat, no seek — so a reader's syscalls per sample are its own. Bytes-only
+batches are read whole by `Samples.__getitems__`, each sample straight into its
+place in a shared-memory buffer that the worker reuses (see `_buffer`): on fast
+storage, fresh memory per sample or per batch costs more than the reads.
+`preprocess_time` sleeps that long per sample after reading (DLIO's reader.preprocess_time),
+which gives the accelerator-emulation tests a loader of known speed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, get_worker_info
+
+from iolab.host.dataset.manifest import Manifest
+from iolab.host.dataset.packed import PackedReader
+
+READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed")
+SIZE = 224
+PACKED_DIR = "packed"
+
+
+def read_exact(path: str, size: int) -> bytes:
+    """The file's bytes with one open, one read (more only if the file system returns less), one close."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, size)
+        if len(data) < size:
+            parts = [data]
+            got = len(data)
+            while got < size:
+                more = os.read(fd, size - got)
+                if not more:
+                    raise OSError(f"{path}: {got} bytes, the manifest says {size}")
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        return data
+    finally:
+        os.close(fd)
+
+
+def read_into(path: str, view: memoryview) -> None:
+    """Read the file's len(view) bytes into `view`: one open, one read, one close, no allocation."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        got = os.readv(fd, [view])
+        while got < len(view):
+            more = os.readv(fd, [view[got:]])
+            if not more:
+                raise OSError(f"{path}: {got} bytes, the manifest says {len(view)}")
+            got += more
+    finally:
+        os.close(fd)
+
+
+class _Packed(PackedReader):
+    """A PackedReader that can also read a sample into a buffer it is given (one preadv)."""
+
+    def length(self, i: int) -> int:
+        return self._lengths[i]
+
+    def read_into(self, i: int, view: memoryview) -> None:
+        got = os.preadv(self._fd, [view], self._offsets[i])
+        if got != len(view):
+            raise OSError(f"{self.directory / 'data.bin'}: short read of sample {i} ({got} of {len(view)} bytes)")
+
+
+def _square(width: int, height: int) -> tuple[int, int, int, int]:
+    """The centred square box (left, top, right, bottom) of an image."""
+    side = min(width, height)
+    left, top = (width - side) // 2, (height - side) // 2
+    return left, top, left + side, top + side
+
+
+def _cv2_fit(image: np.ndarray, size: int) -> np.ndarray:
+    import cv2
+
+    if image is None:
+        raise ValueError("OpenCV could not decode the image")
+    left, top, right, bottom = _square(image.shape[1], image.shape[0])
+    crop = image[top:bottom, left:right]
+    return cv2.cvtColor(cv2.resize(crop, (size, size), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
+
+
+def decode_pil(path: str, size: int) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        rgb = image.convert("RGB")
+    return np.array(rgb.resize((size, size), Image.BILINEAR, box=_square(*rgb.size)))
+
+
+def decode_cv2_file(path: str, size: int) -> np.ndarray:
+    import cv2
+
+    return _cv2_fit(cv2.imread(path, cv2.IMREAD_COLOR), size)
+
+
+def decode_cv2_bytes(data: bytes, size: int) -> np.ndarray:
+    import cv2
+
+    return _cv2_fit(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), size)
+
+
+class Samples(Dataset):
+    """Sample i of the data set at `root` as (uint8 tensor, label, bytes read)."""
+
+    def __init__(self, root: str | Path, reader: str, decode: bool = True, size: int = SIZE,
+                 preprocess_time: float = 0.0):
+        if reader not in READERS:
+            raise ValueError(f"unknown reader {reader!r}: choose one of {', '.join(READERS)}")
+        if reader == "cv2-imread" and not decode:
+            raise ValueError("cv2-imread always decodes; use decode with it, or another reader for bytes only")
+        self.root = Path(root)
+        self.reader = reader
+        self.decode = decode
+        self.size = size
+        self.preprocess_time = preprocess_time
+        self.ring = 4  # buffers per worker for bytes-only batches: set prefetch_factor + 2 (see _buffer)
+        # Import the decoders here, in the parent: forked workers inherit them instead of each
+        # importing them (thousands of syscalls) inside a traced or timed window.
+        import cv2  # noqa: F401
+        import PIL.Image  # noqa: F401
+
+        # Samples read, one slot per loader worker (slot 0: the main process), in memory shared with
+        # the workers the DataLoader forks later (256 workers at most, as campaigns allow).
+        self.reads = multiprocessing.RawArray("q", 257)
+        manifest = Manifest.load(self.root)
+        self.manifest_hash = manifest.hash
+        self.total_bytes = manifest.total_bytes
+        if reader == "packed":
+            self.packed: _Packed | None = _Packed(self.root / PACKED_DIR)
+            if len(self.packed) != manifest.files:
+                raise ValueError(f"{self.root / PACKED_DIR} holds {len(self.packed)} samples, the manifest "
+                                 f"{manifest.files}: pack the data set again")
+            self.paths: list[str] = []
+            self.sizes: list[int] = []
+            self.labels = [self.packed.label(i) for i in range(len(self.packed))]
+        else:
+            self.packed = None
+            self.paths = [str(self.root / e.path) for e in manifest.entries]
+            self.sizes = [e.size for e in manifest.entries]
+            self.labels = [e.label for e in manifest.entries]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def samples_read(self) -> int:
+        """Samples read so far by every process of the loader, prefetched ones included."""
+        return sum(self.reads)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int]:
+        if self.packed is not None:
+            data = self.packed.read(i)
+            nbytes = len(data)
+            out = decode_cv2_bytes(data, self.size) if self.decode else data
+        elif self.reader == "pil" and self.decode:
+            out, nbytes = decode_pil(self.paths[i], self.size), self.sizes[i]
+        elif self.reader == "cv2-imread":
+            out, nbytes = decode_cv2_file(self.paths[i], self.size), self.sizes[i]
+        else:
+            data = read_exact(self.paths[i], self.sizes[i])
+            nbytes = len(data)
+            out = decode_cv2_bytes(data, self.size) if self.decode else data
+        if self.preprocess_time:
+            time.sleep(self.preprocess_time)
+        worker = get_worker_info()
+        self.reads[worker.id + 1 if worker else 0] += 1
+        if isinstance(out, bytes):
+            with warnings.catch_warnings():   # a read-only view of the bytes read, never written to
+                warnings.filterwarnings("ignore", message="The given buffer is not writable")
+                tensor = torch.frombuffer(out, dtype=torch.uint8)
+        else:
+            tensor = torch.from_numpy(out)
+        return tensor, self.labels[i], nbytes
+
+
+    def __getitems__(self, indices: list[int]) -> dict[str, Any] | list[tuple[torch.Tensor, int, int]]:
+        """A batch (the DataLoader asks for one at a time when a dataset has this method).
+
+        Bytes only: every sample is read straight into its place in the batch's buffer,
+        in shared memory in a worker, so a byte is copied once, by the read itself: no
+        fresh buffer per sample (whose page faults cost more than the copy) and no
+        concatenation. Decoded samples go one by one through __getitem__.
+        """
+        if self.decode:
+            return [self[i] for i in indices]
+        lengths = [self.packed.length(i) if self.packed is not None else self.sizes[i] for i in indices]
+        total = sum(lengths)
+        data = self._buffer(total)
+        view = memoryview(data.numpy())
+        at = 0
+        for i, length in zip(indices, lengths):
+            part = view[at:at + length]
+            if self.packed is not None:
+                self.packed.read_into(i, part)
+            else:
+                read_into(self.paths[i], part)
+            at += length
+            if self.preprocess_time:
+                time.sleep(self.preprocess_time)
+        worker = get_worker_info()
+        self.reads[worker.id + 1 if worker else 0] += len(indices)
+        return {"data": data, "lengths": torch.tensor(lengths), "labels": torch.tensor([self.labels[i] for i in indices]),
+                "bytes": total}
+
+
+    def _buffer(self, size: int) -> torch.Tensor:
+        """The next buffer of the ring, in shared memory in a worker, at least `size` bytes long.
+
+        Fresh shared memory per batch (what torch's default_collate allocates) costs more than the
+        reads themselves on fast storage: the kernel allocates and zeroes every page of it, twice
+        the bytes the batch moves. A worker therefore cycles through `ring` buffers. A worker has
+        at most prefetch_factor batches in flight (the DataLoader sends it a new index only after
+        the training loop took one of its batches), so with ring = prefetch_factor + 2 a buffer is
+        refilled only after the training loop has moved two batches past the one it held.
+        """
+        if get_worker_info() is None:
+            return torch.empty(size, dtype=torch.uint8)
+        if not hasattr(self, "_ring_buffers"):
+            self._ring_buffers: list[torch.Tensor | None] = [None] * self.ring
+            self._ring_next = 0
+        slot = self._ring_next
+        self._ring_next = (slot + 1) % self.ring
+        buffer = self._ring_buffers[slot]
+        if buffer is None or buffer.numel() < size:
+            buffer = _shared(max(size, int(size * 1.25)), torch.empty(0, dtype=torch.uint8))
+            self._ring_buffers[slot] = buffer
+        return buffer[:size]
+
+
+def _shared(numel: int, like: torch.Tensor) -> torch.Tensor | None:
+    """In a loader worker, an output tensor in shared memory (as torch's default_collate makes it):
+    the batch then crosses to the training process without another copy."""
+    if get_worker_info() is None:
+        return None
+    storage = like._typed_storage()._new_shared(numel, device=like.device)
+    return like.new(storage)
+
+
+def collate(batch: list[tuple[torch.Tensor, int, int]]) -> dict[str, Any]:
+    """Decoded images stack into [B, H, W, C]; raw bytes are concatenated, with their lengths."""
+    if isinstance(batch, dict):
+        return batch   # made whole by Samples.__getitems__
+    tensors = [t for t, _, _ in batch]
+    labels = torch.tensor([label for _, label, _ in batch], dtype=torch.int64)
+    nbytes = sum(n for _, _, n in batch)
+    if tensors[0].dim() == 3:
+        out = _shared(len(tensors) * tensors[0].numel(), tensors[0])
+        if out is not None:
+            out = out.resize_(len(tensors), *tensors[0].shape)
+        return {"images": torch.stack(tensors, out=out), "labels": labels, "bytes": nbytes}
+    lengths = [t.numel() for t in tensors]
+    return {"data": torch.cat(tensors, out=_shared(sum(lengths), tensors[0])), "lengths": torch.tensor(lengths),
+            "labels": labels, "bytes": nbytes}
+
+
+def worker_init(_: int) -> None:
+    """One OpenCV thread per loader worker: the workers are the parallelism (as torch does for itself)."""
+    try:
+        import cv2
+
+        cv2.setNumThreads(1)
+    except ImportError:
+        pass

@@ -1,0 +1,152 @@
+"""The TensorFlow tf.data benchmark of one host: TFRecord shards → tf.data → emulated accelerators → loader.json.
+
+    python -m iolab.host.loader.tf_loader --root DS --out RUN_DIR --batch-size 400 --private-threads 8 \\
+        --compute-per-batch 0.224 --accelerators 2
+
+The pipeline of TensorFlow's ImageNet input functions (and of DLIO's TF reader):
+
+    list the shards of DS/tfrecord → shard by rank → shuffle the shard list
+    → interleave(TFRecordDataset, parallel reads, AUTOTUNE calls, not deterministic)
+    → shuffle a buffer of samples → map(parse the Example, decode the JPEG, crop and resize
+      to 224×224; AUTOTUNE calls) → batch → prefetch(AUTOTUNE)
+
+with `tf.data.Options().threading.private_threadpool_size` set from --private-threads
+(0: TensorFlow's shared pool), the knob the field report found decisive
+(`datasets_num_private_threads` in the TF official models). With --no-decode a
+sample is its JPEG bytes. Ranks, the step loop, the measured window and loader.json
+are those of every iolab loader (iolab.host.loader.common), so the pytorch parser reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+from iolab.host.loader import common
+from iolab.host.loader.common import run_steps, write_json
+
+SIZE = 224
+PACK_DIR = "tfrecord"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m iolab.host.loader.tf_loader",
+                                description="tf.data throughput on TFRecord shards, with emulated accelerators.")
+    p.add_argument("--root", type=Path, required=True, help="the data set; its shards are in ROOT/tfrecord")
+    p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--private-threads", type=int, default=0,
+                   help="tf.data private thread pool size (0: TensorFlow's shared pool)")
+    p.add_argument("--parallel-reads", type=int, default=0,
+                   help="shards read at once by interleave (0: as many as the shards, at most 16)")
+    p.add_argument("--shuffle-buffer", type=int, default=1024, help="samples in the shuffle buffer")
+    p.add_argument("--decode", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps", type=int, default=0, help="at most this many batches per epoch and rank (0: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--accelerator", choices=("none", "emulated"), default="none")
+    p.add_argument("--compute-per-batch", type=float, default=0.0)
+    p.add_argument("--accelerators", type=int, default=1, help="rank processes on this host")
+    p.add_argument("--syscall-profile", action="store_true", help="count syscalls with strace -c -f")
+    p.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def pipeline(tf, files: list[str], args: argparse.Namespace, rank: int, replicas: int):
+    """The tf.data pipeline of one rank."""
+    autotune = tf.data.AUTOTUNE
+    if len(files) >= replicas:   # shard by file; a set of fewer shards than ranks is split by record
+        names = tf.data.Dataset.from_tensor_slices(files).shard(replicas, rank)
+        if args.shuffle:
+            names = names.shuffle(len(files), seed=args.seed, reshuffle_each_iteration=True)
+        cycle = args.parallel_reads or min(16, max(1, -(-len(files) // replicas)))
+        records = names.interleave(tf.data.TFRecordDataset, cycle_length=cycle, num_parallel_calls=autotune,
+                                   deterministic=False)
+    else:
+        records = tf.data.TFRecordDataset(files).shard(replicas, rank)
+    if args.shuffle:
+        records = records.shuffle(args.shuffle_buffer, seed=args.seed, reshuffle_each_iteration=True)
+    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(record):
+        example = tf.io.parse_single_example(record, features)
+        data, label = example["image/encoded"], example["image/class/label"]
+        nbytes = tf.strings.length(data, unit="BYTE")
+        if not args.decode:
+            return data, label, nbytes
+        image = tf.io.decode_jpeg(data, channels=3)
+        shape = tf.shape(image)
+        side = tf.minimum(shape[0], shape[1])
+        image = tf.image.crop_to_bounding_box(image, (shape[0] - side) // 2, (shape[1] - side) // 2, side, side)
+        image = tf.cast(tf.image.resize(image, [SIZE, SIZE], method="bilinear"), tf.uint8)
+        return image, label, nbytes
+
+    batches = records.map(parse, num_parallel_calls=autotune, deterministic=False)
+    batches = batches.batch(args.batch_size).prefetch(autotune)
+    options = tf.data.Options()
+    if args.private_threads:
+        options.threading.private_threadpool_size = args.private_threads
+    return batches.with_options(options)
+
+
+def run_rank(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    from iolab.host.dataset.pack import PackInfo
+    from iolab.host.loader.dataset_state import sha256_file
+
+    local = args.local_rank
+    replicas, rank = args.accelerators, local
+    directory = args.root / PACK_DIR
+    info = PackInfo.load(directory)
+    manifest_hash = sha256_file(args.root / "manifest.jsonl")
+    if info.format != "tfrecord" or info.manifest_hash != manifest_hash:
+        print(f"{directory}: not a TFRecord pack of the data set in {args.root}; pack it again", file=sys.stderr)
+        return 2
+    files = [str(directory / name) for name in info.files]
+    dataset = pipeline(tf, files, args, rank, replicas)
+    tracer = None
+    if args.syscall_profile:
+        from iolab.host.loader.syscalls import Tracer
+
+        tracer = Tracer(args.out / f"strace-{rank}.txt", args.out / f"strace-{rank}.log")
+        tracer.start()
+    try:
+        done = run_steps(args.epochs, args.steps, lambda epoch: iter(dataset),
+                         size=lambda batch: (int(batch[1].shape[0]), int(tf.reduce_sum(batch[2]))),
+                         compute=None, compute_per_batch=args.compute_per_batch, sync=None)
+    finally:
+        if tracer:
+            tracer.stop()
+    if not done["records"]:
+        print(f"{args.root}: rank {rank} got no batch (its shard is empty)", file=sys.stderr)
+        return 1
+    import numpy
+
+    result = {
+        "rank": rank, "local_rank": local, "replicas": replicas, "pid": os.getpid(), "device": "cpu",
+        "pin_memory": False, "compute_per_batch": args.compute_per_batch, **done,
+        "strace": f"strace-{rank}.txt" if tracer else None,
+        # Samples produced while traced (TensorFlow's reads are its own: prefetched ones are not counted).
+        "samples_read": sum(r[6] for r in done["records"]),
+        "gpu": None,
+        "versions": {"python": platform.python_version(), "tensorflow": tf.__version__, "numpy": numpy.__version__},
+        "dataset": {"root": str(args.root), "manifest_hash": manifest_hash, "samples": info.samples,
+                    "bytes": info.bytes, "reader": "tfrecord", "shards": len(files)},
+    }
+    write_json(args.out / f"rank-{rank}.json", result)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.main("iolab.host.loader.tf_loader", parser, run_rank, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""The PyTorch data-loading benchmark of one host: DataLoader → emulated or real accelerators → loader.json.
+
+    python -m iolab.host.loader.torch_loader --root DS --out RUN_DIR --reader packed --workers 4 \\
+        --batch-size 400 --accelerator emulated --compute-per-batch 0.224 --accelerators 2
+
+The command is a launcher (it never imports torch) that starts one rank process per
+accelerator and merges what they write into RUN_DIR/loader.json (iolab.host.loader.common,
+which also holds the step loop and what its window measures). Each rank has its own
+DataLoader with --workers worker processes over its shard of the data set (a
+DistributedSampler over all ranks: this host's, or with --distributed every host's),
+and per batch computes — sleeps --compute-per-batch (emulated, as DLIO does) or runs a
+real ResNet-50 mixed-precision step on its GPU (--accelerator gpu) — then, with
+--distributed, joins an all_reduce of one number over every rank of every host
+(torch.distributed, gloo): a barrier per step, so the slowest host sets the pace, as
+in data-parallel training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+from iolab.host.loader import common
+from iolab.host.loader.common import GpuMonitor, run_steps, write_json
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m iolab.host.loader.torch_loader",
+                                description="PyTorch DataLoader throughput, with emulated or real accelerators.")
+    p.add_argument("--root", type=Path, required=True, help="the data set (its manifest.jsonl)")
+    p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
+    p.add_argument("--reader", choices=("pil", "cv2-imread", "cv2-imdecode", "packed"), default="packed")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes per rank")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
+    p.add_argument("--decode", action=argparse.BooleanOptionalAction, default=True,
+                   help="decode and resize to 224×224 (--no-decode: raw bytes only)")
+    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps", type=int, default=0, help="at most this many batches per epoch and rank (0: all)")
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed")
+    p.add_argument("--preprocess-time", type=float, default=0.0, help="seconds slept per sample after reading")
+    p.add_argument("--accelerator", choices=("none", "emulated", "gpu"), default="none")
+    p.add_argument("--compute-per-batch", type=float, default=0.0, help="emulated compute, seconds per batch")
+    p.add_argument("--accelerators", type=int, default=1, help="rank processes on this host")
+    p.add_argument("--distributed", action="store_true", help="one job over --nodes hosts (torch.distributed, gloo)")
+    p.add_argument("--nodes", type=int, default=1, help="hosts of the distributed job")
+    p.add_argument("--node-rank", type=int, default=0, help="this host's index among them")
+    p.add_argument("--master-addr", default="127.0.0.1")
+    p.add_argument("--master-port", type=int, default=29500)
+    p.add_argument("--dist-timeout", type=float, default=300.0, help="seconds to wait for every rank")
+    p.add_argument("--syscall-profile", action="store_true", help="count syscalls with strace -c -f")
+    p.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+# ------------------------------------------------------------------ one rank
+
+
+def _versions() -> dict[str, str]:
+    import numpy
+    import PIL
+    import torch
+
+    found = {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
+             "pillow": PIL.__version__}
+    try:
+        import cv2
+
+        found["opencv"] = cv2.__version__
+    except ImportError:
+        pass
+    return found
+
+
+def run_rank(args: argparse.Namespace) -> int:
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    from iolab.host.loader.readers import Samples, collate, worker_init
+
+    local = args.local_rank
+    replicas, rank = args.accelerators, local
+    if args.distributed:
+        replicas, rank = args.nodes * args.accelerators, args.node_rank * args.accelerators + local
+    device = torch.device("cpu")
+    trainer = None
+    if args.accelerator == "gpu":
+        if not torch.cuda.is_available() or torch.cuda.device_count() < args.accelerators:
+            found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            print(f"accelerator gpu needs {args.accelerators} CUDA GPU(s) on this host; torch sees {found}",
+                  file=sys.stderr)
+            return 2
+        from iolab.host.loader.resnet import Trainer
+
+        device = torch.device("cuda", local)
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True
+        trainer = Trainer(device)
+
+    dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
+    dataset.ring = args.prefetch_factor + 2
+    sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed)
+    pin = args.pin_memory and device.type == "cuda"   # pinning without a GPU only costs (torch warns)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
+                        collate_fn=collate, pin_memory=pin, worker_init_fn=worker_init,
+                        prefetch_factor=args.prefetch_factor if args.workers > 0 else None,
+                        persistent_workers=args.workers > 0)
+    if args.distributed:
+        from datetime import timedelta
+
+        dist.init_process_group("gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}",
+                                world_size=replicas, rank=rank, timeout=timedelta(seconds=args.dist_timeout))
+        dist.barrier()  # every rank of every host is ready: start together
+    tracer = None
+    if args.syscall_profile:
+        from iolab.host.loader.syscalls import Tracer
+
+        tracer = Tracer(args.out / f"strace-{rank}.txt", args.out / f"strace-{rank}.log")
+        tracer.start()
+    read_before = dataset.samples_read  # samples counted against the trace: read while it ran
+    token = torch.zeros(1)
+
+    def epoch_batches(epoch: int):
+        sampler.set_epoch(epoch)
+        return iter(loader)
+
+    monitor = GpuMonitor(local) if trainer is not None else None
+    if monitor:
+        monitor.__enter__()
+    try:
+        done = run_steps(args.epochs, args.steps, epoch_batches,
+                         size=lambda batch: (len(batch["labels"]), batch["bytes"]),
+                         compute=(lambda batch: trainer.step(batch["images"], batch["labels"])) if trainer else None,
+                         compute_per_batch=args.compute_per_batch,
+                         sync=(lambda: dist.all_reduce(token)) if args.distributed else None)
+    finally:
+        traced_reads = dataset.samples_read - read_before
+        if tracer:
+            tracer.stop()
+        if monitor:
+            monitor.__exit__()
+    if args.distributed:
+        dist.barrier()
+        dist.destroy_process_group()
+    if not done["records"]:
+        print(f"{args.root}: rank {rank} got no batch (its shard is empty)", file=sys.stderr)
+        return 1
+    result = {
+        "rank": rank, "local_rank": local, "replicas": replicas, "pid": os.getpid(), "device": str(device),
+        "pin_memory": pin, "compute_per_batch": args.compute_per_batch if trainer is None else None, **done,
+        "strace": f"strace-{rank}.txt" if tracer else None, "samples_read": traced_reads,
+        "gpu": ({"name": torch.cuda.get_device_name(device), "utilization": monitor.samples}
+                if monitor else None),
+        "versions": _versions(),
+        "dataset": {"root": str(args.root), "manifest_hash": dataset.manifest_hash, "samples": len(dataset),
+                    "bytes": dataset.total_bytes, "reader": args.reader},
+    }
+    write_json(args.out / f"rank-{rank}.json", result)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return common.main("iolab.host.loader.torch_loader", parser, run_rank, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,560 @@
+"""Host telemetry while a tool runs, once a second (host side, stdlib only).
+
+    sampler = Sampler(run_dir / "telemetry.jsonl", tool_pid=proc.pid, after=2.0, target="/mnt/iolab/nvme")
+    sampler.start()          # the window opens `after` seconds later (the tool's ramp)
+    ...                      # the tool runs
+    sampler.stop()           # the tool ended: one last, partial interval, then the end record
+
+What each interval records, with the arithmetic of the usual tools:
+
+- **disks** (`/proc/diskstats`, as sysstat's iostat computes it): r/s, w/s, bytes/s,
+  average request size, r_await / w_await / await, aqu-sz (weighted time in queue
+  over the interval) and %util (time with IO in flight over the interval); and
+  the interval's raw deltas so that summaries over the run are exact sums rather
+  than averages of averages. Partitions and RAM disks are left out, and so are
+  loop, zram and nbd devices that never did any IO (a host has dozens of them);
+  the devices under the target are always kept. Units: bytes and seconds.
+- **CPU** by mode (`/proc/stat`), in cores; and the CPU of the tool's process tree:
+  the tool and its descendants (`/proc/<pid>/stat`), plus what the processes this
+  one has reaped used, so the tool's last second still counts after hostrun has
+  collected its exit status.
+- **memory**: `Cached`, `Dirty`, `MemFree`, `Buffers` (`/proc/meminfo`), in bytes.
+- **network**: bytes per interface (`/proc/net/dev`), interfaces that never moved a byte left out.
+- **GPUs**, through NVML (the `pynvml` module of the `nvidia-ml-py` package, which
+  loads the driver's libnvidia-ml): per GPU, utilization and memory-controller
+  utilization (%), memory used and total (B), SM clock (Hz), temperature (°C), power
+  (W) and PCIe receive and transmit throughput (B/s), read once an interval by one
+  thread of this process: NVML is initialised once, and nothing is spawned per sample
+  (starting nvidia-smi initialises NVML each time, tens of milliseconds of CPU). The
+  thread is apart because NVML's PCIe counters take 20 ms each to sample. Without the
+  module, the library or a GPU, there are no GPU figures and the start record's `gpu`
+  says why.
+
+The file `telemetry.jsonl`, one JSON object a line, each written whole and at once:
+
+    {"type": "start", "t": ..., "interval": 1.0, "after": 2.0, "target": {...}, "mem": {...},
+     "gpu": {"source": "nvml", "count": 8, "driver": "...", "names": [...]} or {"absent": "why"}, ...}
+    {"type": "sample", "t": ..., "dt": 1.0003, "disk": {"loop0": {...}}, "cpu": {...}, "tool": {...},
+     "mem": {...}, "net": {...}, "gpu": [...]}
+    {"type": "end", "t": ..., "window_s": ..., "sampler_cpu_s": ..., "sampler_cpu_pct": ..., "errors": [...]}
+
+`t` is seconds since the epoch at the end of the interval, `dt` the interval's
+length from a monotonic clock. The sampler's own cost is measured with its
+threads' CPU clocks (`time.thread_time`), the NVML thread's included.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import resource
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+SCHEMA = "iolab.host.telemetry/1"
+FILE = "telemetry.jsonl"
+SECTOR = 512                       # /proc/diskstats counts 512-byte sectors whatever the device's block size
+HZ = os.sysconf("SC_CLK_TCK")      # /proc/stat and /proc/<pid>/stat count in these ticks
+CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")  # guest is inside user
+MEMINFO_KEYS = ("Cached", "Dirty", "MemFree", "Buffers")
+# Devices that exist by the dozen and matter only once used; RAM disks are memory, not storage.
+IDLE_UNLESS_USED = ("loop", "zram", "nbd")
+NEVER = ("ram",)
+NVML_MODULE = "pynvml"             # the nvidia-ml-py package
+_U32 = 1 << 32
+
+
+# --- /proc readers: text in, numbers out (pure, so tests can feed captured files) ---------------
+
+class DiskCounters(NamedTuple):
+    """One line of /proc/diskstats (Documentation/admin-guide/iostats.rst); times in ms."""
+
+    r_ios: int
+    r_merges: int
+    r_sectors: int
+    r_ms: int
+    w_ios: int
+    w_merges: int
+    w_sectors: int
+    w_ms: int
+    in_flight: int
+    busy_ms: int          # io_ticks: time with at least one IO in flight (%util)
+    queue_ms: int         # time_in_queue: summed over IOs (aqu-sz)
+    d_ios: int = 0        # discards, kernel >= 4.18
+    d_merges: int = 0
+    d_sectors: int = 0
+    d_ms: int = 0
+    f_ios: int = 0        # flushes, kernel >= 5.5
+    f_ms: int = 0
+
+    @property
+    def used(self) -> bool:
+        return bool(self.r_ios or self.w_ios or self.d_ios or self.f_ios)
+
+
+def parse_diskstats(text: str) -> dict[str, DiskCounters]:
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 14:
+            out[fields[2]] = DiskCounters(*map(int, fields[3:20]))
+    return out
+
+
+def _delta(before: int, after: int) -> int:
+    """after - before for a kernel counter; the ms counters are 32-bit in diskstats and wrap."""
+    diff = after - before
+    if diff < 0:
+        diff += _U32
+        if not 0 <= diff < _U32 // 2:   # not a wrap: the device was re-created; count nothing
+            return 0
+    return diff
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def disk_interval(prev: DiskCounters, cur: DiskCounters, seconds: float) -> dict[str, float]:
+    """One device over one interval, as sysstat's iostat -x computes it (rd_stats.c, iostat.c).
+
+    r_s, w_s: IOs completed per second; rB_s, wB_s: bytes per second;
+    r_size, w_size: average request size in bytes (rareq-sz, wareq-sz);
+    r_await, w_await, await: average time from issue to completion, s (await counts
+    discards too, as sysstat >= 12 does); aqu_sz: time_in_queue / interval;
+    util: busy time / interval, % (above 100 % can happen on devices that serve IOs in
+    parallel, and iostat does not clip it either). Plus the interval's raw deltas.
+    """
+    d = DiskCounters(*(_delta(a, b) for a, b in zip(prev, cur)))
+    ios = d.r_ios + d.w_ios + d.d_ios
+    r_bytes, w_bytes = d.r_sectors * SECTOR, d.w_sectors * SECTOR
+    return {
+        "r_ios": d.r_ios, "w_ios": d.w_ios, "d_ios": d.d_ios, "r_bytes": r_bytes, "w_bytes": w_bytes,
+        "r_ms": d.r_ms, "w_ms": d.w_ms, "d_ms": d.d_ms, "busy_ms": d.busy_ms, "queue_ms": d.queue_ms,
+        "r_s": _round(d.r_ios / seconds), "w_s": _round(d.w_ios / seconds),
+        "rB_s": _round(r_bytes / seconds), "wB_s": _round(w_bytes / seconds),
+        "r_size": _round(r_bytes / d.r_ios) if d.r_ios else 0.0,
+        "w_size": _round(w_bytes / d.w_ios) if d.w_ios else 0.0,
+        "r_await": _round(d.r_ms / d.r_ios / 1000) if d.r_ios else 0.0,
+        "w_await": _round(d.w_ms / d.w_ios / 1000) if d.w_ios else 0.0,
+        "await": _round((d.r_ms + d.w_ms + d.d_ms) / ios / 1000) if ios else 0.0,
+        "aqu_sz": _round(d.queue_ms / 1000 / seconds),
+        "util": _round(d.busy_ms / 1000 / seconds * 100),
+    }
+
+
+def watched(name: str, counters: DiskCounters, partition: bool, keep: frozenset[str] = frozenset()) -> bool:
+    """Whether a device of /proc/diskstats is sampled (see the module's docstring)."""
+    if name in keep:
+        return True
+    if partition or name.startswith(NEVER):
+        return False
+    if name.startswith(IDLE_UNLESS_USED):
+        return counters.used
+    return True
+
+
+def parse_cpu(text: str) -> dict[str, int]:
+    """The aggregate `cpu` line of /proc/stat: ticks per mode."""
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            values = [int(v) for v in line.split()[1:]]
+            return dict(zip(CPU_MODES, values))
+    raise ValueError("/proc/stat has no 'cpu' line")
+
+
+def cpu_interval(prev: dict[str, int], cur: dict[str, int], seconds: float) -> dict[str, float]:
+    """Cores busy in each mode: 1.5 user means one and a half cores' worth of user time."""
+    return {mode: _round(max(0, cur.get(mode, 0) - prev.get(mode, 0)) / HZ / seconds) for mode in CPU_MODES}
+
+
+def parse_meminfo(text: str, keys: tuple[str, ...] = MEMINFO_KEYS) -> dict[str, int]:
+    out = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in keys:
+            out[name] = int(rest.split()[0]) * 1024
+    return out
+
+
+def parse_net_dev(text: str) -> dict[str, tuple[int, int]]:
+    """Interface → (received bytes, transmitted bytes)."""
+    out = {}
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        fields = rest.split()
+        if len(fields) >= 9:
+            out[name.strip()] = (int(fields[0]), int(fields[8]))
+    return out
+
+
+def net_interval(prev: tuple[int, int], cur: tuple[int, int], seconds: float) -> dict[str, float]:
+    rx, tx = max(0, cur[0] - prev[0]), max(0, cur[1] - prev[1])
+    return {"rx": rx, "tx": tx, "rx_bw": _round(rx / seconds), "tx_bw": _round(tx / seconds)}
+
+
+def _read(path: str) -> str:
+    with open(path, "rb") as handle:
+        return handle.read().decode()
+
+
+# --- what is under the target -----------------------------------------------------------------
+
+def _unescape(field: str) -> str:
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mount_of(path: str, mountinfo: str) -> dict[str, str]:
+    """The mount that holds `path` (the longest mount point above it; the last of stacked ones)."""
+    best: dict[str, str] = {}
+    for line in mountinfo.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 2:
+            continue
+        point = _unescape(fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best.get("mountpoint", "")):
+            best = {"mountpoint": point, "devno": fields[2], "fstype": tail[0], "source": _unescape(tail[1])}
+    return best
+
+
+def _block_stack(devno: str, sys_root: str) -> list[str]:
+    """'7:0' → ['loop0']; a partition → [it, its disk]; dm/md → [it, the devices under it, ...]."""
+    node = Path(sys_root, "dev/block", devno)
+    if not node.exists():
+        return []
+    out: list[str] = []
+    pending = [node.resolve()]
+    while pending:
+        dev = pending.pop(0)
+        if dev.name in out:
+            continue
+        out.append(dev.name)
+        if (dev / "partition").exists():
+            pending.append(dev.parent)
+        if (dev / "slaves").is_dir():
+            pending.extend(sorted(p.resolve() for p in (dev / "slaves").iterdir()))
+    return out
+
+
+def target_storage(target: str | None, sys_root: str = "/sys", mountinfo: str = "/proc/self/mountinfo") -> dict:
+    """The mount under `target` and its block devices ([] for tmpfs, NFS, FUSE: no device of this host)."""
+    if not target:
+        return {}
+    path = os.path.realpath(target)
+    mount = _mount_of(path, _read(mountinfo))
+    devices = _block_stack(mount.get("devno", ""), sys_root) if mount else []
+    source = mount.get("source", "")
+    if not devices and source.startswith("/dev/"):
+        # btrfs and a few others report an anonymous device number: go by the mount's source.
+        try:
+            st = os.stat(source)
+            if stat.S_ISBLK(st.st_mode):
+                devices = _block_stack(f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}", sys_root)
+        except OSError:
+            pass
+    return {"path": target, **mount, "devices": devices}
+
+
+# --- the tool's process tree ------------------------------------------------------------------
+
+class ToolTree:
+    """CPU seconds used by a process and its descendants, live and already reaped.
+
+    Descendants, not the session or the process group: fio's job processes call
+    setsid(). A live process counts its own time and that of the children it has
+    reaped (utime+stime+cutime+cstime); once the owner of this object has reaped
+    the tool, the tool's total moves into our RUSAGE_CHILDREN, counted from the
+    moment this object was made. Descendants reaped by init (orphans) are lost.
+    """
+
+    def __init__(self, root: int, proc_root: str = "/proc"):
+        self.root = root
+        self.proc = proc_root
+        self._outside: set[int] = set()       # PIDs known not to descend from root: never read again
+        self._members: set[int] = set()
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self._reaped0 = usage.ru_utime + usage.ru_stime
+        self._high = 0.0
+        self.processes = 0
+
+    def _stat(self, pid: int) -> list[str] | None:
+        try:
+            text = _read(f"{self.proc}/{pid}/stat")
+        except OSError:
+            return None
+        return text[text.rindex(")") + 2:].split()   # the command name may hold spaces and parentheses
+
+    def cpu_seconds(self) -> float:
+        alive: set[int] = set()
+        stats: dict[int, list[str]] = {}
+        for entry in os.scandir(self.proc):
+            if entry.name.isdigit():
+                pid = int(entry.name)
+                alive.add(pid)
+                if pid not in self._outside:
+                    fields = self._stat(pid)
+                    if fields is not None:
+                        stats[pid] = fields
+        # A parent's PID may be larger than its child's (PIDs wrap): settle membership until nothing changes.
+        members = (self._members & alive) | ({self.root} & stats.keys())
+        unsettled = {pid: int(fields[1]) for pid, fields in stats.items() if pid not in members}
+        changed = True
+        while changed:
+            changed = False
+            for pid, ppid in list(unsettled.items()):
+                if ppid in members:
+                    members.add(pid)
+                    del unsettled[pid]
+                    changed = True
+        self._outside = (self._outside & alive) | set(unsettled)
+        self._members = members
+        self.processes = len(members)
+        ticks = sum(int(v) for pid in members if pid in stats for v in stats[pid][11:15])  # u/s/cu/cs time
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # Never backwards: a process caught between its exit and its reaping would otherwise dip and come back.
+        self._high = max(self._high, ticks / HZ + (usage.ru_utime + usage.ru_stime - self._reaped0))
+        return self._high
+
+
+# --- GPUs through NVML ---------------------------------------------------------------------------
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def open_nvml(nvml: Any = NVML_MODULE) -> tuple[Any, list[Any], dict[str, Any]]:
+    """(NVML, a handle per GPU, what the start record says) or (None, [], {"absent": why}).
+
+    `nvml` is a module with pynvml's interface or the name of one to import; None
+    turns GPU telemetry off.
+    """
+    if nvml is None:
+        return None, [], {"absent": "GPU telemetry turned off"}
+    if isinstance(nvml, str):
+        try:
+            nvml = importlib.import_module(nvml)
+        except ImportError:
+            return None, [], {"absent": f"module {NVML_MODULE} (package nvidia-ml-py) is not installed"}
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:     # no libnvidia-ml (no driver), or a driver that does not answer
+        return None, [], {"absent": f"NVML: {exc}"}
+    try:
+        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+        if not handles:
+            nvml.nvmlShutdown()
+            return None, [], {"absent": "NVML sees no GPU"}
+        info = {"source": "nvml", "count": len(handles),
+                "driver": _text(nvml.nvmlSystemGetDriverVersion()),
+                "names": [_text(nvml.nvmlDeviceGetName(h)) for h in handles]}
+    except nvml.NVMLError as exc:
+        nvml.nvmlShutdown()
+        return None, [], {"absent": f"NVML: {exc}"}
+    return nvml, handles, info
+
+
+def read_gpu(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
+    """One GPU's figures now, in canonical units; a figure the board does not report is None."""
+    def get(call, *args):
+        try:
+            return call(handle, *args)
+        except nvml.NVMLError:        # NOT_SUPPORTED on some boards, or a GPU that fell off the bus
+            return None
+
+    util = get(nvml.nvmlDeviceGetUtilizationRates)
+    memory = get(nvml.nvmlDeviceGetMemoryInfo)
+    clock = get(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)                 # MHz
+    power = get(nvml.nvmlDeviceGetPowerUsage)                                     # mW
+    rx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_RX_BYTES)      # KiB/s over 20 ms
+    tx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_TX_BYTES)
+    uuid = get(nvml.nvmlDeviceGetUUID)
+    return {"index": index, "uuid": None if uuid is None else _text(uuid),
+            "util": None if util is None else float(util.gpu),
+            "mem_util": None if util is None else float(util.memory),
+            "mem_used": None if memory is None else int(memory.used),
+            "mem_total": None if memory is None else int(memory.total),
+            "sm_clock": None if clock is None else clock * 1_000_000,
+            "temp": get(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU),
+            "power": None if power is None else power / 1000,
+            "pcie_rx_bw": None if rx is None else rx * 1024, "pcie_tx_bw": None if tx is None else tx * 1024}
+
+
+class GpuProbe(threading.Thread):
+    """The latest figures of every GPU, read through NVML once an interval in a thread of its own."""
+
+    def __init__(self, nvml: Any, handles: list[Any], interval: float):
+        super().__init__(name="telemetry-gpu", daemon=True)
+        self.nvml, self.handles, self.interval = nvml, handles, interval
+        self.errors: list[str] = []
+        self.cpu_s = 0.0
+        self._latest: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        started = time.thread_time()
+        try:
+            while True:
+                figures = [read_gpu(self.nvml, i, h) for i, h in enumerate(self.handles)]
+                with self._lock:
+                    self._latest = figures
+                if self._stop_event.wait(self.interval):
+                    break
+        except Exception as exc:  # noqa: BLE001 - a GPU's trouble must not end the host's telemetry
+            self.errors.append(f"GPU telemetry stopped: {type(exc).__name__}: {exc}")
+        finally:
+            self.cpu_s = time.thread_time() - started
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(g) for g in self._latest]
+
+    def close(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=5)
+        try:
+            self.nvml.nvmlShutdown()
+        except self.nvml.NVMLError as exc:
+            self.errors.append(f"NVML shutdown: {exc}")
+
+
+# --- the sampler --------------------------------------------------------------------------------
+
+class _Snapshot(NamedTuple):
+    wall: float
+    mono: float
+    disks: dict[str, DiskCounters]
+    cpu: dict[str, int]
+    mem: dict[str, int]
+    net: dict[str, tuple[int, int]]
+    tool_s: float
+
+
+class Sampler(threading.Thread):
+    """Samples the host every `interval` seconds from `after` seconds on until stop(); see the module."""
+
+    def __init__(self, path: Path, tool_pid: int, after: float = 0.0, interval: float = 1.0,
+                 target: str | None = None, nvml: Any = NVML_MODULE,
+                 proc_root: str = "/proc", sys_root: str = "/sys"):
+        super().__init__(name="telemetry", daemon=True)
+        self.path = Path(path)
+        self.after = max(0.0, after)
+        self.interval = interval
+        self.target = target
+        self.nvml = nvml                             # pynvml, a module like it, its name, or None (no GPUs)
+        self.proc, self.sys = proc_root, sys_root
+        self.tree = ToolTree(tool_pid, proc_root)    # made now: the tool is not reaped yet
+        self.tool_pid = tool_pid
+        self.errors: list[str] = []
+        self.summary: dict[str, Any] = {}
+        self._stop_event = threading.Event()
+        self._partition: dict[str, bool] = {}
+        self._keep: frozenset[str] = frozenset()
+        self._fd = -1
+
+    # -- public
+    def stop(self, timeout: float = 10.0) -> dict[str, Any]:
+        """End the window now (the tool ended); return the end record."""
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout)
+        return self.summary
+
+    # -- the thread
+    def run(self) -> None:
+        cpu0 = time.thread_time()
+        gpu: GpuProbe | None = None
+        first: _Snapshot | None = None
+        prev: _Snapshot | None = None
+        count = 0
+        try:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            try:
+                storage = target_storage(self.target, self.sys, f"{self.proc}/self/mountinfo")
+            except (OSError, ValueError) as exc:
+                storage = {"path": self.target, "devices": []}
+                self.errors.append(f"cannot tell what is under {self.target}: {exc}")
+            self._keep = frozenset(storage.get("devices", ()))
+            nvml, handles, gpu_info = open_nvml(self.nvml)
+            if nvml is not None:
+                # Started before the window so that its first figures are in by the first sample.
+                gpu = GpuProbe(nvml, handles, self.interval)
+                gpu.start()
+            if self._stop_event.wait(self.after):
+                self.errors.append(f"the tool ended before the window opened ({self.after:g} s after its start)")
+                return
+            first = prev = self._snapshot()
+            self._write({"type": "start", "schema": SCHEMA, "t": first.wall, "interval": self.interval,
+                         "after": self.after, "tool_pid": self.tool_pid, "target": storage, "hz": HZ,
+                         "cpus": os.cpu_count(), "mem": first.mem, "gpu": gpu_info})
+            deadline = first.mono + self.interval
+            while True:
+                stopped = self._stop_event.wait(max(0.0, deadline - time.monotonic()))
+                cur = self._snapshot()
+                if not stopped or cur.mono - prev.mono >= 0.01:   # the last, partial interval, unless empty
+                    self._write(self._sample(prev, cur, gpu))
+                    count += 1
+                    prev = cur
+                if stopped:
+                    break
+                deadline += self.interval
+                if deadline < time.monotonic():                   # fell behind (a stalled host): skip, don't burst
+                    deadline = time.monotonic() + self.interval
+        except Exception as exc:  # noqa: BLE001 - telemetry must never take the run down with it
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            if gpu is not None:
+                gpu.close()
+                self.errors += gpu.errors
+            own = time.thread_time() - cpu0 + (gpu.cpu_s if gpu else 0.0)
+            window = (prev.mono - first.mono) if first and prev else 0.0
+            self.summary = {"type": "end", "t": time.time(), "samples": count, "window_s": _round(window),
+                            "sampler_cpu_s": _round(own),
+                            "sampler_cpu_pct": _round(own / window * 100) if window else None,
+                            "errors": self.errors}
+            if self._fd >= 0:
+                self._write(self.summary)
+                os.close(self._fd)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())
+
+    def _is_partition(self, name: str) -> bool:
+        if name not in self._partition:
+            self._partition[name] = os.path.exists(f"{self.sys}/class/block/{name}/partition")
+        return self._partition[name]
+
+    def _snapshot(self) -> _Snapshot:
+        return _Snapshot(
+            wall=time.time(), mono=time.monotonic(),
+            disks=parse_diskstats(_read(f"{self.proc}/diskstats")),
+            cpu=parse_cpu(_read(f"{self.proc}/stat")),
+            mem=parse_meminfo(_read(f"{self.proc}/meminfo")),
+            net=parse_net_dev(_read(f"{self.proc}/net/dev")),
+            tool_s=self.tree.cpu_seconds(),
+        )
+
+    def _sample(self, prev: _Snapshot, cur: _Snapshot, gpu: GpuProbe | None) -> dict[str, Any]:
+        seconds = cur.mono - prev.mono
+        disks = {name: disk_interval(prev.disks[name], counters, seconds)
+                 for name, counters in cur.disks.items()
+                 if name in prev.disks and watched(name, counters, self._is_partition(name), self._keep)}
+        net = {name: net_interval(prev.net[name], counters, seconds) for name, counters in cur.net.items()
+               if name in prev.net and any(counters)}
+        tool_s = max(0.0, cur.tool_s - prev.tool_s)
+        record: dict[str, Any] = {
+            "type": "sample", "t": cur.wall, "dt": _round(seconds), "disk": disks,
+            "cpu": cpu_interval(prev.cpu, cur.cpu, seconds),
+            "tool": {"cpu_s": _round(tool_s), "cores": _round(tool_s / seconds), "processes": self.tree.processes},
+            "mem": cur.mem, "net": net,
+        }
+        if gpu is not None:
+            record["gpu"] = gpu.snapshot()
+        return record

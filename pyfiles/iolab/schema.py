@@ -1,0 +1,105 @@
+"""The field types of campaign files, with their checks: names, sizes, durations, paths, mount options.
+
+Every model of a campaign (iolab.campaign, iolab.backends, iolab.workloads) builds on these, so a
+value means the same and is refused the same way wherever it appears.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+
+from iolab.units import parse_duration, parse_size
+
+
+def _name(value: str) -> str:
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
+        raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-' "
+                         "(names become directory and mount names)")
+    return value
+
+
+def _absolute(value: str) -> str:
+    if not value.startswith("/") or "\n" in value or "/../" in value + "/":
+        raise ValueError(f"{value!r} must be an absolute path without '..'")
+    if ":" in value:
+        raise ValueError(f"{value!r}: paths may not contain ':' (fio reads it as a file name separator)")
+    return value.rstrip("/") or "/"
+
+
+def _ramp(value: object) -> float:
+    return 0.0 if value in (0, "0", "0s") else parse_duration(value)  # no ramp is a valid choice
+
+
+Name = Annotated[str, AfterValidator(_name)]
+Size = Annotated[int, BeforeValidator(parse_size)]
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+AbsPath = Annotated[str, AfterValidator(_absolute)]
+Ramp = Annotated[float, BeforeValidator(_ramp)]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _device(value: str) -> str:
+    if not value.startswith("/dev/"):
+        raise ValueError(f"{value!r} is not a device (allow_devices names block or character devices in /dev)")
+    return value
+
+
+# Devices a user's fio job file may name (fio_jobfile.check), on scratch backends only.
+Device = Annotated[str, AfterValidator(_absolute), AfterValidator(_device)]
+
+
+def _mount_option(value: str) -> str:
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.=/+@:-]*", value):
+        raise ValueError(f"mount option {value!r}: give one option per list item (no commas or blanks), "
+                         "e.g. [noatime, rsize=1048576]")
+    return value
+
+
+def _no_blank(value: str) -> str:
+    if any(c.isspace() for c in value):
+        raise ValueError(f"{value!r} may not contain blanks (Ceph reads it from CEPH_ARGS)")
+    return value
+
+
+def _host_name(value: str) -> str:
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}", value):
+        raise ValueError(f"{value!r} is not a host name or address")
+    return value
+
+
+def _fs_path(value: str) -> str:
+    if not value.startswith("/") or "\n" in value or "," in value or "/../" in value + "/":
+        raise ValueError(f"{value!r} must be an absolute path inside the file system, without '..' or ','")
+    return value.rstrip("/") or "/"
+
+
+def _source(value: str) -> str:
+    if not value or value.startswith("-") or any(c in value for c in "\n\r\0"):
+        raise ValueError(f"{value!r} is not a mount source (e.g. nas01:/export, /dev/sdb1, an image file)")
+    return value
+
+
+def _fstype(value: str) -> str:
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value):
+        raise ValueError(f"{value!r} is not a file system type (e.g. nfs, lustre, beegfs, fuse.curvefs)")
+    return value
+
+
+def _nfs_version(value: object) -> str:
+    return str(value)
+
+
+MountOption = Annotated[str, AfterValidator(_mount_option)]
+CephPath = Annotated[str, AfterValidator(_absolute), AfterValidator(_no_blank)]
+HostName = Annotated[str, AfterValidator(_host_name)]
+FsPath = Annotated[str, AfterValidator(_fs_path)]

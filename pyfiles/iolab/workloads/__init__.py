@@ -1,0 +1,30 @@
+"""Workload kinds, one module each: schema, defaults, the bench role's variables; and their parsers.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Union
+
+from pydantic import Field
+
+from iolab.parsers import Parser
+from iolab.workloads.checkpoint import CheckpointWorkload
+from iolab.workloads.fio import FioWorkload
+from iolab.workloads.metadata import MetadataWorkload
+from iolab.workloads.pytorch import PytorchWorkload
+from iolab.workloads.tensorflow import TensorflowWorkload
+
+AnyWorkload = Annotated[Union[FioWorkload, PytorchWorkload, MetadataWorkload, TensorflowWorkload, CheckpointWorkload],
+                     Field(discriminator="type")]
+WORKLOAD_TYPES = {"fio": FioWorkload, "pytorch": PytorchWorkload, "metadata": MetadataWorkload,
+                  "tensorflow": TensorflowWorkload, "checkpoint": CheckpointWorkload}
+
+
+def parser_for(tool: str) -> Parser:
+    """The parser of a workload kind's raw files (one per tool: iolab.parsers.<tool>)."""
+    from iolab.parsers import checkpoint, fio, metadata, pytorch
+
+    # tensorflow: iolab.host.loader.tf_loader writes the loader.json of every iolab loader.
+    parsers: dict[str, Parser] = {"fio": fio.parse, "pytorch": pytorch.parse, "tensorflow": pytorch.parse,
+                                  "metadata": metadata.parse, "checkpoint": checkpoint.parse}
+    return parsers[tool]
