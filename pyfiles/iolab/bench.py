@@ -14,7 +14,9 @@ import datetime as dt
 import io
 import itertools
 import json
+import os
 import shutil
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,9 +25,9 @@ from typing import IO, Any
 from rich.console import Console
 
 from iolab import datasets, release, runner, validity
-from iolab.host import fio_jobs
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
+from iolab.host import ceph_osds, fio_jobs
 from iolab.hosts import Inventory
 from iolab.parsers import Parsed, ParseError
 from iolab.workloads import parser_for
@@ -39,6 +41,13 @@ HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"   # made by the iolab_host role
 ADDITIVE = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "stat_per_s", "open_per_s",
             "readdir_per_s")
 HEADLINE = ("samples_per_s", "read_bw", "write_bw", "read_iops", "stat_per_s", "checkpoint_write_bw")
+# What this command leaves on a host lies under HOST_DIR/runs/OWNER/<host>/: the controller, this process
+# and its start, so two campaigns (two labs' hosts of one name on one file system) never share a directory
+# and teardown removes only its own. The host lease records it for a takeover after a crash (iolab.lease).
+OWNER = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns() // 1_000_000}"
+# What teardowns of this command left on a host, one line each (iolab.cli says teardown is done only
+# when a teardown added none).
+teardown_left: list[str] = []
 
 
 @dataclasses.dataclass
@@ -54,7 +63,7 @@ class Lab:
         if not hasattr(self, "_release"):
             self._release = release.build()
         digest, archive = self._release
-        return {"iolab_host_dir": HOST_DIR, "iolab_python": HOST_PYTHON,
+        return {"iolab_host_dir": HOST_DIR, "iolab_python": HOST_PYTHON, "iolab_owner": OWNER,
                 "iolab_release": digest, "iolab_release_archive": str(archive)}
 
     def play(self, phases: runner.Phase | list[runner.Phase], title: str, hosts: list[str] | None = None,
@@ -89,7 +98,8 @@ def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
     """
     warm = {"run_warm_command": run.workload.warm_command, "run_target": run.backend.target} if warm_command else {}
     return runner.Phase("run.yml", {"iolab_run_id": run.run_id, "run_drop_caches": run.drop_caches,
-                                    "run_profilers": run.workload.profilers, **warm, **workload_vars(run)})
+                                    "run_profilers": run.workload.profilers, **warm, **workload_vars(run),
+                                    **ceph_osds.run_vars(run.backend)})
 
 
 def play_run(lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, title: str,
@@ -447,12 +457,21 @@ def _run_backend(campaign: Campaign, lab: Lab, store: ResultStore, backend: str,
                      if r.run_id not in tried]
     finally:
         if teardown:
-            unmount = lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True),
-                               f"unmount {backend}", hosts=teardown, cancellable=False)
-            for outcome in unmount.failures():   # said now: after Ctrl-C no summary follows
-                failures.append(f"unmounting {backend} failed: {outcome.describe()}")
-                console.print(f"[red]unmounting {backend} failed:[/] {outcome.describe()}")
+            failures += tear_down(lab, campaign, backend, teardown)
     return failures
+
+
+def tear_down(lab: Lab, campaign: Campaign, backend: str, hosts: list[str]) -> list[str]:
+    """Stop this command's tools and remove its run files on `hosts`, unmount `backend`, and check that nothing
+    of it is left (the roles probe the mount, iolab.host.hostrun the tools); what is left is said now (after
+    Ctrl-C no summary follows) and kept in teardown_left."""
+    unmount = lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True), f"unmount {backend}",
+                       hosts=hosts, cancellable=False)
+    left = [f"unmounting {backend} failed: {outcome.describe()}" for outcome in unmount.failures()]
+    for line in left:
+        lab.console.print(f"[red]{line}[/]")
+    teardown_left.extend(left)
+    return left
 
 
 def _needs_warming(run: Run) -> bool:
@@ -560,14 +579,14 @@ def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts
               storage_phase(campaign, backend, "mounted"),
               *([datasets.phase(campaign, backend)] if datasets.needed(campaign, [run]) else []),
               run_phase(run), storage_phase(campaign, backend, "unmounted")]
-    result = None
+    result, left = None, []
     try:
         result = play_run(lab, phases, run, store.raw_dir(run.run_id), f"{run.workload.name} on {backend}", hosts)
     finally:
         if result is None or result.failures() or result.status != "successful":
-            lab.play(storage_phase(campaign, backend, "unmounted", stop_tools=True), f"unmount {backend}",
-                     hosts=hosts, cancellable=False)
+            left = tear_down(lab, campaign, backend, hosts)
     failures, stored = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
+    failures += left
     lab.console.print(f"{run.workload.name} on {backend}: " + headline(stored, failures, run.on(lab.hosts)))
     return failures
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab import history, report, svg, validity
+from iolab.host import ceph_osds
 from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
@@ -33,7 +34,8 @@ TELEMETRY_RUNS = 8             # runs whose telemetry is drawn; the rest are lis
 TELEMETRY_LINES = 6            # lines per telemetry chart, the busiest first
 # Telemetry charts in this order (others follow by name), and their units.
 TELEMETRY_ORDER = ("dev_read_bw", "dev_write_bw", "dev_util", "cpu_cores", "mem_cached", "mem_dirty", "net_rx_bw",
-                   "net_tx_bw", "gpu_util", "gpu_mem_used", "gpu_pcie_rx_bw", "gpu_sm_clock", "gpu_temp", "gpu_power")
+                   "net_tx_bw", "osd_read_bw", "osd_write_bw", "osd_iops", "osd_op_await", "gpu_util", "gpu_mem_used",
+                   "gpu_pcie_rx_bw", "gpu_sm_clock", "gpu_temp", "gpu_power")
 
 
 def write(store: ResultStore, units: str = DEFAULT_UNITS) -> Path:
@@ -342,7 +344,7 @@ class _Page:
                   ("python", lambda m: (m.get("host") or {}).get("python")),
                   ("iolab", lambda m: (m.get("host") or {}).get("iolab_version")),
                   ("fio", lambda m: m.get("fio_version")),
-                  ("cache state", lambda m: m.get("cache_state"))]
+                  ("cache state", ceph_osds.cache_state)]
         hosts = sorted(per_host)
         rows, differ = [], []
         for name, get in fields:
@@ -436,6 +438,7 @@ def load_telemetry(host_dir: Path) -> dict[str, list[tuple[float, float]]]:
             series = {}
     if not series:
         series = _generic_series(host_dir / TELEMETRY_FILE)
+    series.update(ceph_osds.load_series(host_dir))      # a Ceph backend's OSDs, sampled from this host
     if not series:
         return {}
     t0 = min(t for points in series.values() for t, _ in points)

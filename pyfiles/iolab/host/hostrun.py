@@ -48,7 +48,7 @@ import sys
 import time
 from pathlib import Path
 
-from iolab.host import facts, profilers, telemetry
+from iolab.host import ceph_osds, facts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
 ARCHIVE_LINE = "iolab-archive:"     # a line of the task's output: the run's archive, base64 (iolab.runner)
@@ -105,6 +105,7 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
         if telemetry_after is not None:
             sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
             sampler.start()
+        osds = ceph_osds.started_from_env(run_dir, telemetry_after)    # a Ceph backend's OSDs ($IOLAB_CEPH)
         reason = None
         while proc.poll() is None:
             try:
@@ -121,6 +122,8 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
         if sampler is not None:
             for error in sampler.stop().get("errors", []):
                 print(f"telemetry: {error}", file=sys.stderr)
+        for error in osds.stop()["errors"] if osds else []:
+            print(f"OSD telemetry: {error}", file=sys.stderr)
         profiled = profiling.stop() if profiling else None
         for error in (profiled or {}).get("errors", []):
             print(f"profiler: {error}", file=sys.stderr)

@@ -1,0 +1,345 @@
+"""The storage side of a Ceph backend, as a client reaches it: its OSDs' (and MDS's) caches and counters.
+
+On the hosts (stdlib plus librados, the `rados` module of python3-rados, which ceph-common
+depends on), with the backend's ceph.conf, keyring and client name:
+
+    python -m iolab.host.ceph_osds drop --cluster '{"conf": ..., "keyring": ..., "client": "admin", "mds": false}'
+    sampler = Sampler(run_dir / OSD_FILE, Cluster.from_json(text), after=2.0)
+    sampler.start(); ...; sampler.stop()
+
+`drop` is `ceph tell osd.* cache drop` (and `ceph tell mds.* cache drop` for CephFS) sent
+through one librados connection, with each OSD's BlueStore cache (the
+`bluestore_cache_*` mempools of `dump_mempools`: data buffers, onodes, metadata) read
+before and after, so the record shows that the drop happened. It prints the record as
+JSON; role drop_caches writes it into the run's storage_drop_caches.json.
+
+The sampler reads every OSD's `perf dump` once a second (`ceph tell osd.N perf dump`)
+while the tool runs and writes, per OSD and interval, client operations per second, bytes
+read and written per second and the mean operation latency, into `osd_telemetry.jsonl`
+beside the host's telemetry. One persistent connection, no process per sample: the
+ceph CLI costs a Python start-up each call.
+
+On the controller: `load_series` gives the report the file's series, and `cache_state`
+says what a run's drop reached ("dropped: clients + OSDs").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+OSD_FILE = "osd_telemetry.jsonl"
+# The BlueStore caches that `cache drop` empties (dump_mempools' pool names).
+CACHE_POOLS = ("bluestore_cache_data", "bluestore_cache_onode", "bluestore_cache_meta", "bluestore_cache_other")
+# perf dump's `osd` counters: operations, bytes to and from clients, latencies {avgcount, sum}.
+COUNTERS = ("op", "op_r", "op_w", "op_out_bytes", "op_in_bytes")
+LATENCIES = ("op_latency", "op_r_latency", "op_w_latency")
+TIMEOUT = 15
+MDS_DROP_TIMEOUT = 10     # seconds the MDS waits for clients to give back capabilities
+
+
+class CephError(Exception):
+    """A command the cluster refused or did not answer."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """How a client reaches the cluster: the backend's ceph.conf, keyring and client name; `mds` for CephFS."""
+
+    conf: str
+    keyring: str
+    client: str
+    mds: bool = False
+
+    @classmethod
+    def from_json(cls, text: str) -> Cluster:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("conf", "keyring", "client")):
+            raise ValueError(f"--cluster {text!r}: give a JSON object with conf, keyring and client")
+        return cls(data["conf"], data["keyring"], data["client"], bool(data.get("mds", False)))
+
+    def connect(self) -> Connection:
+        try:
+            import rados  # python3-rados: ceph-common depends on it
+        except ImportError:
+            raise CephError("librados' Python module is missing on this host: apt-get install python3-rados") from None
+        try:
+            handle = rados.Rados(conffile=self.conf, conf={"keyring": self.keyring}, rados_id=self.client)
+            handle.connect(timeout=TIMEOUT)
+        except rados.Error as exc:
+            raise CephError(f"cannot reach the cluster of {self.conf} as client.{self.client}: {exc}") from None
+        return Connection(handle)
+
+
+class Connection:
+    """One librados connection: the OSDs' ids and their `tell` commands."""
+
+    def __init__(self, handle: Any):
+        self.handle = handle
+
+    def close(self) -> None:
+        self.handle.shutdown()
+
+    def mon(self, prefix: str) -> Any:
+        ret, out, err = self.handle.mon_command(json.dumps({"prefix": prefix, "format": "json"}), b"",
+                                                timeout=TIMEOUT)
+        if ret != 0:
+            raise CephError(f"ceph {prefix}: {err or ret}")
+        return json.loads(out)
+
+    def osds(self) -> list[int]:
+        return [int(osd) for osd in self.mon("osd ls")]
+
+    def tell(self, osd: int, prefix: str) -> Any:
+        ret, out, err = self.handle.osd_command(osd, json.dumps({"prefix": prefix, "format": "json"}), b"",
+                                                timeout=TIMEOUT)
+        if ret != 0:
+            raise CephError(f"ceph tell osd.{osd} {prefix}: {err or ret}")
+        return json.loads(out) if out.strip() else {}
+
+    def cache_bytes(self, osd: int) -> dict[str, int]:
+        pools = self.tell(osd, "dump_mempools")["mempool"]["by_pool"]
+        return {pool: int(pools.get(pool, {}).get("bytes", 0)) for pool in CACHE_POOLS}
+
+    def mds_names(self) -> list[str]:
+        """The MDS daemons that hold a rank in some file system (those with a cache to drop)."""
+        dump = self.mon("fs dump")
+        return sorted(info["name"] for fs in dump.get("filesystems", [])
+                      for info in fs.get("mdsmap", {}).get("info", {}).values() if info.get("rank", -1) >= 0)
+
+
+CEPH_BACKENDS = ("rbd", "rbd_snapshot", "cephfs")
+
+
+def run_vars(backend: Any) -> dict[str, Any]:
+    """A run's `run_ceph` (playbooks/run.yml) on a Ceph backend: its cluster as the hosts reach it; else nothing."""
+    if backend.type not in CEPH_BACKENDS:
+        return {}
+    return {"run_ceph": asdict(Cluster(backend.ceph_conf, backend.keyring, backend.client, backend.type == "cephfs"))}
+
+
+# --- the cache drop ---------------------------------------------------------------------------------
+
+def _drop_mds(cluster: Cluster, names: list[str]) -> dict[str, Any]:
+    """`ceph tell mds.NAME cache drop` for each (the ceph CLI: librados has no MDS commands)."""
+    out: dict[str, Any] = {}
+    for name in names:
+        argv = ["ceph", "--conf", cluster.conf, "--keyring", cluster.keyring, "--id", cluster.client,
+                "--connect-timeout", str(TIMEOUT), "tell", f"mds.{name}", "cache", "drop", str(MDS_DROP_TIMEOUT)]
+        done = subprocess.run(argv, check=False, capture_output=True, text=True,
+                              timeout=TIMEOUT + MDS_DROP_TIMEOUT + 30)
+        if done.returncode != 0:
+            why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise CephError(f"ceph tell mds.{name} cache drop: {why}")
+        result = json.loads(done.stdout)
+        out[f"mds.{name}"] = {"trimmed": result.get("trim_cache", {}).get("trimmed"),
+                              "cache_bytes_after": result.get("cache", {}).get("pool", {}).get("bytes")}
+    return out
+
+
+def drop(cluster: Cluster) -> dict[str, Any]:
+    """Drop the OSDs' caches (and the MDS's for CephFS); the record, with each OSD's cache bytes before and after.
+
+    A cluster that cannot be reached, or refuses, gives a record with `dropped: false` and the error.
+    """
+    started = time.time()
+    method = "ceph tell osd.* cache drop" + ("; ceph tell mds.* cache drop" if cluster.mds else "")
+    record: dict[str, Any] = {"cluster": cluster.conf, "method": method, "dropped": False}
+    try:
+        conn = cluster.connect()
+        try:
+            osds = conn.osds()
+            before = {osd: conn.cache_bytes(osd) for osd in osds}
+            for osd in osds:
+                conn.tell(osd, "cache drop")
+            after = {osd: conn.cache_bytes(osd) for osd in osds}
+            names = conn.mds_names() if cluster.mds else []
+        finally:
+            conn.close()
+        record["osds"] = {f"osd.{osd}": {"before": before[osd], "after": after[osd]} for osd in osds}
+        record["cache_bytes_before"] = sum(sum(b.values()) for b in before.values())
+        record["cache_bytes_after"] = sum(sum(a.values()) for a in after.values())
+        if cluster.mds:
+            record["mds"] = _drop_mds(cluster, names)
+        record["dropped"] = True
+    except (CephError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
+        record["error"] = str(exc)
+    record["dropped_at"] = time.time()
+    record["seconds"] = record["dropped_at"] - started
+    return record
+
+
+def cache_state(metadata: dict[str, Any]) -> str | None:
+    """A sample's cache state with what the drop reached: 'dropped: clients + OSDs' (+ MDS, + storage hosts)."""
+    state = metadata.get("cache_state")
+    storage = metadata.get("storage_cache_state")
+    if state != "dropped" or not isinstance(storage, dict):
+        return state
+    parts = ["clients"]
+    ceph = storage.get("ceph") or {}
+    if ceph.get("dropped"):
+        parts.append("OSDs + MDS" if ceph.get("mds") else "OSDs")
+    if storage.get("dropped_on"):
+        parts.append("storage hosts")
+    failed = " (not the OSDs: " + ceph["error"] + ")" if ceph.get("error") else ""
+    return "dropped: " + " + ".join(parts) + failed
+
+
+# --- the OSDs' counters while the tool runs -----------------------------------------------------------
+
+def _round(value: float) -> float:
+    return float(f"{value:.6g}")
+
+
+def counters(perf: dict[str, Any]) -> dict[str, float]:
+    """The `osd` section of one OSD's perf dump, flattened: counts, bytes, latency sums and counts."""
+    osd = perf.get("osd", {})
+    out = {name: float(osd.get(name, 0)) for name in COUNTERS}
+    for name in LATENCIES:
+        out[f"{name}_sum"] = float(osd.get(name, {}).get("sum", 0.0))
+        out[f"{name}_count"] = float(osd.get(name, {}).get("avgcount", 0))
+    return out
+
+
+def interval(prev: dict[str, float], cur: dict[str, float], seconds: float) -> dict[str, float]:
+    """One OSD over one interval: ops (count), iops, read_bw and write_bw (B/s), mean latencies (s)."""
+    d = {k: max(0.0, cur[k] - prev.get(k, 0.0)) for k in cur}
+
+    def mean(name: str) -> float:
+        count = d[f"{name}_count"]
+        return _round(d[f"{name}_sum"] / count) if count else 0.0
+
+    return {"ops": d["op"], "read_ops": d["op_r"], "write_ops": d["op_w"],
+            "read_bytes": d["op_out_bytes"], "write_bytes": d["op_in_bytes"],
+            "iops": _round(d["op"] / seconds), "read_bw": _round(d["op_out_bytes"] / seconds),
+            "write_bw": _round(d["op_in_bytes"] / seconds), "op_await": mean("op_latency"),
+            "read_await": mean("op_r_latency"), "write_await": mean("op_w_latency")}
+
+
+class Sampler:
+    """Every OSD's perf counters once an interval, from `after` seconds on, into `path` (a thread)."""
+
+    def __init__(self, path: Path, cluster: Cluster, after: float = 0.0, interval_s: float = 1.0):
+        self.path, self.cluster, self.after, self.interval = path, cluster, after, interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="iolab-osd-telemetry", daemon=True)
+        self.errors: list[str] = []
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(timeout=TIMEOUT * 2)
+        return {"errors": self.errors}
+
+    def _write(self, out: Any, record: dict[str, Any]) -> None:
+        out.write(json.dumps(record, sort_keys=True) + "\n")
+        out.flush()
+
+    def _read(self, conn: Connection, osds: list[int]) -> dict[int, dict[str, float]]:
+        return {osd: counters(conn.tell(osd, "perf dump")) for osd in osds}
+
+    def _run(self) -> None:
+        cpu0 = time.thread_time()
+        with open(self.path, "w") as out:
+            try:
+                conn = self.cluster.connect()
+            except CephError as exc:
+                self.errors.append(str(exc))
+                self._write(out, {"type": "end", "t": time.time(), "errors": self.errors})
+                return
+            try:
+                self._sample(conn, out)
+            except (CephError, ValueError, KeyError) as exc:
+                self.errors.append(str(exc))
+            finally:
+                conn.close()
+            cpu = time.thread_time() - cpu0
+            self._write(out, {"type": "end", "t": time.time(), "sampler_cpu_s": _round(cpu), "errors": self.errors})
+
+    def _sample(self, conn: Connection, out: Any) -> None:
+        if self._stop.wait(self.after):
+            return
+        osds = conn.osds()
+        prev, mono = self._read(conn, osds), time.monotonic()
+        self._write(out, {"type": "start", "t": time.time(), "interval": self.interval, "after": self.after,
+                          "osds": osds, "cluster": asdict(self.cluster)})
+        stopping = False
+        while not stopping:
+            stopping = self._stop.wait(max(0.0, mono + self.interval - time.monotonic()))
+            cur, now = self._read(conn, osds), time.monotonic()
+            seconds = now - mono
+            if seconds <= 0:
+                break
+            self._write(out, {"type": "sample", "t": time.time(), "dt": _round(seconds),
+                              "osd": {str(osd): interval(prev[osd], cur[osd], seconds) for osd in osds}})
+            prev, mono = cur, now
+
+
+ENV = "IOLAB_CEPH"      # playbooks/run.yml sets it to run_ceph on the run's first host
+
+
+def started_from_env(run_dir: Path, after: float | None) -> Sampler | None:
+    """A started sampler of the OSDs that $IOLAB_CEPH names, when the run keeps telemetry; else None."""
+    text = os.environ.get(ENV, "")
+    if after is None or not text:
+        return None
+    sampler = Sampler(run_dir / OSD_FILE, Cluster.from_json(text), after)
+    sampler.start()
+    return sampler
+
+
+SERIES = (("osd_read_bw", "read_bw"), ("osd_write_bw", "write_bw"), ("osd_iops", "iops"),
+          ("osd_op_await", "op_await"))
+
+
+def load_series(host_dir: Path) -> dict[str, list[tuple[float, float]]]:
+    """{`osd_read_bw{osd=0}` (B/s), `osd_write_bw{...}`, `osd_iops{...}`, `osd_op_await{...}` (s): [(t, v)]}."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    try:
+        lines = (host_dir / OSD_FILE).read_text().splitlines()
+    except OSError:
+        return series
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or record.get("type") != "sample":
+            continue
+        for osd, figures in record.get("osd", {}).items():
+            for name, key in SERIES:
+                if isinstance(figures.get(key), (int, float)):
+                    series.setdefault(f"{name}{{osd={osd}}}", []).append((float(record["t"]), float(figures[key])))
+    return series
+
+
+def main(args: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iolab.host.ceph_osds", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_drop = sub.add_parser("drop", help="drop the OSDs' (and MDS's) caches; print the record as JSON")
+    p_drop.add_argument("--cluster", required=True, help="JSON: conf, keyring, client, mds")
+    opts = parser.parse_args(args)
+    try:
+        cluster = Cluster.from_json(opts.cluster)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(json.dumps(drop(cluster), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
