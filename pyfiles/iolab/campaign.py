@@ -222,7 +222,7 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
     cache: warm stay together, cold first). `selected_hosts` (how many hosts the
     command selected) checks a hosts_sweep against it.
     """
-    counts: list[int | None] = list(campaign.hosts_sweep or [None])
+    counts: list[int | None] = [*campaign.hosts_sweep] if campaign.hosts_sweep else [None]
     if selected_hosts is not None and campaign.hosts_sweep and max(campaign.hosts_sweep) > selected_hosts:
         raise UserError(f"campaign {campaign.name}: hosts_sweep asks for {max(campaign.hosts_sweep)} hosts but "
                         f"only {selected_hosts} are selected; select more with --hosts or lower hosts_sweep")
@@ -242,7 +242,7 @@ def repetition(campaign: Campaign, backend: AnyBackend, workload: AnyWorkload, r
                hosts: int | None = None) -> list[Run]:
     """Repetition `rep` of one workload point on one backend: one run, or its cold and warm runs (cache: warm)."""
     dataset = campaign.dataset if workload.uses_dataset else None
-    passes: list[str | None] = ["cold", "warm"] if workload.cache == "warm" else [None]
+    passes: list[Literal["cold", "warm"] | None] = ["cold", "warm"] if workload.cache == "warm" else [None]
     return [Run(run_id=run_id(campaign.name, backend, workload, rep, hosts, dataset, cache_pass),
                 campaign=campaign.name, backend=backend, workload=workload, repetition=rep, hosts=hosts,
                 cache_pass=cache_pass) for cache_pass in passes]
@@ -264,6 +264,7 @@ def _where(loc: tuple, origin: Sequence[int] = ()) -> str:
 
 
 def _expected_keys(raw: dict[str, Any], loc: tuple) -> str:
+    model: type[BaseModel] | None
     if len(loc) == 5 and loc[0] == "workloads" and loc[3] == "accelerator":
         model = Accelerator
     elif len(loc) == 2 and loc[0] == "dataset":
@@ -278,7 +279,7 @@ def _expected_keys(raw: dict[str, Any], loc: tuple) -> str:
     return f" (expected one of: {', '.join(model.model_fields)})" if model else ""
 
 
-def _message(error: dict[str, Any], raw: dict[str, Any], origin: Sequence[int]) -> str:
+def _message(error: Any, raw: dict[str, Any], origin: Sequence[int]) -> str:
     kind, loc = error["type"], error["loc"]
     where = _where(loc, origin)
     if kind == "extra_forbidden":
@@ -351,7 +352,7 @@ def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Ca
     origin: list[int] = []     # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
         try:
-            _unique("workload", [w.get("name") for w in data["workloads"] if isinstance(w, dict)])
+            _unique("workload", [str(w.get("name")) for w in data["workloads"] if isinstance(w, dict)])
         except ValueError as exc:
             raise UserError(f"{source}: workloads: {exc}") from None
         defaults = {k: data[k] for k in WORKLOAD_DEFAULTS if data.get(k) is not None}

@@ -241,8 +241,9 @@ class Comparison:
 
     def violation(self, p: Point, rule: Rule) -> str:
         r = p.ratio
+        assert r is not None, "a point without a ratio breaks no rule"
         past = ""
-        if r.low is not None:
+        if r.low is not None and r.high is not None:
             whole = all(rule.holds(x - 1) is False for x in (r.low, r.high))
             past = ", the whole interval past the limit" if whole else ", the interval reaches within it"
         return (f"REGRESSION {p.where()}: {self.b.label}/{self.a.label} = {r.ratio:.3g} "

@@ -41,6 +41,7 @@ def run_one(host: str, hostvars: dict, command: str, timeout: float) -> Reply:
         else:
             with _connection(host, hostvars) as conn:
                 result = conn.run(command, hide=True, warn=True, timeout=timeout, in_stream=False)
+        assert result is not None, "run(warn=True) returns a result"
         output = (result.stdout + result.stderr).strip()
         return Reply(host, result.exited, output, time.monotonic() - started)
     except Exception as exc:  # noqa: BLE001 — any failure to reach a host is that host's row, not a crash

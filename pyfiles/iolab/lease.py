@@ -107,10 +107,11 @@ class Holder:
         # Its own session: a Ctrl-C at the terminal must not release the lease before teardown ends.
         self.proc = subprocess.Popen(_argv(host, hostvars, args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
-        self.state, self.detail = "", {}
+        self.state, self.detail = "", dict[str, Any]()
 
     def answer(self) -> Holder:
         """Read the holder's one line: held, busy, or (no line) why it could not start."""
+        assert self.proc.stdout is not None and self.proc.stderr is not None     # Popen(stdout=PIPE, stderr=PIPE)
         line = self.proc.stdout.readline().split(" ", 2)
         if len(line) == 3 and line[0] == leasehold.LINE:
             self.state, self.detail = line[1], json.loads(line[2])
@@ -122,6 +123,7 @@ class Holder:
 
     def release(self) -> None:
         with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None     # Popen(stdin=PIPE)
             self.proc.stdin.close()
         try:
             self.proc.wait(timeout=10)

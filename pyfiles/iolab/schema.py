@@ -30,7 +30,7 @@ def _absolute(value: str) -> str:
     return value.rstrip("/") or "/"
 
 
-def _ramp(value: object) -> float:
+def _ramp(value: str | int | float) -> float:
     return 0.0 if value in (0, "0", "0s") else parse_duration(value)  # no ramp is a valid choice
 
 

@@ -140,7 +140,7 @@ def bar_chart(categories: Sequence[str], series: Sequence[str], values: Mapping[
     longest = max((_text_width(c) for c in categories), default=0)
     tilt = longest > group_w - 8
     if tilt:
-        bottom = 24 + min(longest, 220) * 0.55
+        bottom = int(24 + min(longest, 220) * 0.55)
     plot_h = plot_height
     height = top + plot_h + bottom
     if log:

@@ -7,6 +7,7 @@ from typing import Annotated, Union
 
 from pydantic import Field
 
+from iolab.backends.base import Backend
 from iolab.backends.cephfs import CephfsBackend
 from iolab.backends.local import LocalBackend
 from iolab.backends.mount import MountBackend
@@ -18,6 +19,6 @@ from iolab.backends.tmpfs import TmpfsBackend
 
 AnyBackend = Annotated[Union[TmpfsBackend, LocalBackend, RbdSnapshotBackend, CephfsBackend, NfsBackend,
                           SshfsBackend, MountBackend, RbdBackend], Field(discriminator="type")]
-BACKEND_TYPES = {"tmpfs": TmpfsBackend, "local": LocalBackend, "rbd_snapshot": RbdSnapshotBackend,
+BACKEND_TYPES: dict[str, type[Backend]] = {"tmpfs": TmpfsBackend, "local": LocalBackend, "rbd_snapshot": RbdSnapshotBackend,
                  "cephfs": CephfsBackend, "nfs": NfsBackend, "sshfs": SshfsBackend, "mount": MountBackend,
                  "rbd": RbdBackend}

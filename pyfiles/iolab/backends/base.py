@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 class Backend(Model):
     """What every backend has: where workloads find it on a host (`target`), its role and the role's variables."""
 
+    if TYPE_CHECKING:      # every kind declares them, with its own type's literal
+        name: str
+        type: str
+
     @property
     def role(self) -> str:
         return f"storage_{self.type}"              # one role per backend type: roles/storage_<type>

@@ -8,6 +8,7 @@ from typing import Annotated, Union
 from pydantic import Field
 
 from iolab.parsers import Parser
+from iolab.workloads.base import Workload
 from iolab.workloads.checkpoint import CheckpointWorkload
 from iolab.workloads.fio import FioWorkload
 from iolab.workloads.metadata import MetadataWorkload
@@ -16,7 +17,7 @@ from iolab.workloads.tensorflow import TensorflowWorkload
 
 AnyWorkload = Annotated[Union[FioWorkload, PytorchWorkload, MetadataWorkload, TensorflowWorkload, CheckpointWorkload],
                      Field(discriminator="type")]
-WORKLOAD_TYPES = {"fio": FioWorkload, "pytorch": PytorchWorkload, "metadata": MetadataWorkload,
+WORKLOAD_TYPES: dict[str, type[Workload]] = {"fio": FioWorkload, "pytorch": PytorchWorkload, "metadata": MetadataWorkload,
                   "tensorflow": TensorflowWorkload, "checkpoint": CheckpointWorkload}
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -30,6 +30,8 @@ class Workload(Model):
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
     # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
     profilers: list[Literal["perf", "py-spy"]] = []
+
+    tool: ClassVar[str]     # each kind's: names its bench role (roles/bench_<tool>) and its parser
 
     @model_validator(mode="after")
     def _consistent_policies(self) -> Workload:

@@ -49,7 +49,7 @@ class PytorchWorkload(Workload):
 
     def role_vars(self, target: str) -> dict[str, Any]:
         kind = "none" if self.accelerator is None else "gpu" if self.accelerator.type == "gpu" else "emulated"
-        compute = self.accelerator.compute_time(self.batch_size) if kind == "emulated" else 0.0
+        compute = self.accelerator.compute_time(self.batch_size) if self.accelerator and kind == "emulated" else 0.0
         return {"bench_pytorch_target": target, "bench_pytorch_reader": self.reader,
                 "bench_pytorch_workers": self.workers, "bench_pytorch_batch_size": self.batch_size,
                 "bench_pytorch_pin_memory": self.pin_memory, "bench_pytorch_prefetch_factor": self.prefetch_factor,
@@ -67,7 +67,9 @@ class PytorchWorkload(Workload):
     def describe(self) -> str:
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}
         kind = "none" if self.accelerator is None else self.accelerator.type
-        acc = what.get(kind) or f"{self.accelerators} emulated {kind} ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+        acc = what.get(kind) or (f"{self.accelerators} emulated {kind} "
+                                 f"({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+                                 if self.accelerator else "")
         return (f"PyTorch DataLoader, reader {self.reader}, {self.workers} workers, batch {self.batch_size}, "
                 f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
                 + (", one job over all hosts" if self.distributed else "")
