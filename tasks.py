@@ -9,6 +9,7 @@ import functools
 import sys
 
 from invoke import Collection, Task, task as invoke_task
+from invoke.exceptions import Exit
 from rich.console import Console
 
 from iolab import bench as bench_mod
@@ -414,10 +415,42 @@ def accelerators(c, backend, type="h100", compute=None, campaign=None, inventory
 
 # --- test --------------------------------------------------------------------------------
 
-@task(help={"args": "extra pytest arguments, e.g. '-k fio -x'"})
+# The first CI stage: fast, and failing before the slow integration tests start.
+LINTERS = (["ruff", "check", "."], ["ruff", "format", "--check", "."], ["mypy"], ["yamllint", "--strict", "."],
+           ["ansible-lint", "roles", "playbooks"])
+
+
+def _stage(argv: list[str]) -> None:
+    """Run one step (argv, in the repository, tools from this virtualenv); stop the command if it fails."""
+    import subprocess
+    from pathlib import Path
+
+    tool = Path(sys.executable).parent / argv[0]
+    echo(f"lab: {' '.join(argv)}")
+    done = subprocess.run([str(tool) if tool.exists() else argv[0], *argv[1:]], cwd=paths.ROOT)
+    if done.returncode != 0:
+        raise Exit(f"lab: {argv[0]} failed (exit {done.returncode})", code=done.returncode)
+
+
+@task
+def lint(c):
+    """Run the linters and the type checker: ruff (lint, format), mypy, yamllint, ansible-lint."""
+    for argv in LINTERS:
+        _stage(argv)
+
+
+@task(help={"args": "pytest arguments instead of the stages, e.g. '-k fio -x'"})
 def test(c, args=""):
-    """Run the whole test suite (unit, integration on localhost, simulated multi-host lab)."""
-    c.run(f"{sys.executable} -m pytest {args}", pty=False)
+    """Lint, then the unit tests (stopping at the first failure), then integration and simulated-lab tests."""
+    import shlex
+
+    pytest = [sys.executable, "-m", "pytest"]
+    if args:
+        _stage([*pytest, *shlex.split(args)])
+        return
+    lint(c)
+    _stage([*pytest, "-x", "tests/unit"])
+    _stage([*pytest, "tests/integration", "tests/lab"])
 
 
 lab = Collection("lab", setup, sim_up, sim_down, services_up, services_down, ping, exec_, facts)
@@ -427,4 +460,4 @@ bench.add_task(accelerators)
 data = Collection("data", gen, histogram, pack_)
 storage = Collection("storage", mount, unmount)
 report = Collection("report", show, compare, history)
-ns = Collection(lab, bench, storage, report, data, test)
+ns = Collection(lab, bench, storage, report, data, test, lint)
