@@ -462,3 +462,29 @@ def test_a_missing_profiler_stops_the_run_before_the_tool_with_its_name(tmp_path
                    str(tmp_path / "tool-ran"), env={"PATH": "/nonexistent"})
     assert done.returncode == 1 and "profiler perf is not installed (install linux-perf" in done.stderr
     assert not (tmp_path / "tool-ran").exists()
+
+
+def test_the_loader_gpu_monitor_reads_nvml_and_spawns_nothing(monkeypatch):
+    """A rank's GPU utilization comes from NVML (a fake here: no GPU on this machine), not nvidia-smi."""
+    from iolab.host.loader.common import GpuMonitor
+
+    fake = FakeNvml()
+    spawned = no_spawning(monkeypatch)
+    with GpuMonitor(0, nvml=fake) as monitor:
+        time.sleep(1.3)
+    assert spawned == []
+    assert len(monitor.samples) >= 2 and all(util == 87.0 for _, util in monitor.samples)
+    assert fake.calls["shutdown"] == 1
+    without = GpuMonitor(0, nvml=None)
+    assert without.absent == "GPU telemetry turned off" and without.samples == []
+
+
+def test_host_facts_name_the_gpus_through_nvml():
+    """Provenance's GPU list comes from NVML too (a fake here: no GPU on this machine)."""
+    from iolab.host import facts
+
+    fake = FakeNvml()
+    gpus = facts._gpus(fake)
+    assert [g["driver"] for g in gpus] == ["580.95.05", "580.95.05"] and all(g["memory"].endswith(" MiB") for g in gpus)
+    assert fake.calls["shutdown"] == 1
+    assert facts._gpus(None) == []

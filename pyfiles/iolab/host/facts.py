@@ -78,13 +78,19 @@ def _block_queue(path: str) -> dict[str, Any]:
             "rotational": _read(queue / "rotational") == "1"}
 
 
-def _gpus() -> list[dict[str, str]]:
-    if not shutil.which("nvidia-smi"):
+def _gpus(nvml: Any = "pynvml") -> list[dict[str, str]]:
+    """Each GPU's model, driver and memory (MiB), through NVML (iolab.host.telemetry); none without it."""
+    from iolab.host import telemetry
+
+    nvml, handles, info = telemetry.open_nvml(nvml)
+    if nvml is None:
         return []
-    out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                         capture_output=True, text=True)
-    return [dict(zip(("model", "driver", "memory"), (f.strip() for f in line.split(","))))
-            for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    try:
+        return [{"model": name, "driver": info["driver"],
+                 "memory": f"{(telemetry.read_gpu(nvml, i, h)['mem_total'] or 0) >> 20} MiB"}
+                for i, (h, name) in enumerate(zip(handles, info["names"], strict=True))]
+    finally:
+        nvml.nvmlShutdown()
 
 
 def collect(target: str | None = None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ ranks (one per accelerator):
     cpu_cores            Σ ranks  CPU time of the rank's process tree / window   cores
     epoch_time           the slowest rank's epoch, one sample per epoch      s (params.epoch)
     au                   mean over ranks of 100 · compute time / window     % (with an accelerator)
-    gpu_util             mean of nvidia-smi's utilization in the window    % (GPU mode)
+    gpu_util             mean of NVML's utilization in the window        % (GPU mode)
     syscalls_per_sample  calls of each syscall / samples loaded while traced   count (params.syscall)
 
 syscalls_per_sample lists the syscalls made at least once per hundred samples, and

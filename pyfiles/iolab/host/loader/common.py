@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from iolab.host import telemetry
 from iolab.host.loader.proctree import tree_cpu_seconds
 
 KIND = "iolab.host.loader/1"
@@ -131,30 +132,41 @@ def run_steps(epochs: int, steps: int, batches: Callable[[int], Iterator[Any]],
 
 
 class GpuMonitor:
-    """GPU utilization (%) of one GPU every half second, from nvidia-smi, while a rank runs."""
+    """GPU utilization (%) of one GPU every half second, through NVML (iolab.host.telemetry), while a rank runs.
 
-    def __init__(self, index: int):
+    Nothing is spawned per sample. Without NVML or without that GPU, `samples` stays empty
+    and `absent` says why.
+    """
+
+    def __init__(self, index: int, nvml: Any = telemetry.NVML_MODULE):
         self.index = index
         self.samples: list[tuple[float, float]] = []
+        self._nvml, handles, info = telemetry.open_nvml(nvml)
+        self._handle = handles[index] if index < len(handles) else None
+        self.absent = info.get("absent") or (None if self._handle is not None else f"NVML sees no GPU {index}")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        argv = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", str(self.index)]
         while not self._stop.wait(0.5):
-            try:
-                out = subprocess.run(argv, capture_output=True, text=True, timeout=5)
-                self.samples.append((time.time(), float(out.stdout.strip().splitlines()[0])))
-            except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-                continue
+            util = telemetry.read_gpu(self._nvml, self.index, self._handle)["util"]
+            if util is not None:
+                self.samples.append((time.time(), util))
 
     def __enter__(self) -> GpuMonitor:
-        self._thread.start()
+        if self._handle is not None:
+            self._thread.start()
         return self
 
     def __exit__(self, *_: Any) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except self._nvml.NVMLError:
+                pass
 
 
 def check_launch(args: argparse.Namespace) -> list[str]:
