@@ -29,12 +29,14 @@ THRESHOLD = 90.0
 @dataclasses.dataclass(frozen=True)
 class Probe:
     accelerators: int
-    au: float              # the lowest host AU, %
-    samples_per_s: float   # all hosts together
-    read_bw: float         # all hosts together, B/s
+    au: float  # the lowest host AU, %
+    samples_per_s: float  # all hosts together
+    read_bw: float  # all hosts together, B/s
 
 
-def search(probe: Callable[[int], float], threshold: float = THRESHOLD, limit: int = 64) -> tuple[int, list[tuple[int, float]]]:
+def search(
+    probe: Callable[[int], float], threshold: float = THRESHOLD, limit: int = 64
+) -> tuple[int, list[tuple[int, float]]]:
     """The largest N ≤ limit with probe(N) ≥ threshold (0 if even 1 fails), and every (N, AU) probed.
 
     >>> search(lambda n: 100 if n <= 5 else 50)
@@ -68,27 +70,43 @@ def search(probe: Callable[[int], float], threshold: float = THRESHOLD, limit: i
     return good, history
 
 
-def probe_campaign(spec: Campaign, backend: str, accelerator: dict[str, Any], workload: dict[str, Any],
-                   counts: list[int]) -> Campaign:
+def probe_campaign(
+    spec: Campaign, backend: str, accelerator: dict[str, Any], workload: dict[str, Any], counts: list[int]
+) -> Campaign:
     """A campaign of one pytorch workload swept over `counts` accelerators, on one backend of `spec`."""
     if spec.dataset is None:
-        raise UserError(f"campaign {spec.name} has no dataset: bench.accelerators reads the campaign's data set; "
-                        "add dataset: {kind: imagenet-like, files: N, seed: S}")
+        raise UserError(
+            f"campaign {spec.name} has no dataset: bench.accelerators reads the campaign's data set; "
+            "add dataset: {kind: imagenet-like, files: N, seed: S}"
+        )
     chosen = next((b for b in spec.backends if b.name == backend), None)
     if chosen is None:
-        raise UserError(f"backend {backend!r} is not in campaign {spec.name} (it has: "
-                        f"{', '.join(b.name for b in spec.backends)}); pass --backend NAME")
-    raw = {"name": f"accelerators-{backend}-{accelerator['type']}",
-           "backends": [chosen.model_dump(exclude_none=True)],
-           "dataset": spec.dataset.model_dump(),
-           "workloads": [{"name": "probe", "type": "pytorch", **workload, "accelerator": accelerator,
-                          "accelerators": counts}]}
+        raise UserError(
+            f"backend {backend!r} is not in campaign {spec.name} (it has: "
+            f"{', '.join(b.name for b in spec.backends)}); pass --backend NAME"
+        )
+    raw = {
+        "name": f"accelerators-{backend}-{accelerator['type']}",
+        "backends": [chosen.model_dump(exclude_none=True)],
+        "dataset": spec.dataset.model_dump(),
+        "workloads": [
+            {"name": "probe", "type": "pytorch", **workload, "accelerator": accelerator, "accelerators": counts}
+        ],
+    }
     return parse(raw, "bench.accelerators flags", Path.cwd())
 
 
-def run_search(spec: Campaign, lab: bench.Lab, results: Path, backend: str, accelerator: dict[str, Any],
-               workload: dict[str, Any], limit: int, threshold: float = THRESHOLD,
-               show: Callable[[str], None] = print) -> tuple[int, list[Probe]]:
+def run_search(
+    spec: Campaign,
+    lab: bench.Lab,
+    results: Path,
+    backend: str,
+    accelerator: dict[str, Any],
+    workload: dict[str, Any],
+    limit: int,
+    threshold: float = THRESHOLD,
+    show: Callable[[str], None] = print,
+) -> tuple[int, list[Probe]]:
     """Mount the backend, make the data set, probe N accelerators per host as `search` asks; unmount."""
     probes: dict[int, Probe] = {}
     first = probe_campaign(spec, backend, accelerator, workload, [1])
@@ -109,23 +127,32 @@ def run_search(spec: Campaign, lab: bench.Lab, results: Path, backend: str, acce
             run = expand(probe_campaign(spec, backend, accelerator, workload, [n]))[0]
             found = _stored(store, run, hosts)
             if found is None:
-                result = bench.play_run(lab, [bench.run_phase(run)], run, store.raw_dir(run.run_id),
-                                        f"probe: {n} accelerator(s) per host", hosts)
+                result = bench.play_run(
+                    lab,
+                    [bench.run_phase(run)],
+                    run,
+                    store.raw_dir(run.run_id),
+                    f"probe: {n} accelerator(s) per host",
+                    hosts,
+                )
                 failures, _ = bench.record_run(store, run, result, hosts)
                 if failures:
                     raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
                 found = _stored(store, run, hosts)
                 assert found is not None
             probes[n] = Probe(n, *found)
-            show(f"  {n:>4} accelerator(s) per host: AU {found[0]:5.1f} %  "
-                 f"{'ok' if found[0] >= threshold else 'below ' + format(threshold, 'g') + ' %'}  "
-                 f"({found[1]:.0f} samples/s, {found[2] / 2**20:.0f} MiB/s over {len(hosts)} host(s))")
+            show(
+                f"  {n:>4} accelerator(s) per host: AU {found[0]:5.1f} %  "
+                f"{'ok' if found[0] >= threshold else 'below ' + format(threshold, 'g') + ' %'}  "
+                f"({found[1]:.0f} samples/s, {found[2] / 2**20:.0f} MiB/s over {len(hosts)} host(s))"
+            )
             return found[0]
 
         best, _ = search(probe, threshold, limit)
     finally:
-        lab.play(bench.storage_phase(first, backend, "unmounted", stop_tools=True), f"unmount {backend}",
-                 cancellable=False)
+        lab.play(
+            bench.storage_phase(first, backend, "unmounted", stop_tools=True), f"unmount {backend}", cancellable=False
+        )
     return best, [probes[n] for n in sorted(probes)]
 
 

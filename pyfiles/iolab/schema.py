@@ -17,8 +17,10 @@ from iolab.units import parse_duration, parse_size
 def _name(value: str) -> str:
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
-        raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-' "
-                         "(names become directory and mount names)")
+        raise ValueError(
+            f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-' "
+            "(names become directory and mount names)"
+        )
     return value
 
 
@@ -58,8 +60,10 @@ Device = Annotated[str, AfterValidator(_absolute), AfterValidator(_device)]
 def _mount_option(value: str) -> str:
 
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.=/+@:-]*", value):
-        raise ValueError(f"mount option {value!r}: give one option per list item (no commas or blanks), "
-                         "e.g. [noatime, rsize=1048576]")
+        raise ValueError(
+            f"mount option {value!r}: give one option per list item (no commas or blanks), "
+            "e.g. [noatime, rsize=1048576]"
+        )
     return value
 
 

@@ -24,8 +24,12 @@ def _modules() -> dict[str, Path]:
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     tree = ast.parse(path.read_text())
-    hidden = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-              for n in ast.walk(node)}
+    hidden = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
     for node in ast.walk(tree):
@@ -48,8 +52,13 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_the_host_side_imports_nothing_of_the_controller_side():
-    wrong = {f"{name} imports {dep}" for name, deps in graph().items() if name.startswith("iolab.host")
-             for dep in deps if not (dep.startswith("iolab.host") or dep in SHARED)}
+    wrong = {
+        f"{name} imports {dep}"
+        for name, deps in graph().items()
+        if name.startswith("iolab.host")
+        for dep in deps
+        if not (dep.startswith("iolab.host") or dep in SHARED)
+    }
     assert not wrong, sorted(wrong)
 
 
@@ -65,7 +74,9 @@ def test_no_import_cycle():
         state[node] = "open"
         for dep in sorted(edges[node]):
             if state.get(dep) == "open":
-                cycles.append(" -> ".join(trail[trail.index(dep):] + [node, dep]) if dep in trail else f"{node} -> {dep}")
+                cycles.append(
+                    " -> ".join(trail[trail.index(dep) :] + [node, dep]) if dep in trail else f"{node} -> {dep}"
+                )
             elif dep not in state:
                 visit(dep, trail + [node])
         state[node] = "done"

@@ -1,9 +1,8 @@
-"""Backend kinds, one module each: its fields, checks and storage role variables (roles/storage_<type>).
-"""
+"""Backend kinds, one module each: its fields, checks and storage role variables (roles/storage_<type>)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated
 
 from pydantic import Field
 
@@ -14,11 +13,30 @@ from iolab.backends.mount import MountBackend
 from iolab.backends.nfs import NfsBackend
 from iolab.backends.rbd import RbdBackend
 from iolab.backends.rbd_snapshot import RbdSnapshotBackend
+from iolab.backends.s3 import S3Backend
 from iolab.backends.sshfs import SshfsBackend
 from iolab.backends.tmpfs import TmpfsBackend
 
-AnyBackend = Annotated[Union[TmpfsBackend, LocalBackend, RbdSnapshotBackend, CephfsBackend, NfsBackend,
-                          SshfsBackend, MountBackend, RbdBackend], Field(discriminator="type")]
-BACKEND_TYPES: dict[str, type[Backend]] = {"tmpfs": TmpfsBackend, "local": LocalBackend, "rbd_snapshot": RbdSnapshotBackend,
-                 "cephfs": CephfsBackend, "nfs": NfsBackend, "sshfs": SshfsBackend, "mount": MountBackend,
-                 "rbd": RbdBackend}
+AnyBackend = Annotated[
+    TmpfsBackend
+    | LocalBackend
+    | RbdSnapshotBackend
+    | CephfsBackend
+    | NfsBackend
+    | SshfsBackend
+    | MountBackend
+    | RbdBackend
+    | S3Backend,
+    Field(discriminator="type"),
+]
+BACKEND_TYPES: dict[str, type[Backend]] = {
+    "tmpfs": TmpfsBackend,
+    "local": LocalBackend,
+    "rbd_snapshot": RbdSnapshotBackend,
+    "cephfs": CephfsBackend,
+    "nfs": NfsBackend,
+    "sshfs": SshfsBackend,
+    "mount": MountBackend,
+    "rbd": RbdBackend,
+    "s3": S3Backend,
+}

@@ -1,5 +1,4 @@
-"""What every backend kind has: where workloads find it, its storage role and the role's variables.
-"""
+"""What every backend kind has: where workloads find it, its storage role and the role's variables."""
 
 from __future__ import annotations
 
@@ -16,13 +15,13 @@ if TYPE_CHECKING:
 class Backend(Model):
     """What every backend has: where workloads find it on a host (`target`), its role and the role's variables."""
 
-    if TYPE_CHECKING:      # every kind declares them, with its own type's literal
+    if TYPE_CHECKING:  # every kind declares them, with its own type's literal
         name: str
         type: str
 
     @property
     def role(self) -> str:
-        return f"storage_{self.type}"              # one role per backend type: roles/storage_<type>
+        return f"storage_{self.type}"  # one role per backend type: roles/storage_<type>
 
     @property
     def target(self) -> str:
@@ -43,9 +42,11 @@ class Backend(Model):
     def refuse(self, workload: Any) -> str | None:
         """Why `workload` cannot run on this backend (a campaign error), or None."""
         if not self.writable and getattr(workload, "writes", False):
-            return (f"workload {workload.name} writes ({workload.writes}) but backend {self.name} is mounted "
-                    "read-only to keep its data set safe; run write benchmarks on a scratch backend "
-                    "(tmpfs, local, or a mount without readonly)")
+            return (
+                f"workload {workload.name} writes ({workload.writes}) but backend {self.name} is mounted "
+                "read-only to keep its data set safe; run write benchmarks on a scratch backend "
+                "(tmpfs, local, or a mount without readonly)"
+            )
         return None
 
     def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
@@ -56,5 +57,10 @@ class Backend(Model):
 # What the lab's services publish (`invoke lab.services-up`; <dir>/client.json of roles
 # service_ceph and service_nfs): a Ceph backend that names no cluster uses the lab's.
 LAB_CEPH_DIR = "/var/lib/iolab/ceph"
-LAB_CEPH = {"ceph_conf": f"{LAB_CEPH_DIR}/ceph.conf", "keyring": f"{LAB_CEPH_DIR}/ceph.client.admin.keyring",
-            "client": "admin", "pool": "iolab", "fs_name": "iolab"}
+LAB_CEPH = {
+    "ceph_conf": f"{LAB_CEPH_DIR}/ceph.conf",
+    "keyring": f"{LAB_CEPH_DIR}/ceph.client.admin.keyring",
+    "client": "admin",
+    "pool": "iolab",
+    "fs_name": "iolab",
+}

@@ -1,5 +1,4 @@
-"""Backend kind `cephfs`: a CephFS directory (`path` inside file system `fs_name`): kernel client where present, else ceph-fuse.
-"""
+"""Backend kind `cephfs`: a CephFS directory, through the kernel client where present, else ceph-fuse."""
 
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from iolab.schema import (
 
 class CephfsBackend(Backend):
     """A CephFS directory (`path` inside file system `fs_name`): kernel client where present, else ceph-fuse."""
+
     name: Name
     type: Literal["cephfs"]
     path: FsPath = "/"

@@ -1,5 +1,4 @@
-"""Backend kind `local`: a directory on a file system the host already has (local NVMe, an existing mount).
-"""
+"""Backend kind `local`: a directory on a file system the host already has (local NVMe, an existing mount)."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from iolab.schema import (
 
 class LocalBackend(Backend):
     """A directory on a file system the host already has (local NVMe, an existing mount)."""
+
     name: Name
     type: Literal["local"]
     path: AbsPath

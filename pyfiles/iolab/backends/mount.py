@@ -1,5 +1,4 @@
-"""Backend kind `mount`: any file system the host can mount, named by source, type and options (a vendor NAS, Lustre, BeeGFS, CurveFS).
-"""
+"""Backend kind `mount`: any file system the host can mount (a vendor NAS, Lustre, BeeGFS, CurveFS)."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ from iolab.schema import (
 
 class MountBackend(Backend):
     """Any file system the host can mount, named by source, type and options (a vendor NAS, Lustre, BeeGFS, CurveFS)."""
+
     name: Name
     type: Literal["mount"]
     source: Annotated[str, AfterValidator(_source)]
@@ -32,6 +32,8 @@ class MountBackend(Backend):
     @model_validator(mode="after")
     def _devices_on_scratch(self) -> MountBackend:
         if self.readonly and self.allow_devices:
-            raise ValueError("allow_devices lets fio job files write to those devices; a readonly backend "
-                             "cannot have them: drop readonly or allow_devices")
+            raise ValueError(
+                "allow_devices lets fio job files write to those devices; a readonly backend "
+                "cannot have them: drop readonly or allow_devices"
+            )
         return self

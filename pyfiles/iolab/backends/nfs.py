@@ -1,5 +1,4 @@
-"""Backend kind `nfs`: an NFS export (kernel client; checked first with libnfs's nfs-ls, which needs no kernel support).
-"""
+"""Backend kind `nfs`: an NFS export through the kernel client (checked first with libnfs's nfs-ls)."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ from iolab.schema import (
 
 class NfsBackend(Backend):
     """An NFS export (kernel client; checked first with libnfs's nfs-ls, which needs no kernel support)."""
+
     name: Name
     type: Literal["nfs"]
     server: HostName

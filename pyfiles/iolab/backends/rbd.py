@@ -1,5 +1,4 @@
-"""Backend kind `rbd`: an RBD image read and written by fio's rbd engine through librbd: Ceph's block baseline, no file system.
-"""
+"""Backend kind `rbd`: an RBD image read and written by fio's rbd engine (librbd, no file system)."""
 
 from __future__ import annotations
 
@@ -25,16 +24,17 @@ class RbdBackend(Backend):
     The image is created and written in full once (prefill): reads of never-written
     extents return zeros without reaching the OSDs and would measure nothing.
     """
+
     name: Name
     type: Literal["rbd"]
     pool: Name = LAB_CEPH["pool"]
-    image: Name | None = None                    # default: iolab-<name>
+    image: Name | None = None  # default: iolab-<name>
     size: Size = 1 << 30
     prefill: bool = True
     ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
     keyring: CephPath = LAB_CEPH["keyring"]
     client: Name = LAB_CEPH["client"]
-    mountpoint: AbsPath | None = None            # nothing is mounted: fio's work directory on each host
+    mountpoint: AbsPath | None = None  # nothing is mounted: fio's work directory on each host
 
     @property
     def image_name(self) -> str:
@@ -45,18 +45,25 @@ class RbdBackend(Backend):
 
     def refuse(self, workload: Any) -> str | None:
         if getattr(workload, "tool", "") != "fio":
-            return (f"workload {workload.name} reads files but backend {self.name} is a raw RBD image read "
-                    "by fio's rbd engine; use an rbd_snapshot or cephfs backend for it")
+            return (
+                f"workload {workload.name} reads files but backend {self.name} is a raw RBD image read "
+                "by fio's rbd engine; use an rbd_snapshot or cephfs backend for it"
+            )
         if workload.jobfile:
-            return (f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "
-                    "rbd engine; a job file cannot be rewritten for it")
+            return (
+                f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "
+                "rbd engine; a job file cannot be rewritten for it"
+            )
         if workload.size and workload.size > self.size:
             return f"workload {workload.name}: size {workload.size} exceeds the image ({self.size} bytes)"
         return None
 
     def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
-        options = {**variables["bench_fio_options"],
-                   **fio_jobs.rbd_options(self.pool, self.image_name, self.client)}
+        options = {**variables["bench_fio_options"], **fio_jobs.rbd_options(self.pool, self.image_name, self.client)}
         # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS.
-        return {**variables, "bench_fio_options": options, "bench_fio_size": workload.size or self.size,
-                "run_environment": {"CEPH_CONF": self.ceph_conf, "CEPH_ARGS": f"--keyring {self.keyring}"}}
+        return {
+            **variables,
+            "bench_fio_options": options,
+            "bench_fio_size": workload.size or self.size,
+            "run_environment": {"CEPH_CONF": self.ceph_conf, "CEPH_ARGS": f"--keyring {self.keyring}"},
+        }

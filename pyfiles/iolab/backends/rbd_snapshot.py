@@ -1,5 +1,4 @@
-"""Backend kind `rbd_snapshot`: a data set in a Ceph RBD image, snapshotted once and mapped read-only on every host.
-"""
+"""Backend kind `rbd_snapshot`: a data set in a Ceph RBD image, snapshotted once and mapped read-only on every host."""
 
 from __future__ import annotations
 
@@ -27,12 +26,13 @@ class RbdSnapshotBackend(Backend):
     profiles; then snapshot `snapshot`, protected. Each host maps the snapshot read-only
     (krbd, else rbd-nbd, else QEMU's storage daemon over FUSE) and mounts it read-only.
     """
+
     name: Name
     type: Literal["rbd_snapshot"]
     pool: Name = LAB_CEPH["pool"]
-    image: Name | None = None                    # default: iolab-<name>
+    image: Name | None = None  # default: iolab-<name>
     snapshot: Name = "dataset"
-    size: Size = 10 << 30                        # thin: only what is written takes space
+    size: Size = 10 << 30  # thin: only what is written takes space
     source: AbsPath | None = None
     fio_size: Size | None = None
     ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
@@ -56,7 +56,8 @@ class RbdSnapshotBackend(Backend):
         variables["storage_rbd_snapshot_fio_size"] = self.fio_size or 0
         # Without a source, the campaign's data set is generated into the image (once).
         variables["storage_rbd_snapshot_dataset"] = (
-            {**dataset.identity(), "formats": list(formats)} if dataset and not self.source else {})
+            {**dataset.identity(), "formats": list(formats)} if dataset and not self.source else {}
+        )
         return variables
 
     def refuse(self, workload: Any) -> str | None:
@@ -64,14 +65,20 @@ class RbdSnapshotBackend(Backend):
         if reason or getattr(workload, "tool", "") != "fio":
             return reason
         if workload.jobfile:
-            return (f"workload {workload.name}: a job file cannot run on backend {self.name}, a read-only "
-                    "snapshot where fio cannot lay out its files; use a read profile")
+            return (
+                f"workload {workload.name}: a job file cannot run on backend {self.name}, a read-only "
+                "snapshot where fio cannot lay out its files; use a read profile"
+            )
         if not self.fio_size:
-            return (f"workload {workload.name} reads a fio file but backend {self.name} holds none: give the "
-                    "backend fio_size (e.g. 1GiB), laid out once in the image before the snapshot")
+            return (
+                f"workload {workload.name} reads a fio file but backend {self.name} holds none: give the "
+                "backend fio_size (e.g. 1GiB), laid out once in the image before the snapshot"
+            )
         if workload.size and workload.size != self.fio_size:
-            return (f"workload {workload.name}: size {workload.size} differs from the fio file of backend "
-                    f"{self.name} (fio_size {self.fio_size}); leave size out, or make it fio_size")
+            return (
+                f"workload {workload.name}: size {workload.size} differs from the fio file of backend "
+                f"{self.name} (fio_size {self.fio_size}); leave size out, or make it fio_size"
+            )
         return None
 
     def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:

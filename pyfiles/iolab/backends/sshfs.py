@@ -1,5 +1,4 @@
-"""Backend kind `sshfs`: a directory of another lab host (`host`, an inventory host) mounted over SSH with sshfs (FUSE).
-"""
+"""Backend kind `sshfs`: a directory of another lab host, mounted over SSH with sshfs (FUSE)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,7 @@ from iolab.schema import (
 
 class SshfsBackend(Backend):
     """A directory of another lab host (`host`, an inventory host) mounted over SSH with sshfs (FUSE)."""
+
     name: Name
     type: Literal["sshfs"]
     host: HostName

@@ -1,5 +1,4 @@
-"""Backend kind `tmpfs`: a tmpfs of `size` mounted on each host (memory: the ceiling of a host's own storage).
-"""
+"""Backend kind `tmpfs`: a tmpfs of `size` mounted on each host (memory: the ceiling of a host's own storage)."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from iolab.schema import (
 
 class TmpfsBackend(Backend):
     """A tmpfs of `size` mounted on each host (memory: the ceiling of a host's own storage)."""
+
     name: Name
     type: Literal["tmpfs"]
     size: Size

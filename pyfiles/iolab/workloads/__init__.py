@@ -1,9 +1,8 @@
-"""Workload kinds, one module each: schema, defaults, the bench role's variables; and their parsers.
-"""
+"""Workload kinds, one module each: schema, defaults, the bench role's variables; and their parsers."""
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated
 
 from pydantic import Field
 
@@ -15,10 +14,17 @@ from iolab.workloads.metadata import MetadataWorkload
 from iolab.workloads.pytorch import PytorchWorkload
 from iolab.workloads.tensorflow import TensorflowWorkload
 
-AnyWorkload = Annotated[Union[FioWorkload, PytorchWorkload, MetadataWorkload, TensorflowWorkload, CheckpointWorkload],
-                     Field(discriminator="type")]
-WORKLOAD_TYPES: dict[str, type[Workload]] = {"fio": FioWorkload, "pytorch": PytorchWorkload, "metadata": MetadataWorkload,
-                  "tensorflow": TensorflowWorkload, "checkpoint": CheckpointWorkload}
+AnyWorkload = Annotated[
+    FioWorkload | PytorchWorkload | MetadataWorkload | TensorflowWorkload | CheckpointWorkload,
+    Field(discriminator="type"),
+]
+WORKLOAD_TYPES: dict[str, type[Workload]] = {
+    "fio": FioWorkload,
+    "pytorch": PytorchWorkload,
+    "metadata": MetadataWorkload,
+    "tensorflow": TensorflowWorkload,
+    "checkpoint": CheckpointWorkload,
+}
 
 
 def parser_for(tool: str) -> Parser:
@@ -26,6 +32,11 @@ def parser_for(tool: str) -> Parser:
     from iolab.parsers import checkpoint, fio, metadata, pytorch
 
     # tensorflow: iolab.host.loader.tf_loader writes the loader.json of every iolab loader.
-    parsers: dict[str, Parser] = {"fio": fio.parse, "pytorch": pytorch.parse, "tensorflow": pytorch.parse,
-                                  "metadata": metadata.parse, "checkpoint": checkpoint.parse}
+    parsers: dict[str, Parser] = {
+        "fio": fio.parse,
+        "pytorch": pytorch.parse,
+        "tensorflow": pytorch.parse,
+        "metadata": metadata.parse,
+        "checkpoint": checkpoint.parse,
+    }
     return parsers[tool]

@@ -1,5 +1,4 @@
-"""What every workload kind has: a name, the page cache it starts with, a time limit, profilers.
-"""
+"""What every workload kind has: a name, the page cache it starts with, a time limit, profilers."""
 
 from __future__ import annotations
 
@@ -9,8 +8,8 @@ from pydantic import Field, model_validator
 
 from iolab.schema import Duration, Model, Name
 
-DATASET_DIR = "dataset"   # each host's data set: <target>/iolab-<inventory_hostname>/dataset
-LOADER_TIMEOUT = 1800.0   # seconds a loader or metadata run may take unless the campaign says otherwise
+DATASET_DIR = "dataset"  # each host's data set: <target>/iolab-<inventory_hostname>/dataset
+LOADER_TIMEOUT = 1800.0  # seconds a loader or metadata run may take unless the campaign says otherwise
 
 
 class Workload(Model):
@@ -21,17 +20,18 @@ class Workload(Model):
     after a drop, then warm, after a warm-up — `warm_command` on each host, or a pass
     of the workload itself — so reports show cold and warm side by side).
     """
+
     name: Name
     cache: Literal["drop", "keep", "warm"] = "drop"
     warm_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
-    warmup: bool = False              # one unrecorded run before a point's first measured one, per mount
-    allow_caching: bool = False       # potential_caching becomes `overridden`: kept, but the sample stays valid
-    timeout: Duration | None = None   # per run: the tool is stopped and the run recorded as failed after it
+    warmup: bool = False  # one unrecorded run before a point's first measured one, per mount
+    allow_caching: bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
+    timeout: Duration | None = None  # per run: the tool is stopped and the run recorded as failed after it
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
     # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
     profilers: list[Literal["perf", "py-spy"]] = []
 
-    tool: ClassVar[str]     # each kind's: names its bench role (roles/bench_<tool>) and its parser
+    tool: ClassVar[str]  # each kind's: names its bench role (roles/bench_<tool>) and its parser
 
     @model_validator(mode="after")
     def _consistent_policies(self) -> Workload:

@@ -1,5 +1,4 @@
-"""Workload kind `checkpoint`: mLPerf Storage's checkpointing: each rank writes its shard (fsync), caches dropped, each rank reads it back.
-"""
+"""Workload kind `checkpoint`: MLPerf Storage's checkpointing (write and fsync, drop caches, read back)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,12 @@ from iolab.workloads.base import LOADER_TIMEOUT, Workload
 
 # MLPerf Storage v2's checkpointing models: the whole checkpoint (model and optimizer state) and the
 # processes a CLOSED submission writes it with (docs/REFERENCE_FIGURES.md, "Checkpointing").
-CHECKPOINT_MODELS = {"llama3-8b": (105e9, 8), "llama3-70b": (912e9, 64), "llama3-405b": (5.29e12, 512),
-                     "llama3-1t": (18e12, 1024)}
+CHECKPOINT_MODELS = {
+    "llama3-8b": (105e9, 8),
+    "llama3-70b": (912e9, 64),
+    "llama3-405b": (5.29e12, 512),
+    "llama3-1t": (18e12, 1024),
+}
 
 
 class CheckpointWorkload(Workload):
@@ -21,6 +24,7 @@ class CheckpointWorkload(Workload):
     `scale` shrinks the model's checkpoint to what a lab holds (llama3-8b at 0.01 is 1.05 GB);
     the checkpoint is shared by every rank of every host: `writers` processes per host.
     """
+
     type: Literal["checkpoint"]
     model: Literal["llama3-8b", "llama3-70b", "llama3-405b", "llama3-1t"] = "llama3-8b"
     scale: Annotated[float, Field(gt=0, le=1)] = 1.0
@@ -33,8 +37,10 @@ class CheckpointWorkload(Workload):
     @model_validator(mode="after")
     def _at_least_a_mebibyte(self) -> CheckpointWorkload:
         if self.bytes < self.writers << 20:
-            raise ValueError(f"scale {self.scale:g} leaves {self.bytes} bytes of {self.model}'s checkpoint, less "
-                             f"than 1 MiB for each of the {self.writers} writers; raise scale")
+            raise ValueError(
+                f"scale {self.scale:g} leaves {self.bytes} bytes of {self.model}'s checkpoint, less "
+                f"than 1 MiB for each of the {self.writers} writers; raise scale"
+            )
         return self
 
     @property
@@ -47,12 +53,17 @@ class CheckpointWorkload(Workload):
         return f"checkpoint {self.model}"
 
     def role_vars(self, target: str) -> dict[str, Any]:
-        return {"bench_checkpoint_target": target, "bench_checkpoint_bytes": self.bytes,
-                "bench_checkpoint_writers": self.writers,
-                "bench_checkpoint_timeout": self.run_timeout(LOADER_TIMEOUT)}
+        return {
+            "bench_checkpoint_target": target,
+            "bench_checkpoint_bytes": self.bytes,
+            "bench_checkpoint_writers": self.writers,
+            "bench_checkpoint_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
 
     def describe(self) -> str:
         size, processes = CHECKPOINT_MODELS[self.model]
-        return (f"checkpoint of {self.model} at scale {self.scale:g} ({self.bytes / 1e9:.3g} GB of {size / 1e9:.4g} GB; "
-                f"MLPerf writes it with {processes} processes), {self.writers} writers per host: write + fsync, "
-                "caches dropped on every host, read back")
+        return (
+            f"checkpoint of {self.model} at scale {self.scale:g} ({self.bytes / 1e9:.3g} GB of {size / 1e9:.4g} GB; "
+            f"MLPerf writes it with {processes} processes), {self.writers} writers per host: write + fsync, "
+            "caches dropped on every host, read back"
+        )

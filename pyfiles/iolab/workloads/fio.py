@@ -1,5 +1,4 @@
-"""Workload kind `fio`: fio with a built-in profile or the user's own job file.
-"""
+"""Workload kind `fio`: fio with a built-in profile or the user's own job file."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from iolab.workloads.base import DATASET_DIR, Workload
 
 class FioWorkload(Workload):
     """fio with a built-in profile or the user's own job file."""
+
     type: Literal["fio"]
     profile: str | None = None
     jobfile: str | None = None
@@ -21,7 +21,7 @@ class FioWorkload(Workload):
     jobtext: Annotated[str | None, Field(exclude=True)] = None
     runtime: Duration = 10.0
     ramp: Ramp = 2.0
-    size: Size | None = None          # per host; default: what fits the backend, up to 1 GiB
+    size: Size | None = None  # per host; default: what fits the backend, up to 1 GiB
     iodepth: Annotated[int, Field(ge=1, le=4096)] | None = None
     numjobs: Annotated[int, Field(ge=1, le=256)] = 1
     ioengine: Literal["libaio", "io_uring", "psync", "sync", "posixaio"] | None = None
@@ -36,14 +36,20 @@ class FioWorkload(Workload):
     @model_validator(mode="after")
     def _one_source(self) -> FioWorkload:
         if (self.profile is None) == (self.jobfile is None):
-            raise ValueError("give either profile (one of: " + ", ".join(fio_jobs.PROFILES)
-                             + ") or jobfile: PATH, not both or neither")
+            raise ValueError(
+                "give either profile (one of: "
+                + ", ".join(fio_jobs.PROFILES)
+                + ") or jobfile: PATH, not both or neither"
+            )
         if self.profile is not None and self.profile not in fio_jobs.PROFILES:
-            raise ValueError(f"unknown fio profile {self.profile!r} (expected one of: "
-                             + ", ".join(fio_jobs.PROFILES) + ", or jobfile: PATH)")
+            raise ValueError(
+                f"unknown fio profile {self.profile!r} (expected one of: "
+                + ", ".join(fio_jobs.PROFILES)
+                + ", or jobfile: PATH)"
+            )
         return self
 
-    tool: ClassVar[str] = "fio"     # names the role (bench_fio) and the parser (parsers/fio.py)
+    tool: ClassVar[str] = "fio"  # names the role (bench_fio) and the parser (parsers/fio.py)
 
     @property
     def uses_dataset(self) -> bool:
@@ -61,18 +67,23 @@ class FioWorkload(Workload):
     def role_vars(self, target: str) -> dict[str, Any]:
         """The bench_fio role's variables for a run of this workload on `target`."""
         options: dict[str, Any] = {"time_based": "1", "runtime": f"{self.runtime:g}", "ramp_time": f"{self.ramp:g}"}
-        options.update({k: getattr(self, k) for k in ("iodepth", "numjobs", "ioengine")
-                        if getattr(self, k) is not None})
+        options.update(
+            {k: getattr(self, k) for k in ("iodepth", "numjobs", "ioengine") if getattr(self, k) is not None}
+        )
         if self.profile:
             options = fio_jobs.profile_options(self.profile, options)
         devices = fio_jobfile.devices(fio_jobfile.parse_text(self.jobtext, "jobtext")) if self.jobtext else []
-        return {"bench_fio_options": options, "bench_fio_jobtext": self.jobtext or "",
-                "bench_fio_allow_devices": devices,
-                "bench_fio_size": self.size or 0, "bench_fio_target": target,
-                "bench_fio_timeout": self.run_timeout(self.runtime + self.ramp + 120),
-                "bench_fio_telemetry_after": self.ramp,
-                # Relative to the host's work directory, <target>/iolab-<host>: its data set.
-                "bench_fio_bssplit_from": DATASET_DIR if self.uses_dataset else ""}
+        return {
+            "bench_fio_options": options,
+            "bench_fio_jobtext": self.jobtext or "",
+            "bench_fio_allow_devices": devices,
+            "bench_fio_size": self.size or 0,
+            "bench_fio_target": target,
+            "bench_fio_timeout": self.run_timeout(self.runtime + self.ramp + 120),
+            "bench_fio_telemetry_after": self.ramp,
+            # Relative to the host's work directory, <target>/iolab-<host>: its data set.
+            "bench_fio_bssplit_from": DATASET_DIR if self.uses_dataset else "",
+        }
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         """Where the data set is when every host reads one copy at `root` ('' : each host its own)."""

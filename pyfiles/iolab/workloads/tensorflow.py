@@ -1,5 +1,4 @@
-"""Workload kind `tensorflow`: tf.data over the data set's TFRecord shards (interleave, map, prefetch), optionally feeding emulated accelerators.
-"""
+"""Workload kind `tensorflow`: tf.data over the data set's TFRecord shards, optionally feeding accelerators."""
 
 from __future__ import annotations
 
@@ -12,11 +11,12 @@ from iolab.workloads.base import LOADER_TIMEOUT, Workload
 
 
 class TensorflowWorkload(Workload):
-    """tf.data over the data set's TFRecord shards (interleave, map, prefetch), optionally feeding emulated accelerators."""
+    """tf.data over the data set's TFRecord shards (interleave, map, prefetch), maybe feeding emulated accelerators."""
+
     type: Literal["tensorflow"]
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
-    private_threads: Annotated[int, Field(ge=0, le=1024)] = 0   # tf.data private thread pool; 0: shared pool
-    parallel_reads: Annotated[int, Field(ge=0, le=1024)] = 0    # shards interleaved at once; 0: up to 16
+    private_threads: Annotated[int, Field(ge=0, le=1024)] = 0  # tf.data private thread pool; 0: shared pool
+    parallel_reads: Annotated[int, Field(ge=0, le=1024)] = 0  # shards interleaved at once; 0: up to 16
     shuffle_buffer: Annotated[int, Field(ge=1)] = 1024
     decode: bool = True
     shuffle: bool = True
@@ -34,30 +34,44 @@ class TensorflowWorkload(Workload):
     @model_validator(mode="after")
     def _emulated_only(self) -> TensorflowWorkload:
         if self.accelerator and self.accelerator.type == "gpu":
-            raise ValueError("accelerator gpu (real ResNet-50 training) is a pytorch workload's; "
-                             "tensorflow emulates accelerators only (a100, h100, custom)")
+            raise ValueError(
+                "accelerator gpu (real ResNet-50 training) is a pytorch workload's; "
+                "tensorflow emulates accelerators only (a100, h100, custom)"
+            )
         return self
 
     def role_vars(self, target: str) -> dict[str, Any]:
         compute = self.accelerator.compute_time(self.batch_size) if self.accelerator else 0.0
-        return {"bench_tensorflow_target": target, "bench_tensorflow_batch_size": self.batch_size,
-                "bench_tensorflow_private_threads": self.private_threads,
-                "bench_tensorflow_parallel_reads": self.parallel_reads,
-                "bench_tensorflow_shuffle_buffer": self.shuffle_buffer, "bench_tensorflow_decode": self.decode,
-                "bench_tensorflow_shuffle": self.shuffle, "bench_tensorflow_epochs": self.epochs,
-                "bench_tensorflow_steps": self.steps or 0, "bench_tensorflow_seed": self.seed,
-                "bench_tensorflow_syscall_profile": self.syscall_profile,
-                "bench_tensorflow_accelerator": "emulated" if self.accelerator else "none",
-                "bench_tensorflow_compute_per_batch": compute, "bench_tensorflow_accelerators": self.accelerators,
-                "bench_tensorflow_timeout": self.run_timeout(LOADER_TIMEOUT)}
+        return {
+            "bench_tensorflow_target": target,
+            "bench_tensorflow_batch_size": self.batch_size,
+            "bench_tensorflow_private_threads": self.private_threads,
+            "bench_tensorflow_parallel_reads": self.parallel_reads,
+            "bench_tensorflow_shuffle_buffer": self.shuffle_buffer,
+            "bench_tensorflow_decode": self.decode,
+            "bench_tensorflow_shuffle": self.shuffle,
+            "bench_tensorflow_epochs": self.epochs,
+            "bench_tensorflow_steps": self.steps or 0,
+            "bench_tensorflow_seed": self.seed,
+            "bench_tensorflow_syscall_profile": self.syscall_profile,
+            "bench_tensorflow_accelerator": "emulated" if self.accelerator else "none",
+            "bench_tensorflow_compute_per_batch": compute,
+            "bench_tensorflow_accelerators": self.accelerators,
+            "bench_tensorflow_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_tensorflow_dataset": root}
 
     def describe(self) -> str:
-        acc = (f"{self.accelerators} emulated {self.accelerator.type} "
-               f"({self.accelerator.compute_time(self.batch_size):g} s per batch)" if self.accelerator
-               else "no accelerator")
-        return (f"tf.data on the TFRecord shards, batch {self.batch_size}, private threads "
-                f"{self.private_threads or 'shared pool'}, decode {'on' if self.decode else 'off'}, "
-                f"{self.epochs} epoch(s), {acc}" + (", under strace -c" if self.syscall_profile else ""))
+        acc = (
+            f"{self.accelerators} emulated {self.accelerator.type} "
+            f"({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+            if self.accelerator
+            else "no accelerator"
+        )
+        return (
+            f"tf.data on the TFRecord shards, batch {self.batch_size}, private threads "
+            f"{self.private_threads or 'shared pool'}, decode {'on' if self.decode else 'off'}, "
+            f"{self.epochs} epoch(s), {acc}" + (", under strace -c" if self.syscall_profile else "")
+        )
