@@ -519,6 +519,9 @@ class PytorchWorkload(_Workload):
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
     distributed: bool = False
     seed: int = 0
+    # search: accelerators finds the most accelerators per host, up to `accelerators`, that hold AU ≥ 90%
+    # (iolab.accelerators); one search per backend, whatever the campaign's repetitions.
+    search: Literal["accelerators"] | None = None
 
     tool: ClassVar[str] = "pytorch"
     uses_dataset: ClassVar[bool] = True
@@ -530,6 +533,9 @@ class PytorchWorkload(_Workload):
                              "for bytes only")
         if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
             raise ValueError("accelerator gpu trains on images: it needs decode: true")
+        if self.search and self.accelerator is None:
+            raise ValueError("search: accelerators searches how many accelerators the backend feeds: "
+                             "add accelerator: {type: h100} (or a100, custom)")
         return self
 
     @property
@@ -557,6 +563,8 @@ class PytorchWorkload(_Workload):
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}
         kind = "none" if self.accelerator is None else self.accelerator.type
         acc = what.get(kind) or f"{self.accelerators} emulated {kind} ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+        if self.search:
+            acc = f"the most emulated {kind} per host at AU ≥ 90 %, up to {self.accelerators}"
         return (f"PyTorch DataLoader, reader {self.reader}, {self.workers} workers, batch {self.batch_size}, "
                 f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
                 + (", one job over all hosts" if self.distributed else "")
@@ -876,7 +884,7 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
     for backend in campaign.backends:
         units = [repetition(campaign, backend, workload, rep, count)
                  for workload in campaign.workloads for count in counts
-                 for rep in range(1, campaign.repetitions + 1)]
+                 for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)]
         if shuffle:
             shuffle(units)
         runs += [run for unit in units for run in unit]
