@@ -504,7 +504,7 @@ class Accelerator(_Model):
 class PytorchWorkload(_Workload):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
     type: Literal["pytorch"]
-    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed"] = "packed"
+    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "dali"] = "packed"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     pin_memory: bool = False

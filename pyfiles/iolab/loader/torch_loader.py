@@ -32,8 +32,11 @@ def parser() -> argparse.ArgumentParser:
                                 description="PyTorch DataLoader throughput, with emulated or real accelerators.")
     p.add_argument("--root", type=Path, required=True, help="the data set (its manifest.jsonl)")
     p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
-    p.add_argument("--reader", choices=("pil", "cv2-imread", "cv2-imdecode", "packed"), default="packed")
-    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes per rank")
+    p.add_argument("--reader", choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "dali"), default="packed",
+                   help="dali: an NVIDIA DALI pipeline instead of the DataLoader (iolab.loader.dali_reader)")
+    p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes per rank (dali: its threads)")
+    p.add_argument("--dali-decoder", choices=("auto", "mixed", "cpu"), default="auto",
+                   help="where reader dali decodes: mixed (the rank's GPU), cpu, auto (mixed if torch sees a GPU)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
@@ -104,14 +107,27 @@ def run_rank(args: argparse.Namespace) -> int:
         torch.backends.cudnn.benchmark = True
         trainer = Trainer(device)
 
-    dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
-    dataset.ring = args.prefetch_factor + 2
-    sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed)
     pin = args.pin_memory and device.type == "cuda"   # pinning without a GPU only costs (torch warns)
-    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                        collate_fn=collate, pin_memory=pin, worker_init_fn=worker_init,
-                        prefetch_factor=args.prefetch_factor if args.workers > 0 else None,
-                        persistent_workers=args.workers > 0)
+    if args.reader == "dali":
+        from iolab.loader.dali_reader import DaliBatches, decoder_for
+
+        decoder = decoder_for(args.dali_decoder, torch.cuda.is_available())
+        dataset = DaliBatches(args.root, batch_size=args.batch_size, threads=max(args.workers, 1), decoder=decoder,
+                              device_id=local if decoder == "mixed" or device.type == "cuda" else None,
+                              shard=rank, shards=replicas, shuffle=args.shuffle, seed=args.seed)
+        epoch_batches = dataset.epoch
+    else:
+        dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
+        dataset.ring = args.prefetch_factor + 2
+        sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed)
+        loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
+                            collate_fn=collate, pin_memory=pin, worker_init_fn=worker_init,
+                            prefetch_factor=args.prefetch_factor if args.workers > 0 else None,
+                            persistent_workers=args.workers > 0)
+
+        def epoch_batches(epoch: int):
+            sampler.set_epoch(epoch)
+            return iter(loader)
     if args.distributed:
         from datetime import timedelta
 
@@ -126,11 +142,6 @@ def run_rank(args: argparse.Namespace) -> int:
         tracer.start()
     read_before = dataset.samples_read  # samples counted against the trace: read while it ran
     token = torch.zeros(1)
-
-    def epoch_batches(epoch: int):
-        sampler.set_epoch(epoch)
-        return iter(loader)
-
     monitor = GpuMonitor(local) if trainer is not None else None
     if monitor:
         monitor.__enter__()
