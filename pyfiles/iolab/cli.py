@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -25,8 +26,10 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # For the whole command, whatever the parent set: a script or scheduler that started us with
         # SIGINT ignored still gets Ctrl-C's teardown; SIGTERM tears down as Ctrl-C does.
-        previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
-                    signal.SIGTERM: signal.signal(signal.SIGTERM, raise_terminated)}
+        previous = {
+            signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+            signal.SIGTERM: signal.signal(signal.SIGTERM, raise_terminated),
+        }
         before = runner.plays_started
         try:
             return func(*args, **kwargs)

@@ -51,7 +51,7 @@ from pathlib import Path
 from iolab import ceph_osds, facts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
-ARCHIVE_LINE = "iolab-archive:"     # a line of the task's output: the run's archive, base64 (iolab.runner)
+ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
 # Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
 
@@ -75,16 +75,24 @@ def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
             continue
 
 
-def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | None, timeout: float | None,
-        cwd: Path | None = None, telemetry_after: float | None = None, before: list[str] | None = None,
-        profile: list[str] | None = None) -> int:
+def run(
+    run_dir: Path,
+    argv: list[str],
+    start_at: float | None,
+    target: str | None,
+    timeout: float | None,
+    cwd: Path | None = None,
+    telemetry_after: float | None = None,
+    before: list[str] | None = None,
+    profile: list[str] | None = None,
+) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     parent = os.getppid()
     problems = profilers.missing(profile or [])
     if problems:
         print("; ".join(problems), file=sys.stderr)
         return 1
-    if before:   # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
+    if before:  # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
         done = subprocess.run(before, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if done.returncode != 0:
             sys.stderr.write(done.stderr)
@@ -94,8 +102,9 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
         time.sleep(max(0.0, start_at - time.time()))
     with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
         started = time.time()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                cwd=cwd or run_dir, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
+        )
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
         signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc))
         profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
@@ -105,7 +114,7 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
         if telemetry_after is not None:
             sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
             sampler.start()
-        osds = ceph_osds.started_from_env(run_dir, telemetry_after)    # a Ceph backend's OSDs ($IOLAB_CEPH)
+        osds = ceph_osds.started_from_env(run_dir, telemetry_after)  # a Ceph backend's OSDs ($IOLAB_CEPH)
         reason = None
         while proc.poll() is None:
             try:
@@ -129,10 +138,15 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
             print(f"profiler: {error}", file=sys.stderr)
     (run_dir / PIDFILE).unlink(missing_ok=True)
     record = {
-        "argv": argv, "rc": proc.returncode, "stopped": reason,
-        "start_at": start_at, "started_at": started, "ended_at": ended,
+        "argv": argv,
+        "rc": proc.returncode,
+        "stopped": reason,
+        "start_at": start_at,
+        "started_at": started,
+        "ended_at": ended,
         "start_skew_s": None if start_at is None else started - start_at,
-        "page_cache_before": cached_before, "page_cache_after": facts.meminfo().get("Cached", 0),
+        "page_cache_before": cached_before,
+        "page_cache_after": facts.meminfo().get("Cached", 0),
         "facts": facts.collect(target),
         "profiling": profiled,
     }
@@ -155,9 +169,15 @@ def drop_caches(run_dir: Path) -> int:
     except OSError as exc:
         print(f"cannot drop caches ({exc.strerror}): dropping the page cache needs root", file=sys.stderr)
         return 1
-    _write_json(run_dir / "drop_caches.json", {"dropped_at": time.time(), "seconds": time.time() - started,
-                                               "method": "sync; echo 3 > /proc/sys/vm/drop_caches",
-                                               "page_cache_after": facts.meminfo().get("Cached", 0)})
+    _write_json(
+        run_dir / "drop_caches.json",
+        {
+            "dropped_at": time.time(),
+            "seconds": time.time() - started,
+            "method": "sync; echo 3 > /proc/sys/vm/drop_caches",
+            "page_cache_after": facts.meminfo().get("Cached", 0),
+        },
+    )
     return 0
 
 
@@ -184,12 +204,13 @@ def pack(run_dir: Path) -> int:
     if archive.exists():
         subprocess.run(["tar", "-xzf", str(archive), "-C", str(run_dir)], check=True)
     tmp = archive.with_name(archive.name + ".tmp")
-    done = subprocess.run(["tar", "-C", str(run_dir), "--remove-files", "-czf", str(tmp), "."],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["tar", "-C", str(run_dir), "--remove-files", "-czf", str(tmp), "."], capture_output=True, text=True
+    )
     if done.returncode != 0:
         print(f"packing {run_dir} failed: {done.stderr.strip()}", file=sys.stderr)
         return 1
-    if run_dir.exists():            # tar's --remove-files takes the directory too, where it can
+    if run_dir.exists():  # tar's --remove-files takes the directory too, where it can
         run_dir.rmdir()
     if tmp.stat().st_size <= INLINE_MAX:
         sys.stdout.write(ARCHIVE_LINE + base64.b64encode(tmp.read_bytes()).decode() + "\n")
@@ -204,7 +225,7 @@ def stop(runs_dir: Path) -> int:
     """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs), then
     remove what those runs left: a finished run's files have gone to the controller, and an
     interrupted run is recorded as missing and runs again."""
-    for pidfile in [*runs_dir.glob(f"*/{PIDFILE}"), *runs_dir.glob(f"*/*/{PIDFILE}")]:   # a phase of a run too
+    for pidfile in [*runs_dir.glob(f"*/{PIDFILE}"), *runs_dir.glob(f"*/*/{PIDFILE}")]:  # a phase of a run too
         pid = int(pidfile.read_text().split()[0])
         try:
             os.killpg(pid, signal.SIGKILL)
@@ -235,18 +256,37 @@ def main(args: list[str] | None = None) -> int:
     p_run.add_argument("--target")
     p_run.add_argument("--timeout", type=float)
     p_run.add_argument("--cwd", type=Path, help="the tool's working directory (default: the run's)")
-    p_run.add_argument("--telemetry-after", type=float, metavar="SECONDS",
-                       help=f"sample the host into {telemetry.FILE} from this long after the tool starts "
-                            "(its ramp) until it ends; without it, no telemetry")
-    p_run.add_argument("--before", type=json.loads, metavar="JSON_ARGV",
-                       help="a command (a JSON list) to run first; the tool starts only if it succeeds")
-    p_run.add_argument("--profilers", default=os.environ.get("IOLAB_PROFILERS", ""),
-                       help="comma-separated: perf, py-spy (default: $IOLAB_PROFILERS); files kept in RUN_DIR")
-    p_run.add_argument("--pack", action="store_true", default=os.environ.get("IOLAB_PACK_RUN") == "1",
-                       help="then pack RUN_DIR for collect: returned in the output, or RUN_DIR.tar.gz "
-                            "when large (default: $IOLAB_PACK_RUN=1)")
-    p_run.add_argument("--no-pack", dest="pack", action="store_false",
-                       help="leave RUN_DIR unpacked (a phase whose directory a later call packs)")
+    p_run.add_argument(
+        "--telemetry-after",
+        type=float,
+        metavar="SECONDS",
+        help=f"sample the host into {telemetry.FILE} from this long after the tool starts "
+        "(its ramp) until it ends; without it, no telemetry",
+    )
+    p_run.add_argument(
+        "--before",
+        type=json.loads,
+        metavar="JSON_ARGV",
+        help="a command (a JSON list) to run first; the tool starts only if it succeeds",
+    )
+    p_run.add_argument(
+        "--profilers",
+        default=os.environ.get("IOLAB_PROFILERS", ""),
+        help="comma-separated: perf, py-spy (default: $IOLAB_PROFILERS); files kept in RUN_DIR",
+    )
+    p_run.add_argument(
+        "--pack",
+        action="store_true",
+        default=os.environ.get("IOLAB_PACK_RUN") == "1",
+        help="then pack RUN_DIR for collect: returned in the output, or RUN_DIR.tar.gz "
+        "when large (default: $IOLAB_PACK_RUN=1)",
+    )
+    p_run.add_argument(
+        "--no-pack",
+        dest="pack",
+        action="store_false",
+        help="leave RUN_DIR unpacked (a phase whose directory a later call packs)",
+    )
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
@@ -260,8 +300,17 @@ def main(args: list[str] | None = None) -> int:
         unknown = sorted(set(chosen) - set(profilers.NAMES))
         if unknown:
             parser.error(f"unknown profiler(s) {', '.join(unknown)} (expected: {', '.join(profilers.NAMES)})")
-        rc = run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd, opts.telemetry_after,
-                 opts.before, chosen)
+        rc = run(
+            opts.dir,
+            argv,
+            opts.start_at,
+            opts.target,
+            opts.timeout,
+            opts.cwd,
+            opts.telemetry_after,
+            opts.before,
+            chosen,
+        )
         if opts.pack and (opts.dir / "run.json").exists():
             return pack(opts.dir) or rc
         return rc

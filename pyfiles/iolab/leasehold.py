@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
         json.dump({**info, "holder_pid": os.getpid()}, handle)
     os.replace(tmp, record_path)
     print(f"{LINE} held {json.dumps({'previous': previous})}", flush=True)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # only the end of stdin releases the lease
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the end of stdin releases the lease
     while sys.stdin.buffer.read(4096):
         pass
     os.unlink(record_path)

@@ -37,15 +37,39 @@ def check_roles(tmp_path_factory):
 
 def run_roles_check(os_name: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[dict]]:
     record = tmp_path / "tasks.jsonl"
-    env = {**os.environ, "IOLAB_TASK_RECORD": str(record), "ANSIBLE_LIBRARY": str(FIXTURES / "library"),
-           "ANSIBLE_CALLBACK_PLUGINS": str(FIXTURES / "callback"), "ANSIBLE_CALLBACKS_ENABLED": "record_tasks"}
-    facts = {"os_facts_file": str(FIXTURES / f"{os_name}.json"), "ansible_python_interpreter": "/usr/bin/python3",
-             # dnf's repository files go here (this machine has no /etc/yum.repos.d); the handler that
-             # stops a packaged nfs-ganesha under systemd is left out (this machine's init is not the host's).
-             "_iolab_host_yum_repos_dir": str(tmp_path), "_service_nfs_systemd": False}
-    done = subprocess.run([str(Path(sys.executable).with_name("ansible-playbook")), "--check", "-i", "localhost,",
-                           "-c", "local", "-e", json.dumps(facts), str(FIXTURES / "roles_check.yml")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "IOLAB_TASK_RECORD": str(record),
+        "ANSIBLE_LIBRARY": str(FIXTURES / "library"),
+        "ANSIBLE_CALLBACK_PLUGINS": str(FIXTURES / "callback"),
+        "ANSIBLE_CALLBACKS_ENABLED": "record_tasks",
+    }
+    facts = {
+        "os_facts_file": str(FIXTURES / f"{os_name}.json"),
+        "ansible_python_interpreter": "/usr/bin/python3",
+        # dnf's repository files go here (this machine has no /etc/yum.repos.d); the handler that
+        # stops a packaged nfs-ganesha under systemd is left out (this machine's init is not the host's).
+        "_iolab_host_yum_repos_dir": str(tmp_path),
+        "_service_nfs_systemd": False,
+    }
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "--check",
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            json.dumps(facts),
+            str(FIXTURES / "roles_check.yml"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tasks = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
     return done, tasks
 
@@ -68,10 +92,12 @@ def installs(tasks: list[dict]) -> list[tuple[str, list[str]]]:
 
 def names_in(family: str) -> set[str]:
     """Every package name the roles' vars/<family>.yml files give."""
+
     def leaves(value):
         if isinstance(value, dict):
             return [name for item in value.values() for name in leaves(item)]
         return list(value) if isinstance(value, list) else []
+
     found = set()
     for path in (ROOT / "roles").glob(f"*/vars/{family}.yml"):
         for key, value in yaml.safe_load(path.read_text()).items():
@@ -98,13 +124,18 @@ def test_redhat_hosts_get_dnf_and_redhat_names_only(os_name, check_roles):
 
 def test_redhat_repositories_come_before_the_packages_that_need_them(check_roles):
     _, tasks = check_roles("rocky-9")
-    steps = [(t["task"], t["args"]) for t in tasks
-             if short(t["action"]) in {"package", "yum_repository"} or t["task"].startswith("iolab_host : Enable")]
+    steps = [
+        (t["task"], t["args"])
+        for t in tasks
+        if short(t["action"]) in {"package", "yum_repository"} or t["task"].startswith("iolab_host : Enable")
+    ]
     sshfs = next(i for i, (_, args) in enumerate(steps) if args and args.get("name") == ["fuse-sshfs"])
-    assert steps[sshfs - 1][1]["name"] == ["epel-release"]          # EPEL (Rocky: from extras, by name)
+    assert steps[sshfs - 1][1]["name"] == ["epel-release"]  # EPEL (Rocky: from extras, by name)
     ceph = next(i for i, (_, args) in enumerate(steps) if args and args.get("name") == ["ceph-common"])
-    assert [args["baseurl"] for _, args in steps[ceph - 2:ceph]] == [
-        ["https://download.ceph.com/rpm-reef/el9/$basearch"], ["https://download.ceph.com/rpm-reef/el9/noarch"]]
+    assert [args["baseurl"] for _, args in steps[ceph - 2 : ceph]] == [
+        ["https://download.ceph.com/rpm-reef/el9/$basearch"],
+        ["https://download.ceph.com/rpm-reef/el9/noarch"],
+    ]
     base = next(args["name"] for _, args in steps if args and "fio" in args.get("name", []))
     assert steps[0][1]["name"] == base, "BaseOS/AppStream packages need no extra repository"
 
@@ -147,6 +178,7 @@ def test_an_unsupported_os_is_refused_in_one_line_before_anything_else(os_name, 
 
 def test_debian_only_modules_are_used_only_under_a_debian_condition():
     """Static: a Debian-only module anywhere in the roles sits under `os_family == 'Debian'`."""
+
     def walk(tasks, inherited):
         for task in tasks or []:
             when = inherited + ([task["when"]] if isinstance(task.get("when"), str) else task.get("when") or [])
@@ -154,8 +186,12 @@ def test_debian_only_modules_are_used_only_under_a_debian_condition():
                 yield from walk(task.get(key), when)
             if short(next((k for k in task if "." in k or k in DEBIAN_ONLY_MODULES), "")) in DEBIAN_ONLY_MODULES:
                 yield task["name"], when
-    uses = [(path.relative_to(ROOT), name, when) for path in (ROOT / "roles").glob("*/*/*.yml")
-            if path.parent.name in {"tasks", "handlers"}
-            for name, when in walk(yaml.safe_load(path.read_text()), [])]
+
+    uses = [
+        (path.relative_to(ROOT), name, when)
+        for path in (ROOT / "roles").glob("*/*/*.yml")
+        if path.parent.name in {"tasks", "handlers"}
+        for name, when in walk(yaml.safe_load(path.read_text()), [])
+    ]
     assert uses, "no apt task found: the walk is broken"
     assert [use for use in uses if "ansible_facts['os_family'] == 'Debian'" not in use[2]] == []
