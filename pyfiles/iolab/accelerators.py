@@ -9,19 +9,25 @@ process each, as DLIO runs one MPI rank per accelerator); its AU is the lowest o
 the hosts' (a host's AU is the mean of its ranks'). The backend is mounted and the
 data set made once for the whole search. Probes are stored as runs of the campaign
 `accelerators-<backend>-<type>`, so a search that is run again reuses them.
+
+In a campaign, a pytorch workload with `search: accelerators` is the same search on
+each backend, up to its `accelerators` per host (`fed`): the probes are runs of that
+campaign (the workload at 1, 2, 4 … accelerators), and the answer is the sample
+`accelerators_fed` (unit count) with the AU and throughput at that point.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from iolab import bench, datasets, runner
-from iolab.campaign import Campaign, Run, expand, parse
+from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
-from iolab.samples import ResultStore
+from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
 
 THRESHOLD = 90.0
 
@@ -32,6 +38,7 @@ class Probe:
     au: float  # the lowest host AU, %
     samples_per_s: float  # all hosts together
     read_bw: float  # all hosts together, B/s
+    run_id: str = ""
 
 
 def search(
@@ -108,7 +115,6 @@ def run_search(
     show: Callable[[str], None] = print,
 ) -> tuple[int, list[Probe]]:
     """Mount the backend, make the data set, probe N accelerators per host as `search` asks; unmount."""
-    probes: dict[int, Probe] = {}
     first = probe_campaign(spec, backend, accelerator, workload, [1])
     store = ResultStore(results, first.name)
     hosts = list(lab.hosts)
@@ -122,38 +128,142 @@ def run_search(
         missing = datasets.make(lab, first, backend, expand(first), hosts)
         if missing:
             raise RunFailed("; ".join(f"{h}: {why}" for h, why in missing.items()))
-
-        def probe(n: int) -> float:
-            run = expand(probe_campaign(spec, backend, accelerator, workload, [n]))[0]
-            found = _stored(store, run, hosts)
-            if found is None:
-                result = bench.play_run(
-                    lab,
-                    [bench.run_phase(run)],
-                    run,
-                    store.raw_dir(run.run_id),
-                    f"probe: {n} accelerator(s) per host",
-                    hosts,
-                )
-                failures, _ = bench.record_run(store, run, result, hosts)
-                if failures:
-                    raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
-                found = _stored(store, run, hosts)
-                assert found is not None
-            probes[n] = Probe(n, *found)
-            show(
-                f"  {n:>4} accelerator(s) per host: AU {found[0]:5.1f} %  "
-                f"{'ok' if found[0] >= threshold else 'below ' + format(threshold, 'g') + ' %'}  "
-                f"({found[1]:.0f} samples/s, {found[2] / 2**20:.0f} MiB/s over {len(hosts)} host(s))"
-            )
-            return found[0]
-
-        best, _ = search(probe, threshold, limit)
+        return probe_until(
+            lab,
+            store,
+            lambda n: expand(probe_campaign(spec, backend, accelerator, workload, [n]))[0],
+            hosts,
+            limit,
+            threshold,
+            show,
+        )
     finally:
         lab.play(
             bench.storage_phase(first, backend, "unmounted", stop_tools=True), f"unmount {backend}", cancellable=False
         )
+
+
+def probe_until(
+    lab: bench.Lab,
+    store: ResultStore,
+    run_of: Callable[[int], Run],
+    hosts: list[str],
+    limit: int,
+    threshold: float = THRESHOLD,
+    show: Callable[[str], None] = print,
+) -> tuple[int, list[Probe]]:
+    """Probe N accelerators per host (the run `run_of(N)`, stored or run now) as `search` asks.
+
+    Returns search's answer and every probe, by N.
+    The backend is mounted and the data set made. A failed probe stops the search (RunFailed).
+    """
+    probes: dict[int, Probe] = {}
+
+    def probe(n: int) -> float:
+        run = run_of(n)
+        found = _stored(store, run, hosts)
+        if found is None:
+            result = bench.play_run(
+                lab,
+                [bench.run_phase(run)],
+                run,
+                store.raw_dir(run.run_id),
+                f"probe: {n} accelerator(s) per host",
+                hosts,
+            )
+            failures, _ = bench.record_run(store, run, result, hosts)
+            if failures:
+                raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
+            found = _stored(store, run, hosts)
+            assert found is not None
+        probes[n] = Probe(n, *found, run_id=run.run_id)
+        show(
+            f"  {n:>4} accelerator(s) per host: AU {found[0]:5.1f} %  "
+            f"{'ok' if found[0] >= threshold else 'below ' + format(threshold, 'g') + ' %'}  "
+            f"({found[1]:.0f} samples/s, {found[2] / 2**20:.0f} MiB/s over {len(hosts)} host(s))"
+        )
+        return found[0]
+
+    best, _ = search(probe, threshold, limit)
     return best, [probes[n] for n in sorted(probes)]
+
+
+def fed(
+    lab: bench.Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str], show: Callable[[str], None]
+) -> tuple[list[str], list[Sample]]:
+    """A campaign's `search: accelerators` run on a mounted backend: probe, then store `accelerators_fed`.
+
+    Each probe is a run of the campaign: the run's workload at N accelerators per host
+    (a probe stored by an earlier call is reused). Returns the failures as sentences and
+    the samples stored: accelerators_fed on each host and for all of them (host "*").
+    """
+    workload = run.workload
+    limit = workload.accelerators
+
+    def run_of(n: int) -> Run:
+        return repetition(campaign, run.backend, workload.model_copy(update={"accelerators": n}), 1, run.hosts)[0]
+
+    started = time.time()
+    try:
+        best, probes = probe_until(lab, store, run_of, hosts, limit, THRESHOLD, show)
+    except RunFailed as exc:
+        failure = f"{run.label()}: {exc}"
+        store.add_run_records([bench._record(run, host, str(exc)) for host in hosts], f"the status of {run.label()}")
+        return [failure], []
+    samples = fed_samples(run, best, probes, hosts, store.samples(), started, time.time())
+    store.add_samples(samples, f"the accelerators_fed samples of {run.label()}")
+    store.add_run_records([bench._record(run, host, None) for host in hosts], f"the status of {run.label()}")
+    return [], samples
+
+
+def fed_samples(
+    run: Run, best: int, probes: list[Probe], hosts: list[str], stored: list[Sample], started: float, ended: float
+) -> list[Sample]:
+    """accelerators_fed of a search: on each host and for all of them (host "*").
+
+    The metadata holds the point it stands for (`at`: the answer, or the 1-accelerator
+    probe when even that fell below the threshold) with its AU and throughput, and
+    every probe; a host's sample adds that host's figures and its run's validity.
+    """
+    at = next(p for p in probes if p.accelerators == max(best, 1))
+    point = [s for s in stored if s.run_id == at.run_id and not s.params.get("syscall")]
+    params = {k: v for k, v in run.params.items() if k != "accelerators"}
+    params |= {
+        "workload": run.workload.name,
+        "accelerator_type": run.workload.accelerator.type,
+        "au_threshold": THRESHOLD,
+    }
+    common = {
+        "at": dataclasses.asdict(at),
+        "probes": [dataclasses.asdict(p) for p in probes],
+        "limit": run.workload.accelerators,
+    }
+
+    def sample(host: str, metadata: dict[str, Any]) -> Sample:
+        return Sample(
+            campaign=run.campaign,
+            run_id=run.run_id,
+            repetition=run.repetition,
+            host=host,
+            backend=run.backend.name,
+            workload=run.workload.name,
+            metric="accelerators_fed",
+            value=float(best),
+            unit="count",
+            started_at=utc_iso(started),
+            ended_at=utc_iso(ended),
+            params=params,
+            metadata={**common, **metadata},
+        )
+
+    per_host = []
+    for host in hosts:
+        mine = [s for s in point if s.host == host]
+        figures = {s.metric: s.value for s in mine if s.metric in ("au", "read_bw", "samples_per_s")}
+        per_host.append(
+            sample(host, {"host_at": figures, "validity": mine[0].metadata.get("validity", {}) if mine else {}})
+        )
+    return per_host + [sample(AGGREGATE_HOST, {"hosts": hosts})]
 
 
 def _stored(store: ResultStore, run: Run, hosts: list[str]) -> tuple[float, float, float] | None:

@@ -18,7 +18,7 @@ import os
 import shutil
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +30,7 @@ from iolab.errors import RunFailed, UserError
 from iolab.host import ceph_osds, fio_jobs
 from iolab.hosts import Inventory
 from iolab.parsers import Parsed, ParseError
+from iolab.progress import Planned, Progress
 from iolab.samples import AGGREGATE_HOST, DISK_ERRORS, ResultStore, Sample, StoreError, utc_iso
 from iolab.units import human
 from iolab.workloads import parser_for
@@ -48,7 +49,15 @@ ADDITIVE = (
     "open_per_s",
     "readdir_per_s",
 )
-HEADLINE = ("samples_per_s", "read_bw", "write_bw", "read_iops", "stat_per_s", "checkpoint_write_bw")
+HEADLINE = (
+    "accelerators_fed",
+    "samples_per_s",
+    "read_bw",
+    "write_bw",
+    "read_iops",
+    "stat_per_s",
+    "checkpoint_write_bw",
+)
 # What this command leaves on a host lies under HOST_DIR/runs/OWNER/<host>/: the controller, this process
 # and its start, so two campaigns (two labs' hosts of one name on one file system) never share a directory
 # and teardown removes only its own. The host lease records it for a takeover after a crash (iolab.lease).
@@ -65,6 +74,7 @@ class Lab:
     inventory: Inventory
     hosts: list[str]
     console: Console
+    status: Callable[[], str] | None = None  # a campaign's progress, shown under the live table
 
     def extravars(self) -> dict[str, Any]:
         # One release for the whole command: every phase runs the code the hosts were set up with.
@@ -94,6 +104,7 @@ class Lab:
             title=title,
             console=self.console,
             cancellable=cancellable,
+            status=self.status,
         )
 
 
@@ -494,29 +505,44 @@ def run_campaign(
     plan = [(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
     plan = [(r, hosts) for r, hosts in plan if hosts]
     extra = campaign.max_repetitions is not None and campaign.max_repetitions > campaign.repetitions
-    console.print(
-        f"campaign [bold]{campaign.name}[/]: {len(runs)} runs on {len(lab.hosts)} host(s), "
-        f"{len(runs) - len(plan)} already stored, {len(plan)} to run"
-        + (f" (and more repetitions, up to {campaign.max_repetitions}, where repeats disagree)" if extra else "")
-    )
     queues = {
         backend: [(r, hosts) for r, hosts in plan if r.backend.name == backend]
         + ([(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)] if extra else [])
         for backend in dict.fromkeys(r.backend.name for r in runs)
     }  # extra: stored repeats that disagree
     queues = {backend: queue for backend, queue in queues.items() if queue}
+    progress = Progress(_planned([r for queue in queues.values() for r, _ in queue]), console)
+    console.print(
+        f"campaign [bold]{campaign.name}[/]: {len(runs)} runs on {len(lab.hosts)} host(s), "
+        f"{len(runs) - len(plan)} already stored, {len(plan)} to run"
+        + (f" (and more repetitions, up to {campaign.max_repetitions}, where repeats disagree)" if extra else "")
+        + (f"; {progress.status()}" if queues else ""),
+        soft_wrap=True,
+    )
     if not queues:
         return []
-    if len(plan) == 1 and not extra and not _needs_warming(plan[0][0]):
-        return _run_fused(lab, campaign, store, *plan[0])
+    lab.status = progress.status
+    if len(plan) == 1 and not extra and not _needs_warming(plan[0][0]) and not _searches(plan[0][0]):
+        return _run_fused(lab, campaign, store, *plan[0], progress)
     failures: list[str] = []
     lost: dict[str, str] = _provision(campaign, lab)
     for host, reason in lost.items():
         console.print(f"[yellow]{host} left out:[/] {reason}")
     counter = itertools.count(1)
     for backend, queue in queues.items():
-        failures += _run_backend(campaign, lab, store, backend, queue, runs, lost, counter, len(plan))
+        failures += _run_backend(campaign, lab, store, backend, queue, runs, lost, counter, len(plan), progress)
     return failures
+
+
+def _searches(run: Run) -> bool:
+    """A run that is a search (iolab.accelerators), not one measurement."""
+    return getattr(run.workload, "search", None) is not None
+
+
+def _planned(runs: list[Run]) -> list[Planned]:
+    """The runs as Progress plans them: runs of one workload take alike times; estimates as --dry-run's."""
+    warmed: set[tuple] = set()
+    return [Planned(run.run_id, run.workload.name, _run_estimate(run, warmed)[0]) for run in runs]
 
 
 def _run_backend(
@@ -529,6 +555,7 @@ def _run_backend(
     lost: dict[str, str],
     counter: Iterator[int],
     planned: int,
+    progress: Progress,
 ) -> list[str]:
     """Mount one backend, run its queue (and the extra repetitions disagreeing repeats earn), unmount."""
     console = lab.console
@@ -558,15 +585,31 @@ def _run_backend(
                     active = [h for h in active if h not in no_data]
                 if not active:
                     continue
-                warmed_by = _warm(lab, store, run, active, warmed, previous)
-                warm_command = bool(run.cache_pass == "warm" and run.workload.warm_command)
-                result = play_run(lab, [run_phase(run, warm_command)], run, store.raw_dir(run.run_id), title, active)
-                run_failures, stored = record_run(
-                    store, run, result, active, complete=active == run.on(lab.hosts), warmed_by=warmed_by
-                )
+                progress.start(_planned([run])[0])
+                if _searches(run):
+                    from iolab import accelerators
+
+                    console.print(
+                        f"{title}: searching the most {run.workload.accelerator.type} accelerators per "
+                        f"host at AU ≥ {accelerators.THRESHOLD:g} % (up to {run.workload.accelerators})",
+                        soft_wrap=True,
+                    )
+                    run_failures, stored = accelerators.fed(
+                        lab, campaign, store, run, active, lambda line: console.print(line, soft_wrap=True)
+                    )
+                    result = None
+                else:
+                    warmed_by = _warm(lab, store, run, active, warmed, previous)
+                    warm_command = bool(run.cache_pass == "warm" and run.workload.warm_command)
+                    result = play_run(
+                        lab, [run_phase(run, warm_command)], run, store.raw_dir(run.run_id), title, active
+                    )
+                    run_failures, stored = record_run(
+                        store, run, result, active, complete=active == run.on(lab.hosts), warmed_by=warmed_by
+                    )
                 failures += run_failures
                 previous = (run, active, not run_failures)
-                for outcome in result.failures():
+                for outcome in result.failures() if result else []:
                     if outcome.unreachable:
                         lost[outcome.host] = f"unreachable since {title}: {outcome.message}"
                         mounted.remove(outcome.host)
@@ -575,7 +618,7 @@ def _run_backend(
                             f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
                             "run bench.all again later to fill its gap"
                         )
-                console.print(f"{title}: " + headline(stored, run_failures, run.on(lab.hosts)))
+                progress.finish(title, headline(stored, run_failures, run.on(lab.hosts)))
             tried.update(r.run_id for r, _ in queue)
             queue = [
                 (r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend) if r.run_id not in tried
@@ -724,7 +767,9 @@ def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str
     ]
 
 
-def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str]) -> list[str]:
+def _run_fused(
+    lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str], progress: Progress
+) -> list[str]:
     """One run: every phase in one ansible-playbook process (saves ≈1 s per phase)."""
     backend = run.backend.name
     phases = [
@@ -735,6 +780,7 @@ def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts
         storage_phase(campaign, backend, "unmounted"),
     ]
     result, left = None, []
+    progress.start(_planned([run])[0])
     try:
         result = play_run(lab, phases, run, store.raw_dir(run.run_id), f"{run.workload.name} on {backend}", hosts)
     finally:
@@ -742,7 +788,7 @@ def _run_fused(lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts
             left = tear_down(lab, campaign, backend, hosts)
     failures, stored = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
     failures += left
-    lab.console.print(f"{run.workload.name} on {backend}: " + headline(stored, failures, run.on(lab.hosts)))
+    progress.finish(f"{run.workload.name} on {backend}", headline(stored, failures, run.on(lab.hosts)))
     return failures
 
 
@@ -796,18 +842,20 @@ ORCHESTRATION_S = 4.0  # per run: drop caches, start together, collect (docs/PER
 
 def _estimate(runs: list[Run]) -> tuple[float, int]:
     """(seconds, runs not estimated): fio runs take runtime + ramp; loaders take as long as their data set."""
-    seconds, unknown, warmed = 0.0, 0, set()
-    for run in runs:
-        passes = 1
-        if run.workload.warmup and run.point[:3] not in warmed:
-            warmed.add(run.point[:3])
-            passes += 1
-        if run.workload.tool == "fio":
-            seconds += passes * (run.workload.runtime + run.workload.ramp + ORCHESTRATION_S)
-        else:
-            unknown += 1
-            seconds += passes * ORCHESTRATION_S
-    return seconds, unknown
+    warmed: set[tuple] = set()
+    estimates = [_run_estimate(run, warmed) for run in runs]
+    return sum(seconds for seconds, _ in estimates), sum(not known for _, known in estimates)
+
+
+def _run_estimate(run: Run, warmed: set[tuple]) -> tuple[float, bool]:
+    """(seconds, whether that is more than the orchestration) of one run; `warmed`: points warmed up already."""
+    passes = 1
+    if run.workload.warmup and run.point[:3] not in warmed:
+        warmed.add(run.point[:3])
+        passes += 1
+    if run.workload.tool == "fio":
+        return passes * (run.workload.runtime + run.workload.ramp + ORCHESTRATION_S), True
+    return passes * ORCHESTRATION_S, False
 
 
 def _cache_line(run: Run) -> str:

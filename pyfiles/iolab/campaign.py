@@ -78,8 +78,10 @@ class Campaign(Model):
     @model_validator(mode="after")
     def _unique_names(self) -> Campaign:
         if self.max_repetitions is not None and self.max_repetitions < self.repetitions:
-            raise ValueError(f"max_repetitions ({self.max_repetitions}) is below repetitions ({self.repetitions}): "
-                             "it caps the repetitions run when repeats disagree")
+            raise ValueError(
+                f"max_repetitions ({self.max_repetitions}) is below repetitions ({self.repetitions}): "
+                "it caps the repetitions run when repeats disagree"
+            )
         _unique("backend", [b.name for b in self.backends])
         root_refused = refusal(self.mount_root, "mount_root")
         if root_refused:
@@ -97,8 +99,10 @@ class Campaign(Model):
             raise ValueError(refused[0])
         readers = sorted({w.name for w in self.workloads if w.uses_dataset})
         if readers and self.dataset is None:
-            raise ValueError(f"workload(s) {', '.join(readers)} read the data set: add "
-                             "dataset: {kind: imagenet-like, files: N, seed: S}")
+            raise ValueError(
+                f"workload(s) {', '.join(readers)} read the data set: add "
+                "dataset: {kind: imagenet-like, files: N, seed: S}"
+            )
         return self
 
     @property
@@ -138,19 +142,20 @@ CACHE_STATES = {"drop": "cold", "keep": "kept"}
 
 class Run(Model):
     """One execution: a backend, one point of a workload's sweep, one repetition (on `hosts` hosts)."""
+
     run_id: str
     campaign: str
     backend: AnyBackend
     workload: AnyWorkload
     repetition: int
-    hosts: int | None = None           # a hosts_sweep point: the first N selected hosts
-    cache_pass: Literal["cold", "warm"] | None = None   # the two runs of cache: warm
+    hosts: int | None = None  # a hosts_sweep point: the first N selected hosts
+    cache_pass: Literal["cold", "warm"] | None = None  # the two runs of cache: warm
 
     @property
     def params(self) -> dict[str, Any]:
         params = self.workload.model_dump(exclude={"name", "type", "warm_command"}, exclude_none=True)
         params["cache"] = self.cache_pass or CACHE_STATES[self.workload.cache]
-        for policy in ("warmup", "allow_caching", "profilers"):     # said only when set
+        for policy in ("warmup", "allow_caching", "profilers"):  # said only when set
             if not params[policy]:
                 del params[policy]
         return {**params, "hosts": self.hosts} if self.hosts else params
@@ -165,29 +170,42 @@ class Run(Model):
         return (self.backend.name, self.workload.model_dump_json(), self.hosts, self.cache_pass)
 
     def label(self) -> str:
-        return (f"{self.workload.name} on {self.backend.name}, rep {self.repetition}"
-                + (f", {self.cache_pass}" if self.cache_pass else ""))
+        return f"{self.workload.name} on {self.backend.name}, rep {self.repetition}" + (
+            f", {self.cache_pass}" if self.cache_pass else ""
+        )
 
     def on(self, selected: list[str]) -> list[str]:
         """The hosts this run runs on, of the selected ones."""
         return selected[: self.hosts] if self.hosts else list(selected)
 
 
-def run_id(campaign: str, backend: BaseModel, workload: BaseModel, repetition: int, hosts: int | None = None,
-           dataset: Dataset | None = None, cache_pass: str | None = None) -> str:
+def run_id(
+    campaign: str,
+    backend: BaseModel,
+    workload: BaseModel,
+    repetition: int,
+    hosts: int | None = None,
+    dataset: Dataset | None = None,
+    cache_pass: str | None = None,
+) -> str:
     """A hash of everything that decides what a run does: the same file always gives the same ids.
 
     Fields left at their defaults are not hashed, so a new optional field does not
     change the ids of stored runs.
     """
-    config = {"campaign": campaign, "backend": backend.model_dump(exclude_defaults=True),
-              "workload": workload.model_dump(exclude_defaults=True), "repetition": repetition,
-              **({"hosts": hosts} if hosts else {}), **({"dataset": dataset.identity()} if dataset else {}),
-              **({"cache_pass": cache_pass} if cache_pass else {})}
+    config = {
+        "campaign": campaign,
+        "backend": backend.model_dump(exclude_defaults=True),
+        "workload": workload.model_dump(exclude_defaults=True),
+        "repetition": repetition,
+        **({"hosts": hosts} if hosts else {}),
+        **({"dataset": dataset.identity()} if dataset else {}),
+        **({"cache_pass": cache_pass} if cache_pass else {}),
+    }
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
-NOT_SWEPT = ("warm_command", "profilers")   # list-valued keys that are one value, not a sweep
+NOT_SWEPT = ("warm_command", "profilers")  # list-valued keys that are one value, not a sweep
 
 
 def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -201,18 +219,24 @@ def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [{}]
     if paired is not None:
         if not isinstance(paired, dict) or not paired or not all(isinstance(v, list) and v for v in paired.values()):
-            raise ValueError("zip: takes a mapping of keys to lists of equal length, e.g. "
-                             "zip: {bs: [4k, 1M], iodepth: [32, 4]}")
+            raise ValueError(
+                "zip: takes a mapping of keys to lists of equal length, e.g. zip: {bs: [4k, 1M], iodepth: [32, 4]}"
+            )
         lengths = {k: len(v) for k, v in paired.items()}
         if len(set(lengths.values())) > 1:
-            raise ValueError("zip: lists must have equal lengths, got " + ", ".join(f"{k}: {n}" for k, n in lengths.items()))
+            raise ValueError(
+                "zip: lists must have equal lengths, got " + ", ".join(f"{k}: {n}" for k, n in lengths.items())
+            )
         both = sorted(set(paired) & set(raw))
         if both:
             raise ValueError(f"zip: {', '.join(both)} also given outside zip; give each key once")
-        rows = [dict(zip(paired, values)) for values in zip(*paired.values())]
+        rows = [dict(zip(paired, values, strict=False)) for values in zip(*paired.values(), strict=False)]
     keys = [k for k, v in raw.items() if isinstance(v, list) and k not in NOT_SWEPT]
-    return [{**raw, **dict(zip(keys, values)), **row}
-            for values in itertools.product(*(raw[k] for k in keys)) for row in rows]
+    return [
+        {**raw, **dict(zip(keys, values, strict=False)), **row}
+        for values in itertools.product(*(raw[k] for k in keys))
+        for row in rows
+    ]
 
 
 def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
@@ -224,14 +248,19 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
     """
     counts: list[int | None] = [*campaign.hosts_sweep] if campaign.hosts_sweep else [None]
     if selected_hosts is not None and campaign.hosts_sweep and max(campaign.hosts_sweep) > selected_hosts:
-        raise UserError(f"campaign {campaign.name}: hosts_sweep asks for {max(campaign.hosts_sweep)} hosts but "
-                        f"only {selected_hosts} are selected; select more with --hosts or lower hosts_sweep")
+        raise UserError(
+            f"campaign {campaign.name}: hosts_sweep asks for {max(campaign.hosts_sweep)} hosts but "
+            f"only {selected_hosts} are selected; select more with --hosts or lower hosts_sweep"
+        )
     shuffle = random.Random(campaign.order_seed).shuffle if campaign.order == "random" else None
     runs = []
     for backend in campaign.backends:
-        units = [repetition(campaign, backend, workload, rep, count)
-                 for workload in campaign.workloads for count in counts
-                 for rep in range(1, campaign.repetitions + 1)]
+        units = [
+            repetition(campaign, backend, workload, rep, count)
+            for workload in campaign.workloads
+            for count in counts
+            for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)
+        ]
         if shuffle:
             shuffle(units)
         runs += [run for unit in units for run in unit]
@@ -293,7 +322,7 @@ def _message(error: Any, raw: dict[str, Any], origin: Sequence[int]) -> str:
     if kind == "missing":
         return f"{where}: missing required key"
     message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    return f"{where}: {message}" if loc else message     # a check across keys names its keys itself
+    return f"{where}: {message}" if loc else message  # a check across keys names its keys itself
 
 
 def _no_templates(value: Any, source: str, where: str) -> None:
@@ -305,8 +334,10 @@ def _no_templates(value: Any, source: str, where: str) -> None:
         for index, item in enumerate(value):
             _no_templates(item, source, f"{where}[{index}]")
     elif isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#")):
-        raise UserError(f"{source}: {where}: template markers ({{{{, {{%, {{#) are not allowed in campaign "
-                        "values; write the value literally")
+        raise UserError(
+            f"{source}: {where}: template markers ({{{{, {{%, {{#) are not allowed in campaign "
+            "values; write the value literally"
+        )
 
 
 def _points(workload: dict[str, Any]) -> int:
@@ -326,30 +357,38 @@ def _check_size(data: dict[str, Any], source: str, max_runs: int) -> None:
     workloads, backends = data.get("workloads"), data.get("backends")
     for key, items, limit in (("workloads", workloads, MAX_WORKLOADS), ("backends", backends, MAX_BACKENDS)):
         if isinstance(items, list) and len(items) > limit:
-            raise UserError(f"{source}: {key}: {len(items):,} entries, more than the {limit:,} a campaign may "
-                            "have; split it into several campaigns")
+            raise UserError(
+                f"{source}: {key}: {len(items):,} entries, more than the {limit:,} a campaign may "
+                "have; split it into several campaigns"
+            )
     if not isinstance(workloads, list) or not isinstance(backends, list):
         return
     defaults = {k: data[k] for k in WORKLOAD_DEFAULTS if data.get(k) is not None}
-    points = sum(_points({**defaults, **w}) * (2 if {**defaults, **w}.get("cache") == "warm" else 1)
-                 for w in workloads if isinstance(w, dict))
+    points = sum(
+        _points({**defaults, **w}) * (2 if {**defaults, **w}.get("cache") == "warm" else 1)
+        for w in workloads
+        if isinstance(w, dict)
+    )
     repetitions = max(v for v in (data.get("repetitions"), data.get("max_repetitions"), 1) if isinstance(v, int))
     sweep = data.get("hosts_sweep")
     runs = points * len(backends) * repetitions * (len(sweep) if isinstance(sweep, list) and sweep else 1)
     if runs > max_runs:
-        raise UserError(f"{source}: the campaign makes {runs:,} runs (sweeps x backends x repetitions), more than "
-                        f"{max_runs:,}; shorten its sweeps, or pass --max-runs {runs} if that many is meant")
+        raise UserError(
+            f"{source}: the campaign makes {runs:,} runs (sweeps x backends x repetitions), more than "
+            f"{max_runs:,}; shorten its sweeps, or pass --max-runs {runs} if that many is meant"
+        )
 
 
 def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Campaign:
     """Validate a campaign mapping; `source` names the file in errors."""
     if not isinstance(raw, dict):
-        raise UserError(f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), "
-                        f"got {type(raw).__name__}")
+        raise UserError(
+            f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), got {type(raw).__name__}"
+        )
     _check_size(raw, source, max_runs)
     _no_templates(raw, source, "")
     data = dict(raw)
-    origin: list[int] = []     # the file's index of each sweep point: errors name the file's workload
+    origin: list[int] = []  # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
         try:
             _unique("workload", [str(w.get("name")) for w in data["workloads"] if isinstance(w, dict)])
@@ -368,11 +407,16 @@ def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Ca
             origin += [index] * len(made)
         data["workloads"] = points
     root = data.get("mount_root")
-    if isinstance(root, str) and isinstance(data.get("backends"), list):   # <mount_root>/<name> where none is set
+    if isinstance(root, str) and isinstance(data.get("backends"), list):  # <mount_root>/<name> where none is set
         data["backends"] = [
             {**b, "mountpoint": f"{root.rstrip('/')}/{b.get('name')}"}
-            if isinstance(b, dict) and "mountpoint" not in b and b.get("type") in BACKEND_TYPES
-            and "mountpoint" in BACKEND_TYPES[b["type"]].model_fields else b for b in data["backends"]]
+            if isinstance(b, dict)
+            and "mountpoint" not in b
+            and b.get("type") in BACKEND_TYPES
+            and "mountpoint" in BACKEND_TYPES[b["type"]].model_fields
+            else b
+            for b in data["backends"]
+        ]
     try:
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
@@ -395,7 +439,7 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
                 raise UserError(f"{source}: workloads[{index}].jobfile: {exc}") from None
             workload = workload.model_copy(update={"jobfile": str(path), "jobtext": job.text})
             refused = [reason for backend in campaign.backends if (reason := backend.refuse(workload))]
-            if refused:     # a job file that writes, on a read-only backend
+            if refused:  # a job file that writes, on a read-only backend
                 raise UserError(f"{source}: {refused[0]}")
         workloads.append(workload)
     return campaign.model_copy(update={"workloads": workloads})

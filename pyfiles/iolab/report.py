@@ -1,6 +1,6 @@
 """Compare backends side by side: median and spread over repetitions, in human units.
 
-    ./lab report                     the latest campaign: who wins, then every figure
+    ./lab report                     the latest campaign: accelerators fed, who wins, then every figure
     ./lab report --format html       one self-contained page with plots (report_html.py)
     ./lab report --format csv        every sample and its flags, for a spreadsheet
     ./lab report --units si          bytes in decimal units (GB/s); the default, iec, is binary (GiB/s)
@@ -27,7 +27,7 @@ from rich.table import Table
 
 from iolab import svg, validity
 from iolab.errors import UserError
-from iolab.samples import ResultStore, Sample
+from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
 # Shown in the table, in this order; every metric is in the CSV and JSON exports.
 TABLE_METRICS = (
@@ -228,6 +228,97 @@ def run_flagged(verdicts: validity.Verdicts, run_ids: list[str]) -> bool:
     return any(f.blocking and f.name != validity.REPEATS_DISAGREE for r in run_ids for f in verdicts.of(r))
 
 
+VERDICT_METRIC = "accelerators_fed"
+
+
+def figures(samples: list[Sample]) -> list[Sample]:
+    """The samples the tables below the verdict compare: all but the verdict's own (a search's answer)."""
+    return [s for s in samples if s.metric != VERDICT_METRIC]
+
+
+def verdict_rows(samples: list[Sample]) -> list[dict]:
+    """The campaign's answer: per workload and backend, the accelerators fed (`search: accelerators`).
+
+    One row per (workload, backend) with an accelerators_fed sample for all hosts (the
+    latest, if searched more than once): `fed` accelerators per host, and at that point
+    (`at`; the 1-accelerator probe when none held) the total read B/s, samples/s and the
+    lowest host's AU, with the probe's run id.
+    """
+    latest: dict[tuple[str, str], Sample] = {}
+    for s in samples:
+        if s.metric == VERDICT_METRIC and s.host == AGGREGATE_HOST:
+            latest[(s.workload, s.backend)] = s
+    rows = []
+    for (workload, backend), s in latest.items():
+        at = s.metadata.get("at", {})
+        rows.append(
+            {
+                "workload": workload,
+                "backend": backend,
+                "fed": int(s.value),
+                "accelerator": s.params.get("accelerator_type", ""),
+                "threshold": s.params.get("au_threshold"),
+                "at": at.get("accelerators"),
+                "read_bw": at.get("read_bw"),
+                "samples_per_s": at.get("samples_per_s"),
+                "au": at.get("au"),
+                "run_id": at.get("run_id", ""),
+                "hosts": len(s.metadata.get("hosts", [])),
+            }
+        )
+    return rows
+
+
+def verdict_cells(rows: list[dict], units: str = DEFAULT_UNITS) -> tuple[list[str], list[list[str]]]:
+    """The verdict table as text: its header and one row of cells per verdict_rows row.
+
+    Throughput and AU are at the answer (with none fed: at one accelerator per host).
+    """
+    factor, label = unit_scale("B/s", max((r["read_bw"] or 0.0 for r in rows), default=0.0), units)
+    head = ["workload", "backend", "accelerators fed (per host)", f"read_bw ({label}, all hosts)", "AU (%)"]
+    cells = []
+    for r in rows:
+        fed = f"{r['fed']} {r['accelerator']}" + ("" if r["fed"] else f" (1 is below {r['threshold']:g}%)")
+        cells.append(
+            [
+                r["workload"],
+                r["backend"],
+                fed,
+                number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
+                f"{r['au']:.1f}" if r["au"] is not None else "—",
+            ]
+        )
+    return head, cells
+
+
+LAB_SCALE = (
+    "a lab-scale figure: MLPerf Storage counts only a data set of at least 5× each host's RAM "
+    "(⚑: this one was smaller, so the page cache may have served reads)"
+)
+
+
+def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table | None:
+    """Backend × workload → accelerators fed, total read throughput and AU there; None without a search."""
+    samples = store.samples() if samples is None else samples
+    rows = verdict_rows(samples)
+    if not rows:
+        return None
+    verdicts = validity.assess(samples)
+    head, cells = verdict_cells(rows, units)
+    threshold = rows[0]["threshold"]
+    out = Table(
+        title=f"campaign {store.dir.name}: how many emulated accelerators each backend keeps at AU ≥ {threshold:g}%",
+        title_justify="left",
+        caption=LAB_SCALE,
+    )
+    for index, column in enumerate(head):
+        out.add_column(column, justify="right" if index >= 2 else "left")
+    for row, line in zip(rows, cells, strict=False):
+        flagged = " ⚑" if run_flagged(verdicts, [row["run_id"]]) else ""
+        out.add_row(*line[:2], line[2] + flagged, *line[3:])
+    return out
+
+
 def summary_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table | None:
     """Which backend wins each workload and metric, by how much, and whether the repeats keep them apart.
 
@@ -401,11 +492,15 @@ def _cell(key: str, value: Any) -> Any:
 
 
 def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -> None:
-    """The terminal report: who wins, every figure, then the flags."""
+    """The terminal report: accelerators fed, who wins, every figure, then the flags."""
     from rich.console import Console
 
     console = console or Console()
     samples = store.samples()
+    verdict = verdict_table(store, samples, units)
+    if verdict is not None:
+        console.print(verdict)
+    samples = figures(samples)
     summary = summary_table(store, samples, units)
     if summary is None:
         backends = ", ".join(dict.fromkeys(s.backend for s in samples))

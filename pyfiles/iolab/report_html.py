@@ -66,14 +66,15 @@ def write(store: ResultStore, units: str = DEFAULT_UNITS) -> Path:
 
 def build(store: ResultStore, units: str = DEFAULT_UNITS) -> str:
     samples = store.samples()
-    groups = validity.groups(samples)
-    rows = report.summarize(samples, groups)
+    groups = validity.groups(report.figures(samples))
+    rows = report.summarize(report.figures(samples), groups)
     verdicts = validity.assess(samples, groups)
     backends = list(dict.fromkeys(s.backend for s in samples))
     palette = svg.colors(backends)
     page = _Page(store, samples, rows, verdicts, backends, palette, units)
     sections = [
         page.header(),
+        page.verdict(),
         page.winners(),
         page.throughput(),
         page.latency(),
@@ -191,6 +192,36 @@ class _Page:
             f"<header><h1>iolab report · {escape(self.store.dir.name)}</h1>"
             f"<p class=lead>Which storage backend keeps the accelerators busy: medians over repetitions, "
             f"spread as ± half the range of the repeats.</p><dl class=facts>{dl}</dl>{banner}</header>"
+        )
+
+    def verdict(self) -> str:
+        """The campaign's answer first: accelerators fed per workload and backend (report.verdict_rows)."""
+        rows = report.verdict_rows(self.samples)
+        if not rows:
+            return ""
+        head, cells = report.verdict_cells(rows, self.units)
+        body = []
+        for row, line in zip(rows, cells, strict=False):
+            flagged = (
+                ' <span class="badge bad" title="data set smaller than 5× RAM">⚑</span>'
+                if report.run_flagged(self.verdicts, [row["run_id"]])
+                else ""
+            )
+            body.append(
+                [
+                    escape(line[0]),
+                    self.swatch(row["backend"]),
+                    f"<b>{escape(line[2])}</b>{flagged}",
+                    *map(escape, line[3:]),
+                ]
+            )
+        threshold = rows[0]["threshold"]
+        return (
+            f'<section id="verdict"><h2>Accelerators fed</h2><p>How many emulated accelerators per host each '
+            f"backend keeps at AU ≥ {threshold:g}% (the most found by doubling, then bisection); throughput "
+            f"(all hosts) and the lowest host's AU at that point.</p>"
+            + _table(map(escape, head), body, "summary", numeric=(2, 3, 4))
+            + f"<p class=note>{escape(report.LAB_SCALE)}.</p></section>"
         )
 
     def winners(self) -> str:

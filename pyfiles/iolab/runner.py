@@ -21,6 +21,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +122,12 @@ def _take_archives(res: dict[str, Any], into: list[bytes]) -> dict[str, Any]:
 
 
 class _Progress:
-    """Runner events → per-host outcomes, drawn as a live table."""
+    """Runner events → per-host outcomes, drawn as a live table (captioned with a campaign's `status()`)."""
 
-    def __init__(self, title: str, hosts: list[str], console: Console):
+    def __init__(self, title: str, hosts: list[str], console: Console, status: Callable[[], str] | None = None):
         self.title = title
         self.console = console
+        self.status = status
         self.hosts = {h: HostOutcome(h) for h in hosts}
         self.play = ""
         self.started = time.monotonic()
@@ -158,7 +160,12 @@ class _Progress:
     def table(self) -> Table:
         elapsed = time.monotonic() - self.started
         table = Table(
-            title=f"{self.title} — {self.play} ({elapsed:.0f} s)", title_justify="left", expand=False, show_edge=False
+            title=f"{self.title} — {self.play} ({elapsed:.0f} s)",
+            title_justify="left",
+            caption=self.status() if self.status else None,
+            caption_justify="left",
+            expand=False,
+            show_edge=False,
         )
         for column in ("host", "task", "ok", "changed", "state"):
             table.add_column(column)
@@ -228,8 +235,12 @@ def run(
     title: str = "",
     console: Console | None = None,
     cancellable: bool = True,
+    status: Callable[[], str] | None = None,
 ) -> Result:
     """Run the phases on `hosts` (exact inventory names) and return each host's outcome.
+
+    On a terminal a live table shows each host's task, with `status()` (a campaign's
+    progress) as its caption.
 
     Raises KeyboardInterrupt after the playbook was cancelled by Ctrl-C (when
     `cancellable`); otherwise Ctrl-C is deferred until the playbook ends.
@@ -241,7 +252,7 @@ def run(
     plays_started += 1
     phases = [phases] if isinstance(phases, Phase) else phases
     console = console or Console(stderr=True)
-    progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console)
+    progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console, status)
     venv_bin = str(Path(sys.executable).parent)
     envvars = {
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),

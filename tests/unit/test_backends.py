@@ -193,6 +193,7 @@ def test_mount_sources_and_nfs_versions_are_checked():
 # --- iolab.host.mounts ---------------------------------------------------------------------------------
 
 
+
 def test_a_write_to_a_writable_directory_is_reported_and_undone(tmp_path):
     ok, message = mounts.check_readonly(str(tmp_path))
     assert not ok and "accepted a write" in message

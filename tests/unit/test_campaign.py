@@ -40,7 +40,11 @@ def with_(path: str, value):
 def test_quick_campaign_loads_and_expands():
     spec = campaign.load(ROOT / "campaigns" / "quick.yml")
     runs = campaign.expand(spec)
-    assert len(runs) == len(spec.backends) * len(spec.workloads) * spec.repetitions
+    # fio baselines, each repeated; then one search for the most H100s fed, on each backend
+    baselines = [w for w in spec.workloads if w.tool == "fio"]
+    searches = [w for w in spec.workloads if getattr(w, "search", None) == "accelerators"]
+    assert [w.accelerator.type for w in searches] == ["h100"] and len(baselines) + 1 == len(spec.workloads)
+    assert len(runs) == len(spec.backends) * (len(baselines) * spec.repetitions + 1)
     assert len({r.run_id for r in runs}) == len(runs)
 
 

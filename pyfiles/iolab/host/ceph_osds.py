@@ -42,6 +42,8 @@ CACHE_POOLS = ("bluestore_cache_data", "bluestore_cache_onode", "bluestore_cache
 # perf dump's `osd` counters: operations, bytes to and from clients, latencies {avgcount, sum}.
 COUNTERS = ("op", "op_r", "op_w", "op_out_bytes", "op_in_bytes")
 LATENCIES = ("op_latency", "op_r_latency", "op_w_latency")
+# perf dump's `bluestore` counters: bytes read from BlueStore's cache, and from the device (misses).
+CACHE_COUNTERS = {"bluestore_buffer_hit_bytes": "cache_hit", "bluestore_buffer_miss_bytes": "cache_miss"}
 TIMEOUT = 15
 MDS_DROP_TIMEOUT = 10  # seconds the MDS waits for clients to give back capabilities
 
@@ -226,9 +228,10 @@ def _round(value: float) -> float:
 
 
 def counters(perf: dict[str, Any]) -> dict[str, float]:
-    """The `osd` section of one OSD's perf dump, flattened: counts, bytes, latency sums and counts."""
-    osd = perf.get("osd", {})
+    """One OSD's perf dump, flattened: counts, bytes, latency sums and counts, BlueStore cache hits and misses."""
+    osd, store = perf.get("osd", {}), perf.get("bluestore", {})
     out = {name: float(osd.get(name, 0)) for name in COUNTERS}
+    out.update({name: float(store.get(name, 0)) for name in CACHE_COUNTERS})
     for name in LATENCIES:
         out[f"{name}_sum"] = float(osd.get(name, {}).get("sum", 0.0))
         out[f"{name}_count"] = float(osd.get(name, {}).get("avgcount", 0))
@@ -236,7 +239,8 @@ def counters(perf: dict[str, Any]) -> dict[str, float]:
 
 
 def interval(prev: dict[str, float], cur: dict[str, float], seconds: float) -> dict[str, float]:
-    """One OSD over one interval: ops (count), iops, read_bw and write_bw (B/s), mean latencies (s)."""
+    """One OSD over one interval: ops (count), iops, read_bw and write_bw (B/s), mean latencies (s), and the
+    bytes BlueStore read from its cache (cache_hit) and from the device (cache_miss), per interval and per second."""
     d = {k: max(0.0, cur[k] - prev.get(k, 0.0)) for k in cur}
 
     def mean(name: str) -> float:
@@ -255,6 +259,8 @@ def interval(prev: dict[str, float], cur: dict[str, float], seconds: float) -> d
         "op_await": mean("op_latency"),
         "read_await": mean("op_r_latency"),
         "write_await": mean("op_w_latency"),
+        **{f"{key}_bytes": d[name] for name, key in CACHE_COUNTERS.items()},
+        **{f"{key}_bw": _round(d[name] / seconds) for name, key in CACHE_COUNTERS.items()},
     }
 
 
@@ -348,11 +354,19 @@ def started_from_env(run_dir: Path, after: float | None) -> Sampler | None:
     return sampler
 
 
-SERIES = (("osd_read_bw", "read_bw"), ("osd_write_bw", "write_bw"), ("osd_iops", "iops"), ("osd_op_await", "op_await"))
+SERIES = (
+    ("osd_read_bw", "read_bw"),
+    ("osd_write_bw", "write_bw"),
+    ("osd_iops", "iops"),
+    ("osd_op_await", "op_await"),
+    ("osd_cache_hit_bw", "cache_hit_bw"),
+    ("osd_cache_miss_bw", "cache_miss_bw"),
+)
 
 
 def load_series(host_dir: Path) -> dict[str, list[tuple[float, float]]]:
-    """{`osd_read_bw{osd=0}` (B/s), `osd_write_bw{...}`, `osd_iops{...}`, `osd_op_await{...}` (s): [(t, v)]}."""
+    """{`osd_read_bw{osd=0}` (B/s), `osd_write_bw{...}`, `osd_iops{...}`, `osd_op_await{...}` (s),
+    `osd_cache_hit_bw{...}`, `osd_cache_miss_bw{...}` (B/s): [(t, v), ...]} of the host's OSD telemetry."""
     series: dict[str, list[tuple[float, float]]] = {}
     try:
         lines = (host_dir / OSD_FILE).read_text().splitlines()

@@ -15,7 +15,7 @@ from iolab.workloads.base import LOADER_TIMEOUT, Workload
 class PytorchWorkload(Workload):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
     type: Literal["pytorch"]
-    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed"] = "packed"
+    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "dali"] = "packed"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     pin_memory: bool = False
@@ -30,6 +30,9 @@ class PytorchWorkload(Workload):
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
     distributed: bool = False
     seed: int = 0
+    # search: accelerators finds the most accelerators per host, up to `accelerators`, that hold AU ≥ 90%
+    # (iolab.accelerators); one search per backend, whatever the campaign's repetitions.
+    search: Literal["accelerators"] | None = None
 
     tool: ClassVar[str] = "pytorch"
     uses_dataset: ClassVar[bool] = True
@@ -41,6 +44,9 @@ class PytorchWorkload(Workload):
                              "for bytes only")
         if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
             raise ValueError("accelerator gpu trains on images: it needs decode: true")
+        if self.search and self.accelerator is None:
+            raise ValueError("search: accelerators searches how many accelerators the backend feeds: "
+                             "add accelerator: {type: h100} (or a100, custom)")
         return self
 
     @property
@@ -70,6 +76,8 @@ class PytorchWorkload(Workload):
         acc = what.get(kind) or (f"{self.accelerators} emulated {kind} "
                                  f"({self.accelerator.compute_time(self.batch_size):g} s per batch)"
                                  if self.accelerator else "")
+        if self.search:
+            acc = f"the most emulated {kind} per host at AU ≥ 90 %, up to {self.accelerators}"
         return (f"PyTorch DataLoader, reader {self.reader}, {self.workers} workers, batch {self.batch_size}, "
                 f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
                 + (", one job over all hosts" if self.distributed else "")

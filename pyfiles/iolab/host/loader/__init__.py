@@ -9,6 +9,7 @@ Modules (this package imports nothing, so the light ones load without torch):
 
     common         the launcher (one rank process per accelerator), the step loop, loader.json (stdlib)
     readers        the samples of a data set as a torch Dataset: pil, cv2-imread, cv2-imdecode, packed
+    dali_reader    reader dali: an NVIDIA DALI pipeline (file reader, image decoder, resize) per rank
     torch_loader   DataLoader + emulated or real accelerators → loader.json
     tf_loader      tf.data on the TFRecord shards + emulated accelerators → loader.json
     resnet         a compact ResNet-50 in torch.nn and its mixed-precision training step (GPU mode)

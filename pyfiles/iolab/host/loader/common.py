@@ -194,7 +194,16 @@ def check_launch(args: argparse.Namespace) -> list[str]:
         ("nodes", getattr(args, "nodes", 1), 1),
         ("private-threads", getattr(args, "private_threads", 0), 0),
     ]
-    return [f"--{name} must be at least {low}" for name, value, low in checks if value < low]
+    problems = [f"--{name} must be at least {low}" for name, value, low in checks if value < low]
+    if getattr(args, "reader", None) == "dali":
+        from iolab.host.loader.dali_reader import missing
+
+        if not args.decode:
+            problems.append(
+                "reader dali decodes the images: use --decode (decode: true), or another reader for bytes only"
+            )
+        problems.append(missing())
+    return [problem for problem in problems if problem]
 
 
 def main(

@@ -1,0 +1,127 @@
+"""The storage side of a Ceph backend on localhost: the OSDs' (and MDS's) caches dropped before each run, and
+the OSDs' perf counters sampled while it runs. A real single-node cluster (the lab fixture of
+test_services.py, with its own directories and ports), real bench.all, real fio through librbd and ceph-fuse.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from integration.test_services import Lab, _teardown, free_ports
+
+from support import mounted
+
+pytestmark = pytest.mark.integration
+
+LEASE_WAIT_S = 600
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Iterator[Lab]:
+    """The Ceph cluster alone (no NFS server), in its own directories and on free ports; deleted at the end."""
+    root = tmp_path_factory.mktemp("ceph-side")
+    lab = Lab(root=root, ports=dict(zip(("mon", "mon_v1", "nfs", "mount"), free_ports(4), strict=True)))
+    lab.inventory.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
+    try:
+        done = lab.playbook("started", "-e", json.dumps({"services_enabled": ["ceph"]}))
+        assert done.returncode == 0, done.stdout[-6000:]
+        yield lab
+    finally:
+        _teardown(lab)
+
+
+def bench(cli, campaign) -> None:
+    """bench.all on localhost, waiting while another test run's campaign holds the host's lease."""
+    deadline = time.monotonic() + LEASE_WAIT_S
+    while True:
+        done = cli("bench.all", "--campaign", str(campaign), check=False)
+        if done.returncode == 0:
+            return
+        assert "is held by campaign" in done.stderr and time.monotonic() < deadline, done.stdout + done.stderr
+        time.sleep(5)
+
+
+FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "3s", "ramp": "1s", "size": "64MiB"}
+
+
+def ceph_fields(lab: Lab) -> dict:
+    client = lab.ceph_client()
+    return {"ceph_conf": client["conf"], "keyring": client["keyring"], "client": client["client_id"]}
+
+
+def host_files(cli, campaign: str, run_id: str) -> dict:
+    raw = cli.results / campaign / "raw" / run_id / "localhost"
+    return {p.name: p for p in raw.iterdir()}
+
+
+def test_an_rbd_run_drops_the_osds_cache_and_samples_their_counters(lab, cli, write_campaign):
+    campaign = write_campaign(
+        {
+            "name": "itest-osd-drop",
+            "repetitions": 2,
+            "backends": [
+                {"name": "itest-osd-blk", "type": "rbd", "size": "64MiB", "image": "itest-osd-blk", **ceph_fields(lab)}
+            ],
+            "workloads": [FIO],
+        }
+    )
+    bench(cli, campaign)
+
+    bw = sorted(
+        (s for s in cli.samples("itest-osd-drop") if s["metric"] == "read_bw" and s["host"] == "localhost"),
+        key=lambda s: s["repetition"],
+    )
+    assert len(bw) == 2
+    for sample in bw:
+        record = sample["metadata"]["storage_cache_state"]["ceph"]
+        assert record["dropped"] is True, record
+        assert record["cluster"] == lab.ceph_client()["conf"]
+        assert set(record["osds"]) == {"osd.0"}
+        assert record["cache_bytes_after"] < record["cache_bytes_before"]
+    # The second run's drop found the first run's reads in BlueStore's data cache, and emptied it.
+    second = bw[1]["metadata"]["storage_cache_state"]["ceph"]["osds"]["osd.0"]
+    assert second["before"]["bluestore_cache_data"] > 1 << 20
+    assert second["after"]["bluestore_cache_data"] < second["before"]["bluestore_cache_data"] // 100
+
+    # The OSD's counters, once a second over the run's window: the reads fio made reached the OSD.
+    files = host_files(cli, "itest-osd-drop", bw[0]["run_id"])
+    lines = [json.loads(line) for line in files["osd_telemetry.jsonl"].read_text().splitlines()]
+    assert lines[0]["type"] == "start" and lines[-1]["type"] == "end" and lines[-1]["errors"] == []
+    samples = [r for r in lines if r["type"] == "sample"]
+    assert len(samples) >= 2 and all(set(r["osd"]) == {"0"} for r in samples)
+    osd_read = sum(r["osd"]["0"]["read_bytes"] for r in samples)
+    fio_read = json.loads(files["fio.json"].read_text())["jobs"][0]["read"]["io_bytes"]
+    assert 0.5 * fio_read < osd_read < 2 * fio_read, (osd_read, fio_read)
+    assert all(r["osd"]["0"]["op_await"] > 0 for r in samples if r["osd"]["0"]["ops"])
+
+    cli("report", "--campaign", "itest-osd-drop", "--format", "html")
+    page = (cli.results / "itest-osd-drop" / "report.html").read_text()
+    assert "dropped: clients + OSDs" in page
+    assert "osd_read_bw" in page and "osd_iops" in page
+    assert mounted() == []
+
+
+def test_a_cephfs_run_drops_the_mds_cache_too(lab, cli, write_campaign):
+    campaign = write_campaign(
+        {
+            "name": "itest-mds-drop",
+            "repetitions": 1,
+            "backends": [
+                {"name": "itest-osd-fs", "type": "cephfs", "method": "fuse", "fs_name": "iolab", **ceph_fields(lab)}
+            ],
+            "workloads": [{**FIO, "size": "16MiB"}],
+        }
+    )
+    bench(cli, campaign)
+
+    sample = next(s for s in cli.samples("itest-mds-drop") if s["metric"] == "read_bw" and s["host"] == "localhost")
+    record = sample["metadata"]["storage_cache_state"]["ceph"]
+    assert record["dropped"] is True, record
+    assert record["method"] == "ceph tell osd.* cache drop; ceph tell mds.* cache drop"
+    assert set(record["mds"]) == {"mds.iolab"}
+    cli("report", "--campaign", "itest-mds-drop", "--format", "html")
+    assert "dropped: clients + OSDs + MDS" in (cli.results / "itest-mds-drop" / "report.html").read_text()
+    assert mounted() == []
