@@ -153,7 +153,7 @@ class _Page:
         head, cells = report.verdict_cells(rows, self.units)
         body = []
         for row, line in zip(rows, cells):
-            flagged = (' <span class="badge bad" title="data set smaller than 5× RAM">⚑</span>'
+            flagged = (' <span class="badge bad" title="the run at this point is flagged">⚑</span>'
                        if report.run_flagged(self.verdicts, [row["run_id"]]) else "")
             body.append([escape(line[0]), self.swatch(row["backend"]), f"<b>{escape(line[2])}</b>{flagged}",
                          *map(escape, line[3:])])

@@ -95,3 +95,15 @@ def test_before_the_first_run_a_campaign_s_time_to_go_is_the_dry_run_estimate():
     runs = campaign.expand(spec)
     p, _, _ = progress(bench._planned(runs))
     assert p.eta() == bench._estimate(runs)[0] > 0
+
+
+def test_on_a_terminal_the_live_table_of_each_playbook_shows_the_campaign_s_progress_under_it():
+    from iolab import runner
+
+    p, clock, _ = progress(PLAN, terminal=True)
+    run(p, clock, PLAN[0], 10.0)
+    live = runner._Progress("run 2/4: load on tmpfs", ["gpu01"], p.console, p.status)
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=120).print(live.table())
+    last = out.getvalue().splitlines()[-1]
+    assert "1 done, 3 left, about 18 s to go" in last and "gpu01" in out.getvalue()
