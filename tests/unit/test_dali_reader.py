@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from iolab.campaign import expand, parse
 from iolab.dataset.gen import gen
 from support import ROOT
@@ -102,7 +101,6 @@ def test_the_role_refuses_on_a_host_without_dali_before_the_run(dataset, tmp_pat
 def test_dali_batches_are_the_manifest_samples_decoded_like_the_other_readers(dataset):
     pytest.importorskip("nvidia.dali", reason="needs NVIDIA DALI (pip install nvidia-dali-cuda120)")
     import numpy as np
-
     from iolab.dataset.manifest import Manifest
     from iolab.loader.dali_reader import DaliBatches
     from iolab.loader.readers import Samples
