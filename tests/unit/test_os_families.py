@@ -25,6 +25,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "os_facts"
 DEBIAN_ONLY_MODULES = {"apt", "apt_key", "apt_repository", "deb822_repository", "dpkg_selections"}
 DEBIAN_ONLY_COMMANDS = {"dpkg", "dpkg-query", "apt", "apt-get", "apt-cache"}
 SUPPORTED = "iolab runs on Debian 12, Ubuntu 22.04/24.04, RHEL/Rocky 9"
+WITHOUT_GANESHA = "rocky-9-without-nfs-ganesha"   # Rocky 9 whose repositories lack nfs-ganesha, as is usual
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,7 @@ def check_roles(tmp_path_factory):
     record = tmp_path / "tasks.jsonl"
     hosts = {path.stem: {"os_facts_file": str(path), "ansible_connection": "local",
                          "ansible_python_interpreter": "/usr/bin/python3"} for path in FIXTURES.glob("*.json")}
+    hosts[WITHOUT_GANESHA] = {**hosts["rocky-9"], "stub_unavailable": "nfs-ganesha"}
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
     env = {**os.environ, "IOLAB_TASK_RECORD": str(record), "ANSIBLE_LIBRARY": str(FIXTURES / "library"),
@@ -113,6 +115,15 @@ def test_redhat_repositories_come_before_the_packages_that_need_them(check_roles
         ["https://download.ceph.com/rpm-reef/el9/$basearch"], ["https://download.ceph.com/rpm-reef/el9/noarch"]]
     base = next(args["name"] for _, args in steps if args and "fio" in args.get("name", []))
     assert steps[0][1]["name"] == base, "BaseOS/AppStream packages need no extra repository"
+
+
+def test_a_package_no_known_repository_has_fails_saying_where_to_get_it(check_roles):
+    failed, _ = check_roles(WITHOUT_GANESHA)
+    assert len(failed) == 2    # the package task, then the one line that says what to do
+    assert failed[1].startswith(f"{WITHOUT_GANESHA}: installing ")
+    assert "nfs-ganesha" in failed[1] and "(No match for argument: nfs-ganesha)" in failed[1]
+    assert failed[1].endswith("; nfs-ganesha is in neither RHEL 9 nor EPEL 9; enable a repository that has it "
+                              "(the CentOS Storage SIG's nfs-ganesha repository) and run again")
 
 
 def test_rhel_gets_epel_from_its_url(check_roles):
