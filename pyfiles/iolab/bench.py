@@ -296,6 +296,10 @@ def record_run(store: ResultStore, run: Run, result: runner.Result | None, hosts
         outcome = outcomes.get(host)
         if outcome and (outcome.failed or outcome.unreachable):
             error = outcome.describe().split(": ", 1)[1]
+            own = _read_json(store.raw_dir(run.run_id) / host / "error.json")   # the run's, before a later phase's
+            if own and own.get("task") != outcome.task:
+                error = (f"failed at task '{own.get('task')}': {runner.failure_message(own.get('result', {}))}; "
+                         f"then {error}")
         elif result is None:
             error = "the run did not start"
         else:

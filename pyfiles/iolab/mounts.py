@@ -227,7 +227,8 @@ def probe(target: str, state_dir: str, name: str | None, rbd: str | None, module
                             "processes": processes(state_dir), "krbd": [], "nbd": []}
     if rbd:
         held.update(rbd_mappings(rbd))
-    return {"uid": os.geteuid(), "hostname": platform.node(), "exists": os.path.isdir(target),
+    # A mount point in use exists: no stat, which would wait for ever on storage that is gone (teardown probes).
+    return {"uid": os.geteuid(), "hostname": platform.node(), "exists": mount is not None or os.path.isdir(target),
             "mounted": mount, "record": found, "ours": ours, "kept": bool(ours and found.get("kept")),
             "held": held, "holds_anything": any(held.values()), "state_dir_exists": os.path.isdir(state_dir),
             "kernel": kernel(modules), "tools": tools(want_tools)}
