@@ -24,16 +24,6 @@ def campaign(tmp_path, name, **extra) -> str:
     return str(path)
 
 
-def mounts_left(sim_hosts) -> dict[str, str]:
-    """What is still mounted under /mnt/iolab on each host (nothing, after a campaign)."""
-    found = {}
-    for host in sim_hosts.hosts:
-        out = sim_hosts.ssh(host, "findmnt -rn -o TARGET | grep ^/mnt/iolab || true").stdout.strip()
-        if out:
-            found[host.name] = out
-    return found
-
-
 @pytest.fixture
 def cli(results) -> Cli:
     return Cli(results)
@@ -56,7 +46,7 @@ def test_a_campaign_fans_out_to_every_host_with_a_common_window_aggregate(sim_ho
     assert total["metadata"]["start_spread_s"] < 0.25, "hosts did not start together"
     assert {s["metadata"]["host"]["hostname"] for h, s in by_hosts[4].items() if h != "*"} == \
         {"gpu01", "gpu02", "gpu03", "gpu04"}
-    assert mounts_left(sim_hosts) == {}
+    assert sim_hosts.mounts_left() == {}
 
 
 def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills_its_gap(
@@ -88,7 +78,7 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
     pairs = [(s["run_id"], s["host"]) for s in cli.samples("lab-death") if s["host"] != "*"
              and s["metric"] == "read_bw"]
     assert sorted(pairs) == sorted({(r, h) for r in run_ids for h in ("gpu01", "gpu02", "gpu03")})  # no duplicates
-    assert mounts_left(sim_hosts) == {}
+    assert sim_hosts.mounts_left() == {}
 
 
 def test_an_unreachable_host_is_left_out_or_stops_the_campaign(sim_hosts, cli, tmp_path):
@@ -109,7 +99,7 @@ def test_an_unreachable_host_is_left_out_or_stops_the_campaign(sim_hosts, cli, t
                 check=False)
     assert abort.returncode == 1 and "on_host_failure: abort" in abort.stderr
     assert cli.samples("lab-abort") == []
-    assert mounts_left(sim_hosts) == {}
+    assert sim_hosts.mounts_left() == {}
 
 
 def test_ping_and_exec_answer_per_host(sim_hosts, cli):
@@ -130,4 +120,4 @@ def test_bench_fio_is_one_new_repetition_on_the_hosts_it_selects(sim_hosts, cli,
     # The second call is repetition 2 on both hosts together, not also repetition 1 on gpu02.
     assert runs == [(1, "gpu01", "ok"), (2, "gpu01", "ok"), (2, "gpu02", "ok")]
     assert {s["repetition"] for s in cli.samples("fio-itest-lab") if s["host"] == "*"} == {1, 2}
-    assert mounts_left(sim_hosts) == {}
+    assert sim_hosts.mounts_left() == {}
