@@ -136,7 +136,8 @@ class Holder:
 def _takeover(previous: dict[str, Any], answer: dict[str, Any]) -> str:
     """What taking over a lease left by a command that did not end normally found and cleaned, in one line."""
     said = (f"the lease of {previous.get('held_for')} (since {previous.get('since')}, PID {previous.get('pid')} "
-            f"on {previous.get('controller')}) was left by a command that did not end normally; taken over")
+            f"on {previous.get('controller')}) was never released (its command, or this host, ended first); "
+            "taken over")
     if answer.get("clean_error"):
         return f"{said}; cleaning what it left failed: {answer['clean_error']}"
     cleaned = answer.get("cleaned") or []

@@ -143,7 +143,7 @@ def test_a_controller_killed_outright_is_cleaned_up_after_by_the_next_command(si
     said = " ".join(again.stderr.split())
     for name in ("gpu03", "gpu04"):
         assert (f"{name}: the lease of campaign fault-kill (since " in said
-                and "was left by a command that did not end normally; taken over; cleaned what it left:" in said)
+                and "was never released (its command, or this host, ended first); taken over; cleaned what it left:" in said)
     assert said.count("unmounted /mnt/iolab/itest-kill (tmpfs iolab:itest-kill)") == 2, said
     # A tool whose Ansible task went away may have ended and packed its run already: then only its mount is left.
     assert f"interrupted run(s) left in {owner}/gpu0" in said or not any(alive(pid) for pid in tools), said

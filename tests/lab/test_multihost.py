@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,6 +14,7 @@ from support import ROOT, Cli
 
 pytestmark = pytest.mark.lab
 
+RUNS = Path("/opt/iolab/runs")      # runs/<command>/<host>/<run>/ (one file system for every host)
 FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s", "ramp": "0s", "size": "32MiB"}
 
 
@@ -58,7 +60,11 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
     deadline = time.monotonic() + 120
     while not cli.samples("lab-death") and time.monotonic() < deadline:
         time.sleep(0.2)
-    sim.kill(sim_hosts.lab, "gpu02")                        # after run 1, before the others end
+    tool = []                                               # run 2 or 3 running on gpu02
+    while not tool and time.monotonic() < deadline:
+        tool = list(RUNS.glob("*/gpu02/*/hostrun.pid"))
+        time.sleep(0.05)
+    sim.kill(sim_hosts.lab, "gpu02")                        # mid-run: its tool goes with it
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     assert "gpu02" in err and "Traceback" not in err
@@ -75,6 +81,10 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
     again = cli("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-03]",
                 "--campaign", path)
     assert f"{len(missing)} to run" in again.stderr
+    # What the dead host's run left is cleaned by the next command to take its lease (the holder died with it).
+    said = " ".join(again.stderr.split())
+    assert "gpu02: the lease of campaign lab-death" in said and "cleaned what it left" in said
+    assert not tool[0].parents[2].exists()                  # the first command's run files, every host's
     pairs = [(s["run_id"], s["host"]) for s in cli.samples("lab-death") if s["host"] != "*"
              and s["metric"] == "read_bw"]
     assert sorted(pairs) == sorted({(r, h) for r in run_ids for h in ("gpu01", "gpu02", "gpu03")})  # no duplicates
