@@ -454,6 +454,7 @@ def _run_backend(campaign: Campaign, lab: Lab, store: ResultStore, backend: str,
                     failures += _skipped(store, run, [h for h in active if h in no_data], no_data)
                     active = [h for h in active if h not in no_data]
                 if not active:
+                    progress.drop(run.run_id)
                     continue
                 progress.start(_planned([run])[0])
                 if _searches(run):

@@ -69,6 +69,13 @@ def test_an_extra_repetition_joins_the_plan_when_it_starts():
     assert p.eta() == 12.0 and p.status() == "1 done, 1 left, about 12 s to go"
 
 
+def test_a_run_left_without_hosts_is_no_longer_counted_as_left():
+    p, clock, _ = progress(PLAN)
+    run(p, clock, PLAN[0], 10.0)
+    p.drop("b1")
+    assert p.status() == "1 done, 2 left, about 14 s to go"
+
+
 def test_without_a_terminal_each_run_is_one_line_with_its_time_and_what_is_left():
     p, clock, out = progress(PLAN)
     for planned, seconds in zip(PLAN, (11.0, 5.0, 9.0, 4.0)):
