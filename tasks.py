@@ -8,13 +8,16 @@ from __future__ import annotations
 import functools
 import sys
 
-from invoke import Collection, Task, task as invoke_task
+from invoke import Collection, Task
+from invoke import task as invoke_task
 from rich.console import Console
 
 from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
-from iolab import direct, lease, paths, provenance, report as report_mod, runner, sim
-from iolab.cli import console, echo, lab as make_lab, user_errors
+from iolab import direct, lease, paths, provenance, runner, sim
+from iolab import report as report_mod
+from iolab.cli import console, echo, user_errors
+from iolab.cli import lab as make_lab
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
 
@@ -36,8 +39,14 @@ task = functools.partial(invoke_task, klass=LabTask)
 
 # --- lab ---------------------------------------------------------------------------------
 
-@task(help={"inventory": INVENTORY, "hosts": HOSTS,
-            "dl": "also install the pinned deep-learning stack (torch, Pillow, numpy, OpenCV) for loaders"})
+
+@task(
+    help={
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "dl": "also install the pinned deep-learning stack (torch, Pillow, numpy, OpenCV) for loaders",
+    }
+)
 @user_errors
 def setup(c, inventory=None, hosts=None, dl=False):
     """Provision hosts: packages (fio, sysstat, strace), the iolab package, provenance."""
@@ -50,8 +59,9 @@ def _gather_facts(lab, dl=False):
     """Provision the hosts (idempotent) and bring their provenance to results/facts/."""
     facts_dir = paths.results_root() / "facts"
     facts_dir.mkdir(parents=True, exist_ok=True)
-    result = lab.play(runner.Phase("setup.yml", {"iolab_host_facts_dest": str(facts_dir), "iolab_host_dl": dl}),
-                      "lab.setup")
+    result = lab.play(
+        runner.Phase("setup.yml", {"iolab_host_facts_dest": str(facts_dir), "iolab_host_dl": dl}), "lab.setup"
+    )
     if result.failures() or result.status != "successful":
         raise RunFailed(f"lab.setup failed: {result.summary()}")
     return facts_dir
@@ -66,9 +76,11 @@ def sim_up(c, count=4, lab=None):
     """Start this checkout's simulated GPU hosts (namespaces + sshd) and write their inventory."""
     chosen = sim.for_checkout(lab)
     hosts = sim.up(int(count), chosen)
-    echo(f"lab {chosen.name}: {len(hosts)} simulated hosts up: {', '.join(h.name for h in hosts)}; "
-         f"use --inventory {chosen.inventory.relative_to(paths.ROOT)}; lab services for them: "
-         f"lab.services-up --bind {sim.controller_address(sim.subnet_of(chosen))}")
+    echo(
+        f"lab {chosen.name}: {len(hosts)} simulated hosts up: {', '.join(h.name for h in hosts)}; "
+        f"use --inventory {chosen.inventory.relative_to(paths.ROOT)}; lab services for them: "
+        f"lab.services-up --bind {sim.controller_address(sim.subnet_of(chosen))}"
+    )
 
 
 @task(help={"lab": LAB})
@@ -97,9 +109,14 @@ def _services_lab(inventory, hosts):
     return make_lab(inventory, hosts)
 
 
-@task(help={**SERVICE_HELP, "bind": "address the services listen on (default 127.0.0.1; for simulated hosts "
-                                    "the address lab.sim-up printed, or 'sim' for this checkout's lab: the Ceph "
-                                    "monitor keeps its first address)"})
+@task(
+    help={
+        **SERVICE_HELP,
+        "bind": "address the services listen on (default 127.0.0.1; for simulated hosts "
+        "the address lab.sim-up printed, or 'sim' for this checkout's lab: the Ceph "
+        "monitor keeps its first address)",
+    }
+)
 @user_errors
 def services_up(c, inventory=None, hosts=None, bind=None, services="ceph,nfs", vars_file=None):
     """Start the lab's Ceph cluster and NFS server (lab in a box) and say how clients reach them."""
@@ -132,8 +149,15 @@ def ping(c, inventory=None, hosts=None):
     _replies(direct.ping(lab.inventory, lab.hosts))
 
 
-@task(name="exec", help={"command": "the command, run by each host's shell", "inventory": INVENTORY,
-                         "hosts": HOSTS, "timeout": "seconds per host (default 60)"})
+@task(
+    name="exec",
+    help={
+        "command": "the command, run by each host's shell",
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "timeout": "seconds per host (default 60)",
+    },
+)
 @user_errors
 def exec_(c, command, inventory=None, hosts=None, timeout=60):
     """Run a command on every host at once over SSH and show a row per host."""
@@ -166,28 +190,47 @@ def facts(c, inventory=None, hosts=None):
     Console().print(provenance.table(found))
     differ = provenance.differences(found)
     if differ:
-        console.print(f"[yellow]warning:[/] hosts differ in {', '.join(differ)}: per-host results of one "
-                      "campaign on them are not comparable")
+        console.print(
+            f"[yellow]warning:[/] hosts differ in {', '.join(differ)}: per-host results of one "
+            "campaign on them are not comparable"
+        )
 
 
 # --- bench -------------------------------------------------------------------------------
 
+
 def _finish(failures: list[str], store: ResultStore) -> None:
     if failures:
         shown = "; ".join(failures[:3]) + (f" (and {len(failures) - 3} more)" if len(failures) > 3 else "")
-        raise RunFailed(f"{len(failures)} failure(s): {shown}. Results so far are in {store.dir}; "
-                        "run the same command again to retry what failed")
+        raise RunFailed(
+            f"{len(failures)} failure(s): {shown}. Results so far are in {store.dir}; "
+            "run the same command again to retry what failed"
+        )
     echo(f"results in {store.dir}; `./lab report --campaign {store.dir.name}` compares them")
 
 
-@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN,
-            "dry_run": "show the runs and their job files; touch no host",
-            "no_resume": "start over (earlier results are moved aside, not deleted)",
-            "max_runs": f"refuse a campaign of more runs than this (default {campaign_mod.MAX_RUNS:,})",
-            "steal": STEAL})
+@task(
+    help={
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "campaign": CAMPAIGN,
+        "dry_run": "show the runs and their job files; touch no host",
+        "no_resume": "start over (earlier results are moved aside, not deleted)",
+        "max_runs": f"refuse a campaign of more runs than this (default {campaign_mod.MAX_RUNS:,})",
+        "steal": STEAL,
+    }
+)
 @user_errors
-def all_(c, inventory=None, hosts=None, campaign=None, dry_run=False, no_resume=False,
-         max_runs=campaign_mod.MAX_RUNS, steal=False):
+def all_(
+    c,
+    inventory=None,
+    hosts=None,
+    campaign=None,
+    dry_run=False,
+    no_resume=False,
+    max_runs=campaign_mod.MAX_RUNS,
+    steal=False,
+):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs))
     lab = make_lab(inventory, hosts)
@@ -199,14 +242,32 @@ def all_(c, inventory=None, hosts=None, campaign=None, dry_run=False, no_resume=
         _finish(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store)
 
 
-@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": "campaign file whose backends to use "
-            "(default: campaigns/quick.yml)", "backend": "backend name (default: the campaign's first)",
-            "profile": "fio profile name or a fio job file (default: seq-read-1m)",
-            "runtime": "timed part, e.g. 10s", "ramp": "ramp before it, e.g. 2s",
-            "size": "data file per host, e.g. 512MiB (default: what fits, up to 1 GiB)", "steal": STEAL})
+@task(
+    help={
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "campaign": "campaign file whose backends to use (default: campaigns/quick.yml)",
+        "backend": "backend name (default: the campaign's first)",
+        "profile": "fio profile name or a fio job file (default: seq-read-1m)",
+        "runtime": "timed part, e.g. 10s",
+        "ramp": "ramp before it, e.g. 2s",
+        "size": "data file per host, e.g. 512MiB (default: what fits, up to 1 GiB)",
+        "steal": STEAL,
+    }
+)
 @user_errors
-def fio(c, inventory=None, hosts=None, campaign=None, backend=None, profile="seq-read-1m",
-        runtime="10s", ramp="2s", size=None, steal=False):
+def fio(
+    c,
+    inventory=None,
+    hosts=None,
+    campaign=None,
+    backend=None,
+    profile="seq-read-1m",
+    runtime="10s",
+    ramp="2s",
+    size=None,
+    steal=False,
+):
     """Run one fio job on one backend now; results go to the campaign 'fio-<backend>'."""
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
@@ -219,12 +280,15 @@ def fio(c, inventory=None, hosts=None, campaign=None, backend=None, profile="seq
 
 # --- storage -----------------------------------------------------------------------------
 
+
 def _storage(state, inventory, hosts, campaign, backend, steal):
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     names = [b.name for b in spec.backends]
     if backend not in names:
-        raise UserError(f"backend {backend!r} is not in {campaign or paths.DEFAULT_CAMPAIGN} "
-                        f"(it has: {', '.join(names)}); pass --backend NAME")
+        raise UserError(
+            f"backend {backend!r} is not in {campaign or paths.DEFAULT_CAMPAIGN} "
+            f"(it has: {', '.join(names)}); pass --backend NAME"
+        )
     lab = make_lab(inventory, hosts)
     phases = [runner.Phase("setup.yml"), bench_mod.storage_phase(spec, backend, state, stop_tools=state == "absent")]
     with lease.held(lab, f"storage.{'mount' if state == 'kept' else 'unmount'} of {backend}", steal):
@@ -236,16 +300,14 @@ def _storage(state, inventory, hosts, campaign, backend, steal):
     echo(f"{backend} {done} on {len(lab.hosts)} host(s) at {target}")
 
 
-@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name",
-            "steal": STEAL})
+@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name", "steal": STEAL})
 @user_errors
 def mount(c, backend, inventory=None, hosts=None, campaign=None, steal=False):
     """Mount a campaign's backend by hand (for staging or inspecting data); campaigns leave it mounted."""
     _storage("kept", inventory, hosts, campaign, backend, steal)
 
 
-@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name",
-            "steal": STEAL})
+@task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name", "steal": STEAL})
 @user_errors
 def unmount(c, backend, inventory=None, hosts=None, campaign=None, steal=False):
     """Unmount a campaign's backend mounted by hand."""
@@ -254,17 +316,25 @@ def unmount(c, backend, inventory=None, hosts=None, campaign=None, steal=False):
 
 # --- report ------------------------------------------------------------------------------
 
-@task(default=True, help={"campaign": "campaign name (default: the latest with results)",
-                          "format": "table | html (writes results/<campaign>/report.html) | csv | json",
-                          "units": "byte figures of table and html: iec (GiB/s, the default) | si (GB/s)"})
+
+@task(
+    default=True,
+    help={
+        "campaign": "campaign name (default: the latest with results)",
+        "format": "table | html (writes results/<campaign>/report.html) | csv | json",
+        "units": "byte figures of table and html: iec (GiB/s, the default) | si (GB/s)",
+    },
+)
 @user_errors
 def show(c, campaign=None, format="table", units=None):
     """Compare backends: who wins, median and spread over repetitions, validity flags."""
     if units is not None and format in ("csv", "json"):
-        raise UserError(f"--units is for the table and the html page; {format} keeps canonical units "
-                        "(its unit column: B/s, IOPS, ns, ...)")
+        raise UserError(
+            f"--units is for the table and the html page; {format} keeps canonical units "
+            "(its unit column: B/s, IOPS, ns, ...)"
+        )
     units = units or report_mod.DEFAULT_UNITS
-    report_mod.unit_scale("B/s", 1.0, units)      # an unknown system is refused before any work
+    report_mod.unit_scale("B/s", 1.0, units)  # an unknown system is refused before any work
     store = report_mod.find_store(paths.results_root(), campaign)
     if format == "table":
         report_mod.print_report(store, units=units)
@@ -278,13 +348,18 @@ def show(c, campaign=None, format="table", units=None):
         raise UserError(f"unknown report format {format!r}; use table, html, csv or json")
 
 
-@task(positional=["a", "b"], iterable=["rule"],
-      help={"a": "baseline: a campaign, or with --campaign a backend of it",
-            "b": "compared with A: a campaign, or with --campaign a backend of it",
-            "campaign": "compare two backends A and B of this campaign instead of two campaigns",
-            "rule": "acceptance rule, repeatable: 'read_bw >= -5%', 'read_clat_p99 <= +10%'",
-            "rules": "YAML file with rules: [...]",
-            "format": "table | junit (JUnit XML, a test case per rule and point) | json; on stdout"})
+@task(
+    positional=["a", "b"],
+    iterable=["rule"],
+    help={
+        "a": "baseline: a campaign, or with --campaign a backend of it",
+        "b": "compared with A: a campaign, or with --campaign a backend of it",
+        "campaign": "compare two backends A and B of this campaign instead of two campaigns",
+        "rule": "acceptance rule, repeatable: 'read_bw >= -5%', 'read_clat_p99 <= +10%'",
+        "rules": "YAML file with rules: [...]",
+        "format": "table | junit (JUnit XML, a test case per rule and point) | json; on stdout",
+    },
+)
 @user_errors
 def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
     """B against A: ratio per metric with a 95% confidence interval; exit 1 when a rule is broken."""
@@ -304,8 +379,9 @@ def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
     else:
         echo(writers[format](result))
     if violations:
-        raise compare_mod.Regression(f"{len(violations)} rule violation(s): {result.b.label} regressed "
-                                     f"against {result.a.label}")
+        raise compare_mod.Regression(
+            f"{len(violations)} rule violation(s): {result.b.label} regressed against {result.a.label}"
+        )
 
 
 @task
@@ -321,27 +397,38 @@ def history(c):
 
 # --- data and accelerators (issue 5) ---------------------------------------------------------
 
-@task(help={"path": "directory of the data set on each host (absolute)", "files": "number of JPEG files",
-            "seed": "generation seed: same seed, same bytes (default 1)", "classes": "class folders (default 100)",
-            "formats": "packed copies to make too: packed,wds,tfrecord (default none)",
-            "per_host": "put each host's copy in PATH/<host> (hosts sharing a file system)",
-            "inventory": INVENTORY, "hosts": HOSTS, "steal": STEAL})
+
+@task(
+    help={
+        "path": "directory of the data set on each host (absolute)",
+        "files": "number of JPEG files",
+        "seed": "generation seed: same seed, same bytes (default 1)",
+        "classes": "class folders (default 100)",
+        "formats": "packed copies to make too: packed,wds,tfrecord (default none)",
+        "per_host": "put each host's copy in PATH/<host> (hosts sharing a file system)",
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "steal": STEAL,
+    }
+)
 @user_errors
-def gen(c, path, files, seed=1, classes=100, formats="", per_host=False, inventory=None, hosts=None,
-        steal=False):
+def gen(c, path, files, seed=1, classes=100, formats="", per_host=False, inventory=None, hosts=None, steal=False):
     """Generate an ImageNet-shaped data set on the hosts (kept where it is already there)."""
     from iolab import datasets
 
     lab = make_lab(inventory, hosts)
     wanted = [f for f in formats.split(",") if f]
     with lease.held(lab, f"data.gen of {path}", steal):
-        reports = datasets.gen_on_hosts(lab, path, int(files), int(seed), int(classes), wanted, per_host,
-                                        paths.results_root() / "datasets")
+        reports = datasets.gen_on_hosts(
+            lab, path, int(files), int(seed), int(classes), wanted, per_host, paths.results_root() / "datasets"
+        )
     for host, found in reports.items():
         state = "generated" if found["before"]["state"] == "missing" else "already there"
         packs = f", packed: {', '.join(found['packed'])}" if found["packed"] else ""
-        echo(f"{host}: {found['after']['root']}: {files} files, {state}{packs}; "
-             f"manifest {found['after']['manifest_hash']}")
+        echo(
+            f"{host}: {found['after']['root']}: {files} files, {state}{packs}; "
+            f"manifest {found['after']['manifest_hash']}"
+        )
 
 
 @task(help={"path": "directory to walk (on this machine)"})
@@ -350,7 +437,8 @@ def histogram(c, path):
     """Show a data set's file sizes by power-of-two bucket and the fio bssplit that reads like them."""
     from pathlib import Path
 
-    from iolab.dataset.histogram import bssplit, histogram as sizes, table
+    from iolab.dataset.histogram import bssplit, table
+    from iolab.dataset.histogram import histogram as sizes
 
     root = Path(path)
     if not root.is_dir():
@@ -358,61 +446,106 @@ def histogram(c, path):
     try:
         found = sizes(root)
     except OSError as exc:
-        raise UserError(f"cannot read the data set at {path}: {exc.strerror} ({exc.filename}); "
-                        "give the directory of a data set") from None
+        raise UserError(
+            f"cannot read the data set at {path}: {exc.strerror} ({exc.filename}); give the directory of a data set"
+        ) from None
     if not any(b > 0 for b in found):
         raise UserError(f"{path} holds no non-empty files")
     echo(table(found))
     echo(f"bssplit {bssplit(found)}")
 
 
-@task(name="pack", help={"path": "the data set's directory (on this machine)",
-                         "format": "packed | wds | tfrecord | all (default all)",
-                         "out": "directory of the pack (default PATH/FORMAT)",
-                         "samples_per_shard": "samples per tar or TFRecord file (default 1251, MLPerf resnet50)"})
+@task(
+    name="pack",
+    help={
+        "path": "the data set's directory (on this machine)",
+        "format": "packed | wds | tfrecord | all (default all)",
+        "out": "directory of the pack (default PATH/FORMAT)",
+        "samples_per_shard": "samples per tar or TFRecord file (default 1251, MLPerf resnet50)",
+    },
+)
 @user_errors
 def pack_(c, path, format="all", out=None, samples_per_shard=None):
     """Pack a data set on this machine (one file + index, webdataset tar, TFRecord), each checked."""
     from iolab.dataset.__main__ import main as dataset_main
 
-    argv = ["pack", path, "--format", format] + (["--out", out] if out else []) \
+    argv = (
+        ["pack", path, "--format", format]
+        + (["--out", out] if out else [])
         + (["--samples-per-shard", str(samples_per_shard)] if samples_per_shard else [])
+    )
     code = dataset_main(argv)
     if code:
         raise UserError(f"data.pack {path} failed (see the message above)")
 
 
-@task(help={"backend": "backend name in the campaign", "type": "a100 | h100 | custom (default h100)",
-            "compute": "compute time per batch, e.g. 0.224s (custom, or to override the type's figure)",
-            "campaign": CAMPAIGN + "; its dataset is used", "inventory": INVENTORY, "hosts": HOSTS,
-            "reader": "pil | cv2-imread | cv2-imdecode | packed (default packed)",
-            "workers": "loader workers per accelerator (default 4)", "batch_size": "samples per batch (default 400)",
-            "steps": "batches per probe and accelerator (default 20)", "decode": "decode images (default yes)",
-            "max": "most accelerators per host to try (default 64)", "threshold": "AU to hold, % (default 90)"})
+@task(
+    help={
+        "backend": "backend name in the campaign",
+        "type": "a100 | h100 | custom (default h100)",
+        "compute": "compute time per batch, e.g. 0.224s (custom, or to override the type's figure)",
+        "campaign": CAMPAIGN + "; its dataset is used",
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "reader": "pil | cv2-imread | cv2-imdecode | packed (default packed)",
+        "workers": "loader workers per accelerator (default 4)",
+        "batch_size": "samples per batch (default 400)",
+        "steps": "batches per probe and accelerator (default 20)",
+        "decode": "decode images (default yes)",
+        "max": "most accelerators per host to try (default 64)",
+        "threshold": "AU to hold, % (default 90)",
+    }
+)
 @user_errors
-def accelerators(c, backend, type="h100", compute=None, campaign=None, inventory=None, hosts=None,
-                 reader="packed", workers=4, batch_size=400, steps=20, decode=True, max=64, threshold=90.0):
+def accelerators(
+    c,
+    backend,
+    type="h100",
+    compute=None,
+    campaign=None,
+    inventory=None,
+    hosts=None,
+    reader="packed",
+    workers=4,
+    batch_size=400,
+    steps=20,
+    decode=True,
+    max=64,
+    threshold=90.0,
+):
     """Find the most emulated accelerators per host that a backend keeps at AU ≥ 90%."""
     from iolab import accelerators as acc
 
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
     accelerator = {"type": type, **({"compute_per_batch": compute} if compute else {})}
-    workload = {"reader": reader, "workers": int(workers), "batch_size": int(batch_size), "steps": int(steps),
-                "decode": decode, "shuffle": True}
-    echo(f"searching the most {type} accelerators per host on {backend} at AU ≥ {float(threshold):g} % "
-         f"({len(lab.hosts)} host(s); doubling, then bisection):")
-    best, probes = acc.run_search(spec, lab, paths.results_root(), backend, accelerator, workload, int(max),
-                                  float(threshold), show=echo)
+    workload = {
+        "reader": reader,
+        "workers": int(workers),
+        "batch_size": int(batch_size),
+        "steps": int(steps),
+        "decode": decode,
+        "shuffle": True,
+    }
+    echo(
+        f"searching the most {type} accelerators per host on {backend} at AU ≥ {float(threshold):g} % "
+        f"({len(lab.hosts)} host(s); doubling, then bisection):"
+    )
+    best, probes = acc.run_search(
+        spec, lab, paths.results_root(), backend, accelerator, workload, int(max), float(threshold), show=echo
+    )
     if best == 0:
         echo(f"answer: none — even 1 {type} accelerator per host falls below {float(threshold):g} % AU on {backend}")
     else:
         held = next(p for p in probes if p.accelerators == best)
-        echo(f"answer: {best} {type} accelerator(s) per host on {backend} (AU {held.au:.1f} %, "
-             f"{held.samples_per_s:.0f} samples/s, {held.read_bw / 2**20:.0f} MiB/s over {len(lab.hosts)} host(s))")
+        echo(
+            f"answer: {best} {type} accelerator(s) per host on {backend} (AU {held.au:.1f} %, "
+            f"{held.samples_per_s:.0f} samples/s, {held.read_bw / 2**20:.0f} MiB/s over {len(lab.hosts)} host(s))"
+        )
 
 
 # --- test --------------------------------------------------------------------------------
+
 
 @task(help={"args": "extra pytest arguments, e.g. '-k fio -x'"})
 def test(c, args=""):

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "pyfiles"))      # the benchmarks import iolab from this checkout
+sys.path.insert(0, str(ROOT / "pyfiles"))  # the benchmarks import iolab from this checkout
 
 
 def drop_caches() -> None:
@@ -26,8 +26,7 @@ def lab(*args: str, results: Path, check: bool = True) -> tuple[float, subproces
     """Run an invoke task as `./lab` does (without the install check); (wall seconds, process)."""
     env = {**os.environ, "IOLAB_RESULTS": str(results)}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     seconds = time.monotonic() - started
     if check and done.returncode != 0:
         sys.exit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")

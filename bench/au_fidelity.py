@@ -27,15 +27,21 @@ from pathlib import Path
 
 from _common import ROOT, private_tmpfs
 
-
 from iolab.dataset.gen import gen
 from iolab.dataset.pack import pack
 from iolab.parsers import pytorch
 
 BATCH = 8
 # (compute per batch c, preprocess time per sample p, workers W)
-CASES = [(0.25, 0.05, 1), (0.25, 0.05, 2), (0.25, 0.02, 1), (0.1, 0.05, 1), (0.1, 0.05, 2), (0.1, 0.02, 1),
-         (0.05, 0.02, 1)]
+CASES = [
+    (0.25, 0.05, 1),
+    (0.25, 0.05, 2),
+    (0.25, 0.02, 1),
+    (0.1, 0.05, 1),
+    (0.1, 0.05, 2),
+    (0.1, 0.02, 1),
+    (0.05, 0.02, 1),
+]
 
 
 def analytic(c: float, p: float, w: int) -> float:
@@ -44,11 +50,35 @@ def analytic(c: float, p: float, w: int) -> float:
 
 def measure(root: Path, out: Path, c: float, p: float, w: int) -> tuple[float, float]:
     period = max(c, BATCH * p / w)
-    steps = max(8, int(4 / period))       # about four seconds of steady state
-    subprocess.run([sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(root), "--out", str(out),
-                    "--reader", "packed", "--no-decode", "--workers", str(w), "--batch-size", str(BATCH),
-                    "--steps", str(steps), "--accelerator", "emulated", "--compute-per-batch", str(c),
-                    "--preprocess-time", str(p)], check=True, cwd=ROOT)
+    steps = max(8, int(4 / period))  # about four seconds of steady state
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.loader.torch_loader",
+            "--root",
+            str(root),
+            "--out",
+            str(out),
+            "--reader",
+            "packed",
+            "--no-decode",
+            "--workers",
+            str(w),
+            "--batch-size",
+            str(BATCH),
+            "--steps",
+            str(steps),
+            "--accelerator",
+            "emulated",
+            "--compute-per-batch",
+            str(c),
+            "--preprocess-time",
+            str(p),
+        ],
+        check=True,
+        cwd=ROOT,
+    )
     au = next(m.value for m in pytorch.parse(out).measurements if m.metric == "au")
     records = json.loads((out / "loader.json").read_text())["ranks"][0]["records"][1:]
     return au, statistics.median(r[3] - r[2] for r in records)
@@ -64,15 +94,19 @@ def main() -> int:
         gen(root, files=400, seed=1)
         pack(root, "packed")
         print(f"batch {BATCH}, packed reader without decode, data on tmpfs {mount}")
-        print(f"{'c (s)':>6} {'p (s)':>6} {'W':>2}  {'analytic AU':>11}  {'measured AU':>11}  {'diff':>6}  "
-              f"{'median wait':>11}")
+        print(
+            f"{'c (s)':>6} {'p (s)':>6} {'W':>2}  {'analytic AU':>11}  {'measured AU':>11}  {'diff':>6}  "
+            f"{'median wait':>11}"
+        )
         for c, pre, w in CASES:
             for rep in range(args.repeat):
                 au, wait = measure(root, mount / f"run-{c}-{pre}-{w}-{rep}", c, pre, w)
                 want = analytic(c, pre, w)
                 worst = max(worst, abs(au - want))
-                print(f"{c:>6g} {pre:>6g} {w:>2}  {want:>9.1f} %  {au:>9.1f} %  {au - want:>+6.1f}  "
-                      f"{wait * 1000:>8.1f} ms")
+                print(
+                    f"{c:>6g} {pre:>6g} {w:>2}  {want:>9.1f} %  {au:>9.1f} %  {au - want:>+6.1f}  "
+                    f"{wait * 1000:>8.1f} ms"
+                )
         print(f"largest deviation: {worst:.1f} points (target: 2)")
     return 0
 

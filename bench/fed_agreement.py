@@ -39,13 +39,26 @@ def main() -> None:
     quick = yaml.safe_load((ROOT / "campaigns" / "quick.yml").read_text())
     workload = next(w for w in quick["workloads"] if w.get("search") == "accelerators")
     backend = next(b for b in quick["backends"] if b["name"] == args.backend)
-    spec = write_campaign({"name": "fed", "backends": [backend], "dataset": quick["dataset"],
-                           "workloads": [workload]})
-    flags = ["--backend", args.backend, "--campaign", str(spec), "--type", workload["accelerator"]["type"],
-             "--reader", workload["reader"], "--workers", str(workload["workers"]),
-             "--batch-size", str(workload["batch_size"]), "--max", str(workload["accelerators"]),
-             # steps large enough that each rank reads its whole share, as the campaign's run does
-             "--steps", str(quick["dataset"]["files"] // workload["batch_size"])]
+    spec = write_campaign({"name": "fed", "backends": [backend], "dataset": quick["dataset"], "workloads": [workload]})
+    flags = [
+        "--backend",
+        args.backend,
+        "--campaign",
+        str(spec),
+        "--type",
+        workload["accelerator"]["type"],
+        "--reader",
+        workload["reader"],
+        "--workers",
+        str(workload["workers"]),
+        "--batch-size",
+        str(workload["batch_size"]),
+        "--max",
+        str(workload["accelerators"]),
+        # steps large enough that each rank reads its whole share, as the campaign's run does
+        "--steps",
+        str(quick["dataset"]["files"] // workload["batch_size"]),
+    ]
     if not workload.get("decode", True):
         flags.append("--no-decode")
     differences = []
@@ -57,17 +70,24 @@ def main() -> None:
         stored = samples(results, "fed")
         fed = next(s for s in stored if s["metric"] == "accelerators_fed" and s["host"] == "*")
         campaign = {p["accelerators"]: p["au"] for p in fed["metadata"]["probes"]}
-        standalone = {s["params"]["accelerators"]: s["value"] for s in
-                      samples(results, f"accelerators-{args.backend}-{workload['accelerator']['type']}")
-                      if s["metric"] == "au" and s["host"] != "*"}
+        standalone = {
+            s["params"]["accelerators"]: s["value"]
+            for s in samples(results, f"accelerators-{args.backend}-{workload['accelerator']['type']}")
+            if s["metric"] == "au" and s["host"] != "*"
+        }
         both = sorted(set(campaign) & set(standalone))
         differences += [abs(campaign[n] - standalone[n]) for n in both]
-        print(f"round {round_}: campaign {int(fed['value'])} fed ({wall_c:.0f} s), AU "
-              + ", ".join(f"{n}: {au:.1f}" for n, au in sorted(campaign.items()))
-              + f" · bench.accelerators ({wall_s:.0f} s), AU "
-              + ", ".join(f"{n}: {au:.1f}" for n, au in sorted(standalone.items())) + f" · {answer}")
-    print(f"largest AU difference at a count both probed: {max(differences):.1f} points "
-          f"({len(differences)} pairs over {args.rounds} rounds)")
+        print(
+            f"round {round_}: campaign {int(fed['value'])} fed ({wall_c:.0f} s), AU "
+            + ", ".join(f"{n}: {au:.1f}" for n, au in sorted(campaign.items()))
+            + f" · bench.accelerators ({wall_s:.0f} s), AU "
+            + ", ".join(f"{n}: {au:.1f}" for n, au in sorted(standalone.items()))
+            + f" · {answer}"
+        )
+    print(
+        f"largest AU difference at a count both probed: {max(differences):.1f} points "
+        f"({len(differences)} pairs over {args.rounds} rounds)"
+    )
 
 
 if __name__ == "__main__":

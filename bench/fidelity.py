@@ -25,36 +25,61 @@ SIZE = 512 << 20
 def by_hand(job: Path) -> float:
     drop_caches()
     done = subprocess.run(["fio", "--output-format=json", str(job)], capture_output=True, text=True, check=True)
-    doc = json.loads(done.stdout[done.stdout.index("{"):])
+    doc = json.loads(done.stdout[done.stdout.index("{") :])
     return sum(j["read"]["bw_bytes"] for j in doc["jobs"])
 
 
 def main() -> None:
     opts = job_args(__doc__)
     results = Path(tempfile.mkdtemp(prefix="iolab-bench-"))
-    campaign = write_campaign({"name": "bench-fidelity", "backends": [
-        {"name": "bench-fidelity", "type": "tmpfs", "size": "1GiB", "mountpoint": MOUNT}],
-        "workloads": [{"name": "w", "type": "fio", "profile": "seq-read-1m"}]})
+    campaign = write_campaign(
+        {
+            "name": "bench-fidelity",
+            "backends": [{"name": "bench-fidelity", "type": "tmpfs", "size": "1GiB", "mountpoint": MOUNT}],
+            "workloads": [{"name": "w", "type": "fio", "profile": "seq-read-1m"}],
+        }
+    )
     flags = ["--campaign", str(campaign), "--backend", "bench-fidelity"]
     lab("storage.mount", *flags, results=results)
     try:
         iolab_bw, hand_bw, walls = [], [], []
         for _ in range(opts.rounds):
-            wall, _ = lab("bench.fio", *flags, "--profile", "seq-read-1m", "--runtime", f"{opts.runtime:g}s",
-                          "--ramp", f"{opts.ramp:g}s", "--size", f"{SIZE}", results=results)
-            last = [s for s in samples(results, "fio-bench-fidelity") if s["metric"] == "read_bw"
-                    and s["host"] == "localhost"][-1]
+            wall, _ = lab(
+                "bench.fio",
+                *flags,
+                "--profile",
+                "seq-read-1m",
+                "--runtime",
+                f"{opts.runtime:g}s",
+                "--ramp",
+                f"{opts.ramp:g}s",
+                "--size",
+                f"{SIZE}",
+                results=results,
+            )
+            last = [
+                s
+                for s in samples(results, "fio-bench-fidelity")
+                if s["metric"] == "read_bw" and s["host"] == "localhost"
+            ][-1]
             walls.append(wall)
             iolab_bw.append(last["value"])
             job = results / "hand.fio"
             raw = results / "fio-bench-fidelity" / "raw" / last["run_id"] / "localhost" / "job.fio"
             # The very job file iolab ran, minus its logs: same file, size, options.
-            job.write_text("".join(line + "\n" for line in raw.read_text().splitlines()
-                                   if not line.startswith(("write_bw_log", "log_avg_msec"))))
+            job.write_text(
+                "".join(
+                    line + "\n"
+                    for line in raw.read_text().splitlines()
+                    if not line.startswith(("write_bw_log", "log_avg_msec"))
+                )
+            )
             hand_bw.append(by_hand(job))
-        ratios = [a / b for a, b in zip(iolab_bw, hand_bw)]
+        ratios = [a / b for a, b in zip(iolab_bw, hand_bw, strict=False)]
         overhead = [w - opts.runtime - opts.ramp for w in walls]
-        print(f"fio seq-read-1m on a 1 GiB tmpfs, {opts.runtime:g} s + {opts.ramp:g} s ramp, {opts.rounds} rounds alternated")
+        print(
+            f"fio seq-read-1m on a 1 GiB tmpfs, {opts.runtime:g} s + {opts.ramp:g} s ramp, {opts.rounds} rounds alternated"
+        )
         print(f"  through iolab: {[f'{v / 2**30:.2f}' for v in iolab_bw]} GiB/s")
         print(f"  by hand:       {[f'{v / 2**30:.2f}' for v in hand_bw]} GiB/s")
         print(f"  fidelity (iolab / hand): {spread(ratios)}   target 0.97–1.03")

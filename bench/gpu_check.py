@@ -36,7 +36,7 @@ from iolab import telemetry
 
 READERS = ("packed", "pil")
 COPIES = 10
-NVML_INTERVAL = 0.2          # seconds between NVML readings while the steps run
+NVML_INTERVAL = 0.2  # seconds between NVML readings while the steps run
 
 
 def dataset(args: argparse.Namespace, scratch: Path) -> Path:
@@ -60,13 +60,21 @@ def train(root: Path, reader: str, args: argparse.Namespace, device, gpu) -> dic
     from iolab.loader.resnet import Trainer
 
     samples = Samples(root, reader, size=args.size)
-    loader = DataLoader(samples, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                        collate_fn=collate, pin_memory=device.type == "cuda", worker_init_fn=worker_init,
-                        drop_last=True, persistent_workers=False)
+    loader = DataLoader(
+        samples,
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=args.workers,
+        collate_fn=collate,
+        pin_memory=device.type == "cuda",
+        worker_init_fn=worker_init,
+        drop_last=True,
+        persistent_workers=False,
+    )
     trainer = Trainer(device)
     batches = iter(loader)
     first = next(batches)
-    trainer.step(first["images"], first["labels"])         # builds the kernels: not timed
+    trainer.step(first["images"], first["labels"])  # builds the kernels: not timed
     utilisation: list[float] = []
     images, started = 0, time.perf_counter()
     for _ in range(args.steps):
@@ -80,9 +88,14 @@ def train(root: Path, reader: str, args: argparse.Namespace, device, gpu) -> dic
         if gpu is not None:
             utilisation += [g["util"] for g in gpu.snapshot()[:1] if g["util"] is not None]
     seconds = time.perf_counter() - started
-    return {"reader": reader, "device": str(device), "steps": args.steps, "images": images,
-            "images_per_s": images / seconds,
-            "gpu_util_pct": statistics.fmean(utilisation) if utilisation else None}
+    return {
+        "reader": reader,
+        "device": str(device),
+        "steps": args.steps,
+        "images": images,
+        "images_per_s": images / seconds,
+        "gpu_util_pct": statistics.fmean(utilisation) if utilisation else None,
+    }
 
 
 def h2d(device, mib: int) -> dict:
@@ -91,7 +104,7 @@ def h2d(device, mib: int) -> dict:
 
     host = torch.empty(mib << 20, dtype=torch.uint8).pin_memory()
     target = torch.empty_like(host, device=device)
-    target.copy_(host, non_blocking=True)                   # the first copy sets up the path: not timed
+    target.copy_(host, non_blocking=True)  # the first copy sets up the path: not timed
     torch.cuda.synchronize(device)
     started = time.perf_counter()
     for _ in range(COPIES):
@@ -115,8 +128,10 @@ def check(args: argparse.Namespace) -> dict:
     else:
         found["skipped"].append(f"GPU utilisation: {found['nvml']['absent']}")
     if not cuda:
-        found["skipped"].append("GPU training steps and host-to-device copies: torch sees no CUDA GPU "
-                                f"(torch {torch.__version__}); ResNet-50 steps ran on the CPU")
+        found["skipped"].append(
+            "GPU training steps and host-to-device copies: torch sees no CUDA GPU "
+            f"(torch {torch.__version__}); ResNet-50 steps ran on the CPU"
+        )
     if cuda:
         torch.backends.cudnn.benchmark = True
     try:
@@ -133,14 +148,23 @@ def check(args: argparse.Namespace) -> dict:
 def report(found: dict) -> list[str]:
     lines = [f"device: {found['device']}"]
     nvml = found["nvml"]
-    lines.append(f"NVML: {nvml['count']} GPU(s), driver {nvml['driver']}: {', '.join(nvml['names'])}"
-                 if "absent" not in nvml else f"NVML: skipped ({nvml['absent']})")
+    lines.append(
+        f"NVML: {nvml['count']} GPU(s), driver {nvml['driver']}: {', '.join(nvml['names'])}"
+        if "absent" not in nvml
+        else f"NVML: skipped ({nvml['absent']})"
+    )
     for t in found["training"]:
         util = f"{t['gpu_util_pct']:.0f} %" if t["gpu_util_pct"] is not None else "not measured"
-        lines.append(f"ResNet-50 on {t['device']}, {t['reader']} reader: {t['images_per_s']:.1f} images/s "
-                     f"({t['images']} images in {t['steps']} steps), GPU util {util}")
-    lines.append(f"H2D: {found['h2d']['gb_per_s']:.1f} GB/s (pinned, {COPIES} copies of "
-                 f"{found['h2d']['bytes'] // COPIES >> 20} MiB)" if found["h2d"] else "H2D: skipped, no CUDA GPU")
+        lines.append(
+            f"ResNet-50 on {t['device']}, {t['reader']} reader: {t['images_per_s']:.1f} images/s "
+            f"({t['images']} images in {t['steps']} steps), GPU util {util}"
+        )
+    lines.append(
+        f"H2D: {found['h2d']['gb_per_s']:.1f} GB/s (pinned, {COPIES} copies of "
+        f"{found['h2d']['bytes'] // COPIES >> 20} MiB)"
+        if found["h2d"]
+        else "H2D: skipped, no CUDA GPU"
+    )
     lines += [f"skipped: {reason}" for reason in found["skipped"]]
     return lines
 
@@ -165,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--{name.replace('_', '-')} must be at least {low}", file=sys.stderr)
             return 2
     if not args.root and args.files < 2 * args.batch_size:
-        print(f"--files {args.files} is less than two batches of {args.batch_size}: make it at least "
-              f"{2 * args.batch_size}, or lower --batch-size", file=sys.stderr)
+        print(
+            f"--files {args.files} is less than two batches of {args.batch_size}: make it at least "
+            f"{2 * args.batch_size}, or lower --batch-size",
+            file=sys.stderr,
+        )
         return 2
     found = check(args)
     print("\n".join(report(found)))

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from _common import ROOT, drop_caches, private_tmpfs
 
-
 from iolab.dataset.gen import gen
 from iolab.dataset.pack import pack
 from iolab.parsers import pytorch
@@ -32,16 +31,51 @@ MIB = 1 << 20
 
 
 def fio_read(path: Path, workers: int, runtime: float) -> float:
-    out = subprocess.run(["fio", "--name=seq", f"--filename={path}", "--rw=read", "--bs=1M", "--ioengine=psync",
-                          f"--numjobs={workers}", "--readonly", "--time_based", f"--runtime={runtime:g}",
-                          "--group_reporting", "--output-format=json"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            "fio",
+            "--name=seq",
+            f"--filename={path}",
+            "--rw=read",
+            "--bs=1M",
+            "--ioengine=psync",
+            f"--numjobs={workers}",
+            "--readonly",
+            "--time_based",
+            f"--runtime={runtime:g}",
+            "--group_reporting",
+            "--output-format=json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout)["jobs"][0]["read"]["bw_bytes"]
 
 
 def loader_read(root: Path, out: Path, workers: int, epochs: int, batch: int) -> tuple[float, float]:
-    subprocess.run([sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(root), "--out", str(out),
-                    "--reader", "packed", "--no-decode", "--workers", str(workers), "--batch-size", str(batch),
-                    "--epochs", str(epochs)], check=True, cwd=ROOT)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.loader.torch_loader",
+            "--root",
+            str(root),
+            "--out",
+            str(out),
+            "--reader",
+            "packed",
+            "--no-decode",
+            "--workers",
+            str(workers),
+            "--batch-size",
+            str(batch),
+            "--epochs",
+            str(epochs),
+        ],
+        check=True,
+        cwd=ROOT,
+    )
     parsed = pytorch.parse(out)
     value = {m.metric: m.value for m in parsed.measurements if not m.params}
     return value["read_bw"], value["samples_per_s"]
@@ -60,17 +94,21 @@ def main() -> int:
         root = mount / "ds"
         gen(root, files=args.files, seed=1)
         info = pack(root, "packed")
-        print(f"tmpfs {mount}: {args.files} files, packed data file {info.bytes / MIB:.0f} MiB; "
-              f"loader batches of {args.batch_size}, {args.epochs} epochs; fio {args.runtime:g} s")
+        print(
+            f"tmpfs {mount}: {args.files} files, packed data file {info.bytes / MIB:.0f} MiB; "
+            f"loader batches of {args.batch_size}, {args.epochs} epochs; fio {args.runtime:g} s"
+        )
         print(f"{'workers':>7}  {'fio seq read':>14}  {'loader (packed, no decode)':>28}  {'ratio':>6}")
         for workers in args.workers:
             for rep in range(args.repeat):
-                drop_caches()     # tmpfs pages stay; dentries and the rest go, as before a run
+                drop_caches()  # tmpfs pages stay; dentries and the rest go, as before a run
                 fio = fio_read(root / "packed" / "data.bin", workers, args.runtime)
                 drop_caches()
                 bw, rate = loader_read(root, mount / f"run-{workers}-{rep}", workers, args.epochs, args.batch_size)
-                print(f"{workers:>7}  {fio / MIB:>9.0f} MiB/s  {bw / MIB:>9.0f} MiB/s ({rate:>7.0f} samples/s)  "
-                      f"{bw / fio:>6.2f}")
+                print(
+                    f"{workers:>7}  {fio / MIB:>9.0f} MiB/s  {bw / MIB:>9.0f} MiB/s ({rate:>7.0f} samples/s)  "
+                    f"{bw / fio:>6.2f}"
+                )
     return 0
 
 

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from _common import ROOT, drop_caches, private_tmpfs
 
-
 from iolab.dataset.gen import gen
 from iolab.dataset.pack import pack
 from iolab.parsers import pytorch
@@ -37,9 +36,27 @@ MIB = 1 << 20
 
 def run(root: Path, out: Path, reader: str, decode: bool, workers: int, *extra: str):
     drop_caches()
-    subprocess.run([sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(root), "--out", str(out),
-                    "--reader", reader, "--decode" if decode else "--no-decode", "--workers", str(workers),
-                    "--batch-size", "64", *extra], check=True, cwd=ROOT)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.loader.torch_loader",
+            "--root",
+            str(root),
+            "--out",
+            str(out),
+            "--reader",
+            reader,
+            "--decode" if decode else "--no-decode",
+            "--workers",
+            str(workers),
+            "--batch-size",
+            "64",
+            *extra,
+        ],
+        check=True,
+        cwd=ROOT,
+    )
     return pytorch.parse(out)
 
 
@@ -71,8 +88,10 @@ def main() -> int:
         root = mount / "ds"
         manifest = gen(root, files=args.files, seed=1)
         pack(root, "packed")
-        print(f"{args.files} files ({manifest.total_bytes / MIB:.0f} MiB) on tmpfs; {args.workers} workers, "
-              f"batch 64, median of {args.repeat} runs")
+        print(
+            f"{args.files} files ({manifest.total_bytes / MIB:.0f} MiB) on tmpfs; {args.workers} workers, "
+            f"batch 64, median of {args.repeat} runs"
+        )
         print(f"{'reader':<13} {'decode':<6} {'samples/s':>10} {'MiB/s':>8} {'CPU cores':>9}")
         for decode in (True, False):
             for reader in READERS:
@@ -83,8 +102,10 @@ def main() -> int:
                     parsed = run(root, mount / f"{reader}-{decode}-{rep}", reader, decode, args.workers)
                     found.append({m.metric: m.value for m in parsed.measurements if not m.params})
                 med = {k: statistics.median(f[k] for f in found) for k in ("samples_per_s", "read_bw", "cpu_cores")}
-                print(f"{reader:<13} {'on' if decode else 'off':<6} {med['samples_per_s']:>10.0f} "
-                      f"{med['read_bw'] / MIB:>8.1f} {med['cpu_cores']:>9.2f}")
+                print(
+                    f"{reader:<13} {'on' if decode else 'off':<6} {med['samples_per_s']:>10.0f} "
+                    f"{med['read_bw'] / MIB:>8.1f} {med['cpu_cores']:>9.2f}"
+                )
         print("\nsyscalls per sample, the reader alone (strace -c, 200 samples, attach cost subtracted):")
         print(f"{'reader':<13} " + " ".join(f"{c:>10}" for c in CALLS))
         for reader in READERS:

@@ -31,7 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 from _common import ROOT, drop_caches
 
 from iolab.dataset.gen import gen
@@ -55,11 +54,24 @@ def start_sshd(work: Path) -> tuple[subprocess.Popen, int, Path]:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / name)], check=True)
     port = free_port()
     config = keys / "sshd_config"
-    config.write_text("\n".join([
-        f"ListenAddress 127.0.0.1:{port}", f"PidFile {keys / 'sshd.pid'}", f"HostKey {keys / 'host'}",
-        f"AuthorizedKeysFile {keys / 'client.pub'}", "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no", "UseDNS no",
-        "Subsystem sftp /usr/lib/openssh/sftp-server", ""]))
+    config.write_text(
+        "\n".join(
+            [
+                f"ListenAddress 127.0.0.1:{port}",
+                f"PidFile {keys / 'sshd.pid'}",
+                f"HostKey {keys / 'host'}",
+                f"AuthorizedKeysFile {keys / 'client.pub'}",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "UseDNS no",
+                "Subsystem sftp /usr/lib/openssh/sftp-server",
+                "",
+            ]
+        )
+    )
     Path("/run/sshd").mkdir(exist_ok=True)
     proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-f", str(config), "-E", str(keys / "sshd.log")])
     deadline = time.monotonic() + 10
@@ -74,9 +86,26 @@ def start_sshd(work: Path) -> tuple[subprocess.Popen, int, Path]:
 
 def run(root: Path, out: Path, reader: str, decode: bool) -> tuple[float, float]:
     drop_caches()
-    subprocess.run([sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(root), "--out", str(out),
-                    "--reader", reader, "--decode" if decode else "--no-decode", "--workers", "2",
-                    "--batch-size", "64"], check=True, cwd=ROOT)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.loader.torch_loader",
+            "--root",
+            str(root),
+            "--out",
+            str(out),
+            "--reader",
+            reader,
+            "--decode" if decode else "--no-decode",
+            "--workers",
+            "2",
+            "--batch-size",
+            "64",
+        ],
+        check=True,
+        cwd=ROOT,
+    )
     values = {m.metric: m.value for m in pytorch.parse(out).measurements if not m.params}
     return values["samples_per_s"], values["read_bw"]
 
@@ -95,22 +124,38 @@ def main() -> int:
         gen(work / "ds", files=args.files, seed=1)
         pack(work / "ds", "packed")
         sshd, port, key = start_sshd(work)
-        subprocess.run(["sshfs", "-p", str(port), "-o", f"ro,IdentityFile={key},StrictHostKeyChecking=no,"
-                        "UserKnownHostsFile=/dev/null", f"root@127.0.0.1:{work / 'ds'}", str(mount)], check=True)
+        subprocess.run(
+            [
+                "sshfs",
+                "-p",
+                str(port),
+                "-o",
+                f"ro,IdentityFile={key},StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null",
+                f"root@127.0.0.1:{work / 'ds'}",
+                str(mount),
+            ],
+            check=True,
+        )
         mounted = True
-        print(f"{args.files} files; sshfs over loopback SSH vs the local disk; 2 workers, batch 64, "
-              f"median of {args.repeat} runs")
+        print(
+            f"{args.files} files; sshfs over loopback SSH vs the local disk; 2 workers, batch 64, "
+            f"median of {args.repeat} runs"
+        )
         print(f"{'storage':<8} {'reader':<7} {'decode':<6} {'samples/s':>10} {'MiB/s':>8}")
         figures: dict[tuple[str, str, bool], float] = {}
         for where, root in (("local", work / "ds"), ("sshfs", mount)):
             for decode in (True, False):
                 for reader in ("pil", "packed"):
-                    found = [run(root, work / "runs" / f"{where}-{reader}-{decode}-{rep}", reader, decode)
-                             for rep in range(args.repeat)]
+                    found = [
+                        run(root, work / "runs" / f"{where}-{reader}-{decode}-{rep}", reader, decode)
+                        for rep in range(args.repeat)
+                    ]
                     rate = statistics.median(f[0] for f in found)
                     figures[where, reader, decode] = rate
-                    print(f"{where:<8} {reader:<7} {'on' if decode else 'off':<6} {rate:>10.0f} "
-                          f"{statistics.median(f[1] for f in found) / MIB:>8.1f}")
+                    print(
+                        f"{where:<8} {reader:<7} {'on' if decode else 'off':<6} {rate:>10.0f} "
+                        f"{statistics.median(f[1] for f in found) / MIB:>8.1f}"
+                    )
         for where in ("local", "sshfs"):
             for decode in (True, False):
                 ratio = figures[where, "packed", decode] / figures[where, "pil", decode]

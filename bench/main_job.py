@@ -1,6 +1,6 @@
 """The main job on the embedded default (issue 2): `bench.all` of campaigns/quick.yml, target ≤ 5 min.
 
-    .venv/bin/python bench/main_job.py
+.venv/bin/python bench/main_job.py
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ def main() -> None:
     wall, done = lab("bench.all", results=results)
     stored = samples(results, "quick")
     runs = {s["run_id"] for s in stored}
-    print(f"bench.all on the embedded default (campaigns/quick.yml, localhost): {wall:.0f} s "
-          f"for {len(runs)} runs, {len(stored)} samples   target ≤ 300 s")
+    print(
+        f"bench.all on the embedded default (campaigns/quick.yml, localhost): {wall:.0f} s "
+        f"for {len(runs)} runs, {len(stored)} samples   target ≤ 300 s"
+    )
 
 
 if __name__ == "__main__":

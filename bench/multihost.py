@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from _common import job_args, ROOT, lab, samples, spread, write_campaign
+from _common import ROOT, job_args, lab, samples, spread, write_campaign
 
 INVENTORY = ROOT / "inventory" / "sim.yml"
 
@@ -23,9 +23,13 @@ def main() -> None:
     results = Path(tempfile.mkdtemp(prefix="iolab-bench-"))
     brought_up = not INVENTORY.exists()
     lab("lab.sim-up", "--count", "4", results=results)
-    campaign = write_campaign({"name": "bench-multihost", "backends": [
-        {"name": "bench-multihost", "type": "tmpfs", "size": "512MiB"}],
-        "workloads": [{"name": "w", "type": "fio", "profile": "seq-read-1m"}]})
+    campaign = write_campaign(
+        {
+            "name": "bench-multihost",
+            "backends": [{"name": "bench-multihost", "type": "tmpfs", "size": "512MiB"}],
+            "workloads": [{"name": "w", "type": "fio", "profile": "seq-read-1m"}],
+        }
+    )
     common = ["--inventory", str(INVENTORY), "--campaign", str(campaign), "--backend", "bench-multihost"]
     lab("storage.mount", *common, "--hosts", "gpu[01-04]", results=results)
     try:
@@ -33,15 +37,30 @@ def main() -> None:
         spreads = []
         for _ in range(opts.rounds):
             for count, pattern in ((1, "gpu01"), (4, "gpu[01-04]")):
-                wall, _ = lab("bench.fio", *common, "--hosts", pattern, "--profile", "seq-read-1m",
-                              "--runtime", f"{opts.runtime:g}s", "--ramp", f"{opts.ramp:g}s", "--size", "256MiB",
-                              results=results)
+                wall, _ = lab(
+                    "bench.fio",
+                    *common,
+                    "--hosts",
+                    pattern,
+                    "--profile",
+                    "seq-read-1m",
+                    "--runtime",
+                    f"{opts.runtime:g}s",
+                    "--ramp",
+                    f"{opts.ramp:g}s",
+                    "--size",
+                    "256MiB",
+                    results=results,
+                )
                 walls[count].append(wall)
                 if count == 4:
-                    agg = [s for s in samples(results, "fio-bench-multihost")
-                           if s["host"] == "*" and s["metric"] == "read_bw"][-1]
+                    agg = [
+                        s
+                        for s in samples(results, "fio-bench-multihost")
+                        if s["host"] == "*" and s["metric"] == "read_bw"
+                    ][-1]
                     spreads.append(agg["metadata"]["start_spread_s"] * 1000)
-        ratio = [b / a for a, b in zip(walls[1], walls[4])]
+        ratio = [b / a for a, b in zip(walls[1], walls[4], strict=False)]
         job = opts.runtime + opts.ramp
         print(f"fio seq-read-1m, {opts.runtime:g} s + {opts.ramp:g} s ramp, per-host tmpfs, {opts.rounds} rounds")
         print(f"  wall on 1 host:  {spread(walls[1])} s")

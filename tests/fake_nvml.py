@@ -56,16 +56,16 @@ class FakeNvml:
 
     def nvmlDeviceGetClockInfo(self, handle, clock):
         assert clock == self.NVML_CLOCK_SM
-        return 1980                                        # MHz
+        return 1980  # MHz
 
     def nvmlDeviceGetTemperature(self, handle, sensor):
         assert sensor == self.NVML_TEMPERATURE_GPU
-        return 64                                          # °C
+        return 64  # °C
 
     def nvmlDeviceGetPowerUsage(self, handle):
-        return 512_345                                     # mW
+        return 512_345  # mW
 
     def nvmlDeviceGetPcieThroughput(self, handle, counter):
         if handle[1] == 1:
             raise self.NVMLError("Not Supported")
-        return {self.NVML_PCIE_UTIL_RX_BYTES: 102_400, self.NVML_PCIE_UTIL_TX_BYTES: 51_200}[counter]   # KiB/s
+        return {self.NVML_PCIE_UTIL_RX_BYTES: 102_400, self.NVML_PCIE_UTIL_TX_BYTES: 51_200}[counter]  # KiB/s

@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def hostrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`python -m iolab.hostrun ARGS` with this checkout's iolab, as a host runs it."""
     env = {**(os.environ if env is None else env), "PYTHONPATH": str(ROOT / "pyfiles")}
-    return subprocess.run([sys.executable, "-m", "iolab.hostrun", *args], env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "iolab.hostrun", *args], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 class Cli:
@@ -29,8 +30,7 @@ class Cli:
         return [sys.executable, "-m", "invoke", *args]
 
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run(self.argv(*args), cwd=ROOT, env=self.env, capture_output=True, text=True,
-                              timeout=600)
+        done = subprocess.run(self.argv(*args), cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=600)
         if check and done.returncode != 0:
             raise AssertionError(f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done

@@ -35,13 +35,15 @@ THRESHOLD = 90.0
 @dataclasses.dataclass(frozen=True)
 class Probe:
     accelerators: int
-    au: float              # the lowest host AU, %
-    samples_per_s: float   # all hosts together
-    read_bw: float         # all hosts together, B/s
+    au: float  # the lowest host AU, %
+    samples_per_s: float  # all hosts together
+    read_bw: float  # all hosts together, B/s
     run_id: str = ""
 
 
-def search(probe: Callable[[int], float], threshold: float = THRESHOLD, limit: int = 64) -> tuple[int, list[tuple[int, float]]]:
+def search(
+    probe: Callable[[int], float], threshold: float = THRESHOLD, limit: int = 64
+) -> tuple[int, list[tuple[int, float]]]:
     """The largest N ≤ limit with probe(N) ≥ threshold (0 if even 1 fails), and every (N, AU) probed.
 
     >>> search(lambda n: 100 if n <= 5 else 50)
@@ -75,27 +77,43 @@ def search(probe: Callable[[int], float], threshold: float = THRESHOLD, limit: i
     return good, history
 
 
-def probe_campaign(spec: Campaign, backend: str, accelerator: dict[str, Any], workload: dict[str, Any],
-                   counts: list[int]) -> Campaign:
+def probe_campaign(
+    spec: Campaign, backend: str, accelerator: dict[str, Any], workload: dict[str, Any], counts: list[int]
+) -> Campaign:
     """A campaign of one pytorch workload swept over `counts` accelerators, on one backend of `spec`."""
     if spec.dataset is None:
-        raise UserError(f"campaign {spec.name} has no dataset: bench.accelerators reads the campaign's data set; "
-                        "add dataset: {kind: imagenet-like, files: N, seed: S}")
+        raise UserError(
+            f"campaign {spec.name} has no dataset: bench.accelerators reads the campaign's data set; "
+            "add dataset: {kind: imagenet-like, files: N, seed: S}"
+        )
     chosen = next((b for b in spec.backends if b.name == backend), None)
     if chosen is None:
-        raise UserError(f"backend {backend!r} is not in campaign {spec.name} (it has: "
-                        f"{', '.join(b.name for b in spec.backends)}); pass --backend NAME")
-    raw = {"name": f"accelerators-{backend}-{accelerator['type']}",
-           "backends": [chosen.model_dump(exclude_none=True)],
-           "dataset": spec.dataset.model_dump(),
-           "workloads": [{"name": "probe", "type": "pytorch", **workload, "accelerator": accelerator,
-                          "accelerators": counts}]}
+        raise UserError(
+            f"backend {backend!r} is not in campaign {spec.name} (it has: "
+            f"{', '.join(b.name for b in spec.backends)}); pass --backend NAME"
+        )
+    raw = {
+        "name": f"accelerators-{backend}-{accelerator['type']}",
+        "backends": [chosen.model_dump(exclude_none=True)],
+        "dataset": spec.dataset.model_dump(),
+        "workloads": [
+            {"name": "probe", "type": "pytorch", **workload, "accelerator": accelerator, "accelerators": counts}
+        ],
+    }
     return parse(raw, "bench.accelerators flags", Path.cwd())
 
 
-def run_search(spec: Campaign, lab: bench.Lab, results: Path, backend: str, accelerator: dict[str, Any],
-               workload: dict[str, Any], limit: int, threshold: float = THRESHOLD,
-               show: Callable[[str], None] = print) -> tuple[int, list[Probe]]:
+def run_search(
+    spec: Campaign,
+    lab: bench.Lab,
+    results: Path,
+    backend: str,
+    accelerator: dict[str, Any],
+    workload: dict[str, Any],
+    limit: int,
+    threshold: float = THRESHOLD,
+    show: Callable[[str], None] = print,
+) -> tuple[int, list[Probe]]:
     """Mount the backend, make the data set, probe N accelerators per host as `search` asks; unmount."""
     first = probe_campaign(spec, backend, accelerator, workload, [1])
     store = ResultStore(results, first.name)
@@ -110,16 +128,30 @@ def run_search(spec: Campaign, lab: bench.Lab, results: Path, backend: str, acce
         missing = datasets.make(lab, first, backend, expand(first), hosts)
         if missing:
             raise RunFailed("; ".join(f"{h}: {why}" for h, why in missing.items()))
-        return probe_until(lab, store, lambda n: expand(probe_campaign(spec, backend, accelerator, workload,
-                                                                        [n]))[0],
-                           hosts, limit, threshold, show)
+        return probe_until(
+            lab,
+            store,
+            lambda n: expand(probe_campaign(spec, backend, accelerator, workload, [n]))[0],
+            hosts,
+            limit,
+            threshold,
+            show,
+        )
     finally:
-        lab.play(bench.storage_phase(first, backend, "unmounted", stop_tools=True), f"unmount {backend}",
-                 cancellable=False)
+        lab.play(
+            bench.storage_phase(first, backend, "unmounted", stop_tools=True), f"unmount {backend}", cancellable=False
+        )
 
 
-def probe_until(lab: bench.Lab, store: ResultStore, run_of: Callable[[int], Run], hosts: list[str], limit: int,
-                threshold: float = THRESHOLD, show: Callable[[str], None] = print) -> tuple[int, list[Probe]]:
+def probe_until(
+    lab: bench.Lab,
+    store: ResultStore,
+    run_of: Callable[[int], Run],
+    hosts: list[str],
+    limit: int,
+    threshold: float = THRESHOLD,
+    show: Callable[[str], None] = print,
+) -> tuple[int, list[Probe]]:
     """Probe N accelerators per host (the run `run_of(N)`, stored or run now) as `search` asks.
 
     The backend is mounted and the data set made. Returns search's answer and every
@@ -131,25 +163,34 @@ def probe_until(lab: bench.Lab, store: ResultStore, run_of: Callable[[int], Run]
         run = run_of(n)
         found = _stored(store, run, hosts)
         if found is None:
-            result = bench.play_run(lab, [bench.run_phase(run)], run, store.raw_dir(run.run_id),
-                                    f"probe: {n} accelerator(s) per host", hosts)
+            result = bench.play_run(
+                lab,
+                [bench.run_phase(run)],
+                run,
+                store.raw_dir(run.run_id),
+                f"probe: {n} accelerator(s) per host",
+                hosts,
+            )
             failures, _ = bench.record_run(store, run, result, hosts)
             if failures:
                 raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
             found = _stored(store, run, hosts)
             assert found is not None
         probes[n] = Probe(n, *found, run_id=run.run_id)
-        show(f"  {n:>4} accelerator(s) per host: AU {found[0]:5.1f} %  "
-             f"{'ok' if found[0] >= threshold else 'below ' + format(threshold, 'g') + ' %'}  "
-             f"({found[1]:.0f} samples/s, {found[2] / 2**20:.0f} MiB/s over {len(hosts)} host(s))")
+        show(
+            f"  {n:>4} accelerator(s) per host: AU {found[0]:5.1f} %  "
+            f"{'ok' if found[0] >= threshold else 'below ' + format(threshold, 'g') + ' %'}  "
+            f"({found[1]:.0f} samples/s, {found[2] / 2**20:.0f} MiB/s over {len(hosts)} host(s))"
+        )
         return found[0]
 
     best, _ = search(probe, threshold, limit)
     return best, [probes[n] for n in sorted(probes)]
 
 
-def fed(lab: bench.Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str],
-        show: Callable[[str], None]) -> tuple[list[str], list[Sample]]:
+def fed(
+    lab: bench.Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str], show: Callable[[str], None]
+) -> tuple[list[str], list[Sample]]:
     """A campaign's `search: accelerators` run on a mounted backend: probe, then store `accelerators_fed`.
 
     Each probe is a run of the campaign: the run's workload at N accelerators per host
@@ -175,8 +216,9 @@ def fed(lab: bench.Lab, campaign: Campaign, store: ResultStore, run: Run, hosts:
     return [], samples
 
 
-def fed_samples(run: Run, best: int, probes: list[Probe], hosts: list[str], stored: list[Sample],
-                started: float, ended: float) -> list[Sample]:
+def fed_samples(
+    run: Run, best: int, probes: list[Probe], hosts: list[str], stored: list[Sample], started: float, ended: float
+) -> list[Sample]:
     """accelerators_fed of a search: on each host and for all of them (host "*").
 
     The metadata holds the point it stands for (`at`: the answer, or the 1-accelerator
@@ -186,23 +228,41 @@ def fed_samples(run: Run, best: int, probes: list[Probe], hosts: list[str], stor
     at = next(p for p in probes if p.accelerators == max(best, 1))
     point = [s for s in stored if s.run_id == at.run_id and not s.params.get("syscall")]
     params = {k: v for k, v in run.params.items() if k != "accelerators"}
-    params |= {"workload": run.workload.name, "accelerator_type": run.workload.accelerator.type,
-               "au_threshold": THRESHOLD}
-    common = {"at": dataclasses.asdict(at), "probes": [dataclasses.asdict(p) for p in probes],
-              "limit": run.workload.accelerators}
+    params |= {
+        "workload": run.workload.name,
+        "accelerator_type": run.workload.accelerator.type,
+        "au_threshold": THRESHOLD,
+    }
+    common = {
+        "at": dataclasses.asdict(at),
+        "probes": [dataclasses.asdict(p) for p in probes],
+        "limit": run.workload.accelerators,
+    }
 
     def sample(host: str, metadata: dict[str, Any]) -> Sample:
-        return Sample(campaign=run.campaign, run_id=run.run_id, repetition=run.repetition, host=host,
-                      backend=run.backend.name, workload=run.workload.name, metric="accelerators_fed",
-                      value=float(best), unit="count", started_at=utc_iso(started), ended_at=utc_iso(ended),
-                      params=params, metadata={**common, **metadata})
+        return Sample(
+            campaign=run.campaign,
+            run_id=run.run_id,
+            repetition=run.repetition,
+            host=host,
+            backend=run.backend.name,
+            workload=run.workload.name,
+            metric="accelerators_fed",
+            value=float(best),
+            unit="count",
+            started_at=utc_iso(started),
+            ended_at=utc_iso(ended),
+            params=params,
+            metadata={**common, **metadata},
+        )
 
     per_host = []
     for host in hosts:
         mine = [s for s in point if s.host == host]
         figures = {s.metric: s.value for s in mine if s.metric in ("au", "read_bw", "samples_per_s")}
-        per_host.append(sample(host, {"host_at": figures,
-                                      "validity": mine[0].metadata.get("validity", {}) if mine else {}}))
+        per_host.append(
+            sample(host, {"host_at": figures, "validity": mine[0].metadata.get("validity", {}) if mine else {}})
+        )
     return per_host + [sample(AGGREGATE_HOST, {"hosts": hosts})]
 
 

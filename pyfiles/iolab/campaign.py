@@ -15,10 +15,9 @@ import json
 import random
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
-                      ValidationError, model_validator)
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from iolab import fio_jobfile, fio_jobs, yamlfile
 from iolab.confine import MOUNT_ROOT, refusal
@@ -35,8 +34,10 @@ def _name(value: str) -> str:
     import re
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
-        raise ValueError(f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-' "
-                         "(names become directory and mount names)")
+        raise ValueError(
+            f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-' "
+            "(names become directory and mount names)"
+        )
     return value
 
 
@@ -68,7 +69,7 @@ class _Backend(_Model):
 
     @property
     def role(self) -> str:
-        return f"storage_{self.type}"              # one role per backend type: roles/storage_<type>
+        return f"storage_{self.type}"  # one role per backend type: roles/storage_<type>
 
     @property
     def target(self) -> str:
@@ -89,9 +90,11 @@ class _Backend(_Model):
     def refuse(self, workload: Any) -> str | None:
         """Why `workload` cannot run on this backend (a campaign error), or None."""
         if not self.writable and getattr(workload, "writes", False):
-            return (f"workload {workload.name} writes ({workload.writes}) but backend {self.name} is mounted "
-                    "read-only to keep its data set safe; run write benchmarks on a scratch backend "
-                    "(tmpfs, local, or a mount without readonly)")
+            return (
+                f"workload {workload.name} writes ({workload.writes}) but backend {self.name} is mounted "
+                "read-only to keep its data set safe; run write benchmarks on a scratch backend "
+                "(tmpfs, local, or a mount without readonly)"
+            )
         return None
 
     def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
@@ -101,6 +104,7 @@ class _Backend(_Model):
 
 class TmpfsBackend(_Backend):
     """A tmpfs of `size` mounted on each host (memory: the ceiling of a host's own storage)."""
+
     name: Name
     type: Literal["tmpfs"]
     size: Size
@@ -119,6 +123,7 @@ Device = Annotated[str, AfterValidator(_absolute), AfterValidator(_device)]
 
 class LocalBackend(_Backend):
     """A directory on a file system the host already has (local NVMe, an existing mount)."""
+
     name: Name
     type: Literal["local"]
     path: AbsPath
@@ -134,16 +139,23 @@ class LocalBackend(_Backend):
 # What the lab's services publish (`invoke lab.services-up`; <dir>/client.json of roles
 # service_ceph and service_nfs): a Ceph backend that names no cluster uses the lab's.
 LAB_CEPH_DIR = "/var/lib/iolab/ceph"
-LAB_CEPH = {"ceph_conf": f"{LAB_CEPH_DIR}/ceph.conf", "keyring": f"{LAB_CEPH_DIR}/ceph.client.admin.keyring",
-            "client": "admin", "pool": "iolab", "fs_name": "iolab"}
+LAB_CEPH = {
+    "ceph_conf": f"{LAB_CEPH_DIR}/ceph.conf",
+    "keyring": f"{LAB_CEPH_DIR}/ceph.client.admin.keyring",
+    "client": "admin",
+    "pool": "iolab",
+    "fs_name": "iolab",
+}
 
 
 def _mount_option(value: str) -> str:
     import re
 
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.=/+@:-]*", value):
-        raise ValueError(f"mount option {value!r}: give one option per list item (no commas or blanks), "
-                         "e.g. [noatime, rsize=1048576]")
+        raise ValueError(
+            f"mount option {value!r}: give one option per list item (no commas or blanks), "
+            "e.g. [noatime, rsize=1048576]"
+        )
     return value
 
 
@@ -199,12 +211,13 @@ class RbdSnapshotBackend(_Backend):
     profiles; then snapshot `snapshot`, protected. Each host maps the snapshot read-only
     (krbd, else rbd-nbd, else QEMU's storage daemon over FUSE) and mounts it read-only.
     """
+
     name: Name
     type: Literal["rbd_snapshot"]
     pool: Name = LAB_CEPH["pool"]
-    image: Name | None = None                    # default: iolab-<name>
+    image: Name | None = None  # default: iolab-<name>
     snapshot: Name = "dataset"
-    size: Size = 10 << 30                        # thin: only what is written takes space
+    size: Size = 10 << 30  # thin: only what is written takes space
     source: AbsPath | None = None
     fio_size: Size | None = None
     ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
@@ -228,7 +241,8 @@ class RbdSnapshotBackend(_Backend):
         variables["storage_rbd_snapshot_fio_size"] = self.fio_size or 0
         # Without a source, the campaign's data set is generated into the image (once).
         variables["storage_rbd_snapshot_dataset"] = (
-            {**dataset.identity(), "formats": list(formats)} if dataset and not self.source else {})
+            {**dataset.identity(), "formats": list(formats)} if dataset and not self.source else {}
+        )
         return variables
 
     def refuse(self, workload: Any) -> str | None:
@@ -236,14 +250,20 @@ class RbdSnapshotBackend(_Backend):
         if reason or getattr(workload, "tool", "") != "fio":
             return reason
         if workload.jobfile:
-            return (f"workload {workload.name}: a job file cannot run on backend {self.name}, a read-only "
-                    "snapshot where fio cannot lay out its files; use a read profile")
+            return (
+                f"workload {workload.name}: a job file cannot run on backend {self.name}, a read-only "
+                "snapshot where fio cannot lay out its files; use a read profile"
+            )
         if not self.fio_size:
-            return (f"workload {workload.name} reads a fio file but backend {self.name} holds none: give the "
-                    "backend fio_size (e.g. 1GiB), laid out once in the image before the snapshot")
+            return (
+                f"workload {workload.name} reads a fio file but backend {self.name} holds none: give the "
+                "backend fio_size (e.g. 1GiB), laid out once in the image before the snapshot"
+            )
         if workload.size and workload.size != self.fio_size:
-            return (f"workload {workload.name}: size {workload.size} differs from the fio file of backend "
-                    f"{self.name} (fio_size {self.fio_size}); leave size out, or make it fio_size")
+            return (
+                f"workload {workload.name}: size {workload.size} differs from the fio file of backend "
+                f"{self.name} (fio_size {self.fio_size}); leave size out, or make it fio_size"
+            )
         return None
 
     def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
@@ -254,6 +274,7 @@ class RbdSnapshotBackend(_Backend):
 
 class CephfsBackend(_Backend):
     """A CephFS directory (`path` inside file system `fs_name`): kernel client where present, else ceph-fuse."""
+
     name: Name
     type: Literal["cephfs"]
     path: FsPath = "/"
@@ -269,6 +290,7 @@ class CephfsBackend(_Backend):
 
 class NfsBackend(_Backend):
     """An NFS export (kernel client; checked first with libnfs's nfs-ls, which needs no kernel support)."""
+
     name: Name
     type: Literal["nfs"]
     server: HostName
@@ -283,6 +305,7 @@ class NfsBackend(_Backend):
 
 class SshfsBackend(_Backend):
     """A directory of another lab host (`host`, an inventory host) mounted over SSH with sshfs (FUSE)."""
+
     name: Name
     type: Literal["sshfs"]
     host: HostName
@@ -294,6 +317,7 @@ class SshfsBackend(_Backend):
 
 class MountBackend(_Backend):
     """Any file system the host can mount, named by source, type and options (a vendor NAS, Lustre, BeeGFS, CurveFS)."""
+
     name: Name
     type: Literal["mount"]
     source: Annotated[str, AfterValidator(_source)]
@@ -306,8 +330,10 @@ class MountBackend(_Backend):
     @model_validator(mode="after")
     def _devices_on_scratch(self) -> MountBackend:
         if self.readonly and self.allow_devices:
-            raise ValueError("allow_devices lets fio job files write to those devices; a readonly backend "
-                             "cannot have them: drop readonly or allow_devices")
+            raise ValueError(
+                "allow_devices lets fio job files write to those devices; a readonly backend "
+                "cannot have them: drop readonly or allow_devices"
+            )
         return self
 
 
@@ -317,16 +343,17 @@ class RbdBackend(_Backend):
     The image is created and written in full once (prefill): reads of never-written
     extents return zeros without reaching the OSDs and would measure nothing.
     """
+
     name: Name
     type: Literal["rbd"]
     pool: Name = LAB_CEPH["pool"]
-    image: Name | None = None                    # default: iolab-<name>
+    image: Name | None = None  # default: iolab-<name>
     size: Size = 1 << 30
     prefill: bool = True
     ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
     keyring: CephPath = LAB_CEPH["keyring"]
     client: Name = LAB_CEPH["client"]
-    mountpoint: AbsPath | None = None            # nothing is mounted: fio's work directory on each host
+    mountpoint: AbsPath | None = None  # nothing is mounted: fio's work directory on each host
 
     @property
     def image_name(self) -> str:
@@ -337,28 +364,51 @@ class RbdBackend(_Backend):
 
     def refuse(self, workload: Any) -> str | None:
         if getattr(workload, "tool", "") != "fio":
-            return (f"workload {workload.name} reads files but backend {self.name} is a raw RBD image read "
-                    "by fio's rbd engine; use an rbd_snapshot or cephfs backend for it")
+            return (
+                f"workload {workload.name} reads files but backend {self.name} is a raw RBD image read "
+                "by fio's rbd engine; use an rbd_snapshot or cephfs backend for it"
+            )
         if workload.jobfile:
-            return (f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "
-                    "rbd engine; a job file cannot be rewritten for it")
+            return (
+                f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "
+                "rbd engine; a job file cannot be rewritten for it"
+            )
         if workload.size and workload.size > self.size:
             return f"workload {workload.name}: size {workload.size} exceeds the image ({self.size} bytes)"
         return None
 
     def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
-        options = {**variables["bench_fio_options"],
-                   **fio_jobs.rbd_options(self.pool, self.image_name, self.client)}
+        options = {**variables["bench_fio_options"], **fio_jobs.rbd_options(self.pool, self.image_name, self.client)}
         # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS.
-        return {**variables, "bench_fio_options": options, "bench_fio_size": workload.size or self.size,
-                "run_environment": {"CEPH_CONF": self.ceph_conf, "CEPH_ARGS": f"--keyring {self.keyring}"}}
+        return {
+            **variables,
+            "bench_fio_options": options,
+            "bench_fio_size": workload.size or self.size,
+            "run_environment": {"CEPH_CONF": self.ceph_conf, "CEPH_ARGS": f"--keyring {self.keyring}"},
+        }
 
 
-Backend = Annotated[Union[TmpfsBackend, LocalBackend, RbdSnapshotBackend, CephfsBackend, NfsBackend,
-                          SshfsBackend, MountBackend, RbdBackend], Field(discriminator="type")]
-BACKEND_TYPES = {"tmpfs": TmpfsBackend, "local": LocalBackend, "rbd_snapshot": RbdSnapshotBackend,
-                 "cephfs": CephfsBackend, "nfs": NfsBackend, "sshfs": SshfsBackend, "mount": MountBackend,
-                 "rbd": RbdBackend}
+Backend = Annotated[
+    TmpfsBackend
+    | LocalBackend
+    | RbdSnapshotBackend
+    | CephfsBackend
+    | NfsBackend
+    | SshfsBackend
+    | MountBackend
+    | RbdBackend,
+    Field(discriminator="type"),
+]
+BACKEND_TYPES = {
+    "tmpfs": TmpfsBackend,
+    "local": LocalBackend,
+    "rbd_snapshot": RbdSnapshotBackend,
+    "cephfs": CephfsBackend,
+    "nfs": NfsBackend,
+    "sshfs": SshfsBackend,
+    "mount": MountBackend,
+    "rbd": RbdBackend,
+}
 
 
 class _Workload(_Model):
@@ -369,12 +419,13 @@ class _Workload(_Model):
     after a drop, then warm, after a warm-up — `warm_command` on each host, or a pass
     of the workload itself — so reports show cold and warm side by side).
     """
+
     name: Name
     cache: Literal["drop", "keep", "warm"] = "drop"
     warm_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
-    warmup: bool = False              # one unrecorded run before a point's first measured one, per mount
-    allow_caching: bool = False       # potential_caching becomes `overridden`: kept, but the sample stays valid
-    timeout: Duration | None = None   # per run: the tool is stopped and the run recorded as failed after it
+    warmup: bool = False  # one unrecorded run before a point's first measured one, per mount
+    allow_caching: bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
+    timeout: Duration | None = None  # per run: the tool is stopped and the run recorded as failed after it
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
     # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
     profilers: list[Literal["perf", "py-spy"]] = []
@@ -393,6 +444,7 @@ class _Workload(_Model):
 
 class FioWorkload(_Workload):
     """fio with a built-in profile or the user's own job file."""
+
     type: Literal["fio"]
     profile: str | None = None
     jobfile: str | None = None
@@ -400,7 +452,7 @@ class FioWorkload(_Workload):
     jobtext: Annotated[str | None, Field(exclude=True)] = None
     runtime: Duration = 10.0
     ramp: Ramp = 2.0
-    size: Size | None = None          # per host; default: what fits the backend, up to 1 GiB
+    size: Size | None = None  # per host; default: what fits the backend, up to 1 GiB
     iodepth: Annotated[int, Field(ge=1, le=4096)] | None = None
     numjobs: Annotated[int, Field(ge=1, le=256)] = 1
     ioengine: Literal["libaio", "io_uring", "psync", "sync", "posixaio"] | None = None
@@ -415,14 +467,20 @@ class FioWorkload(_Workload):
     @model_validator(mode="after")
     def _one_source(self) -> FioWorkload:
         if (self.profile is None) == (self.jobfile is None):
-            raise ValueError("give either profile (one of: " + ", ".join(fio_jobs.PROFILES)
-                             + ") or jobfile: PATH, not both or neither")
+            raise ValueError(
+                "give either profile (one of: "
+                + ", ".join(fio_jobs.PROFILES)
+                + ") or jobfile: PATH, not both or neither"
+            )
         if self.profile is not None and self.profile not in fio_jobs.PROFILES:
-            raise ValueError(f"unknown fio profile {self.profile!r} (expected one of: "
-                             + ", ".join(fio_jobs.PROFILES) + ", or jobfile: PATH)")
+            raise ValueError(
+                f"unknown fio profile {self.profile!r} (expected one of: "
+                + ", ".join(fio_jobs.PROFILES)
+                + ", or jobfile: PATH)"
+            )
         return self
 
-    tool: ClassVar[str] = "fio"     # names the role (bench_fio) and the parser (parsers/fio.py)
+    tool: ClassVar[str] = "fio"  # names the role (bench_fio) and the parser (parsers/fio.py)
 
     @property
     def uses_dataset(self) -> bool:
@@ -440,18 +498,23 @@ class FioWorkload(_Workload):
     def role_vars(self, target: str) -> dict[str, Any]:
         """The bench_fio role's variables for a run of this workload on `target`."""
         options: dict[str, Any] = {"time_based": "1", "runtime": f"{self.runtime:g}", "ramp_time": f"{self.ramp:g}"}
-        options.update({k: getattr(self, k) for k in ("iodepth", "numjobs", "ioengine")
-                        if getattr(self, k) is not None})
+        options.update(
+            {k: getattr(self, k) for k in ("iodepth", "numjobs", "ioengine") if getattr(self, k) is not None}
+        )
         if self.profile:
             options = fio_jobs.profile_options(self.profile, options)
         devices = fio_jobfile.devices(fio_jobfile.parse_text(self.jobtext, "jobtext")) if self.jobtext else []
-        return {"bench_fio_options": options, "bench_fio_jobtext": self.jobtext or "",
-                "bench_fio_allow_devices": devices,
-                "bench_fio_size": self.size or 0, "bench_fio_target": target,
-                "bench_fio_timeout": self.run_timeout(self.runtime + self.ramp + 120),
-                "bench_fio_telemetry_after": self.ramp,
-                # Relative to the host's work directory, <target>/iolab-<host>: its data set.
-                "bench_fio_bssplit_from": DATASET_DIR if self.uses_dataset else ""}
+        return {
+            "bench_fio_options": options,
+            "bench_fio_jobtext": self.jobtext or "",
+            "bench_fio_allow_devices": devices,
+            "bench_fio_size": self.size or 0,
+            "bench_fio_target": target,
+            "bench_fio_timeout": self.run_timeout(self.runtime + self.ramp + 120),
+            "bench_fio_telemetry_after": self.ramp,
+            # Relative to the host's work directory, <target>/iolab-<host>: its data set.
+            "bench_fio_bssplit_from": DATASET_DIR if self.uses_dataset else "",
+        }
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         """Where the data set is when every host reads one copy at `root` ('' : each host its own)."""
@@ -460,16 +523,17 @@ class FioWorkload(_Workload):
 
 # --- data sets and deep-learning workloads (issue 5) -------------------------------------------
 
-DATASET_DIR = "dataset"   # each host's data set: <target>/iolab-<inventory_hostname>/dataset
+DATASET_DIR = "dataset"  # each host's data set: <target>/iolab-<inventory_hostname>/dataset
 # resnet50 compute time per batch of 400 samples (MLPerf Storage v1.0, as DLIO runs it;
 # docs/REFERENCE_FIGURES.md): the defaults of the emulated accelerators.
 ACCELERATOR_FIGURES = {"a100": 0.435, "h100": 0.224}
 REFERENCE_BATCH = 400
-LOADER_TIMEOUT = 1800.0   # seconds a loader or metadata run may take unless the campaign says otherwise
+LOADER_TIMEOUT = 1800.0  # seconds a loader or metadata run may take unless the campaign says otherwise
 
 
 class Dataset(_Model):
     """The generated data set every host gets on every backend (iolab.dataset), packed as workloads need."""
+
     kind: Literal["imagenet-like"] = "imagenet-like"
     files: Annotated[int, Field(ge=1, le=100_000_000)]
     seed: int = 1
@@ -483,6 +547,7 @@ class Dataset(_Model):
 
 class Accelerator(_Model):
     """Emulated (a100, h100: resnet50's figures; custom: your compute_per_batch) or the host's real GPUs (gpu)."""
+
     type: Literal["a100", "h100", "custom", "gpu"]
     compute_per_batch: Duration | None = None
 
@@ -503,6 +568,7 @@ class Accelerator(_Model):
 
 class PytorchWorkload(_Workload):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
+
     type: Literal["pytorch"]
     reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "dali"] = "packed"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
@@ -512,9 +578,9 @@ class PytorchWorkload(_Workload):
     decode: bool = True
     shuffle: bool = True
     epochs: Annotated[int, Field(ge=1, le=1000)] = 1
-    steps: Annotated[int, Field(ge=2)] | None = None     # batches per epoch and accelerator, at most
+    steps: Annotated[int, Field(ge=2)] | None = None  # batches per epoch and accelerator, at most
     syscall_profile: bool = False
-    preprocess_time: Ramp = 0.0                           # slept per sample after reading (DLIO's)
+    preprocess_time: Ramp = 0.0  # slept per sample after reading (DLIO's)
     accelerator: Accelerator | None = None
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
     distributed: bool = False
@@ -529,13 +595,16 @@ class PytorchWorkload(_Workload):
     @model_validator(mode="after")
     def _consistent(self) -> PytorchWorkload:
         if self.reader == "cv2-imread" and not self.decode:
-            raise ValueError("reader cv2-imread always decodes: use decode: true, or cv2-imdecode or packed "
-                             "for bytes only")
+            raise ValueError(
+                "reader cv2-imread always decodes: use decode: true, or cv2-imdecode or packed for bytes only"
+            )
         if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
             raise ValueError("accelerator gpu trains on images: it needs decode: true")
         if self.search and self.accelerator is None:
-            raise ValueError("search: accelerators searches how many accelerators the backend feeds: "
-                             "add accelerator: {type: h100} (or a100, custom)")
+            raise ValueError(
+                "search: accelerators searches how many accelerators the backend feeds: "
+                "add accelerator: {type: h100} (or a100, custom)"
+            )
         return self
 
     @property
@@ -545,16 +614,26 @@ class PytorchWorkload(_Workload):
     def role_vars(self, target: str) -> dict[str, Any]:
         kind = "none" if self.accelerator is None else "gpu" if self.accelerator.type == "gpu" else "emulated"
         compute = self.accelerator.compute_time(self.batch_size) if kind == "emulated" else 0.0
-        return {"bench_pytorch_target": target, "bench_pytorch_reader": self.reader,
-                "bench_pytorch_workers": self.workers, "bench_pytorch_batch_size": self.batch_size,
-                "bench_pytorch_pin_memory": self.pin_memory, "bench_pytorch_prefetch_factor": self.prefetch_factor,
-                "bench_pytorch_decode": self.decode, "bench_pytorch_shuffle": self.shuffle,
-                "bench_pytorch_epochs": self.epochs, "bench_pytorch_steps": self.steps or 0,
-                "bench_pytorch_syscall_profile": self.syscall_profile,
-                "bench_pytorch_preprocess_time": self.preprocess_time, "bench_pytorch_accelerator": kind,
-                "bench_pytorch_compute_per_batch": compute, "bench_pytorch_accelerators": self.accelerators,
-                "bench_pytorch_distributed": self.distributed, "bench_pytorch_seed": self.seed,
-                "bench_pytorch_timeout": self.run_timeout(LOADER_TIMEOUT)}
+        return {
+            "bench_pytorch_target": target,
+            "bench_pytorch_reader": self.reader,
+            "bench_pytorch_workers": self.workers,
+            "bench_pytorch_batch_size": self.batch_size,
+            "bench_pytorch_pin_memory": self.pin_memory,
+            "bench_pytorch_prefetch_factor": self.prefetch_factor,
+            "bench_pytorch_decode": self.decode,
+            "bench_pytorch_shuffle": self.shuffle,
+            "bench_pytorch_epochs": self.epochs,
+            "bench_pytorch_steps": self.steps or 0,
+            "bench_pytorch_syscall_profile": self.syscall_profile,
+            "bench_pytorch_preprocess_time": self.preprocess_time,
+            "bench_pytorch_accelerator": kind,
+            "bench_pytorch_compute_per_batch": compute,
+            "bench_pytorch_accelerators": self.accelerators,
+            "bench_pytorch_distributed": self.distributed,
+            "bench_pytorch_seed": self.seed,
+            "bench_pytorch_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_pytorch_dataset": root}
@@ -562,45 +641,57 @@ class PytorchWorkload(_Workload):
     def describe(self) -> str:
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}
         kind = "none" if self.accelerator is None else self.accelerator.type
-        acc = what.get(kind) or f"{self.accelerators} emulated {kind} ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+        acc = (
+            what.get(kind)
+            or f"{self.accelerators} emulated {kind} ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+        )
         if self.search:
             acc = f"the most emulated {kind} per host at AU ≥ 90 %, up to {self.accelerators}"
-        return (f"PyTorch DataLoader, reader {self.reader}, {self.workers} workers, batch {self.batch_size}, "
-                f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
-                + (", one job over all hosts" if self.distributed else "")
-                + (", under strace -c" if self.syscall_profile else ""))
+        return (
+            f"PyTorch DataLoader, reader {self.reader}, {self.workers} workers, batch {self.batch_size}, "
+            f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
+            + (", one job over all hosts" if self.distributed else "")
+            + (", under strace -c" if self.syscall_profile else "")
+        )
 
 
 class MetadataWorkload(_Workload):
     """readdir, stat and open/close rates over the data set's tree (the small-file metadata bottleneck)."""
+
     type: Literal["metadata"]
     threads: Annotated[int, Field(ge=1, le=1024)] = 1
-    limit: Annotated[int, Field(ge=1)] | None = None     # files per operation, at most (default: all)
-    drop_caches: bool = True                             # before each operation, not only before the run
+    limit: Annotated[int, Field(ge=1)] | None = None  # files per operation, at most (default: all)
+    drop_caches: bool = True  # before each operation, not only before the run
 
     tool: ClassVar[str] = "metadata"
     uses_dataset: ClassVar[bool] = True
     formats: ClassVar[set[str]] = set()
 
     def role_vars(self, target: str) -> dict[str, Any]:
-        return {"bench_metadata_target": target, "bench_metadata_threads": self.threads,
-                "bench_metadata_limit": self.limit or 0, "bench_metadata_drop_caches": self.drop_caches,
-                "bench_metadata_timeout": self.run_timeout(LOADER_TIMEOUT)}
+        return {
+            "bench_metadata_target": target,
+            "bench_metadata_threads": self.threads,
+            "bench_metadata_limit": self.limit or 0,
+            "bench_metadata_drop_caches": self.drop_caches,
+            "bench_metadata_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_metadata_dataset": root}
 
     def describe(self) -> str:
-        return (f"readdir, then stat, then open+close of every data set file with {self.threads} thread(s)"
-                + (", caches dropped before each" if self.drop_caches else ""))
+        return f"readdir, then stat, then open+close of every data set file with {self.threads} thread(s)" + (
+            ", caches dropped before each" if self.drop_caches else ""
+        )
 
 
 class TensorflowWorkload(_Workload):
     """tf.data over the data set's TFRecord shards (interleave, map, prefetch), optionally feeding emulated accelerators."""
+
     type: Literal["tensorflow"]
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
-    private_threads: Annotated[int, Field(ge=0, le=1024)] = 0   # tf.data private thread pool; 0: shared pool
-    parallel_reads: Annotated[int, Field(ge=0, le=1024)] = 0    # shards interleaved at once; 0: up to 16
+    private_threads: Annotated[int, Field(ge=0, le=1024)] = 0  # tf.data private thread pool; 0: shared pool
+    parallel_reads: Annotated[int, Field(ge=0, le=1024)] = 0  # shards interleaved at once; 0: up to 16
     shuffle_buffer: Annotated[int, Field(ge=1)] = 1024
     decode: bool = True
     shuffle: bool = True
@@ -618,39 +709,57 @@ class TensorflowWorkload(_Workload):
     @model_validator(mode="after")
     def _emulated_only(self) -> TensorflowWorkload:
         if self.accelerator and self.accelerator.type == "gpu":
-            raise ValueError("accelerator gpu (real ResNet-50 training) is a pytorch workload's; "
-                             "tensorflow emulates accelerators only (a100, h100, custom)")
+            raise ValueError(
+                "accelerator gpu (real ResNet-50 training) is a pytorch workload's; "
+                "tensorflow emulates accelerators only (a100, h100, custom)"
+            )
         return self
 
     def role_vars(self, target: str) -> dict[str, Any]:
         compute = self.accelerator.compute_time(self.batch_size) if self.accelerator else 0.0
-        return {"bench_tensorflow_target": target, "bench_tensorflow_batch_size": self.batch_size,
-                "bench_tensorflow_private_threads": self.private_threads,
-                "bench_tensorflow_parallel_reads": self.parallel_reads,
-                "bench_tensorflow_shuffle_buffer": self.shuffle_buffer, "bench_tensorflow_decode": self.decode,
-                "bench_tensorflow_shuffle": self.shuffle, "bench_tensorflow_epochs": self.epochs,
-                "bench_tensorflow_steps": self.steps or 0, "bench_tensorflow_seed": self.seed,
-                "bench_tensorflow_syscall_profile": self.syscall_profile,
-                "bench_tensorflow_accelerator": "emulated" if self.accelerator else "none",
-                "bench_tensorflow_compute_per_batch": compute, "bench_tensorflow_accelerators": self.accelerators,
-                "bench_tensorflow_timeout": self.run_timeout(LOADER_TIMEOUT)}
+        return {
+            "bench_tensorflow_target": target,
+            "bench_tensorflow_batch_size": self.batch_size,
+            "bench_tensorflow_private_threads": self.private_threads,
+            "bench_tensorflow_parallel_reads": self.parallel_reads,
+            "bench_tensorflow_shuffle_buffer": self.shuffle_buffer,
+            "bench_tensorflow_decode": self.decode,
+            "bench_tensorflow_shuffle": self.shuffle,
+            "bench_tensorflow_epochs": self.epochs,
+            "bench_tensorflow_steps": self.steps or 0,
+            "bench_tensorflow_seed": self.seed,
+            "bench_tensorflow_syscall_profile": self.syscall_profile,
+            "bench_tensorflow_accelerator": "emulated" if self.accelerator else "none",
+            "bench_tensorflow_compute_per_batch": compute,
+            "bench_tensorflow_accelerators": self.accelerators,
+            "bench_tensorflow_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_tensorflow_dataset": root}
 
     def describe(self) -> str:
-        acc = (f"{self.accelerators} emulated {self.accelerator.type} "
-               f"({self.accelerator.compute_time(self.batch_size):g} s per batch)" if self.accelerator
-               else "no accelerator")
-        return (f"tf.data on the TFRecord shards, batch {self.batch_size}, private threads "
-                f"{self.private_threads or 'shared pool'}, decode {'on' if self.decode else 'off'}, "
-                f"{self.epochs} epoch(s), {acc}" + (", under strace -c" if self.syscall_profile else ""))
+        acc = (
+            f"{self.accelerators} emulated {self.accelerator.type} "
+            f"({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+            if self.accelerator
+            else "no accelerator"
+        )
+        return (
+            f"tf.data on the TFRecord shards, batch {self.batch_size}, private threads "
+            f"{self.private_threads or 'shared pool'}, decode {'on' if self.decode else 'off'}, "
+            f"{self.epochs} epoch(s), {acc}" + (", under strace -c" if self.syscall_profile else "")
+        )
 
 
 # MLPerf Storage v2's checkpointing models: the whole checkpoint (model and optimizer state) and the
 # processes a CLOSED submission writes it with (docs/REFERENCE_FIGURES.md, "Checkpointing").
-CHECKPOINT_MODELS = {"llama3-8b": (105e9, 8), "llama3-70b": (912e9, 64), "llama3-405b": (5.29e12, 512),
-                     "llama3-1t": (18e12, 1024)}
+CHECKPOINT_MODELS = {
+    "llama3-8b": (105e9, 8),
+    "llama3-70b": (912e9, 64),
+    "llama3-405b": (5.29e12, 512),
+    "llama3-1t": (18e12, 1024),
+}
 
 
 class CheckpointWorkload(_Workload):
@@ -659,6 +768,7 @@ class CheckpointWorkload(_Workload):
     `scale` shrinks the model's checkpoint to what a lab holds (llama3-8b at 0.01 is 1.05 GB);
     the checkpoint is shared by every rank of every host: `writers` processes per host.
     """
+
     type: Literal["checkpoint"]
     model: Literal["llama3-8b", "llama3-70b", "llama3-405b", "llama3-1t"] = "llama3-8b"
     scale: Annotated[float, Field(gt=0, le=1)] = 1.0
@@ -671,8 +781,10 @@ class CheckpointWorkload(_Workload):
     @model_validator(mode="after")
     def _at_least_a_mebibyte(self) -> CheckpointWorkload:
         if self.bytes < self.writers << 20:
-            raise ValueError(f"scale {self.scale:g} leaves {self.bytes} bytes of {self.model}'s checkpoint, less "
-                             f"than 1 MiB for each of the {self.writers} writers; raise scale")
+            raise ValueError(
+                f"scale {self.scale:g} leaves {self.bytes} bytes of {self.model}'s checkpoint, less "
+                f"than 1 MiB for each of the {self.writers} writers; raise scale"
+            )
         return self
 
     @property
@@ -685,21 +797,33 @@ class CheckpointWorkload(_Workload):
         return f"checkpoint {self.model}"
 
     def role_vars(self, target: str) -> dict[str, Any]:
-        return {"bench_checkpoint_target": target, "bench_checkpoint_bytes": self.bytes,
-                "bench_checkpoint_writers": self.writers,
-                "bench_checkpoint_timeout": self.run_timeout(LOADER_TIMEOUT)}
+        return {
+            "bench_checkpoint_target": target,
+            "bench_checkpoint_bytes": self.bytes,
+            "bench_checkpoint_writers": self.writers,
+            "bench_checkpoint_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
 
     def describe(self) -> str:
         size, processes = CHECKPOINT_MODELS[self.model]
-        return (f"checkpoint of {self.model} at scale {self.scale:g} ({self.bytes / 1e9:.3g} GB of {size / 1e9:.4g} GB; "
-                f"MLPerf writes it with {processes} processes), {self.writers} writers per host: write + fsync, "
-                "caches dropped on every host, read back")
+        return (
+            f"checkpoint of {self.model} at scale {self.scale:g} ({self.bytes / 1e9:.3g} GB of {size / 1e9:.4g} GB; "
+            f"MLPerf writes it with {processes} processes), {self.writers} writers per host: write + fsync, "
+            "caches dropped on every host, read back"
+        )
 
 
-Workload = Annotated[Union[FioWorkload, PytorchWorkload, MetadataWorkload, TensorflowWorkload, CheckpointWorkload],
-                     Field(discriminator="type")]
-WORKLOAD_TYPES = {"fio": FioWorkload, "pytorch": PytorchWorkload, "metadata": MetadataWorkload,
-                  "tensorflow": TensorflowWorkload, "checkpoint": CheckpointWorkload}
+Workload = Annotated[
+    FioWorkload | PytorchWorkload | MetadataWorkload | TensorflowWorkload | CheckpointWorkload,
+    Field(discriminator="type"),
+]
+WORKLOAD_TYPES = {
+    "fio": FioWorkload,
+    "pytorch": PytorchWorkload,
+    "metadata": MetadataWorkload,
+    "tensorflow": TensorflowWorkload,
+    "checkpoint": CheckpointWorkload,
+}
 
 
 class Campaign(_Model):
@@ -731,8 +855,10 @@ class Campaign(_Model):
     @model_validator(mode="after")
     def _unique_names(self) -> Campaign:
         if self.max_repetitions is not None and self.max_repetitions < self.repetitions:
-            raise ValueError(f"max_repetitions ({self.max_repetitions}) is below repetitions ({self.repetitions}): "
-                             "it caps the repetitions run when repeats disagree")
+            raise ValueError(
+                f"max_repetitions ({self.max_repetitions}) is below repetitions ({self.repetitions}): "
+                "it caps the repetitions run when repeats disagree"
+            )
         _unique("backend", [b.name for b in self.backends])
         root_refused = refusal(self.mount_root, "mount_root")
         if root_refused:
@@ -750,8 +876,10 @@ class Campaign(_Model):
             raise ValueError(refused[0])
         readers = sorted({w.name for w in self.workloads if w.uses_dataset})
         if readers and self.dataset is None:
-            raise ValueError(f"workload(s) {', '.join(readers)} read the data set: add "
-                             "dataset: {kind: imagenet-like, files: N, seed: S}")
+            raise ValueError(
+                f"workload(s) {', '.join(readers)} read the data set: add "
+                "dataset: {kind: imagenet-like, files: N, seed: S}"
+            )
         return self
 
     @property
@@ -791,19 +919,20 @@ CACHE_STATES = {"drop": "cold", "keep": "kept"}
 
 class Run(_Model):
     """One execution: a backend, one point of a workload's sweep, one repetition (on `hosts` hosts)."""
+
     run_id: str
     campaign: str
     backend: Backend
     workload: Workload
     repetition: int
-    hosts: int | None = None           # a hosts_sweep point: the first N selected hosts
-    cache_pass: Literal["cold", "warm"] | None = None   # the two runs of cache: warm
+    hosts: int | None = None  # a hosts_sweep point: the first N selected hosts
+    cache_pass: Literal["cold", "warm"] | None = None  # the two runs of cache: warm
 
     @property
     def params(self) -> dict[str, Any]:
         params = self.workload.model_dump(exclude={"name", "type", "warm_command"}, exclude_none=True)
         params["cache"] = self.cache_pass or CACHE_STATES[self.workload.cache]
-        for policy in ("warmup", "allow_caching", "profilers"):     # said only when set
+        for policy in ("warmup", "allow_caching", "profilers"):  # said only when set
             if not params[policy]:
                 del params[policy]
         return {**params, "hosts": self.hosts} if self.hosts else params
@@ -818,29 +947,42 @@ class Run(_Model):
         return (self.backend.name, self.workload.model_dump_json(), self.hosts, self.cache_pass)
 
     def label(self) -> str:
-        return (f"{self.workload.name} on {self.backend.name}, rep {self.repetition}"
-                + (f", {self.cache_pass}" if self.cache_pass else ""))
+        return f"{self.workload.name} on {self.backend.name}, rep {self.repetition}" + (
+            f", {self.cache_pass}" if self.cache_pass else ""
+        )
 
     def on(self, selected: list[str]) -> list[str]:
         """The hosts this run runs on, of the selected ones."""
         return selected[: self.hosts] if self.hosts else list(selected)
 
 
-def run_id(campaign: str, backend: BaseModel, workload: BaseModel, repetition: int, hosts: int | None = None,
-           dataset: Dataset | None = None, cache_pass: str | None = None) -> str:
+def run_id(
+    campaign: str,
+    backend: BaseModel,
+    workload: BaseModel,
+    repetition: int,
+    hosts: int | None = None,
+    dataset: Dataset | None = None,
+    cache_pass: str | None = None,
+) -> str:
     """A hash of everything that decides what a run does: the same file always gives the same ids.
 
     Fields left at their defaults are not hashed, so a new optional field does not
     change the ids of stored runs.
     """
-    config = {"campaign": campaign, "backend": backend.model_dump(exclude_defaults=True),
-              "workload": workload.model_dump(exclude_defaults=True), "repetition": repetition,
-              **({"hosts": hosts} if hosts else {}), **({"dataset": dataset.identity()} if dataset else {}),
-              **({"cache_pass": cache_pass} if cache_pass else {})}
+    config = {
+        "campaign": campaign,
+        "backend": backend.model_dump(exclude_defaults=True),
+        "workload": workload.model_dump(exclude_defaults=True),
+        "repetition": repetition,
+        **({"hosts": hosts} if hosts else {}),
+        **({"dataset": dataset.identity()} if dataset else {}),
+        **({"cache_pass": cache_pass} if cache_pass else {}),
+    }
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
-NOT_SWEPT = ("warm_command", "profilers")   # list-valued keys that are one value, not a sweep
+NOT_SWEPT = ("warm_command", "profilers")  # list-valued keys that are one value, not a sweep
 
 
 def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -854,18 +996,24 @@ def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [{}]
     if paired is not None:
         if not isinstance(paired, dict) or not paired or not all(isinstance(v, list) and v for v in paired.values()):
-            raise ValueError("zip: takes a mapping of keys to lists of equal length, e.g. "
-                             "zip: {bs: [4k, 1M], iodepth: [32, 4]}")
+            raise ValueError(
+                "zip: takes a mapping of keys to lists of equal length, e.g. zip: {bs: [4k, 1M], iodepth: [32, 4]}"
+            )
         lengths = {k: len(v) for k, v in paired.items()}
         if len(set(lengths.values())) > 1:
-            raise ValueError("zip: lists must have equal lengths, got " + ", ".join(f"{k}: {n}" for k, n in lengths.items()))
+            raise ValueError(
+                "zip: lists must have equal lengths, got " + ", ".join(f"{k}: {n}" for k, n in lengths.items())
+            )
         both = sorted(set(paired) & set(raw))
         if both:
             raise ValueError(f"zip: {', '.join(both)} also given outside zip; give each key once")
-        rows = [dict(zip(paired, values)) for values in zip(*paired.values())]
+        rows = [dict(zip(paired, values, strict=False)) for values in zip(*paired.values(), strict=False)]
     keys = [k for k, v in raw.items() if isinstance(v, list) and k not in NOT_SWEPT]
-    return [{**raw, **dict(zip(keys, values)), **row}
-            for values in itertools.product(*(raw[k] for k in keys)) for row in rows]
+    return [
+        {**raw, **dict(zip(keys, values, strict=False)), **row}
+        for values in itertools.product(*(raw[k] for k in keys))
+        for row in rows
+    ]
 
 
 def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
@@ -877,28 +1025,43 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
     """
     counts: list[int | None] = list(campaign.hosts_sweep or [None])
     if selected_hosts is not None and campaign.hosts_sweep and max(campaign.hosts_sweep) > selected_hosts:
-        raise UserError(f"campaign {campaign.name}: hosts_sweep asks for {max(campaign.hosts_sweep)} hosts but "
-                        f"only {selected_hosts} are selected; select more with --hosts or lower hosts_sweep")
+        raise UserError(
+            f"campaign {campaign.name}: hosts_sweep asks for {max(campaign.hosts_sweep)} hosts but "
+            f"only {selected_hosts} are selected; select more with --hosts or lower hosts_sweep"
+        )
     shuffle = random.Random(campaign.order_seed).shuffle if campaign.order == "random" else None
     runs = []
     for backend in campaign.backends:
-        units = [repetition(campaign, backend, workload, rep, count)
-                 for workload in campaign.workloads for count in counts
-                 for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)]
+        units = [
+            repetition(campaign, backend, workload, rep, count)
+            for workload in campaign.workloads
+            for count in counts
+            for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)
+        ]
         if shuffle:
             shuffle(units)
         runs += [run for unit in units for run in unit]
     return runs
 
 
-def repetition(campaign: Campaign, backend: Backend, workload: Workload, rep: int,
-               hosts: int | None = None) -> list[Run]:
+def repetition(
+    campaign: Campaign, backend: Backend, workload: Workload, rep: int, hosts: int | None = None
+) -> list[Run]:
     """Repetition `rep` of one workload point on one backend: one run, or its cold and warm runs (cache: warm)."""
     dataset = campaign.dataset if workload.uses_dataset else None
     passes: list[str | None] = ["cold", "warm"] if workload.cache == "warm" else [None]
-    return [Run(run_id=run_id(campaign.name, backend, workload, rep, hosts, dataset, cache_pass),
-                campaign=campaign.name, backend=backend, workload=workload, repetition=rep, hosts=hosts,
-                cache_pass=cache_pass) for cache_pass in passes]
+    return [
+        Run(
+            run_id=run_id(campaign.name, backend, workload, rep, hosts, dataset, cache_pass),
+            campaign=campaign.name,
+            backend=backend,
+            workload=workload,
+            repetition=rep,
+            hosts=hosts,
+            cache_pass=cache_pass,
+        )
+        for cache_pass in passes
+    ]
 
 
 def _where(loc: tuple, origin: Sequence[int] = ()) -> str:
@@ -945,7 +1108,7 @@ def _message(error: dict[str, Any], raw: dict[str, Any], origin: Sequence[int]) 
     if kind == "missing":
         return f"{where}: missing required key"
     message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    return f"{where}: {message}" if loc else message     # a check across keys names its keys itself
+    return f"{where}: {message}" if loc else message  # a check across keys names its keys itself
 
 
 def _no_templates(value: Any, source: str, where: str) -> None:
@@ -957,8 +1120,10 @@ def _no_templates(value: Any, source: str, where: str) -> None:
         for index, item in enumerate(value):
             _no_templates(item, source, f"{where}[{index}]")
     elif isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#")):
-        raise UserError(f"{source}: {where}: template markers ({{{{, {{%, {{#) are not allowed in campaign "
-                        "values; write the value literally")
+        raise UserError(
+            f"{source}: {where}: template markers ({{{{, {{%, {{#) are not allowed in campaign "
+            "values; write the value literally"
+        )
 
 
 def _points(workload: dict[str, Any]) -> int:
@@ -978,30 +1143,38 @@ def _check_size(data: dict[str, Any], source: str, max_runs: int) -> None:
     workloads, backends = data.get("workloads"), data.get("backends")
     for key, items, limit in (("workloads", workloads, MAX_WORKLOADS), ("backends", backends, MAX_BACKENDS)):
         if isinstance(items, list) and len(items) > limit:
-            raise UserError(f"{source}: {key}: {len(items):,} entries, more than the {limit:,} a campaign may "
-                            "have; split it into several campaigns")
+            raise UserError(
+                f"{source}: {key}: {len(items):,} entries, more than the {limit:,} a campaign may "
+                "have; split it into several campaigns"
+            )
     if not isinstance(workloads, list) or not isinstance(backends, list):
         return
     defaults = {k: data[k] for k in WORKLOAD_DEFAULTS if data.get(k) is not None}
-    points = sum(_points({**defaults, **w}) * (2 if {**defaults, **w}.get("cache") == "warm" else 1)
-                 for w in workloads if isinstance(w, dict))
+    points = sum(
+        _points({**defaults, **w}) * (2 if {**defaults, **w}.get("cache") == "warm" else 1)
+        for w in workloads
+        if isinstance(w, dict)
+    )
     repetitions = max(v for v in (data.get("repetitions"), data.get("max_repetitions"), 1) if isinstance(v, int))
     sweep = data.get("hosts_sweep")
     runs = points * len(backends) * repetitions * (len(sweep) if isinstance(sweep, list) and sweep else 1)
     if runs > max_runs:
-        raise UserError(f"{source}: the campaign makes {runs:,} runs (sweeps x backends x repetitions), more than "
-                        f"{max_runs:,}; shorten its sweeps, or pass --max-runs {runs} if that many is meant")
+        raise UserError(
+            f"{source}: the campaign makes {runs:,} runs (sweeps x backends x repetitions), more than "
+            f"{max_runs:,}; shorten its sweeps, or pass --max-runs {runs} if that many is meant"
+        )
 
 
 def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Campaign:
     """Validate a campaign mapping; `source` names the file in errors."""
     if not isinstance(raw, dict):
-        raise UserError(f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), "
-                        f"got {type(raw).__name__}")
+        raise UserError(
+            f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), got {type(raw).__name__}"
+        )
     _check_size(raw, source, max_runs)
     _no_templates(raw, source, "")
     data = dict(raw)
-    origin: list[int] = []     # the file's index of each sweep point: errors name the file's workload
+    origin: list[int] = []  # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
         try:
             _unique("workload", [w.get("name") for w in data["workloads"] if isinstance(w, dict)])
@@ -1020,11 +1193,16 @@ def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Ca
             origin += [index] * len(made)
         data["workloads"] = points
     root = data.get("mount_root")
-    if isinstance(root, str) and isinstance(data.get("backends"), list):   # <mount_root>/<name> where none is set
+    if isinstance(root, str) and isinstance(data.get("backends"), list):  # <mount_root>/<name> where none is set
         data["backends"] = [
             {**b, "mountpoint": f"{root.rstrip('/')}/{b.get('name')}"}
-            if isinstance(b, dict) and "mountpoint" not in b and b.get("type") in BACKEND_TYPES
-            and "mountpoint" in BACKEND_TYPES[b["type"]].model_fields else b for b in data["backends"]]
+            if isinstance(b, dict)
+            and "mountpoint" not in b
+            and b.get("type") in BACKEND_TYPES
+            and "mountpoint" in BACKEND_TYPES[b["type"]].model_fields
+            else b
+            for b in data["backends"]
+        ]
     try:
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
@@ -1047,7 +1225,7 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
                 raise UserError(f"{source}: workloads[{index}].jobfile: {exc}") from None
             workload = workload.model_copy(update={"jobfile": str(path), "jobtext": job.text})
             refused = [reason for backend in campaign.backends if (reason := backend.refuse(workload))]
-            if refused:     # a job file that writes, on a read-only backend
+            if refused:  # a job file that writes, on a read-only backend
                 raise UserError(f"{source}: {refused[0]}")
         workloads.append(workload)
     return campaign.model_copy(update={"workloads": workloads})

@@ -46,7 +46,7 @@ LATENCIES = ("op_latency", "op_r_latency", "op_w_latency")
 # perf dump's `bluestore` counters: bytes read from BlueStore's cache, and from the device (misses).
 CACHE_COUNTERS = {"bluestore_buffer_hit_bytes": "cache_hit", "bluestore_buffer_miss_bytes": "cache_miss"}
 TIMEOUT = 15
-MDS_DROP_TIMEOUT = 10     # seconds the MDS waits for clients to give back capabilities
+MDS_DROP_TIMEOUT = 10  # seconds the MDS waits for clients to give back capabilities
 
 
 class CephError(Exception):
@@ -95,8 +95,7 @@ class Connection:
         self.handle.shutdown()
 
     def mon(self, prefix: str) -> Any:
-        ret, out, err = self.handle.mon_command(json.dumps({"prefix": prefix, "format": "json"}), b"",
-                                                timeout=TIMEOUT)
+        ret, out, err = self.handle.mon_command(json.dumps({"prefix": prefix, "format": "json"}), b"", timeout=TIMEOUT)
         if ret != 0:
             raise CephError(f"ceph {prefix}: {err or ret}")
         return json.loads(out)
@@ -105,8 +104,9 @@ class Connection:
         return [int(osd) for osd in self.mon("osd ls")]
 
     def tell(self, osd: int, prefix: str) -> Any:
-        ret, out, err = self.handle.osd_command(osd, json.dumps({"prefix": prefix, "format": "json"}), b"",
-                                                timeout=TIMEOUT)
+        ret, out, err = self.handle.osd_command(
+            osd, json.dumps({"prefix": prefix, "format": "json"}), b"", timeout=TIMEOUT
+        )
         if ret != 0:
             raise CephError(f"ceph tell osd.{osd} {prefix}: {err or ret}")
         return json.loads(out) if out.strip() else {}
@@ -118,8 +118,12 @@ class Connection:
     def mds_names(self) -> list[str]:
         """The MDS daemons that hold a rank in some file system (those with a cache to drop)."""
         dump = self.mon("fs dump")
-        return sorted(info["name"] for fs in dump.get("filesystems", [])
-                      for info in fs.get("mdsmap", {}).get("info", {}).values() if info.get("rank", -1) >= 0)
+        return sorted(
+            info["name"]
+            for fs in dump.get("filesystems", [])
+            for info in fs.get("mdsmap", {}).get("info", {}).values()
+            if info.get("rank", -1) >= 0
+        )
 
 
 CEPH_BACKENDS = ("rbd", "rbd_snapshot", "cephfs")
@@ -134,20 +138,38 @@ def run_vars(backend: Any) -> dict[str, Any]:
 
 # --- the cache drop ---------------------------------------------------------------------------------
 
+
 def _drop_mds(cluster: Cluster, names: list[str]) -> dict[str, Any]:
     """`ceph tell mds.NAME cache drop` for each (the ceph CLI: librados has no MDS commands)."""
     out: dict[str, Any] = {}
     for name in names:
-        argv = ["ceph", "--conf", cluster.conf, "--keyring", cluster.keyring, "--id", cluster.client,
-                "--connect-timeout", str(TIMEOUT), "tell", f"mds.{name}", "cache", "drop", str(MDS_DROP_TIMEOUT)]
-        done = subprocess.run(argv, check=False, capture_output=True, text=True,
-                              timeout=TIMEOUT + MDS_DROP_TIMEOUT + 30)
+        argv = [
+            "ceph",
+            "--conf",
+            cluster.conf,
+            "--keyring",
+            cluster.keyring,
+            "--id",
+            cluster.client,
+            "--connect-timeout",
+            str(TIMEOUT),
+            "tell",
+            f"mds.{name}",
+            "cache",
+            "drop",
+            str(MDS_DROP_TIMEOUT),
+        ]
+        done = subprocess.run(
+            argv, check=False, capture_output=True, text=True, timeout=TIMEOUT + MDS_DROP_TIMEOUT + 30
+        )
         if done.returncode != 0:
             why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
             raise CephError(f"ceph tell mds.{name} cache drop: {why}")
         result = json.loads(done.stdout)
-        out[f"mds.{name}"] = {"trimmed": result.get("trim_cache", {}).get("trimmed"),
-                              "cache_bytes_after": result.get("cache", {}).get("pool", {}).get("bytes")}
+        out[f"mds.{name}"] = {
+            "trimmed": result.get("trim_cache", {}).get("trimmed"),
+            "cache_bytes_after": result.get("cache", {}).get("pool", {}).get("bytes"),
+        }
     return out
 
 
@@ -201,6 +223,7 @@ def cache_state(metadata: dict[str, Any]) -> str | None:
 
 # --- the OSDs' counters while the tool runs -----------------------------------------------------------
 
+
 def _round(value: float) -> float:
     return float(f"{value:.6g}")
 
@@ -225,13 +248,21 @@ def interval(prev: dict[str, float], cur: dict[str, float], seconds: float) -> d
         count = d[f"{name}_count"]
         return _round(d[f"{name}_sum"] / count) if count else 0.0
 
-    return {"ops": d["op"], "read_ops": d["op_r"], "write_ops": d["op_w"],
-            "read_bytes": d["op_out_bytes"], "write_bytes": d["op_in_bytes"],
-            "iops": _round(d["op"] / seconds), "read_bw": _round(d["op_out_bytes"] / seconds),
-            "write_bw": _round(d["op_in_bytes"] / seconds), "op_await": mean("op_latency"),
-            "read_await": mean("op_r_latency"), "write_await": mean("op_w_latency"),
-            **{f"{key}_bytes": d[name] for name, key in CACHE_COUNTERS.items()},
-            **{f"{key}_bw": _round(d[name] / seconds) for name, key in CACHE_COUNTERS.items()}}
+    return {
+        "ops": d["op"],
+        "read_ops": d["op_r"],
+        "write_ops": d["op_w"],
+        "read_bytes": d["op_out_bytes"],
+        "write_bytes": d["op_in_bytes"],
+        "iops": _round(d["op"] / seconds),
+        "read_bw": _round(d["op_out_bytes"] / seconds),
+        "write_bw": _round(d["op_in_bytes"] / seconds),
+        "op_await": mean("op_latency"),
+        "read_await": mean("op_r_latency"),
+        "write_await": mean("op_w_latency"),
+        **{f"{key}_bytes": d[name] for name, key in CACHE_COUNTERS.items()},
+        **{f"{key}_bw": _round(d[name] / seconds) for name, key in CACHE_COUNTERS.items()},
+    }
 
 
 class Sampler:
@@ -281,8 +312,17 @@ class Sampler:
             return
         osds = conn.osds()
         prev, mono = self._read(conn, osds), time.monotonic()
-        self._write(out, {"type": "start", "t": time.time(), "interval": self.interval, "after": self.after,
-                          "osds": osds, "cluster": asdict(self.cluster)})
+        self._write(
+            out,
+            {
+                "type": "start",
+                "t": time.time(),
+                "interval": self.interval,
+                "after": self.after,
+                "osds": osds,
+                "cluster": asdict(self.cluster),
+            },
+        )
         stopping = False
         while not stopping:
             stopping = self._stop.wait(max(0.0, mono + self.interval - time.monotonic()))
@@ -290,12 +330,19 @@ class Sampler:
             seconds = now - mono
             if seconds <= 0:
                 break
-            self._write(out, {"type": "sample", "t": time.time(), "dt": _round(seconds),
-                              "osd": {str(osd): interval(prev[osd], cur[osd], seconds) for osd in osds}})
+            self._write(
+                out,
+                {
+                    "type": "sample",
+                    "t": time.time(),
+                    "dt": _round(seconds),
+                    "osd": {str(osd): interval(prev[osd], cur[osd], seconds) for osd in osds},
+                },
+            )
             prev, mono = cur, now
 
 
-ENV = "IOLAB_CEPH"      # playbooks/run.yml sets it to run_ceph on the run's first host
+ENV = "IOLAB_CEPH"  # playbooks/run.yml sets it to run_ceph on the run's first host
 
 
 def started_from_env(run_dir: Path, after: float | None) -> Sampler | None:
@@ -308,8 +355,14 @@ def started_from_env(run_dir: Path, after: float | None) -> Sampler | None:
     return sampler
 
 
-SERIES = (("osd_read_bw", "read_bw"), ("osd_write_bw", "write_bw"), ("osd_iops", "iops"),
-          ("osd_op_await", "op_await"), ("osd_cache_hit_bw", "cache_hit_bw"), ("osd_cache_miss_bw", "cache_miss_bw"))
+SERIES = (
+    ("osd_read_bw", "read_bw"),
+    ("osd_write_bw", "write_bw"),
+    ("osd_iops", "iops"),
+    ("osd_op_await", "op_await"),
+    ("osd_cache_hit_bw", "cache_hit_bw"),
+    ("osd_cache_miss_bw", "cache_miss_bw"),
+)
 
 
 def load_series(host_dir: Path) -> dict[str, list[tuple[float, float]]]:

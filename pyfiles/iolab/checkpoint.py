@@ -47,8 +47,8 @@ def _write_rank(path: Path, size: int, barrier, queue) -> None:
     try:
         written, piece = 0, 0
         while written < size:
-            offset = (piece * 4099 + rank * 7919) % (POOL - PIECE)     # 4 KiB-unaligned: no two pieces alike
-            chunk = view[offset: offset + min(PIECE, size - written)]
+            offset = (piece * 4099 + rank * 7919) % (POOL - PIECE)  # 4 KiB-unaligned: no two pieces alike
+            chunk = view[offset : offset + min(PIECE, size - written)]
             while chunk:
                 done = os.write(fd, chunk)
                 written += done
@@ -79,8 +79,9 @@ def resident_bytes(paths: list[Path]) -> int | None:
     """Bytes of `paths` in the page cache (util-linux fincore), or None where fincore is missing."""
     if not shutil.which("fincore") or not paths:
         return None
-    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *map(str, paths)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", *map(str, paths)], capture_output=True, text=True
+    )
     if out.returncode != 0:
         return None
     return sum(int(line) for line in out.stdout.split())
@@ -139,22 +140,30 @@ def main(argv: list[str] | None = None) -> int:
             free = shutil.disk_usage(opts.dir).free
             need = opts.bytes_per_rank * opts.ranks
             if need > free * 0.95:
-                print(f"{opts.dir}: the checkpoint needs {need >> 20} MiB on this host but the target has "
-                      f"{free >> 20} MiB free; lower the workload's scale or give the backend more space",
-                      file=sys.stderr)
+                print(
+                    f"{opts.dir}: the checkpoint needs {need >> 20} MiB on this host but the target has "
+                    f"{free >> 20} MiB free; lower the workload's scale or give the backend more space",
+                    file=sys.stderr,
+                )
                 return 1
             ranks = _run_ranks(_write_rank, [(p, opts.bytes_per_rank) for p in paths])
             _record(opts.out, "write", ranks, fsync=True)
         else:
             missing = [str(p) for p in paths if not p.is_file()]
             if missing:
-                print(f"no checkpoint to read: {missing[0]} is missing (the write phase did not finish)",
-                      file=sys.stderr)
+                print(
+                    f"no checkpoint to read: {missing[0]} is missing (the write phase did not finish)", file=sys.stderr
+                )
                 return 1
             resident = resident_bytes(paths)
             ranks = _run_ranks(_read_rank, [(p,) for p in paths])
-            _record(opts.out, "read", ranks, resident_before_bytes=resident,
-                    shard_bytes=sum(p.stat().st_size for p in paths))
+            _record(
+                opts.out,
+                "read",
+                ranks,
+                resident_before_bytes=resident,
+                shard_bytes=sum(p.stat().st_size for p in paths),
+            )
             if opts.remove:
                 for path in paths:
                     path.unlink(missing_ok=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from invoke.exceptions import Exit
 from rich.console import Console
@@ -25,19 +26,24 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # For the whole command, whatever the parent set: a script or scheduler that started us with
         # SIGINT ignored still gets Ctrl-C's teardown; SIGTERM tears down as Ctrl-C does.
-        previous = {signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
-                    signal.SIGTERM: signal.signal(signal.SIGTERM, raise_terminated)}
+        previous = {
+            signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+            signal.SIGTERM: signal.signal(signal.SIGTERM, raise_terminated),
+        }
         before, left_before = runner.plays_started, len(bench.teardown_left)
         try:
             return func(*args, **kwargs)
         except KeyboardInterrupt as exc:
             how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-            left = bench.teardown_left[left_before:]    # the teardown's own check found these on the hosts
+            left = bench.teardown_left[left_before:]  # the teardown's own check found these on the hosts
             if runner.plays_started == before:
                 what = "before anything ran on a host; nothing to tear down"
             elif left:
-                what = (f"teardown incomplete: {left[0]}" + (f" (and {len(left) - 1} more)" if len(left) > 1 else "")
-                        + "; results gathered so far are kept")
+                what = (
+                    f"teardown incomplete: {left[0]}"
+                    + (f" (and {len(left) - 1} more)" if len(left) > 1 else "")
+                    + "; results gathered so far are kept"
+                )
             else:
                 what = "teardown done, results gathered so far are kept; run the same command again to resume"
             error: UserError = Interrupted(f"{how} {what}" if what.startswith("before") else f"{how}: {what}")

@@ -65,11 +65,14 @@ from iolab.samples import Sample
 from iolab.units import human
 
 LEVEL = 0.95
-_RULE = re.compile(r"^\s*(?P<metric>[A-Za-z0-9_*?\[\]{}=,.-]+)\s*(?P<op>>=|<=|>|<)\s*"
-                   r"(?P<limit>[+-]?[0-9]+(?:\.[0-9]+)?)\s*%\s*$")
+_RULE = re.compile(
+    r"^\s*(?P<metric>[A-Za-z0-9_*?\[\]{}=,.-]+)\s*(?P<op>>=|<=|>|<)\s*"
+    r"(?P<limit>[+-]?[0-9]+(?:\.[0-9]+)?)\s*%\s*$"
+)
 
 
 # --- Student's t, without scipy -------------------------------------------------------------------
+
 
 def _betacf(a: float, b: float, x: float) -> float:
     """Continued fraction of the incomplete beta function (modified Lentz)."""
@@ -129,8 +132,8 @@ def t_quantile(p: float, df: float) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-    ratio: float                     # geometric mean of B over geometric mean of A
-    low: float | None                # the 95% interval; None when unknown (a single repeat)
+    ratio: float  # geometric mean of B over geometric mean of A
+    low: float | None  # the 95% interval; None when unknown (a single repeat)
     high: float | None
     n_a: int
     n_b: int
@@ -158,34 +161,42 @@ def ratio_ci(a: list[float], b: list[float], level: float = LEVEL) -> Ratio:
     se = math.sqrt(va + vb)
     if se == 0:
         return Ratio(ratio, ratio, ratio, len(a), len(b))
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
     half = t_quantile(0.5 + level / 2, df) * se
     return Ratio(ratio, math.exp(diff - half), math.exp(diff + half), len(a), len(b))
 
 
 # --- rules ----------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Rule:
     text: str
-    metric: str             # a shell pattern over metric labels
+    metric: str  # a shell pattern over metric labels
     op: str
-    limit: float            # a fraction: -0.05 for -5%
+    limit: float  # a fraction: -0.05 for -5%
 
     def matches(self, metric: str) -> bool:
-        return fnmatch.fnmatchcase(metric, self.metric) or fnmatch.fnmatchcase(validity.base_metric(metric),
-                                                                                 self.metric)
+        return fnmatch.fnmatchcase(metric, self.metric) or fnmatch.fnmatchcase(
+            validity.base_metric(metric), self.metric
+        )
 
     def holds(self, change: float) -> bool:
-        return {">=": change >= self.limit - 1e-12, "<=": change <= self.limit + 1e-12,
-                ">": change > self.limit, "<": change < self.limit}[self.op]
+        return {
+            ">=": change >= self.limit - 1e-12,
+            "<=": change <= self.limit + 1e-12,
+            ">": change > self.limit,
+            "<": change < self.limit,
+        }[self.op]
 
 
 def parse_rule(text: str, where: str = "--rule") -> Rule:
     match = _RULE.match(str(text))
     if not match:
-        raise UserError(f"{where}: cannot read rule {text!r}; write METRIC OP CHANGE%, e.g. "
-                        "'read_bw >= -5%' (not more than 5% below the baseline) or 'read_clat_p99 <= +10%'")
+        raise UserError(
+            f"{where}: cannot read rule {text!r}; write METRIC OP CHANGE%, e.g. "
+            "'read_bw >= -5%' (not more than 5% below the baseline) or 'read_clat_p99 <= +10%'"
+        )
     return Rule(str(text).strip(), match["metric"], match["op"], float(match["limit"]) / 100)
 
 
@@ -200,11 +211,12 @@ def load_rules(path: str | Path) -> list[Rule]:
 
 # --- the comparison -------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Side:
-    label: str               # 'quick' or 'quick:tmpfs'
+    label: str  # 'quick' or 'quick:tmpfs'
     samples: list[Sample]
-    backend: str | None = None   # only this backend's samples, matched without the backend
+    backend: str | None = None  # only this backend's samples, matched without the backend
 
 
 @dataclasses.dataclass
@@ -217,7 +229,7 @@ class Point:
     unit: str
     a: list[float]
     b: list[float]
-    ratio: Ratio | None      # None when a median is 0 or negative
+    ratio: Ratio | None  # None when a median is 0 or negative
     violations: list[Rule] = dataclasses.field(default_factory=list)
 
     def where(self) -> str:
@@ -245,8 +257,10 @@ class Comparison:
         if r.low is not None:
             whole = all(rule.holds(x - 1) is False for x in (r.low, r.high))
             past = ", the whole interval past the limit" if whole else ", the interval reaches within it"
-        return (f"REGRESSION {p.where()}: {self.b.label}/{self.a.label} = {r.ratio:.3g} "
-                f"({r.change * 100:+.1f}%, 95% CI {r.interval()}{past}) breaks '{rule.text}'")
+        return (
+            f"REGRESSION {p.where()}: {self.b.label}/{self.a.label} = {r.ratio:.3g} "
+            f"({r.change * 100:+.1f}%, 95% CI {r.interval()}{past}) breaks '{rule.text}'"
+        )
 
     def checks(self) -> list[Check]:
         """Every rule against every point it matches, as the rules are evaluated: one test case each."""
@@ -260,9 +274,16 @@ class Comparison:
                 elif rule in p.violations:
                     out.append(Check(rule, p, FAILED, self.violation(p, rule)))
                 else:
-                    out.append(Check(rule, p, PASSED, f"{p.where()}: {self.b.label}/{self.a.label} = "
-                                                      f"{p.ratio.ratio:.3g} ({p.ratio.change * 100:+.1f}%) "
-                                                      f"holds '{rule.text}'"))
+                    out.append(
+                        Check(
+                            rule,
+                            p,
+                            PASSED,
+                            f"{p.where()}: {self.b.label}/{self.a.label} = "
+                            f"{p.ratio.ratio:.3g} ({p.ratio.change * 100:+.1f}%) "
+                            f"holds '{rule.text}'",
+                        )
+                    )
         return out
 
 
@@ -305,16 +326,22 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
             point.violations = [r for r in rules if r.matches(point.metric) and not r.holds(ratio.change)]
         points.append(point)
     if not points:
+
         def workloads(points: dict) -> str:
             return ", ".join(dict.fromkeys(k[1] for k in points)) or "none"
-        raise UserError(f"{a.label} and {b.label} have no (workload, setting, metric"
-                        f"{', backend' if by_backend else ''}) in common: workloads of {a.label}: {workloads(pa)}; "
-                        f"of {b.label}: {workloads(pb)}")
+
+        raise UserError(
+            f"{a.label} and {b.label} have no (workload, setting, metric"
+            f"{', backend' if by_backend else ''}) in common: workloads of {a.label}: {workloads(pa)}; "
+            f"of {b.label}: {workloads(pb)}"
+        )
     for rule in rules:
         if not any(rule.matches(p.metric) and p.ratio is not None for p in points):
             compared = sorted({validity.base_metric(p.metric) for p in points})
-            raise UserError(f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "
-                            f"(compared: {', '.join(compared[:12]) or 'nothing'})")
+            raise UserError(
+                f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "
+                f"(compared: {', '.join(compared[:12]) or 'nothing'})"
+            )
     return Comparison(a, b, points, len(set(pa) - set(pb)), len(set(pb) - set(pa)), rules)
 
 
@@ -327,8 +354,10 @@ def sides(results: Path, a: str, b: str, campaign: str | None = None) -> tuple[S
         have = list(dict.fromkeys(s.backend for s in samples))
         for name in (a, b):
             if name not in have:
-                raise UserError(f"campaign {campaign} has no backend {name!r} (it has: {', '.join(have)}); "
-                                "with --campaign, A and B name two of its backends")
+                raise UserError(
+                    f"campaign {campaign} has no backend {name!r} (it has: {', '.join(have)}); "
+                    "with --campaign, A and B name two of its backends"
+                )
         return Side(a, samples, a), Side(b, samples, b)
     return Side(a, find_store(results, a).samples()), Side(b, find_store(results, b).samples())
 
@@ -337,13 +366,24 @@ def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Tab
     """The comparison; `metrics` limits it to those metrics (rule metrics are always shown)."""
     a, b = comparison.a.label, comparison.b.label
     skipped = comparison.only_a + comparison.only_b
-    out = Table(title=f"{b} against {a} (baseline): ratio of geometric means over repeats, "
-                      f"{LEVEL:.0%} Welch t-interval on logs", title_justify="left",
-                caption=(f"{comparison.only_a} point(s) only in {a}, {comparison.only_b} only in {b}; "
-                         if skipped else "") + "✗ breaks a rule")
+    out = Table(
+        title=f"{b} against {a} (baseline): ratio of geometric means over repeats, "
+        f"{LEVEL:.0%} Welch t-interval on logs",
+        title_justify="left",
+        caption=(f"{comparison.only_a} point(s) only in {a}, {comparison.only_b} only in {b}; " if skipped else "")
+        + "✗ breaks a rule",
+    )
     with_backend = any(p.backend for p in comparison.points)
-    for column in ("workload", "metric", *(["backend"] if with_backend else []),
-                   f"A: {a} (n)", f"B: {b} (n)", "B/A", "95% CI", "rules"):
+    for column in (
+        "workload",
+        "metric",
+        *(["backend"] if with_backend else []),
+        f"A: {a} (n)",
+        f"B: {b} (n)",
+        "B/A",
+        "95% CI",
+        "rules",
+    ):
         out.add_column(column, justify="left" if column in ("workload", "metric", "backend", "rules") else "right")
     for p in comparison.points:
         ruled = [r for r in comparison.rules if r.matches(p.metric)]
@@ -351,10 +391,16 @@ def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Tab
             continue
         ratio = p.ratio
         verdict = "✗ " + "; ".join(r.text for r in p.violations) if p.violations else ("ok" if ruled else "")
-        out.add_row(f"{p.workload} {p.setting_label}".strip(), p.metric, *([p.backend or ""] if with_backend else []),
-                    f"{human(statistics.median(p.a), p.unit)} ({len(p.a)})",
-                    f"{human(statistics.median(p.b), p.unit)} ({len(p.b)})",
-                    f"{ratio.ratio:.3g}" if ratio else "—", ratio.interval() if ratio else "—", verdict)
+        out.add_row(
+            f"{p.workload} {p.setting_label}".strip(),
+            p.metric,
+            *([p.backend or ""] if with_backend else []),
+            f"{human(statistics.median(p.a), p.unit)} ({len(p.a)})",
+            f"{human(statistics.median(p.b), p.unit)} ({len(p.b)})",
+            f"{ratio.ratio:.3g}" if ratio else "—",
+            ratio.interval() if ratio else "—",
+            verdict,
+        )
     return out
 
 
@@ -364,8 +410,7 @@ class Regression(UserError):
     exit_code = 1
 
 
-def run(results: Path, a: str, b: str, campaign: str | None, rules: list[str], rules_file: str | None
-        ) -> Comparison:
+def run(results: Path, a: str, b: str, campaign: str | None, rules: list[str], rules_file: str | None) -> Comparison:
     """What `report.compare` does: resolve the two sides and the rules, then compare."""
     parsed = [parse_rule(r) for r in rules] + (load_rules(rules_file) if rules_file else [])
     side_a, side_b = sides(results, a, b, campaign)
@@ -389,18 +434,36 @@ def to_dict(comparison: Comparison) -> dict:
     points = []
     for p in comparison.points:
         r = p.ratio
-        points.append({
-            "workload": p.workload, "setting": json.loads(p.setting), "setting_label": p.setting_label,
-            "metric": p.metric, "backend": p.backend, "unit": p.unit,
-            "baseline": _side(p.a), "candidate": _side(p.b),
-            "ratio": r.ratio if r else None, "change": r.change if r else None,
-            "low": r.low if r else None, "high": r.high if r else None,
-            "checks": [{"rule": c.rule.text, "outcome": c.outcome, "message": c.message}
-                       for c in checks.get(id(p), [])]})
-    return {"schema": JSON_SCHEMA, "baseline": comparison.a.label, "candidate": comparison.b.label,
-            "level": LEVEL, "rules": [r.text for r in comparison.rules],
-            "only_in_baseline": comparison.only_a, "only_in_candidate": comparison.only_b,
-            "regressions": len(comparison.violations()), "points": points}
+        points.append(
+            {
+                "workload": p.workload,
+                "setting": json.loads(p.setting),
+                "setting_label": p.setting_label,
+                "metric": p.metric,
+                "backend": p.backend,
+                "unit": p.unit,
+                "baseline": _side(p.a),
+                "candidate": _side(p.b),
+                "ratio": r.ratio if r else None,
+                "change": r.change if r else None,
+                "low": r.low if r else None,
+                "high": r.high if r else None,
+                "checks": [
+                    {"rule": c.rule.text, "outcome": c.outcome, "message": c.message} for c in checks.get(id(p), [])
+                ],
+            }
+        )
+    return {
+        "schema": JSON_SCHEMA,
+        "baseline": comparison.a.label,
+        "candidate": comparison.b.label,
+        "level": LEVEL,
+        "rules": [r.text for r in comparison.rules],
+        "only_in_baseline": comparison.only_a,
+        "only_in_candidate": comparison.only_b,
+        "regressions": len(comparison.violations()),
+        "points": points,
+    }
 
 
 def to_json(comparison: Comparison) -> str:
@@ -420,25 +483,41 @@ def to_junit(comparison: Comparison, timestamp: dt.datetime | None = None, hostn
 
     checks = comparison.checks()
     count = {o: sum(c.outcome == o for c in checks) for o in (FAILED, SKIPPED)}
-    stamp = (timestamp or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%S")
+    stamp = (timestamp or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%S")
     title = f"report.compare {comparison.b.label} against {comparison.a.label}"
     totals = {"tests": str(len(checks)), "failures": str(count[FAILED]), "errors": "0", "time": "0"}
     root = ET.Element("testsuites", {"name": title, **totals})
-    suite = ET.SubElement(root, "testsuite", {
-        "name": title, "package": "iolab.compare", "id": "0", "timestamp": stamp,
-        "hostname": hostname or socket.gethostname(), **totals, "skipped": str(count[SKIPPED])})
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        {
+            "name": title,
+            "package": "iolab.compare",
+            "id": "0",
+            "timestamp": stamp,
+            "hostname": hostname or socket.gethostname(),
+            **totals,
+            "skipped": str(count[SKIPPED]),
+        },
+    )
     properties = ET.SubElement(suite, "properties")
-    for name, value in [("baseline", comparison.a.label), ("candidate", comparison.b.label),
-                        ("level", f"{LEVEL:g}"), *(("rule", r.text) for r in comparison.rules)]:
+    for name, value in [
+        ("baseline", comparison.a.label),
+        ("candidate", comparison.b.label),
+        ("level", f"{LEVEL:g}"),
+        *(("rule", r.text) for r in comparison.rules),
+    ]:
         ET.SubElement(properties, "property", {"name": name, "value": value})
     for c in checks:
         p = c.point
         name = p.metric + (f" on {p.backend}" if p.backend else "") + f": {c.rule.text}"
-        case = ET.SubElement(suite, "testcase", {"name": name, "classname": point_label(p.workload, p.setting_label),
-                                                 "time": "0"})
+        case = ET.SubElement(
+            suite, "testcase", {"name": name, "classname": point_label(p.workload, p.setting_label), "time": "0"}
+        )
         if c.outcome == FAILED:
-            ET.SubElement(case, "failure", {"message": c.message, "type": "regression"}).text = (
-                f"baseline {comparison.a.label}: {p.a}\ncandidate {comparison.b.label}: {p.b} ({p.unit})")
+            ET.SubElement(
+                case, "failure", {"message": c.message, "type": "regression"}
+            ).text = f"baseline {comparison.a.label}: {p.a}\ncandidate {comparison.b.label}: {p.b} ({p.unit})"
         elif c.outcome == SKIPPED:
             ET.SubElement(case, "skipped", {"message": c.message})
     ET.SubElement(suite, "system-out").text = "\n".join(c.message for c in checks if c.outcome == PASSED)

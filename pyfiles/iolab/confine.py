@@ -17,15 +17,58 @@ import posixpath
 
 MOUNT_ROOT = "/mnt/iolab"
 # Mounting over one of these, or writing benchmark files into it, harms the host.
-SYSTEM_DIRS = frozenset({
-    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media", "/mnt",
-    "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
-    "/usr/local", "/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/tmp", "/var/run", "/run/iolab",
-    "/opt/iolab",
-})
+SYSTEM_DIRS = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/var",
+        "/usr/local",
+        "/var/lib",
+        "/var/log",
+        "/var/cache",
+        "/var/spool",
+        "/var/tmp",
+        "/var/run",
+        "/run/iolab",
+        "/opt/iolab",
+    }
+)
 # Nothing below these is a place for a mount or a benchmark's files.
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/run", "/sbin", "/sys",
-                "/usr", "/opt/iolab", "/var/lib")
+SYSTEM_TREES = (
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/opt/iolab",
+    "/var/lib",
+)
 
 
 def inside(path: str, tree: str) -> bool:
@@ -43,12 +86,15 @@ def refusal(path: str, what: str, mount_root: str = MOUNT_ROOT, existing: bool =
     path = posixpath.normpath(path)
     tree = next((t for t in SYSTEM_TREES if inside(path, t)), None)
     if tree and not inside(path, mount_root):
-        return (f"{what} {path} belongs to the system ({tree}); use a directory of your own"
-                + ("" if existing else f", or leave mountpoint out ({mount_root}/<backend>)"))
+        return f"{what} {path} belongs to the system ({tree}); use a directory of your own" + (
+            "" if existing else f", or leave mountpoint out ({mount_root}/<backend>)"
+        )
     if path == "/" or (path in SYSTEM_DIRS and not existing):
-        return (f"{what} {path} is a system directory; "
-                + ("use a directory of your own (a data disk's, or /var/tmp)" if existing else
-                   f"mount under {mount_root} (the default) or name an empty directory of your own"))
+        return f"{what} {path} is a system directory; " + (
+            "use a directory of your own (a data disk's, or /var/tmp)"
+            if existing
+            else f"mount under {mount_root} (the default) or name an empty directory of your own"
+        )
     return None
 
 
@@ -60,15 +106,18 @@ def host_refusal(path: str, mount_root: str, existing: bool, ours: bool) -> str 
     empty directory, unless `ours` (iolab's own mount is there already).
     """
     what = "the directory" if existing else "mount point"
-    reason = refusal(path, what, mount_root, existing) or refusal(os.path.realpath(path),
-                                                                  f"{what} {path}, resolved,", mount_root, existing)
+    reason = refusal(path, what, mount_root, existing) or refusal(
+        os.path.realpath(path), f"{what} {path}, resolved,", mount_root, existing
+    )
     if reason or existing or ours or inside(posixpath.normpath(path), mount_root):
         return reason
     if os.path.islink(path):
         return f"mount point {path} is a symbolic link; name the directory itself"
     if os.path.isdir(path) and any(os.scandir(path)):
-        return (f"mount point {path} is a directory that holds files, which a mount would hide; name an empty "
-                f"directory or leave mountpoint out (then {mount_root}/<backend> is used)")
+        return (
+            f"mount point {path} is a directory that holds files, which a mount would hide; name an empty "
+            f"directory or leave mountpoint out (then {mount_root}/<backend> is used)"
+        )
     if os.path.exists(path) and not os.path.isdir(path):
         return f"mount point {path} exists and is not a directory; name an empty directory"
     return None

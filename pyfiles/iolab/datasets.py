@@ -33,9 +33,13 @@ def phase(campaign: Campaign, backend_name: str, root: str | None = None) -> run
     spec = campaign.dataset
     assert spec is not None, "phase() needs a campaign with a dataset"
     backend = next(b for b in campaign.backends if b.name == backend_name)
-    variables = {"dataset_gen_target": backend.target, "dataset_gen_files": spec.files,
-                 "dataset_gen_seed": spec.seed, "dataset_gen_classes": spec.classes,
-                 "dataset_gen_formats": campaign.dataset_formats}
+    variables = {
+        "dataset_gen_target": backend.target,
+        "dataset_gen_files": spec.files,
+        "dataset_gen_seed": spec.seed,
+        "dataset_gen_classes": spec.classes,
+        "dataset_gen_formats": campaign.dataset_formats,
+    }
     if root:
         variables["dataset_gen_root"] = root
     return runner.Phase("dataset.yml", variables)
@@ -62,8 +66,9 @@ def make(lab: Lab, campaign: Campaign, backend: str, runs: list[Run], hosts: lis
     return missing
 
 
-def gen_on_hosts(lab: Lab, path: str, files: int, seed: int, classes: int, formats: list[str],
-                 per_host: bool, report_dir: Path) -> dict[str, dict]:
+def gen_on_hosts(
+    lab: Lab, path: str, files: int, seed: int, classes: int, formats: list[str], per_host: bool, report_dir: Path
+) -> dict[str, dict]:
     """`invoke data.gen`: the data set at `path` (or path/<host>) on each host; {host: its report}."""
     from iolab.dataset.pack import FORMATS
 
@@ -75,11 +80,18 @@ def gen_on_hosts(lab: Lab, path: str, files: int, seed: int, classes: int, forma
     if files < 1 or classes < 1:
         raise UserError("--files and --classes must be at least 1")
     report_dir.mkdir(parents=True, exist_ok=True)
-    variables = {"dataset_gen_root": path.rstrip("/") or "/", "dataset_gen_per_host": per_host,
-                 "dataset_gen_files": files, "dataset_gen_seed": seed, "dataset_gen_classes": classes,
-                 "dataset_gen_formats": formats, "dataset_gen_report_dest": str(report_dir)}
-    result = lab.play([runner.Phase("setup.yml", {"iolab_host_dl": True}), runner.Phase("dataset.yml", variables)],
-                      "data.gen")
+    variables = {
+        "dataset_gen_root": path.rstrip("/") or "/",
+        "dataset_gen_per_host": per_host,
+        "dataset_gen_files": files,
+        "dataset_gen_seed": seed,
+        "dataset_gen_classes": classes,
+        "dataset_gen_formats": formats,
+        "dataset_gen_report_dest": str(report_dir),
+    }
+    result = lab.play(
+        [runner.Phase("setup.yml", {"iolab_host_dl": True}), runner.Phase("dataset.yml", variables)], "data.gen"
+    )
     if result.failures() or result.status != "successful":
         raise RunFailed(f"data.gen failed: {result.summary()}")
     return {host: json.loads((report_dir / f"{host}.json").read_text()) for host in lab.hosts}

@@ -17,7 +17,7 @@ from iolab.hosts import Inventory
 @dataclasses.dataclass(frozen=True)
 class Reply:
     host: str
-    exit: int | None        # None: the host could not be reached
+    exit: int | None  # None: the host could not be reached
     output: str
     seconds: float
 
@@ -26,9 +26,13 @@ def _connection(host: str, hostvars: dict):
     from fabric import Connection
 
     key = hostvars.get("ansible_ssh_private_key_file")
-    return Connection(host=hostvars.get("ansible_host", host), user=hostvars.get("ansible_user"),
-                      port=int(hostvars.get("ansible_port", 22)),
-                      connect_timeout=10, connect_kwargs={"key_filename": [key]} if key else {})
+    return Connection(
+        host=hostvars.get("ansible_host", host),
+        user=hostvars.get("ansible_user"),
+        port=int(hostvars.get("ansible_port", 22)),
+        connect_timeout=10,
+        connect_kwargs={"key_filename": [key]} if key else {},
+    )
 
 
 def run_one(host: str, hostvars: dict, command: str, timeout: float) -> Reply:

@@ -50,8 +50,9 @@ def _cpu_model() -> str:
 def _mount(path: str) -> dict[str, Any]:
     if not shutil.which("findmnt"):
         return {}
-    out = subprocess.run(["findmnt", "--json", "--target", path, "-o", "TARGET,SOURCE,FSTYPE,OPTIONS,ID"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["findmnt", "--json", "--target", path, "-o", "TARGET,SOURCE,FSTYPE,OPTIONS,ID"], capture_output=True, text=True
+    )
     if out.returncode != 0:
         return {}
     found = json.loads(out.stdout).get("filesystems", [{}])[0]
@@ -73,18 +74,31 @@ def _block_queue(path: str) -> dict[str, Any]:
         return {}
     queue = sysdev / "queue" if (sysdev / "queue").exists() else sysdev.parent / "queue"
     scheduler = re.search(r"\[(\S+)\]", _read(queue / "scheduler"))
-    return {"device": sysdev.resolve().name, "read_ahead_kb": int(_read(queue / "read_ahead_kb", "0") or 0),
-            "scheduler": scheduler.group(1) if scheduler else _read(queue / "scheduler") or None,
-            "rotational": _read(queue / "rotational") == "1"}
+    return {
+        "device": sysdev.resolve().name,
+        "read_ahead_kb": int(_read(queue / "read_ahead_kb", "0") or 0),
+        "scheduler": scheduler.group(1) if scheduler else _read(queue / "scheduler") or None,
+        "rotational": _read(queue / "rotational") == "1",
+    }
 
 
 def _gpus() -> list[dict[str, str]]:
     if not shutil.which("nvidia-smi"):
         return []
-    out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                         capture_output=True, text=True)
-    return [dict(zip(("model", "driver", "memory"), (f.strip() for f in line.split(","))))
-            for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+    )
+    return (
+        [
+            dict(zip(("model", "driver", "memory"), (f.strip() for f in line.split(",")), strict=False))
+            for line in out.stdout.splitlines()
+            if line.strip()
+        ]
+        if out.returncode == 0
+        else []
+    )
 
 
 def collect(target: str | None = None) -> dict[str, Any]:
@@ -112,12 +126,19 @@ def probe(mountpoint: str) -> dict[str, Any]:
     """What a storage role's preflight needs, in one call: who we are, memory, what is mounted there."""
     mounted = None
     if shutil.which("findmnt"):
-        out = subprocess.run(["findmnt", "--json", "--mountpoint", mountpoint, "-o", "SOURCE,FSTYPE,OPTIONS"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["findmnt", "--json", "--mountpoint", mountpoint, "-o", "SOURCE,FSTYPE,OPTIONS"],
+            capture_output=True,
+            text=True,
+        )
         if out.returncode == 0:
             mounted = json.loads(out.stdout)["filesystems"][0]
-    return {"uid": os.geteuid(), "memory_bytes": meminfo().get("MemTotal", 0), "mounted": mounted,
-            "exists": os.path.isdir(mountpoint)}
+    return {
+        "uid": os.geteuid(),
+        "memory_bytes": meminfo().get("MemTotal", 0),
+        "mounted": mounted,
+        "exists": os.path.isdir(mountpoint),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,51 +17,99 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MAX_INCLUDE_DEPTH = 8
-MAX_LINE = 8191      # fio reads a job file in pieces of 8191 characters: the rest of a line is a line of its own
+MAX_LINE = 8191  # fio reads a job file in pieces of 8191 characters: the rest of a line is a line of its own
 
 # fio's option aliases (`fio --cmdhelp=OPTION` names each option's alias), mapped to the option.
-ALIASES = {"readwrite": "rw", "blocksize": "bs", "blockalign": "ba", "blocksize_range": "bsrange",
-           "blocksize_unaligned": "bs_unaligned", "iodepth_batch_submit": "iodepth_batch",
-           "iodepth_batch_complete": "iodepth_batch_complete_min", "io_limit": "io_size",
-           "fill_fs": "fill_device", "fileoffset": "offset", "nr_files": "nrfiles", "timeout": "runtime",
-           "iomem": "mem", "ratemin": "rate_min", "ratecycle": "rate_cycle", "wait_for_previous": "stonewall",
-           "disable_bw": "disable_bw_measurement", "ss": "steadystate", "ss_dur": "steadystate_duration",
-           "ss_ramp": "steadystate_ramp_time"}
+ALIASES = {
+    "readwrite": "rw",
+    "blocksize": "bs",
+    "blockalign": "ba",
+    "blocksize_range": "bsrange",
+    "blocksize_unaligned": "bs_unaligned",
+    "iodepth_batch_submit": "iodepth_batch",
+    "iodepth_batch_complete": "iodepth_batch_complete_min",
+    "io_limit": "io_size",
+    "fill_fs": "fill_device",
+    "fileoffset": "offset",
+    "nr_files": "nrfiles",
+    "timeout": "runtime",
+    "iomem": "mem",
+    "ratemin": "rate_min",
+    "ratecycle": "rate_cycle",
+    "wait_for_previous": "stonewall",
+    "disable_bw": "disable_bw_measurement",
+    "ss": "steadystate",
+    "ss_dur": "steadystate_duration",
+    "ss_ramp": "steadystate_ramp_time",
+}
 
 # Options that run commands or change the host outside the target. The trigger options are
 # fio command-line options (fio refuses them in a job file too); they are named here for a clear message.
-_RUNS_COMMANDS = {"exec_prerun": "runs commands on the hosts", "exec_postrun": "runs commands on the hosts",
-                  "trigger": "runs commands on the hosts", "trigger-cmd": "runs commands on the hosts",
-                  "trigger-file": "runs commands on the hosts", "trigger-timeout": "runs commands on the hosts",
-                  "trigger-remote": "runs commands on the hosts",
-                  "ioscheduler": "changes the I/O scheduler of the host's disk",
-                  "cgroup": "creates control groups on the host, outside the target",
-                  "profile": "runs one of fio's built-in profiles, which take their own devices and directories"}
+_RUNS_COMMANDS = {
+    "exec_prerun": "runs commands on the hosts",
+    "exec_postrun": "runs commands on the hosts",
+    "trigger": "runs commands on the hosts",
+    "trigger-cmd": "runs commands on the hosts",
+    "trigger-file": "runs commands on the hosts",
+    "trigger-timeout": "runs commands on the hosts",
+    "trigger-remote": "runs commands on the hosts",
+    "ioscheduler": "changes the I/O scheduler of the host's disk",
+    "cgroup": "creates control groups on the host, outside the target",
+    "profile": "runs one of fio's built-in profiles, which take their own devices and directories",
+}
 
 # I/O engines that work on files (and, with allow_devices, on devices): nothing else is loaded.
-ENGINES = ("sync", "psync", "vsync", "pvsync", "pvsync2", "libaio", "io_uring", "posixaio", "mmap", "splice",
-           "null", "falloc", "ftruncate", "filecreate", "filestat", "filedelete", "dircreate", "dirstat",
-           "dirdelete", "sg")
+ENGINES = (
+    "sync",
+    "psync",
+    "vsync",
+    "pvsync",
+    "pvsync2",
+    "libaio",
+    "io_uring",
+    "posixaio",
+    "mmap",
+    "splice",
+    "null",
+    "falloc",
+    "ftruncate",
+    "filecreate",
+    "filestat",
+    "filedelete",
+    "dircreate",
+    "dirstat",
+    "dirdelete",
+    "sg",
+)
 _WRITING_ENGINES = {"falloc", "ftruncate", "filecreate", "filedelete", "dircreate", "dirdelete"}
 
 # Options holding file names, ':'-separated lists of them. Only FILE_OPTIONS may name an allowed device.
 FILE_OPTIONS = ("filename", "replay_redirect")
-PATH_OPTIONS = FILE_OPTIONS + ("directory", "opendir", "filename_format", "read_iolog", "write_iolog",
-                               "merge_blktrace_file", "write_bw_log", "write_lat_log", "write_iops_log",
-                               "write_hist_log")
+PATH_OPTIONS = FILE_OPTIONS + (
+    "directory",
+    "opendir",
+    "filename_format",
+    "read_iolog",
+    "write_iolog",
+    "merge_blktrace_file",
+    "write_bw_log",
+    "write_lat_log",
+    "write_iops_log",
+    "write_hist_log",
+)
 # filename_format's own keywords (fio replaces them; any other '$' would be expanded by fio).
 _FORMAT_KEYWORDS = re.compile(r"\$(jobname|jobnum|filenum|clientuid)")
 # Patterns that may name a file in single quotes, read by fio on the host.
 _PATTERN_OPTIONS = ("buffer_pattern", "verify_pattern")
 _READS = {"read", "randread"}
 _KEY = re.compile(r"[a-z][a-z0-9_-]*")
-_CONFINED = ("fio may only use relative paths inside the backend's target (it runs in the host's work "
-             "directory there)")
+_CONFINED = "fio may only use relative paths inside the backend's target (it runs in the host's work directory there)"
 
 
 @dataclass(frozen=True)
 class Option:
     """One `key=value` (value None for a bare flag), where it was written."""
+
     key: str
     value: str | None
     file: str
@@ -88,6 +136,7 @@ class Section:
 @dataclass(frozen=True)
 class JobFile:
     """A job file's sections, in order, with every include inlined."""
+
     path: str
     sections: tuple[Section, ...]
 
@@ -105,7 +154,7 @@ class JobFile:
 
 def _lines(path: Path) -> list[str]:
     try:
-        return path.read_text().split("\n")       # fio splits lines at newlines only
+        return path.read_text().split("\n")  # fio splits lines at newlines only
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
 
@@ -121,16 +170,20 @@ def _parse(lines: list[str], file: str, stack: tuple[Path, ...], sections: list[
         raise ValueError(f"{file} is not a fio job file (no [job] section)")
     for number, raw in enumerate(lines, 1):
         if len(raw) > MAX_LINE or any(c < " " and c not in "\t\r" for c in raw):
-            raise ValueError(f"{file}:{number}: a line may have at most {MAX_LINE} characters and no control "
-                             "characters (fio reads the rest of a longer line as a line of its own)")
+            raise ValueError(
+                f"{file}:{number}: a line may have at most {MAX_LINE} characters and no control "
+                "characters (fio reads the rest of a longer line as a line of its own)"
+            )
         line = _clean(raw)
         if not line:
             continue
         where = f"{file}:{number}: {line}"
         if line.startswith("["):
             if len(stack) > 1:
-                raise ValueError(f"{where}: an included file may not start a section (fio refuses it); "
-                                 "keep the sections in the main job file")
+                raise ValueError(
+                    f"{where}: an included file may not start a section (fio refuses it); "
+                    "keep the sections in the main job file"
+                )
             if not line.endswith("]") or not 3 <= len(line) <= 257:
                 raise ValueError(f"{where}: a section header is [name], with a name of 1 to 255 characters")
             sections.append((line[1:-1], []))
@@ -139,7 +192,7 @@ def _parse(lines: list[str], file: str, stack: tuple[Path, ...], sections: list[
             raise ValueError(f"{where}: comes before any [section] (fio refuses it); put it under [global]")
         section, options = sections[-1]
         if line.startswith("include"):
-            path = _include(line[len("include"):], where, stack)
+            path = _include(line[len("include") :], where, stack)
             _parse(_lines(path), str(path), stack + (path,), sections)
             continue
         key, equals, value = line.partition("=")
@@ -157,8 +210,9 @@ def _include(name: str, where: str, stack: tuple[Path, ...]) -> Path:
         raise ValueError(f"{where}: a checked job file has its includes inlined; this one was changed")
     path = (stack[-1].parent / name.strip()).resolve()
     if path in stack:
-        raise ValueError(f"{where}: includes itself (" + " -> ".join(p.name for p in stack + (path,))
-                         + "); remove the cycle")
+        raise ValueError(
+            f"{where}: includes itself (" + " -> ".join(p.name for p in stack + (path,)) + "); remove the cycle"
+        )
     if len(stack) > MAX_INCLUDE_DEPTH:
         raise ValueError(f"{where}: includes nest deeper than {MAX_INCLUDE_DEPTH} files")
     return path
@@ -180,13 +234,14 @@ def parse_text(text: str, name: str) -> JobFile:
 
 # --- the check ------------------------------------------------------------------------------------
 
+
 def _names(option: Option) -> list[str]:
     """The file names an option holds (several, ':'-separated, for most path options)."""
     value = option.value or ""
     if option.name == "mem":
-        return value.split(":", 1)[1:]                   # mmaphuge:/hugetlbfs/file
+        return value.split(":", 1)[1:]  # mmaphuge:/hugetlbfs/file
     if option.name in _PATTERN_OPTIONS:
-        return re.findall(r"'([^']*)'", value)            # 'file' is read, "string" is data
+        return re.findall(r"'([^']*)'", value)  # 'file' is read, "string" is data
     if option.name == "filename" and value == "-":
         raise option.refuse("fio reads '-' as its standard input or output; name a file on the target")
     return value.split(":") if value else []
@@ -198,8 +253,11 @@ def _check_name(option: Option, name: str, devices: tuple[str, ...]) -> None:
     if "\\" in name:
         raise option.refuse("fio reads '\\' as an escape in file names; name the file without it")
     if name.startswith("/"):
-        where = (", or list the device in allow_devices of every backend the job runs on (scratch backends)"
-                 if name.startswith("/dev/") and option.name in FILE_OPTIONS else "")
+        where = (
+            ", or list the device in allow_devices of every backend the job runs on (scratch backends)"
+            if name.startswith("/dev/") and option.name in FILE_OPTIONS
+            else ""
+        )
         raise option.refuse(f"{_CONFINED}; use a relative name{where}")
     if ".." in Path(name).parts:
         raise option.refuse(f"{_CONFINED}; remove '..'")
@@ -228,14 +286,15 @@ def check(job: JobFile, allow_devices: tuple[str, ...] | list[str] = ()) -> None
     devices = tuple(allow_devices)
     for section in job.sections:
         if "/" in section.name or section.name in (".", "..") or "{{" in section.name or "{%" in section.name:
-            raise ValueError(f"{job.path}: [{section.name}]: fio names a job's files after its section; "
-                             "a section name may not contain '/' (nor {{ or {%, which Ansible would evaluate)")
+            raise ValueError(
+                f"{job.path}: [{section.name}]: fio names a job's files after its section; "
+                "a section name may not contain '/' (nor {{ or {%, which Ansible would evaluate)"
+            )
         for option in section.options:
             if any(mark in str(option) for mark in ("{{", "{%")):
                 raise option.refuse("Ansible would evaluate {{ or {% on the controller; write the value literally")
             if "${" in str(option):
-                raise option.refuse("fio would replace ${...} with the host's environment; write the value "
-                                    "literally")
+                raise option.refuse("fio would replace ${...} with the host's environment; write the value literally")
             if option.name in _RUNS_COMMANDS:
                 raise option.refuse(f"{option.name} {_RUNS_COMMANDS[option.name]}; iolab refuses it in job files")
             if option.name == "ioengine":
@@ -248,25 +307,33 @@ def check(job: JobFile, allow_devices: tuple[str, ...] | list[str] = ()) -> None
     sg = next((o for o in job.options() if o.name == "ioengine" and o.value == "sg"), None)
     names = [name for o in job.options() if o.name == "filename" for name in _names(o)]
     if sg and (not names or any(name not in devices for name in names)):
-        raise sg.refuse("the sg engine sends SCSI commands to a device: name only devices of allow_devices "
-                        "in filename")
+        raise sg.refuse("the sg engine sends SCSI commands to a device: name only devices of allow_devices in filename")
 
 
 def writes(job: JobFile) -> str:
     """The first option that makes the job write, as `[section] option` ('' when it only reads)."""
     for option in job.options():
         value = (option.value or "").split(":")[0]
-        if ((option.name == "rw" and value not in _READS)
-                or (option.name == "ioengine" and value in _WRITING_ENGINES)
-                or (option.name in ("unlink", "unlink_each_loop", "fill_device") and value not in ("0", "false"))):
+        if (
+            (option.name == "rw" and value not in _READS)
+            or (option.name == "ioengine" and value in _WRITING_ENGINES)
+            or (option.name in ("unlink", "unlink_each_loop", "fill_device") and value not in ("0", "false"))
+        ):
             return f"[{option.section}] {option}"
     return ""
 
 
 def devices(job: JobFile) -> list[str]:
     """The absolute names the job's file options hold (after check(): the allowed devices it uses)."""
-    return sorted({name for option in job.options() if option.name in FILE_OPTIONS
-                   for name in _names(option) if name.startswith("/")})
+    return sorted(
+        {
+            name
+            for option in job.options()
+            if option.name in FILE_OPTIONS
+            for name in _names(option)
+            if name.startswith("/")
+        }
+    )
 
 
 def check_on_host(job: JobFile, workdir: Path, allow_devices: tuple[str, ...] | list[str] = ()) -> JobFile:
@@ -279,7 +346,7 @@ def check_on_host(job: JobFile, workdir: Path, allow_devices: tuple[str, ...] | 
         if option.name not in PATH_OPTIONS:
             continue
         for name in _names(option):
-            if name.startswith("/"):           # an allowed device (check() refused any other)
+            if name.startswith("/"):  # an allowed device (check() refused any other)
                 mode = os.stat(name).st_mode if os.path.exists(name) else 0
                 if not (stat.S_ISBLK(mode) or stat.S_ISCHR(mode)):
                     raise option.refuse(f"{name} is not a block or character device on this host")
@@ -289,8 +356,9 @@ def check_on_host(job: JobFile, workdir: Path, allow_devices: tuple[str, ...] | 
                 if real != root and root not in real.parents:
                     raise option.refuse(f"{_CONFINED}; on this host it leads to {real}")
                 if real.exists() and (stat.S_ISBLK(real.stat().st_mode) or stat.S_ISCHR(real.stat().st_mode)):
-                    raise option.refuse("a device node on the target; name devices in the backend's "
-                                        "allow_devices instead")
+                    raise option.refuse(
+                        "a device node on the target; name devices in the backend's allow_devices instead"
+                    )
     return job
 
 

@@ -25,8 +25,13 @@ PROFILES: dict[str, dict[str, str]] = {
     # Small random reads: IOPS and latency.
     "rand-read-16k": {**_COMMON, "rw": "randread", "bs": "16k"},
     # ImageNet-shaped random reads, as the field report ran them.
-    "imagenet-bssplit": {**_COMMON, "rw": "randread", "bssplit": IMAGENET_BSSPLIT,
-                         "iodepth": "128", "norandommap": "1"},
+    "imagenet-bssplit": {
+        **_COMMON,
+        "rw": "randread",
+        "bssplit": IMAGENET_BSSPLIT,
+        "iodepth": "128",
+        "norandommap": "1",
+    },
     # Large sequential writes, for scratch targets only.
     "seq-write-1m": {**_COMMON, "rw": "write", "bs": "1M"},
     # imagenet-bssplit with the bssplit of the campaign's own data set, computed on each host
@@ -34,7 +39,6 @@ PROFILES: dict[str, dict[str, str]] = {
     "bssplit-from-dataset": {**_COMMON, "rw": "randread", "iodepth": "128", "norandommap": "1"},
 }
 BSSPLIT_FROM_DATASET = "bssplit-from-dataset"
-
 
 
 def rbd_options(pool: str, image: str, client: str) -> dict[str, str]:
@@ -79,16 +83,19 @@ def choose_size(wanted: int, free: int, existing: int) -> int:
     """
     room = free + existing
     if wanted and wanted == existing:
-        return wanted   # laid out already (on a read-only snapshot, there is no room for another)
+        return wanted  # laid out already (on a read-only snapshot, there is no room for another)
     if wanted:
         if wanted > room * 0.9:
-            raise ValueError(f"the job needs {wanted / _MIB:.0f} MiB but the target has {room / _MIB:.0f} MiB "
-                             "free; lower the workload's size or give the backend more space")
+            raise ValueError(
+                f"the job needs {wanted / _MIB:.0f} MiB but the target has {room / _MIB:.0f} MiB "
+                "free; lower the workload's size or give the backend more space"
+            )
         return wanted
     size = min(DEFAULT_SIZE, int(room * 0.8)) // _MIB * _MIB
     if size < MIN_SIZE:
-        raise ValueError(f"the target has only {room / _MIB:.0f} MiB free; fio needs at least "
-                         f"{MIN_SIZE / _MIB * 1.25:.0f} MiB")
+        raise ValueError(
+            f"the target has only {room / _MIB:.0f} MiB free; fio needs at least {MIN_SIZE / _MIB * 1.25:.0f} MiB"
+        )
     return size
 
 
@@ -101,18 +108,26 @@ def dataset_bssplit(root: Path) -> dict:
 
     manifest = root / MANIFEST_NAME
     if not manifest.is_file():
-        raise ValueError(f"{root} holds no data set ({MANIFEST_NAME} missing); the campaign's dataset phase "
-                         "makes it: give the campaign a dataset")
+        raise ValueError(
+            f"{root} holds no data set ({MANIFEST_NAME} missing); the campaign's dataset phase "
+            "makes it: give the campaign a dataset"
+        )
     digest = hashlib.sha256()
     with open(manifest, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
-    return {"bssplit": bssplit(histogram(root)), "bssplit_from": str(root),
-            "dataset_manifest_hash": digest.hexdigest()}
+    return {"bssplit": bssplit(histogram(root)), "bssplit_from": str(root), "dataset_manifest_hash": digest.hexdigest()}
 
 
-def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, jobfile: Path | None,
-            bssplit_from: Path | None = None, allow_devices: tuple[str, ...] = ()) -> dict:
+def prepare(
+    run_dir: Path,
+    workdir: Path,
+    options: dict[str, str],
+    wanted: int,
+    jobfile: Path | None,
+    bssplit_from: Path | None = None,
+    allow_devices: tuple[str, ...] = (),
+) -> dict:
     """Write RUN_DIR/job.fio for a job on `workdir` and lay its file out before the timed run.
 
     `bssplit_from` (relative to `workdir`, or absolute): a data set whose size histogram
@@ -149,17 +164,31 @@ def prepare(run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, 
         if from_dataset:
             options = {**options, "bssplit": from_dataset["bssplit"]}
         # Per-second bandwidth logs let the controller add hosts up over their common window.
-        options = {**options, "filename": str(data), "size": str(size),
-                   "write_bw_log": str(run_dir / "fio"), "log_avg_msec": "1000"}
+        options = {
+            **options,
+            "filename": str(data),
+            "size": str(size),
+            "write_bw_log": str(run_dir / "fio"),
+            "log_avg_msec": "1000",
+        }
         text = render(options, "iolab")
-        chosen = {"size": size, "size_chosen": "auto" if not wanted else "campaign",
-                  "free_bytes": stat.f_bavail * stat.f_frsize, "file": str(data), **from_dataset}
+        chosen = {
+            "size": size,
+            "size_chosen": "auto" if not wanted else "campaign",
+            "free_bytes": stat.f_bavail * stat.f_frsize,
+            "file": str(data),
+            **from_dataset,
+        }
     (run_dir / "job.fio").write_text(text)
     (run_dir / "fio_job.json").write_text(json.dumps(chosen, indent=1))
     if jobfile is None and existing == chosen["size"]:
         return chosen  # laid out by an earlier run on this target
-    layout = subprocess.run(["fio", "--create_only=1", "--refill_buffers=1", "--output=/dev/null",
-                             str(run_dir / "job.fio")], capture_output=True, text=True, cwd=workdir)
+    layout = subprocess.run(
+        ["fio", "--create_only=1", "--refill_buffers=1", "--output=/dev/null", str(run_dir / "job.fio")],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+    )
     if layout.returncode != 0:
         reason = (layout.stderr.strip() or layout.stdout.strip()).splitlines()
         raise ValueError(f"fio could not lay out the job's files: {reason[-1] if reason else 'no message'}")
@@ -179,17 +208,33 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--options", default="{}", help="fio options as a JSON object")
     prep.add_argument("--size", type=int, default=0, help="bytes; 0 = what fits, up to 1 GiB")
     prep.add_argument("--jobfile", type=Path, help="a user's job file, checked again here (iolab.fio_jobfile)")
-    prep.add_argument("--allow-device", action="append", default=[], dest="allow_devices",
-                      help="a device the job file may name (the backend's allow_devices); repeatable")
-    prep.add_argument("--bssplit-from", type=Path, help="data set whose size histogram gives the bssplit "
-                      "(relative to --workdir)")
-    prep.add_argument("--drop-caches", action="store_true",
-                      help="then sync and drop the caches (after the layout, which fills them), recording it")
+    prep.add_argument(
+        "--allow-device",
+        action="append",
+        default=[],
+        dest="allow_devices",
+        help="a device the job file may name (the backend's allow_devices); repeatable",
+    )
+    prep.add_argument(
+        "--bssplit-from", type=Path, help="data set whose size histogram gives the bssplit (relative to --workdir)"
+    )
+    prep.add_argument(
+        "--drop-caches",
+        action="store_true",
+        help="then sync and drop the caches (after the layout, which fills them), recording it",
+    )
     opts = parser.parse_args(argv)
     started_at = time.time()  # when this task reached the host: sizes the lead of the common start
     try:
-        chosen = prepare(opts.dir, opts.workdir, json.loads(opts.options), opts.size, opts.jobfile,
-                         opts.bssplit_from, tuple(opts.allow_devices))
+        chosen = prepare(
+            opts.dir,
+            opts.workdir,
+            json.loads(opts.options),
+            opts.size,
+            opts.jobfile,
+            opts.bssplit_from,
+            tuple(opts.allow_devices),
+        )
     except ValueError as exc:
         print(f"{opts.workdir}: {exc}", file=sys.stderr)
         return 1

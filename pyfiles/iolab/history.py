@@ -23,12 +23,12 @@ from iolab.samples import AGGREGATE_HOST, ResultStore
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    store: str                 # directory name under results/
-    campaign: str              # the campaign's own name (a moved-aside store keeps it)
-    first: str                 # earliest sample start, ISO UTC ('' without samples)
-    last: str                  # latest sample end
-    runs: int                  # runs with samples
-    failed: int                # runs recorded as failed and not retried successfully
+    store: str  # directory name under results/
+    campaign: str  # the campaign's own name (a moved-aside store keeps it)
+    first: str  # earliest sample start, ISO UTC ('' without samples)
+    last: str  # latest sample end
+    runs: int  # runs with samples
+    failed: int  # runs recorded as failed and not retried successfully
     samples: int
     hosts: tuple[str, ...]
     backends: tuple[str, ...]
@@ -83,16 +83,27 @@ def same_configuration(entries: list[Entry]) -> dict[str, list[str]]:
 def table(results: Path) -> Table:
     entries = campaigns(results)
     shared = same_configuration(entries)
-    out = Table(title=f"campaigns in {results}", title_justify="left",
-                caption="config: hash of the sorted run ids (each a hash of a run's full configuration); "
-                        "equal hashes ran the same configuration")
+    out = Table(
+        title=f"campaigns in {results}",
+        title_justify="left",
+        caption="config: hash of the sorted run ids (each a hash of a run's full configuration); "
+        "equal hashes ran the same configuration",
+    )
     for column in ("store", "date (UTC)", "runs", "samples", "hosts", "backends", "config", "same as"):
         out.add_column(column, justify="right" if column in ("runs", "samples") else "left")
     for e in entries:
         others = [s for s in shared.get(e.config_hash, []) if s != e.store]
         runs = f"{e.runs}" + (f" (+{e.failed} failed)" if e.failed else "")
-        out.add_row(e.store, e.date, runs, str(e.samples), _hosts(e.hosts), ", ".join(e.backends),
-                    e.config_hash, ", ".join(others) or "—")
+        out.add_row(
+            e.store,
+            e.date,
+            runs,
+            str(e.samples),
+            _hosts(e.hosts),
+            ", ".join(e.backends),
+            e.config_hash,
+            ", ".join(others) or "—",
+        )
     return out
 
 

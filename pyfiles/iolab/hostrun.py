@@ -52,10 +52,10 @@ from pathlib import Path
 from iolab import ceph_osds, facts, mounts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
-ARCHIVE_LINE = "iolab-archive:"     # a line of the task's output: the run's archive, base64 (iolab.runner)
+ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
 # Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
-STUCK_AFTER = 15.0   # seconds a stopped tool may take to end before `run` gives up waiting for it
+STUCK_AFTER = 15.0  # seconds a stopped tool may take to end before `run` gives up waiting for it
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -77,16 +77,24 @@ def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
             continue
 
 
-def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | None, timeout: float | None,
-        cwd: Path | None = None, telemetry_after: float | None = None, before: list[str] | None = None,
-        profile: list[str] | None = None) -> int:
+def run(
+    run_dir: Path,
+    argv: list[str],
+    start_at: float | None,
+    target: str | None,
+    timeout: float | None,
+    cwd: Path | None = None,
+    telemetry_after: float | None = None,
+    before: list[str] | None = None,
+    profile: list[str] | None = None,
+) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     parent = os.getppid()
     problems = profilers.missing(profile or [])
     if problems:
         print("; ".join(problems), file=sys.stderr)
         return 1
-    if before:   # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
+    if before:  # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
         done = subprocess.run(before, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if done.returncode != 0:
             sys.stderr.write(done.stderr)
@@ -96,8 +104,9 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
         time.sleep(max(0.0, start_at - time.time()))
     with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
         started = time.time()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                cwd=cwd or run_dir, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
+        )
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
         signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc))
         profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
@@ -107,7 +116,7 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
         if telemetry_after is not None:
             sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
             sampler.start()
-        osds = ceph_osds.started_from_env(run_dir, telemetry_after)    # a Ceph backend's OSDs ($IOLAB_CEPH)
+        osds = ceph_osds.started_from_env(run_dir, telemetry_after)  # a Ceph backend's OSDs ($IOLAB_CEPH)
         reason, stopping = None, None
         while proc.poll() is None:
             try:
@@ -124,7 +133,7 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
             if stopping and time.time() - stopping > STUCK_AFTER:
                 break
         while stopping and _group_alive(proc.pid) and time.time() - stopping < STUCK_AFTER:
-            time.sleep(0.1)            # its other processes (fio's jobs) too
+            time.sleep(0.1)  # its other processes (fio's jobs) too
         if stopping and _group_alive(proc.pid):
             # Blocked on storage that is gone (a request in a FUSE daemon, a dead NFS server): it ends when
             # teardown releases the storage. Its PID file stays, outside what is packed, for that.
@@ -141,11 +150,16 @@ def run(run_dir: Path, argv: list[str], start_at: float | None, target: str | No
             print(f"profiler: {error}", file=sys.stderr)
     (run_dir / PIDFILE).unlink(missing_ok=True)
     record = {
-        "argv": argv, "rc": proc.returncode, "stopped": reason,
-        "start_at": start_at, "started_at": started, "ended_at": ended,
+        "argv": argv,
+        "rc": proc.returncode,
+        "stopped": reason,
+        "start_at": start_at,
+        "started_at": started,
+        "ended_at": ended,
         "start_skew_s": None if start_at is None else started - start_at,
-        "page_cache_before": cached_before, "page_cache_after": facts.meminfo().get("Cached", 0),
-        "facts": facts.collect(None if reason else target),    # a stopped tool's storage may hang
+        "page_cache_before": cached_before,
+        "page_cache_after": facts.meminfo().get("Cached", 0),
+        "facts": facts.collect(None if reason else target),  # a stopped tool's storage may hang
         "profiling": profiled,
     }
     _write_json(run_dir / "run.json", record)
@@ -167,9 +181,15 @@ def drop_caches(run_dir: Path) -> int:
     except OSError as exc:
         print(f"cannot drop caches ({exc.strerror}): dropping the page cache needs root", file=sys.stderr)
         return 1
-    _write_json(run_dir / "drop_caches.json", {"dropped_at": time.time(), "seconds": time.time() - started,
-                                               "method": "sync; echo 3 > /proc/sys/vm/drop_caches",
-                                               "page_cache_after": facts.meminfo().get("Cached", 0)})
+    _write_json(
+        run_dir / "drop_caches.json",
+        {
+            "dropped_at": time.time(),
+            "seconds": time.time() - started,
+            "method": "sync; echo 3 > /proc/sys/vm/drop_caches",
+            "page_cache_after": facts.meminfo().get("Cached", 0),
+        },
+    )
     return 0
 
 
@@ -196,12 +216,13 @@ def pack(run_dir: Path) -> int:
     if archive.exists():
         subprocess.run(["tar", "-xzf", str(archive), "-C", str(run_dir)], check=True)
     tmp = archive.with_name(archive.name + ".tmp")
-    done = subprocess.run(["tar", "-C", str(run_dir), "--remove-files", "-czf", str(tmp), "."],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["tar", "-C", str(run_dir), "--remove-files", "-czf", str(tmp), "."], capture_output=True, text=True
+    )
     if done.returncode != 0:
         print(f"packing {run_dir} failed: {done.stderr.strip()}", file=sys.stderr)
         return 1
-    if run_dir.exists():            # tar's --remove-files takes the directory too, where it can
+    if run_dir.exists():  # tar's --remove-files takes the directory too, where it can
         run_dir.rmdir()
     if tmp.stat().st_size <= INLINE_MAX:
         sys.stdout.write(ARCHIVE_LINE + base64.b64encode(tmp.read_bytes()).decode() + "\n")
@@ -218,7 +239,7 @@ def _release_orphaned_mounts(wait: float = 10.0) -> list[str]:
     returns at once, even on storage that is gone; a FUSE daemon ends when the kernel lets the mount go.
     `umount` itself is given `wait` seconds. Returns one line per mount."""
     done = []
-    for mount in reversed(mounts.mountinfo()):          # the innermost first
+    for mount in reversed(mounts.mountinfo()):  # the innermost first
         found = mounts.record_for(mount)
         source = mount["source"]
         if not (source.startswith("iolab:") and not source.endswith(":kept") or found and not found.get("kept")):
@@ -226,8 +247,9 @@ def _release_orphaned_mounts(wait: float = 10.0) -> list[str]:
         if found:
             (mounts.RECORDS / f"{mount['id']}.json").unlink(missing_ok=True)
         try:
-            out = subprocess.run(["umount", "-l", mount["target"]], capture_output=True, text=True, timeout=wait,
-                                 check=False)
+            out = subprocess.run(
+                ["umount", "-l", mount["target"]], capture_output=True, text=True, timeout=wait, check=False
+            )
             how = "unmounted" if out.returncode == 0 else f"could not unmount ({out.stderr.strip()})"
         except subprocess.TimeoutExpired:
             how = f"could not unmount (umount -l still waiting after {wait:.0f} s)"
@@ -262,14 +284,14 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False) -> int:
         deadline = time.time() + 10  # until the group is gone: it may hold the storage under test
         while time.time() < deadline and _group_alive(pid):
             time.sleep(0.05)
-        if _group_alive(pid):        # in uninterruptible sleep on storage that is gone, say
+        if _group_alive(pid):  # in uninterruptible sleep on storage that is gone, say
             left.append(f"process group {pid} of {_run_of(pidfile)}")
         else:
             pidfile.unlink(missing_ok=True)
     runs = sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []
     if not left:
         shutil.rmtree(runs_dir, ignore_errors=True)
-        with contextlib.suppress(OSError):      # the command's directory, once no host of it has files there
+        with contextlib.suppress(OSError):  # the command's directory, once no host of it has files there
             runs_dir.parent.rmdir()
     if runs:
         print(f"removed what {len(runs)} interrupted run(s) left in {runs_dir}")
@@ -290,25 +312,47 @@ def main(args: list[str] | None = None) -> int:
     p_run.add_argument("--target")
     p_run.add_argument("--timeout", type=float)
     p_run.add_argument("--cwd", type=Path, help="the tool's working directory (default: the run's)")
-    p_run.add_argument("--telemetry-after", type=float, metavar="SECONDS",
-                       help=f"sample the host into {telemetry.FILE} from this long after the tool starts "
-                            "(its ramp) until it ends; without it, no telemetry")
-    p_run.add_argument("--before", type=json.loads, metavar="JSON_ARGV",
-                       help="a command (a JSON list) to run first; the tool starts only if it succeeds")
-    p_run.add_argument("--profilers", default=os.environ.get("IOLAB_PROFILERS", ""),
-                       help="comma-separated: perf, py-spy (default: $IOLAB_PROFILERS); files kept in RUN_DIR")
-    p_run.add_argument("--pack", action="store_true", default=os.environ.get("IOLAB_PACK_RUN") == "1",
-                       help="then pack RUN_DIR for collect: returned in the output, or RUN_DIR.tar.gz "
-                            "when large (default: $IOLAB_PACK_RUN=1)")
-    p_run.add_argument("--no-pack", dest="pack", action="store_false",
-                       help="leave RUN_DIR unpacked (a phase whose directory a later call packs)")
+    p_run.add_argument(
+        "--telemetry-after",
+        type=float,
+        metavar="SECONDS",
+        help=f"sample the host into {telemetry.FILE} from this long after the tool starts "
+        "(its ramp) until it ends; without it, no telemetry",
+    )
+    p_run.add_argument(
+        "--before",
+        type=json.loads,
+        metavar="JSON_ARGV",
+        help="a command (a JSON list) to run first; the tool starts only if it succeeds",
+    )
+    p_run.add_argument(
+        "--profilers",
+        default=os.environ.get("IOLAB_PROFILERS", ""),
+        help="comma-separated: perf, py-spy (default: $IOLAB_PROFILERS); files kept in RUN_DIR",
+    )
+    p_run.add_argument(
+        "--pack",
+        action="store_true",
+        default=os.environ.get("IOLAB_PACK_RUN") == "1",
+        help="then pack RUN_DIR for collect: returned in the output, or RUN_DIR.tar.gz "
+        "when large (default: $IOLAB_PACK_RUN=1)",
+    )
+    p_run.add_argument(
+        "--no-pack",
+        dest="pack",
+        action="store_false",
+        help="leave RUN_DIR unpacked (a phase whose directory a later call packs)",
+    )
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
     p_stop = sub.add_parser("stop")
     p_stop.add_argument("--dir", type=Path, required=True)
-    p_stop.add_argument("--orphaned-mounts", action="store_true",
-                        help="also unmount what a campaign mounted here and did not keep (after a takeover)")
+    p_stop.add_argument(
+        "--orphaned-mounts",
+        action="store_true",
+        help="also unmount what a campaign mounted here and did not keep (after a takeover)",
+    )
     opts = parser.parse_args(args)
     if opts.command == "run":
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
@@ -318,8 +362,17 @@ def main(args: list[str] | None = None) -> int:
         unknown = sorted(set(chosen) - set(profilers.NAMES))
         if unknown:
             parser.error(f"unknown profiler(s) {', '.join(unknown)} (expected: {', '.join(profilers.NAMES)})")
-        rc = run(opts.dir, argv, opts.start_at, opts.target, opts.timeout, opts.cwd, opts.telemetry_after,
-                 opts.before, chosen)
+        rc = run(
+            opts.dir,
+            argv,
+            opts.start_at,
+            opts.target,
+            opts.timeout,
+            opts.cwd,
+            opts.telemetry_after,
+            opts.before,
+            chosen,
+        )
         if opts.pack and (opts.dir / "run.json").exists():
             return pack(opts.dir) or rc
         return rc

@@ -36,7 +36,7 @@ _RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+))?\s*(?:/\s*([0-9]+))?\s*")
 @dataclasses.dataclass(frozen=True)
 class Inventory:
     path: Path
-    hosts: tuple[str, ...]                      # in inventory order
+    hosts: tuple[str, ...]  # in inventory order
     groups: dict[str, tuple[str, ...]]
     hostvars: dict[str, dict]
 
@@ -54,8 +54,10 @@ def _check_inventory_size(path: Path) -> None:
         for item in path.rglob("*"):
             files += 1
             if files > MAX_INVENTORY_FILES:
-                raise UserError(f"inventory {path} is a directory of more than {MAX_INVENTORY_FILES} files; "
-                                "pass --inventory with an inventory file (or a directory of a few)")
+                raise UserError(
+                    f"inventory {path} is a directory of more than {MAX_INVENTORY_FILES} files; "
+                    "pass --inventory with an inventory file (or a directory of a few)"
+                )
             if item.is_file():
                 total += item.stat().st_size
         size = total
@@ -64,8 +66,10 @@ def _check_inventory_size(path: Path) -> None:
     else:
         raise UserError(f"inventory {path} is not a file or directory; pass --inventory with an inventory file")
     if size > MAX_INVENTORY_BYTES:
-        raise UserError(f"inventory {path} holds {size / (1 << 20):.0f} MiB, more than the "
-                        f"{MAX_INVENTORY_BYTES >> 20} MiB an inventory may have; pass --inventory with an inventory file")
+        raise UserError(
+            f"inventory {path} holds {size / (1 << 20):.0f} MiB, more than the "
+            f"{MAX_INVENTORY_BYTES >> 20} MiB an inventory may have; pass --inventory with an inventory file"
+        )
 
 
 def load_inventory(path: str | Path) -> Inventory:
@@ -83,8 +87,10 @@ def load_inventory(path: str | Path) -> Inventory:
     manager = InventoryManager(loader=loader, sources=[str(path)])
     hosts = tuple(h.name for h in manager.get_hosts())
     if not hosts:
-        raise UserError(f"inventory {path} has no hosts (or Ansible could not parse it); "
-                        f"check it with `ansible-inventory -i {path} --list`")
+        raise UserError(
+            f"inventory {path} has no hosts (or Ansible could not parse it); "
+            f"check it with `ansible-inventory -i {path} --list`"
+        )
     variables = VariableManager(loader=loader, inventory=manager)
     groups = {name: tuple(h.name for h in group.get_hosts()) for name, group in manager.groups.items()}
     hostvars = {h.name: variables.get_vars(host=h, include_hostvars=False) for h in manager.get_hosts()}
@@ -102,8 +108,9 @@ def _count(term: str) -> int:
                 raise UserError(f"host set {term!r}: [{group}] is not a range; write gpu[01-04] or gpu[01-03,05]")
             first, last, step = int(match[1]), int(match[2] or match[1]), int(match[3] or 1)
             if last < first or step < 1:
-                raise UserError(f"host set {term!r}: range [{part.strip()}] is empty; the first bound must not "
-                                "exceed the last")
+                raise UserError(
+                    f"host set {term!r}: range [{part.strip()}] is empty; the first bound must not exceed the last"
+                )
             count += (last - first) // step + 1
         total *= count
     return total
@@ -111,13 +118,14 @@ def _count(term: str) -> int:
 
 def expand_names(term: str) -> list[str]:
     """The host names of a node set term: ``gpu[01-03,05]``, ``rack[1-2]-gpu[01-08]``, ``gpu[01:04]``."""
-    term = _BRACKET.sub(lambda m: "[" + m.group(1).replace(":", "-") + "]", term)   # Ansible's a:b ranges
+    term = _BRACKET.sub(lambda m: "[" + m.group(1).replace(":", "-") + "]", term)  # Ansible's a:b ranges
     if "[" not in term:
         return [term]
     count = _count(term)
     if count > MAX_HOSTS:
-        raise UserError(f"host set {term!r} names {count:,} hosts, more than the {MAX_HOSTS:,} iolab drives; "
-                        "check the range")
+        raise UserError(
+            f"host set {term!r} names {count:,} hosts, more than the {MAX_HOSTS:,} iolab drives; check the range"
+        )
     try:
         return list(NodeSet(term))
     except NodeSetParseError as exc:
@@ -150,8 +158,9 @@ def _match_term(term: str, inventory: Inventory, pattern: str) -> list[str]:
     group = term[1:] if term.startswith("@") else None
     if group is not None:
         if group not in inventory.groups:
-            raise UserError(f"host pattern {pattern!r}: {term!r} is not a group of {inventory.path} "
-                            f"({inventory.describe()})")
+            raise UserError(
+                f"host pattern {pattern!r}: {term!r} is not a group of {inventory.path} ({inventory.describe()})"
+            )
         return list(inventory.groups[group])
     for name in expand_names(term):
         if name in inventory.groups:
@@ -162,14 +171,17 @@ def _match_term(term: str, inventory: Inventory, pattern: str) -> list[str]:
             found = [h for h in inventory.hosts if fnmatch.fnmatchcase(h, name)]
             found += [h for g, hs in inventory.groups.items() if fnmatch.fnmatchcase(g, name) for h in hs]
             if not found:
-                raise UserError(f"host pattern {pattern!r}: {name!r} matches no host of "
-                                f"{inventory.path} ({inventory.describe()})")
+                raise UserError(
+                    f"host pattern {pattern!r}: {name!r} matches no host of {inventory.path} ({inventory.describe()})"
+                )
             selected += found
         else:
             missing = [n for n in expand_names(term) if n not in inventory.hosts and n not in inventory.groups]
-            raise UserError(f"host pattern {pattern!r}: {compress(missing)} "
-                            f"{'is not a host or group' if len(missing) == 1 else 'are not hosts or groups'} of "
-                            f"{inventory.path} ({inventory.describe()})")
+            raise UserError(
+                f"host pattern {pattern!r}: {compress(missing)} "
+                f"{'is not a host or group' if len(missing) == 1 else 'are not hosts or groups'} of "
+                f"{inventory.path} ({inventory.describe()})"
+            )
     return selected
 
 
@@ -178,8 +190,9 @@ def select_hosts(pattern: str | None, inventory: Inventory) -> list[str]:
     if pattern is None or pattern.strip() in ("all", "*"):
         return list(inventory.hosts)
     if not pattern.strip():
-        raise UserError("--hosts is empty; name hosts (gpu[01-04], a group) or leave --hosts out for all "
-                        f"hosts of {inventory.path}")
+        raise UserError(
+            f"--hosts is empty; name hosts (gpu[01-04], a group) or leave --hosts out for all hosts of {inventory.path}"
+        )
     chosen: set[str] = set()
     terms = _split_terms(pattern)
     for op, term in sorted(terms, key=lambda t: {"+": 0, "&": 1, "!": 2}[t[0]]):

@@ -60,9 +60,16 @@ def _start_time(pid: int) -> str | None:
 
 def record(what: str) -> dict[str, Any]:
     """Who takes the lease: the holder's record on each host."""
-    return {"held_for": what, "user": getpass.getuser(), "controller": socket.gethostname(),
-            "checkout": str(paths.ROOT), "pid": os.getpid(), "pid_start": _start_time(os.getpid()),
-            "boot_id": _boot_id(), "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    return {
+        "held_for": what,
+        "user": getpass.getuser(),
+        "controller": socket.gethostname(),
+        "checkout": str(paths.ROOT),
+        "pid": os.getpid(),
+        "pid_start": _start_time(os.getpid()),
+        "boot_id": _boot_id(),
+        "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
 
 
 def gone(holder: dict[str, Any]) -> str | None:
@@ -77,9 +84,11 @@ def gone(holder: dict[str, Any]) -> str | None:
 
 
 def describe(host: str, holder: dict[str, Any]) -> str:
-    return (f"{host} is held by {holder.get('held_for', '?')} since {holder.get('since', '?')}, "
-            f"from {holder.get('user', '?')}@{holder.get('controller', '?')}:{holder.get('checkout', '?')} "
-            f"(PID {holder.get('pid', '?')})")
+    return (
+        f"{host} is held by {holder.get('held_for', '?')} since {holder.get('since', '?')}, "
+        f"from {holder.get('user', '?')}@{holder.get('controller', '?')}:{holder.get('checkout', '?')} "
+        f"(PID {holder.get('pid', '?')})"
+    )
 
 
 def _argv(host: str, hostvars: dict[str, Any], args: list[str]) -> list[str]:
@@ -88,8 +97,17 @@ def _argv(host: str, hostvars: dict[str, Any], args: list[str]) -> list[str]:
     remote = [python if python.startswith("/") else "python3", "-c", SOURCE, *args]
     if hostvars.get("ansible_connection") == "local":
         return remote
-    argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
-            *shlex.split(str(hostvars.get("ansible_ssh_common_args", "")))]
+    argv = [
+        "ssh",
+        "-T",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=10",
+        "-o",
+        "LogLevel=ERROR",
+        *shlex.split(str(hostvars.get("ansible_ssh_common_args", ""))),
+    ]
     if hostvars.get("ansible_ssh_private_key_file"):
         argv += ["-i", str(hostvars["ansible_ssh_private_key_file"])]
     if hostvars.get("ansible_port"):
@@ -106,8 +124,14 @@ class Holder:
         self.host = host
         args = [LEASE_DIR, json.dumps({**info, "host": host})] + ([str(steal_pid)] if steal_pid else [])
         # Its own session: a Ctrl-C at the terminal must not release the lease before teardown ends.
-        self.proc = subprocess.Popen(_argv(host, hostvars, args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            _argv(host, hostvars, args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.state, self.detail = "", {}
 
     def answer(self) -> Holder:
@@ -123,7 +147,7 @@ class Holder:
 
     def release(self) -> None:
         with contextlib.suppress(OSError):
-            self.proc.stdin.write(leasehold.RELEASE.decode())   # a normal end: the holder drops its record
+            self.proc.stdin.write(leasehold.RELEASE.decode())  # a normal end: the holder drops its record
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
         try:
@@ -135,9 +159,11 @@ class Holder:
 
 def _takeover(previous: dict[str, Any], answer: dict[str, Any]) -> str:
     """What taking over a lease left by a command that did not end normally found and cleaned, in one line."""
-    said = (f"the lease of {previous.get('held_for')} (since {previous.get('since')}, PID {previous.get('pid')} "
-            f"on {previous.get('controller')}) was never released (its command, or this host, ended first); "
-            "taken over")
+    said = (
+        f"the lease of {previous.get('held_for')} (since {previous.get('since')}, PID {previous.get('pid')} "
+        f"on {previous.get('controller')}) was never released (its command, or this host, ended first); "
+        "taken over"
+    )
     if answer.get("clean_error"):
         return f"{said}; cleaning what it left failed: {answer['clean_error']}"
     cleaned = answer.get("cleaned") or []
@@ -177,16 +203,21 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
                     lab.console.print(f"[yellow]--steal:[/] {describe(holder.host, holder.detail)}; {reason}")
             if refused:
                 first = refused[0]
-                why = ("that process still runs" if first.detail.get("controller") == socket.gethostname()
-                       else f"this machine cannot check {first.detail.get('controller')}; run --steal there")
+                why = (
+                    "that process still runs"
+                    if first.detail.get("controller") == socket.gethostname()
+                    else f"this machine cannot check {first.detail.get('controller')}; run --steal there"
+                )
                 raise UserError(f"--steal refused: {describe(first.host, first.detail)}: {why}")
             taken = _take(lab, [h.host for h in busy], info, {h.host: int(h.detail["holder_pid"]) for h in busy})
             holders = [h for h in holders if h.state != "busy"] + taken
             busy = [h for h in taken if h.state == "busy"]
         if busy:
             more = f" (and {len(busy) - 1} more host(s))" if len(busy) > 1 else ""
-            raise UserError(f"{describe(busy[0].host, busy[0].detail)}{more}; wait for it to end, or pass "
-                            "--steal if that campaign is gone")
+            raise UserError(
+                f"{describe(busy[0].host, busy[0].detail)}{more}; wait for it to end, or pass "
+                "--steal if that campaign is gone"
+            )
         for holder in holders:
             previous = holder.detail.get("previous") if holder.state == "held" else None
             if previous:

@@ -43,7 +43,7 @@ import sys
 import time
 
 LINE = "iolab-lease"
-RELEASE = b"release\n"     # the controller's last words to a holder: its campaign ended normally
+RELEASE = b"release\n"  # the controller's last words to a holder: its campaign ended normally
 
 
 def _read(path: str) -> dict | None:
@@ -107,11 +107,11 @@ def main(argv: list[str]) -> int:
         json.dump({**info, "holder_pid": os.getpid()}, handle)
     os.replace(tmp, record_path)
     print(f"{LINE} held {json.dumps(answer)}", flush=True)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # only the end of stdin releases the lease
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the end of stdin releases the lease
     said = b""
     while chunk := sys.stdin.buffer.read(4096):
-        said = (said + chunk)[-len(RELEASE):]
-    if said == RELEASE:          # else the record stays for the next campaign to clean after this one
+        said = (said + chunk)[-len(RELEASE) :]
+    if said == RELEASE:  # else the record stays for the next campaign to clean after this one
         os.unlink(record_path)
     return 0
 
@@ -123,12 +123,26 @@ def _clean(host_dir: str, previous: dict) -> dict:
         return {"cleaned": [], "clean_error": "its record does not say what it ran (an older iolab)"}
     code = os.path.join(host_dir, "releases", release)
     if not os.path.isdir(code):
-        return {"cleaned": [], "clean_error": None}     # nothing of it ran here: its release never came
-    argv = [sys.executable, "-m", "iolab.hostrun", "stop", "--dir", os.path.join(host_dir, "runs", owner, host),
-            "--orphaned-mounts"]
+        return {"cleaned": [], "clean_error": None}  # nothing of it ran here: its release never came
+    argv = [
+        sys.executable,
+        "-m",
+        "iolab.hostrun",
+        "stop",
+        "--dir",
+        os.path.join(host_dir, "runs", owner, host),
+        "--orphaned-mounts",
+    ]
     try:
-        done = subprocess.run(argv, env={**os.environ, "PYTHONPATH": code}, stdin=subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            argv,
+            env={**os.environ, "PYTHONPATH": code},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         return {"cleaned": [], "clean_error": "iolab.hostrun stop did not end within 60 s"}
     error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1] if done.returncode else None

@@ -49,12 +49,13 @@ MODULE_NAMES = ("rbd", "nbd", "ceph", "nfs", "fuse")
 
 # --- what is mounted ------------------------------------------------------------------------------
 
+
 def _unescape(field: str) -> str:
     """mountinfo escapes blanks, tabs, newlines and backslashes as octal."""
     out, i = [], 0
     while i < len(field):
-        if field[i] == "\\" and i + 4 <= len(field) and field[i + 1:i + 4].isdigit():
-            out.append(chr(int(field[i + 1:i + 4], 8)))
+        if field[i] == "\\" and i + 4 <= len(field) and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
             i += 4
         else:
             out.append(field[i])
@@ -68,9 +69,15 @@ def mountinfo() -> list[dict[str, Any]]:
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
-        mounts.append({"id": int(fields[0]), "target": _unescape(fields[4]), "fstype": tail[0],
-                       "source": _unescape(tail[1]),
-                       "options": ",".join(dict.fromkeys(fields[5].split(",") + tail[2].split(",")))})
+        mounts.append(
+            {
+                "id": int(fields[0]),
+                "target": _unescape(fields[4]),
+                "fstype": tail[0],
+                "source": _unescape(tail[1]),
+                "options": ",".join(dict.fromkeys(fields[5].split(",") + tail[2].split(","))),
+            }
+        )
     return mounts
 
 
@@ -85,13 +92,20 @@ def mounted_at(target: str) -> dict[str, Any] | None:
 
 # --- records of who mounted what ------------------------------------------------------------------
 
+
 def record(target: str, info: dict[str, Any]) -> dict[str, Any]:
     """Write the record of the mount now at `target`."""
     mount = mounted_at(target)
     if mount is None:
         raise SystemExit(f"nothing is mounted at {target}: no record written")
-    data = {**info, "target": mount["target"], "source": mount["source"], "fstype": mount["fstype"],
-            "mount_id": mount["id"], "recorded_at": time.time()}
+    data = {
+        **info,
+        "target": mount["target"],
+        "source": mount["source"],
+        "fstype": mount["fstype"],
+        "mount_id": mount["id"],
+        "recorded_at": time.time(),
+    }
     RECORDS.mkdir(parents=True, exist_ok=True)
     path = RECORDS / f"{mount['id']}.json"
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -108,8 +122,11 @@ def record_for(mount: dict[str, Any] | None) -> dict[str, Any] | None:
         data = json.loads((RECORDS / f"{mount['id']}.json").read_text())
     except (OSError, ValueError):
         return None
-    same = data.get("target") == mount["target"] and data.get("source") == mount["source"] \
+    same = (
+        data.get("target") == mount["target"]
+        and data.get("source") == mount["source"]
         and data.get("fstype") == mount["fstype"]
+    )
     return data if same else None
 
 
@@ -123,6 +140,7 @@ def forget(target: str) -> bool:
 
 
 # --- what a backend's state directory holds ------------------------------------------------------
+
 
 def _ancestors() -> set[int]:
     """This process and its parents: they name the state directory in their arguments too."""
@@ -167,8 +185,9 @@ def loops(state_dir: str) -> list[str]:
 def mounts_below(state_dir: str) -> list[dict[str, Any]]:
     """Mounts on paths in `state_dir`, the last mounted first (the order to unmount them)."""
     prefix = state_dir.rstrip("/") + "/"
-    return [{"target": m["target"], "fstype": m["fstype"]} for m in reversed(mountinfo())
-            if m["target"].startswith(prefix)]
+    return [
+        {"target": m["target"], "fstype": m["fstype"]} for m in reversed(mountinfo()) if m["target"].startswith(prefix)
+    ]
 
 
 def rbd_mappings(image: str) -> dict[str, list[dict[str, str]]]:
@@ -183,17 +202,22 @@ def rbd_mappings(image: str) -> dict[str, list[dict[str, str]]]:
     if shutil.which("rbd-nbd"):
         out = subprocess.run(["rbd-nbd", "list-mapped", "--format", "json"], capture_output=True, text=True)
         with contextlib.suppress(ValueError):
-            nbd = [{"device": m["device"], "snap": m.get("snap") or "-"} for m in json.loads(out.stdout or "[]")
-                   if m.get("pool") == pool and m.get("image") == name]
+            nbd = [
+                {"device": m["device"], "snap": m.get("snap") or "-"}
+                for m in json.loads(out.stdout or "[]")
+                if m.get("pool") == pool and m.get("image") == name
+            ]
     return {"krbd": sorted(krbd, key=lambda m: m["device"]), "nbd": sorted(nbd, key=lambda m: m["device"])}
 
 
 # --- what the kernel and the host offer -----------------------------------------------------------
 
+
 def _load_modules(names: list[str]) -> None:
     """Ask for kernel modules a backend can use; a host without them (or without modprobe) says no later."""
-    modprobe = shutil.which("modprobe") or next((p for p in ("/usr/sbin/modprobe", "/sbin/modprobe")
-                                                 if os.access(p, os.X_OK)), None)
+    modprobe = shutil.which("modprobe") or next(
+        (p for p in ("/usr/sbin/modprobe", "/sbin/modprobe") if os.access(p, os.X_OK)), None
+    )
     if not modprobe:
         return
     for name in names:
@@ -203,14 +227,21 @@ def _load_modules(names: list[str]) -> None:
 def kernel(modules: list[str]) -> dict[str, Any]:
     _load_modules(modules)
     try:
-        filesystems = sorted({line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines()
-                              if line.strip()})
+        filesystems = sorted(
+            {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines() if line.strip()}
+        )
     except OSError:
         filesystems = []
     nbd = any(Path("/dev").glob("nbd[0-9]*"))
-    return {"release": platform.release(), "filesystems": filesystems, "krbd": Path("/sys/bus/rbd").is_dir(),
-            "nbd": nbd, "fuse": os.path.exists("/dev/fuse"),
-            "ceph": "ceph" in filesystems, "nfs": "nfs" in filesystems or "nfs4" in filesystems}
+    return {
+        "release": platform.release(),
+        "filesystems": filesystems,
+        "krbd": Path("/sys/bus/rbd").is_dir(),
+        "nbd": nbd,
+        "fuse": os.path.exists("/dev/fuse"),
+        "ceph": "ceph" in filesystems,
+        "nfs": "nfs" in filesystems or "nfs4" in filesystems,
+    }
 
 
 def tools(names: list[str]) -> dict[str, bool]:
@@ -218,23 +249,40 @@ def tools(names: list[str]) -> dict[str, bool]:
     return {name: shutil.which(name, path=search) is not None for name in names}
 
 
-def probe(target: str, state_dir: str, name: str | None, rbd: str | None, modules: list[str],
-          want_tools: list[str]) -> dict[str, Any]:
+def probe(
+    target: str, state_dir: str, name: str | None, rbd: str | None, modules: list[str], want_tools: list[str]
+) -> dict[str, Any]:
     mount = mounted_at(target)
     found = record_for(mount)
     ours = bool(found and name and found.get("backend") == name)
-    held: dict[str, Any] = {"mounts": mounts_below(state_dir), "loops": loops(state_dir),
-                            "processes": processes(state_dir), "krbd": [], "nbd": []}
+    held: dict[str, Any] = {
+        "mounts": mounts_below(state_dir),
+        "loops": loops(state_dir),
+        "processes": processes(state_dir),
+        "krbd": [],
+        "nbd": [],
+    }
     if rbd:
         held.update(rbd_mappings(rbd))
     # A mount point in use exists: no stat, which would wait for ever on storage that is gone (teardown probes).
-    return {"uid": os.geteuid(), "hostname": platform.node(), "exists": mount is not None or os.path.isdir(target),
-            "mounted": mount, "record": found, "ours": ours, "kept": bool(ours and found.get("kept")),
-            "held": held, "holds_anything": any(held.values()), "state_dir_exists": os.path.isdir(state_dir),
-            "kernel": kernel(modules), "tools": tools(want_tools)}
+    return {
+        "uid": os.geteuid(),
+        "hostname": platform.node(),
+        "exists": mount is not None or os.path.isdir(target),
+        "mounted": mount,
+        "record": found,
+        "ours": ours,
+        "kept": bool(ours and found.get("kept")),
+        "held": held,
+        "holds_anything": any(held.values()),
+        "state_dir_exists": os.path.isdir(state_dir),
+        "kernel": kernel(modules),
+        "tools": tools(want_tools),
+    }
 
 
 # --- acting -----------------------------------------------------------------------------------------
+
 
 def check_readonly(target: str) -> tuple[bool, str]:
     """(True, the error) when a write below `target` fails as it should on a read-only mount."""
@@ -294,11 +342,14 @@ def state_dir(path: str, keyring: str | None, name: str | None, files: list[str]
     os.chmod(directory, 0o700)
     made = []
     if keyring:
-        out = subprocess.run(["ceph-authtool", keyring, "--print-key", "--name", name or "client.admin"],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            ["ceph-authtool", keyring, "--print-key", "--name", name or "client.admin"], capture_output=True, text=True
+        )
         if out.returncode != 0:
-            raise SystemExit(f"cannot read the key of {name} from {keyring}: "
-                             f"{(out.stderr.strip().splitlines() or ['no message'])[-1]}")
+            raise SystemExit(
+                f"cannot read the key of {name} from {keyring}: "
+                f"{(out.stderr.strip().splitlines() or ['no message'])[-1]}"
+            )
         fd = os.open(directory / "key", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(out.stdout.strip())
@@ -327,8 +378,13 @@ def build_manifest(root: Path) -> bytes:
             if rel == MANIFEST_NAME or path.is_symlink() or not path.is_file():
                 continue
             entries.append({"label": 0, "path": rel, "sha256": sha256_file(path), "size": path.stat().st_size})
-    header = {"classes": 1, "files": len(entries), "generator": "iolab.mounts/1", "kind": "iolab.manifest/1",
-              "seed": None}
+    header = {
+        "classes": 1,
+        "files": len(entries),
+        "generator": "iolab.mounts/1",
+        "kind": "iolab.manifest/1",
+        "seed": None,
+    }
     lines = [json.dumps(line, sort_keys=True, separators=(",", ":")) for line in [header, *entries]]
     return "".join(line + "\n" for line in lines).encode()
 
@@ -351,6 +407,7 @@ def content_key(source: str | None, extra: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- command line -------------------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m iolab.mounts")
@@ -393,8 +450,9 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [n for n in names if n not in MODULE_NAMES]
         if unknown:
             parser.error(f"--modules: unknown module(s) {', '.join(unknown)}")
-        result: Any = probe(opts.target, opts.state_dir, opts.name, opts.rbd, names,
-                            [t for t in opts.tools.split(",") if t])
+        result: Any = probe(
+            opts.target, opts.state_dir, opts.name, opts.rbd, names, [t for t in opts.tools.split(",") if t]
+        )
     elif opts.command == "record":
         result = record(opts.target, json.loads(opts.json))
     elif opts.command == "forget":

@@ -12,7 +12,7 @@ ROLES = ROOT / "roles"
 ANSIBLE_CFG = ROOT / "ansible.cfg"
 DEFAULT_INVENTORY = ROOT / "inventory" / "local.yml"
 DEFAULT_CAMPAIGN = ROOT / "campaigns" / "quick.yml"
-LAB_DIR = ROOT / ".lab"                       # git-ignored: simulated hosts, releases, keys
+LAB_DIR = ROOT / ".lab"  # git-ignored: simulated hosts, releases, keys
 SIM_INVENTORY = ROOT / "inventory" / "sim.yml"  # this checkout's own simulated lab (iolab.sim.for_checkout)
 
 

@@ -35,8 +35,11 @@ def executable(name: str) -> str | None:
 def missing(names: list[str]) -> list[str]:
     """Sentences for the profilers this host lacks."""
     how = {"perf": "install linux-perf", "py-spy": "pip install py-spy into /opt/iolab/venv"}
-    return [f"profiler {n} is not installed ({how[n]}; lab.setup does it when a campaign asks for it)"
-            for n in names if executable(n) is None]
+    return [
+        f"profiler {n} is not installed ({how[n]}; lab.setup does it when a campaign asks for it)"
+        for n in names
+        if executable(n) is None
+    ]
 
 
 class Profilers:
@@ -48,16 +51,40 @@ class Profilers:
         self.errors: list[str] = []
 
     def start(self) -> None:
-        argv = {"perf": [executable("perf") or "perf", "record", "-a", "-g", "-F", "99", "--quiet",
-                         "-o", str(self.run_dir / PERF_DATA)],
-                "py-spy": [executable("py-spy") or "py-spy", "record", "--pid", str(self.pid), "--subprocesses",
-                           "--idle", "--rate", "100", "--nonblocking", "--format", "raw",
-                           "-o", str(self.run_dir / PY_SPY)]}
+        argv = {
+            "perf": [
+                executable("perf") or "perf",
+                "record",
+                "-a",
+                "-g",
+                "-F",
+                "99",
+                "--quiet",
+                "-o",
+                str(self.run_dir / PERF_DATA),
+            ],
+            "py-spy": [
+                executable("py-spy") or "py-spy",
+                "record",
+                "--pid",
+                str(self.pid),
+                "--subprocesses",
+                "--idle",
+                "--rate",
+                "100",
+                "--nonblocking",
+                "--format",
+                "raw",
+                "-o",
+                str(self.run_dir / PY_SPY),
+            ],
+        }
         for name in self.names:
             log = open(self.run_dir / f"{name}.log", "wb")
             try:
-                self.procs[name] = subprocess.Popen(argv[name], stdout=log, stderr=subprocess.STDOUT,
-                                                    stdin=subprocess.DEVNULL)
+                self.procs[name] = subprocess.Popen(
+                    argv[name], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
             except OSError as exc:
                 self.errors.append(f"{name} did not start: {exc.strerror}")
             finally:
@@ -83,10 +110,23 @@ class Profilers:
         return {"profilers": self.names, "files": files, "errors": self.errors}
 
     def _perf_report(self) -> None:
-        argv = [executable("perf") or "perf", "report", "--stdio", "--no-children", "-g", "none",
-                "--sort", "comm,dso,sym", "--percent-limit", "0.5", "-i", str(self.run_dir / PERF_DATA)]
+        argv = [
+            executable("perf") or "perf",
+            "report",
+            "--stdio",
+            "--no-children",
+            "-g",
+            "none",
+            "--sort",
+            "comm,dso,sym",
+            "--percent-limit",
+            "0.5",
+            "-i",
+            str(self.run_dir / PERF_DATA),
+        ]
         with open(self.run_dir / PERF_REPORT, "wb") as out:
             done = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=300)
         if done.returncode != 0:
-            self.errors.append(f"perf report exited {done.returncode}: "
-                               f"{done.stderr.decode(errors='replace').strip()[-200:]}")
+            self.errors.append(
+                f"perf report exited {done.returncode}: {done.stderr.decode(errors='replace').strip()[-200:]}"
+            )

@@ -26,8 +26,8 @@ from rich.console import Console
 @dataclasses.dataclass(frozen=True)
 class Planned:
     run_id: str
-    kind: str            # runs of one kind take alike times: the workload's name
-    estimate: float      # seconds, before any run has been timed
+    kind: str  # runs of one kind take alike times: the workload's name
+    estimate: float  # seconds, before any run has been timed
 
 
 def duration(seconds: float) -> str:
@@ -47,12 +47,12 @@ class Progress:
         self.planned = {p.run_id: p for p in planned}
         self.console = console
         self.clock = clock
-        self.took: dict[str, float] = {}        # run id → seconds, runs finished (extra repetitions too)
+        self.took: dict[str, float] = {}  # run id → seconds, runs finished (extra repetitions too)
         self.current: Planned | None = None
         self.since = 0.0
 
     def start(self, planned: Planned) -> None:
-        self.planned.setdefault(planned.run_id, planned)   # an extra repetition joins the plan when it starts
+        self.planned.setdefault(planned.run_id, planned)  # an extra repetition joins the plan when it starts
         self.current, self.since = planned, self.clock()
 
     def drop(self, run_id: str) -> None:
@@ -93,5 +93,6 @@ class Progress:
         left = len(self.left()) + (self.current is not None)
         if not left:
             return f"{len(self.took)} done, none left"
-        return (f"{len(self.took)} done, {left} left, about {duration(self.eta())} to go"
-                + ("" if self.took else " (estimated)"))
+        return f"{len(self.took)} done, {left} left, about {duration(self.eta())} to go" + (
+            "" if self.took else " (estimated)"
+        )

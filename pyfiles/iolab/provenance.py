@@ -11,13 +11,22 @@ from pathlib import Path
 from typing import Any
 
 # What should match across the clients of one campaign, in the order shown.
-COMPARED = ("os", "kernel", "cpu_model", "cpu_count", "numa_nodes", "memory_bytes", "python", "iolab_version",
-            "gpus", "sysctl")
+COMPARED = (
+    "os",
+    "kernel",
+    "cpu_model",
+    "cpu_count",
+    "numa_nodes",
+    "memory_bytes",
+    "python",
+    "iolab_version",
+    "gpus",
+    "sysctl",
+)
 
 
 def load(facts_dir: Path, hosts: list[str]) -> dict[str, dict[str, Any]]:
-    return {h: json.loads((facts_dir / f"{h}.json").read_text()) for h in hosts
-            if (facts_dir / f"{h}.json").exists()}
+    return {h: json.loads((facts_dir / f"{h}.json").read_text()) for h in hosts if (facts_dir / f"{h}.json").exists()}
 
 
 def _text(value: Any) -> str:

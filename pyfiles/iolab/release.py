@@ -17,8 +17,11 @@ PACKAGE = Path(__file__).resolve().parent
 
 
 def _files() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                  and p.suffix not in (".pyc", ".pyo"))
+    return sorted(
+        p
+        for p in PACKAGE.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    )
 
 
 def build(dest_dir: Path | None = None) -> tuple[str, Path]:

@@ -30,12 +30,35 @@ from iolab.errors import UserError
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
 # Shown in the table, in this order; every metric is in the CSV and JSON exports.
-TABLE_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
-                 "checkpoint_write_bw", "checkpoint_read_bw", "checkpoint_write_s", "checkpoint_read_s",
-                 "read_clat_p50", "read_clat_p99", "read_clat_p999", "write_clat_p99")
+TABLE_METRICS = (
+    "read_bw",
+    "write_bw",
+    "read_iops",
+    "write_iops",
+    "samples_per_s",
+    "au",
+    "checkpoint_write_bw",
+    "checkpoint_read_bw",
+    "checkpoint_write_s",
+    "checkpoint_read_s",
+    "read_clat_p50",
+    "read_clat_p99",
+    "read_clat_p999",
+    "write_clat_p99",
+)
 # Who wins: the figures of merit and the tail latency.
-SUMMARY_METRICS = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
-                   "checkpoint_write_bw", "checkpoint_read_bw", "read_clat_p99", "write_clat_p99")
+SUMMARY_METRICS = (
+    "read_bw",
+    "write_bw",
+    "read_iops",
+    "write_iops",
+    "samples_per_s",
+    "au",
+    "checkpoint_write_bw",
+    "checkpoint_read_bw",
+    "read_clat_p99",
+    "write_clat_p99",
+)
 AGREEMENT = validity.AGREEMENT
 # Unit systems for byte figures: iec (binary, the default) and si (decimal).
 UNITS = ("iec", "si")
@@ -69,9 +92,10 @@ def find_store(results: Path, campaign: str | None) -> ResultStore:
         store = ResultStore(results, campaign)
         if not store.samples_path.exists():
             known = sorted(p.parent.name for p in results.glob("*/samples.jsonl"))
-            raise UserError(f"no results for campaign {campaign!r} in {results}"
-                            + (f" (campaigns with results: {', '.join(known)})" if known else
-                               "; run `./lab bench.all` first"))
+            raise UserError(
+                f"no results for campaign {campaign!r} in {results}"
+                + (f" (campaigns with results: {', '.join(known)})" if known else "; run `./lab bench.all` first")
+            )
         return store
     stores = sorted((p for p in results.glob("*/samples.jsonl") if _own_samples(p)), key=lambda p: p.stat().st_mtime)
     if not stores:
@@ -99,8 +123,13 @@ def metric_rank(metric: str) -> tuple[int, str]:
 def lower_is_better(metric: str) -> bool:
     """Latencies, waits and costs win by being small; throughput, IOPS and AU by being large."""
     name = validity.base_metric(metric)
-    return ("_clat_" in name or "await" in name or name.startswith("cpu") or name == "syscalls_per_sample"
-            or (name.startswith("checkpoint_") and name.endswith("_s")))
+    return (
+        "_clat_" in name
+        or "await" in name
+        or name.startswith("cpu")
+        or name == "syscalls_per_sample"
+        or (name.startswith("checkpoint_") and name.endswith("_s"))
+    )
 
 
 def summarize(samples: list[Sample], groups: list[validity.Group] | None = None) -> list[dict]:
@@ -108,11 +137,25 @@ def summarize(samples: list[Sample], groups: list[validity.Group] | None = None)
     groups = validity.groups(samples) if groups is None else groups
     labels = validity.setting_labels((g.workload, g.setting) for g in groups)
     order = {w: i for i, w in enumerate(dict.fromkeys(g.workload for g in groups))}
-    return [{"order": order[g.workload], "workload": g.workload, "setting": g.setting,
-             "setting_label": labels[(g.workload, g.setting)],
-             "metric": g.metric, "backend": g.backend, "median": g.median, "min": min(g.values),
-             "max": max(g.values), "n": len(g.values), "spread": g.spread, "agree": g.agree,
-             "unit": g.unit, "run_ids": list(dict.fromkeys(g.run_ids))} for g in groups]
+    return [
+        {
+            "order": order[g.workload],
+            "workload": g.workload,
+            "setting": g.setting,
+            "setting_label": labels[(g.workload, g.setting)],
+            "metric": g.metric,
+            "backend": g.backend,
+            "median": g.median,
+            "min": min(g.values),
+            "max": max(g.values),
+            "n": len(g.values),
+            "spread": g.spread,
+            "agree": g.agree,
+            "unit": g.unit,
+            "run_ids": list(dict.fromkeys(g.run_ids)),
+        }
+        for g in groups
+    ]
 
 
 def winners(rows: list[dict], metrics: tuple[str, ...] = SUMMARY_METRICS) -> list[dict]:
@@ -128,8 +171,9 @@ def winners(rows: list[dict], metrics: tuple[str, ...] = SUMMARY_METRICS) -> lis
         if row["metric"] in metrics:
             by_point[(row["workload"], row["setting"], row["metric"])].append(row)
     out = []
-    for (workload, setting, metric), contenders in sorted(by_point.items(), key=lambda kv: (
-            kv[1][0]["order"], kv[1][0]["setting_label"], metric_rank(kv[0][2]))):
+    for (workload, setting, metric), contenders in sorted(
+        by_point.items(), key=lambda kv: (kv[1][0]["order"], kv[1][0]["setting_label"], metric_rank(kv[0][2]))
+    ):
         if len(contenders) < 2:
             continue
         low = lower_is_better(metric)
@@ -142,11 +186,24 @@ def winners(rows: list[dict], metrics: tuple[str, ...] = SUMMARY_METRICS) -> lis
             ratio = best["median"] / second["median"] if second["median"] else float("inf")
             apart = best["min"] > second["max"]
         sure = "unknown" if min(best["n"], second["n"]) < 2 else ("yes" if apart else "overlap")
-        out.append({"workload": workload, "setting": setting, "setting_label": best["setting_label"],
-                    "metric": metric, "unit": best["unit"], "winner": best["backend"], "best": best["median"],
-                    "runner_up": second["backend"], "second": second["median"], "ratio": ratio,
-                    "margin": margin(ratio, low), "sure": sure, "lower_is_better": low,
-                    "run_ids": best["run_ids"] + second["run_ids"]})
+        out.append(
+            {
+                "workload": workload,
+                "setting": setting,
+                "setting_label": best["setting_label"],
+                "metric": metric,
+                "unit": best["unit"],
+                "winner": best["backend"],
+                "best": best["median"],
+                "runner_up": second["backend"],
+                "second": second["median"],
+                "ratio": ratio,
+                "margin": margin(ratio, low),
+                "sure": sure,
+                "lower_is_better": low,
+                "run_ids": best["run_ids"] + second["run_ids"],
+            }
+        )
     return out
 
 
@@ -194,11 +251,21 @@ def verdict_rows(samples: list[Sample]) -> list[dict]:
     rows = []
     for (workload, backend), s in latest.items():
         at = s.metadata.get("at", {})
-        rows.append({"workload": workload, "backend": backend, "fed": int(s.value),
-                     "accelerator": s.params.get("accelerator_type", ""), "threshold": s.params.get("au_threshold"),
-                     "at": at.get("accelerators"), "read_bw": at.get("read_bw"),
-                     "samples_per_s": at.get("samples_per_s"), "au": at.get("au"), "run_id": at.get("run_id", ""),
-                     "hosts": len(s.metadata.get("hosts", []))})
+        rows.append(
+            {
+                "workload": workload,
+                "backend": backend,
+                "fed": int(s.value),
+                "accelerator": s.params.get("accelerator_type", ""),
+                "threshold": s.params.get("au_threshold"),
+                "at": at.get("accelerators"),
+                "read_bw": at.get("read_bw"),
+                "samples_per_s": at.get("samples_per_s"),
+                "au": at.get("au"),
+                "run_id": at.get("run_id", ""),
+                "hosts": len(s.metadata.get("hosts", [])),
+            }
+        )
     return rows
 
 
@@ -212,19 +279,26 @@ def verdict_cells(rows: list[dict], units: str = DEFAULT_UNITS) -> tuple[list[st
     cells = []
     for r in rows:
         fed = f"{r['fed']} {r['accelerator']}" + ("" if r["fed"] else f" (1 is below {r['threshold']:g}%)")
-        cells.append([r["workload"], r["backend"], fed,
-                      number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
-                      f"{r['au']:.1f}" if r["au"] is not None else "—"])
+        cells.append(
+            [
+                r["workload"],
+                r["backend"],
+                fed,
+                number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
+                f"{r['au']:.1f}" if r["au"] is not None else "—",
+            ]
+        )
     return head, cells
 
 
-LAB_SCALE = ("MLPerf Storage counts only a data set of at least 5× each host's RAM; a smaller one gives a "
-             "lab-scale figure, not an MLPerf-valid one. ⚑ the run at that point is flagged (potential_caching "
-             "for a small data set: see the flags)")
+LAB_SCALE = (
+    "MLPerf Storage counts only a data set of at least 5× each host's RAM; a smaller one gives a "
+    "lab-scale figure, not an MLPerf-valid one. ⚑ the run at that point is flagged (potential_caching "
+    "for a small data set: see the flags)"
+)
 
 
-def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS
-                  ) -> Table | None:
+def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table | None:
     """Backend × workload → accelerators fed, total read throughput and AU there; None without a search."""
     samples = store.samples() if samples is None else samples
     rows = verdict_rows(samples)
@@ -233,18 +307,20 @@ def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units
     verdicts = validity.assess(samples)
     head, cells = verdict_cells(rows, units)
     threshold = rows[0]["threshold"]
-    out = Table(title=f"campaign {store.dir.name}: how many emulated accelerators each backend keeps at "
-                      f"AU ≥ {threshold:g}%", title_justify="left", caption=LAB_SCALE)
+    out = Table(
+        title=f"campaign {store.dir.name}: how many emulated accelerators each backend keeps at AU ≥ {threshold:g}%",
+        title_justify="left",
+        caption=LAB_SCALE,
+    )
     for index, column in enumerate(head):
         out.add_column(column, justify="right" if index >= 2 else "left")
-    for row, line in zip(rows, cells):
+    for row, line in zip(rows, cells, strict=False):
         flagged = " ⚑" if run_flagged(verdicts, [row["run_id"]]) else ""
         out.add_row(*line[:2], line[2] + flagged, *line[3:])
     return out
 
 
-def summary_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS
-                  ) -> Table | None:
+def summary_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table | None:
     """Which backend wins each workload and metric, by how much, and whether the repeats keep them apart.
 
     None when the campaign has a single backend (nothing to compare).
@@ -256,20 +332,29 @@ def summary_table(store: ResultStore, samples: list[Sample] | None = None, units
     found = winners(rows)
     if not found:
         return None
-    out = Table(title=f"campaign {store.dir.name}: who wins (medians over repetitions, {units.upper()} units)",
-                title_justify="left",
-                caption="sure: yes = every repeat of the winner beats every repeat of the runner-up; "
-                        "† repeats differ by more than 5%; ⚑ a run involved is flagged (see the flags)")
+    out = Table(
+        title=f"campaign {store.dir.name}: who wins (medians over repetitions, {units.upper()} units)",
+        title_justify="left",
+        caption="sure: yes = every repeat of the winner beats every repeat of the runner-up; "
+        "† repeats differ by more than 5%; ⚑ a run involved is flagged (see the flags)",
+    )
     for column in ("workload", "metric", "winner", "by", "median", "runner-up", "sure"):
         out.add_column(column, justify="right" if column in ("by", "median") else "left")
     for w in found:
         point = (w["workload"], w["setting"], w["metric"])
-        marks = ("" if agree[(*point, w["winner"])] and agree[(*point, w["runner_up"])] else " †") + \
-            (" ⚑" if run_flagged(verdicts, w["run_ids"]) else "")
+        marks = ("" if agree[(*point, w["winner"])] and agree[(*point, w["runner_up"])] else " †") + (
+            " ⚑" if run_flagged(verdicts, w["run_ids"]) else ""
+        )
         factor, label = unit_scale(w["unit"], max(w["best"], w["second"]), units)
-        out.add_row(point_label(w["workload"], w["setting_label"]), with_unit(w["metric"], label),
-                    w["winner"] + marks, w["margin"], number(w["best"] / factor),
-                    f"{w['runner_up']} {number(w['second'] / factor)}", w["sure"])
+        out.add_row(
+            point_label(w["workload"], w["setting_label"]),
+            with_unit(w["metric"], label),
+            w["winner"] + marks,
+            w["margin"],
+            number(w["best"] / factor),
+            f"{w['runner_up']} {number(w['second'] / factor)}",
+            w["sure"],
+        )
     return out
 
 
@@ -278,9 +363,11 @@ def table(store: ResultStore, samples: list[Sample] | None = None, units: str = 
     rows = [r for r in summarize(samples) if r["metric"] in TABLE_METRICS]
     verdicts = validity.assess(samples)
     backends = list(dict.fromkeys(s.backend for s in samples))
-    out = Table(title=f"campaign {store.dir.name}: median ± half-range over repetitions (n), {units.upper()} units",
-                caption="† repeats differ by more than 5% of their median; ⚑ a run is flagged",
-                title_justify="left")
+    out = Table(
+        title=f"campaign {store.dir.name}: median ± half-range over repetitions (n), {units.upper()} units",
+        caption="† repeats differ by more than 5% of their median; ⚑ a run is flagged",
+        title_justify="left",
+    )
     out.add_column("workload")
     out.add_column("metric")
     for backend in backends:
@@ -291,13 +378,18 @@ def table(store: ResultStore, samples: list[Sample] | None = None, units: str = 
         mark = ("" if row["agree"] else " †") + (" ⚑" if run_flagged(verdicts, row["run_ids"]) else "")
         key = (row["workload"], row["setting_label"], row["metric"])
         cells[key][row["backend"]] = (
-            f"{number(row['median'] / scales[key][0])} ±{row['spread'] * 100:.1f}% ({row['n']}){mark}")
+            f"{number(row['median'] / scales[key][0])} ±{row['spread'] * 100:.1f}% ({row['n']}){mark}"
+        )
     order = {m: i for i, m in enumerate(TABLE_METRICS)}
     workloads = list(dict.fromkeys(s.workload for s in samples))
     for (workload, label, metric), by_backend in sorted(
-            cells.items(), key=lambda kv: (workloads.index(kv[0][0]), kv[0][1], order[kv[0][2]])):
-        out.add_row(point_label(workload, label), with_unit(metric, scales[(workload, label, metric)][1]),
-                    *(by_backend.get(b, "—") for b in backends))
+        cells.items(), key=lambda kv: (workloads.index(kv[0][0]), kv[0][1], order[kv[0][2]])
+    ):
+        out.add_row(
+            point_label(workload, label),
+            with_unit(metric, scales[(workload, label, metric)][1]),
+            *(by_backend.get(b, "—") for b in backends),
+        )
     return out
 
 
@@ -321,9 +413,18 @@ def flag_rows(samples: list[Sample], verdicts: validity.Verdicts | None = None) 
         s = first[run_id]
         for f in flags:
             key = (f.name, f.reason) if f.name == validity.REPEATS_DISAGREE else (run_id, f.name, f.reason)
-            row = rows.setdefault(key, {"run_ids": [], "backend": s.backend, "workload": s.workload,
-                                        "repetitions": [], "flag": f.name, "reason": f.reason,
-                                        "blocking": f.blocking})
+            row = rows.setdefault(
+                key,
+                {
+                    "run_ids": [],
+                    "backend": s.backend,
+                    "workload": s.workload,
+                    "repetitions": [],
+                    "flag": f.name,
+                    "reason": f.reason,
+                    "blocking": f.blocking,
+                },
+            )
             row["run_ids"].append(run_id)
             row["repetitions"].append(s.repetition)
     for row in rows.values():
@@ -343,8 +444,14 @@ def flags_table(store: ResultStore, samples: list[Sample] | None = None) -> Tabl
     for column in ("run", "backend", "workload", "rep", "flag", "reason"):
         out.add_column(column)
     for row in rows:
-        out.add_row(" ".join(row["run_ids"]), row["backend"], row["workload"],
-                    ",".join(str(r) for r in row["repetitions"]), row["flag"], row["reason"])
+        out.add_row(
+            " ".join(row["run_ids"]),
+            row["backend"],
+            row["workload"],
+            ",".join(str(r) for r in row["repetitions"]),
+            row["flag"],
+            row["reason"],
+        )
     return out
 
 
@@ -354,8 +461,24 @@ def export(store: ResultStore, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(rows, indent=1)
     buffer = io.StringIO()
-    fields = ["campaign", "run_id", "repetition", "host", "backend", "workload", "metric", "value", "unit",
-              "started_at", "ended_at", "valid", "flags", "reasons", "params", "metadata"]
+    fields = [
+        "campaign",
+        "run_id",
+        "repetition",
+        "host",
+        "backend",
+        "workload",
+        "metric",
+        "value",
+        "unit",
+        "started_at",
+        "ended_at",
+        "valid",
+        "flags",
+        "reasons",
+        "params",
+        "metadata",
+    ]
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for row in rows:
@@ -382,8 +505,7 @@ def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -
     summary = summary_table(store, samples, units)
     if summary is None:
         backends = ", ".join(dict.fromkeys(s.backend for s in samples))
-        console.print(f"campaign {store.dir.name}: one backend ({backends}), "
-                      "nothing to compare; its figures:")
+        console.print(f"campaign {store.dir.name}: one backend ({backends}), nothing to compare; its figures:")
     else:
         console.print(summary)
     console.print(table(store, samples, units))

@@ -37,14 +37,14 @@ from iolab.hostrun import ARCHIVE_LINE
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
-    playbook: str                      # file name under playbooks/
+    playbook: str  # file name under playbooks/
     vars: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
 class HostOutcome:
     host: str
-    task: str = ""                     # the task running now, or the one that failed
+    task: str = ""  # the task running now, or the one that failed
     ok: int = 0
     changed: int = 0
     failed: bool = False
@@ -52,7 +52,7 @@ class HostOutcome:
     message: str = ""
     started: float = dataclasses.field(default_factory=time.monotonic)
     ended: float | None = None
-    archives: list[bytes] = dataclasses.field(default_factory=list)   # files the host returned (iolab.hostrun)
+    archives: list[bytes] = dataclasses.field(default_factory=list)  # files the host returned (iolab.hostrun)
 
     @property
     def state(self) -> str:
@@ -65,10 +65,10 @@ class HostOutcome:
 
 @dataclasses.dataclass
 class Result:
-    status: str                        # successful | failed | canceled | timeout
+    status: str  # successful | failed | canceled | timeout
     rc: int
     hosts: dict[str, HostOutcome]
-    log: str                           # ansible-playbook's own output, for a failure's details
+    log: str  # ansible-playbook's own output, for a failure's details
 
     @property
     def canceled(self) -> bool:
@@ -115,7 +115,7 @@ def _take_archives(res: dict[str, Any], into: list[bytes]) -> dict[str, Any]:
     kept = []
     for line in stdout.splitlines():
         if line.startswith(ARCHIVE_LINE):
-            into.append(base64.b64decode(line[len(ARCHIVE_LINE):]))
+            into.append(base64.b64decode(line[len(ARCHIVE_LINE) :]))
         else:
             kept.append(line)
     return {**res, "stdout": "\n".join(kept), "stdout_lines": kept}
@@ -142,7 +142,7 @@ class _Progress:
             return False
         outcome = self.hosts.setdefault(host, HostOutcome(host))
         res = _take_archives(data.get("res", {}), outcome.archives)
-        if kind == "runner_on_start" and not outcome.failed:   # a failure keeps naming its own task
+        if kind == "runner_on_start" and not outcome.failed:  # a failure keeps naming its own task
             outcome.task = data.get("task", "")
         elif kind == "runner_on_ok":
             outcome.ok += 1
@@ -159,15 +159,21 @@ class _Progress:
 
     def table(self) -> Table:
         elapsed = time.monotonic() - self.started
-        table = Table(title=f"{self.title} — {self.play} ({elapsed:.0f} s)", title_justify="left",
-                      caption=self.status() if self.status else None, caption_justify="left",
-                      expand=False, show_edge=False)
+        table = Table(
+            title=f"{self.title} — {self.play} ({elapsed:.0f} s)",
+            title_justify="left",
+            caption=self.status() if self.status else None,
+            caption_justify="left",
+            expand=False,
+            show_edge=False,
+        )
         for column in ("host", "task", "ok", "changed", "state"):
             table.add_column(column)
         for outcome in self.hosts.values():
             style = {"ok": "green", "failed": "red", "unreachable": "red"}[outcome.state]
-            table.add_row(outcome.host, outcome.task[:60], str(outcome.ok), str(outcome.changed),
-                          f"[{style}]{outcome.state}[/]")
+            table.add_row(
+                outcome.host, outcome.task[:60], str(outcome.ok), str(outcome.changed), f"[{style}]{outcome.state}[/]"
+            )
         return table
 
 
@@ -177,7 +183,7 @@ class _CtrlC:
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self, cancellable: bool, console: Console):
-        self.pressed: int | None = None      # the signal received
+        self.pressed: int | None = None  # the signal received
         self.cancellable = cancellable
         self.console = console
 
@@ -208,8 +214,9 @@ def threading_is_main() -> bool:
 
 def _project(private: Path, phases: list[Phase]) -> str:
     """A playbook importing each phase with its own variables."""
-    plays = [{"import_playbook": str(paths.PLAYBOOKS / p.playbook), **({"vars": p.vars} if p.vars else {})}
-             for p in phases]
+    plays = [
+        {"import_playbook": str(paths.PLAYBOOKS / p.playbook), **({"vars": p.vars} if p.vars else {})} for p in phases
+    ]
     path = private / "project" / "iolab.yml"
     path.parent.mkdir(parents=True)
     path.write_text(yaml.safe_dump(plays, sort_keys=False))
@@ -220,9 +227,16 @@ def _project(private: Path, phases: list[Phase]) -> str:
 plays_started = 0
 
 
-def run(phases: Phase | list[Phase], inventory: Path, hosts: list[str], extravars: dict[str, Any] | None = None,
-        title: str = "", console: Console | None = None, cancellable: bool = True,
-        status: Callable[[], str] | None = None) -> Result:
+def run(
+    phases: Phase | list[Phase],
+    inventory: Path,
+    hosts: list[str],
+    extravars: dict[str, Any] | None = None,
+    title: str = "",
+    console: Console | None = None,
+    cancellable: bool = True,
+    status: Callable[[], str] | None = None,
+) -> Result:
     """Run the phases on `hosts` (exact inventory names) and return each host's outcome.
 
     On a terminal a live table shows each host's task, with `status()` (a campaign's
@@ -232,6 +246,7 @@ def run(phases: Phase | list[Phase], inventory: Path, hosts: list[str], extravar
     `cancellable`); otherwise Ctrl-C is deferred until the playbook ends.
     """
     import ansible_runner
+
     global plays_started
 
     plays_started += 1
@@ -248,23 +263,36 @@ def run(phases: Phase | list[Phase], inventory: Path, hosts: list[str], extravar
     private = Path(tempfile.mkdtemp(prefix="iolab-runner-"))
     try:
         playbook = _project(private, phases)
-        live = Live(progress.table(), console=console, refresh_per_second=4, transient=False,
-                    get_renderable=progress.table) if console.is_terminal else None
+        live = (
+            Live(
+                progress.table(), console=console, refresh_per_second=4, transient=False, get_renderable=progress.table
+            )
+            if console.is_terminal
+            else None
+        )
         with _CtrlC(cancellable, console) as ctrl_c:
             if live:
                 live.start()
             try:
                 runner = ansible_runner.run(
-                    private_data_dir=str(private), playbook=playbook, inventory=str(Path(inventory).resolve()),
-                    limit=",".join(hosts), extravars=extravars or {}, envvars=envvars, quiet=True,
+                    private_data_dir=str(private),
+                    playbook=playbook,
+                    inventory=str(Path(inventory).resolve()),
+                    limit=",".join(hosts),
+                    extravars=extravars or {},
+                    envvars=envvars,
+                    quiet=True,
                     event_handler=progress.handle,
                     cancel_callback=lambda: bool(ctrl_c.pressed) and ctrl_c.cancellable,
-                    settings={"suppress_ansible_output": True}, suppress_env_files=True)
+                    settings={"suppress_ansible_output": True},
+                    suppress_env_files=True,
+                )
             finally:
                 if live:
                     live.stop()
         log = runner.stdout.read() if runner.stdout else ""
-        return Result(status=runner.status, rc=runner.rc if runner.rc is not None else -1,
-                      hosts=progress.hosts, log=log)
+        return Result(
+            status=runner.status, rc=runner.rc if runner.rc is not None else -1, hosts=progress.hosts, log=log
+        )
     finally:
         shutil.rmtree(private, ignore_errors=True)

@@ -44,7 +44,7 @@ class StoreError(RunFailed):
 
 def utc_iso(epoch: float) -> str:
     """'2026-11-21T06:13:27.123456Z' from seconds since the epoch."""
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +99,7 @@ def _append_lines(path: Path, records: Iterable[str], what: str) -> None:
         size = _cut_torn_line(fd)
         view = memoryview(payload)
         while view:
-            written = os.write(fd, view)   # short on a full disk: the next write says why
+            written = os.write(fd, view)  # short on a full disk: the next write says why
             if written <= 0:
                 raise OSError(errno.ENOSPC, "no byte written")
             view = view[written:]
@@ -107,12 +107,14 @@ def _append_lines(path: Path, records: Iterable[str], what: str) -> None:
     except OSError as exc:
         if fd >= 0:
             try:
-                os.ftruncate(fd, size)        # never a torn line, never a sample counted that is not whole
+                os.ftruncate(fd, size)  # never a torn line, never a sample counted that is not whole
             except OSError:
                 pass
-        raise StoreError(f"could not store {what} in {path}: {exc.strerror or exc}; nothing of it was kept "
-                         "(a resume runs it again); free space on the results disk or point $IOLAB_RESULTS "
-                         "elsewhere, then run the same command again") from None
+        raise StoreError(
+            f"could not store {what} in {path}: {exc.strerror or exc}; nothing of it was kept "
+            "(a resume runs it again); free space on the results disk or point $IOLAB_RESULTS "
+            "elsewhere, then run the same command again"
+        ) from None
     finally:
         if fd >= 0:
             os.close(fd)
@@ -140,8 +142,11 @@ def _repair(path: Path) -> str | None:
             os.fsync(fd)
     finally:
         os.close(fd)
-    return f"{path}: cut a torn last line ({before - after} bytes) left by an interrupted write" \
-        if after != before else None
+    return (
+        f"{path}: cut a torn last line ({before - after} bytes) left by an interrupted write"
+        if after != before
+        else None
+    )
 
 
 class ResultStore:
@@ -178,13 +183,17 @@ class ResultStore:
                 probe.unlink(missing_ok=True)
             notes = [note for path in (self.samples_path, self.runs_path) if (note := _repair(path))]
         except OSError as exc:
-            raise StoreError(f"the results directory {self.dir} is not writable ({exc.strerror or exc}); "
-                             "fix it or point $IOLAB_RESULTS at a writable directory, then run again") from None
+            raise StoreError(
+                f"the results directory {self.dir} is not writable ({exc.strerror or exc}); "
+                "fix it or point $IOLAB_RESULTS at a writable directory, then run again"
+            ) from None
         free = shutil.disk_usage(self.dir).free
         if free < min_free:
-            raise StoreError(f"the results directory {self.dir} has {free >> 20} MiB free, less than the "
-                             f"{min_free >> 20} MiB a campaign needs; free space or point $IOLAB_RESULTS "
-                             "elsewhere, then run again")
+            raise StoreError(
+                f"the results directory {self.dir} has {free >> 20} MiB free, less than the "
+                f"{min_free >> 20} MiB a campaign needs; free space or point $IOLAB_RESULTS "
+                "elsewhere, then run again"
+            )
         return notes
 
     def samples(self) -> list[Sample]:
@@ -195,5 +204,4 @@ class ResultStore:
 
     def completed(self) -> set[tuple[str, str]]:
         """(run_id, host) pairs whose samples are stored: these are not run again."""
-        return {(d["run_id"], d["host"]) for d in _read_lines(self.samples_path)
-                if d["host"] != AGGREGATE_HOST}
+        return {(d["run_id"], d["host"]) for d in _read_lines(self.samples_path) if d["host"] != AGGREGATE_HOST}

@@ -38,10 +38,13 @@ def load_vars(path: str | None) -> dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:
         raise UserError(f"--vars-file {path}: cannot read it as YAML: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) and k.startswith(("service_ceph_", "service_nfs_"))
-                                             for k in data):
-        raise UserError(f"--vars-file {path}: give a mapping of the roles' variables (service_ceph_*, "
-                        "service_nfs_*; see roles/service_*/defaults/main.yml)")
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and k.startswith(("service_ceph_", "service_nfs_")) for k in data
+    ):
+        raise UserError(
+            f"--vars-file {path}: give a mapping of the roles' variables (service_ceph_*, "
+            "service_nfs_*; see roles/service_*/defaults/main.yml)"
+        )
     if any(mark in json.dumps(data) for mark in ("{{", "{%")):
         raise UserError(f"--vars-file {path}: template markers are not allowed; write values literally")
     return data
@@ -57,8 +60,9 @@ def _enabled(services: str) -> list[str]:
 
 def _local(lab: Lab) -> bool:
     """Whether the services run on this machine (so that their files can be read here)."""
-    return all(lab.inventory.hostvars.get(h, {}).get("ansible_connection") == "local" or h == "localhost"
-               for h in lab.hosts)
+    return all(
+        lab.inventory.hostvars.get(h, {}).get("ansible_connection") == "local" or h == "localhost" for h in lab.hosts
+    )
 
 
 def _check_bind(address: str) -> None:
@@ -66,15 +70,19 @@ def _check_bind(address: str) -> None:
         with socket.socket() as sock:
             sock.bind((address, 0))
     except OSError as exc:
-        hint = (" (the simulated hosts' bridge: run `invoke lab.sim-up` first)" if address.startswith("10.77.0.")
-                else "")
+        hint = " (the simulated hosts' bridge: run `invoke lab.sim-up` first)" if address.startswith("10.77.0.") else ""
         raise UserError(f"--bind {address}: not an address of this machine{hint}: {exc.strerror}") from None
 
 
-def _phase(state: str, lab: Lab, services: str, bind: str | None, extra: dict[str, Any],
-           destroy: bool = False) -> runner.Phase:
-    variables: dict[str, Any] = {**extra, "services_state": state, "services_enabled": _enabled(services),
-                                 "services_hosts": ",".join(lab.hosts)}
+def _phase(
+    state: str, lab: Lab, services: str, bind: str | None, extra: dict[str, Any], destroy: bool = False
+) -> runner.Phase:
+    variables: dict[str, Any] = {
+        **extra,
+        "services_state": state,
+        "services_enabled": _enabled(services),
+        "services_hosts": ",".join(lab.hosts),
+    }
     if bind:
         variables.update({BINDS[s]: bind for s in SERVICES})
     if destroy:
@@ -116,12 +124,16 @@ def published(lab: Lab, services: str, extra: dict[str, Any]) -> list[str]:
             continue
         info = json.loads(path.read_text())
         if service == "ceph":
-            lines.append(f"ceph: monitors {info['mon_host']}; clients use --conf {info['conf']} --keyring "
-                         f"{info['keyring']} --id {info['client_id']}; RBD pool {info['rbd_pool']}, CephFS "
-                         f"{info['fs_name']} (backends rbd_snapshot, cephfs, rbd: ceph_conf, keyring)")
+            lines.append(
+                f"ceph: monitors {info['mon_host']}; clients use --conf {info['conf']} --keyring "
+                f"{info['keyring']} --id {info['client_id']}; RBD pool {info['rbd_pool']}, CephFS "
+                f"{info['fs_name']} (backends rbd_snapshot, cephfs, rbd: ceph_conf, keyring)"
+            )
         else:
             versions = " and ".join(f"v{v}" for v in info["protocols"])
-            lines.append(f"nfs: {info['address']}:{info['pseudo_path']} over NFS {versions} (port {info['port']}), "
-                         f"exporting {info['export_path']}; check it with `nfs-ls {info['v4_url']}` "
-                         f"(backend nfs: server {info['address']}, export {info['pseudo_path']})")
+            lines.append(
+                f"nfs: {info['address']}:{info['pseudo_path']} over NFS {versions} (port {info['port']}), "
+                f"exporting {info['export_path']}; check it with `nfs-ls {info['v4_url']}` "
+                f"(backend nfs: server {info['address']}, export {info['pseudo_path']})"
+            )
     return lines

@@ -54,9 +54,9 @@ import yaml
 
 from iolab.errors import UserError
 
-ADDRESS_BLOCK = "10.77"             # lab S is 10.77.S.0/24
+ADDRESS_BLOCK = "10.77"  # lab S is 10.77.S.0/24
 PREFIX_LENGTH = 24
-MAX_LABS = 255                      # subnets 10.77.0 .. 10.77.254
+MAX_LABS = 255  # subnets 10.77.0 .. 10.77.254
 GROUP = "gpu"
 MAX_HOSTS = 99  # two-digit names; addresses .11 .. .109
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -93,8 +93,10 @@ class Lab:
 
     def __post_init__(self) -> None:
         if not _LAB_NAME_RE.match(self.name):
-            raise UserError(f"lab name {self.name!r} must be 1 to 8 lower-case letters or digits "
-                            "(it goes into network interface names); pass another --lab or $IOLAB_LAB")
+            raise UserError(
+                f"lab name {self.name!r} must be 1 to 8 lower-case letters or digits "
+                "(it goes into network interface names); pass another --lab or $IOLAB_LAB"
+            )
 
     @property
     def bridge(self) -> str:
@@ -106,8 +108,12 @@ class Lab:
 
     def host(self, number: int, subnet: int) -> SimHost:
         name = f"{GROUP}{number:02d}"
-        return SimHost(name=name, address=f"{ADDRESS_BLOCK}.{subnet}.{10 + number}",
-                       namespace=self.namespace_prefix + name, veth=f"v{self.name}-{name}")
+        return SimHost(
+            name=name,
+            address=f"{ADDRESS_BLOCK}.{subnet}.{10 + number}",
+            namespace=self.namespace_prefix + name,
+            veth=f"v{self.name}-{name}",
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +144,11 @@ def for_checkout(name: str | None = None) -> Lab:
     from iolab import paths
 
     chosen = name or os.environ.get("IOLAB_LAB") or paths.checkout_lab_name()
-    inventory = paths.SIM_INVENTORY if chosen == paths.checkout_lab_name() else \
-        paths.SIM_INVENTORY.with_name(f"sim-{chosen}.yml")
+    inventory = (
+        paths.SIM_INVENTORY
+        if chosen == paths.checkout_lab_name()
+        else paths.SIM_INVENTORY.with_name(f"sim-{chosen}.yml")
+    )
     return Lab(name=chosen, dir=paths.LAB_DIR / "sim" / chosen, inventory=inventory)
 
 
@@ -227,12 +236,16 @@ def down(lab: Lab) -> bool:
     with _lock():
         entry = _registry().get(lab.name)
         if entry and entry["dir"] != str(lab_dir) and _bridge_up(lab, tools):
-            raise UserError(f"lab {lab.name} was brought up from {entry['dir']}, not {lab_dir}; "
-                            "take it down from there")
+            raise UserError(
+                f"lab {lab.name} was brought up from {entry['dir']}, not {lab_dir}; take it down from there"
+            )
         namespaces = _lab_namespaces(lab)
         numbers = set(namespaces.values())
-        numbers.update(int(m[1]) for p in Path("/etc/netns").glob(f"{lab.namespace_prefix}*")
-                       if (m := re.match(rf"^{re.escape(lab.namespace_prefix)}{GROUP}(\d\d)$", p.name)))
+        numbers.update(
+            int(m[1])
+            for p in Path("/etc/netns").glob(f"{lab.namespace_prefix}*")
+            if (m := re.match(rf"^{re.escape(lab.namespace_prefix)}{GROUP}(\d\d)$", p.name))
+        )
         hosts_dir = lab_dir / "hosts"
         if hosts_dir.is_dir():
             numbers.update(int(m[1]) for p in hosts_dir.iterdir() if (m := _HOST_RE.match(p.name)))
@@ -329,16 +342,16 @@ def _register(lab: Lab, tools: dict[str, str]) -> int:
     entry = labs_up.get(lab.name)
     if entry and entry["dir"] != str(lab.dir):
         if _bridge_up(lab, tools) or _lab_namespaces(lab):
-            raise UserError(f"lab {lab.name} is up from {entry['dir']}; name this one differently "
-                            "with --lab NAME or $IOLAB_LAB")
-        entry = None    # left by a lab that is gone
+            raise UserError(
+                f"lab {lab.name} is up from {entry['dir']}; name this one differently with --lab NAME or $IOLAB_LAB"
+            )
+        entry = None  # left by a lab that is gone
     if entry is None:
         taken = {e["subnet"] for name, e in labs_up.items() if name != lab.name} | _subnets_in_use(tools)
         free = [s for s in range(MAX_LABS) if s not in taken]
         if not free:
             raise UserError(f"every subnet {ADDRESS_BLOCK}.0-254.0/24 is in use; take a lab down first")
-        entry = {"subnet": free[0], "dir": str(lab.dir),
-                 "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        entry = {"subnet": free[0], "dir": str(lab.dir), "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         _write_registry({**labs_up, lab.name: entry})
     return entry["subnet"]
 
@@ -612,12 +625,29 @@ def _wait_for_ssh(hosts: list[SimHost], lab_dir: Path, key: Path, tools: dict[st
         procs = {
             name: subprocess.Popen(
                 [
-                    tools["ssh"], "-F", "/dev/null", "-i", str(key),
-                    "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-                    "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                    "-o", "ControlMaster=no", "-o", "ControlPath=none",
-                    "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
-                    f"root@{host.address}", "hostname",
+                    tools["ssh"],
+                    "-F",
+                    "/dev/null",
+                    "-i",
+                    str(key),
+                    "-o",
+                    "BatchMode=yes",
+                    "-o",
+                    "IdentitiesOnly=yes",
+                    "-o",
+                    "StrictHostKeyChecking=no",
+                    "-o",
+                    "UserKnownHostsFile=/dev/null",
+                    "-o",
+                    "ControlMaster=no",
+                    "-o",
+                    "ControlPath=none",
+                    "-o",
+                    "ConnectTimeout=5",
+                    "-o",
+                    "LogLevel=ERROR",
+                    f"root@{host.address}",
+                    "hostname",
                 ],  # fmt: skip
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -19,17 +19,16 @@ from html import escape
 from iolab.units import human
 
 # Observable's categorical palette: distinct, readable on white, kind to colour-blind readers.
-PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5",
-           "#9c6b4e", "#9498a0")
+PALETTE = ("#4269d0", "#efb118", "#ff725c", "#6cc5b0", "#3ca951", "#ff8ab7", "#a463f2", "#97bbf5", "#9c6b4e", "#9498a0")
 FONT = 12
 
 
 @dataclasses.dataclass(frozen=True)
 class Bar:
-    value: float                 # the bar's height (a median)
-    low: float | None = None     # whisker: the smallest repeat
-    high: float | None = None    # whisker: the largest repeat
-    note: str = ""               # added to the hover text
+    value: float  # the bar's height (a median)
+    low: float | None = None  # whisker: the smallest repeat
+    high: float | None = None  # whisker: the largest repeat
+    note: str = ""  # added to the hover text
 
 
 def colors(names: Sequence[str]) -> dict[str, str]:
@@ -75,7 +74,7 @@ def log_ticks(low: float, high: float) -> list[float]:
     """Powers of ten from below `low` to above `high`."""
     first = math.floor(math.log10(max(low, 1e-12)))
     last = math.ceil(math.log10(max(high, low * 10, 1e-12)))
-    return [10.0 ** e for e in range(first, last + 1)]
+    return [10.0**e for e in range(first, last + 1)]
 
 
 def _number(value: float) -> str:
@@ -83,17 +82,20 @@ def _number(value: float) -> str:
 
 
 def _svg(width: float, height: float, body: list[str], css_class: str, label: str) -> str:
-    return (f'<svg class="{css_class}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{escape(label)}" '
-            f'font-size="{FONT}">' + "".join(body) + "</svg>")
+    return (
+        f'<svg class="{css_class}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{escape(label)}" '
+        f'font-size="{FONT}">' + "".join(body) + "</svg>"
+    )
 
 
 def _text_width(text: str) -> float:
-    return 6.9 * len(text)        # system-ui at 12 px, near enough for layout
+    return 6.9 * len(text)  # system-ui at 12 px, near enough for layout
 
 
-def _legend(names: Sequence[str], palette: Mapping[str, str], x: float, y: float,
-            width: float) -> tuple[list[str], float]:
+def _legend(
+    names: Sequence[str], palette: Mapping[str, str], x: float, y: float, width: float
+) -> tuple[list[str], float]:
     """Swatches and names in rows that wrap at `width`; returns the elements and the height used."""
     out, cursor, row = [], x, 0
     for name in names:
@@ -101,31 +103,52 @@ def _legend(names: Sequence[str], palette: Mapping[str, str], x: float, y: float
         if cursor > x and cursor + step > width:
             cursor, row = x, row + 1
         top = y + row * 18
-        out.append(f'<rect class="swatch" x="{cursor:.1f}" y="{top - 9:.1f}" width="10" height="10" rx="2" '
-                   f'fill="{palette[name]}"/>'
-                   f'<text class="legend" x="{cursor + 14:.1f}" y="{top:.1f}">{escape(name)}</text>')
+        out.append(
+            f'<rect class="swatch" x="{cursor:.1f}" y="{top - 9:.1f}" width="10" height="10" rx="2" '
+            f'fill="{palette[name]}"/>'
+            f'<text class="legend" x="{cursor + 14:.1f}" y="{top:.1f}">{escape(name)}</text>'
+        )
         cursor += step
     return out, (row + 1) * 18
 
 
-def _y_axis(ticks: list[float], y_of: Callable[[float], float], left: float, right: float,
-            label_of: Callable[[float], str], title: str, top: float) -> list[str]:
+def _y_axis(
+    ticks: list[float],
+    y_of: Callable[[float], float],
+    left: float,
+    right: float,
+    label_of: Callable[[float], str],
+    title: str,
+    top: float,
+) -> list[str]:
     out = []
     for tick in ticks:
         y = y_of(tick)
-        out.append(f'<line class="gridline" x1="{left:.1f}" x2="{right:.1f}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                   f'<text class="tick" x="{left - 6:.1f}" y="{y + 4:.1f}" text-anchor="end">'
-                   f'{escape(label_of(tick))}</text>')
-    out.append(f'<text class="axis-title" x="{left - 6:.1f}" y="{top - 10:.1f}" text-anchor="end">'
-               f'{escape(title)}</text>')
+        out.append(
+            f'<line class="gridline" x1="{left:.1f}" x2="{right:.1f}" y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text class="tick" x="{left - 6:.1f}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{escape(label_of(tick))}</text>"
+        )
+    out.append(
+        f'<text class="axis-title" x="{left - 6:.1f}" y="{top - 10:.1f}" text-anchor="end">{escape(title)}</text>'
+    )
     return out
 
 
 # --- grouped bars ---------------------------------------------------------------------------------
 
-def bar_chart(categories: Sequence[str], series: Sequence[str], values: Mapping[tuple[str, str], Bar], unit: str,
-              palette: Mapping[str, str] | None = None, log: bool = False, label: str = "",
-              plot_height: int = 180, min_width: int = 520) -> str:
+
+def bar_chart(
+    categories: Sequence[str],
+    series: Sequence[str],
+    values: Mapping[tuple[str, str], Bar],
+    unit: str,
+    palette: Mapping[str, str] | None = None,
+    log: bool = False,
+    label: str = "",
+    plot_height: int = 180,
+    min_width: int = 520,
+) -> str:
     """Bars of each series side by side per category, with min–max whiskers; log scale on request."""
     palette = palette or colors(series)
     present = [v for v in values.values() if v.value > 0 or not log]
@@ -153,6 +176,7 @@ def bar_chart(categories: Sequence[str], series: Sequence[str], values: Mapping[
 
         def tick_label(v: float) -> str:
             return human(v, unit)
+
         axis_title = f"{unit_title(unit)} (log scale)"
     else:
         factor, axis_label = axis_unit(unit, max(tops))
@@ -163,6 +187,7 @@ def bar_chart(categories: Sequence[str], series: Sequence[str], values: Mapping[
 
         def tick_label(v: float) -> str:
             return _number(v / factor)
+
         axis_title = axis_label
     body = _y_axis(ticks, y_of, left, width - right_pad, tick_label, axis_title, top)
     body += legend
@@ -181,20 +206,26 @@ def bar_chart(categories: Sequence[str], series: Sequence[str], values: Mapping[
                 hover += f" (repeats {human(bar.low, unit)} – {human(bar.high, unit)})"
             if bar.note:
                 hover += f" · {bar.note}"
-            body.append(f'<rect class="bar" data-series="{escape(name)}" data-category="{escape(category)}" '
-                        f'x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" height="{max(base - y, 0.5):.1f}" '
-                        f'fill="{palette[name]}"><title>{escape(hover)}</title></rect>')
+            body.append(
+                f'<rect class="bar" data-series="{escape(name)}" data-category="{escape(category)}" '
+                f'x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" height="{max(base - y, 0.5):.1f}" '
+                f'fill="{palette[name]}"><title>{escape(hover)}</title></rect>'
+            )
             if bar.low is not None and bar.high is not None and bar.high > bar.low:
                 cx = x + bar_w / 2
                 y1, y2 = y_of(bar.low), y_of(bar.high)
-                body.append(f'<g class="whisker"><line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y1:.1f}" y2="{y2:.1f}"/>'
-                            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y1:.1f}" y2="{y1:.1f}"/>'
-                            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y2:.1f}" y2="{y2:.1f}"/></g>')
+                body.append(
+                    f'<g class="whisker"><line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y1:.1f}" y2="{y2:.1f}"/>'
+                    f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y1:.1f}" y2="{y1:.1f}"/>'
+                    f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y2:.1f}" y2="{y2:.1f}"/></g>'
+                )
         cx = gx + group_w / 2
         text = escape(category if len(category) <= 32 else category[:31] + "…")
         if tilt:
-            body.append(f'<text class="category" transform="translate({cx:.1f},{base + 14:.1f}) rotate(-30)" '
-                        f'text-anchor="end">{text}</text>')
+            body.append(
+                f'<text class="category" transform="translate({cx:.1f},{base + 14:.1f}) rotate(-30)" '
+                f'text-anchor="end">{text}</text>'
+            )
         else:
             body.append(f'<text class="category" x="{cx:.1f}" y="{base + 18:.1f}" text-anchor="middle">{text}</text>')
     body.append(f'<line class="axis" x1="{left:.1f}" x2="{width - right_pad:.1f}" y1="{base:.1f}" y2="{base:.1f}"/>')
@@ -207,10 +238,21 @@ def unit_title(unit: str) -> str:
 
 # --- lines ----------------------------------------------------------------------------------------
 
-def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], unit: str, x_label: str,
-               palette: Mapping[str, str] | None = None, threshold: tuple[float, str] | None = None,
-               y_max: float | None = None, x_min: float | None = None, label: str = "", width: int = 520,
-               plot_height: int = 150, x_integer: bool = False, markers: bool = True) -> str:
+
+def line_chart(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    unit: str,
+    x_label: str,
+    palette: Mapping[str, str] | None = None,
+    threshold: tuple[float, str] | None = None,
+    y_max: float | None = None,
+    x_min: float | None = None,
+    label: str = "",
+    width: int = 520,
+    plot_height: int = 150,
+    x_integer: bool = False,
+    markers: bool = True,
+) -> str:
     """One line per series over a numeric x; an optional dashed threshold (value, label)."""
     palette = palette or colors(list(series))
     points = [p for line in series.values() for p in line]
@@ -245,16 +287,22 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], unit: str, x
     body += legend
     base = y_of(0)
     for x in x_ticks:
-        body.append(f'<text class="tick" x="{x_of(x):.1f}" y="{base + 16:.1f}" text-anchor="middle">'
-                    f'{_number(round(x, 2))}</text>')
-    body.append(f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 6:.1f}" '
-                f'text-anchor="middle">{escape(x_label)}</text>')
+        body.append(
+            f'<text class="tick" x="{x_of(x):.1f}" y="{base + 16:.1f}" text-anchor="middle">'
+            f"{_number(round(x, 2))}</text>"
+        )
+    body.append(
+        f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 6:.1f}" '
+        f'text-anchor="middle">{escape(x_label)}</text>'
+    )
     body.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{base:.1f}" y2="{base:.1f}"/>')
     if threshold:
         y = y_of(threshold[0])
-        body.append(f'<line class="threshold" x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}"/>'
-                    f'<text class="threshold-label" x="{width - right - 4}" y="{y - 5:.1f}" '
-                    f'text-anchor="end">{escape(threshold[1])}</text>')
+        body.append(
+            f'<line class="threshold" x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}"/>'
+            f'<text class="threshold-label" x="{width - right - 4}" y="{y - 5:.1f}" '
+            f'text-anchor="end">{escape(threshold[1])}</text>'
+        )
     for name, line in series.items():
         line = sorted(line)
         if not line:
@@ -263,7 +311,9 @@ def line_chart(series: Mapping[str, Sequence[tuple[float, float]]], unit: str, x
         body.append(f'<path class="line" data-series="{escape(name)}" d="{path}" stroke="{palette[name]}"/>')
         if markers:
             for x, y in line:
-                body.append(f'<circle class="point" cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" r="3.5" '
-                            f'fill="{palette[name]}"><title>{escape(name)}: {escape(human(y, unit))} at '
-                            f'{escape(x_label)} {_number(x)}</title></circle>')
+                body.append(
+                    f'<circle class="point" cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" r="3.5" '
+                    f'fill="{palette[name]}"><title>{escape(name)}: {escape(human(y, unit))} at '
+                    f"{escape(x_label)} {_number(x)}</title></circle>"
+                )
     return _svg(width, height, body, "chart line-chart", label or "line chart")

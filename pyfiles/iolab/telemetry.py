@@ -58,18 +58,19 @@ from typing import Any, NamedTuple
 
 SCHEMA = "iolab.telemetry/1"
 FILE = "telemetry.jsonl"
-SECTOR = 512                       # /proc/diskstats counts 512-byte sectors whatever the device's block size
-HZ = os.sysconf("SC_CLK_TCK")      # /proc/stat and /proc/<pid>/stat count in these ticks
+SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
+HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat and /proc/<pid>/stat count in these ticks
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")  # guest is inside user
 MEMINFO_KEYS = ("Cached", "Dirty", "MemFree", "Buffers")
 # Devices that exist by the dozen and matter only once used; RAM disks are memory, not storage.
 IDLE_UNLESS_USED = ("loop", "zram", "nbd")
 NEVER = ("ram",)
-NVML_MODULE = "pynvml"             # the nvidia-ml-py package
+NVML_MODULE = "pynvml"  # the nvidia-ml-py package
 _U32 = 1 << 32
 
 
 # --- /proc readers: text in, numbers out (pure, so tests can feed captured files) ---------------
+
 
 class DiskCounters(NamedTuple):
     """One line of /proc/diskstats (Documentation/admin-guide/iostats.rst); times in ms."""
@@ -83,13 +84,13 @@ class DiskCounters(NamedTuple):
     w_sectors: int
     w_ms: int
     in_flight: int
-    busy_ms: int          # io_ticks: time with at least one IO in flight (%util)
-    queue_ms: int         # time_in_queue: summed over IOs (aqu-sz)
-    d_ios: int = 0        # discards, kernel >= 4.18
+    busy_ms: int  # io_ticks: time with at least one IO in flight (%util)
+    queue_ms: int  # time_in_queue: summed over IOs (aqu-sz)
+    d_ios: int = 0  # discards, kernel >= 4.18
     d_merges: int = 0
     d_sectors: int = 0
     d_ms: int = 0
-    f_ios: int = 0        # flushes, kernel >= 5.5
+    f_ios: int = 0  # flushes, kernel >= 5.5
     f_ms: int = 0
 
     @property
@@ -111,7 +112,7 @@ def _delta(before: int, after: int) -> int:
     diff = after - before
     if diff < 0:
         diff += _U32
-        if not 0 <= diff < _U32 // 2:   # not a wrap: the device was re-created; count nothing
+        if not 0 <= diff < _U32 // 2:  # not a wrap: the device was re-created; count nothing
             return 0
     return diff
 
@@ -130,14 +131,24 @@ def disk_interval(prev: DiskCounters, cur: DiskCounters, seconds: float) -> dict
     util: busy time / interval, % (above 100 % can happen on devices that serve IOs in
     parallel, and iostat does not clip it either). Plus the interval's raw deltas.
     """
-    d = DiskCounters(*(_delta(a, b) for a, b in zip(prev, cur)))
+    d = DiskCounters(*(_delta(a, b) for a, b in zip(prev, cur, strict=False)))
     ios = d.r_ios + d.w_ios + d.d_ios
     r_bytes, w_bytes = d.r_sectors * SECTOR, d.w_sectors * SECTOR
     return {
-        "r_ios": d.r_ios, "w_ios": d.w_ios, "d_ios": d.d_ios, "r_bytes": r_bytes, "w_bytes": w_bytes,
-        "r_ms": d.r_ms, "w_ms": d.w_ms, "d_ms": d.d_ms, "busy_ms": d.busy_ms, "queue_ms": d.queue_ms,
-        "r_s": _round(d.r_ios / seconds), "w_s": _round(d.w_ios / seconds),
-        "rB_s": _round(r_bytes / seconds), "wB_s": _round(w_bytes / seconds),
+        "r_ios": d.r_ios,
+        "w_ios": d.w_ios,
+        "d_ios": d.d_ios,
+        "r_bytes": r_bytes,
+        "w_bytes": w_bytes,
+        "r_ms": d.r_ms,
+        "w_ms": d.w_ms,
+        "d_ms": d.d_ms,
+        "busy_ms": d.busy_ms,
+        "queue_ms": d.queue_ms,
+        "r_s": _round(d.r_ios / seconds),
+        "w_s": _round(d.w_ios / seconds),
+        "rB_s": _round(r_bytes / seconds),
+        "wB_s": _round(w_bytes / seconds),
         "r_size": _round(r_bytes / d.r_ios) if d.r_ios else 0.0,
         "w_size": _round(w_bytes / d.w_ios) if d.w_ios else 0.0,
         "r_await": _round(d.r_ms / d.r_ios / 1000) if d.r_ios else 0.0,
@@ -164,7 +175,7 @@ def parse_cpu(text: str) -> dict[str, int]:
     for line in text.splitlines():
         if line.startswith("cpu "):
             values = [int(v) for v in line.split()[1:]]
-            return dict(zip(CPU_MODES, values))
+            return dict(zip(CPU_MODES, values, strict=False))
     raise ValueError("/proc/stat has no 'cpu' line")
 
 
@@ -204,6 +215,7 @@ def _read(path: str) -> str:
 
 
 # --- what is under the target -----------------------------------------------------------------
+
 
 def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
@@ -264,6 +276,7 @@ def target_storage(target: str | None, sys_root: str = "/sys", mountinfo: str = 
 
 # --- the tool's process tree ------------------------------------------------------------------
 
+
 class ToolTree:
     """CPU seconds used by a process and its descendants, live and already reaped.
 
@@ -277,7 +290,7 @@ class ToolTree:
     def __init__(self, root: int, proc_root: str = "/proc"):
         self.root = root
         self.proc = proc_root
-        self._outside: set[int] = set()       # PIDs known not to descend from root: never read again
+        self._outside: set[int] = set()  # PIDs known not to descend from root: never read again
         self._members: set[int] = set()
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self._reaped0 = usage.ru_utime + usage.ru_stime
@@ -289,7 +302,7 @@ class ToolTree:
             text = _read(f"{self.proc}/{pid}/stat")
         except OSError:
             return None
-        return text[text.rindex(")") + 2:].split()   # the command name may hold spaces and parentheses
+        return text[text.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
 
     def cpu_seconds(self) -> float:
         alive: set[int] = set()
@@ -325,6 +338,7 @@ class ToolTree:
 
 # --- GPUs through NVML ---------------------------------------------------------------------------
 
+
 def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
@@ -344,16 +358,19 @@ def open_nvml(nvml: Any = NVML_MODULE) -> tuple[Any, list[Any], dict[str, Any]]:
             return None, [], {"absent": f"module {NVML_MODULE} (package nvidia-ml-py) is not installed"}
     try:
         nvml.nvmlInit()
-    except nvml.NVMLError as exc:     # no libnvidia-ml (no driver), or a driver that does not answer
+    except nvml.NVMLError as exc:  # no libnvidia-ml (no driver), or a driver that does not answer
         return None, [], {"absent": f"NVML: {exc}"}
     try:
         handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
         if not handles:
             nvml.nvmlShutdown()
             return None, [], {"absent": "NVML sees no GPU"}
-        info = {"source": "nvml", "count": len(handles),
-                "driver": _text(nvml.nvmlSystemGetDriverVersion()),
-                "names": [_text(nvml.nvmlDeviceGetName(h)) for h in handles]}
+        info = {
+            "source": "nvml",
+            "count": len(handles),
+            "driver": _text(nvml.nvmlSystemGetDriverVersion()),
+            "names": [_text(nvml.nvmlDeviceGetName(h)) for h in handles],
+        }
     except nvml.NVMLError as exc:
         nvml.nvmlShutdown()
         return None, [], {"absent": f"NVML: {exc}"}
@@ -362,28 +379,33 @@ def open_nvml(nvml: Any = NVML_MODULE) -> tuple[Any, list[Any], dict[str, Any]]:
 
 def read_gpu(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
     """One GPU's figures now, in canonical units; a figure the board does not report is None."""
+
     def get(call, *args):
         try:
             return call(handle, *args)
-        except nvml.NVMLError:        # NOT_SUPPORTED on some boards, or a GPU that fell off the bus
+        except nvml.NVMLError:  # NOT_SUPPORTED on some boards, or a GPU that fell off the bus
             return None
 
     util = get(nvml.nvmlDeviceGetUtilizationRates)
     memory = get(nvml.nvmlDeviceGetMemoryInfo)
-    clock = get(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)                 # MHz
-    power = get(nvml.nvmlDeviceGetPowerUsage)                                     # mW
-    rx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_RX_BYTES)      # KiB/s over 20 ms
+    clock = get(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)  # MHz
+    power = get(nvml.nvmlDeviceGetPowerUsage)  # mW
+    rx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_RX_BYTES)  # KiB/s over 20 ms
     tx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_TX_BYTES)
     uuid = get(nvml.nvmlDeviceGetUUID)
-    return {"index": index, "uuid": None if uuid is None else _text(uuid),
-            "util": None if util is None else float(util.gpu),
-            "mem_util": None if util is None else float(util.memory),
-            "mem_used": None if memory is None else int(memory.used),
-            "mem_total": None if memory is None else int(memory.total),
-            "sm_clock": None if clock is None else clock * 1_000_000,
-            "temp": get(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU),
-            "power": None if power is None else power / 1000,
-            "pcie_rx_bw": None if rx is None else rx * 1024, "pcie_tx_bw": None if tx is None else tx * 1024}
+    return {
+        "index": index,
+        "uuid": None if uuid is None else _text(uuid),
+        "util": None if util is None else float(util.gpu),
+        "mem_util": None if util is None else float(util.memory),
+        "mem_used": None if memory is None else int(memory.used),
+        "mem_total": None if memory is None else int(memory.total),
+        "sm_clock": None if clock is None else clock * 1_000_000,
+        "temp": get(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU),
+        "power": None if power is None else power / 1000,
+        "pcie_rx_bw": None if rx is None else rx * 1024,
+        "pcie_tx_bw": None if tx is None else tx * 1024,
+    }
 
 
 class GpuProbe(threading.Thread):
@@ -427,6 +449,7 @@ class GpuProbe(threading.Thread):
 
 # --- the sampler --------------------------------------------------------------------------------
 
+
 class _Snapshot(NamedTuple):
     wall: float
     mono: float
@@ -440,17 +463,25 @@ class _Snapshot(NamedTuple):
 class Sampler(threading.Thread):
     """Samples the host every `interval` seconds from `after` seconds on until stop(); see the module."""
 
-    def __init__(self, path: Path, tool_pid: int, after: float = 0.0, interval: float = 1.0,
-                 target: str | None = None, nvml: Any = NVML_MODULE,
-                 proc_root: str = "/proc", sys_root: str = "/sys"):
+    def __init__(
+        self,
+        path: Path,
+        tool_pid: int,
+        after: float = 0.0,
+        interval: float = 1.0,
+        target: str | None = None,
+        nvml: Any = NVML_MODULE,
+        proc_root: str = "/proc",
+        sys_root: str = "/sys",
+    ):
         super().__init__(name="telemetry", daemon=True)
         self.path = Path(path)
         self.after = max(0.0, after)
         self.interval = interval
         self.target = target
-        self.nvml = nvml                             # pynvml, a module like it, its name, or None (no GPUs)
+        self.nvml = nvml  # pynvml, a module like it, its name, or None (no GPUs)
         self.proc, self.sys = proc_root, sys_root
-        self.tree = ToolTree(tool_pid, proc_root)    # made now: the tool is not reaped yet
+        self.tree = ToolTree(tool_pid, proc_root)  # made now: the tool is not reaped yet
         self.tool_pid = tool_pid
         self.errors: list[str] = []
         self.summary: dict[str, Any] = {}
@@ -491,21 +522,33 @@ class Sampler(threading.Thread):
                 self.errors.append(f"the tool ended before the window opened ({self.after:g} s after its start)")
                 return
             first = prev = self._snapshot()
-            self._write({"type": "start", "schema": SCHEMA, "t": first.wall, "interval": self.interval,
-                         "after": self.after, "tool_pid": self.tool_pid, "target": storage, "hz": HZ,
-                         "cpus": os.cpu_count(), "mem": first.mem, "gpu": gpu_info})
+            self._write(
+                {
+                    "type": "start",
+                    "schema": SCHEMA,
+                    "t": first.wall,
+                    "interval": self.interval,
+                    "after": self.after,
+                    "tool_pid": self.tool_pid,
+                    "target": storage,
+                    "hz": HZ,
+                    "cpus": os.cpu_count(),
+                    "mem": first.mem,
+                    "gpu": gpu_info,
+                }
+            )
             deadline = first.mono + self.interval
             while True:
                 stopped = self._stop_event.wait(max(0.0, deadline - time.monotonic()))
                 cur = self._snapshot()
-                if not stopped or cur.mono - prev.mono >= 0.01:   # the last, partial interval, unless empty
+                if not stopped or cur.mono - prev.mono >= 0.01:  # the last, partial interval, unless empty
                     self._write(self._sample(prev, cur, gpu))
                     count += 1
                     prev = cur
                 if stopped:
                     break
                 deadline += self.interval
-                if deadline < time.monotonic():                   # fell behind (a stalled host): skip, don't burst
+                if deadline < time.monotonic():  # fell behind (a stalled host): skip, don't burst
                     deadline = time.monotonic() + self.interval
         except Exception as exc:  # noqa: BLE001 - telemetry must never take the run down with it
             self.errors.append(f"{type(exc).__name__}: {exc}")
@@ -515,10 +558,15 @@ class Sampler(threading.Thread):
                 self.errors += gpu.errors
             own = time.thread_time() - cpu0 + (gpu.cpu_s if gpu else 0.0)
             window = (prev.mono - first.mono) if first and prev else 0.0
-            self.summary = {"type": "end", "t": time.time(), "samples": count, "window_s": _round(window),
-                            "sampler_cpu_s": _round(own),
-                            "sampler_cpu_pct": _round(own / window * 100) if window else None,
-                            "errors": self.errors}
+            self.summary = {
+                "type": "end",
+                "t": time.time(),
+                "samples": count,
+                "window_s": _round(window),
+                "sampler_cpu_s": _round(own),
+                "sampler_cpu_pct": _round(own / window * 100) if window else None,
+                "errors": self.errors,
+            }
             if self._fd >= 0:
                 self._write(self.summary)
                 os.close(self._fd)
@@ -533,7 +581,8 @@ class Sampler(threading.Thread):
 
     def _snapshot(self) -> _Snapshot:
         return _Snapshot(
-            wall=time.time(), mono=time.monotonic(),
+            wall=time.time(),
+            mono=time.monotonic(),
             disks=parse_diskstats(_read(f"{self.proc}/diskstats")),
             cpu=parse_cpu(_read(f"{self.proc}/stat")),
             mem=parse_meminfo(_read(f"{self.proc}/meminfo")),
@@ -543,17 +592,26 @@ class Sampler(threading.Thread):
 
     def _sample(self, prev: _Snapshot, cur: _Snapshot, gpu: GpuProbe | None) -> dict[str, Any]:
         seconds = cur.mono - prev.mono
-        disks = {name: disk_interval(prev.disks[name], counters, seconds)
-                 for name, counters in cur.disks.items()
-                 if name in prev.disks and watched(name, counters, self._is_partition(name), self._keep)}
-        net = {name: net_interval(prev.net[name], counters, seconds) for name, counters in cur.net.items()
-               if name in prev.net and any(counters)}
+        disks = {
+            name: disk_interval(prev.disks[name], counters, seconds)
+            for name, counters in cur.disks.items()
+            if name in prev.disks and watched(name, counters, self._is_partition(name), self._keep)
+        }
+        net = {
+            name: net_interval(prev.net[name], counters, seconds)
+            for name, counters in cur.net.items()
+            if name in prev.net and any(counters)
+        }
         tool_s = max(0.0, cur.tool_s - prev.tool_s)
         record: dict[str, Any] = {
-            "type": "sample", "t": cur.wall, "dt": _round(seconds), "disk": disks,
+            "type": "sample",
+            "t": cur.wall,
+            "dt": _round(seconds),
+            "disk": disks,
             "cpu": cpu_interval(prev.cpu, cur.cpu, seconds),
             "tool": {"cpu_s": _round(tool_s), "cores": _round(tool_s / seconds), "processes": self.tree.processes},
-            "mem": cur.mem, "net": net,
+            "mem": cur.mem,
+            "net": net,
         }
         if gpu is not None:
             record["gpu"] = gpu.snapshot()

@@ -10,11 +10,20 @@ import math
 import re
 
 _SIZE_UNITS = {
-    "": 1, "b": 1,
-    "k": 1024, "kb": 1000, "kib": 1024,
-    "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
-    "g": 1024**3, "gb": 1000**3, "gib": 1024**3,
-    "t": 1024**4, "tb": 1000**4, "tib": 1024**4,
+    "": 1,
+    "b": 1,
+    "k": 1024,
+    "kb": 1000,
+    "kib": 1024,
+    "m": 1024**2,
+    "mb": 1000**2,
+    "mib": 1024**2,
+    "g": 1024**3,
+    "gb": 1000**3,
+    "gib": 1024**3,
+    "t": 1024**4,
+    "tb": 1000**4,
+    "tib": 1024**4,
 }
 # Beyond these a value is a typo, not a plan (runtime: 99999999999h, size: 1EB).
 MAX_SIZE = 1 << 60
@@ -46,8 +55,10 @@ def parse_size(text: str | int) -> int:
     size = number * _SIZE_UNITS[unit]
     if size != int(size):
         # 0.5 would become 0, which a tmpfs reads as "no limit": never round a size quietly.
-        raise ValueError(f"size {text!r} is not a whole number of bytes; give bytes as a whole number or a "
-                         "size with a unit, such as 512MiB")
+        raise ValueError(
+            f"size {text!r} is not a whole number of bytes; give bytes as a whole number or a "
+            "size with a unit, such as 512MiB"
+        )
     if size > MAX_SIZE:
         raise ValueError(f"size {text!r} is more than {MAX_SIZE >> 50} PiB; check the unit")
     return int(size)
@@ -76,8 +87,16 @@ def human(value: float, unit: str) -> str:
     """A value in a canonical unit (B/s, B, IOPS, s, ns, %, ...) written for people."""
     if unit in ("B/s", "B"):
         tail = "/s" if unit == "B/s" else ""
-        return _scaled(value, [(1024**4, "TiB" + tail), (1024**3, "GiB" + tail),
-                               (1024**2, "MiB" + tail), (1024, "KiB" + tail), (1, "B" + tail)])
+        return _scaled(
+            value,
+            [
+                (1024**4, "TiB" + tail),
+                (1024**3, "GiB" + tail),
+                (1024**2, "MiB" + tail),
+                (1024, "KiB" + tail),
+                (1, "B" + tail),
+            ],
+        )
     if unit == "ns":
         return _scaled(value, [(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns")])
     if unit in ("IOPS", "samples/s"):

@@ -40,11 +40,21 @@ from typing import Any
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.units import human, parse_size
 
-RAM_MULTIPLE = 5          # data set ≥ 5× the host's RAM (MLPerf Storage)
-AGREEMENT = 0.05          # repeats within 5% of their median agree (MLPerf Storage)
+RAM_MULTIPLE = 5  # data set ≥ 5× the host's RAM (MLPerf Storage)
+AGREEMENT = 0.05  # repeats within 5% of their median agree (MLPerf Storage)
 # The figures of merit the agreement rule judges; other metrics show their spread only.
-MERIT_METRICS = frozenset({"read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s", "au",
-                           "checkpoint_write_bw", "checkpoint_read_bw"})
+MERIT_METRICS = frozenset(
+    {
+        "read_bw",
+        "write_bw",
+        "read_iops",
+        "write_iops",
+        "samples_per_s",
+        "au",
+        "checkpoint_write_bw",
+        "checkpoint_read_bw",
+    }
+)
 # Parameters that size or time a run without changing what it measures: not part of a setting.
 NOT_SETTINGS = frozenset({"runtime", "ramp", "size", "allow_caching", "timeout", "warmup", "profilers"})
 
@@ -68,6 +78,7 @@ class Flag:
 
 
 # --- settings and metric labels -----------------------------------------------------------------
+
 
 def run_params(samples: Iterable[Sample]) -> dict[str, dict[str, Any]]:
     """run_id → the parameters every sample of the run carries (the run's configuration)."""
@@ -108,12 +119,14 @@ def setting_labels(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str
     for workload, settings in by_workload.items():
         varying = sorted({k for s in settings for k in s if any(o.get(k) != s.get(k) for o in settings)})
         for s in settings:
-            labels[(workload, json.dumps(s, sort_keys=True, default=str))] = \
-                " ".join(f"{k}={s.get(k, '—')}" for k in varying)
+            labels[(workload, json.dumps(s, sort_keys=True, default=str))] = " ".join(
+                f"{k}={s.get(k, '—')}" for k in varying
+            )
     return labels
 
 
 # --- repeats --------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class Group:
@@ -121,7 +134,7 @@ class Group:
 
     workload: str
     setting: str
-    metric: str            # the label: read_bw, cpu_cores{mode=user}
+    metric: str  # the label: read_bw, cpu_cores{mode=user}
     backend: str
     unit: str
     values: list[float] = dataclasses.field(default_factory=list)
@@ -179,15 +192,18 @@ def _agreement_flags(all_groups: list[Group]) -> dict[str, list[Flag]]:
         if g.metric not in MERIT_METRICS or len(g.values) < 2 or g.agree:
             continue
         point = f"{g.workload} {labels[(g.workload, g.setting)]}".strip()
-        reason = (f"{g.metric} of {point} on {g.backend}: {len(g.values)} repeats spread "
-                  f"±{g.spread * 100:.1f}% around their median {human(g.median, g.unit)} "
-                  f"(more than ±{AGREEMENT:.0%}); run more repetitions")
+        reason = (
+            f"{g.metric} of {point} on {g.backend}: {len(g.values)} repeats spread "
+            f"±{g.spread * 100:.1f}% around their median {human(g.median, g.unit)} "
+            f"(more than ±{AGREEMENT:.0%}); run more repetitions"
+        )
         for run_id in dict.fromkeys(g.run_ids):
             flags[run_id].append(Flag(REPEATS_DISAGREE, reason, metric=g.metric))
     return flags
 
 
 # --- potential caching ------------------------------------------------------------------------------
+
 
 def _options_list(options: Any) -> list[dict[str, str]]:
     """fio_options is one mapping (all jobs alike) or one mapping per job name."""
@@ -199,8 +215,9 @@ def _options_list(options: Any) -> list[dict[str, str]]:
 
 
 def _direct(options: list[dict[str, str]]) -> bool:
-    return bool(options) and all(str(o.get("direct", "0")) == "1" or str(o.get("buffered", "1")) == "0"
-                                 for o in options)
+    return bool(options) and all(
+        str(o.get("direct", "0")) == "1" or str(o.get("buffered", "1")) == "0" for o in options
+    )
 
 
 def _fio_data_set(options: list[dict[str, str]]) -> int | None:
@@ -220,9 +237,9 @@ def _fio_data_set(options: list[dict[str, str]]) -> int | None:
 
 def _read_figures(meta: Mapping[str, Any], read_bw: float | None) -> tuple[float | None, int | None, str]:
     """(bytes read in the window, data set bytes, where the figures came from)."""
-    if "bytes_read" in meta:                              # a loader that counts its bytes
+    if "bytes_read" in meta:  # a loader that counts its bytes
         return float(meta["bytes_read"]), meta.get("dataset_bytes"), "the loader's bytes_read"
-    if meta.get("dataset_bytes"):                         # the PyTorch loader: its data set, its ranks' windows
+    if meta.get("dataset_bytes"):  # the PyTorch loader: its data set, its ranks' windows
         windows = [r.get("window_s") or 0 for r in meta.get("ranks") or [] if isinstance(r, dict)]
         if read_bw is not None and windows:
             return read_bw * max(windows), meta["dataset_bytes"], "read_bw × the loader's window"
@@ -239,11 +256,13 @@ def _size_check(meta: Mapping[str, Any], read_bw: float | None, host: str) -> tu
     """The data-set-versus-RAM rule for one host's run: (flags, notes on why it was not judged)."""
     memory = (meta.get("host") or {}).get("memory_bytes")
     if _direct(_options_list(meta.get("fio_options"))):
-        return [], [f"{host}: not judged on data set size: fio ran with direct=1 (O_DIRECT), "
-                    "which bypasses the page cache, so RAM cannot serve the reads"]
+        return [], [
+            f"{host}: not judged on data set size: fio ran with direct=1 (O_DIRECT), "
+            "which bypasses the page cache, so RAM cannot serve the reads"
+        ]
     read, data_set, source = _read_figures(meta, read_bw)
     if read is None:
-        return [], []          # not a reading tool, or nothing known about what it read
+        return [], []  # not a reading tool, or nothing known about what it read
     if not read:
         return [], [f"{host}: not judged on data set size: the run read nothing"]
     if not memory:
@@ -252,9 +271,11 @@ def _size_check(meta: Mapping[str, Any], read_bw: float | None, host: str) -> tu
     if distinct >= RAM_MULTIPLE * memory:
         return [], []
     over = f" from a {human(data_set, 'B')} data set" if data_set and data_set < read else ""
-    reason = (f"{host} read {human(read, 'B')} ({source}){over}: {human(distinct, 'B')} of distinct data is "
-              f"{distinct / memory:.2g}× its {human(memory, 'B')} of RAM, less than the "
-              f"{RAM_MULTIPLE}× ({human(RAM_MULTIPLE * memory, 'B')}) that defeats the page cache")
+    reason = (
+        f"{host} read {human(read, 'B')} ({source}){over}: {human(distinct, 'B')} of distinct data is "
+        f"{distinct / memory:.2g}× its {human(memory, 'B')} of RAM, less than the "
+        f"{RAM_MULTIPLE}× ({human(RAM_MULTIPLE * memory, 'B')}) that defeats the page cache"
+    )
     return [Flag(POTENTIAL_CACHING, reason, host=host)], []
 
 
@@ -276,9 +297,14 @@ def _recorded(meta: Mapping[str, Any], host: str, known: set[str]) -> list[Flag]
 def _overridden(flags: list[Flag], allowed: bool) -> list[Flag]:
     if not allowed:
         return flags
-    return [dataclasses.replace(f, name=OVERRIDDEN, reason=f"{POTENTIAL_CACHING} overridden by the campaign's "
-                                f"allow_caching: {f.reason}") if f.name == POTENTIAL_CACHING else f
-            for f in flags]
+    return [
+        dataclasses.replace(
+            f, name=OVERRIDDEN, reason=f"{POTENTIAL_CACHING} overridden by the campaign's allow_caching: {f.reason}"
+        )
+        if f.name == POTENTIAL_CACHING
+        else f
+        for f in flags
+    ]
 
 
 def host_run_check(samples: list[Sample]) -> tuple[list[Flag], list[str]]:
@@ -314,6 +340,7 @@ def sample_flags(sample: Sample) -> tuple[list[str], list[str]]:
 
 # --- everything together ---------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class Verdicts:
     """The flags and notes of every run of a set of samples."""
@@ -341,7 +368,7 @@ def assess(samples: list[Sample], all_groups: list[Group] | None = None) -> Verd
         notes[run_id] += host_notes
     for run_id, more in _agreement_flags(all_groups if all_groups is not None else groups(samples)).items():
         flags[run_id] += more
-    for s in samples:                     # runs that are all valid still get an (empty) entry
+    for s in samples:  # runs that are all valid still get an (empty) entry
         flags.setdefault(s.run_id, [])
     return Verdicts(dict(flags), dict(notes))
 
@@ -362,12 +389,17 @@ def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[di
     out = []
     for s in samples:
         label = metric_label(s, common[s.run_id])
-        mine = [f for f in verdicts.of(s.run_id)
-                if (f.host in (None, s.host) or s.host == AGGREGATE_HOST) and f.metric in (None, label)]
-        notes = [n for n in verdicts.notes.get(s.run_id, [])
-                 if s.host == AGGREGATE_HOST or n.startswith(f"{s.host}: ")]
+        mine = [
+            f
+            for f in verdicts.of(s.run_id)
+            if (f.host in (None, s.host) or s.host == AGGREGATE_HOST) and f.metric in (None, label)
+        ]
+        notes = [n for n in verdicts.notes.get(s.run_id, []) if s.host == AGGREGATE_HOST or n.startswith(f"{s.host}: ")]
         row = json.loads(s.to_json())
-        row.update(valid=not any(f.blocking for f in mine), flags=[f.name for f in mine],
-                   reasons=[f.reason for f in mine] + notes)
+        row.update(
+            valid=not any(f.blocking for f in mine),
+            flags=[f.name for f in mine],
+            reasons=[f.reason for f in mine] + notes,
+        )
         out.append(row)
     return out

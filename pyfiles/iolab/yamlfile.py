@@ -16,8 +16,8 @@ import yaml
 
 from iolab.errors import UserError
 
-MAX_BYTES = 1 << 20     # a campaign of a thousand workloads is ~100 KiB
-MAX_NODES = 100_000     # values in the document once every alias (*name) is expanded
+MAX_BYTES = 1 << 20  # a campaign of a thousand workloads is ~100 KiB
+MAX_NODES = 100_000  # values in the document once every alias (*name) is expanded
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -31,9 +31,9 @@ class _BoundedLoader(yaml.SafeLoader):
         node = super().compose_document()
         sizes: dict[int, int] = {}
 
-        def size(item: yaml.Node) -> int:   # shared (aliased) nodes counted once per use, computed once
+        def size(item: yaml.Node) -> int:  # shared (aliased) nodes counted once per use, computed once
             if id(item) not in sizes:
-                sizes[id(item)] = 0     # a recursive alias counts no further
+                sizes[id(item)] = 0  # a recursive alias counts no further
                 if isinstance(item, yaml.MappingNode):
                     children = [n for pair in item.value for n in pair]
                 elif isinstance(item, yaml.SequenceNode):
@@ -49,8 +49,10 @@ class _BoundedLoader(yaml.SafeLoader):
             return sizes[id(item)]
 
         if node is not None and size(node) > MAX_NODES:
-            raise UserError(f"{self.source}: more than {MAX_NODES:,} values once its aliases (*name) are "
-                            "expanded; write a smaller file (a list value sweeps without copies)")
+            raise UserError(
+                f"{self.source}: more than {MAX_NODES:,} values once its aliases (*name) are "
+                "expanded; write a smaller file (a list value sweeps without copies)"
+            )
         return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -58,8 +60,10 @@ class _BoundedLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise UserError(f"{self.source}: key {key!r} is given twice in one mapping (lines {seen[key]} and "
-                                f"{key_node.start_mark.line + 1}); keep one")
+                raise UserError(
+                    f"{self.source}: key {key!r} is given twice in one mapping (lines {seen[key]} and "
+                    f"{key_node.start_mark.line + 1}); keep one"
+                )
             if isinstance(key, (str, int, float, bool)):
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
@@ -80,8 +84,10 @@ def read_text(path: Path, what: str, flag: str, max_bytes: int = MAX_BYTES) -> s
     finally:
         os.close(fd)
     if len(data) > max_bytes:
-        raise UserError(f"{what} {path} is larger than {max_bytes >> 10} KiB, the most a {what} may be; "
-                        "check that it is the right file")
+        raise UserError(
+            f"{what} {path} is larger than {max_bytes >> 10} KiB, the most a {what} may be; "
+            "check that it is the right file"
+        )
     try:
         return data.decode()
     except UnicodeDecodeError as exc:

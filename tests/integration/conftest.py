@@ -30,4 +30,5 @@ def write_campaign(tmp_path):
         path = tmp_path / name
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         return path
+
     return write

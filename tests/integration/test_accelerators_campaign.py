@@ -16,15 +16,26 @@ pytest.importorskip("torch", reason="loader workloads need torch (pip install to
 
 
 def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them(cli, write_campaign):
-    data = {"name": "itest-fed", "repetitions": 2,
-            "backends": [{"name": "itest-fed", "type": "tmpfs", "size": "128MiB"}],
-            "dataset": {"kind": "imagenet-like", "files": 48, "seed": 2, "classes": 4},
-            "workloads": [
-                {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "ramp": "0s",
-                 "size": "16MiB"},
-                {"name": "slow-acc", "type": "pytorch", "reader": "packed", "decode": False, "workers": 1,
-                 "batch_size": 8, "accelerator": {"type": "custom", "compute_per_batch": "0.4s"},
-                 "accelerators": 2, "search": "accelerators"}]}
+    data = {
+        "name": "itest-fed",
+        "repetitions": 2,
+        "backends": [{"name": "itest-fed", "type": "tmpfs", "size": "128MiB"}],
+        "dataset": {"kind": "imagenet-like", "files": 48, "seed": 2, "classes": 4},
+        "workloads": [
+            {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "ramp": "0s", "size": "16MiB"},
+            {
+                "name": "slow-acc",
+                "type": "pytorch",
+                "reader": "packed",
+                "decode": False,
+                "workers": 1,
+                "batch_size": 8,
+                "accelerator": {"type": "custom", "compute_per_batch": "0.4s"},
+                "accelerators": 2,
+                "search": "accelerators",
+            },
+        ],
+    }
     path = write_campaign(data)
     done = cli("bench.all", "--campaign", str(path))
     log = done.stdout + done.stderr
@@ -39,8 +50,11 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
     assert fed["*"]["params"]["au_threshold"] == 90 and fed["*"]["params"]["accelerator_type"] == "custom"
     # The answer stands for a stored probe: that run's AU and read rate, caches dropped before it.
     at = fed["*"]["metadata"]["at"]
-    probe = {s["metric"]: s for s in samples if s["run_id"] == at["run_id"] and s["host"] == "localhost"
-             and not s["params"].get("syscall")}
+    probe = {
+        s["metric"]: s
+        for s in samples
+        if s["run_id"] == at["run_id"] and s["host"] == "localhost" and not s["params"].get("syscall")
+    }
     assert probe["au"]["value"] == at["au"] >= 90 and probe["au"]["params"]["accelerators"] == 2
     assert probe["read_bw"]["value"] == at["read_bw"] > 0
     assert probe["au"]["metadata"]["cache_state"] == "dropped"
@@ -49,12 +63,12 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
     assert mounted() == []
 
     text = cli("report", "--campaign", "itest-fed").stdout
-    first_table = text[:text.index("median ± half-range")]
+    first_table = text[: text.index("median ± half-range")]
     assert first_table.startswith("campaign itest-fed: how many emulated accelerators each backend keeps at AU ≥ 90%")
     row = next(line for line in first_table.splitlines() if "slow-acc" in line)
     assert "itest-fed" in row and "2 custom" in row and f"{at['au']:.1f}" in row
     assert "lab-scale" in first_table
-    assert "seq" in text[len(first_table):]          # the fio figures below it
+    assert "seq" in text[len(first_table) :]  # the fio figures below it
 
     again = cli("bench.all", "--campaign", str(path))
     assert "3 already stored, 0 to run" in again.stdout + again.stderr

@@ -18,10 +18,15 @@ FIO_1S = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s
 def small_campaign(tmp_path: Path, name: str = "itest", repetitions: int = 2, workloads=None) -> dict:
     local = tmp_path / "disk"
     local.mkdir(exist_ok=True)
-    return {"name": name, "repetitions": repetitions,
-            "backends": [{"name": "itest-mem", "type": "tmpfs", "size": "128MiB"},
-                         {"name": "itest-disk", "type": "local", "path": str(local)}],
-            "workloads": workloads or [FIO_1S]}
+    return {
+        "name": name,
+        "repetitions": repetitions,
+        "backends": [
+            {"name": "itest-mem", "type": "tmpfs", "size": "128MiB"},
+            {"name": "itest-disk", "type": "local", "path": str(local)},
+        ],
+        "workloads": workloads or [FIO_1S],
+    }
 
 
 def test_a_campaign_runs_end_to_end_and_resumes(cli, write_campaign, tmp_path):
@@ -34,8 +39,9 @@ def test_a_campaign_runs_end_to_end_and_resumes(cli, write_campaign, tmp_path):
     assert hosts == {"localhost", "*"}
     bw = [s for s in samples if s["metric"] == "read_bw" and s["host"] == "localhost"]
     assert len(bw) == 4 and all(s["unit"] == "B/s" and s["value"] > 10e6 for s in bw)
-    assert {(s["backend"], s["repetition"]) for s in bw} == {(b, r) for b in ("itest-mem", "itest-disk")
-                                                              for r in (1, 2)}
+    assert {(s["backend"], s["repetition"]) for s in bw} == {
+        (b, r) for b in ("itest-mem", "itest-disk") for r in (1, 2)
+    }
     p99 = [s for s in samples if s["metric"] == "read_clat_p99"]
     assert p99 and all(s["unit"] == "ns" and s["value"] > 0 for s in p99)
     meta = bw[0]["metadata"]
@@ -50,8 +56,8 @@ def test_a_campaign_runs_end_to_end_and_resumes(cli, write_campaign, tmp_path):
     assert {"fio.json", "job.fio", "run.json", "drop_caches.json", "stderr.txt"} <= {p.name for p in raw.iterdir()}
     assert "rw=read" in (raw / "job.fio").read_text()
 
-    assert mounted() == []                                                     # teardown unmounted
-    assert not list(Path("/opt/iolab/runs").glob(f"*/localhost/{mem['run_id']}"))   # host side cleaned
+    assert mounted() == []  # teardown unmounted
+    assert not list(Path("/opt/iolab/runs").glob(f"*/localhost/{mem['run_id']}"))  # host side cleaned
     assert not (tmp_path / "disk" / "iolab-localhost").exists()
 
     again = cli("bench.all", "--campaign", str(path))
@@ -69,17 +75,19 @@ def test_a_campaign_runs_end_to_end_and_resumes(cli, write_campaign, tmp_path):
     # telemetry samples a run has depends on which devices and interfaces were busy: not compared).
     again_samples = cli.samples("itest")
     assert {(s["run_id"], s["host"]) for s in again_samples} == {(s["run_id"], s["host"]) for s in samples}
-    assert sorted((s["run_id"], s["host"], s["metric"]) for s in again_samples if s["metric"].startswith("read_")) \
-        == sorted((s["run_id"], s["host"], s["metric"]) for s in samples if s["metric"].startswith("read_"))
+    assert sorted(
+        (s["run_id"], s["host"], s["metric"]) for s in again_samples if s["metric"].startswith("read_")
+    ) == sorted((s["run_id"], s["host"], s["metric"]) for s in samples if s["metric"].startswith("read_"))
     assert len(list(cli.results.glob("itest.*"))) == 1
 
 
 def test_a_failing_run_is_recorded_and_still_unmounts(cli, write_campaign, tmp_path):
     job = tmp_path / "broken.fio"
-    job.write_text("[writer]\nrw=write\nbs=4k\nsize=4m\nfilename=/dev/full\n")   # ENOSPC at once
-    data = small_campaign(tmp_path, name="itest-fail", repetitions=1,
-                          workloads=[{"name": "broken", "type": "fio", "jobfile": str(job)}])
-    data["backends"] = [{**data["backends"][1], "allow_devices": ["/dev/full"]}]   # a scratch backend's device
+    job.write_text("[writer]\nrw=write\nbs=4k\nsize=4m\nfilename=/dev/full\n")  # ENOSPC at once
+    data = small_campaign(
+        tmp_path, name="itest-fail", repetitions=1, workloads=[{"name": "broken", "type": "fio", "jobfile": str(job)}]
+    )
+    data["backends"] = [{**data["backends"][1], "allow_devices": ["/dev/full"]}]  # a scratch backend's device
     done = cli("bench.all", "--campaign", str(write_campaign(data)), check=False)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
@@ -100,42 +108,92 @@ def test_bench_fio_on_a_hand_mounted_tmpfs_leaves_it_mounted(cli, write_campaign
     cli("storage.mount", "--campaign", str(path), "--backend", "itest-mem")
     try:
         assert mounted() == ["/mnt/iolab/itest-mem"]
-        first = cli("bench.fio", "--campaign", str(path), "--profile", "rand-read-16k", "--runtime", "1s",
-                    "--ramp", "0s", "--size", "16MiB")
+        first = cli(
+            "bench.fio",
+            "--campaign",
+            str(path),
+            "--profile",
+            "rand-read-16k",
+            "--runtime",
+            "1s",
+            "--ramp",
+            "0s",
+            "--size",
+            "16MiB",
+        )
         assert "read_bw" in first.stdout + first.stderr
-        cli("bench.fio", "--campaign", str(path), "--profile", "rand-read-16k", "--runtime", "1s",
-            "--ramp", "0s", "--size", "16MiB")
+        cli(
+            "bench.fio",
+            "--campaign",
+            str(path),
+            "--profile",
+            "rand-read-16k",
+            "--runtime",
+            "1s",
+            "--ramp",
+            "0s",
+            "--size",
+            "16MiB",
+        )
         reps = sorted({s["repetition"] for s in cli.samples("fio-itest-mem")})
-        assert reps == [1, 2]                                  # a second call is a new repetition
-        assert mounted() == ["/mnt/iolab/itest-mem"]           # campaigns leave a kept mount alone
+        assert reps == [1, 2]  # a second call is a new repetition
+        assert mounted() == ["/mnt/iolab/itest-mem"]  # campaigns leave a kept mount alone
     finally:
         cli("storage.unmount", "--campaign", str(path), "--backend", "itest-mem")
     assert mounted() == []
     # Without the kept mount, the same call mounts a tmpfs of its own and takes it away again.
-    cli("bench.fio", "--campaign", str(path), "--profile", "rand-read-16k", "--runtime", "1s", "--ramp", "0s",
-        "--size", "16MiB")
+    cli(
+        "bench.fio",
+        "--campaign",
+        str(path),
+        "--profile",
+        "rand-read-16k",
+        "--runtime",
+        "1s",
+        "--ramp",
+        "0s",
+        "--size",
+        "16MiB",
+    )
     assert mounted() == []
 
 
 def test_a_run_too_large_to_return_in_its_output_is_fetched(cli, write_campaign, tmp_path):
     path = write_campaign(small_campaign(tmp_path, name="itest-fetch"))
-    cli.env["IOLAB_INLINE_MAX"] = "0"          # every archive stays on the host: collect.yml fetches it
-    done = cli("bench.fio", "--campaign", str(path), "--profile", "rand-read-16k", "--runtime", "1s",
-               "--ramp", "0s", "--size", "16MiB")
+    cli.env["IOLAB_INLINE_MAX"] = "0"  # every archive stays on the host: collect.yml fetches it
+    done = cli(
+        "bench.fio",
+        "--campaign",
+        str(path),
+        "--profile",
+        "rand-read-16k",
+        "--runtime",
+        "1s",
+        "--ramp",
+        "0s",
+        "--size",
+        "16MiB",
+    )
     assert "fetching the run's files from localhost" in done.stderr
     runs = cli.runs("fio-itest-mem")
     assert [r["status"] for r in runs] == ["ok"]
     assert (cli.results / "fio-itest-mem" / "raw" / runs[0]["run_id"] / "localhost" / "fio.json").exists()
     assert [s for s in cli.samples("fio-itest-mem") if s["metric"] == "read_bw"]
-    assert not list(Path("/opt/iolab/runs").glob(f"*/localhost/{runs[0]['run_id']}.tar.gz"))   # fetched, removed
+    assert not list(Path("/opt/iolab/runs").glob(f"*/localhost/{runs[0]['run_id']}.tar.gz"))  # fetched, removed
     assert mounted() == []
 
 
 def test_values_never_pass_through_a_shell(cli, write_campaign, tmp_path):
     marker = tmp_path / "pwned"
     data = small_campaign(tmp_path, name="itest-shell", repetitions=1)
-    data["backends"] = [{"name": "itest-sh", "type": "tmpfs", "size": "64MiB",
-                         "mountpoint": f"/mnt/iolab/itest-sh;touch {marker};$(touch {marker})"}]
+    data["backends"] = [
+        {
+            "name": "itest-sh",
+            "type": "tmpfs",
+            "size": "64MiB",
+            "mountpoint": f"/mnt/iolab/itest-sh;touch {marker};$(touch {marker})",
+        }
+    ]
     data["workloads"][0]["size"] = "8MiB"
     cli("bench.all", "--campaign", str(write_campaign(data)))
     assert not marker.exists()
@@ -143,18 +201,24 @@ def test_values_never_pass_through_a_shell(cli, write_campaign, tmp_path):
     assert mounted() == []
 
 
-@pytest.mark.parametrize("sig, code, said", [(signal.SIGINT, 130, "interrupted"),
-                                             (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+@pytest.mark.parametrize(
+    "sig, code, said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")]
+)
 def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_campaign, tmp_path, sig, code, said):
-    data = small_campaign(tmp_path, name="itest-int", repetitions=3,
-                          workloads=[{**FIO_1S, "runtime": "4s"}])
+    data = small_campaign(tmp_path, name="itest-int", repetitions=3, workloads=[{**FIO_1S, "runtime": "4s"}])
     data["backends"] = data["backends"][:1]
-    proc = subprocess.Popen(cli.argv("bench.all", "--campaign", str(write_campaign(data))), cwd=ROOT,
-                            env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    runs_dir = Path("/opt/iolab/runs")        # runs/<the command's owner key>/localhost/<run>/
+    proc = subprocess.Popen(
+        cli.argv("bench.all", "--campaign", str(write_campaign(data))),
+        cwd=ROOT,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    runs_dir = Path("/opt/iolab/runs")  # runs/<the command's owner key>/localhost/<run>/
     deadline = time.monotonic() + 120
     pid_file = None
-    while time.monotonic() < deadline and pid_file is None:    # wait for run 2's fio to be running
+    while time.monotonic() < deadline and pid_file is None:  # wait for run 2's fio to be running
         if cli.samples("itest-int"):
             pid_file = next(iter(runs_dir.glob("*/localhost/*/hostrun.pid")), None)
         time.sleep(0.1)
@@ -164,8 +228,8 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == code, err
     assert said in err and "Traceback" not in err
-    assert len({s["run_id"] for s in cli.samples("itest-int")}) == 1           # run 1 kept
+    assert len({s["run_id"] for s in cli.samples("itest-int")}) == 1  # run 1 kept
     assert mounted() == []
     with pytest.raises(ProcessLookupError):
         os.kill(fio_pid, 0)
-    assert not pid_file.parents[2].exists()             # nor the command's run files on the host
+    assert not pid_file.parents[2].exists()  # nor the command's run files on the host

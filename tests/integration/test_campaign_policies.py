@@ -13,23 +13,33 @@ FIO_1S = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s
 def test_cache_warm_reports_cold_and_warm_side_by_side(cli, write_campaign, tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
-    marker = "warmed; touch pwned"        # one argv word: no shell ever sees it
-    data = {"name": "itest-warm", "cache": "warm",
-            "backends": [{"name": "itest-disk", "type": "local", "path": str(disk)}],
-            "workloads": [{**FIO_1S, "name": "cmd", "warm_command": ["touch", marker]},
-                          {**FIO_1S, "name": "plain", "warmup": True}]}
+    marker = "warmed; touch pwned"  # one argv word: no shell ever sees it
+    data = {
+        "name": "itest-warm",
+        "cache": "warm",
+        "backends": [{"name": "itest-disk", "type": "local", "path": str(disk)}],
+        "workloads": [
+            {**FIO_1S, "name": "cmd", "warm_command": ["touch", marker]},
+            {**FIO_1S, "name": "plain", "warmup": True},
+        ],
+    }
     done = cli("bench.all", "--campaign", str(write_campaign(data)))
     out = done.stdout + done.stderr
     assert "4 to run" in out
-    assert out.count("warm-up run (warmup: true) of plain on itest-disk") == 1     # once per point and mount
+    assert out.count("warm-up run (warmup: true) of plain on itest-disk") == 1  # once per point and mount
 
-    bw = {(s["workload"], s["params"]["cache"]): s for s in cli.samples("itest-warm")
-          if s["metric"] == "read_bw" and s["host"] == "localhost"}
+    bw = {
+        (s["workload"], s["params"]["cache"]): s
+        for s in cli.samples("itest-warm")
+        if s["metric"] == "read_bw" and s["host"] == "localhost"
+    }
     assert set(bw) == {(w, c) for w in ("cmd", "plain") for c in ("cold", "warm")}
     assert bw[("cmd", "cold")]["metadata"]["cache_state"] == "dropped"
     assert bw[("cmd", "warm")]["metadata"]["cache_state"] == f"warm: after the warm_command touch {marker}"
-    assert bw[("plain", "warm")]["metadata"]["cache_state"] == \
-        "warm: right after the cold run of the same repetition, caches not dropped"
+    assert (
+        bw[("plain", "warm")]["metadata"]["cache_state"]
+        == "warm: right after the cold run of the same repetition, caches not dropped"
+    )
     assert (disk / marker).exists() and not (disk / "pwned").exists()
     # The verdict is recorded with every sample (the repeats rule is the report's).
     assert all("valid" in s["metadata"]["validity"] for s in cli.samples("itest-warm"))
@@ -40,9 +50,12 @@ def test_cache_warm_reports_cold_and_warm_side_by_side(cli, write_campaign, tmp_
 
 
 def test_a_run_past_its_timeout_is_stopped_and_recorded_failed(cli, write_campaign, tmp_path):
-    data = {"name": "itest-timeout", "timeout": "3s",
-            "backends": [{"name": "itest-mem", "type": "tmpfs", "size": "64MiB"}],
-            "workloads": [{**FIO_1S, "runtime": "60s"}]}
+    data = {
+        "name": "itest-timeout",
+        "timeout": "3s",
+        "backends": [{"name": "itest-mem", "type": "tmpfs", "size": "64MiB"}],
+        "workloads": [{**FIO_1S, "runtime": "60s"}],
+    }
     started = time.monotonic()
     done = cli("bench.all", "--campaign", str(write_campaign(data)), check=False)
     assert done.returncode != 0 and time.monotonic() - started < 45

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from integration.test_services import Lab, _teardown, free_ports
+
 from support import mounted
 
 pytestmark = pytest.mark.integration
@@ -57,15 +58,22 @@ def host_files(cli, campaign: str, run_id: str) -> dict:
 
 
 def test_an_rbd_run_drops_the_osds_cache_and_samples_their_counters(lab, cli, write_campaign):
-    campaign = write_campaign({
-        "name": "itest-osd-drop", "repetitions": 2,
-        "backends": [{"name": "itest-osd-blk", "type": "rbd", "size": "64MiB", "image": "itest-osd-blk",
-                      **ceph_fields(lab)}],
-        "workloads": [FIO]})
+    campaign = write_campaign(
+        {
+            "name": "itest-osd-drop",
+            "repetitions": 2,
+            "backends": [
+                {"name": "itest-osd-blk", "type": "rbd", "size": "64MiB", "image": "itest-osd-blk", **ceph_fields(lab)}
+            ],
+            "workloads": [FIO],
+        }
+    )
     bench(cli, campaign)
 
-    bw = sorted((s for s in cli.samples("itest-osd-drop") if s["metric"] == "read_bw" and s["host"] == "localhost"),
-                key=lambda s: s["repetition"])
+    bw = sorted(
+        (s for s in cli.samples("itest-osd-drop") if s["metric"] == "read_bw" and s["host"] == "localhost"),
+        key=lambda s: s["repetition"],
+    )
     assert len(bw) == 2
     for sample in bw:
         record = sample["metadata"]["storage_cache_state"]["ceph"]
@@ -97,11 +105,16 @@ def test_an_rbd_run_drops_the_osds_cache_and_samples_their_counters(lab, cli, wr
 
 
 def test_a_cephfs_run_drops_the_mds_cache_too(lab, cli, write_campaign):
-    campaign = write_campaign({
-        "name": "itest-mds-drop", "repetitions": 1,
-        "backends": [{"name": "itest-osd-fs", "type": "cephfs", "method": "fuse", "fs_name": "iolab",
-                      **ceph_fields(lab)}],
-        "workloads": [{**FIO, "size": "16MiB"}]})
+    campaign = write_campaign(
+        {
+            "name": "itest-mds-drop",
+            "repetitions": 1,
+            "backends": [
+                {"name": "itest-osd-fs", "type": "cephfs", "method": "fuse", "fs_name": "iolab", **ceph_fields(lab)}
+            ],
+            "workloads": [{**FIO, "size": "16MiB"}],
+        }
+    )
     bench(cli, campaign)
 
     sample = next(s for s in cli.samples("itest-mds-drop") if s["metric"] == "read_bw" and s["host"] == "localhost")

@@ -21,16 +21,33 @@ def test_a_loader_campaign_runs_end_to_end(cli, write_campaign, tmp_path):
     from iolab.dataset.gen import gen
     from iolab.dataset.histogram import bssplit, histogram
 
-    data = {"name": "itest-dl", "repetitions": 1,
-            "backends": [{"name": "itest-dl", "type": "tmpfs", "size": "128MiB"}],
-            "dataset": {"kind": "imagenet-like", "files": 120, "seed": 4, "classes": 6},
-            "workloads": [
-                {"name": "train", "type": "pytorch", "reader": "packed", "workers": 1, "batch_size": 10,
-                 "accelerator": {"type": "custom", "compute_per_batch": "30ms"}, "accelerators": 2,
-                 "distributed": True},
-                {"name": "meta", "type": "metadata", "threads": 2},
-                {"name": "bss", "type": "fio", "profile": "bssplit-from-dataset", "runtime": "1s", "ramp": "0s",
-                 "size": "16MiB"}]}
+    data = {
+        "name": "itest-dl",
+        "repetitions": 1,
+        "backends": [{"name": "itest-dl", "type": "tmpfs", "size": "128MiB"}],
+        "dataset": {"kind": "imagenet-like", "files": 120, "seed": 4, "classes": 6},
+        "workloads": [
+            {
+                "name": "train",
+                "type": "pytorch",
+                "reader": "packed",
+                "workers": 1,
+                "batch_size": 10,
+                "accelerator": {"type": "custom", "compute_per_batch": "30ms"},
+                "accelerators": 2,
+                "distributed": True,
+            },
+            {"name": "meta", "type": "metadata", "threads": 2},
+            {
+                "name": "bss",
+                "type": "fio",
+                "profile": "bssplit-from-dataset",
+                "runtime": "1s",
+                "ramp": "0s",
+                "size": "16MiB",
+            },
+        ],
+    }
     path = write_campaign(data)
     cli("bench.all", "--campaign", str(path))
 
@@ -47,7 +64,7 @@ def test_a_loader_campaign_runs_end_to_end(cli, write_campaign, tmp_path):
     assert rate["metadata"]["cache_state"] == "dropped"
     assert rate["params"]["accelerator"] == {"type": "custom", "compute_per_batch": 0.03}
     ranks = rate["metadata"]["ranks"]
-    assert [r["rank"] for r in ranks] == [0, 1] and sum(r["batches"] for r in ranks) == 12   # 120 samples / 10
+    assert [r["rank"] for r in ranks] == [0, 1] and sum(r["batches"] for r in ranks) == 12  # 120 samples / 10
     assert by["train", "localhost", "read_bw"]["value"] > 0 and by["train", "localhost", "cpu_cores"]["value"] > 0
 
     for metric in ("readdir_per_s", "stat_per_s", "open_per_s"):
@@ -60,8 +77,14 @@ def test_a_loader_campaign_runs_end_to_end(cli, write_campaign, tmp_path):
     raw = cli.results / "itest-dl" / "raw" / rate["run_id"] / "localhost"
     assert {"loader.json", "run.json", "drop_caches.json", "telemetry.jsonl"} <= {p.name for p in raw.iterdir()}
     # Host telemetry rides along every loader run too: the tool's own CPU, from its process tree.
-    tool_cpu = [s for s in samples if s["workload"] == "train" and s["host"] == "localhost"
-                and s["metric"] == "cpu_cores" and s["params"].get("scope") == "tool"]
+    tool_cpu = [
+        s
+        for s in samples
+        if s["workload"] == "train"
+        and s["host"] == "localhost"
+        and s["metric"] == "cpu_cores"
+        and s["params"].get("scope") == "tool"
+    ]
     assert len(tool_cpu) == 1 and tool_cpu[0]["value"] > 0
     assert mounted() == []
 
@@ -70,9 +93,12 @@ def test_a_loader_campaign_runs_end_to_end(cli, write_campaign, tmp_path):
 
 
 def test_a_data_set_that_does_not_fit_fails_before_generating_and_unmounts(cli, write_campaign):
-    data = {"name": "itest-dl-full", "backends": [{"name": "itest-small", "type": "tmpfs", "size": "16MiB"}],
-            "dataset": {"kind": "imagenet-like", "files": 400, "seed": 1},
-            "workloads": [{"name": "train", "type": "pytorch", "reader": "packed"}]}
+    data = {
+        "name": "itest-dl-full",
+        "backends": [{"name": "itest-small", "type": "tmpfs", "size": "16MiB"}],
+        "dataset": {"kind": "imagenet-like", "files": 400, "seed": 1},
+        "workloads": [{"name": "train", "type": "pytorch", "reader": "packed"}],
+    }
     done = cli("bench.all", "--campaign", str(write_campaign(data)), check=False)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     runs = cli.runs("itest-dl-full")
@@ -82,12 +108,32 @@ def test_a_data_set_that_does_not_fit_fails_before_generating_and_unmounts(cli, 
 
 
 def test_bench_accelerators_searches_and_answers(cli, write_campaign):
-    data = {"name": "itest-acc", "backends": [{"name": "itest-acc", "type": "tmpfs", "size": "96MiB"}],
-            "dataset": {"kind": "imagenet-like", "files": 64, "seed": 2, "classes": 4},
-            "workloads": [{"name": "train", "type": "pytorch"}]}
-    done = cli("bench.accelerators", "--campaign", str(write_campaign(data)), "--backend", "itest-acc",
-               "--type", "custom", "--compute", "0.05s", "--workers", "1", "--batch-size", "8", "--steps", "4",
-               "--no-decode", "--max", "2")
+    data = {
+        "name": "itest-acc",
+        "backends": [{"name": "itest-acc", "type": "tmpfs", "size": "96MiB"}],
+        "dataset": {"kind": "imagenet-like", "files": 64, "seed": 2, "classes": 4},
+        "workloads": [{"name": "train", "type": "pytorch"}],
+    }
+    done = cli(
+        "bench.accelerators",
+        "--campaign",
+        str(write_campaign(data)),
+        "--backend",
+        "itest-acc",
+        "--type",
+        "custom",
+        "--compute",
+        "0.05s",
+        "--workers",
+        "1",
+        "--batch-size",
+        "8",
+        "--steps",
+        "4",
+        "--no-decode",
+        "--max",
+        "2",
+    )
     lines = [line for line in done.stdout.splitlines() if "accelerator(s) per host: AU" in line]
     assert [line.split()[0] for line in lines] == ["1", "2"]
     # The answer follows from the measured AUs (how many a busy 2-core machine feeds varies).
@@ -102,10 +148,20 @@ def test_bench_accelerators_searches_and_answers(cli, write_campaign):
 
 def test_a_tensorflow_campaign_sweeps_private_threads(cli, write_campaign):
     pytest.importorskip("tensorflow", reason="tensorflow workloads need tensorflow-cpu (pip install 'iolab[tf]')")
-    data = {"name": "itest-tf", "backends": [{"name": "itest-tf", "type": "tmpfs", "size": "96MiB"}],
-            "dataset": {"kind": "imagenet-like", "files": 60, "seed": 3, "classes": 4},
-            "workloads": [{"name": "tfdata", "type": "tensorflow", "batch_size": 10, "private_threads": [1, 2],
-                           "accelerator": {"type": "custom", "compute_per_batch": "20ms"}}]}
+    data = {
+        "name": "itest-tf",
+        "backends": [{"name": "itest-tf", "type": "tmpfs", "size": "96MiB"}],
+        "dataset": {"kind": "imagenet-like", "files": 60, "seed": 3, "classes": 4},
+        "workloads": [
+            {
+                "name": "tfdata",
+                "type": "tensorflow",
+                "batch_size": 10,
+                "private_threads": [1, 2],
+                "accelerator": {"type": "custom", "compute_per_batch": "20ms"},
+            }
+        ],
+    }
     cli("bench.all", "--campaign", str(write_campaign(data)))
     rates = [s for s in cli.samples("itest-tf") if s["metric"] == "samples_per_s" and s["host"] == "localhost"]
     assert sorted(s["params"]["private_threads"] for s in rates) == [1, 2]
@@ -116,17 +172,29 @@ def test_a_tensorflow_campaign_sweeps_private_threads(cli, write_campaign):
 
 def test_profilers_ride_along_a_loader_run(cli, write_campaign):
     """perf (system-wide) and py-spy (the launcher, its rank and the rank's DataLoader worker) beside a loader."""
-    data = {"name": "itest-prof", "backends": [{"name": "itest-prof", "type": "tmpfs", "size": "64MiB"}],
-            "dataset": {"kind": "imagenet-like", "files": 120, "seed": 2, "classes": 4},
-            "workloads": [{"name": "train", "type": "pytorch", "reader": "pil", "workers": 1, "batch_size": 10,
-                           "epochs": 2, "profilers": ["perf", "py-spy"]}]}
+    data = {
+        "name": "itest-prof",
+        "backends": [{"name": "itest-prof", "type": "tmpfs", "size": "64MiB"}],
+        "dataset": {"kind": "imagenet-like", "files": 120, "seed": 2, "classes": 4},
+        "workloads": [
+            {
+                "name": "train",
+                "type": "pytorch",
+                "reader": "pil",
+                "workers": 1,
+                "batch_size": 10,
+                "epochs": 2,
+                "profilers": ["perf", "py-spy"],
+            }
+        ],
+    }
     cli("bench.all", "--campaign", str(write_campaign(data)))
     rate = next(s for s in cli.samples("itest-prof") if s["metric"] == "samples_per_s" and s["host"] == "localhost")
     profiling = rate["metadata"]["profiling"]
     assert profiling["errors"] == [] and set(profiling["files"]) == {"perf.data", "perf-report.txt", "py-spy.txt"}
     raw = cli.results / "itest-prof" / "raw" / rate["run_id"] / "localhost"
     stacks = (raw / "py-spy.txt").read_text()
-    assert "run_steps" in stacks          # the rank's training loop
-    assert "__getitem__" in stacks        # a worker process reading and decoding a sample
+    assert "run_steps" in stacks  # the rank's training loop
+    assert "__getitem__" in stacks  # a worker process reading and decoding a sample
     assert "python" in (raw / "perf-report.txt").read_text()
     assert mounted() == []

@@ -18,8 +18,9 @@ from support import Cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 CHROMIUM = shutil.which("chromium")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
-                                    "(apt-get install chromium); it renders the HTML report")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); it renders the HTML report"
+)
 # Measures what Chromium laid out: charts, bars with a size, and anything the page tried to load.
 PROBE = """<script>
 const box = e => e.getBoundingClientRect();
@@ -44,9 +45,19 @@ def results(tmp_path) -> Path:
 
 
 def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    argv = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-            f"--user-data-dir={tmp_path / 'chromium-profile'}", *args]
+    argv = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        *args,
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
@@ -82,7 +93,7 @@ def test_chromium_draws_the_bar_charts_with_whiskers(results, tmp_path):
     assert found["barCharts"] == 2 + 3
     assert found["bars"] == 2 * 6 + 3 * 6
     assert found["drawnBars"] == found["bars"]
-    assert found["whiskers"] >= found["bars"] - 2     # a bar whose repeats are equal has no whisker
+    assert found["whiskers"] >= found["bars"] - 2  # a bar whose repeats are equal has no whisker
     assert [u for u in found["loaded"] if not u.startswith("file:")] == []
     assert found["sections"] == ["summary", "throughput", "latency", "backends", "flags", "provenance"]
 
@@ -102,5 +113,5 @@ def test_telemetry_becomes_time_series_and_a_screenshot_renders(results, tmp_pat
     except ImportError:
         return
     colours = Image.open(shot).convert("RGB").getcolors(1 << 24)
-    blue = sum(n for n, (r, g, b) in colours if abs(r - 0x42) < 8 and abs(g - 0x69) < 8 and abs(b - 0xd0) < 8)
+    blue = sum(n for n, (r, g, b) in colours if abs(r - 0x42) < 8 and abs(g - 0x69) < 8 and abs(b - 0xD0) < 8)
     assert blue > 2000, "the first backend's colour is hardly on screen: the charts did not render"

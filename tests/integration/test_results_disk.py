@@ -39,12 +39,23 @@ def _lines(path: Path) -> list[dict]:
 def test_a_full_results_disk_fails_the_run_and_resume_redoes_it(cli, write_campaign, results_tmpfs):
     cli.results = results_tmpfs
     cli.env["IOLAB_RESULTS"] = str(results_tmpfs)
-    campaign = write_campaign({"name": "itest-full", "repetitions": 3,
-                               "backends": [{"name": "itest-full", "type": "tmpfs", "size": "64MiB"}],
-                               "workloads": [FIO_1S]})
+    campaign = write_campaign(
+        {
+            "name": "itest-full",
+            "repetitions": 3,
+            "backends": [{"name": "itest-full", "type": "tmpfs", "size": "64MiB"}],
+            "workloads": [FIO_1S],
+        }
+    )
     samples_path = results_tmpfs / "itest-full" / "samples.jsonl"
-    proc = subprocess.Popen(cli.argv("bench.all", "--campaign", str(campaign)), cwd=ROOT, env=cli.env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cli.argv("bench.all", "--campaign", str(campaign)),
+        cwd=ROOT,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     filler = results_tmpfs / "filler"
     try:
         deadline = time.monotonic() + 300
@@ -61,10 +72,10 @@ def test_a_full_results_disk_fails_the_run_and_resume_redoes_it(cli, write_campa
     assert proc.returncode == 1, output
     assert "No space left on device" in output and "a resume runs it again" in output
     assert "Traceback" not in output
-    assert mounted("/mnt/iolab/itest-full") == []                  # torn down all the same
+    assert mounted("/mnt/iolab/itest-full") == []  # torn down all the same
     first = _lines(samples_path)
     stored = {s["run_id"] for s in first}
-    assert len(stored) in (1, 2)                                   # the runs before the disk filled
+    assert len(stored) in (1, 2)  # the runs before the disk filled
 
     filler.unlink()
     again = cli("bench.all", "--campaign", str(campaign))
@@ -72,4 +83,4 @@ def test_a_full_results_disk_fails_the_run_and_resume_redoes_it(cli, write_campa
     samples = _lines(samples_path)
     assert len({s["run_id"] for s in samples}) == 3
     keys = [(s["run_id"], s["host"], s["metric"], json.dumps(s["params"], sort_keys=True)) for s in samples]
-    assert len(keys) == len(set(keys))                             # no duplicates
+    assert len(keys) == len(set(keys))  # no duplicates

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from support import ROOT
 
 pytestmark = pytest.mark.integration
@@ -61,7 +62,7 @@ def pid_alive(pid: int, comm: str) -> bool:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
     state = stat[stat.rindex(")") + 2]
     return name == comm[:15] and state != "Z"
 
@@ -127,18 +128,29 @@ class Lab:
             "service_nfs_mount_port": self.ports["mount"],
         }
 
-    def playbook(self, state: str, *extra: str, timing: str | None = None,
-                 timeout: float = 900) -> subprocess.CompletedProcess:
+    def playbook(
+        self, state: str, *extra: str, timing: str | None = None, timeout: float = 900
+    ) -> subprocess.CompletedProcess:
         """ansible-playbook playbooks/services.yml as the controller runs it; `timing` records its duration."""
-        env = {**os.environ,
-               "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-               "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
-               "ANSIBLE_NOCOLOR": "1"}
-        argv = ["ansible-playbook", "-i", str(self.inventory), str(PLAYBOOK),
-                "-e", json.dumps(self.extra_vars()), "-e", f"services_state={state}", *extra]
+        env = {
+            **os.environ,
+            "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+            "ANSIBLE_NOCOLOR": "1",
+        }
+        argv = [
+            "ansible-playbook",
+            "-i",
+            str(self.inventory),
+            str(PLAYBOOK),
+            "-e",
+            json.dumps(self.extra_vars()),
+            "-e",
+            f"services_state={state}",
+            *extra,
+        ]
         started = time.monotonic()
-        done = subprocess.run(argv, check=False, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(argv, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
         if timing:
             self.timings[timing] = time.monotonic() - started
         return done
@@ -152,16 +164,27 @@ class Lab:
     def ceph(self, *args: str, fmt_json: bool = True, timeout: float = 60):
         """The ceph CLI as a later role uses it: conf, keyring and name from client.json."""
         c = self.ceph_client()
-        argv = ["ceph", "--conf", c["conf"], "--keyring", c["keyring"], "--name", c["client_name"],
-                "--connect-timeout", "20", *args]
+        argv = [
+            "ceph",
+            "--conf",
+            c["conf"],
+            "--keyring",
+            c["keyring"],
+            "--name",
+            c["client_name"],
+            "--connect-timeout",
+            "20",
+            *args,
+        ]
         if fmt_json:
             return json.loads(run([*argv, "--format", "json"], timeout=timeout).stdout)
         return run(argv, timeout=timeout).stdout
 
     def rbd(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         c = self.ceph_client()
-        return run(["rbd", "--conf", c["conf"], "--keyring", c["keyring"], "--id", c["client_id"], *args],
-                   timeout=timeout)
+        return run(
+            ["rbd", "--conf", c["conf"], "--keyring", c["keyring"], "--id", c["client_id"], *args], timeout=timeout
+        )
 
     def daemon_pids(self) -> dict[str, tuple[int, str]]:
         """PID files the services wrote → (pid, program), whether or not they still run."""
@@ -214,7 +237,7 @@ def _teardown(lab: Lab) -> None:
         run(["umount", "-l", str(lab.mountpoint)], check=False)
     pids = lab.daemon_pids() if lab.root.exists() else {}
     lab.playbook("absent", "-e", "services_confirm_destroy=true", timeout=300)
-    for pid, comm in pids.values():        # the playbook failed or did not stop them all
+    for pid, comm in pids.values():  # the playbook failed or did not stop them all
         if pid_alive(pid, comm):
             os.kill(pid, signal.SIGKILL)
     for pid, _ in processes_using(str(lab.root)):
@@ -223,6 +246,7 @@ def _teardown(lab: Lab) -> None:
 
 
 # --- started --------------------------------------------------------------------------
+
 
 def test_started_publishes_how_to_reach_the_services(lab):
     client = lab.ceph_client()
@@ -257,13 +281,14 @@ def test_an_rbd_image_can_be_written_and_removed(lab):
     image = f"{lab.ceph_client()['rbd_pool']}/itest-{os.getpid()}"
     lab.rbd("create", "--size", "64M", image)
     try:
-        bench = lab.rbd("bench", "--io-type", "write", "--io-size", "4M", "--io-total", "32M",
-                        "--io-pattern", "seq", image)
+        bench = lab.rbd(
+            "bench", "--io-type", "write", "--io-size", "4M", "--io-total", "32M", "--io-pattern", "seq", image
+        )
         assert "elapsed" in bench.stdout
         info = json.loads(lab.rbd("info", "--format", "json", image).stdout)
         assert info["size"] == 64 << 20
         usage = json.loads(lab.rbd("du", "--format", "json", image).stdout)
-        assert usage["images"][0]["used_size"] >= 32 << 20   # the writes reached the OSD
+        assert usage["images"][0]["used_size"] >= 32 << 20  # the writes reached the OSD
     finally:
         lab.rbd("rm", "--no-progress", image)
     assert image.split("/")[1] not in json.loads(lab.rbd("ls", "--format", "json", "iolab").stdout)
@@ -276,8 +301,21 @@ def test_cephfs_has_an_active_mds_and_mounts_with_ceph_fuse(lab):
 
     mnt = lab.mountpoint
     mnt.mkdir(exist_ok=True)
-    run(["ceph-fuse", "--conf", client["conf"], "--keyring", client["keyring"], "--id", client["client_id"],
-         "--client_fs", client["fs_name"], str(mnt)], timeout=60)
+    run(
+        [
+            "ceph-fuse",
+            "--conf",
+            client["conf"],
+            "--keyring",
+            client["keyring"],
+            "--id",
+            client["client_id"],
+            "--client_fs",
+            client["fs_name"],
+            str(mnt),
+        ],
+        timeout=60,
+    )
     try:
         assert is_mountpoint(mnt)
         payload = os.urandom(1 << 20)
@@ -295,8 +333,10 @@ def test_nfs_serves_the_export_over_v3_and_v4(lab):
     payload = f"hello from {os.getpid()} at {time.time()}\n"
     (lab.export / "hello.txt").write_text(payload)
     base = f"nfs://{server['address']}{server['pseudo_path']}"
-    for query in (f"version=3&nfsport={server['port']}&mountport={server['mount_port']}",
-                  f"version=4&nfsport={server['port']}"):
+    for query in (
+        f"version=3&nfsport={server['port']}&mountport={server['mount_port']}",
+        f"version=4&nfsport={server['port']}",
+    ):
         listing = run(["nfs-ls", f"{base}?{query}"], timeout=30).stdout
         assert "hello.txt" in listing, (query, listing)
         assert run(["nfs-cat", f"{base}/hello.txt?{query}"], timeout=30).stdout == payload
@@ -309,20 +349,28 @@ def test_a_second_started_run_changes_nothing(lab):
 
 # --- stopped, started again --------------------------------------------------------------
 
+
 def test_stopped_stops_every_daemon_by_its_pid(lab):
     lab.rbd("create", "--size", "16M", "iolab/survives-restart")
     before = lab.daemon_pids()
-    assert {"ceph-mon.iolab.pid", "ceph-mgr.iolab.pid", "ceph-osd.0.pid", "ceph-mds.iolab.pid",
-            "ganesha.pid"} <= set(before)
+    assert {"ceph-mon.iolab.pid", "ceph-mgr.iolab.pid", "ceph-osd.0.pid", "ceph-mds.iolab.pid", "ganesha.pid"} <= set(
+        before
+    )
     assert all(pid_alive(pid, comm) for pid, comm in before.values())
-    lab.bootstrap = {p: sha256(p) for p in (lab.ceph_dir / "fsid", lab.ceph_dir / "ceph.client.admin.keyring",
-                                            lab.ceph_dir / "osd" / "ceph-0" / "fsid")}
+    lab.bootstrap = {
+        p: sha256(p)
+        for p in (
+            lab.ceph_dir / "fsid",
+            lab.ceph_dir / "ceph.client.admin.keyring",
+            lab.ceph_dir / "osd" / "ceph-0" / "fsid",
+        )
+    }
 
     done = lab.playbook("stopped", timing="stopped")
     assert_ok(done)
     assert [name for name, (pid, comm) in before.items() if pid_alive(pid, comm)] == []
     assert processes_using(str(lab.root)) == []
-    assert (lab.ceph_dir / "osd" / "ceph-0" / "block").exists()      # the data stays
+    assert (lab.ceph_dir / "osd" / "ceph-0" / "block").exists()  # the data stays
 
 
 def test_started_after_stopped_restarts_without_bootstrapping(lab):
@@ -351,6 +399,7 @@ def _changed_tasks(stdout: str) -> list[str]:
 
 # --- absent ----------------------------------------------------------------------------------
 
+
 def test_absent_without_confirmation_refuses_and_keeps_everything(lab):
     done = lab.playbook("absent")
     assert done.returncode != 0
@@ -368,4 +417,4 @@ def test_absent_with_confirmation_deletes_everything(lab):
     assert not lab.nfs_dir.exists()
     assert [name for name, (pid, comm) in pids.items() if pid_alive(pid, comm)] == []
     assert processes_using(str(lab.root)) == []
-    assert lab.export.is_dir()          # the exported data is the user's unless purge is asked
+    assert lab.export.is_dir()  # the exported data is the user's unless purge is asked

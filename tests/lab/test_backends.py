@@ -35,7 +35,7 @@ from support import Cli
 
 pytestmark = pytest.mark.lab
 
-STATE = Path("/run/iolab/storage")       # per host and backend (the roles' state_dir)
+STATE = Path("/run/iolab/storage")  # per host and backend (the roles' state_dir)
 RECORDS = Path("/run/iolab/mounts")
 
 
@@ -65,8 +65,9 @@ def processes_naming(text: str) -> list[int]:
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit() and int(proc.name) != os.getpid():
             with contextlib.suppress(OSError):
-                if text in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace") \
-                        and alive(int(proc.name)):
+                if text in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace") and alive(
+                    int(proc.name)
+                ):
                     found.append(int(proc.name))
     return found
 
@@ -78,7 +79,7 @@ class Services:
     vars_file: Path
     campaign: Path = field(init=False)
     timings: dict[str, float] = field(default_factory=dict)
-    touched: set[str] = field(default_factory=set)       # backends the teardown must make sure of
+    touched: set[str] = field(default_factory=set)  # backends the teardown must make sure of
 
     @property
     def ceph_dir(self) -> Path:
@@ -92,8 +93,13 @@ class Services:
 
     def rbd(self, *args: str) -> str:
         c = self.client()
-        return subprocess.run(["rbd", "--conf", c["conf"], "--keyring", c["keyring"], "--id", c["client_id"], *args],
-                              check=True, capture_output=True, text=True, timeout=120).stdout
+        return subprocess.run(
+            ["rbd", "--conf", c["conf"], "--keyring", c["keyring"], "--id", c["client_id"], *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
 
     def timed(self, label: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         started = time.monotonic()
@@ -107,11 +113,20 @@ def services(sim_hosts) -> Iterator[Services]:
     root = Path(tempfile.mkdtemp(prefix="iolab-bk-", dir="/tmp"))
     ports = free_ports(sim_hosts.controller, 4)
     vars_file = root / "services.yml"
-    vars_file.write_text(yaml.safe_dump({
-        "service_ceph_dir": str(root / "ceph"), "service_ceph_mon_port": ports[0],
-        "service_ceph_mon_port_v1": ports[1], "service_ceph_osd_size": "4G",
-        "service_nfs_dir": str(root / "nfs"), "service_nfs_export_path": str(root / "export"),
-        "service_nfs_port": ports[2], "service_nfs_mount_port": ports[3]}))
+    vars_file.write_text(
+        yaml.safe_dump(
+            {
+                "service_ceph_dir": str(root / "ceph"),
+                "service_ceph_mon_port": ports[0],
+                "service_ceph_mon_port_v1": ports[1],
+                "service_ceph_osd_size": "4G",
+                "service_nfs_dir": str(root / "nfs"),
+                "service_nfs_export_path": str(root / "export"),
+                "service_nfs_port": ports[2],
+                "service_nfs_mount_port": ports[3],
+            }
+        )
+    )
     lab = Services(root=root, cli=Cli(root / "results"), vars_file=vars_file)
     try:
         lab.timed("services-up", "lab.services-up", "--bind", sim_hosts.controller, "--vars-file", str(vars_file))
@@ -126,8 +141,18 @@ def _teardown(lab: Services, sim_hosts) -> None:
     """Whatever a failed test left: unmount every backend, stop and delete the services, kill the rest."""
     if hasattr(lab, "campaign"):
         for name in sorted(lab.touched):
-            lab.cli("storage.unmount", "--campaign", str(lab.campaign), "--backend", name, "--inventory",
-                    str(sim_hosts.inventory), "--hosts", "gpu[01-04]", check=False)
+            lab.cli(
+                "storage.unmount",
+                "--campaign",
+                str(lab.campaign),
+                "--backend",
+                name,
+                "--inventory",
+                str(sim_hosts.inventory),
+                "--hosts",
+                "gpu[01-04]",
+                check=False,
+            )
     lab.timed("services-down", "lab.services-down", "--destroy", "--vars-file", str(lab.vars_file), check=False)
     for pid in processes_naming(str(lab.root)):
         os.kill(pid, signal.SIGKILL)
@@ -140,39 +165,86 @@ FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", 
 
 
 def write_campaign(lab: Services, sim_hosts) -> Path:
-    source = lab.root / "source"            # a small ImageNet-shaped data set with its manifest
-    subprocess.run([sys.executable, "-m", "iolab.dataset", "gen", str(source), "--files", "40", "--seed", "7",
-                    "--classes", "4", "--json"], check=True, capture_output=True, timeout=120)
-    served = lab.root / "served"            # what gpu01 serves over sshfs
+    source = lab.root / "source"  # a small ImageNet-shaped data set with its manifest
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.dataset",
+            "gen",
+            str(source),
+            "--files",
+            "40",
+            "--seed",
+            "7",
+            "--classes",
+            "4",
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    served = lab.root / "served"  # what gpu01 serves over sshfs
     served.mkdir()
     (served / "hello.txt").write_text("served by gpu01\n")
-    big = lab.root / "big"                  # more than the 16 MiB image of itest-ds-full holds
+    big = lab.root / "big"  # more than the 16 MiB image of itest-ds-full holds
     big.mkdir()
     (big / "big.bin").write_bytes(os.urandom(24 << 20))
-    image = lab.root / "img"                # an ext4 image file for the generic mount backend
+    image = lab.root / "img"  # an ext4 image file for the generic mount backend
     (lab.root / "img-tree").mkdir()
     (lab.root / "img-tree" / "hello.txt").write_text("inside the image\n")
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-d", str(lab.root / "img-tree"), str(image), "16M"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["mkfs.ext4", "-q", "-F", "-d", str(lab.root / "img-tree"), str(image), "16M"], check=True, capture_output=True
+    )
     c, nfs = lab.client(), lab.nfs()
     ceph = {"ceph_conf": c["conf"], "keyring": c["keyring"], "client": c["client_id"]}
-    snapshot = {"type": "rbd_snapshot", "image": "itest-ds", "source": str(source), "fio_size": "32MiB",
-                "size": "256MiB", **ceph}
-    data = {"name": "itest-backends", "repetitions": 1, "workloads": [FIO], "backends": [
-        {"name": "itest-ds", **snapshot},
-        {"name": "itest-ds-bad", **snapshot, "options": ["no_such_option"]},   # mounting fails after mapping
-        # Loading fails halfway: the source does not fit in the image.
-        {"name": "itest-ds-full", **snapshot, "image": "itest-full", "size": "16MiB", "source": str(big)},
-        {"name": "itest-blk", "type": "rbd", "size": "64MiB", **ceph},
-        {"name": "itest-fs", "type": "cephfs", **ceph},
-        {"name": "itest-ssh", "type": "sshfs", "host": "gpu01", "path": str(served), "readonly": True},
-        {"name": "itest-nfs", "type": "nfs", "server": nfs["address"], "export": nfs["pseudo_path"],
-         "version": 4, "port": nfs["port"]},
-        {"name": "itest-nfs-bad", "type": "nfs", "server": nfs["address"], "export": "/nowhere",
-         "version": 4, "port": nfs["port"]},
-        {"name": "itest-img", "type": "mount", "source": str(image), "fstype": "ext4", "options": ["loop"],
-         "readonly": True},
-    ]}
+    snapshot = {
+        "type": "rbd_snapshot",
+        "image": "itest-ds",
+        "source": str(source),
+        "fio_size": "32MiB",
+        "size": "256MiB",
+        **ceph,
+    }
+    data = {
+        "name": "itest-backends",
+        "repetitions": 1,
+        "workloads": [FIO],
+        "backends": [
+            {"name": "itest-ds", **snapshot},
+            {"name": "itest-ds-bad", **snapshot, "options": ["no_such_option"]},  # mounting fails after mapping
+            # Loading fails halfway: the source does not fit in the image.
+            {"name": "itest-ds-full", **snapshot, "image": "itest-full", "size": "16MiB", "source": str(big)},
+            {"name": "itest-blk", "type": "rbd", "size": "64MiB", **ceph},
+            {"name": "itest-fs", "type": "cephfs", **ceph},
+            {"name": "itest-ssh", "type": "sshfs", "host": "gpu01", "path": str(served), "readonly": True},
+            {
+                "name": "itest-nfs",
+                "type": "nfs",
+                "server": nfs["address"],
+                "export": nfs["pseudo_path"],
+                "version": 4,
+                "port": nfs["port"],
+            },
+            {
+                "name": "itest-nfs-bad",
+                "type": "nfs",
+                "server": nfs["address"],
+                "export": "/nowhere",
+                "version": 4,
+                "port": nfs["port"],
+            },
+            {
+                "name": "itest-img",
+                "type": "mount",
+                "source": str(image),
+                "fstype": "ext4",
+                "options": ["loop"],
+                "readonly": True,
+            },
+        ],
+    }
     path = lab.root / "backends.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -180,8 +252,19 @@ def write_campaign(lab: Services, sim_hosts) -> Path:
 
 def storage(lab: Services, sim_hosts, verb: str, backend: str, hosts: str = "gpu01,gpu02", check: bool = True):
     lab.touched.add(backend)
-    done = lab.timed(f"{verb} {backend}", f"storage.{verb}", "--campaign", str(lab.campaign), "--backend", backend,
-                     "--inventory", str(sim_hosts.inventory), "--hosts", hosts, check=check)
+    done = lab.timed(
+        f"{verb} {backend}",
+        f"storage.{verb}",
+        "--campaign",
+        str(lab.campaign),
+        "--backend",
+        backend,
+        "--inventory",
+        str(sim_hosts.inventory),
+        "--hosts",
+        hosts,
+        check=check,
+    )
     if verb == "unmount" and done.returncode == 0:
         lab.touched.discard(backend)
     return done
@@ -209,14 +292,21 @@ def left_behind(sim_hosts, backend: str, pids: list[int] = ()) -> dict:
         named = processes_naming(str(state) + "/")
         if named:
             found[f"processes of {host.name}"] = named
-    loops = json.loads(subprocess.run(["losetup", "--json", "--list"], capture_output=True, text=True).stdout
-                       or '{"loopdevices": []}')["loopdevices"]
-    backed = [d["name"] for d in loops if f"/{backend}/" in (d.get("back-file") or "")
-              or (d.get("back-file") or "").endswith("/img")]
+    loops = json.loads(
+        subprocess.run(["losetup", "--json", "--list"], capture_output=True, text=True).stdout or '{"loopdevices": []}'
+    )["loopdevices"]
+    backed = [
+        d["name"]
+        for d in loops
+        if f"/{backend}/" in (d.get("back-file") or "") or (d.get("back-file") or "").endswith("/img")
+    ]
     if backed:
         found["loop devices"] = backed
-    records = [p.name for p in RECORDS.glob("*.json") if json.loads(p.read_text()).get("backend") == backend] \
-        if RECORDS.is_dir() else []
+    records = (
+        [p.name for p in RECORDS.glob("*.json") if json.loads(p.read_text()).get("backend") == backend]
+        if RECORDS.is_dir()
+        else []
+    )
     if records:
         found["records"] = records
     still = [pid for pid in pids if alive(pid)]
@@ -227,6 +317,7 @@ def left_behind(sim_hosts, backend: str, pids: list[int] = ()) -> dict:
 
 # --- the services --------------------------------------------------------------------------------
 
+
 def test_services_up_serves_the_simulated_hosts(services, sim_hosts):
     client, nfs = services.client(), services.nfs()
     assert client["mon_host"].startswith(f"[v2:{sim_hosts.controller}:")
@@ -235,12 +326,18 @@ def test_services_up_serves_the_simulated_hosts(services, sim_hosts):
     # NFS server side, from a simulated host, with no kernel NFS client: libnfs.
     listing = sim_hosts.ssh(on(sim_hosts, "gpu03"), f"nfs-ls '{nfs['v4_url']}'").stdout
     assert "from-controller.txt" in listing
-    health = subprocess.run(["ceph", "--conf", client["conf"], "health", "--format", "json"], capture_output=True,
-                            text=True, timeout=60, check=True).stdout
+    health = subprocess.run(
+        ["ceph", "--conf", client["conf"], "health", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert json.loads(health)["status"] == "HEALTH_OK"
 
 
 # --- rbd_snapshot -------------------------------------------------------------------------------
+
 
 def test_one_snapshot_is_mapped_read_only_on_two_hosts_at_once(services, sim_hosts):
     storage(services, sim_hosts, "mount", "itest-ds")
@@ -250,29 +347,44 @@ def test_one_snapshot_is_mapped_read_only_on_two_hosts_at_once(services, sim_hos
         checks = "".join(f"{json.loads(e)['sha256']}  {json.loads(e)['path']}\n" for e in manifest)
         for name in ("gpu01", "gpu02"):
             host = on(sim_hosts, name)
-            mount = json.loads(sim_hosts.ssh(host, "findmnt --json -o SOURCE,FSTYPE,OPTIONS "
-                                             "/mnt/iolab/itest-ds").stdout)["filesystems"][0]
+            mount = json.loads(
+                sim_hosts.ssh(host, "findmnt --json -o SOURCE,FSTYPE,OPTIONS /mnt/iolab/itest-ds").stdout
+            )["filesystems"][0]
             assert mount["fstype"] == "ext4" and mount["source"].startswith("/dev/loop")
             assert "ro" in mount["options"].split(",")
             # Every file of the data set, read on this host, matches the manifest.
-            verify = subprocess.run(sim_hosts.ssh_argv(host, "cd /mnt/iolab/itest-ds/iolab-$(hostname)/dataset "
-                                                       "&& sha256sum --strict -c -"),
-                                    input=checks, capture_output=True, text=True, timeout=60)
+            verify = subprocess.run(
+                sim_hosts.ssh_argv(host, "cd /mnt/iolab/itest-ds/iolab-$(hostname)/dataset && sha256sum --strict -c -"),
+                input=checks,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert verify.returncode == 0 and verify.stdout.count(": OK") == 40, verify.stdout + verify.stderr
             write = sim_hosts.ssh(host, "touch /mnt/iolab/itest-ds/dataset/new", check=False)
             assert write.returncode != 0 and "Read-only file system" in write.stderr
             # The loop device is read-only too, and the record says how the snapshot is mapped.
-            loop = json.loads(subprocess.run(["losetup", "--json", "--list", mount["source"]], capture_output=True,
-                                             text=True).stdout)["loopdevices"][0]
+            loop = json.loads(
+                subprocess.run(["losetup", "--json", "--list", mount["source"]], capture_output=True, text=True).stdout
+            )["loopdevices"][0]
             assert loop["ro"] and loop["back-file"] == f"{STATE}/{name}/itest-ds/image"
-            record = next(json.loads(p.read_text()) for p in RECORDS.glob("*.json")
-                          if json.loads(p.read_text()).get("backend") == "itest-ds"
-                          and json.loads(p.read_text())["source"] == mount["source"])
-            assert (record["method"], record["readonly"], record["snapshot"]) == \
-                ("qemu-fuse", True, "iolab/itest-ds@dataset")
-            assert record["dataset_manifest_hash"] == \
-                subprocess.run(["sha256sum", str(services.root / "source" / "manifest.jsonl")], capture_output=True,
-                               text=True).stdout.split()[0]
+            record = next(
+                json.loads(p.read_text())
+                for p in RECORDS.glob("*.json")
+                if json.loads(p.read_text()).get("backend") == "itest-ds"
+                and json.loads(p.read_text())["source"] == mount["source"]
+            )
+            assert (record["method"], record["readonly"], record["snapshot"]) == (
+                "qemu-fuse",
+                True,
+                "iolab/itest-ds@dataset",
+            )
+            assert (
+                record["dataset_manifest_hash"]
+                == subprocess.run(
+                    ["sha256sum", str(services.root / "source" / "manifest.jsonl")], capture_output=True, text=True
+                ).stdout.split()[0]
+            )
             daemons.append(int((STATE / name / "itest-ds" / "qemu-storage-daemon.pid").read_text()))
         # Two QEMU daemons, each with the one snapshot open read-only.
         for pid in daemons:
@@ -299,8 +411,11 @@ def test_a_mapping_or_a_load_that_fails_partway_leaves_nothing_behind(services, 
 
     full = storage(services, sim_hosts, "mount", "itest-ds-full", check=False)
     text = " ".join(full.stderr.split())
-    assert full.returncode == 1 and "loading iolab/itest-full failed at 'Copy the source directory into the image'" \
-        in text and "No space left on device" in text, text
+    assert (
+        full.returncode == 1
+        and "loading iolab/itest-full failed at 'Copy the source directory into the image'" in text
+        and "No space left on device" in text
+    ), text
     assert "nothing is left mapped on gpu01" in text
     nothing_left(services, sim_hosts, "itest-ds-full")
     assert json.loads(services.rbd("snap", "ls", "--format", "json", "iolab/itest-full")) == []
@@ -309,8 +424,9 @@ def test_a_mapping_or_a_load_that_fails_partway_leaves_nothing_behind(services, 
 def test_a_campaign_reads_the_snapshot_and_the_image_through_librbd(services, sim_hosts, tmp_path):
     # The storage side is in the inventory: its caches are dropped before each run too.
     inventory = yaml.safe_load(sim_hosts.inventory.read_text())
-    inventory["all"]["children"]["ceph_osd"] = {"hosts": {"ceph-lab": {
-        "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}}}
+    inventory["all"]["children"]["ceph_osd"] = {
+        "hosts": {"ceph-lab": {"ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3"}}
+    }
     path = tmp_path / "inventory.yml"
     path.write_text(yaml.safe_dump(inventory))
     data = yaml.safe_load(services.campaign.read_text())
@@ -320,8 +436,9 @@ def test_a_campaign_reads_the_snapshot_and_the_image_through_librbd(services, si
     loaded = json.loads(services.rbd("image-meta", "get", "iolab/itest-ds", "iolab.snapshot.dataset"))
 
     services.touched.update({"itest-ds", "itest-blk"})
-    services.timed("bench.all ds+blk", "bench.all", "--campaign", str(campaign), "--inventory", str(path),
-                   "--hosts", "gpu01,gpu02")
+    services.timed(
+        "bench.all ds+blk", "bench.all", "--campaign", str(campaign), "--inventory", str(path), "--hosts", "gpu01,gpu02"
+    )
     bw = {(s["backend"], s["host"]): s for s in services.cli.samples("itest-backends") if s["metric"] == "read_bw"}
     assert set(bw) == {(b, h) for b in ("itest-ds", "itest-blk") for h in ("gpu01", "gpu02", "*")}
     snap = bw["itest-ds", "gpu01"]["metadata"]
@@ -332,7 +449,7 @@ def test_a_campaign_reads_the_snapshot_and_the_image_through_librbd(services, si
     blk = bw["itest-blk", "gpu02"]["metadata"]
     assert blk["fio_options"]["ioengine"] == "rbd" and blk["fio_options"]["rbdname"] == "iolab-itest-blk"
     usage = json.loads(services.rbd("du", "--format", "json", "iolab/iolab-itest-blk"))["images"][0]
-    assert usage["used_size"] == usage["provisioned_size"] == 64 << 20      # prefilled: every extent written
+    assert usage["used_size"] == usage["provisioned_size"] == 64 << 20  # prefilled: every extent written
     assert json.loads(services.rbd("image-meta", "get", "iolab/itest-ds", "iolab.snapshot.dataset")) == loaded
     nothing_left(services, sim_hosts, "itest-ds")
     nothing_left(services, sim_hosts, "itest-blk")
@@ -340,13 +457,15 @@ def test_a_campaign_reads_the_snapshot_and_the_image_through_librbd(services, si
 
 # --- cephfs, sshfs ------------------------------------------------------------------------------
 
+
 def test_cephfs_is_shared_by_two_hosts_through_ceph_fuse(services, sim_hosts):
     storage(services, sim_hosts, "mount", "itest-fs")
     daemons = []
     try:
         for name in ("gpu01", "gpu02"):
-            mount = json.loads(sim_hosts.ssh(on(sim_hosts, name), "findmnt --json -o SOURCE,FSTYPE "
-                                             "/mnt/iolab/itest-fs").stdout)["filesystems"][0]
+            mount = json.loads(
+                sim_hosts.ssh(on(sim_hosts, name), "findmnt --json -o SOURCE,FSTYPE /mnt/iolab/itest-fs").stdout
+            )["filesystems"][0]
             assert (mount["source"], mount["fstype"]) == ("ceph-fuse", "fuse.ceph-fuse")
             daemons.append(int((STATE / name / "itest-fs" / "ceph-fuse.pid").read_text()))
         sim_hosts.ssh(on(sim_hosts, "gpu01"), "echo written-on-gpu01 > /mnt/iolab/itest-fs/shared.txt && sync")
@@ -364,8 +483,9 @@ def test_sshfs_mounts_a_directory_of_another_simulated_host_read_only(services, 
     try:
         for name in ("gpu02", "gpu03"):
             host = on(sim_hosts, name)
-            mount = json.loads(sim_hosts.ssh(host, "findmnt --json -o SOURCE,FSTYPE,OPTIONS "
-                                             "/mnt/iolab/itest-ssh").stdout)["filesystems"][0]
+            mount = json.loads(
+                sim_hosts.ssh(host, "findmnt --json -o SOURCE,FSTYPE,OPTIONS /mnt/iolab/itest-ssh").stdout
+            )["filesystems"][0]
             assert mount["fstype"] == "fuse.sshfs"
             assert mount["source"] == f"root@{on(sim_hosts, 'gpu01').address}:{services.root / 'served'}"
             assert "ro" in mount["options"].split(",")
@@ -379,6 +499,7 @@ def test_sshfs_mounts_a_directory_of_another_simulated_host_read_only(services, 
 
 
 # --- nfs, mount ----------------------------------------------------------------------------------
+
 
 def test_nfs_checks_the_export_then_says_the_kernel_has_no_client(services, sim_hosts):
     done = storage(services, sim_hosts, "mount", "itest-nfs", hosts="gpu01", check=False)
@@ -399,8 +520,9 @@ def test_the_generic_mount_backend_mounts_a_loop_ext4_image_read_only(services, 
         for name in ("gpu01", "gpu02"):
             host = on(sim_hosts, name)
             assert sim_hosts.ssh(host, "cat /mnt/iolab/itest-img/hello.txt").stdout == "inside the image\n"
-            mount = json.loads(sim_hosts.ssh(host, "findmnt --json -o SOURCE,FSTYPE,OPTIONS "
-                                             "/mnt/iolab/itest-img").stdout)["filesystems"][0]
+            mount = json.loads(
+                sim_hosts.ssh(host, "findmnt --json -o SOURCE,FSTYPE,OPTIONS /mnt/iolab/itest-img").stdout
+            )["filesystems"][0]
             assert mount["fstype"] == "ext4" and mount["source"].startswith("/dev/loop")
             assert "ro" in mount["options"].split(",")
             assert sim_hosts.ssh(host, "touch /mnt/iolab/itest-img/x", check=False).returncode != 0

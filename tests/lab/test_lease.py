@@ -11,7 +11,8 @@ import time
 import pytest
 import yaml
 
-from iolab import cli as cli_mod, lease
+from iolab import cli as cli_mod
+from iolab import lease
 from iolab.errors import UserError
 from support import ROOT, Cli
 
@@ -40,25 +41,36 @@ def test_two_campaigns_at_once_on_one_host_the_second_stops_in_one_line(sim_host
     argvs = {}
     for name in ("lease-a", "lease-b"):
         path = tmp_path / f"{name}.yml"
-        path.write_text(yaml.safe_dump({"name": name, "repetitions": 1, "workloads": [FIO],
-                                        "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}]}))
-        argvs[name] = cli.argv("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu04",
-                               "--campaign", str(path))
-    procs = {name: subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    text=True) for name, argv in argvs.items()}
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "name": name,
+                    "repetitions": 1,
+                    "workloads": [FIO],
+                    "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}],
+                }
+            )
+        )
+        argvs[name] = cli.argv(
+            "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu04", "--campaign", str(path)
+        )
+    procs = {
+        name: subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, argv in argvs.items()
+    }
     done = {name: (proc.wait(timeout=300), *proc.communicate()) for name, proc in procs.items()}
     (winner,) = [name for name, (rc, _, _) in done.items() if rc == 0]
     (loser,) = [name for name in done if name != winner]
     rc, _, err = done[loser]
     assert rc == 2
-    assert err.strip().splitlines() == [err.strip()]                        # one line
+    assert err.strip().splitlines() == [err.strip()]  # one line
     assert err.startswith(f"iolab: gpu04 is held by campaign {winner} since ")
     assert "--steal" in err and "Traceback" not in err
-    assert not (cli.results / loser).exists()                               # stopped before any work
+    assert not (cli.results / loser).exists()  # stopped before any work
     samples = cli.samples(winner)
     assert {s["host"] for s in samples if s["metric"] == "read_bw"} == {"gpu04", "*"}
     assert [r["status"] for r in cli.runs(winner)] == ["ok"]
-    assert not [r for r in records() if r["held_for"] == f"campaign {winner}"]   # released at the end
+    assert not [r for r in records() if r["held_for"] == f"campaign {winner}"]  # released at the end
 
 
 def _lab(sim_hosts, host: str):
@@ -77,14 +89,17 @@ def test_a_lease_is_released_with_its_campaign_and_a_crashed_holder_is_taken_ove
     lab = _lab(sim_hosts, "gpu03")
     with lease.held(lab, "campaign first"):
         (mine,) = [r for r in records() if r["held_for"] == "campaign first"]
-        with pytest.raises(UserError, match=r"^gpu03 is held by campaign first since .* from "
-                                            rf"\w+@.*:{ROOT} \(PID {os.getpid()}\); wait for it to end"):
+        with pytest.raises(
+            UserError,
+            match=r"^gpu03 is held by campaign first since .* from "
+            rf"\w+@.*:{ROOT} \(PID {os.getpid()}\); wait for it to end",
+        ):
             with lease.held(lab, "campaign second"):
                 pass
-    assert records(mine["holder_pid"]) == []                                # released: its record is gone
+    assert records(mine["holder_pid"]) == []  # released: its record is gone
 
     holder = _ghost(sim_hosts, "gpu03")
-    os.kill(_holder_pid("campaign ghost"), signal.SIGKILL)                  # a holder that crashed
+    os.kill(_holder_pid("campaign ghost"), signal.SIGKILL)  # a holder that crashed
     holder.proc.wait(timeout=10)
     lab.console.begin_capture()
     with lease.held(lab, "campaign third"):
@@ -101,7 +116,7 @@ def _holder_pid(campaign: str) -> int:
 def test_steal_takes_only_a_lease_whose_campaign_is_gone(sim_hosts):
     lab = _lab(sim_hosts, "gpu02")
     ended = subprocess.Popen(["true"])
-    ended.wait()                                                            # its campaign's process is gone
+    ended.wait()  # its campaign's process is gone
     gone = _ghost(sim_hosts, "gpu02", pid=ended.pid)
     try:
         with pytest.raises(UserError, match="gpu02 is held by campaign ghost .* pass --steal"):
@@ -111,11 +126,11 @@ def test_steal_takes_only_a_lease_whose_campaign_is_gone(sim_hosts):
         with lease.held(lab, "campaign mine", steal=True):
             assert [r["held_for"] for r in records() if r["held_for"] in MINE] == ["campaign mine"]
         assert "has ended" in lab.console.end_capture()
-        assert gone.proc.wait(timeout=10) is not None                      # the orphan was ended on the host
+        assert gone.proc.wait(timeout=10) is not None  # the orphan was ended on the host
     finally:
         gone.release()
 
-    alive = _ghost(sim_hosts, "gpu02")                                      # this test's own PID: alive
+    alive = _ghost(sim_hosts, "gpu02")  # this test's own PID: alive
     try:
         with pytest.raises(UserError, match="--steal refused: gpu02 is held .*: that process still runs"):
             with lease.held(lab, "campaign mine", steal=True):
@@ -128,18 +143,26 @@ def test_steal_takes_only_a_lease_whose_campaign_is_gone(sim_hosts):
 
 def test_sigterm_releases_the_lease_after_teardown(sim_hosts, cli, tmp_path):
     path = tmp_path / "lease-term.yml"
-    path.write_text(yaml.safe_dump({"name": "lease-term", "repetitions": 3, "workloads": [FIO],
-                                    "backends": [{"name": "itest-lease-term", "type": "tmpfs", "size": "48MiB"}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "lease-term",
+                "repetitions": 3,
+                "workloads": [FIO],
+                "backends": [{"name": "itest-lease-term", "type": "tmpfs", "size": "48MiB"}],
+            }
+        )
+    )
     argv = cli.argv("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu01", "--campaign", str(path))
     proc = subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not [r for r in records() if r["held_for"] == "campaign lease-term"] and time.monotonic() < deadline:
         time.sleep(0.1)
     (held,) = [r for r in records() if r["held_for"] == "campaign lease-term"]
-    time.sleep(3)                                                           # into the campaign's work
+    time.sleep(3)  # into the campaign's work
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err
     assert records(held["holder_pid"]) == []
-    with lease.held(_lab(sim_hosts, "gpu01"), "campaign mine"):           # free again
+    with lease.held(_lab(sim_hosts, "gpu01"), "campaign mine"):  # free again
         pass

@@ -22,11 +22,24 @@ FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "ramp": "0s", "si
 
 def _start(cli: Cli, tmp_path: Path, name: str, inventory: Path, runtime: str) -> subprocess.Popen:
     path = tmp_path / f"{name}.yml"
-    path.write_text(yaml.safe_dump({"name": name, "repetitions": 1, "workloads": [{**FIO, "runtime": runtime}],
-                                    "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}]}))
-    return subprocess.Popen(cli.argv("bench.all", "--inventory", str(inventory), "--hosts", "gpu01", "--campaign",
-                                     str(path)), cwd=ROOT, env=cli.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "repetitions": 1,
+                "workloads": [{**FIO, "runtime": runtime}],
+                "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}],
+            }
+        )
+    )
+    return subprocess.Popen(
+        cli.argv("bench.all", "--inventory", str(inventory), "--hosts", "gpu01", "--campaign", str(path)),
+        cwd=ROOT,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def alive(pid: int) -> bool:
@@ -48,7 +61,8 @@ def _tool(before: set[Path], proc: subprocess.Popen) -> Path:
 
 
 def test_an_interrupted_campaign_on_one_labs_gpu01_leaves_the_other_labs_gpu01_run_alone(
-        sim_hosts, temporary_lab, tmp_path):
+    sim_hosts, temporary_lab, tmp_path
+):
     other = temporary_lab("o")
     try:
         sim.up(1, other)
@@ -59,12 +73,12 @@ def test_an_interrupted_campaign_on_one_labs_gpu01_leaves_the_other_labs_gpu01_r
         their_tool = int(theirs.read_text())
         short_run = _start(short_cli, tmp_path, "shared-short", other.inventory, "30s")
         mine = _tool(before | {theirs}, short_run)
-        assert mine.parents[2] != theirs.parents[2]          # two commands, two run directories
-        short_run.send_signal(signal.SIGINT)                  # its teardown stops its tools, removes its files
+        assert mine.parents[2] != theirs.parents[2]  # two commands, two run directories
+        short_run.send_signal(signal.SIGINT)  # its teardown stops its tools, removes its files
         _, err = short_run.communicate(timeout=120)
         assert short_run.returncode == 130 and "interrupted: teardown done" in err, err
         assert not mine.parents[2].exists()
-        assert theirs.exists() and alive(their_tool)         # the other lab's run goes on, untouched
+        assert theirs.exists() and alive(their_tool)  # the other lab's run goes on, untouched
         _, err = long_run.communicate(timeout=120)
         assert long_run.returncode == 0, err
         assert [r["status"] for r in long_cli.runs("shared-long")] == ["ok"]

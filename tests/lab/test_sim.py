@@ -112,7 +112,7 @@ def test_ansible_reaches_every_host(sim_hosts):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # ad hoc output: "gpu01 | SUCCESS => {json}" per host
     parts = re.split(r"^(\S+) \| (\w+) => ", proc.stdout, flags=re.MULTILINE)[1:]
-    results = {name: (state, json.loads(body)) for name, state, body in zip(*[iter(parts)] * 3)}
+    results = {name: (state, json.loads(body)) for name, state, body in zip(*[iter(parts)] * 3, strict=False)}
     assert {name: (state, result["ping"]) for name, (state, result) in results.items()} == {
         h.name: ("SUCCESS", "pong") for h in sim_hosts.hosts
     }
@@ -165,8 +165,10 @@ def test_down_leaves_nothing_and_up_grows_the_lab_back(sim_hosts):
     # the way: the running hosts must learn the new names.
     sim.up(2, lab)
     assert sim.up(4, lab) == sim_hosts.hosts
-    assert sim_hosts.ssh(sim_hosts.hosts[0], "getent hosts gpu04").stdout.split()[:2] == \
-        [sim_hosts.hosts[3].address, "gpu04"]
+    assert sim_hosts.ssh(sim_hosts.hosts[0], "getent hosts gpu04").stdout.split()[:2] == [
+        sim_hosts.hosts[3].address,
+        "gpu04",
+    ]
     assert [s.up for s in sim.status(lab)] == [True] * 4
 
 
@@ -188,7 +190,7 @@ def test_two_more_labs_come_up_beside_this_one_and_each_down_removes_only_its_ow
             argv = [arg.replace(str(sim.control_dir(sim_hosts.lab_dir)), str(sim.control_dir(lab.dir))) for arg in argv]
             assert subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout.strip() == host.name
         with pytest.raises(UserError, match=f"lab {a.name} is up from {a.dir}"):
-            sim.up(1, dataclasses.replace(a, dir=b.dir))     # a lab name is one lab's, not two directories'
+            sim.up(1, dataclasses.replace(a, dir=b.dir))  # a lab name is one lab's, not two directories'
         before = {s.host.name: s.sshd_pid for s in sim.status(sim_hosts.lab)}
 
         assert sim.down(a)
@@ -208,12 +210,19 @@ def test_two_more_labs_come_up_beside_this_one_and_each_down_removes_only_its_ow
 
 def test_sim_down_of_a_lab_that_is_not_up_says_so(tmp_path):
     env = {**os.environ, "IOLAB_LAB": "none0"}
-    done = subprocess.run([sys.executable, "-m", "invoke", "lab.sim-down"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", "lab.sim-down"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert "lab none0 is not up: nothing to take down" in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "invoke", "lab.sim-down", "--lab", "No-Way"], cwd=REPO,
-                         env=env, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "invoke", "lab.sim-down", "--lab", "No-Way"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "must be 1 to 8 lower-case letters or digits" in bad.stderr
     assert "Traceback" not in bad.stderr
 

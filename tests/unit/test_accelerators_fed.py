@@ -17,13 +17,27 @@ from iolab.errors import UserError
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
 HOSTS = ["gpu01", "gpu02"]
-RAW = {"name": "verdict", "repetitions": 3,
-       "backends": [{"name": "fast", "type": "tmpfs", "size": "1GiB"},
-                    {"name": "slow", "type": "local", "path": "/var/tmp"}],
-       "dataset": {"kind": "imagenet-like", "files": 100, "seed": 1},
-       "workloads": [{"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s"},
-                     {"name": "resnet50-h100", "type": "pytorch", "reader": "packed", "batch_size": 32,
-                      "accelerator": {"type": "h100"}, "accelerators": 8, "search": "accelerators"}]}
+RAW = {
+    "name": "verdict",
+    "repetitions": 3,
+    "backends": [
+        {"name": "fast", "type": "tmpfs", "size": "1GiB"},
+        {"name": "slow", "type": "local", "path": "/var/tmp"},
+    ],
+    "dataset": {"kind": "imagenet-like", "files": 100, "seed": 1},
+    "workloads": [
+        {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s"},
+        {
+            "name": "resnet50-h100",
+            "type": "pytorch",
+            "reader": "packed",
+            "batch_size": 32,
+            "accelerator": {"type": "h100"},
+            "accelerators": 8,
+            "search": "accelerators",
+        },
+    ],
+}
 
 
 def spec(raw: dict = RAW) -> campaign.Campaign:
@@ -39,12 +53,26 @@ def probe_samples(run: campaign.Run, n: int, au: dict[str, float], bw: float) ->
     probe = campaign.repetition(spec(), run.backend, run.workload.model_copy(update={"accelerators": n}), 1)[0]
 
     def sample(host: str, metric: str, value: float, unit: str) -> Sample:
-        return Sample(campaign="verdict", run_id=probe.run_id, repetition=1, host=host, backend=run.backend.name,
-                      workload=run.workload.name, metric=metric, value=value, unit=unit,
-                      started_at="2026-11-23T10:00:00Z", ended_at="2026-11-23T10:00:10Z", params=probe.params)
+        return Sample(
+            campaign="verdict",
+            run_id=probe.run_id,
+            repetition=1,
+            host=host,
+            backend=run.backend.name,
+            workload=run.workload.name,
+            metric=metric,
+            value=value,
+            unit=unit,
+            started_at="2026-11-23T10:00:00Z",
+            ended_at="2026-11-23T10:00:10Z",
+            params=probe.params,
+        )
 
-    samples = [sample(h, m, v, u) for h in HOSTS
-               for m, v, u in (("au", au[h], "%"), ("read_bw", bw, "B/s"), ("samples_per_s", bw / 1e5, "samples/s"))]
+    samples = [
+        sample(h, m, v, u)
+        for h in HOSTS
+        for m, v, u in (("au", au[h], "%"), ("read_bw", bw, "B/s"), ("samples_per_s", bw / 1e5, "samples/s"))
+    ]
     samples += [sample(AGGREGATE_HOST, "read_bw", bw * len(HOSTS), "B/s")]
     return accelerators.Probe(n, min(au.values()), bw / 1e5 * len(HOSTS), bw * len(HOSTS), probe.run_id), samples
 
@@ -73,8 +101,14 @@ def test_a_search_needs_an_accelerator():
 
 def test_accelerators_fed_is_the_answer_on_each_host_and_for_all_with_the_point_it_stands_for():
     # 1, 2, 4 hold; 8 does not (gpu02 falls behind); 6 does not; 5 holds: the answer is 5.
-    answers = {1: {"gpu01": 99, "gpu02": 98}, 2: {"gpu01": 97, "gpu02": 96}, 4: {"gpu01": 95, "gpu02": 91},
-               8: {"gpu01": 93, "gpu02": 60}, 6: {"gpu01": 92, "gpu02": 85}, 5: {"gpu01": 94, "gpu02": 90}}
+    answers = {
+        1: {"gpu01": 99, "gpu02": 98},
+        2: {"gpu01": 97, "gpu02": 96},
+        4: {"gpu01": 95, "gpu02": 91},
+        8: {"gpu01": 93, "gpu02": 60},
+        6: {"gpu01": 92, "gpu02": 85},
+        5: {"gpu01": 94, "gpu02": 90},
+    }
     samples = searched("fast", answers, 100e6)
     fed = [s for s in samples if s.metric == "accelerators_fed"]
     assert {s.host for s in fed} == {*HOSTS, AGGREGATE_HOST} and {s.value for s in fed} == {5.0}
@@ -89,9 +123,16 @@ def test_accelerators_fed_is_the_answer_on_each_host_and_for_all_with_the_point_
 
 
 def test_the_verdict_has_one_row_per_backend_and_workload_with_throughput_and_au_at_the_answer():
-    samples = (searched("fast", {1: {"gpu01": 99, "gpu02": 99}, 2: {"gpu01": 95, "gpu02": 94},
-                                 4: {"gpu01": 70, "gpu02": 80}, 3: {"gpu01": 89, "gpu02": 92}}, 200e6)
-               + searched("slow", {1: {"gpu01": 40, "gpu02": 50}}, 10e6))
+    samples = searched(
+        "fast",
+        {
+            1: {"gpu01": 99, "gpu02": 99},
+            2: {"gpu01": 95, "gpu02": 94},
+            4: {"gpu01": 70, "gpu02": 80},
+            3: {"gpu01": 89, "gpu02": 92},
+        },
+        200e6,
+    ) + searched("slow", {1: {"gpu01": 40, "gpu02": 50}}, 10e6)
     rows = {r["backend"]: r for r in report.verdict_rows(samples)}
     assert rows["fast"]["fed"] == 2 and rows["fast"]["au"] == 94
     assert rows["fast"]["read_bw"] == 2 * 200e6 * len(HOSTS)

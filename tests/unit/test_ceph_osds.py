@@ -8,18 +8,28 @@ import os
 import subprocess
 
 import pytest
+
 from iolab import ceph_osds
 from support import ROOT
 
 
-def perf(op: int, reads: int, writes: int, out_bytes: int, in_bytes: int, lat_sum: float, hit: int = 0,
-         miss: int = 0) -> dict:
+def perf(
+    op: int, reads: int, writes: int, out_bytes: int, in_bytes: int, lat_sum: float, hit: int = 0, miss: int = 0
+) -> dict:
     """The parts of an OSD's `perf dump` the sampler reads (as Ceph 16 prints them)."""
-    return {"osd": {"op": op, "op_r": reads, "op_w": writes, "op_out_bytes": out_bytes, "op_in_bytes": in_bytes,
-                    "op_latency": {"avgcount": op, "sum": lat_sum, "avgtime": 0},
-                    "op_r_latency": {"avgcount": reads, "sum": lat_sum, "avgtime": 0},
-                    "op_w_latency": {"avgcount": writes, "sum": 0.0, "avgtime": 0}},
-            "bluestore": {"bluestore_buffer_hit_bytes": hit, "bluestore_buffer_miss_bytes": miss}}
+    return {
+        "osd": {
+            "op": op,
+            "op_r": reads,
+            "op_w": writes,
+            "op_out_bytes": out_bytes,
+            "op_in_bytes": in_bytes,
+            "op_latency": {"avgcount": op, "sum": lat_sum, "avgtime": 0},
+            "op_r_latency": {"avgcount": reads, "sum": lat_sum, "avgtime": 0},
+            "op_w_latency": {"avgcount": writes, "sum": 0.0, "avgtime": 0},
+        },
+        "bluestore": {"bluestore_buffer_hit_bytes": hit, "bluestore_buffer_miss_bytes": miss},
+    }
 
 
 def test_an_interval_gives_rates_and_the_mean_latency_of_its_own_operations():
@@ -30,7 +40,7 @@ def test_an_interval_gives_rates_and_the_mean_latency_of_its_own_operations():
     assert got["read_bytes"] == 200 << 20 and got["read_bw"] == pytest.approx((100 << 20), rel=1e-5)
     assert got["write_bw"] == 0
     assert got["op_await"] == pytest.approx(6.0 / 200) and got["read_await"] == pytest.approx(6.0 / 200)
-    assert got["write_await"] == 0.0                        # no write in the interval: no mean
+    assert got["write_await"] == 0.0  # no write in the interval: no mean
     assert got["cache_hit_bytes"] == 50 << 20 and got["cache_miss_bytes"] == 150 << 20
 
 
@@ -41,11 +51,17 @@ def test_a_restarted_osd_counts_nothing_rather_than_negative():
 
 
 def test_the_report_reads_the_series_by_osd(tmp_path):
-    lines = [{"type": "start", "t": 10.0, "osds": [0, 3]},
-             {"type": "sample", "t": 11.0, "dt": 1.0, "osd": {"0": {"read_bw": 5.0, "iops": 2.0, "op_await": 0.01},
-                                                              "3": {"read_bw": 7.0}}},
-             {"type": "sample", "t": 12.0, "dt": 1.0, "osd": {"0": {"read_bw": 6.0}}},
-             {"type": "end", "t": 12.1, "errors": []}]
+    lines = [
+        {"type": "start", "t": 10.0, "osds": [0, 3]},
+        {
+            "type": "sample",
+            "t": 11.0,
+            "dt": 1.0,
+            "osd": {"0": {"read_bw": 5.0, "iops": 2.0, "op_await": 0.01}, "3": {"read_bw": 7.0}},
+        },
+        {"type": "sample", "t": 12.0, "dt": 1.0, "osd": {"0": {"read_bw": 6.0}}},
+        {"type": "end", "t": 12.1, "errors": []},
+    ]
     (tmp_path / ceph_osds.OSD_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines) + "{torn")
     series = ceph_osds.load_series(tmp_path)
     assert series["osd_read_bw{osd=0}"] == [(11.0, 5.0), (12.0, 6.0)]
@@ -54,13 +70,16 @@ def test_the_report_reads_the_series_by_osd(tmp_path):
     assert ceph_osds.load_series(tmp_path / "missing") == {}
 
 
-@pytest.mark.parametrize(("storage", "expected"), [
-    ({"ceph": {"dropped": True}}, "dropped: clients + OSDs"),
-    ({"ceph": {"dropped": True, "mds": {"mds.a": {}}}}, "dropped: clients + OSDs + MDS"),
-    ({"dropped_on": ["osd01"], "ceph": {"dropped": True}}, "dropped: clients + OSDs + storage hosts"),
-    ({"ceph": {"dropped": False, "error": "cannot reach"}}, "dropped: clients (not the OSDs: cannot reach)"),
-    ("no storage hosts in the inventory", "dropped"),
-])
+@pytest.mark.parametrize(
+    ("storage", "expected"),
+    [
+        ({"ceph": {"dropped": True}}, "dropped: clients + OSDs"),
+        ({"ceph": {"dropped": True, "mds": {"mds.a": {}}}}, "dropped: clients + OSDs + MDS"),
+        ({"dropped_on": ["osd01"], "ceph": {"dropped": True}}, "dropped: clients + OSDs + storage hosts"),
+        ({"ceph": {"dropped": False, "error": "cannot reach"}}, "dropped: clients (not the OSDs: cannot reach)"),
+        ("no storage hosts in the inventory", "dropped"),
+    ],
+)
 def test_the_cache_state_says_what_the_drop_reached(storage, expected):
     assert ceph_osds.cache_state({"cache_state": "dropped", "storage_cache_state": storage}) == expected
 
@@ -73,13 +92,21 @@ def test_a_kept_cache_is_not_called_dropped():
 def test_only_ceph_backends_get_a_cluster_for_the_run():
     from iolab.campaign import Campaign
 
-    campaign = Campaign.model_validate({
-        "name": "c", "backends": [{"name": "fs", "type": "cephfs", "ceph_conf": "/c/ceph.conf", "keyring": "/c/k"},
-                                  {"name": "blk", "type": "rbd"}, {"name": "mem", "type": "tmpfs", "size": "1GiB"}],
-        "workloads": [{"name": "w", "type": "fio", "profile": "seq-read-1m"}]})
+    campaign = Campaign.model_validate(
+        {
+            "name": "c",
+            "backends": [
+                {"name": "fs", "type": "cephfs", "ceph_conf": "/c/ceph.conf", "keyring": "/c/k"},
+                {"name": "blk", "type": "rbd"},
+                {"name": "mem", "type": "tmpfs", "size": "1GiB"},
+            ],
+            "workloads": [{"name": "w", "type": "fio", "profile": "seq-read-1m"}],
+        }
+    )
     fs, blk, mem = campaign.backends
-    assert ceph_osds.run_vars(fs) == {"run_ceph": {"conf": "/c/ceph.conf", "keyring": "/c/k", "client": "admin",
-                                                   "mds": True}}
+    assert ceph_osds.run_vars(fs) == {
+        "run_ceph": {"conf": "/c/ceph.conf", "keyring": "/c/k", "client": "admin", "mds": True}
+    }
     assert ceph_osds.run_vars(blk)["run_ceph"]["mds"] is False
     assert ceph_osds.run_vars(mem) == {}
 
@@ -87,8 +114,14 @@ def test_only_ceph_backends_get_a_cluster_for_the_run():
 def host_command(*args: str) -> subprocess.CompletedProcess:
     """`python -m iolab.ceph_osds` with the system Python, as the hosts run it (python3-rados is a Debian package)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
-    return subprocess.run(["/usr/bin/python3", "-m", "iolab.ceph_osds", *args], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    return subprocess.run(
+        ["/usr/bin/python3", "-m", "iolab.ceph_osds", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_a_cluster_out_of_reach_is_recorded_not_fatal(tmp_path):

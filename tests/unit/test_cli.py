@@ -21,8 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def lab(*args: str) -> subprocess.CompletedProcess:
     """`./lab ARGS` itself (the wrapper script, not invoke directly)."""
-    return subprocess.run([str(ROOT / "lab"), *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [str(ROOT / "lab"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def namespace():
@@ -40,8 +46,15 @@ def test_version_is_iolabs_own(flag):
     assert done.stdout == f"iolab {version('iolab')}\n"
 
 
-@pytest.mark.parametrize("command", [["bench.fio", "-h"], ["bench.fio", "--hosts", "gpu01", "-h"],
-                                     ["storage.mount", "-h"], ["bench.accelerators", "--help"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["bench.fio", "-h"],
+        ["bench.fio", "--hosts", "gpu01", "-h"],
+        ["storage.mount", "-h"],
+        ["bench.accelerators", "--help"],
+    ],
+)
 def test_dash_h_after_a_task_shows_that_tasks_help(command):
     """A task with a required argument would otherwise take -h as that argument's value and run."""
     done = lab(*command)
@@ -55,7 +68,7 @@ def test_no_task_flag_takes_the_short_flag_h():
     owners = {name: [a.name for a in ns[name].get_arguments() if "h" in a.names] for name in ns.task_names}
     assert not {name: args for name, args in owners.items() if args}
     fio_flags = {a.name: a.names for a in ns["bench.fio"].get_arguments()}
-    assert "hosts" in fio_flags     # still a flag, under its long name
+    assert "hosts" in fio_flags  # still a flag, under its long name
 
 
 def lab_commands(text: str) -> list[tuple[str, list[str]]]:
@@ -87,9 +100,19 @@ def test_commands_in_the_docs_and_campaigns_use_flags_that_exist():
 
 
 def sample(campaign: str) -> Sample:
-    return Sample(campaign=campaign, run_id="r1", repetition=1, host="h", backend="tmpfs", workload="seq-read",
-                  metric="read_bw", value=1.0, unit="B/s", started_at="2026-11-21T06:00:00.000000Z",
-                  ended_at="2026-11-21T06:00:10.000000Z")
+    return Sample(
+        campaign=campaign,
+        run_id="r1",
+        repetition=1,
+        host="h",
+        backend="tmpfs",
+        workload="seq-read",
+        metric="read_bw",
+        value=1.0,
+        unit="B/s",
+        started_at="2026-11-21T06:00:00.000000Z",
+        ended_at="2026-11-21T06:00:10.000000Z",
+    )
 
 
 def test_report_without_a_campaign_picks_the_newest_store_with_its_own_samples(tmp_path):
@@ -98,11 +121,11 @@ def test_report_without_a_campaign_picks_the_newest_store_with_its_own_samples(t
     stores = {name: ResultStore(results, name) for name in ("older", "quick", "quick.20261121T060000Z", "empty")}
     stores["older"].add_samples([sample("older")])
     stores["quick"].add_samples([sample("quick")])
-    stores["quick.20261121T060000Z"].add_samples([sample("quick")])      # moved aside: keeps its campaign's name
+    stores["quick.20261121T060000Z"].add_samples([sample("quick")])  # moved aside: keeps its campaign's name
     stores["empty"].samples_path.parent.mkdir(parents=True)
     stores["empty"].samples_path.write_text("")
     stores["empty"].add_run_records([{"run_id": "r1", "host": "h", "status": "failed", "error": "no fio"}])
-    for age, name in enumerate(["empty", "quick.20261121T060000Z", "quick", "older"]):    # newest first
+    for age, name in enumerate(["empty", "quick.20261121T060000Z", "quick", "older"]):  # newest first
         os.utime(stores[name].samples_path, (1e9 - age * 60, 1e9 - age * 60))
     assert report.find_store(results, None).dir.name == "quick"
 

@@ -9,7 +9,6 @@ from iolab import bench, runner
 from support import hostrun
 
 
-
 def _members(archive: bytes) -> dict[str, bytes]:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
@@ -19,7 +18,7 @@ def test_hostrun_returns_a_small_run_in_its_output_and_leaves_nothing_on_the_hos
     run_dir = tmp_path / "run-1"
     done = hostrun("run", "--dir", str(run_dir), "--pack", "--", "/bin/echo", "hello")
     assert done.returncode == 0, done.stderr
-    assert list(tmp_path.iterdir()) == []                  # no directory, no archive, no temporary file
+    assert list(tmp_path.iterdir()) == []  # no directory, no archive, no temporary file
     # What the controller makes of the task's result: the archive, and an output without it.
     archives: list[bytes] = []
     res = runner._take_archives({"stdout": done.stdout.rstrip("\n"), "rc": 0}, archives)
@@ -32,9 +31,20 @@ def test_a_large_run_stays_for_collect_and_pack_merges_a_later_failure_record(tm
     from iolab.hostrun import INLINE_MAX
 
     run_dir = tmp_path / "run-1"
-    count = INLINE_MAX // 2**20 + 1       # MiB of incompressible data: an archive too large to return
-    done = hostrun("run", "--dir", str(run_dir), "--pack", "--", "/bin/dd", "if=/dev/urandom", "of=big",
-                   "bs=1M", f"count={count}", "status=none")
+    count = INLINE_MAX // 2**20 + 1  # MiB of incompressible data: an archive too large to return
+    done = hostrun(
+        "run",
+        "--dir",
+        str(run_dir),
+        "--pack",
+        "--",
+        "/bin/dd",
+        "if=/dev/urandom",
+        "of=big",
+        "bs=1M",
+        f"count={count}",
+        "status=none",
+    )
     assert done.returncode == 0, done.stderr
     assert "iolab-archive:" not in done.stdout
     archive = tmp_path / "run-1.tar.gz"
@@ -56,10 +66,11 @@ def test_the_controller_unpacks_a_returned_archive_and_fails_the_host_on_an_unre
     done = hostrun("run", "--dir", str(tmp_path / "run"), "--pack", "--", "/bin/echo", "hello")
     archives: list[bytes] = []
     runner._take_archives({"stdout": done.stdout}, archives)
-    result = runner.Result(status="successful", rc=0, hosts={h: runner.HostOutcome(h, ok=3) for h in ("a", "b")},
-                           log="")
+    result = runner.Result(
+        status="successful", rc=0, hosts={h: runner.HostOutcome(h, ok=3) for h in ("a", "b")}, log=""
+    )
     bench._extract(result, "a", io.BytesIO(archives[0]), tmp_path / "raw" / "a")
     assert (tmp_path / "raw" / "a" / "stdout.txt").read_text() == "hello\n" and not result.failures()
-    bench._extract(result, "b", io.BytesIO(archives[0][:100]), tmp_path / "raw" / "b")    # cut short
+    bench._extract(result, "b", io.BytesIO(archives[0][:100]), tmp_path / "raw" / "b")  # cut short
     assert [o.host for o in result.failures()] == ["b"]
     assert "unreadable" in result.hosts["b"].message

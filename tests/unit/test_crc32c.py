@@ -42,7 +42,7 @@ def test_library_and_fallback_agree_on_record_sized_buffers_and_continuations():
 
 def test_without_the_library_the_fallback_is_used(monkeypatch):
     masked = crc.masked_crc32c(b"123456789")
-    monkeypatch.setitem(sys.modules, "google_crc32c", None)   # import google_crc32c now raises ImportError
+    monkeypatch.setitem(sys.modules, "google_crc32c", None)  # import google_crc32c now raises ImportError
     try:
         fallback = importlib.reload(crc)
         assert fallback.crc32c is fallback.crc32c_py

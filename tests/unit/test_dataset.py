@@ -110,8 +110,13 @@ def test_manifest_hash_is_the_sha256_of_the_manifest_file(dataset):
     raw = (root / MANIFEST_NAME).read_bytes()
     assert manifest.hash == sha256(raw) == Manifest.load(root).hash
     header = json.loads(raw.splitlines()[0])
-    assert header == {"kind": "iolab.manifest/1", "files": FILES, "seed": SEED, "classes": 100,
-                      "generator": "iolab.dataset.gen/1"}
+    assert header == {
+        "kind": "iolab.manifest/1",
+        "files": FILES,
+        "seed": SEED,
+        "classes": 100,
+        "generator": "iolab.dataset.gen/1",
+    }
 
 
 def test_same_seed_gives_identical_bytes_with_any_worker_count(gen, dataset, tmp_path):
@@ -217,10 +222,22 @@ def test_fio_reads_with_the_sizes_the_bssplit_says(dataset, tmp_path):
     root, _, _ = dataset
     split = hist.bssplit(hist.histogram(root))
     out = subprocess.run(
-        ["fio", "--name=bssplit", "--ioengine=null", "--rw=randread", f"--bssplit={split}",
-         "--size=64g", "--number_ios=20000", "--random_generator=tausworthe64",
-         "--output-format=json", f"--output={tmp_path / 'fio.json'}"],
-        capture_output=True, text=True, check=True)
+        [
+            "fio",
+            "--name=bssplit",
+            "--ioengine=null",
+            "--rw=randread",
+            f"--bssplit={split}",
+            "--size=64g",
+            "--number_ios=20000",
+            "--random_generator=tausworthe64",
+            "--output-format=json",
+            f"--output={tmp_path / 'fio.json'}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.returncode == 0
     read = json.loads((tmp_path / "fio.json").read_text())["jobs"][0]["read"]
     expected = sum(size * pct / 100 for size, pct in hist.parse_bssplit(split).items())
@@ -236,9 +253,8 @@ def test_example_encoding_matches_the_protobuf_wire_format():
     # Example{features{feature{key:"a" value{int64_list{value:[1]}}}}}, int64 packed.
     assert tfrecord.encode_example({"a": 1}) == bytes.fromhex("0a0c0a0a0a016112051a030a0101")
     # bytes_list: Feature field 1, BytesList.value field 1
-    assert tfrecord.encode_example({"b": b"xy"}) == bytes.fromhex("0a0d0a0b0a01621206" "0a040a027879")
-    features = {"image/encoded": [b"\xff\xd8jpeg", b""], "image/class/label": [3, -1, 1 << 40],
-                "weights": [0.5, -2.0]}
+    assert tfrecord.encode_example({"b": b"xy"}) == bytes.fromhex("0a0d0a0b0a016212060a040a027879")
+    features = {"image/encoded": [b"\xff\xd8jpeg", b""], "image/class/label": [3, -1, 1 << 40], "weights": [0.5, -2.0]}
     assert tfrecord.decode_example(tfrecord.encode_example(features)) == dict(sorted(features.items()))
 
 
@@ -302,7 +318,7 @@ def test_tar_shards_are_webdataset_shaped(dataset, packs):
         with tarfile.open(root / "wds" / name) as tar:
             members = tar.getmembers()
             assert [m.name.split(".", 1)[1] for m in members] == ["jpg", "cls"] * (len(members) // 2)
-            for jpg, cls in zip(members[0::2], members[1::2]):
+            for jpg, cls in zip(members[0::2], members[1::2], strict=False):
                 key = int(jpg.name.split(".")[0])
                 assert key == seen and cls.name == f"{key:08d}.cls"
                 entry = manifest.entries[key]
@@ -348,8 +364,7 @@ def test_packing_again_keeps_the_pack_and_new_settings_replace_it(dataset, packs
     assert pack(root, "wds", out=out, samples_per_shard=100) == first
     assert os.stat(out / "shard-000000.tar").st_mtime_ns == mtime
     second = pack(root, "wds", out=out, samples_per_shard=250)
-    assert sorted(p.name for p in out.glob("*.tar")) == list(second.files) == ["shard-000000.tar",
-                                                                               "shard-000001.tar"]
+    assert sorted(p.name for p in out.glob("*.tar")) == list(second.files) == ["shard-000000.tar", "shard-000001.tar"]
     # same data set, same settings: byte-identical shards
     assert (out / "shard-000000.tar").read_bytes() != b""
     again = pack(root, "wds", out=tmp_path / "wds2", samples_per_shard=250)
@@ -413,8 +428,9 @@ def test_manifest_errors_name_the_file_and_line(small):
     root, _ = small
     path = root / MANIFEST_NAME
     lines = path.read_text().splitlines()
-    path.write_text("\n".join(lines[:3] + ['{"label":0,"path":"../../etc/passwd","sha256":"x","size":1}']
-                              + lines[4:]) + "\n")
+    path.write_text(
+        "\n".join(lines[:3] + ['{"label":0,"path":"../../etc/passwd","sha256":"x","size":1}'] + lines[4:]) + "\n"
+    )
     with pytest.raises(UserError, match=r"manifest.jsonl:4: path '../../etc/passwd' must be relative"):
         Manifest.load(root)
     path.write_text("\n".join(lines[:2] + ["{not json"] + lines[3:]) + "\n")

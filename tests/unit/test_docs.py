@@ -22,8 +22,13 @@ MD_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 def repo_files() -> list[Path]:
     """Tracked files and new ones git does not ignore (this checkout, as the next commit would have it)."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.splitlines()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     return sorted({ROOT / name for name in listed if (ROOT / name).is_file()})
 
 
@@ -71,32 +76,43 @@ def test_every_markdown_link_resolves():
 
 
 def test_no_file_cites_documents_outside_the_repository():
-    cited = [f"{p.relative_to(ROOT)}" for p in text_files() if p != Path(__file__).resolve()
-             and re.search(r"shared/(docs/|DESIGN|STYLE)", p.read_text(errors="replace"))]
+    cited = [
+        f"{p.relative_to(ROOT)}"
+        for p in text_files()
+        if p != Path(__file__).resolve() and re.search(r"shared/(docs/|DESIGN|STYLE)", p.read_text(errors="replace"))
+    ]
     assert not cited
 
 
 def figure_row(constant: str) -> str:
-    rows = [line for line in (ROOT / "docs" / "REFERENCE_FIGURES.md").read_text().splitlines()
-            if line.startswith("|") and constant in line]
+    rows = [
+        line
+        for line in (ROOT / "docs" / "REFERENCE_FIGURES.md").read_text().splitlines()
+        if line.startswith("|") and constant in line
+    ]
     assert rows, f"docs/REFERENCE_FIGURES.md has no row naming {constant}"
     return rows[0]
 
 
-@pytest.mark.parametrize("constant, stated", [
-    ("fio_jobs.IMAGENET_BSSPLIT", fio_jobs.IMAGENET_BSSPLIT),
-    ("dataset.gen.REFERENCE_BSSPLIT", gen.REFERENCE_BSSPLIT),
-    ("dataset.gen.TARGET_MEAN", f"{gen.TARGET_MEAN:,} B"),
-    ("loader.dataset_state.MEAN_SIZE", f"{dataset_state.MEAN_SIZE:,} B"),
-    ("dataset.pack.SAMPLES_PER_SHARD", f"{pack.SAMPLES_PER_SHARD:,}"),
-    ("campaign.REFERENCE_BATCH", f"{campaign.REFERENCE_BATCH}"),
-    ("accelerators.THRESHOLD", f"{accelerators.THRESHOLD:g} %"),
-    ("report_html.AU_THRESHOLD", f"{report_html.AU_THRESHOLD:g} %"),
-    ("validity.RAM_MULTIPLE", f"{validity.RAM_MULTIPLE}×"),
-    ("validity.AGREEMENT", f"{validity.AGREEMENT * 100:g} %"),
-    *[(f'campaign.ACCELERATOR_FIGURES["{kind}"]', f"{seconds:g} s")
-      for kind, seconds in campaign.ACCELERATOR_FIGURES.items()],
-])
+@pytest.mark.parametrize(
+    "constant, stated",
+    [
+        ("fio_jobs.IMAGENET_BSSPLIT", fio_jobs.IMAGENET_BSSPLIT),
+        ("dataset.gen.REFERENCE_BSSPLIT", gen.REFERENCE_BSSPLIT),
+        ("dataset.gen.TARGET_MEAN", f"{gen.TARGET_MEAN:,} B"),
+        ("loader.dataset_state.MEAN_SIZE", f"{dataset_state.MEAN_SIZE:,} B"),
+        ("dataset.pack.SAMPLES_PER_SHARD", f"{pack.SAMPLES_PER_SHARD:,}"),
+        ("campaign.REFERENCE_BATCH", f"{campaign.REFERENCE_BATCH}"),
+        ("accelerators.THRESHOLD", f"{accelerators.THRESHOLD:g} %"),
+        ("report_html.AU_THRESHOLD", f"{report_html.AU_THRESHOLD:g} %"),
+        ("validity.RAM_MULTIPLE", f"{validity.RAM_MULTIPLE}×"),
+        ("validity.AGREEMENT", f"{validity.AGREEMENT * 100:g} %"),
+        *[
+            (f'campaign.ACCELERATOR_FIGURES["{kind}"]', f"{seconds:g} s")
+            for kind, seconds in campaign.ACCELERATOR_FIGURES.items()
+        ],
+    ],
+)
 def test_reference_figures_state_what_the_code_uses(constant, stated):
     assert stated in figure_row(constant)
 

@@ -14,8 +14,8 @@ MIB = 1 << 20
 
 
 def test_auto_size_fits_the_target_with_room_to_spare():
-    assert fio_jobs.choose_size(0, free=1024 * MIB, existing=0) == 819 * MIB       # a 1 GiB tmpfs
-    assert fio_jobs.choose_size(0, free=100 << 30, existing=0) == 1 << 30           # capped at 1 GiB
+    assert fio_jobs.choose_size(0, free=1024 * MIB, existing=0) == 819 * MIB  # a 1 GiB tmpfs
+    assert fio_jobs.choose_size(0, free=100 << 30, existing=0) == 1 << 30  # capped at 1 GiB
     assert fio_jobs.choose_size(0, free=100 * MIB, existing=412 * MIB) == 409 * MIB  # its own file counts
 
 
@@ -34,36 +34,55 @@ def test_profiles_follow_the_field_report():
     assert (seq["bs"], seq["direct"], seq["ioengine"], seq["iodepth"]) == ("1M", "1", "libaio", "8")
 
 
-@pytest.mark.parametrize("key, value", [("exec_prerun", "touch /tmp/x"), ("bs", "4k\nexec_prerun=id"),
-                                        ("Bad Key", "1")])
+@pytest.mark.parametrize(
+    "key, value", [("exec_prerun", "touch /tmp/x"), ("bs", "4k\nexec_prerun=id"), ("Bad Key", "1")]
+)
 def test_options_that_could_run_commands_are_refused(key, value):
     with pytest.raises(ValueError, match="not allowed"):
         fio_jobs.profile_options("seq-read-1m", {key: value})
 
 
 def test_prepare_writes_a_job_that_fio_accepts(tmp_path):
-    chosen = fio_jobs.prepare(tmp_path / "run", tmp_path / "work",
-                              fio_jobs.profile_options("rand-read-16k", {"runtime": "1", "time_based": "1"}),
-                              wanted=4 * MIB, jobfile=None)
+    chosen = fio_jobs.prepare(
+        tmp_path / "run",
+        tmp_path / "work",
+        fio_jobs.profile_options("rand-read-16k", {"runtime": "1", "time_based": "1"}),
+        wanted=4 * MIB,
+        jobfile=None,
+    )
     job = (tmp_path / "run" / "job.fio").read_text()
     assert f"filename={tmp_path / 'work' / fio_jobs.DATA_FILE}" in job and "size=4194304" in job
-    assert (tmp_path / "work" / fio_jobs.DATA_FILE).stat().st_size == 4 * MIB   # laid out before the timed run
+    assert (tmp_path / "work" / fio_jobs.DATA_FILE).stat().st_size == 4 * MIB  # laid out before the timed run
     assert chosen["size"] == 4 * MIB and chosen["size_chosen"] == "campaign"
 
 
 def _resident(path) -> int:
-    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["fincore", "--bytes", "--noheadings", "--output", "RES", str(path)], capture_output=True, text=True, check=True
+    ).stdout
     return int(out.strip())
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="dropping caches needs root")
 def test_prepare_drops_the_caches_after_laying_the_file_out(tmp_path):
     """The drop comes after everything prepare touches (the layout, a data set's histogram), just before the run."""
-    work = Path(tempfile.mkdtemp(dir="/var/tmp"))     # a disk-backed file system: tmpfs pages cannot be dropped
+    work = Path(tempfile.mkdtemp(dir="/var/tmp"))  # a disk-backed file system: tmpfs pages cannot be dropped
     try:
-        argv = [sys.executable, "-m", "iolab.fio_jobs", "prepare", "--dir", str(tmp_path), "--workdir", str(work),
-                "--options", json.dumps({"rw": "read", "bs": "1M"}), "--size", str(16 * MIB), "--drop-caches"]
+        argv = [
+            sys.executable,
+            "-m",
+            "iolab.fio_jobs",
+            "prepare",
+            "--dir",
+            str(tmp_path),
+            "--workdir",
+            str(work),
+            "--options",
+            json.dumps({"rw": "read", "bs": "1M"}),
+            "--size",
+            str(16 * MIB),
+            "--drop-caches",
+        ]
         subprocess.run(argv, capture_output=True, text=True, check=True)
         data = work / fio_jobs.DATA_FILE
         dropped = json.loads((tmp_path / "drop_caches.json").read_text())

@@ -27,8 +27,12 @@ def load_gpu_check():
 
 def test_the_cpu_path_trains_from_both_readers_and_says_what_it_skipped(tmp_path):
     out = tmp_path / "check.json"
-    done = subprocess.run([sys.executable, str(BENCH / "gpu_check.py"), *QUICK, "--json", str(out)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "gpu_check.py"), *QUICK, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(out.read_text())
     assert found["device"] == "cpu" and found["h2d"] is None
@@ -45,8 +49,15 @@ def test_gpu_utilisation_during_the_steps_comes_from_nvml(monkeypatch):
     """FakeNvml stands in for the NVML library (there is no GPU here): its utilisation reaches the check."""
     gpu_check = load_gpu_check()
     fake = FakeNvml()
-    monkeypatch.setattr(gpu_check.telemetry, "open_nvml", lambda: (fake, [("handle", 0)], {
-        "source": "nvml", "count": 1, "driver": "580.95.05", "names": ["NVIDIA H100 80GB HBM3"]}))
+    monkeypatch.setattr(
+        gpu_check.telemetry,
+        "open_nvml",
+        lambda: (
+            fake,
+            [("handle", 0)],
+            {"source": "nvml", "count": 1, "driver": "580.95.05", "names": ["NVIDIA H100 80GB HBM3"]},
+        ),
+    )
     found = gpu_check.check(gpu_check.parser().parse_args(QUICK))
     assert [t["gpu_util_pct"] for t in found["training"]] == [87.0, 87.0]
     assert fake.calls["shutdown"] == 1
@@ -56,7 +67,11 @@ def test_gpu_utilisation_during_the_steps_comes_from_nvml(monkeypatch):
 
 
 def test_a_data_set_smaller_than_two_batches_is_refused_in_one_line():
-    done = subprocess.run([sys.executable, str(BENCH / "gpu_check.py"), "--files", "4", "--batch-size", "4"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "gpu_check.py"), "--files", "4", "--batch-size", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "--files 4 is less than two batches of 4: make it at least 8, or lower --batch-size"

@@ -10,9 +10,19 @@ HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]
 
 
 def sample(host: str, value: float, metric: str = "read_bw") -> Sample:
-    return Sample(campaign="c", run_id="r1", repetition=1, host=host, backend="tmpfs", workload="seq",
-                  metric=metric, value=value, unit="B/s", started_at="2025-01-01T00:00:00Z",
-                  ended_at="2025-01-01T00:00:05Z")
+    return Sample(
+        campaign="c",
+        run_id="r1",
+        repetition=1,
+        host=host,
+        backend="tmpfs",
+        workload="seq",
+        metric=metric,
+        value=value,
+        unit="B/s",
+        started_at="2025-01-01T00:00:00Z",
+        ended_at="2025-01-01T00:00:05Z",
+    )
 
 
 def test_the_aggregate_heads_a_run_of_every_host():
@@ -23,8 +33,7 @@ def test_the_aggregate_heads_a_run_of_every_host():
 def test_samples_from_some_hosts_only_say_how_many_and_their_range():
     samples = [sample("gpu01", 2**30), sample("gpu03", 3 * 2**29), sample("gpu01", 10.0, "read_iops")]
     line = headline(samples, [], HOSTS)
-    assert line == (f"2 of 4 hosts (gpu01, gpu03): read_bw {human(2**30, 'B/s')} to "
-                    f"{human(3 * 2**29, 'B/s')} per host")
+    assert line == (f"2 of 4 hosts (gpu01, gpu03): read_bw {human(2**30, 'B/s')} to {human(3 * 2**29, 'B/s')} per host")
     assert "no samples" not in line
 
 

@@ -25,29 +25,35 @@ def inventory(tmp_path: Path):
     return load_inventory(path)
 
 
-@pytest.mark.parametrize("pattern, expected", [
-    ("gpu[01-04]", ["gpu01", "gpu02", "gpu03", "gpu04"]),
-    ("gpu01,gpu03", ["gpu01", "gpu03"]),
-    ("gpu[01-04]:!gpu02", ["gpu01", "gpu03", "gpu04"]),
-    ("gpu[01:04]:!gpu02", ["gpu01", "gpu03", "gpu04"]),   # Ansible's own range syntax, as names
-    ("gpu:&gpu0[1-2]", ["gpu01", "gpu02"]),
-    ("gpu*", ["gpu01", "gpu02", "gpu03", "gpu04"]),
-    ("storage", ["ceph01"]),
-    ("gpu03,gpu01", ["gpu01", "gpu03"]),                  # inventory order, not pattern order
-    (None, ["gpu01", "gpu02", "gpu03", "gpu04", "ceph01"]),
-    ("all", ["gpu01", "gpu02", "gpu03", "gpu04", "ceph01"]),
-])
+@pytest.mark.parametrize(
+    "pattern, expected",
+    [
+        ("gpu[01-04]", ["gpu01", "gpu02", "gpu03", "gpu04"]),
+        ("gpu01,gpu03", ["gpu01", "gpu03"]),
+        ("gpu[01-04]:!gpu02", ["gpu01", "gpu03", "gpu04"]),
+        ("gpu[01:04]:!gpu02", ["gpu01", "gpu03", "gpu04"]),  # Ansible's own range syntax, as names
+        ("gpu:&gpu0[1-2]", ["gpu01", "gpu02"]),
+        ("gpu*", ["gpu01", "gpu02", "gpu03", "gpu04"]),
+        ("storage", ["ceph01"]),
+        ("gpu03,gpu01", ["gpu01", "gpu03"]),  # inventory order, not pattern order
+        (None, ["gpu01", "gpu02", "gpu03", "gpu04", "ceph01"]),
+        ("all", ["gpu01", "gpu02", "gpu03", "gpu04", "ceph01"]),
+    ],
+)
 def test_patterns_select_inventory_hosts(inventory, pattern, expected):
     assert select_hosts(pattern, inventory) == expected
 
 
-@pytest.mark.parametrize("pattern, says", [
-    ("gpu05", "gpu05 is not a host or group"),
-    ("gpu[01-08]", "gpu[05-08] are not hosts or groups"),    # never silently fewer hosts than asked
-    ("@nope", "'@nope' is not a group"),
-    ("nope*", "matches no host"),
-    ("gpu[01-04]:!gpu[01-04]", "selects no host"),
-])
+@pytest.mark.parametrize(
+    "pattern, says",
+    [
+        ("gpu05", "gpu05 is not a host or group"),
+        ("gpu[01-08]", "gpu[05-08] are not hosts or groups"),  # never silently fewer hosts than asked
+        ("@nope", "'@nope' is not a group"),
+        ("nope*", "matches no host"),
+        ("gpu[01-04]:!gpu[01-04]", "selects no host"),
+    ],
+)
 def test_a_pattern_that_matches_nothing_lists_the_inventory(inventory, pattern, says):
     with pytest.raises(UserError) as err:
         select_hosts(pattern, inventory)
@@ -63,12 +69,15 @@ def test_node_sets_as_clusters_write_them():
     assert len(expand_names("gpu[01-64]")) == 64
 
 
-@pytest.mark.parametrize("term, says", [
-    ("gpu[04-01]", "empty"),
-    ("gpu[a-c]", "is not a range"),
-    ("gpu[01-0x]", "is not a range"),
-    ("gpu[01-04", "unbalanced brackets"),
-])
+@pytest.mark.parametrize(
+    "term, says",
+    [
+        ("gpu[04-01]", "empty"),
+        ("gpu[a-c]", "is not a range"),
+        ("gpu[01-0x]", "is not a range"),
+        ("gpu[01-04", "unbalanced brackets"),
+    ],
+)
 def test_a_malformed_host_set_is_one_line(inventory, term, says):
     with pytest.raises(UserError, match=re.escape(says)):
         select_hosts(term, inventory)
@@ -83,7 +92,7 @@ def test_a_huge_host_set_is_refused_before_it_is_expanded(inventory):
     with pytest.raises(UserError, match="names 100,000,000 hosts, more than the 65,536"):
         select_hosts("gpu[0-99999999]", inventory)
     assert time.monotonic() - started < 5
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000   # KiB: under 100 MB
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB: under 100 MB
 
 
 @pytest.mark.parametrize("pattern", ["", "  "])

@@ -31,7 +31,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the loader needs torch (pip install torch==2.13.0)")
 pytest.importorskip("cv2", reason="the loader needs opencv-python-headless")
 
-from iolab import accelerators, campaign as campaign_mod  # noqa: E402
+from iolab import accelerators  # noqa: E402
+from iolab import campaign as campaign_mod
 from iolab.dataset.gen import gen  # noqa: E402
 from iolab.dataset.manifest import Manifest  # noqa: E402
 from iolab.dataset.pack import pack  # noqa: E402
@@ -56,15 +57,22 @@ def dataset(tmp_path_factory) -> Path:
 
 def loader(root: Path, out: Path, *args: str, module: str = "iolab.loader.torch_loader") -> dict:
     """Run a loader as the role does; return its loader.json."""
-    done = subprocess.run([sys.executable, "-m", module, "--root", str(root), "--out", str(out), *args],
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--root", str(root), "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads((out / "loader.json").read_text())
 
 
 def metric(parsed, name: str, **params) -> float:
-    found = [m.value for m in parsed.measurements if m.metric == name
-             and all(m.params.get(k) == v for k, v in params.items())]
+    found = [
+        m.value
+        for m in parsed.measurements
+        if m.metric == name and all(m.params.get(k) == v for k, v in params.items())
+    ]
     assert len(found) == 1, (name, params, parsed.measurements)
     return found[0]
 
@@ -111,21 +119,30 @@ def test_bytes_reach_the_training_loop_intact_through_the_workers_buffer_ring(da
 
     manifest = Manifest.load(dataset)
     samples = Samples(dataset, reader, decode=False)
-    samples.ring = 2 + 2        # prefetch_factor + 2, as the loader sets it
-    batches = DataLoader(samples, batch_size=7, shuffle=True, num_workers=2, prefetch_factor=2,
-                         collate_fn=collate, persistent_workers=True)
+    samples.ring = 2 + 2  # prefetch_factor + 2, as the loader sets it
+    batches = DataLoader(
+        samples,
+        batch_size=7,
+        shuffle=True,
+        num_workers=2,
+        prefetch_factor=2,
+        collate_fn=collate,
+        persistent_workers=True,
+    )
     seen = []
     for _ in range(2):
         previous = None
         for batch in batches:
-            for part, label in zip(torch.split(batch["data"], batch["lengths"].tolist()), batch["labels"].tolist()):
+            for part, label in zip(
+                torch.split(batch["data"], batch["lengths"].tolist()), batch["labels"].tolist(), strict=False
+            ):
                 digest = hashlib.sha256(part.numpy().tobytes()).hexdigest()
                 seen.append(digest)
                 assert label == manifest.entries[[e.sha256 for e in manifest.entries].index(digest)].label
-            if previous is not None:     # the batch before is still intact while this one is in use
+            if previous is not None:  # the batch before is still intact while this one is in use
                 assert hashlib.sha256(previous[0].numpy().tobytes()).hexdigest() == previous[1]
             previous = (batch["data"], hashlib.sha256(batch["data"].numpy().tobytes()).hexdigest())
-    assert sorted(seen) == sorted([e.sha256 for e in manifest.entries] * 2)     # every sample, each epoch
+    assert sorted(seen) == sorted([e.sha256 for e in manifest.entries] * 2)  # every sample, each epoch
 
 
 def test_collate_stacks_images_and_concatenates_bytes(dataset):
@@ -139,6 +156,7 @@ def test_collate_stacks_images_and_concatenates_bytes(dataset):
 
 def test_syscalls_per_sample_of_each_reader(dataset, tmp_path):
     """imdecode: one open, one read, one close; packed: one pread; imread and PIL read in pieces."""
+
     def traced(name: str, work) -> dict[str, int]:
         tracer = Tracer(tmp_path / f"{name}.txt", tmp_path / f"{name}.log")
         tracer.start()
@@ -146,7 +164,7 @@ def test_syscalls_per_sample_of_each_reader(dataset, tmp_path):
         tracer.stop()
         return {call: row["calls"] for call, row in parse_summary((tmp_path / f"{name}.txt").read_text()).items()}
 
-    baseline = traced("nothing", lambda: None)    # what attaching and stopping strace cost, once
+    baseline = traced("nothing", lambda: None)  # what attaching and stopping strace cost, once
     per_sample = {}
     n = 40
     for reader in ("cv2-imread", "cv2-imdecode", "pil", "packed"):
@@ -159,8 +177,8 @@ def test_syscalls_per_sample_of_each_reader(dataset, tmp_path):
         assert abs(imdecode.get(call, 0) - 1) < 0.05, imdecode
     assert imdecode.get("lseek", 0) < 0.05
     assert abs(packed.get("pread64", 0) - 1) < 0.05 and packed.get("openat", 0) < 0.05, packed
-    assert imread["read"] >= 5 and imread["openat"] >= 1, imread     # buffered reads, several per file
-    assert pil["read"] >= 2 and pil["lseek"] >= 1, pil                # PIL seeks and reads in pieces
+    assert imread["read"] >= 5 and imread["openat"] >= 1, imread  # buffered reads, several per file
+    assert pil["read"] >= 2 and pil["lseek"] >= 1, pil  # PIL seeks and reads in pieces
 
 
 # ----------------------------------------------------------------- the loader
@@ -168,21 +186,36 @@ def test_syscalls_per_sample_of_each_reader(dataset, tmp_path):
 
 def test_a_loader_run_reads_every_sample_once_per_epoch(dataset, tmp_path):
     """Two ranks, two epochs, syscall profile on: the counts, bytes and traced calls add up."""
-    document = loader(dataset, tmp_path / "run", "--reader", "cv2-imdecode", "--workers", "1",
-                      "--batch-size", "12", "--epochs", "2", "--accelerators", "2", "--syscall-profile")
+    document = loader(
+        dataset,
+        tmp_path / "run",
+        "--reader",
+        "cv2-imdecode",
+        "--workers",
+        "1",
+        "--batch-size",
+        "12",
+        "--epochs",
+        "2",
+        "--accelerators",
+        "2",
+        "--syscall-profile",
+    )
     manifest = Manifest.load(dataset)
     assert document["dataset"]["manifest_hash"] == manifest.hash
     assert [r["rank"] for r in document["ranks"]] == [0, 1]
     for epoch in (0, 1):
         rows = [r for rank in document["ranks"] for r in rank["records"] if r[0] == epoch]
-        assert sum(r[6] for r in rows) == FILES                           # each sample once, ranks split it
+        assert sum(r[6] for r in rows) == FILES  # each sample once, ranks split it
         assert sum(r[7] for r in rows) == manifest.total_bytes
     parsed = parser.parse(tmp_path / "run")
-    assert metric(parsed, "samples_per_s") > 0 and metric(parsed, "read_bw") > 50 * 1024 * metric(parsed, "samples_per_s")
+    assert metric(parsed, "samples_per_s") > 0 and metric(parsed, "read_bw") > 50 * 1024 * metric(
+        parsed, "samples_per_s"
+    )
     assert 0 < metric(parsed, "batch_latency_p50") <= metric(parsed, "batch_latency_p99") < 30
     assert 0 < metric(parsed, "cpu_cores") <= os.cpu_count() + 0.5
     assert metric(parsed, "epoch_time", epoch=0) > 0 and metric(parsed, "epoch_time", epoch=1) > 0
-    assert not [m for m in parsed.measurements if m.metric == "au"]     # no accelerator, no AU
+    assert not [m for m in parsed.measurements if m.metric == "au"]  # no accelerator, no AU
     # Every file of both epochs opened and read while traced (plus the pipeline's own calls).
     assert metric(parsed, "syscalls_per_sample", syscall="openat") >= 1
     assert metric(parsed, "syscalls_per_sample", syscall="read") >= 1
@@ -193,9 +226,25 @@ def test_a_loader_run_reads_every_sample_once_per_epoch(dataset, tmp_path):
 @pytest.mark.parametrize("workers, analytic", [(1, 62.5), (2, 100.0)])
 def test_measured_au_is_within_two_points_of_the_analytic_value(dataset, tmp_path, workers, analytic):
     """c = 0.25 s per batch; B·p = 8 × 0.05 s: one worker feeds a batch per 0.4 s (AU 62.5 %), two per 0.2 s (100 %)."""
-    loader(dataset, tmp_path / "au", "--reader", "packed", "--no-decode", "--workers", str(workers),
-           "--batch-size", "8", "--steps", "12", "--accelerator", "emulated", "--compute-per-batch", "0.25",
-           "--preprocess-time", "0.05")
+    loader(
+        dataset,
+        tmp_path / "au",
+        "--reader",
+        "packed",
+        "--no-decode",
+        "--workers",
+        str(workers),
+        "--batch-size",
+        "8",
+        "--steps",
+        "12",
+        "--accelerator",
+        "emulated",
+        "--compute-per-batch",
+        "0.25",
+        "--preprocess-time",
+        "0.05",
+    )
     au = metric(parser.parse(tmp_path / "au"), "au")
     # Within 5 points even on a busy machine; the ±2-point fidelity target is bench/au_fidelity.py's.
     assert abs(au - analytic) <= 5.0, (au, analytic)
@@ -203,14 +252,38 @@ def test_measured_au_is_within_two_points_of_the_analytic_value(dataset, tmp_pat
 
 def test_distributed_ranks_take_each_step_together(dataset, tmp_path):
     """Two ranks (as two hosts would run them) with gloo: the slow one sets the pace of both."""
-    common = ["--reader", "packed", "--no-decode", "--workers", "1", "--batch-size", "8", "--steps", "8",
-              "--accelerator", "emulated", "--compute-per-batch", "0.02", "--distributed", "--nodes", "2",
-              "--master-addr", "127.0.0.1", "--master-port", str(29400 + os.getpid() % 500)]
+    common = [
+        "--reader",
+        "packed",
+        "--no-decode",
+        "--workers",
+        "1",
+        "--batch-size",
+        "8",
+        "--steps",
+        "8",
+        "--accelerator",
+        "emulated",
+        "--compute-per-batch",
+        "0.02",
+        "--distributed",
+        "--nodes",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(29400 + os.getpid() % 500),
+    ]
     argv = [sys.executable, "-m", "iolab.loader.torch_loader", "--root", str(dataset)]
-    fast = subprocess.Popen([*argv, "--out", str(tmp_path / "n0"), *common, "--node-rank", "0"],
-                            stderr=subprocess.PIPE, text=True)
-    slow = subprocess.run([*argv, "--out", str(tmp_path / "n1"), *common, "--node-rank", "1",
-                           "--preprocess-time", "0.02"], capture_output=True, text=True, timeout=180)
+    fast = subprocess.Popen(
+        [*argv, "--out", str(tmp_path / "n0"), *common, "--node-rank", "0"], stderr=subprocess.PIPE, text=True
+    )
+    slow = subprocess.run(
+        [*argv, "--out", str(tmp_path / "n1"), *common, "--node-rank", "1", "--preprocess-time", "0.02"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     fast_err = fast.communicate(timeout=180)[1]
     assert fast.returncode == 0 and slow.returncode == 0, (fast_err, slow.stderr)
     first, second = parser.parse(tmp_path / "n0"), parser.parse(tmp_path / "n1")
@@ -220,14 +293,23 @@ def test_distributed_ranks_take_each_step_together(dataset, tmp_path):
     # Alone, the fast rank would take a step every 0.02 s; the barrier makes it wait for the slow one.
     assert rates[0] < 8 / 0.02 * 0.6, rates
     waits = [r[5] for r in json.loads((tmp_path / "n0" / "loader.json").read_text())["ranks"][0]["records"][1:]]
-    assert sum(waits) > 0.1, waits     # rank 0 spent its time in the barrier
+    assert sum(waits) > 0.1, waits  # rank 0 spent its time in the barrier
 
 
 def test_the_tensorflow_loader_reads_the_tfrecord_shards(dataset, tmp_path):
     pytest.importorskip("tensorflow", reason="tensorflow workloads need tensorflow-cpu (pip install 'iolab[tf]')")
     pack(dataset, "tfrecord", samples_per_shard=24)
-    loader(dataset, tmp_path / "tf", "--batch-size", "16", "--private-threads", "2", "--accelerators", "2",
-           module="iolab.loader.tf_loader")
+    loader(
+        dataset,
+        tmp_path / "tf",
+        "--batch-size",
+        "16",
+        "--private-threads",
+        "2",
+        "--accelerators",
+        "2",
+        module="iolab.loader.tf_loader",
+    )
     parsed = parser.parse(tmp_path / "tf")
     document = json.loads((tmp_path / "tf" / "loader.json").read_text())
     assert sum(r[6] for rank in document["ranks"] for r in rank["records"]) == FILES
@@ -252,10 +334,18 @@ def test_the_parser_says_what_is_missing(tmp_path):
     (tmp_path / "stderr.txt").write_text("Traceback ...\nValueError: bad index\n")
     with pytest.raises(ParseError, match="bad index"):
         parser.parse(tmp_path)
-    one = {"kind": parser.KIND, "columns": ["epoch", "step", "requested_at", "ready_at", "compute_s", "sync_s",
-                                            "samples", "bytes"],
-           "ranks": [{"rank": 0, "records": [[0, 0, 1.0, 1.5, 0, 0, 8, 800]], "window": {"start": 1.5, "end": 1.5},
-                      "cpu_seconds": 0.1}]}
+    one = {
+        "kind": parser.KIND,
+        "columns": ["epoch", "step", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes"],
+        "ranks": [
+            {
+                "rank": 0,
+                "records": [[0, 0, 1.0, 1.5, 0, 0, 8, 800]],
+                "window": {"start": 1.5, "end": 1.5},
+                "cpu_seconds": 0.1,
+            }
+        ],
+    }
     (tmp_path / "loader.json").write_text(json.dumps(one))
     with pytest.raises(ParseError, match="at least 2"):
         parser.parse(tmp_path)
@@ -263,11 +353,17 @@ def test_the_parser_says_what_is_missing(tmp_path):
 
 def test_the_first_batch_is_left_out_of_every_rate(tmp_path):
     columns = ["epoch", "step", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes"]
-    records = [[0, 0, 100.0, 105.0, 0.5, 0, 10, 1000],        # start-up: 5 s for the first batch
-               [0, 1, 105.5, 105.6, 0.5, 0, 10, 1000], [0, 2, 106.1, 106.2, 0.5, 0, 10, 1000]]
-    document = {"kind": parser.KIND, "columns": columns, "config": {"accelerator": "emulated"},
-                "ranks": [{"rank": 0, "records": records, "window": {"start": 105.5, "end": 106.7},
-                           "cpu_seconds": 0.6}]}
+    records = [
+        [0, 0, 100.0, 105.0, 0.5, 0, 10, 1000],  # start-up: 5 s for the first batch
+        [0, 1, 105.5, 105.6, 0.5, 0, 10, 1000],
+        [0, 2, 106.1, 106.2, 0.5, 0, 10, 1000],
+    ]
+    document = {
+        "kind": parser.KIND,
+        "columns": columns,
+        "config": {"accelerator": "emulated"},
+        "ranks": [{"rank": 0, "records": records, "window": {"start": 105.5, "end": 106.7}, "cpu_seconds": 0.6}],
+    }
     (tmp_path / "loader.json").write_text(json.dumps(document))
     parsed = parser.parse(tmp_path)
     assert metric(parsed, "samples_per_s") == pytest.approx(20 / 1.2)
@@ -282,11 +378,12 @@ def test_per_second_series_add_ranks_up_over_whole_seconds():
 
     def rank(number, times):
         records = [[0, i, t - 0.01, t, 0, 0, 4, 400] for i, t in enumerate(times)]
-        return {"rank": number, "records": records, "window": {"start": times[0], "end": times[-1]},
-                "cpu_seconds": 0.1}
+        return {"rank": number, "records": records, "window": {"start": times[0], "end": times[-1]}, "cpu_seconds": 0.1}
 
-    series = parser._series([rank(0, [100.2, 101.5, 102.5, 103.5, 104.9]), rank(1, [100.1, 101.6, 102.7, 104.95])],
-                            {name: columns.index(name) for name in ("ready_at", "samples", "bytes")})
+    series = parser._series(
+        [rank(0, [100.2, 101.5, 102.5, 103.5, 104.9]), rank(1, [100.1, 101.6, 102.7, 104.95])],
+        {name: columns.index(name) for name in ("ready_at", "samples", "bytes")},
+    )
     # Whole seconds inside both windows (100.2 … 104.9): (101, 102], (102, 103], (103, 104].
     assert series["samples_per_s"] == [(102, 8.0), (103, 8.0), (104, 4.0)]
     assert series["read_bw"] == [(102, 800.0), (103, 800.0), (104, 400.0)]
@@ -313,9 +410,9 @@ def test_resnet50_has_torchvisions_shape_and_trains_a_step_on_cpu():
     done = subprocess.run([sys.executable, "-c", RESNET_CHECK], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout)
-    assert found["parameters"] == 25_557_032        # torchvision.models.resnet50's count
+    assert found["parameters"] == 25_557_032  # torchvision.models.resnet50's count
     assert found["shape"] == [2, 10] and found["learned"]
-    assert found["loss"] == found["loss"] and found["loss"] > 0   # finite, not NaN
+    assert found["loss"] == found["loss"] and found["loss"] > 0  # finite, not NaN
 
 
 def test_process_tree_cpu_counts_children():
@@ -324,8 +421,8 @@ def test_process_tree_cpu_counts_children():
     time.sleep(0.3)
     during = proctree.tree_cpu_seconds()
     child.wait()
-    assert during - before >= 0.1                         # the live child counts
-    assert proctree.tree_cpu_seconds() - before >= 0.4    # and once reaped, through cutime
+    assert during - before >= 0.1  # the live child counts
+    assert proctree.tree_cpu_seconds() - before >= 0.4  # and once reaped, through cutime
 
 
 # ----------------------------------------------------------------- metadata, data set probe
@@ -367,14 +464,26 @@ def _campaign(workloads, dataset=True):
 
 
 def test_campaign_loader_workloads_validate_and_sweep():
-    spec = _campaign([{"name": "l", "type": "pytorch", "reader": ["pil", "packed"], "workers": [1, 2],
-                       "batch_size": 200, "accelerator": {"type": "h100"}}])
+    spec = _campaign(
+        [
+            {
+                "name": "l",
+                "type": "pytorch",
+                "reader": ["pil", "packed"],
+                "workers": [1, 2],
+                "batch_size": 200,
+                "accelerator": {"type": "h100"},
+            }
+        ]
+    )
     runs = campaign_mod.expand(spec)
     assert len(runs) == 4 and spec.needs_dl and spec.dataset_formats == ["packed"]
     variables = runs[0].workload.role_vars("/mnt/iolab/mem")
-    assert variables["bench_pytorch_compute_per_batch"] == pytest.approx(0.224 / 2)   # 200 of 400 samples
+    assert variables["bench_pytorch_compute_per_batch"] == pytest.approx(0.224 / 2)  # 200 of 400 samples
     assert variables["bench_pytorch_accelerator"] == "emulated"
-    custom = _campaign([{"name": "l", "type": "pytorch", "accelerator": {"type": "custom", "compute_per_batch": "50ms"}}])
+    custom = _campaign(
+        [{"name": "l", "type": "pytorch", "accelerator": {"type": "custom", "compute_per_batch": "50ms"}}]
+    )
     assert custom.workloads[0].role_vars("/t")["bench_pytorch_compute_per_batch"] == pytest.approx(0.05)
     for bad, message in [
         ({"reader": "cv2-imread", "decode": False}, "always decodes"),
@@ -391,22 +500,34 @@ def test_run_ids_follow_the_data_set_only_where_it_is_read():
     fio = {"name": "seq", "type": "fio", "profile": "seq-read-1m"}
     loader_workload = {"name": "l", "type": "pytorch"}
     first = {r.workload.name: r.run_id for r in campaign_mod.expand(_campaign([fio, loader_workload]))}
-    raw = {"name": "dl", "backends": [{"name": "mem", "type": "tmpfs", "size": "1GiB"}],
-           "dataset": {"kind": "imagenet-like", "files": 200, "seed": 1}, "workloads": [fio, loader_workload]}
+    raw = {
+        "name": "dl",
+        "backends": [{"name": "mem", "type": "tmpfs", "size": "1GiB"}],
+        "dataset": {"kind": "imagenet-like", "files": 200, "seed": 1},
+        "workloads": [fio, loader_workload],
+    }
     second = {r.workload.name: r.run_id for r in campaign_mod.expand(campaign_mod.parse(raw, "t", Path(".")))}
     assert first["seq"] == second["seq"] and first["l"] != second["l"]
     without = campaign_mod.parse({**raw, "dataset": None, "workloads": [fio]}, "t", Path("."))
-    assert campaign_mod.expand(without)[0].run_id == first["seq"]      # ids of campaigns without data sets kept
+    assert campaign_mod.expand(without)[0].run_id == first["seq"]  # ids of campaigns without data sets kept
 
 
 def test_read_only_backends_hold_one_data_set_for_every_host():
     from iolab import bench, datasets
 
-    raw = {"name": "ro", "dataset": {"kind": "imagenet-like", "files": 100, "seed": 1},
-           "backends": [{"name": "mem", "type": "tmpfs", "size": "1GiB"},
-                        {"name": "snap", "type": "rbd_snapshot", "fio_size": "64MiB"}],
-           "workloads": [{"name": "l", "type": "pytorch"}, {"name": "m", "type": "metadata"},
-                         {"name": "b", "type": "fio", "profile": "bssplit-from-dataset"}]}
+    raw = {
+        "name": "ro",
+        "dataset": {"kind": "imagenet-like", "files": 100, "seed": 1},
+        "backends": [
+            {"name": "mem", "type": "tmpfs", "size": "1GiB"},
+            {"name": "snap", "type": "rbd_snapshot", "fio_size": "64MiB"},
+        ],
+        "workloads": [
+            {"name": "l", "type": "pytorch"},
+            {"name": "m", "type": "metadata"},
+            {"name": "b", "type": "fio", "profile": "bssplit-from-dataset"},
+        ],
+    }
     spec = campaign_mod.parse(raw, "t", Path("."))
     runs = {(r.backend.name, r.workload.name): r for r in campaign_mod.expand(spec)}
     own = bench.workload_vars(runs["mem", "l"])
@@ -420,7 +541,9 @@ def test_read_only_backends_hold_one_data_set_for_every_host():
 
 
 def test_accelerator_search_doubles_then_bisects():
-    assert accelerators.search(lambda n: 95 if n <= 6 else 80) == (6, [(1, 95), (2, 95), (4, 95), (8, 80),
-                                                                         (6, 95), (7, 80)])
+    assert accelerators.search(lambda n: 95 if n <= 6 else 80) == (
+        6,
+        [(1, 95), (2, 95), (4, 95), (8, 80), (6, 95), (7, 80)],
+    )
     assert accelerators.search(lambda n: 50)[0] == 0
     assert accelerators.search(lambda n: 99, limit=5) == (5, [(1, 99), (2, 99), (4, 99), (5, 99)])

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from support import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "os_facts"
 DEBIAN_ONLY_MODULES = {"apt", "apt_key", "apt_repository", "deb822_repository", "dpkg_selections"}
 DEBIAN_ONLY_COMMANDS = {"dpkg", "dpkg-query", "apt", "apt-get", "apt-cache"}
 SUPPORTED = "iolab runs on Debian 12, Ubuntu 22.04/24.04, RHEL/Rocky 9"
-WITHOUT_GANESHA = "rocky-9-without-nfs-ganesha"   # Rocky 9 whose repositories lack nfs-ganesha, as is usual
+WITHOUT_GANESHA = "rocky-9-without-nfs-ganesha"  # Rocky 9 whose repositories lack nfs-ganesha, as is usual
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +37,50 @@ def check_roles(tmp_path_factory):
     """
     tmp_path = tmp_path_factory.mktemp("os")
     record = tmp_path / "tasks.jsonl"
-    hosts = {path.stem: {"os_facts_file": str(path), "ansible_connection": "local",
-                         "ansible_python_interpreter": "/usr/bin/python3"} for path in FIXTURES.glob("*.json")}
+    hosts = {
+        path.stem: {
+            "os_facts_file": str(path),
+            "ansible_connection": "local",
+            "ansible_python_interpreter": "/usr/bin/python3",
+        }
+        for path in FIXTURES.glob("*.json")
+    }
     hosts[WITHOUT_GANESHA] = {**hosts["rocky-9"], "stub_unavailable": "nfs-ganesha"}
     inventory = tmp_path / "inventory.json"
     inventory.write_text(json.dumps({"all": {"hosts": hosts}}))
-    env = {**os.environ, "IOLAB_TASK_RECORD": str(record), "ANSIBLE_LIBRARY": str(FIXTURES / "library"),
-           "ANSIBLE_CALLBACK_PLUGINS": str(FIXTURES / "callback"), "ANSIBLE_CALLBACKS_ENABLED": "record_tasks"}
+    env = {
+        **os.environ,
+        "IOLAB_TASK_RECORD": str(record),
+        "ANSIBLE_LIBRARY": str(FIXTURES / "library"),
+        "ANSIBLE_CALLBACK_PLUGINS": str(FIXTURES / "callback"),
+        "ANSIBLE_CALLBACKS_ENABLED": "record_tasks",
+    }
     # dnf's repository files go to tmp_path (this machine has no /etc/yum.repos.d); the handler that
     # stops a packaged nfs-ganesha under systemd is left out (this machine's init is not the host's).
     variables = {"_iolab_host_yum_repos_dir": str(tmp_path), "_service_nfs_systemd": False}
-    done = subprocess.run([str(Path(sys.executable).with_name("ansible-playbook")), "--check", "-i", str(inventory),
-                           "-e", json.dumps(variables), str(FIXTURES / "roles_check.yml")],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "--check",
+            "-i",
+            str(inventory),
+            "-e",
+            json.dumps(variables),
+            str(FIXTURES / "roles_check.yml"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     tasks = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
     assert {task["host"] for task in tasks} == set(hosts), done.stdout[-3000:]
 
     def of(os_name: str) -> tuple[list[str], list[dict]]:
         mine = [task for task in tasks if task["host"] == os_name]
         return [task["msg"] for task in mine if task["status"] == "failed"], mine
+
     return of
 
 
@@ -76,10 +102,12 @@ def installs(tasks: list[dict]) -> list[tuple[str, list[str]]]:
 
 def names_in(family: str) -> set[str]:
     """Every package name the roles' vars/<family>.yml files give."""
+
     def leaves(value):
         if isinstance(value, dict):
             return [name for item in value.values() for name in leaves(item)]
         return list(value) if isinstance(value, list) else []
+
     found = set()
     for path in (ROOT / "roles").glob(f"*/vars/{family}.yml"):
         for key, value in yaml.safe_load(path.read_text()).items():
@@ -106,24 +134,31 @@ def test_redhat_hosts_get_dnf_and_redhat_names_only(os_name, check_roles):
 
 def test_redhat_repositories_come_before_the_packages_that_need_them(check_roles):
     _, tasks = check_roles("rocky-9")
-    steps = [(t["task"], t["args"]) for t in tasks
-             if short(t["action"]) in {"package", "yum_repository"} or t["task"].startswith("iolab_host : Enable")]
+    steps = [
+        (t["task"], t["args"])
+        for t in tasks
+        if short(t["action"]) in {"package", "yum_repository"} or t["task"].startswith("iolab_host : Enable")
+    ]
     sshfs = next(i for i, (_, args) in enumerate(steps) if args and args.get("name") == ["fuse-sshfs"])
-    assert steps[sshfs - 1][1]["name"] == ["epel-release"]          # EPEL (Rocky: from extras, by name)
+    assert steps[sshfs - 1][1]["name"] == ["epel-release"]  # EPEL (Rocky: from extras, by name)
     ceph = next(i for i, (_, args) in enumerate(steps) if args and args.get("name") == ["ceph-common"])
-    assert [args["baseurl"] for _, args in steps[ceph - 2:ceph]] == [
-        ["https://download.ceph.com/rpm-reef/el9/$basearch"], ["https://download.ceph.com/rpm-reef/el9/noarch"]]
+    assert [args["baseurl"] for _, args in steps[ceph - 2 : ceph]] == [
+        ["https://download.ceph.com/rpm-reef/el9/$basearch"],
+        ["https://download.ceph.com/rpm-reef/el9/noarch"],
+    ]
     base = next(args["name"] for _, args in steps if args and "fio" in args.get("name", []))
     assert steps[0][1]["name"] == base, "BaseOS/AppStream packages need no extra repository"
 
 
 def test_a_package_no_known_repository_has_fails_saying_where_to_get_it(check_roles):
     failed, _ = check_roles(WITHOUT_GANESHA)
-    assert len(failed) == 2    # the package task, then the one line that says what to do
+    assert len(failed) == 2  # the package task, then the one line that says what to do
     assert failed[1].startswith(f"{WITHOUT_GANESHA}: installing ")
     assert "nfs-ganesha" in failed[1] and "(No match for argument: nfs-ganesha)" in failed[1]
-    assert failed[1].endswith("; nfs-ganesha is in neither RHEL 9 nor EPEL 9; enable a repository that has it "
-                              "(the CentOS Storage SIG's nfs-ganesha repository) and run again")
+    assert failed[1].endswith(
+        "; nfs-ganesha is in neither RHEL 9 nor EPEL 9; enable a repository that has it "
+        "(the CentOS Storage SIG's nfs-ganesha repository) and run again"
+    )
 
 
 def test_rhel_gets_epel_from_its_url(check_roles):
@@ -162,6 +197,7 @@ def test_an_unsupported_os_is_refused_in_one_line_before_anything_else(os_name, 
 
 def test_debian_only_modules_are_used_only_under_a_debian_condition():
     """Static: a Debian-only module anywhere in the roles sits under `os_family == 'Debian'`."""
+
     def walk(tasks, inherited):
         for task in tasks or []:
             when = inherited + ([task["when"]] if isinstance(task.get("when"), str) else task.get("when") or [])
@@ -169,8 +205,12 @@ def test_debian_only_modules_are_used_only_under_a_debian_condition():
                 yield from walk(task.get(key), when)
             if short(next((k for k in task if "." in k or k in DEBIAN_ONLY_MODULES), "")) in DEBIAN_ONLY_MODULES:
                 yield task["name"], when
-    uses = [(path.relative_to(ROOT), name, when) for path in (ROOT / "roles").glob("*/*/*.yml")
-            if path.parent.name in {"tasks", "handlers"}
-            for name, when in walk(yaml.safe_load(path.read_text()), [])]
+
+    uses = [
+        (path.relative_to(ROOT), name, when)
+        for path in (ROOT / "roles").glob("*/*/*.yml")
+        if path.parent.name in {"tasks", "handlers"}
+        for name, when in walk(yaml.safe_load(path.read_text()), [])
+    ]
     assert uses, "no apt task found: the walk is broken"
     assert [use for use in uses if "ansible_facts['os_family'] == 'Debian'" not in use[2]] == []

@@ -14,21 +14,19 @@ from typing import Any
 
 import pytest
 
-from iolab.parsers import ParseError, Parsed, parser_for
-from iolab.parsers import fio
+from iolab.parsers import Parsed, ParseError, fio, parser_for
 from iolab.samples import UNITS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
 SINGLE_JOB = ["seq-read-1m", "imagenet-bssplit", "seq-write-128k", "randrw-4k"]
-WITH_JSON = SINGLE_JOB + ["rand-read-16k", "two-jobs-read-write", "two-jobs-one-fails",
-                          "error-enospc", "error-erofs"]
+WITH_JSON = SINGLE_JOB + ["rand-read-16k", "two-jobs-read-write", "two-jobs-one-fails", "error-enospc", "error-erofs"]
 FIO_KEYS = {"p50": "50.000000", "p99": "99.000000", "p999": "99.900000"}
 
 
 def raw(case: str) -> dict[str, Any]:
     """The fixture's fio JSON, read without the parser."""
     text = (FIXTURES / case / "fio.json").read_text()
-    return json.loads(text[text.index("{"):])
+    return json.loads(text[text.index("{") :])
 
 
 def metrics(parsed: Parsed) -> dict[str, float]:
@@ -115,8 +113,15 @@ def test_single_job_percentiles_agree_with_fios_own(case: str, suffix: str) -> N
 
 def test_write_only_job_has_no_read_metrics() -> None:
     got = metrics(fio.parse(FIXTURES / "seq-write-128k"))
-    assert set(got) == {"write_bw", "write_iops", "write_clat_p50", "write_clat_p99",
-                        "write_clat_p999", "cpu_usr", "cpu_sys"}
+    assert set(got) == {
+        "write_bw",
+        "write_iops",
+        "write_clat_p50",
+        "write_clat_p99",
+        "write_clat_p999",
+        "cpu_usr",
+        "cpu_sys",
+    }
     assert got["write_bw"] == raw("seq-write-128k")["jobs"][0]["write"]["bw_bytes"]
 
 
@@ -220,12 +225,15 @@ def test_missing_json_names_the_file_and_quotes_stderr() -> None:
     assert "failed to load engine" in message
 
 
-@pytest.mark.parametrize("content, reason", [
-    ("", "empty"),
-    ("fio: engine libaio not loadable\n", "no line starts with"),
-    ("truncated", "not valid JSON"),
-    ('{"fio version": "fio-3.33", "jobs": []}\n', '"jobs"'),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ("", "empty"),
+        ("fio: engine libaio not loadable\n", "no line starts with"),
+        ("truncated", "not valid JSON"),
+        ('{"fio version": "fio-3.33", "jobs": []}\n', '"jobs"'),
+    ],
+)
 def test_unusable_json_raises_parse_error_naming_the_file(tmp_path: Path, content: str, reason: str) -> None:
     if content == "truncated":
         content = (FIXTURES / "seq-read-1m" / "fio.json").read_text()[:4000]

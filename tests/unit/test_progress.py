@@ -25,8 +25,7 @@ def progress(planned: list[Planned], terminal: bool = False) -> tuple[Progress, 
     return Progress(planned, console, clock), clock, out
 
 
-PLAN = [Planned("a1", "seq", 10.0), Planned("b1", "load", 4.0), Planned("a2", "seq", 10.0),
-        Planned("b2", "load", 4.0)]
+PLAN = [Planned("a1", "seq", 10.0), Planned("b1", "load", 4.0), Planned("a2", "seq", 10.0), Planned("b2", "load", 4.0)]
 
 
 def run(p: Progress, clock: Clock, planned: Planned, seconds: float, headline: str = "read_bw 1 GiB/s") -> None:
@@ -41,12 +40,12 @@ def test_before_the_first_run_the_time_to_go_is_the_estimates():
     assert p.status() == "0 done, 4 left, about 28 s to go (estimated)"
     p.start(PLAN[0])
     clock.now += 3
-    assert p.eta() == 7 + 4 + 10 + 4           # the current run has 7 s of its estimate left
+    assert p.eta() == 7 + 4 + 10 + 4  # the current run has 7 s of its estimate left
 
 
 def test_runs_of_a_workload_timed_already_are_expected_to_take_their_mean():
     p, clock, _ = progress(PLAN)
-    run(p, clock, PLAN[0], 20.0)               # seq took twice its estimate
+    run(p, clock, PLAN[0], 20.0)  # seq took twice its estimate
     # a2: seq's mean (20 s); b1 and b2: load not timed yet, its estimate × 20/10.
     assert p.expected(PLAN[2]) == 20.0 and p.expected(PLAN[1]) == 8.0
     assert p.eta() == 20 + 8 + 8
@@ -55,7 +54,7 @@ def test_runs_of_a_workload_timed_already_are_expected_to_take_their_mean():
     run(p, clock, PLAN[2], 30.0)
     assert p.expected(PLAN[2]) == 25.0 and p.eta() == 5
     p.start(PLAN[3])
-    clock.now += 9                             # past its expected time: nothing left, not negative
+    clock.now += 9  # past its expected time: nothing left, not negative
     assert p.eta() == 0
     assert p.status() == "3 done, 1 left, about 0 s to go"
 
@@ -78,10 +77,10 @@ def test_a_run_left_without_hosts_is_no_longer_counted_as_left():
 
 def test_without_a_terminal_each_run_is_one_line_with_its_time_and_what_is_left():
     p, clock, out = progress(PLAN)
-    for planned, seconds in zip(PLAN, (11.0, 5.0, 9.0, 4.0)):
+    for planned, seconds in zip(PLAN, (11.0, 5.0, 9.0, 4.0), strict=False):
         run(p, clock, planned, seconds, headline="samples_per_s 1.2k samples/s " + "x" * 80)
     lines = out.getvalue().splitlines()
-    assert len(lines) == len(PLAN)             # never wrapped, never a table or a control sequence
+    assert len(lines) == len(PLAN)  # never wrapped, never a table or a control sequence
     assert "\x1b" not in out.getvalue()
     assert lines[0].startswith("run a1: samples_per_s 1.2k samples/s") and "(11 s; 1 done, 3 left, about" in lines[0]
     assert lines[2].endswith("(9 s; 3 done, 1 left, about 5 s to go)")
@@ -89,8 +88,7 @@ def test_without_a_terminal_each_run_is_one_line_with_its_time_and_what_is_left(
 
 
 def test_durations_read_as_a_person_says_them():
-    assert [duration(s) for s in (0, 44.6, 60, 160, 3725)] == ["0 s", "45 s", "1 min 00 s", "2 min 40 s",
-                                                              "1 h 02 min"]
+    assert [duration(s) for s in (0, 44.6, 60, 160, 3725)] == ["0 s", "45 s", "1 min 00 s", "2 min 40 s", "1 h 02 min"]
 
 
 def test_before_the_first_run_a_campaign_s_time_to_go_is_the_dry_run_estimate():

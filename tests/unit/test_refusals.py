@@ -39,17 +39,22 @@ def changed(**backend) -> dict:
     return data
 
 
-@pytest.mark.parametrize("backend, says", [
-    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/srv"}, "mountpoint /srv is a system directory"),
-    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/etc"}, "belongs to the system (/etc)"),
-    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/"}, "mountpoint / is a system directory"),
-    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/usr/lib/x"}, "belongs to the system (/usr)"),
-    ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/home"}, "/home is a system directory"),
-    ({"name": "d", "type": "local", "path": "/etc"}, "backends[0].path /etc belongs to the system"),
-    ({"name": "d", "type": "local", "path": "/"}, "backends[0].path / is a system directory"),
-    ({"name": "c", "type": "mount", "source": "nas:/x", "fstype": "nfs", "mountpoint": "/boot"},
-     "/boot belongs to the system (/boot)"),
-])
+@pytest.mark.parametrize(
+    "backend, says",
+    [
+        ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/srv"}, "mountpoint /srv is a system directory"),
+        ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/etc"}, "belongs to the system (/etc)"),
+        ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/"}, "mountpoint / is a system directory"),
+        ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/usr/lib/x"}, "belongs to the system (/usr)"),
+        ({"name": "m", "type": "tmpfs", "size": "1GiB", "mountpoint": "/home"}, "/home is a system directory"),
+        ({"name": "d", "type": "local", "path": "/etc"}, "backends[0].path /etc belongs to the system"),
+        ({"name": "d", "type": "local", "path": "/"}, "backends[0].path / is a system directory"),
+        (
+            {"name": "c", "type": "mount", "source": "nas:/x", "fstype": "nfs", "mountpoint": "/boot"},
+            "/boot belongs to the system (/boot)",
+        ),
+    ],
+)
 def test_system_directories_are_refused_as_mount_points_and_paths(tmp_path, backend, says):
     with pytest.raises(UserError, match=r"c\.yml: .*" + re.escape(says)):
         load(tmp_path, changed(**backend))
@@ -65,8 +70,9 @@ def test_a_mount_root_of_ones_own_is_used_and_checked(tmp_path):
     assert load(tmp_path, {**local, "mount_root": "/mnt/lab-b"}).backends[0].target == "/var/tmp"
 
 
-@pytest.mark.parametrize("size, says", [("0.5", "not a whole number of bytes"), (0, "must be positive"),
-                                        ("0MiB", "must be positive")])
+@pytest.mark.parametrize(
+    "size, says", [("0.5", "not a whole number of bytes"), (0, "must be positive"), ("0MiB", "must be positive")]
+)
 def test_a_size_that_would_round_to_nothing_is_refused(tmp_path, size, says):
     """size: 0.5 became 0, which Linux reads as an unlimited tmpfs."""
     with pytest.raises(UserError, match=says):
@@ -74,8 +80,10 @@ def test_a_size_that_would_round_to_nothing_is_refused(tmp_path, size, says):
 
 
 def test_duplicate_keys_are_refused(tmp_path):
-    text = "name: a\nname: b\nbackends: [{name: m, type: tmpfs, size: 1GiB}]\n" \
-           "workloads: [{name: s, type: fio, profile: seq-read-1m}]\n"
+    text = (
+        "name: a\nname: b\nbackends: [{name: m, type: tmpfs, size: 1GiB}]\n"
+        "workloads: [{name: s, type: fio, profile: seq-read-1m}]\n"
+    )
     with pytest.raises(UserError, match="key 'name' is given twice in one mapping \\(lines 1 and 2\\)"):
         load(tmp_path, text)
 
@@ -103,14 +111,18 @@ def test_a_sweep_of_fifty_thousand_runs_is_refused_unless_meant(tmp_path):
 def test_an_error_in_a_swept_workload_names_the_workload_of_the_file(tmp_path):
     """workloads[1] with a sweep used to be reported as workloads[3] (the index among sweep points)."""
     data = copy.deepcopy(GOOD)
-    data["workloads"] = [{"name": "a", "type": "fio", "profile": "seq-read-1m", "iodepth": [1, 2, 4]},
-                         {"name": "b", "type": "fio", "profile": "seq-read-1m", "iodepth": [1, 0]}]
+    data["workloads"] = [
+        {"name": "a", "type": "fio", "profile": "seq-read-1m", "iodepth": [1, 2, 4]},
+        {"name": "b", "type": "fio", "profile": "seq-read-1m", "iodepth": [1, 0]},
+    ]
     with pytest.raises(UserError, match=r"workloads\[1\]\.iodepth: Input should be greater than or equal to 1"):
         load(tmp_path, data)
 
 
-BOMB = "\n".join([f"{chr(97)}: &a [x, x, x, x, x, x, x, x, x, x]"]
-                 + [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]" for i in range(9)])
+BOMB = "\n".join(
+    [f"{chr(97)}: &a [x, x, x, x, x, x, x, x, x, x]"]
+    + [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]" for i in range(9)]
+)
 
 # Each case is loaded in a child process: its peak memory (ru_maxrss) and time are the command's.
 CHILD = """
@@ -132,21 +144,46 @@ print(repr((outcome, peak // 1024, time.monotonic() - started)))
 def _load_in_child(path: str) -> tuple[str, int, float]:
     out = subprocess.run([sys.executable, "-c", CHILD, path], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    return eval(out.stdout)   # noqa: S307 — our own repr of a tuple of str, int, float
+    return eval(out.stdout)  # noqa: S307 — our own repr of a tuple of str, int, float
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda d: "/dev/zero", "is not a regular file"),
-    (lambda d: str(d), "is not a regular file"),
-    (lambda d: _write(d, "big.yml", "# " + "x" * (2 << 20)), "larger than 1024 KiB"),
-    (lambda d: _write(d, "bomb.yml", BOMB), "more than 100,000 values once its aliases"),
-    (lambda d: _write(d, "many.yml", json.dumps({**GOOD, "workloads": [
-        {"name": f"w{i}", "type": "fio", "profile": "seq-read-1m"} for i in range(200_000)]})),
-     "larger than 1024 KiB"),
-    (lambda d: _write(d, "many2.yml", yaml.safe_dump({**GOOD, "workloads": [
-        {"name": f"w{i}", "type": "fio", "profile": "seq-read-1m"} for i in range(1_500)]})),
-     "1,500 entries, more than the 1,000"),
-])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda d: "/dev/zero", "is not a regular file"),
+        (lambda d: str(d), "is not a regular file"),
+        (lambda d: _write(d, "big.yml", "# " + "x" * (2 << 20)), "larger than 1024 KiB"),
+        (lambda d: _write(d, "bomb.yml", BOMB), "more than 100,000 values once its aliases"),
+        (
+            lambda d: _write(
+                d,
+                "many.yml",
+                json.dumps(
+                    {
+                        **GOOD,
+                        "workloads": [
+                            {"name": f"w{i}", "type": "fio", "profile": "seq-read-1m"} for i in range(200_000)
+                        ],
+                    }
+                ),
+            ),
+            "larger than 1024 KiB",
+        ),
+        (
+            lambda d: _write(
+                d,
+                "many2.yml",
+                yaml.safe_dump(
+                    {
+                        **GOOD,
+                        "workloads": [{"name": f"w{i}", "type": "fio", "profile": "seq-read-1m"} for i in range(1_500)],
+                    }
+                ),
+            ),
+            "1,500 entries, more than the 1,000",
+        ),
+    ],
+)
 def test_oversized_input_is_refused_quickly_in_little_memory(tmp_path, make, says):
     """--campaign /dev/zero grew to 24 GB; an alias bomb cost ~25 CPU-minutes; 200,000 workloads > 300 s."""
     outcome, peak_mib, seconds = _load_in_child(make(tmp_path))
@@ -160,14 +197,22 @@ def _write(directory: Path, name: str, text: str) -> str:
     return str(directory / name)
 
 
-@pytest.mark.parametrize("args, says", [
-    (["data.histogram", "/proc/self"], "iolab: /proc/self holds no non-empty files"),
-    (["bench.all", "--hosts", "", "--dry-run"], "iolab: --hosts is empty"),
-    (["bench.all", "--campaign", "/dev/zero", "--dry-run"], "iolab: campaign file /dev/zero is not a regular file"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["data.histogram", "/proc/self"], "iolab: /proc/self holds no non-empty files"),
+        (["bench.all", "--hosts", "", "--dry-run"], "iolab: --hosts is empty"),
+        (["bench.all", "--campaign", "/dev/zero", "--dry-run"], "iolab: campaign file /dev/zero is not a regular file"),
+    ],
+)
 def test_bad_input_on_the_command_line_is_one_line(args, says):
-    done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=Path(__file__).resolve().parents[2],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(says), done.stderr

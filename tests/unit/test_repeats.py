@@ -7,17 +7,33 @@ from pathlib import Path
 from iolab import bench, campaign
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
-SPEC = {"name": "rep", "repetitions": 2, "max_repetitions": 4,
-        "backends": [{"name": "mem", "type": "tmpfs", "size": "64MiB"}],
-        "workloads": [{"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s",
-                       "numjobs": [1, 2]}]}
+SPEC = {
+    "name": "rep",
+    "repetitions": 2,
+    "max_repetitions": 4,
+    "backends": [{"name": "mem", "type": "tmpfs", "size": "64MiB"}],
+    "workloads": [{"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "numjobs": [1, 2]}],
+}
 
 
 def store_values(store: ResultStore, runs: list[campaign.Run], values: list[float]) -> None:
-    store.add_samples(Sample(campaign="rep", run_id=r.run_id, repetition=r.repetition, host=AGGREGATE_HOST,
-                             backend=r.backend.name, workload=r.workload.name, metric="read_bw", value=v,
-                             unit="B/s", started_at="", ended_at="", params=r.params)
-                      for r, v in zip(runs, values))
+    store.add_samples(
+        Sample(
+            campaign="rep",
+            run_id=r.run_id,
+            repetition=r.repetition,
+            host=AGGREGATE_HOST,
+            backend=r.backend.name,
+            workload=r.workload.name,
+            metric="read_bw",
+            value=v,
+            unit="B/s",
+            started_at="",
+            ended_at="",
+            params=r.params,
+        )
+        for r, v in zip(runs, values, strict=False)
+    )
 
 
 def test_disagreeing_repeats_get_one_more_repetition_at_a_time_up_to_the_cap(tmp_path: Path):
@@ -25,17 +41,17 @@ def test_disagreeing_repeats_get_one_more_repetition_at_a_time_up_to_the_cap(tmp
     runs = campaign.expand(spec)
     one, two = [r for r in runs if r.params["numjobs"] == 1], [r for r in runs if r.params["numjobs"] == 2]
     store = ResultStore(tmp_path, "rep")
-    store_values(store, one, [100.0, 100.0])         # agree
-    store_values(store, two, [100.0, 130.0])         # ±13%: disagree
+    store_values(store, one, [100.0, 100.0])  # agree
+    store_values(store, two, [100.0, 130.0])  # ±13%: disagree
     more = bench._more_repetitions(spec, store, runs, "mem")
     assert [(r.params["numjobs"], r.repetition) for r in more] == [(2, 3)]
     assert more[0].run_id not in {r.run_id for r in runs}
 
-    store_values(store, more, [101.0])               # still ±13% around the median of three
+    store_values(store, more, [101.0])  # still ±13% around the median of three
     fourth = bench._more_repetitions(spec, store, runs, "mem")
     assert [(r.params["numjobs"], r.repetition) for r in fourth] == [(2, 4)]
     store_values(store, fourth, [129.0])
-    assert bench._more_repetitions(spec, store, runs, "mem") == []   # the cap: the report flags them
+    assert bench._more_repetitions(spec, store, runs, "mem") == []  # the cap: the report flags them
 
 
 def test_a_missing_repetition_is_filled_before_any_extra_one(tmp_path: Path):

@@ -30,8 +30,8 @@ from iolab.samples import ResultStore, Sample
 from support import Cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
-CAMPAIGN = "report-fixture"          # tmpfs vs local, seq-read + rand-read iodepth 1/16, 2 repetitions
-SINGLE = "fio-tmpfs"                 # one backend, 3 repetitions, telemetry on the third run
+CAMPAIGN = "report-fixture"  # tmpfs vs local, seq-read + rand-read iodepth 1/16, 2 repetitions
+SINGLE = "fio-tmpfs"  # one backend, 3 repetitions, telemetry on the third run
 
 
 def lines(name: str) -> list[dict]:
@@ -66,10 +66,11 @@ def aggregate_values(name: str) -> dict[tuple, list[float]]:
 
 # --- summaries ------------------------------------------------------------------------------------
 
+
 def test_summary_has_one_row_per_point_and_backend_with_the_median_of_the_repeats():
     expected = aggregate_values(CAMPAIGN)
     rows = report.summarize(samples(CAMPAIGN))
-    assert len(rows) == len(expected) == 3 * 7 * 2          # 3 points × 7 fio metrics × 2 backends
+    assert len(rows) == len(expected) == 3 * 7 * 2  # 3 points × 7 fio metrics × 2 backends
     for row in rows:
         iodepth = json.loads(row["setting"]).get("iodepth")
         values = expected[(row["workload"], iodepth, row["metric"], row["backend"])]
@@ -96,12 +97,15 @@ def test_telemetry_qualifiers_label_the_metric_not_the_setting():
 
 # --- winners --------------------------------------------------------------------------------------
 
+
 def test_tmpfs_wins_every_point_by_the_ratio_of_the_medians():
     expected = aggregate_values(CAMPAIGN)
     found = report.winners(report.summarize(samples(CAMPAIGN)))
     assert {(w["workload"], w["setting_label"], w["metric"]) for w in found} == {
-        (w, s, m) for w, s in [("seq-read", ""), ("rand-read", "iodepth=1"), ("rand-read", "iodepth=16")]
-        for m in ("read_bw", "read_iops", "read_clat_p99")}
+        (w, s, m)
+        for w, s in [("seq-read", ""), ("rand-read", "iodepth=1"), ("rand-read", "iodepth=16")]
+        for m in ("read_bw", "read_iops", "read_clat_p99")
+    }
     for w in found:
         iodepth = {"": None, "iodepth=1": 1, "iodepth=16": 16}[w["setting_label"]]
         tmpfs = statistics.median(expected[(w["workload"], iodepth, w["metric"], "tmpfs")])
@@ -135,11 +139,17 @@ def test_terminal_report_starts_with_the_winners_then_the_figures_then_the_flags
     console = Console(record=True, width=220)
     report.print_report(ResultStore(results, CAMPAIGN), console)
     text = console.export_text()
-    winners_at, figures_at, flags_at = (text.index("who wins"), text.index("median ± half-range"),
-                                        text.index("flags: runs"))
+    winners_at, figures_at, flags_at = (
+        text.index("who wins"),
+        text.index("median ± half-range"),
+        text.index("flags: runs"),
+    )
     assert winners_at < figures_at < flags_at
-    seq_bw = next(w for w in report.winners(report.summarize(samples(CAMPAIGN)))
-                  if w["workload"] == "seq-read" and w["metric"] == "read_bw")
+    seq_bw = next(
+        w
+        for w in report.winners(report.summarize(samples(CAMPAIGN)))
+        if w["workload"] == "seq-read" and w["metric"] == "read_bw"
+    )
     assert seq_bw["margin"] == "5.8×" and seq_bw["margin"] in text[winners_at:figures_at]
 
 
@@ -151,6 +161,7 @@ def test_one_backend_has_no_winners_but_its_figures(results):
 
 
 # --- flags ----------------------------------------------------------------------------------------
+
 
 def host_sample(name: str = CAMPAIGN, metric: str = "read_bw", backend: str = "local") -> Sample:
     return next(s for s in samples(name) if s.metric == metric and s.host != "*" and s.backend == backend)
@@ -188,7 +199,7 @@ def test_rereading_a_small_file_is_flagged_even_when_the_bytes_read_exceed_five_
     """What counts is the distinct data: 4.7 GB read over and over from a 64 MiB file."""
     original = host_sample(backend="tmpfs")
     read = original.metadata["fio_read_bytes"]
-    small_host = {**original.metadata["host"], "memory_bytes": read // 10}     # bytes read = 10× RAM
+    small_host = {**original.metadata["host"], "memory_bytes": read // 10}  # bytes read = 10× RAM
     flags, reasons = validity.sample_flags(buffered(original, host=small_host))
     assert flags == ["potential_caching"]
     assert "64 MiB data set" in reasons[0]
@@ -215,8 +226,11 @@ def test_allow_caching_records_overridden_and_keeps_the_sample_valid():
 def test_evidence_recorded_with_the_run_flags_it_even_with_direct_io():
     """The telemetry check (page cache growth, silent devices) is stored in metadata.flags."""
     original = host_sample()
-    meta = {**original.metadata, "flags": ["potential_caching"],
-            "flag_reasons": ["page cache grew by 64 MiB during the run, at least the 60 MiB the tool read"]}
+    meta = {
+        **original.metadata,
+        "flags": ["potential_caching"],
+        "flag_reasons": ["page cache grew by 64 MiB during the run, at least the 60 MiB the tool read"],
+    }
     flags, reasons = validity.sample_flags(dataclasses.replace(original, metadata=meta))
     assert flags == ["potential_caching"] and "page cache grew" in reasons[0]
 
@@ -292,6 +306,7 @@ def test_latency_spread_is_shown_but_does_not_flag_a_run():
 
 # --- exports --------------------------------------------------------------------------------------
 
+
 def test_json_export_carries_every_sample_with_its_flags(results):
     rows = json.loads(report.export(ResultStore(results, CAMPAIGN), "json"))
     assert len(rows) == len(lines(CAMPAIGN))
@@ -305,10 +320,10 @@ def test_csv_export_has_a_line_per_sample_and_flag_columns(results):
     text = report.export(ResultStore(results, CAMPAIGN), "csv")
     table = list(csv.DictReader(io.StringIO(text)))
     assert len(table) == len(lines(CAMPAIGN)) and text.count("\n") == len(table) + 1
-    local_bw = [r for r in table
-                if r["backend"] == "local" and r["workload"] == "seq-read" and r["metric"] == "read_bw"]
-    assert local_bw and all(json.loads(r["flags"]) == ["repeats_disagree"] and r["valid"] == "false"
-                            for r in local_bw)
+    local_bw = [
+        r for r in table if r["backend"] == "local" and r["workload"] == "seq-read" and r["metric"] == "read_bw"
+    ]
+    assert local_bw and all(json.loads(r["flags"]) == ["repeats_disagree"] and r["valid"] == "false" for r in local_bw)
 
 
 @pytest.mark.parametrize("units, divisor, label", [("iec", 2**30, "GiB/s"), ("si", 1e9, "GB/s")])
@@ -333,7 +348,9 @@ def test_html_report_in_si_units_labels_rows_and_axes_in_decimal_units(results):
     si, iec = report_html.build(store, "si"), report_html.build(store)
     assert "read_bw (GB/s)" in si and "GiB/s" not in si
     assert "read_bw (GiB/s)" in iec and "GB/s" not in iec
-    throughput = si[si.index('<section id="throughput">'):si.index("</section>", si.index('<section id="throughput">'))]
+    throughput = si[
+        si.index('<section id="throughput">') : si.index("</section>", si.index('<section id="throughput">'))
+    ]
     assert re.search(r'class="axis-title"[^>]*>GB/s<', throughput)
     tmpfs = statistics.median(expected[("seq-read", None, "read_bw", "tmpfs")])
     assert f"<b>{tmpfs / 1e9:.3g}</b>" in si and f"<b>{tmpfs / 2**30:.3g}</b>" in iec
@@ -341,8 +358,10 @@ def test_html_report_in_si_units_labels_rows_and_axes_in_decimal_units(results):
 
 def test_units_are_refused_for_the_exports_and_when_unknown(results):
     cli = Cli(results)
-    for args, says in [(("--units", "si", "--format", "csv"), "csv keeps canonical units"),
-                       (("--units", "furlongs"), "use iec (GiB/s, the default) or si (GB/s)")]:
+    for args, says in [
+        (("--units", "si", "--format", "csv"), "csv keeps canonical units"),
+        (("--units", "furlongs"), "use iec (GiB/s, the default) or si (GB/s)"),
+    ]:
         done = cli("report", "--campaign", CAMPAIGN, *args, check=False)
         assert done.returncode != 0 and says in done.stderr and "Traceback" not in done.stderr
 
@@ -351,14 +370,35 @@ def test_csv_columns_are_the_ones_the_readme_lists():
     text = report.export(ResultStore(FIXTURES, CAMPAIGN), "csv")
     header = text.splitlines()[0].split(",")
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    listed = readme[readme.index("CSV columns"):]
-    listed = listed[:listed.index("\n## ")]
+    listed = readme[readme.index("CSV columns") :]
+    listed = listed[: listed.index("\n## ")]
     names = [name for item in listed.split("\n- ")[1:] for name in re.findall(r"`(\w+)`", item.split(": ")[0])]
-    assert names == header == ["campaign", "run_id", "repetition", "host", "backend", "workload", "metric", "value",
-                               "unit", "started_at", "ended_at", "valid", "flags", "reasons", "params", "metadata"]
+    assert (
+        names
+        == header
+        == [
+            "campaign",
+            "run_id",
+            "repetition",
+            "host",
+            "backend",
+            "workload",
+            "metric",
+            "value",
+            "unit",
+            "started_at",
+            "ended_at",
+            "valid",
+            "flags",
+            "reasons",
+            "params",
+            "metadata",
+        ]
+    )
 
 
 # --- compare --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("df, expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423)])
 def test_t_quantile_matches_the_tables(df, expected):
@@ -368,7 +408,8 @@ def test_t_quantile_matches_the_tables(df, expected):
 def test_ratio_interval_contains_the_ratio_and_is_unknown_with_one_repeat():
     r = compare.ratio_ci([100, 104, 98], [90, 93, 88])
     assert r.low < r.ratio < r.high and r.ratio == pytest.approx(
-        statistics.geometric_mean([90, 93, 88]) / statistics.geometric_mean([100, 104, 98]))
+        statistics.geometric_mean([90, 93, 88]) / statistics.geometric_mean([100, 104, 98])
+    )
     one = compare.ratio_ci([100], [90, 91])
     assert one.low is None and one.interval() == "unknown (n=1)"
 
@@ -384,12 +425,13 @@ def planted(results: Path, factor: float = 0.9) -> None:
 def test_planted_ten_percent_drop_breaks_a_five_percent_rule(results):
     planted(results)
     base, cand = compare.sides(results, "baseline", "candidate")
-    result = compare.compare(base, cand, [compare.parse_rule("read_bw >= -5%"),
-                                          compare.parse_rule("read_clat_p99 <= +10%")])
+    result = compare.compare(
+        base, cand, [compare.parse_rule("read_bw >= -5%"), compare.parse_rule("read_clat_p99 <= +10%")]
+    )
     assert all(p.ratio.ratio == pytest.approx(0.9) for p in result.points if p.ratio)
-    assert all(min(p.a) <= 0 for p in result.points if not p.ratio)       # no ratio of a zero (cpu_usr)
+    assert all(min(p.a) <= 0 for p in result.points if not p.ratio)  # no ratio of a zero (cpu_usr)
     broken = result.violations()
-    assert len(broken) == 6                       # read_bw of 3 points × 2 backends; latency got better
+    assert len(broken) == 6  # read_bw of 3 points × 2 backends; latency got better
     assert all("read_bw" in line and "-10.0%" in line and "'read_bw >= -5%'" in line for line in broken)
     relaxed = compare.compare(base, cand, [compare.parse_rule("read_bw >= -15%")])
     assert relaxed.violations() == []
@@ -402,8 +444,16 @@ def test_compare_exits_1_with_one_line_per_violation_and_0_without(results):
     assert bad.returncode == 1, bad.stderr
     assert len([line for line in bad.stdout.splitlines() if line.startswith("REGRESSION")]) == 6
     assert "6 rule violation(s)" in bad.stderr
-    good = cli("report.compare", "baseline", "candidate", "--rule", "read_bw >= -15%",
-               "--rule", "read_clat_p99 <= +10%", check=False)
+    good = cli(
+        "report.compare",
+        "baseline",
+        "candidate",
+        "--rule",
+        "read_bw >= -15%",
+        "--rule",
+        "read_clat_p99 <= +10%",
+        check=False,
+    )
     assert good.returncode == 0, good.stderr
     assert "REGRESSION" not in good.stdout and "0.9" in good.stdout
 
@@ -415,7 +465,7 @@ def test_rules_from_a_yaml_file_and_two_backends_of_one_campaign(results, tmp_pa
     worse = cli("report.compare", "tmpfs", "local", "--campaign", CAMPAIGN, "--rules", str(rules), check=False)
     assert worse.returncode == 1
     lines_ = [line for line in worse.stdout.splitlines() if line.startswith("REGRESSION")]
-    assert len(lines_) == 3 * 4                   # 3 points × (read_bw + 3 latency percentiles)
+    assert len(lines_) == 3 * 4  # 3 points × (read_bw + 3 latency percentiles)
     better = cli("report.compare", "local", "tmpfs", "--campaign", CAMPAIGN, "--rules", str(rules), check=False)
     assert better.returncode == 0
 
@@ -429,12 +479,23 @@ def test_compare_as_junit_is_a_test_case_per_rule_and_point_valid_against_the_ju
     import xmlschema
 
     planted(results)
-    done = Cli(results)("report.compare", "baseline", "candidate", "--rule", "read_bw >= -5%",
-                        "--rule", "read_clat_p99 <= +10%", "--rule", "cpu_usr <= +50%", "--format", "junit",
-                        check=False)
-    assert done.returncode == 1 and "6 rule violation(s)" in done.stderr       # the exit status is unchanged
+    done = Cli(results)(
+        "report.compare",
+        "baseline",
+        "candidate",
+        "--rule",
+        "read_bw >= -5%",
+        "--rule",
+        "read_clat_p99 <= +10%",
+        "--rule",
+        "cpu_usr <= +50%",
+        "--format",
+        "junit",
+        check=False,
+    )
+    assert done.returncode == 1 and "6 rule violation(s)" in done.stderr  # the exit status is unchanged
     schema = xmlschema.XMLSchema(JUNIT_XSD)
-    schema.validate(done.stdout)                                               # stdout holds the document alone
+    schema.validate(done.stdout)  # stdout holds the document alone
     suite = ET.fromstring(done.stdout).find("testsuite")
     cases = suite.findall("testcase")
     # 3 points x 2 backends, for each of the three rules; the one cpu_usr repeat of 0 leaves a point without a ratio
@@ -442,9 +503,13 @@ def test_compare_as_junit_is_a_test_case_per_rule_and_point_valid_against_the_ju
     failed = [c for c in cases if c.find("failure") is not None]
     skipped = [c for c in cases if c.find("skipped") is not None]
     assert (suite.get("failures"), suite.get("skipped")) == ("6", "1")
-    assert len(failed) == 6 and all(c.get("name").startswith("read_bw on ") and c.get("name").endswith(
-        ": read_bw >= -5%") and c.find("failure").get("type") == "regression"
-        and "-10.0%" in c.find("failure").get("message") for c in failed)
+    assert len(failed) == 6 and all(
+        c.get("name").startswith("read_bw on ")
+        and c.get("name").endswith(": read_bw >= -5%")
+        and c.find("failure").get("type") == "regression"
+        and "-10.0%" in c.find("failure").get("message")
+        for c in failed
+    )
     assert len(skipped) == 1 and skipped[0].get("name").startswith("cpu_usr on ")
     assert {c.get("classname") for c in cases} == {"seq-read", "rand-read iodepth=1", "rand-read iodepth=16"}
     # The schema is strict enough to matter: a suite without its hostname is refused.
@@ -456,21 +521,34 @@ def test_compare_as_junit_is_a_test_case_per_rule_and_point_valid_against_the_ju
 def test_compare_as_json_has_the_documented_shape_and_the_same_exit_status(results):
     planted(results)
     cli = Cli(results)
-    bad = cli("report.compare", "baseline", "candidate", "--rule", "read_bw >= -5%", "--format", "json",
-              check=False)
+    bad = cli("report.compare", "baseline", "candidate", "--rule", "read_bw >= -5%", "--format", "json", check=False)
     assert bad.returncode == 1
     doc = json.loads(bad.stdout)
     assert doc["schema"] == "iolab.compare/1" and (doc["baseline"], doc["candidate"]) == ("baseline", "candidate")
     assert doc["rules"] == ["read_bw >= -5%"] and doc["regressions"] == 6
-    assert set(doc["points"][0]) == {"workload", "setting", "setting_label", "metric", "backend", "unit", "baseline",
-                                     "candidate", "ratio", "change", "low", "high", "checks"}
+    assert set(doc["points"][0]) == {
+        "workload",
+        "setting",
+        "setting_label",
+        "metric",
+        "backend",
+        "unit",
+        "baseline",
+        "candidate",
+        "ratio",
+        "change",
+        "low",
+        "high",
+        "checks",
+    }
     read_bw = [p for p in doc["points"] if p["metric"] == "read_bw"]
     assert len(read_bw) == 6 and all(p["checks"][0]["outcome"] == "failed" for p in read_bw)
-    assert all(p["ratio"] == pytest.approx(0.9) and p["candidate"]["median"] == pytest.approx(
-        0.9 * p["baseline"]["median"]) for p in read_bw)
+    assert all(
+        p["ratio"] == pytest.approx(0.9) and p["candidate"]["median"] == pytest.approx(0.9 * p["baseline"]["median"])
+        for p in read_bw
+    )
     assert all(p["checks"] == [] for p in doc["points"] if p["metric"] != "read_bw")
-    good = cli("report.compare", "baseline", "candidate", "--rule", "read_bw >= -15%", "--format", "json",
-               check=False)
+    good = cli("report.compare", "baseline", "candidate", "--rule", "read_bw >= -15%", "--format", "json", check=False)
     assert good.returncode == 0 and json.loads(good.stdout)["regressions"] == 0
     wrong = cli("report.compare", "baseline", "candidate", "--format", "xml", check=False)
     assert wrong.returncode != 0 and "use table, junit or json" in wrong.stderr and "Traceback" not in wrong.stderr
@@ -490,8 +568,9 @@ def test_a_rule_that_matches_nothing_is_an_error_not_a_pass(results):
 
 # --- history --------------------------------------------------------------------------------------
 
+
 def test_history_lists_moved_aside_stores_and_matches_their_configuration(results):
-    moved = f"{CAMPAIGN}.20261121T070000Z"          # what bench.all --no-resume leaves
+    moved = f"{CAMPAIGN}.20261121T070000Z"  # what bench.all --no-resume leaves
     shutil.copytree(results / CAMPAIGN, results / moved)
     entries = {e.store: e for e in history.campaigns(results)}
     assert set(entries) == {CAMPAIGN, moved, SINGLE}
@@ -515,6 +594,7 @@ def test_the_campaign_file_reproduces_the_stored_runs():
 
 # --- the HTML page's sections (rendering itself: tests/integration/test_report_html.py) -------------
 
+
 def write_store(root: Path, name: str, data: list[Sample]) -> ResultStore:
     store = ResultStore(root, name)
     store.add_samples(data)
@@ -526,15 +606,21 @@ def test_accelerator_utilization_curve_and_how_many_accelerators_each_backend_fe
     params.accelerators replaced), tmpfs holding 90% up to 4 accelerators, local only up to 1."""
     from iolab import report_html
 
-    base = {b: next(s for s in samples(CAMPAIGN) if s.host == "*" and s.metric == "read_bw" and s.backend == b)
-            for b in ("tmpfs", "local")}
+    base = {
+        b: next(s for s in samples(CAMPAIGN) if s.host == "*" and s.metric == "read_bw" and s.backend == b)
+        for b in ("tmpfs", "local")
+    }
     au = {"tmpfs": {1: 99.5, 2: 98.0, 4: 93.0, 8: 61.0}, "local": {1: 96.0, 2: 71.0, 4: 40.0, 8: 21.0}}
-    data = [dataclasses.replace(base[b], run_id=f"{b}{n}", workload="resnet50", metric="au", unit="%", value=v,
-                                params={"accelerators": n})
-            for b, curve in au.items() for n, v in curve.items()]
+    data = [
+        dataclasses.replace(
+            base[b], run_id=f"{b}{n}", workload="resnet50", metric="au", unit="%", value=v, params={"accelerators": n}
+        )
+        for b, curve in au.items()
+        for n, v in curve.items()
+    ]
     page = report_html.build(write_store(tmp_path, "au", data))
-    section = page[page.index('<section id="au">'):]
-    section = section[:section.index("</section>")]
+    section = page[page.index('<section id="au">') :]
+    section = section[: section.index("</section>")]
     assert section.count('class="chart line-chart"') == 1
     assert section.count('class="line"') == 2 and section.count('class="point"') == 8
     assert 'class="threshold"' in section and "AU threshold 90%" in section
@@ -546,8 +632,15 @@ def test_provenance_flags_hosts_that_differ(tmp_path):
     from iolab import report_html
 
     data = samples(CAMPAIGN)
-    other = [dataclasses.replace(s, host="gpu02", metadata={**s.metadata, "host": {
-        **s.metadata["host"], "hostname": "gpu02", "kernel": "6.1.0-18-amd64"}}) for s in data if s.host != "*"]
+    other = [
+        dataclasses.replace(
+            s,
+            host="gpu02",
+            metadata={**s.metadata, "host": {**s.metadata["host"], "hostname": "gpu02", "kernel": "6.1.0-18-amd64"}},
+        )
+        for s in data
+        if s.host != "*"
+    ]
     page = report_html.build(write_store(tmp_path, "two-hosts", data + other))
     assert "Hosts differ in: hostname, kernel." in page
     assert "6.1.0-18-amd64" in page and "6.18.44-fc-v657" in page
@@ -559,7 +652,7 @@ def test_flags_section_lists_the_flags_and_the_checks_not_applied():
     from iolab import report_html
 
     page = report_html.build(ResultStore(FIXTURES, CAMPAIGN))
-    section = page[page.index('<section id="flags">'):page.index('<section id="provenance">')]
+    section = page[page.index('<section id="flags">') : page.index('<section id="provenance">')]
     assert section.count('badge bad">repeats_disagree') == 6
     assert "±17.7%" in section and "direct=1 (O_DIRECT)" in section and "(12 runs)" in section
     assert "6 of 12 runs comparable" in page
@@ -568,11 +661,19 @@ def test_flags_section_lists_the_flags_and_the_checks_not_applied():
 def test_telemetry_lines_without_the_parser_are_read_by_their_numeric_fields(tmp_path):
     from iolab import report_html
 
-    (tmp_path / "telemetry.jsonl").write_text("\n".join(json.dumps(r) for r in [
-        {"type": "start", "t": 100.0},
-        {"t": 101.0, "disk": {"vda": {"rB_s": 5e6, "busy": True}}, "load": 1.5, "note": "x"},
-        {"t": 102.0, "disk": {"vda": {"rB_s": 7e6}}, "load": 0.5},
-        "not an object", {"no": "t"}]) + "\ntorn")
+    (tmp_path / "telemetry.jsonl").write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"type": "start", "t": 100.0},
+                {"t": 101.0, "disk": {"vda": {"rB_s": 5e6, "busy": True}}, "load": 1.5, "note": "x"},
+                {"t": 102.0, "disk": {"vda": {"rB_s": 7e6}}, "load": 0.5},
+                "not an object",
+                {"no": "t"},
+            ]
+        )
+        + "\ntorn"
+    )
     series = report_html._generic_series(tmp_path / "telemetry.jsonl")
     assert series == {"disk.vda.rB_s": [(101.0, 5e6), (102.0, 7e6)], "load": [(101.0, 1.5), (102.0, 0.5)]}
     charts = {base: (lines_, unit) for base, lines_, unit in report_html.telemetry_charts(series)}

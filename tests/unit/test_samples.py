@@ -6,16 +6,41 @@ from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
 
 def sample(run_id="r1", host="h1", metric="read_bw", value=1.0):
-    return Sample(campaign="c", run_id=run_id, repetition=1, host=host, backend="b", workload="w",
-                  metric=metric, value=value, unit="B/s", started_at="t0", ended_at="t1")
+    return Sample(
+        campaign="c",
+        run_id=run_id,
+        repetition=1,
+        host=host,
+        backend="b",
+        workload="w",
+        metric=metric,
+        value=value,
+        unit="B/s",
+        started_at="t0",
+        ended_at="t1",
+    )
 
 
 def test_samples_round_trip_with_every_contract_field(tmp_path):
     store = ResultStore(tmp_path, "c")
     store.add_samples([sample(), sample(host=AGGREGATE_HOST)])
     line = json.loads(store.samples_path.read_text().splitlines()[0])
-    assert set(line) == {"schema", "campaign", "run_id", "repetition", "host", "backend", "workload", "metric",
-                         "value", "unit", "started_at", "ended_at", "params", "metadata"}
+    assert set(line) == {
+        "schema",
+        "campaign",
+        "run_id",
+        "repetition",
+        "host",
+        "backend",
+        "workload",
+        "metric",
+        "value",
+        "unit",
+        "started_at",
+        "ended_at",
+        "params",
+        "metadata",
+    }
     assert store.samples() == [sample(), sample(host=AGGREGATE_HOST)]
 
 
@@ -29,7 +54,7 @@ def test_a_line_torn_by_a_crash_is_ignored_then_cut(tmp_path):
     store = ResultStore(tmp_path, "c")
     store.add_samples([sample()])
     with store.samples_path.open("a") as handle:
-        handle.write('{"campaign": "c", "run_id": "half')   # what a crash mid-write leaves
+        handle.write('{"campaign": "c", "run_id": "half')  # what a crash mid-write leaves
     assert store.samples() == [sample()]
     store.add_samples([sample(run_id="r2")])
     assert [s.run_id for s in store.samples()] == ["r1", "r2"]
@@ -38,5 +63,16 @@ def test_a_line_torn_by_a_crash_is_ignored_then_cut(tmp_path):
 
 def test_units_are_canonical():
     with pytest.raises(ValueError, match="unit 'MB/s'"):
-        Sample(campaign="c", run_id="r", repetition=1, host="h", backend="b", workload="w", metric="read_bw",
-               value=1, unit="MB/s", started_at="", ended_at="")
+        Sample(
+            campaign="c",
+            run_id="r",
+            repetition=1,
+            host="h",
+            backend="b",
+            workload="w",
+            metric="read_bw",
+            value=1,
+            unit="MB/s",
+            started_at="",
+            ended_at="",
+        )

@@ -32,9 +32,13 @@ except Exit as exc:
 
 
 def _interrupt(sig: int) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(ROOT / "pyfiles")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(ROOT / "pyfiles")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
     assert proc.stdout.readline().strip() == "ready"
     time.sleep(0.2)
     proc.send_signal(sig)

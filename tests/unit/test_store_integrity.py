@@ -21,9 +21,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def sample(run_id: str, metric: str = "read_bw") -> Sample:
-    return Sample(campaign="integrity", run_id=run_id, repetition=1, host="h1", backend="b", workload="w",
-                  metric=metric, value=1.0, unit="B/s", started_at="t0", ended_at="t1",
-                  params={"pad": "x" * 500}, metadata={})
+    return Sample(
+        campaign="integrity",
+        run_id=run_id,
+        repetition=1,
+        host="h1",
+        backend="b",
+        workload="w",
+        metric=metric,
+        value=1.0,
+        unit="B/s",
+        started_at="t0",
+        ended_at="t1",
+        params={"pad": "x" * 500},
+        metadata={},
+    )
 
 
 CHILD = """
@@ -50,20 +62,24 @@ def test_a_short_write_is_undone_and_said(tmp_path):
     store = ResultStore(tmp_path, "integrity")
     store.add_samples([sample("r1")])
     before = store.samples_path.read_bytes()
-    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), "1500", str(ROOT / "pyfiles")],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path), "1500", str(ROOT / "pyfiles")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "could not store the samples of run r2" in out.stdout and "a resume runs it again" in out.stdout
-    assert store.samples_path.read_bytes() == before          # cut back: no torn line, no partial run
-    assert store.completed() == {("r1", "h1")}                # so the resume runs r2 again
+    assert store.samples_path.read_bytes() == before  # cut back: no torn line, no partial run
+    assert store.completed() == {("r1", "h1")}  # so the resume runs r2 again
 
 
 def test_a_torn_last_line_is_cut_before_the_first_run(tmp_path):
     store = ResultStore(tmp_path, "integrity")
     store.add_samples([sample("r1")])
     with store.samples_path.open("ab") as handle:
-        handle.write(b'{"campaign": "integrity", "run_id": "r2", "ho')        # a crash mid-append
-    assert [s.run_id for s in store.samples()] == ["r1"]                    # never half a record
+        handle.write(b'{"campaign": "integrity", "run_id": "r2", "ho')  # a crash mid-append
+    assert [s.run_id for s in store.samples()] == ["r1"]  # never half a record
     notes = store.preflight()
     assert notes and "cut a torn last line" in notes[0]
     assert store.samples_path.read_bytes().endswith(b"\n")
@@ -80,10 +96,10 @@ def small_tmpfs(tmp_path):
     mounted = []
 
     def mount(*options: str) -> Path:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options), "iolab-test-results", str(mnt)],
-                       check=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options), "iolab-test-results", str(mnt)], check=True)
         mounted.append(mnt)
         return mnt
+
     yield mount
     for path in mounted:
         subprocess.run(["umount", str(path)], check=False)

@@ -34,8 +34,12 @@ except Exit as exc:
 
 
 def _interrupted(*left: str) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(ROOT / "pyfiles"), *left], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(ROOT / "pyfiles"), *left],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
@@ -52,5 +56,7 @@ def test_a_teardown_that_left_something_says_what_instead_of_done():
     done = _interrupted("unmounting itest failed: gpu02: itest-ssh left behind", "unmounting itest failed: gpu03: x")
     assert done.returncode == 130, done.stderr
     assert "teardown done" not in done.stdout
-    assert ("interrupted: teardown incomplete: unmounting itest failed: gpu02: itest-ssh left behind (and 1 more); "
-            "results gathered so far are kept") in done.stdout
+    assert (
+        "interrupted: teardown incomplete: unmounting itest failed: gpu02: itest-ssh left behind (and 1 more); "
+        "results gathered so far are kept"
+    ) in done.stdout

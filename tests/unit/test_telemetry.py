@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_nvml import FakeNvml
 
 from iolab import telemetry
 from iolab.parsers import ParseError, fio
 from iolab.parsers import telemetry as tparser
 from iolab.samples import UNITS
-from fake_nvml import FakeNvml
 from support import hostrun
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
@@ -40,6 +40,7 @@ def interval() -> float:
 
 # --- the arithmetic, on two real snapshots ------------------------------------------------------
 
+
 def test_the_interval_of_the_captured_snapshots():
     assert interval() == pytest.approx(1.001188467, abs=1e-9)
 
@@ -51,15 +52,20 @@ def test_disk_figures_are_iostats_on_the_loop_device():
     a, b = (telemetry.parse_diskstats(proc_file(i, "diskstats"))["loop0"] for i in (1, 2))
     got = telemetry.disk_interval(a, b, interval())
     dt = interval()
-    assert (got["r_ios"], got["r_bytes"], got["r_ms"], got["busy_ms"], got["queue_ms"]) == (5917, 387776512, 596,
-                                                                                            592, 595)
-    assert got["r_s"] == pytest.approx(5917 / dt, rel=1e-5)            # ≈ 5910.0 r/s
-    assert got["rB_s"] == pytest.approx(387776512 / dt, rel=1e-5)      # ≈ 369.8 MiB/s
-    assert got["r_size"] == 65536.0                                    # rareq-sz: fio's 64 KiB, exactly
+    assert (got["r_ios"], got["r_bytes"], got["r_ms"], got["busy_ms"], got["queue_ms"]) == (
+        5917,
+        387776512,
+        596,
+        592,
+        595,
+    )
+    assert got["r_s"] == pytest.approx(5917 / dt, rel=1e-5)  # ≈ 5910.0 r/s
+    assert got["rB_s"] == pytest.approx(387776512 / dt, rel=1e-5)  # ≈ 369.8 MiB/s
+    assert got["r_size"] == 65536.0  # rareq-sz: fio's 64 KiB, exactly
     assert got["r_await"] == pytest.approx(596 / 5917 / 1000, rel=1e-5)  # 0.1007 ms
-    assert got["await"] == got["r_await"]                              # no writes, no discards
-    assert got["aqu_sz"] == pytest.approx(0.595 / dt, rel=1e-5)        # 0.5943
-    assert got["util"] == pytest.approx(59.2 / dt, rel=1e-5)           # 59.13 %
+    assert got["await"] == got["r_await"]  # no writes, no discards
+    assert got["aqu_sz"] == pytest.approx(0.595 / dt, rel=1e-5)  # 0.5943
+    assert got["util"] == pytest.approx(59.2 / dt, rel=1e-5)  # 59.13 %
     assert got["w_ios"] == got["w_bytes"] == 0 and got["w_size"] == got["w_await"] == 0.0
 
 
@@ -69,8 +75,8 @@ def test_await_counts_discards_as_sysstat_does():
     a, b = (telemetry.parse_diskstats(proc_file(i, "diskstats"))["vda"] for i in (1, 2))
     got = telemetry.disk_interval(a, b, interval())
     assert (got["r_ios"], got["w_ios"], got["d_ios"]) == (9, 6, 6)
-    assert got["r_size"] == pytest.approx(88 * 512 / 9, rel=1e-5)      # 5006.2 B
-    assert got["w_size"] == pytest.approx(128 * 512 / 6, rel=1e-5)     # 10922.7 B
+    assert got["r_size"] == pytest.approx(88 * 512 / 9, rel=1e-5)  # 5006.2 B
+    assert got["w_size"] == pytest.approx(128 * 512 / 6, rel=1e-5)  # 10922.7 B
     assert got["r_await"] == pytest.approx(3 / 9 / 1000, rel=1e-5)
     assert got["w_await"] == pytest.approx(1 / 6 / 1000, rel=1e-5)
     assert got["await"] == pytest.approx((3 + 1 + 2) / (9 + 6 + 6) / 1000, rel=1e-5)
@@ -88,7 +94,7 @@ def test_which_devices_are_sampled():
     stats = telemetry.parse_diskstats(proc_file(2, "diskstats"))
     assert set(stats) == {f"loop{i}" for i in range(8)} | {"vda", "zram0"}
     chosen = {name for name, c in stats.items() if telemetry.watched(name, c, partition=False)}
-    assert chosen == {"loop0", "vda"}           # idle loop1..7 and zram0 left out, the used loop0 kept
+    assert chosen == {"loop0", "vda"}  # idle loop1..7 and zram0 left out, the used loop0 kept
     # Partitions and RAM disks are never sampled, unless they are under the target (no such device was on
     # this machine when the fixture was captured: the names here are given, the counters are vda's).
     assert not telemetry.watched("vda1", stats["vda"], partition=True)
@@ -100,15 +106,15 @@ def test_which_devices_are_sampled():
 def test_cpu_memory_and_network_from_the_captured_files():
     """/proc/stat: user 119855 → 119985, system 47541 → 47607, softirq 561 → 564 ticks (USER_HZ 100)."""
     assert telemetry.HZ == 100
-    cpu = telemetry.cpu_interval(telemetry.parse_cpu(proc_file(1, "stat")), telemetry.parse_cpu(proc_file(2, "stat")),
-                                 interval())
+    cpu = telemetry.cpu_interval(
+        telemetry.parse_cpu(proc_file(1, "stat")), telemetry.parse_cpu(proc_file(2, "stat")), interval()
+    )
     assert cpu["user"] == pytest.approx(1.30 / interval(), rel=1e-5)
     assert cpu["system"] == pytest.approx(0.66 / interval(), rel=1e-5)
     assert cpu["softirq"] == pytest.approx(0.03 / interval(), rel=1e-5)
     assert cpu["idle"] == cpu["iowait"] == 0.0
     mem = telemetry.parse_meminfo(proc_file(1, "meminfo"))
-    assert mem == {"MemFree": 23334852 * 1024, "Buffers": 16020 * 1024, "Cached": 497112 * 1024,
-                   "Dirty": 2536 * 1024}
+    assert mem == {"MemFree": 23334852 * 1024, "Buffers": 16020 * 1024, "Cached": 497112 * 1024, "Dirty": 2536 * 1024}
     net = {i: telemetry.parse_net_dev(proc_file(i, "net_dev")) for i in (1, 2)}
     lo = telemetry.net_interval(net[1]["lo"], net[2]["lo"], interval())
     assert (lo["rx"], lo["tx"]) == (143224566 - 143193682, 143224566 - 143193682)
@@ -136,8 +142,8 @@ def test_the_tool_tree_counts_descendants_that_left_the_session_and_the_reaped_t
     tool = subprocess.Popen([sys.executable, "-c", BUSY_CHILD, "0.6", "0.3"], start_new_session=True)
     tree = telemetry.ToolTree(tool.pid)
     time.sleep(0.3)
-    assert tree.cpu_seconds() > 0.05 and tree.processes == 2      # the tool and its busy, setsid child
-    tool.wait()                                                   # reaped: its total is now our RUSAGE_CHILDREN
+    assert tree.cpu_seconds() > 0.05 and tree.processes == 2  # the tool and its busy, setsid child
+    tool.wait()  # reaped: its total is now our RUSAGE_CHILDREN
     total = tree.cpu_seconds()
     assert 0.6 <= total < 1.5 and tree.processes == 0
 
@@ -147,8 +153,7 @@ def test_the_sampler_uses_less_than_one_percent_of_a_core(tmp_path, capsys):
     tool = subprocess.Popen(["sh", "-c", "sleep 8 & sleep 8 & wait"], start_new_session=True)
     try:
         before = resource.getrusage(resource.RUSAGE_SELF)
-        sampler = telemetry.Sampler(tmp_path / telemetry.FILE, tool.pid, after=0, interval=1.0, target="/",
-                                    nvml=None)
+        sampler = telemetry.Sampler(tmp_path / telemetry.FILE, tool.pid, after=0, interval=1.0, target="/", nvml=None)
         sampler.start()
         time.sleep(5.2)
         end = sampler.stop()
@@ -158,24 +163,46 @@ def test_the_sampler_uses_less_than_one_percent_of_a_core(tmp_path, capsys):
         tool.wait()
     process_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     with capsys.disabled():
-        print(f"\nsampler: {end['sampler_cpu_s'] * 1000:.1f} ms of CPU over {end['window_s']:.2f} s "
-              f"= {end['sampler_cpu_pct']:.2f} % of a core (whole test process: "
-              f"{process_cpu / end['window_s'] * 100:.2f} %)")
-    assert end["samples"] in (5, 6) and end["errors"] == []       # 5 whole seconds and the last 0.2 s
+        print(
+            f"\nsampler: {end['sampler_cpu_s'] * 1000:.1f} ms of CPU over {end['window_s']:.2f} s "
+            f"= {end['sampler_cpu_pct']:.2f} % of a core (whole test process: "
+            f"{process_cpu / end['window_s'] * 100:.2f} %)"
+        )
+    assert end["samples"] in (5, 6) and end["errors"] == []  # 5 whole seconds and the last 0.2 s
     assert end["sampler_cpu_s"] < 0.01 * end["window_s"]
-    assert process_cpu < 0.02 * end["window_s"]                   # the main thread slept: the sampler is most of it
+    assert process_cpu < 0.02 * end["window_s"]  # the main thread slept: the sampler is most of it
     records = [json.loads(line) for line in (tmp_path / telemetry.FILE).read_text().splitlines()]
     assert [r["type"] for r in records] == ["start"] + ["sample"] * end["samples"] + ["end"]
     assert records[0]["target"]["mountpoint"] == "/"
-    assert all(r["tool"]["processes"] == 3 for r in records[1:-2])   # sh and its two sleeps
+    assert all(r["tool"]["processes"] == 3 for r in records[1:-2])  # sh and its two sleeps
 
 
-GPU0 = {"index": 0, "uuid": "GPU-00000000-fake-0000-0000-000000000000", "util": 87.0, "mem_util": 40.0,
-        "mem_used": 30000 << 20, "mem_total": 81559 << 20, "sm_clock": 1980e6, "temp": 64, "power": 512.345,
-        "pcie_rx_bw": 100 << 20, "pcie_tx_bw": 50 << 20}
-GPU1 = {"index": 1, "uuid": "GPU-00000000-fake-0000-0000-000000000001", "util": None, "mem_util": None,
-        "mem_used": 1024 << 20, "mem_total": 81559 << 20, "sm_clock": 1980e6, "temp": 64, "power": 512.345,
-        "pcie_rx_bw": None, "pcie_tx_bw": None}
+GPU0 = {
+    "index": 0,
+    "uuid": "GPU-00000000-fake-0000-0000-000000000000",
+    "util": 87.0,
+    "mem_util": 40.0,
+    "mem_used": 30000 << 20,
+    "mem_total": 81559 << 20,
+    "sm_clock": 1980e6,
+    "temp": 64,
+    "power": 512.345,
+    "pcie_rx_bw": 100 << 20,
+    "pcie_tx_bw": 50 << 20,
+}
+GPU1 = {
+    "index": 1,
+    "uuid": "GPU-00000000-fake-0000-0000-000000000001",
+    "util": None,
+    "mem_util": None,
+    "mem_used": 1024 << 20,
+    "mem_total": 81559 << 20,
+    "sm_clock": 1980e6,
+    "temp": 64,
+    "power": 512.345,
+    "pcie_rx_bw": None,
+    "pcie_tx_bw": None,
+}
 
 
 def no_spawning(monkeypatch) -> list[str]:
@@ -186,6 +213,7 @@ def no_spawning(monkeypatch) -> list[str]:
         def call(*args, **kwargs):
             spawned.append(name)
             raise OSError(f"{name} called while sampling")
+
         return call
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse("subprocess.Popen"))
@@ -217,18 +245,29 @@ def test_gpu_figures_through_nvml_and_no_process_per_sample(tmp_path):
     fake = FakeNvml()
     end, records, spawned = sample_with(tmp_path, fake, 2.2)
     assert spawned == [] and end["errors"] == []
-    assert fake.calls["init"] == fake.calls["shutdown"] == 1             # NVML opened once, not per sample
+    assert fake.calls["init"] == fake.calls["shutdown"] == 1  # NVML opened once, not per sample
     # read once an interval per GPU (plus the read at the start), not more
     assert 2 * end["samples"] <= fake.calls["utilization"] <= 2 * (end["samples"] + 2)
-    assert records[0]["gpu"] == {"source": "nvml", "count": 2, "driver": "580.95.05",
-                                 "names": ["NVIDIA H100 80GB HBM3"] * 2}
+    assert records[0]["gpu"] == {
+        "source": "nvml",
+        "count": 2,
+        "driver": "580.95.05",
+        "names": ["NVIDIA H100 80GB HBM3"] * 2,
+    }
     samples = [r for r in records if r["type"] == "sample"]
     assert len(samples) >= 4 and all(r["gpu"] == [GPU0, GPU1] for r in samples)
-    found = {(m.metric, m.params["gpu"]): (m.value, m.unit) for m in tparser.parse(tmp_path).measurements
-             if m.metric.startswith("gpu_")}
-    assert found == {("gpu_util", "0"): (87.0, "%"), ("gpu_mem_used", "0"): (30000 << 20, "B"),
-                     ("gpu_pcie_rx_bw", "0"): (100 << 20, "B/s"), ("gpu_pcie_tx_bw", "0"): (50 << 20, "B/s"),
-                     ("gpu_mem_used", "1"): (1024 << 20, "B")}
+    found = {
+        (m.metric, m.params["gpu"]): (m.value, m.unit)
+        for m in tparser.parse(tmp_path).measurements
+        if m.metric.startswith("gpu_")
+    }
+    assert found == {
+        ("gpu_util", "0"): (87.0, "%"),
+        ("gpu_mem_used", "0"): (30000 << 20, "B"),
+        ("gpu_pcie_rx_bw", "0"): (100 << 20, "B/s"),
+        ("gpu_pcie_tx_bw", "0"): (50 << 20, "B/s"),
+        ("gpu_mem_used", "1"): (1024 << 20, "B"),
+    }
     series = tparser.load_series(tmp_path)
     assert [v for _, v in series["gpu_sm_clock{gpu=1}"]] == [1980e6] * len(samples)
     assert series["gpu_power{gpu=0}"][-1][1] == 512.345 and series["gpu_temp{gpu=0}"][-1][1] == 64
@@ -246,7 +285,7 @@ def test_the_html_report_draws_the_gpu_series(tmp_path):
     (host_dir / telemetry.FILE).unlink()
     sample_with(host_dir, FakeNvml(), 1.2)
     page = report_html.build(ResultStore(tmp_path / "results", "fio-tmpfs"))
-    section = page[page.index('<section id="telemetry">'):]
+    section = page[page.index('<section id="telemetry">') :]
     for chart in ("gpu_util", "gpu_mem_used", "gpu_pcie_rx_bw", "gpu_sm_clock", "gpu_temp", "gpu_power"):
         assert f"<figcaption><code>{chart}</code></figcaption>" in section, chart
     assert re.search(r'class="axis-title"[^>]*>GHz<', section) and re.search(r'class="axis-title"[^>]*>W<', section)
@@ -265,19 +304,32 @@ def test_without_libnvidia_ml_the_gpu_series_is_absent_and_the_record_says_why(t
     parsed = tparser.parse(tmp_path)
     assert not [m for m in parsed.measurements if m.metric.startswith("gpu_")]
     assert parsed.metadata["telemetry"]["gpu"] == {"absent": "NVML: NVML Shared Library Not Found"}
-    monkeypatch.setitem(sys.modules, "pynvml", None)                   # the package is not installed
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # the package is not installed
     assert telemetry.open_nvml()[2] == {"absent": "module pynvml (package nvidia-ml-py) is not installed"}
 
 
 def test_hostrun_samples_from_the_end_of_the_ramp_to_the_end_of_the_tool(tmp_path):
-    done = hostrun("run", "--dir", str(tmp_path), "--telemetry-after", "0.5", "--target", str(tmp_path), "--",
-                   sys.executable, "-c", BUSY_CHILD, "1.5", "0.2")
+    done = hostrun(
+        "run",
+        "--dir",
+        str(tmp_path),
+        "--telemetry-after",
+        "0.5",
+        "--target",
+        str(tmp_path),
+        "--",
+        sys.executable,
+        "-c",
+        BUSY_CHILD,
+        "1.5",
+        "0.2",
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads((tmp_path / "run.json").read_text())
     records = [json.loads(line) for line in (tmp_path / telemetry.FILE).read_text().splitlines()]
     start, end = records[0], records[-1]
-    assert 0.5 <= start["t"] - record["started_at"] < 0.8           # the window opens after the ramp
-    assert 0 <= records[-2]["t"] - record["ended_at"] < 0.3         # and closes with the tool
+    assert 0.5 <= start["t"] - record["started_at"] < 0.8  # the window opens after the ramp
+    assert 0 <= records[-2]["t"] - record["ended_at"] < 0.3  # and closes with the tool
     assert end["errors"] == [] and end["samples"] == len(records) - 2 >= 2
     tool = next(m for m in tparser.parse(tmp_path).measurements if m.params == {"scope": "tool"})
     # The child burns 1.5 s of CPU, at most 0.5 s of it before the window (less on a busy machine).
@@ -292,12 +344,28 @@ def test_hostrun_without_the_option_keeps_no_telemetry(tmp_path):
 
 def test_hostrun_runs_its_before_step_first_and_not_the_tool_when_it_fails(tmp_path):
     marker = tmp_path / "before-ran"
-    done = hostrun("run", "--dir", str(tmp_path / "ok"), "--before", json.dumps(["touch", str(marker)]), "--",
-                   "test", "-e", str(marker))
-    assert done.returncode == 0, done.stderr            # the tool saw what the step made
-    failed = hostrun("run", "--dir", str(tmp_path / "no"), "--before",
-                     json.dumps([sys.executable, "-c", "import sys; sys.exit('cannot lay out: disk full')"]),
-                     "--", "touch", str(tmp_path / "tool-ran"))
+    done = hostrun(
+        "run",
+        "--dir",
+        str(tmp_path / "ok"),
+        "--before",
+        json.dumps(["touch", str(marker)]),
+        "--",
+        "test",
+        "-e",
+        str(marker),
+    )
+    assert done.returncode == 0, done.stderr  # the tool saw what the step made
+    failed = hostrun(
+        "run",
+        "--dir",
+        str(tmp_path / "no"),
+        "--before",
+        json.dumps([sys.executable, "-c", "import sys; sys.exit('cannot lay out: disk full')"]),
+        "--",
+        "touch",
+        str(tmp_path / "tool-ran"),
+    )
     assert failed.returncode == 1 and "cannot lay out: disk full" in failed.stderr
     assert not (tmp_path / "tool-ran").exists() and not (tmp_path / "no" / "run.json").exists()
 
@@ -321,13 +389,15 @@ def test_the_target_under_a_path():
 
 # --- the parser, on captured runs -----------------------------------------------------------------
 
+
 def raw_records(case: str) -> list[dict]:
     return [json.loads(line) for line in (FIXTURES / case / "telemetry.jsonl").read_text().splitlines()]
 
 
 def summary(case: str) -> dict[tuple[str, str], float]:
-    return {(m.metric, json.dumps(m.params, sort_keys=True)): m.value
-            for m in tparser.parse(FIXTURES / case).measurements}
+    return {
+        (m.metric, json.dumps(m.params, sort_keys=True)): m.value for m in tparser.parse(FIXTURES / case).measurements
+    }
 
 
 def dev(device: str) -> str:
@@ -359,8 +429,9 @@ def test_summaries_are_sums_over_the_window(case):
 
 def test_the_device_shows_the_reads_in_fios_block_size():
     got = summary("loop-direct-randread-64k")
-    fio_bw = next(m.value for m in fio.parse(FIXTURES / "loop-direct-randread-64k").measurements
-                  if m.metric == "read_bw")
+    fio_bw = next(
+        m.value for m in fio.parse(FIXTURES / "loop-direct-randread-64k").measurements if m.metric == "read_bw"
+    )
     assert got[("dev_read_io_size", dev("loop0"))] == pytest.approx(65536, rel=0.10)
     assert got[("dev_read_bw", dev("loop0"))] == pytest.approx(fio_bw, rel=0.15)
     assert got[("dev_queue_len", dev("loop0"))] > 0 and 0 < got[("dev_await", dev("loop0"))] < 0.01
@@ -409,11 +480,17 @@ def test_a_run_that_read_nothing_is_not_judged():
 def test_merge_gives_the_measurements_and_the_flags_for_every_sample_of_the_host():
     case = FIXTURES / "loop-cached-read-1m"
     measurements, metadata = tparser.merge(case, fio.parse(case).measurements)
-    assert {m.metric for m in measurements} >= {"dev_read_bw", "dev_read_iops", "dev_queue_len", "dev_util",
-                                                "cpu_cores", "page_cache_growth"}
+    assert {m.metric for m in measurements} >= {
+        "dev_read_bw",
+        "dev_read_iops",
+        "dev_queue_len",
+        "dev_util",
+        "cpu_cores",
+        "page_cache_growth",
+    }
     assert metadata["flags"] == ["potential_caching"] and len(metadata["flag_reasons"]) == 2
     assert metadata["telemetry"]["samples"] == len(raw_records("loop-cached-read-1m")) - 2
-    assert tparser.merge(FIXTURES / "proc-loop-randread-64k", []) == ([], {})        # no telemetry.jsonl
+    assert tparser.merge(FIXTURES / "proc-loop-randread-64k", []) == ([], {})  # no telemetry.jsonl
 
 
 def test_a_torn_last_line_is_ignored_and_a_broken_one_is_an_error(tmp_path):
@@ -434,8 +511,16 @@ def test_load_series_reads_the_time_series_back():
     assert [t for t, _ in series["dev_read_bw{device=loop0}"]] == [s["t"] for s in samples]
     sizes = [s["disk"]["loop0"]["r_size"] for s in samples if s["disk"]["loop0"]["r_ios"]]
     assert [v for _, v in series["dev_read_io_size{device=loop0}"]] == sizes
-    assert {"cpu_cores{mode=user}", "cpu_cores{scope=tool}", "mem_cached", "mem_dirty", "mem_free",
-            "dev_queue_len{device=loop0}", "dev_await{device=loop0}", "dev_util{device=loop0}"} <= set(series)
+    assert {
+        "cpu_cores{mode=user}",
+        "cpu_cores{scope=tool}",
+        "mem_cached",
+        "mem_dirty",
+        "mem_free",
+        "dev_queue_len{device=loop0}",
+        "dev_await{device=loop0}",
+        "dev_util{device=loop0}",
+    } <= set(series)
     assert tparser.load_series(FIXTURES / "proc-loop-randread-64k") == {}
 
 
@@ -453,12 +538,21 @@ def test_hostrun_profiles_the_tool_with_perf_and_py_spy(tmp_path):
     # py-spy's collapsed stacks name the tool's own function; perf saw the Python process on a CPU.
     stacks = (tmp_path / "py-spy.txt").read_text()
     assert "spin_for_the_profiler" in stacks
-    assert sum(int(line.rsplit(" ", 1)[1]) for line in stacks.splitlines()) >= 100     # ≥ 1 s at 100 Hz
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in stacks.splitlines()) >= 100  # ≥ 1 s at 100 Hz
     assert "python" in (tmp_path / "perf-report.txt").read_text()
 
 
 def test_a_missing_profiler_stops_the_run_before_the_tool_with_its_name(tmp_path):
-    done = hostrun("run", "--dir", str(tmp_path), "--profilers", "perf", "--", "/bin/touch",
-                   str(tmp_path / "tool-ran"), env={"PATH": "/nonexistent"})
+    done = hostrun(
+        "run",
+        "--dir",
+        str(tmp_path),
+        "--profilers",
+        "perf",
+        "--",
+        "/bin/touch",
+        str(tmp_path / "tool-ran"),
+        env={"PATH": "/nonexistent"},
+    )
     assert done.returncode == 1 and "profiler perf is not installed (install linux-perf" in done.stderr
     assert not (tmp_path / "tool-ran").exists()

@@ -3,8 +3,10 @@ import pytest
 from iolab.units import human, parse_duration, parse_size
 
 
-@pytest.mark.parametrize("text, size", [("2GiB", 2 << 30), ("500MB", 500_000_000), ("64k", 65536),
-                                        ("1.5G", 3 << 29), (4096, 4096), ("1 TiB", 1 << 40)])
+@pytest.mark.parametrize(
+    "text, size",
+    [("2GiB", 2 << 30), ("500MB", 500_000_000), ("64k", 65536), ("1.5G", 3 << 29), (4096, 4096), ("1 TiB", 1 << 40)],
+)
 def test_sizes(text, size):
     assert parse_size(text) == size
 
@@ -26,14 +28,17 @@ def test_human_units():
     assert human(45_300, "IOPS") == "45.3 k IOPS"
 
 
-@pytest.mark.parametrize("bad, says", [
-    ("0.5", "not a whole number of bytes"),     # became 0: an unlimited tmpfs
-    (0.5, "not a whole number of bytes"),
-    (0, "must be positive"),
-    ("0GiB", "must be positive"),
-    ("2EiB", "unknown size unit"),
-    ("2000000TiB", "more than 1024 PiB"),
-])
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ("0.5", "not a whole number of bytes"),  # became 0: an unlimited tmpfs
+        (0.5, "not a whole number of bytes"),
+        (0, "must be positive"),
+        ("0GiB", "must be positive"),
+        ("2EiB", "unknown size unit"),
+        ("2000000TiB", "more than 1024 PiB"),
+    ],
+)
 def test_sizes_are_whole_positive_byte_counts(bad, says):
     with pytest.raises(ValueError, match=says):
         parse_size(bad)

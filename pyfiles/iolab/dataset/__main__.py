@@ -26,8 +26,7 @@ def _progress(what: str) -> Callable[[int, int], None] | None:
         if done == total or now - last[0] >= 0.2:
             last[0] = now
             end = "\n" if done == total else ""
-            print(f"\r{what}: {done}/{total} ({100 * done / max(total, 1):.0f}%)", end=end,
-                  file=sys.stderr, flush=True)
+            print(f"\r{what}: {done}/{total} ({100 * done / max(total, 1):.0f}%)", end=end, file=sys.stderr, flush=True)
 
     return show
 
@@ -47,19 +46,39 @@ def cmd_gen(args: argparse.Namespace) -> int:
 
     existed = Manifest.exists(args.root)
     started = time.perf_counter()
-    manifest = gen(args.root, files=args.files, seed=args.seed, classes=args.classes,
-                   workers=args.workers, progress=_progress("gen"))
+    manifest = gen(
+        args.root,
+        files=args.files,
+        seed=args.seed,
+        classes=args.classes,
+        workers=args.workers,
+        progress=_progress("gen"),
+    )
     seconds = time.perf_counter() - started
     total = manifest.total_bytes
-    result = {"root": str(args.root), "files": manifest.files, "seed": manifest.seed,
-              "classes": manifest.classes, "bytes": total, "mean_size": total / manifest.files,
-              "manifest_hash": manifest.hash, "generated": not existed, "seconds": round(seconds, 3),
-              "files_per_s": round(manifest.files / seconds, 1) if not existed else None,
-              "generator": GENERATOR, "pillow": PIL.__version__}
+    result = {
+        "root": str(args.root),
+        "files": manifest.files,
+        "seed": manifest.seed,
+        "classes": manifest.classes,
+        "bytes": total,
+        "mean_size": total / manifest.files,
+        "manifest_hash": manifest.hash,
+        "generated": not existed,
+        "seconds": round(seconds, 3),
+        "files_per_s": round(manifest.files / seconds, 1) if not existed else None,
+        "generator": GENERATOR,
+        "pillow": PIL.__version__,
+    }
     verb = f"generated in {seconds:.1f} s ({manifest.files / seconds:.0f} files/s)" if not existed else "already there"
-    _emit(args, result, [f"{args.root}: {manifest.files} files, {total} bytes "
-                         f"(mean {total / manifest.files:.0f} B), {verb}",
-                         f"manifest hash {manifest.hash}"])
+    _emit(
+        args,
+        result,
+        [
+            f"{args.root}: {manifest.files} files, {total} bytes (mean {total / manifest.files:.0f} B), {verb}",
+            f"manifest hash {manifest.hash}",
+        ],
+    )
     return 0
 
 
@@ -72,8 +91,11 @@ def cmd_histogram(args: argparse.Namespace) -> int:
     if not any(b > 0 for b in hist):
         raise UserError(f"{args.root} holds no non-empty files")
     split = bssplit(hist)
-    _emit(args, {"root": str(args.root), "histogram": {str(b): n for b, n in hist.items()}, "bssplit": split},
-          [table(hist), f"bssplit {split}"])
+    _emit(
+        args,
+        {"root": str(args.root), "histogram": {str(b): n for b, n in hist.items()}, "bssplit": split},
+        [table(hist), f"bssplit {split}"],
+    )
     return 0
 
 
@@ -86,14 +108,22 @@ def cmd_pack(args: argparse.Namespace) -> int:
     packs, lines = {}, []
     for fmt in formats:
         started = time.perf_counter()
-        info = pack(args.root, fmt, out=args.out, samples_per_shard=args.samples_per_shard,
-                    progress=_progress(f"pack {fmt}"))
+        info = pack(
+            args.root, fmt, out=args.out, samples_per_shard=args.samples_per_shard, progress=_progress(f"pack {fmt}")
+        )
         directory = args.out if args.out is not None else args.root / fmt
-        packs[fmt] = {"directory": str(directory), "samples": info.samples, "files": len(info.files),
-                      "bytes": info.bytes, "samples_per_shard": info.samples_per_shard,
-                      "manifest_hash": info.manifest_hash}
-        lines.append(f"{directory}: {info.samples} samples in {len(info.files)} files, {info.bytes} bytes, "
-                     f"read back and checked ({time.perf_counter() - started:.1f} s)")
+        packs[fmt] = {
+            "directory": str(directory),
+            "samples": info.samples,
+            "files": len(info.files),
+            "bytes": info.bytes,
+            "samples_per_shard": info.samples_per_shard,
+            "manifest_hash": info.manifest_hash,
+        }
+        lines.append(
+            f"{directory}: {info.samples} samples in {len(info.files)} files, {info.bytes} bytes, "
+            f"read back and checked ({time.perf_counter() - started:.1f} s)"
+        )
     _emit(args, {"root": str(args.root), "packs": packs}, lines)
     return 0
 
@@ -102,28 +132,46 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from iolab.dataset.verify import verify
 
     show = _progress("verify")
-    result = verify(args.root, packs=not args.no_packs, workers=args.workers,
-                    progress=(lambda what, done, total: show(done, total)) if show else None)
-    summary = {"root": str(args.root), "manifest_hash": result.manifest_hash, "files": result.files,
-               "bytes": result.bytes, "packs": result.packs, "ok": result.ok,
-               "problems": result.problems[:100], "problem_count": len(result.problems)}
+    result = verify(
+        args.root,
+        packs=not args.no_packs,
+        workers=args.workers,
+        progress=(lambda what, done, total: show(done, total)) if show else None,
+    )
+    summary = {
+        "root": str(args.root),
+        "manifest_hash": result.manifest_hash,
+        "files": result.files,
+        "bytes": result.bytes,
+        "packs": result.packs,
+        "ok": result.ok,
+        "problems": result.problems[:100],
+        "problem_count": len(result.problems),
+    }
     if not result.ok:
         if args.json:
             print(json.dumps(summary, sort_keys=True))
         shown = "; ".join(result.problems[:3])
-        raise UserError(f"{args.root}: {len(result.problems)} problems against the manifest ({shown}); "
-                        "remove the data set and generate it again")
+        raise UserError(
+            f"{args.root}: {len(result.problems)} problems against the manifest ({shown}); "
+            "remove the data set and generate it again"
+        )
     packs = ", ".join(f"{name} ({n} samples)" for name, n in result.packs.items()) or "no packs"
-    _emit(args, summary, [f"{args.root}: {result.files} files ({result.bytes} bytes) and {packs} "
-                          f"match manifest {result.manifest_hash}"])
+    _emit(
+        args,
+        summary,
+        [f"{args.root}: {result.files} files ({result.bytes} bytes) and {packs} match manifest {result.manifest_hash}"],
+    )
     return 0
 
 
 def parser() -> argparse.ArgumentParser:
     from iolab.dataset.pack import FORMATS, SAMPLES_PER_SHARD
 
-    p = argparse.ArgumentParser(prog="python -m iolab.dataset",
-                                description="ImageNet-shaped data sets on a host: generate, histogram, pack, verify.")
+    p = argparse.ArgumentParser(
+        prog="python -m iolab.dataset",
+        description="ImageNet-shaped data sets on a host: generate, histogram, pack, verify.",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("gen", help="generate an ImageNet-shaped data set (or keep the one there)")
@@ -142,8 +190,12 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("root", type=Path, help="directory of the data set")
     k.add_argument("--format", choices=[*FORMATS, "all"], default="all", help="format (default all)")
     k.add_argument("--out", type=Path, default=None, help="directory of the pack (default ROOT/FORMAT)")
-    k.add_argument("--samples-per-shard", type=int, default=SAMPLES_PER_SHARD,
-                   help=f"samples per tar or TFRecord file (default {SAMPLES_PER_SHARD}, MLPerf resnet50)")
+    k.add_argument(
+        "--samples-per-shard",
+        type=int,
+        default=SAMPLES_PER_SHARD,
+        help=f"samples per tar or TFRecord file (default {SAMPLES_PER_SHARD}, MLPerf resnet50)",
+    )
     k.set_defaults(run=cmd_pack)
 
     v = sub.add_parser("verify", help="check every file and pack against the manifest")

@@ -101,13 +101,13 @@ def target_sizes(files: int, seed: int) -> list[int]:
     exact = [files * w / _WEIGHT_SUM for _, w in _BUCKETS]
     counts = [math.floor(x) for x in exact]
     by_remainder = sorted(range(len(exact)), key=lambda i: (counts[i] - exact[i], i))
-    for i in by_remainder[:files - sum(counts)]:
+    for i in by_remainder[: files - sum(counts)]:
         counts[i] += 1
     sizes = []
-    for (bucket, _), count in zip(_BUCKETS, counts):
+    for (bucket, _), count in zip(_BUCKETS, counts, strict=False):
         for j in range(count):
             u = (j + rng.random()) / count  # one draw per stratum of the bucket
-            sizes.append(int(bucket * (1 + _EDGE + (1 - 2 * _EDGE) * u ** _SHAPE)))
+            sizes.append(int(bucket * (1 + _EDGE + (1 - 2 * _EDGE) * u**_SHAPE)))
     for i in range(len(sizes) - 1, 0, -1):  # Fisher–Yates on random() alone
         j = _below(rng, i + 1)
         sizes[i], sizes[j] = sizes[j], sizes[i]
@@ -196,10 +196,16 @@ def _encode(noise, width, height, offset, ramp_x, ramp_y, pool_x, pool_y) -> byt
     x0 = int(pool_x * (_POOL - width))
     y0 = int(pool_y * (_POOL - height))
     # Work on rows of width*3 bytes: numpy is slow on an innermost axis of 3.
-    row = (np.arange(width, dtype=np.uint32)[:, None] * np.array(ramp_x, np.uint32) // max(width - 1, 1)
-           + np.array(offset, np.uint32)).astype(np.uint8).reshape(-1)
+    row = (
+        (
+            np.arange(width, dtype=np.uint32)[:, None] * np.array(ramp_x, np.uint32) // max(width - 1, 1)
+            + np.array(offset, np.uint32)
+        )
+        .astype(np.uint8)
+        .reshape(-1)
+    )
     column = (np.arange(height, dtype=np.uint32) * ramp_y // max(height - 1, 1)).astype(np.uint8)
-    pixels = noise[y0:y0 + height, x0:x0 + width].reshape(height, width * 3) + row
+    pixels = noise[y0 : y0 + height, x0 : x0 + width].reshape(height, width * 3) + row
     pixels += column[:, None]
     out = io.BytesIO()
     Image.fromarray(pixels.reshape(height, width, 3)).save(out, "JPEG", quality=_QUALITY, subsampling=2)
@@ -227,8 +233,14 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def gen(root: Path, files: int, seed: int, classes: int = 100, workers: int | None = None,
-        progress: Callable[[int, int], None] | None = None) -> Manifest:
+def gen(
+    root: Path,
+    files: int,
+    seed: int,
+    classes: int = 100,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Manifest:
     """Generate the data set in root, or return the one already there if it has this config.
 
     >>> m = gen(Path("/var/tmp/iolab/imagenet"), files=2000, seed=1)   # doctest: +SKIP
@@ -254,7 +266,7 @@ def gen(root: Path, files: int, seed: int, classes: int = 100, workers: int | No
     plan = [(i, path_of(i), targets[i]) for i in range(files)]
     workers = max(1, min(workers or default_workers(), files))
     per_batch = max(1, min(64, files // (workers * 16)))
-    jobs = [(str(root), seed, plan[i:i + per_batch]) for i in range(0, files, per_batch)]
+    jobs = [(str(root), seed, plan[i : i + per_batch]) for i in range(0, files, per_batch)]
     sizes: list[int] = [0] * files
     hashes: list[str] = [""] * files
     if progress:
@@ -266,9 +278,13 @@ def gen(root: Path, files: int, seed: int, classes: int = 100, workers: int | No
         with multiprocessing.get_context(method).Pool(workers) as pool:
             _collect(pool.imap_unordered(_write_batch, jobs), sizes, hashes, files, progress)
 
-    manifest = Manifest(files=files, seed=seed, classes=classes, generator=GENERATOR,
-                        entries=tuple(Entry(path=path_of(i), size=sizes[i], sha256=hashes[i],
-                                            label=label_of(i)) for i in range(files)))
+    manifest = Manifest(
+        files=files,
+        seed=seed,
+        classes=classes,
+        generator=GENERATOR,
+        entries=tuple(Entry(path=path_of(i), size=sizes[i], sha256=hashes[i], label=label_of(i)) for i in range(files)),
+    )
     manifest.write(root)
     (root / IN_PROGRESS).unlink()
     return manifest
@@ -291,12 +307,16 @@ def _existing(root: Path, config: dict) -> Manifest | None:
         manifest = Manifest.load(root)
         found = {"files": manifest.files, "seed": manifest.seed, "classes": manifest.classes}
         if manifest.generator is None or found != config:
-            raise UserError(f"{root} already holds a data set with {_describe(found)}, not {_describe(config)}: "
-                            "use another directory or remove it")
+            raise UserError(
+                f"{root} already holds a data set with {_describe(found)}, not {_describe(config)}: "
+                "use another directory or remove it"
+            )
         problems = manifest.check_sizes(root)
         if problems:
-            raise UserError(f"{root}: {len(problems)} of {manifest.files} files of the data set are missing "
-                            f"or changed (first: {problems[0]}); remove the directory and generate it again")
+            raise UserError(
+                f"{root}: {len(problems)} of {manifest.files} files of the data set are missing "
+                f"or changed (first: {problems[0]}); remove the directory and generate it again"
+            )
         return manifest
     marker = root / IN_PROGRESS
     if marker.is_file():
@@ -305,12 +325,15 @@ def _existing(root: Path, config: dict) -> Manifest | None:
         except (OSError, json.JSONDecodeError):
             found = None
         if found != config:
-            raise UserError(f"{root} holds an interrupted generation of another data set ({marker}): "
-                            "use another directory or remove it")
+            raise UserError(
+                f"{root} holds an interrupted generation of another data set ({marker}): "
+                "use another directory or remove it"
+            )
         return None  # resume: the same seed rewrites the same bytes
     if root.is_dir() and any(root.iterdir()):
-        raise UserError(f"{root} is not empty and holds no data set manifest ({MANIFEST_NAME}): "
-                        "use an empty or new directory")
+        raise UserError(
+            f"{root} is not empty and holds no data set manifest ({MANIFEST_NAME}): use an empty or new directory"
+        )
     return None
 
 

@@ -48,7 +48,7 @@ def histogram(root: Path) -> dict[int, int]:
                 try:
                     b = bucket(entry.stat(follow_symlinks=False).st_size)
                 except FileNotFoundError:
-                    continue      # gone since the directory was listed: not part of the data set
+                    continue  # gone since the directory was listed: not part of the data set
                 counts[b] = counts.get(b, 0) + 1
     return dict(sorted(counts.items()))
 
@@ -65,7 +65,7 @@ def percentages(hist: dict[int, int]) -> dict[int, int]:
         raise ValueError("no non-empty files: nothing to build a bssplit from")
     exact = {b: 100 * n / total for b, n in counts.items()}
     shares = {b: int(x) for b, x in exact.items()}
-    for b in sorted(exact, key=lambda b: (shares[b] - exact[b], b))[:100 - sum(shares.values())]:
+    for b in sorted(exact, key=lambda b: (shares[b] - exact[b], b))[: 100 - sum(shares.values())]:
         shares[b] += 1
     return {b: p for b, p in sorted(shares.items()) if p > 0}
 

@@ -54,8 +54,13 @@ class Manifest:
     entries: tuple[Entry, ...]
 
     def canonical(self) -> bytes:
-        header = {"kind": KIND, "files": self.files, "seed": self.seed,
-                  "classes": self.classes, "generator": self.generator}
+        header = {
+            "kind": KIND,
+            "files": self.files,
+            "seed": self.seed,
+            "classes": self.classes,
+            "generator": self.generator,
+        }
         lines = [_dumps(header)]
         lines.extend(_dumps(dataclasses.asdict(e)) for e in self.entries)
         return "".join(line + "\n" for line in lines).encode()
@@ -90,8 +95,9 @@ class Manifest:
         try:
             lines = path.read_text().splitlines()
         except FileNotFoundError:
-            raise UserError(f"{path} not found: generate the data set first "
-                            f"(python -m iolab.dataset gen {root} --files N --seed S)") from None
+            raise UserError(
+                f"{path} not found: generate the data set first (python -m iolab.dataset gen {root} --files N --seed S)"
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"cannot read {path}: {exc}") from None
         if not lines:
@@ -100,11 +106,18 @@ class Manifest:
         if header["kind"] != KIND:
             raise UserError(f"{path}:1: kind is {header['kind']!r}, expected {KIND!r}")
         entries = tuple(_entry(path, n, line) for n, line in enumerate(lines[1:], start=2))
-        manifest = cls(files=header["files"], seed=header.get("seed"), classes=header["classes"],
-                       generator=header.get("generator"), entries=entries)
+        manifest = cls(
+            files=header["files"],
+            seed=header.get("seed"),
+            classes=header["classes"],
+            generator=header.get("generator"),
+            entries=entries,
+        )
         if len(entries) != manifest.files:
-            raise UserError(f"{path}: header says {manifest.files} files, found {len(entries)} entries; "
-                            "remove the data set and generate it again")
+            raise UserError(
+                f"{path}: header says {manifest.files} files, found {len(entries)} entries; "
+                "remove the data set and generate it again"
+            )
         return manifest
 
     def check_sizes(self, root: Path) -> list[str]:
@@ -120,8 +133,9 @@ class Manifest:
                 problems.append(f"{e.path}: {size} bytes, manifest says {e.size}")
         return problems
 
-    def check_contents(self, root: Path, workers: int = 4,
-                       progress: Callable[[int, int], None] | None = None) -> list[str]:
+    def check_contents(
+        self, root: Path, workers: int = 4, progress: Callable[[int, int], None] | None = None
+    ) -> list[str]:
         """Problems found by reading every file and comparing its sha256 with the manifest."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -141,11 +155,11 @@ class Manifest:
 
         # Threads: reads and hashing release the GIL, and a network file system wants
         # several requests in flight.
-        batches = [self.entries[i:i + 256] for i in range(0, len(self.entries), 256)]
+        batches = [self.entries[i : i + 256] for i in range(0, len(self.entries), 256)]
         problems: list[str] = []
         done = 0
         with ThreadPoolExecutor(max(1, workers)) as pool:
-            for batch, found in zip(batches, pool.map(check, batches)):
+            for batch, found in zip(batches, pool.map(check, batches), strict=False):
                 problems.extend(found)
                 done += len(batch)
                 if progress:

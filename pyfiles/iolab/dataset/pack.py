@@ -57,14 +57,21 @@ class PackInfo:
                 raise ValueError(f"expected kind {KIND!r} and a format among {FORMATS}")
             return cls(**obj)
         except FileNotFoundError:
-            raise UserError(f"{path} not found: {directory} is not a finished pack "
-                            f"(python -m iolab.dataset pack ROOT --format FORMAT)") from None
+            raise UserError(
+                f"{path} not found: {directory} is not a finished pack "
+                f"(python -m iolab.dataset pack ROOT --format FORMAT)"
+            ) from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{path}: not a pack description ({exc})") from None
 
 
-def pack(root: Path, fmt: str, out: Path | None = None, samples_per_shard: int = SAMPLES_PER_SHARD,
-         progress: Progress | None = None) -> PackInfo:
+def pack(
+    root: Path,
+    fmt: str,
+    out: Path | None = None,
+    samples_per_shard: int = SAMPLES_PER_SHARD,
+    progress: Progress | None = None,
+) -> PackInfo:
     """Pack the data set in root as fmt into out (default root/<fmt>); returns its description."""
     if fmt not in FORMATS:
         raise UserError(f"unknown pack format {fmt!r}: choose one of {', '.join(FORMATS)}")
@@ -77,8 +84,13 @@ def pack(root: Path, fmt: str, out: Path | None = None, samples_per_shard: int =
     total = len(manifest.entries)
 
     previous = _previous(out)
-    if (previous is not None and previous.format == fmt and previous.manifest_hash == manifest.hash
-            and previous.samples_per_shard == per_shard and _sizes_match(out, previous)):
+    if (
+        previous is not None
+        and previous.format == fmt
+        and previous.manifest_hash == manifest.hash
+        and previous.samples_per_shard == per_shard
+        and _sizes_match(out, previous)
+    ):
         if progress:
             progress(2 * total, 2 * total)
         return previous
@@ -97,12 +109,19 @@ def pack(root: Path, fmt: str, out: Path | None = None, samples_per_shard: int =
     else:
         names = tfrecord.write(out, records, per_shard, total)
 
-    info = PackInfo(format=fmt, manifest_hash=manifest.hash, samples=total, samples_per_shard=per_shard,
-                    files={name: os.stat(out / name).st_size for name in names})
+    info = PackInfo(
+        format=fmt,
+        manifest_hash=manifest.hash,
+        samples=total,
+        samples_per_shard=per_shard,
+        files={name: os.stat(out / name).st_size for name in names},
+    )
     problems = check(out, manifest, info, _offset(progress, total))
     if problems:
-        raise UserError(f"{out}: the pack does not read back as written ({len(problems)} problems, "
-                        f"first: {problems[0]}); check the storage under it")
+        raise UserError(
+            f"{out}: the pack does not read back as written ({len(problems)} problems, "
+            f"first: {problems[0]}); check the storage under it"
+        )
     tmp = out / (PACK_INFO + ".tmp")
     tmp.write_text(info.to_json())
     os.replace(tmp, out / PACK_INFO)
@@ -138,11 +157,15 @@ def _sources(root: Path, manifest: Manifest, progress: Progress | None) -> Itera
         try:
             data = (root / entry.path).read_bytes()
         except OSError as exc:
-            raise UserError(f"cannot read {root / entry.path}: {exc.strerror or exc}; "
-                            "the data set is incomplete: remove it and generate it again") from None
+            raise UserError(
+                f"cannot read {root / entry.path}: {exc.strerror or exc}; "
+                "the data set is incomplete: remove it and generate it again"
+            ) from None
         if hashlib.sha256(data).hexdigest() != entry.sha256:
-            raise UserError(f"{root / entry.path} differs from the manifest (sha256): "
-                            "the data set is damaged: remove it and generate it again")
+            raise UserError(
+                f"{root / entry.path} differs from the manifest (sha256): "
+                "the data set is damaged: remove it and generate it again"
+            )
         yield Record(position=position, path=entry.path, label=entry.label, data=data)
         if progress and (position + 1 == total or position % 64 == 63):
             progress(position + 1, 2 * total)
@@ -159,14 +182,17 @@ def _shards(directory: Path, info: PackInfo) -> Iterator[tuple[str, int, Callabl
         yield name, k * info.samples_per_shard, lambda name=name: read(directory / name)
 
 
-def check(directory: Path, manifest: Manifest, info: PackInfo | None = None,
-          progress: Progress | None = None) -> list[str]:
+def check(
+    directory: Path, manifest: Manifest, info: PackInfo | None = None, progress: Progress | None = None
+) -> list[str]:
     """Problems found reading every sample of a pack back and comparing it with the manifest."""
     directory = Path(directory)
     info = info or PackInfo.load(directory)
     if info.manifest_hash != manifest.hash:
-        return [f"{directory}: packed from another data set (manifest {info.manifest_hash[:12]}…, "
-                f"this one is {manifest.hash[:12]}…); pack it again"]
+        return [
+            f"{directory}: packed from another data set (manifest {info.manifest_hash[:12]}…, "
+            f"this one is {manifest.hash[:12]}…); pack it again"
+        ]
     problems = []
     for name, recorded in info.files.items():
         size = _size(directory / name)

@@ -72,8 +72,10 @@ class PackedReader:
                     self._lengths.append(int(length))
                     self._labels.append(int(label))
                 except ValueError:
-                    raise ValueError(f"{index}:{number}: expected offset, length, label and path "
-                                     f"separated by tabs, got {line.strip()!r}") from None
+                    raise ValueError(
+                        f"{index}:{number}: expected offset, length, label and path "
+                        f"separated by tabs, got {line.strip()!r}"
+                    ) from None
                 self._paths.append(path)
 
     def _open(self) -> None:
@@ -94,8 +96,7 @@ class PackedReader:
         length = self._lengths[i]
         data = os.pread(self._fd, length, self._offsets[i])
         if len(data) != length:
-            raise OSError(f"{self.directory / DATA_NAME}: short read of sample {i} "
-                          f"({len(data)} of {length} bytes)")
+            raise OSError(f"{self.directory / DATA_NAME}: short read of sample {i} ({len(data)} of {length} bytes)")
         return data
 
     def label(self, i: int) -> int:

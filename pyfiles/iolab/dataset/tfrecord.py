@@ -98,8 +98,9 @@ def _feature(value: Value) -> bytes:
 
 def encode_example(features: dict[str, Value]) -> bytes:
     """tf.train.Example bytes; map entries in key order, so encoding is deterministic."""
-    entries = b"".join(_len_field(1, _len_field(1, key.encode()) + _len_field(2, _feature(features[key])))
-                       for key in sorted(features))
+    entries = b"".join(
+        _len_field(1, _len_field(1, key.encode()) + _len_field(2, _feature(features[key]))) for key in sorted(features)
+    )
     return _len_field(1, entries)  # Example.features = 1; Features.feature = 1 (map entries)
 
 
@@ -125,10 +126,10 @@ def _fields(buf: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
             value, pos = _read_varint(buf, pos)
         elif wire in (1, 5):
             size = 8 if wire == 1 else 4
-            value, pos = buf[pos:pos + size], pos + size
+            value, pos = buf[pos : pos + size], pos + size
         elif wire == 2:
             size, pos = _read_varint(buf, pos)
-            value, pos = buf[pos:pos + size], pos + size
+            value, pos = buf[pos : pos + size], pos + size
         else:
             raise TFRecordError(f"unsupported protobuf wire type {wire} in Example")
         if pos > len(buf):
@@ -196,9 +197,17 @@ def write(out: Path, records: Iterable[Record], per_shard: int, total: int) -> l
                     f.close()
                 names.append(shard_name(len(names), shards))
                 f = open(Path(out) / names[-1], "wb")
-            f.write(frame(encode_example({"image/encoded": record.data,
-                                          "image/class/label": record.label,
-                                          "image/filename": record.path.encode()})))
+            f.write(
+                frame(
+                    encode_example(
+                        {
+                            "image/encoded": record.data,
+                            "image/class/label": record.label,
+                            "image/filename": record.path.encode(),
+                        }
+                    )
+                )
+            )
     finally:
         if f is not None:
             f.close()

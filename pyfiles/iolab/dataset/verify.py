@@ -25,8 +25,9 @@ class Verification:
         return not self.problems
 
 
-def verify(root: Path, packs: bool = True, workers: int = 4,
-           progress: Callable[[str, int, int], None] | None = None) -> Verification:
+def verify(
+    root: Path, packs: bool = True, workers: int = 4, progress: Callable[[str, int, int], None] | None = None
+) -> Verification:
     """Read every file (sha256 vs the manifest) and, with packs, every sample of root/<format>/.
 
     progress(what, done, total) is called as files and samples are checked.
@@ -34,7 +35,8 @@ def verify(root: Path, packs: bool = True, workers: int = 4,
     root = Path(root)
     manifest = Manifest.load(root)
     problems = manifest.check_contents(
-        root, workers=workers, progress=(lambda d, t: progress("files", d, t)) if progress else None)
+        root, workers=workers, progress=(lambda d, t: progress("files", d, t)) if progress else None
+    )
     checked: dict[str, int] = {}
     if packs:
         for directory in sorted(p.parent for p in root.glob(f"*/{packing.PACK_INFO}")):
@@ -44,8 +46,15 @@ def verify(root: Path, packs: bool = True, workers: int = 4,
             except UserError as exc:
                 problems.append(str(exc))
                 continue
-            problems.extend(packing.check(directory, manifest, info,
-                                          (lambda d, t, n=name: progress(n, d, t)) if progress else None))
+            problems.extend(
+                packing.check(directory, manifest, info, (lambda d, t, n=name: progress(n, d, t)) if progress else None)
+            )
             checked[name] = info.samples
-    return Verification(root=root, manifest_hash=manifest.hash, files=len(manifest.entries),
-                        bytes=manifest.total_bytes, packs=checked, problems=problems)
+    return Verification(
+        root=root,
+        manifest_hash=manifest.hash,
+        files=len(manifest.entries),
+        bytes=manifest.total_bytes,
+        packs=checked,
+        problems=problems,
+    )

@@ -40,9 +40,10 @@ def launch(module: str, args: argparse.Namespace, argv: list[str]) -> int:
     """Start args.accelerators ranks of `module` (`--local-rank i` appended), wait, merge loader.json."""
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    procs = [subprocess.Popen([sys.executable, "-m", module, *argv, "--local-rank", str(i)],
-                              stdin=subprocess.DEVNULL)
-             for i in range(args.accelerators)]
+    procs = [
+        subprocess.Popen([sys.executable, "-m", module, *argv, "--local-rank", str(i)], stdin=subprocess.DEVNULL)
+        for i in range(args.accelerators)
+    ]
 
     def stop_all(*_: Any) -> None:
         for proc in procs:
@@ -69,10 +70,17 @@ def launch(module: str, args: argparse.Namespace, argv: list[str]) -> int:
         path.unlink()
     first = ranks[0]
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "local_rank"}
-    document = {"kind": KIND, "tool": module.rsplit(".", 1)[-1], "config": config, "columns": list(COLUMNS),
-                "started_at": started, "ended_at": time.time(), "versions": first["versions"],
-                "dataset": first["dataset"],
-                "ranks": [{k: v for k, v in r.items() if k not in ("versions", "dataset")} for r in ranks]}
+    document = {
+        "kind": KIND,
+        "tool": module.rsplit(".", 1)[-1],
+        "config": config,
+        "columns": list(COLUMNS),
+        "started_at": started,
+        "ended_at": time.time(),
+        "versions": first["versions"],
+        "dataset": first["dataset"],
+        "ranks": [{k: v for k, v in r.items() if k not in ("versions", "dataset")} for r in ranks],
+    }
     write_json(args.out / "loader.json", document)
     return 0
 
@@ -83,9 +91,15 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def run_steps(epochs: int, steps: int, batches: Callable[[int], Iterator[Any]],
-              size: Callable[[Any], tuple[int, int]], compute: Callable[[Any], None] | None,
-              compute_per_batch: float, sync: Callable[[], None] | None) -> dict[str, Any]:
+def run_steps(
+    epochs: int,
+    steps: int,
+    batches: Callable[[int], Iterator[Any]],
+    size: Callable[[Any], tuple[int, int]],
+    compute: Callable[[Any], None] | None,
+    compute_per_batch: float,
+    sync: Callable[[], None] | None,
+) -> dict[str, Any]:
     """The training loop: `batches(epoch)` iterates an epoch; `size(batch)` is (samples, bytes).
 
     Returns the records (COLUMNS), per-epoch times, the measured window and the CPU
@@ -122,12 +136,12 @@ def run_steps(epochs: int, steps: int, batches: Callable[[int], Iterator[Any]],
                 window["start"] = time.time()
             step += 1
             seen += samples
-        per_epoch.append({"epoch": epoch, "started_at": epoch_start, "ended_at": time.time(), "steps": step,
-                          "samples": seen})
+        per_epoch.append(
+            {"epoch": epoch, "started_at": epoch_start, "ended_at": time.time(), "steps": step, "samples": seen}
+        )
     window["end"] = records[-1][3] + records[-1][4] + records[-1][5] if records else time.time()
     window.setdefault("start", window["end"])
-    return {"records": records, "epochs": per_epoch, "window": window,
-            "cpu_seconds": tree_cpu_seconds() - cpu_start}
+    return {"records": records, "epochs": per_epoch, "window": window, "cpu_seconds": tree_cpu_seconds() - cpu_start}
 
 
 class GpuMonitor:
@@ -159,23 +173,33 @@ class GpuMonitor:
 
 def check_launch(args: argparse.Namespace) -> list[str]:
     """Problems with the launcher's numeric arguments, as sentences."""
-    checks = [("workers", getattr(args, "workers", 0), 0), ("batch-size", args.batch_size, 1),
-              ("epochs", args.epochs, 1), ("accelerators", args.accelerators, 1),
-              ("prefetch-factor", getattr(args, "prefetch_factor", 1), 1), ("nodes", getattr(args, "nodes", 1), 1),
-              ("private-threads", getattr(args, "private_threads", 0), 0)]
+    checks = [
+        ("workers", getattr(args, "workers", 0), 0),
+        ("batch-size", args.batch_size, 1),
+        ("epochs", args.epochs, 1),
+        ("accelerators", args.accelerators, 1),
+        ("prefetch-factor", getattr(args, "prefetch_factor", 1), 1),
+        ("nodes", getattr(args, "nodes", 1), 1),
+        ("private-threads", getattr(args, "private_threads", 0), 0),
+    ]
     problems = [f"--{name} must be at least {low}" for name, value, low in checks if value < low]
     if getattr(args, "reader", None) == "dali":
         from iolab.loader.dali_reader import missing
 
         if not args.decode:
-            problems.append("reader dali decodes the images: use --decode (decode: true), or another reader for "
-                            "bytes only")
+            problems.append(
+                "reader dali decodes the images: use --decode (decode: true), or another reader for bytes only"
+            )
         problems.append(missing())
     return [problem for problem in problems if problem]
 
 
-def main(module: str, parser: Callable[[], argparse.ArgumentParser], run_rank: Callable[[argparse.Namespace], int],
-         argv: list[str] | None = None) -> int:
+def main(
+    module: str,
+    parser: Callable[[], argparse.ArgumentParser],
+    run_rank: Callable[[argparse.Namespace], int],
+    argv: list[str] | None = None,
+) -> int:
     """A loader's command line: the launcher (no --local-rank) checks and starts the ranks; a rank runs."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)

@@ -26,7 +26,7 @@ from typing import Any
 from iolab.dataset.manifest import Manifest
 
 SIZE = 224
-READER_NAME = "files"   # the reader operator's name, which the iterator asks for the shard's size
+READER_NAME = "files"  # the reader operator's name, which the iterator asks for the shard's size
 DECODERS = ("auto", "mixed", "cpu")
 
 
@@ -35,9 +35,11 @@ def missing() -> str | None:
     try:
         import nvidia.dali  # noqa: F401
     except ImportError as error:
-        return (f"reader dali needs NVIDIA DALI, which {sys.executable} cannot import ({error}); install it "
-                f"into that environment (pip install nvidia-dali-cuda120, or -cuda130, on a host with a CUDA GPU) "
-                f"or choose reader pil, cv2-imread, cv2-imdecode or packed")
+        return (
+            f"reader dali needs NVIDIA DALI, which {sys.executable} cannot import ({error}); install it "
+            f"into that environment (pip install nvidia-dali-cuda120, or -cuda130, on a host with a CUDA GPU) "
+            f"or choose reader pil, cv2-imread, cv2-imdecode or packed"
+        )
     return None
 
 
@@ -53,8 +55,20 @@ def decoder_for(choice: str, cuda: bool) -> str:
 class DaliBatches:
     """Rank `shard` of `shards`: the data set at `root` as batches {"images", "labels", "bytes"}, epoch by epoch."""
 
-    def __init__(self, root: str | Path, *, batch_size: int, threads: int, decoder: str, device_id: int | None,
-                 shard: int, shards: int, shuffle: bool, seed: int, size: int = SIZE):
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        batch_size: int,
+        threads: int,
+        decoder: str,
+        device_id: int | None,
+        shard: int,
+        shards: int,
+        shuffle: bool,
+        seed: int,
+        size: int = SIZE,
+    ):
         from nvidia.dali import fn, pipeline_def, types
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
@@ -70,17 +84,29 @@ class DaliBatches:
         # device_id None: a pipeline without a GPU (decoder "cpu" on a host without one).
         @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=seed)
         def read_decode_resize():
-            encoded, label = fn.readers.file(files=files, labels=labels, shard_id=shard, num_shards=shards,
-                                             random_shuffle=shuffle, pad_last_batch=True, name=READER_NAME)
-            nbytes = encoded.shape()                        # [length] of each encoded file
+            encoded, label = fn.readers.file(
+                files=files,
+                labels=labels,
+                shard_id=shard,
+                num_shards=shards,
+                random_shuffle=shuffle,
+                pad_last_batch=True,
+                name=READER_NAME,
+            )
+            nbytes = encoded.shape()  # [length] of each encoded file
             images = fn.decoders.image(encoded, device=decoder, output_type=types.RGB)
             images = fn.resize(images, resize_shorter=size)  # the shorter side to `size`, aspect kept
-            images = fn.crop(images, crop=(size, size))      # the centre square (crop_pos 0.5 by default)
+            images = fn.crop(images, crop=(size, size))  # the centre square (crop_pos 0.5 by default)
             return images, label, nbytes
 
         self.pipeline = read_decode_resize()
-        self.iterator = DALIGenericIterator([self.pipeline], ["images", "labels", "bytes"], reader_name=READER_NAME,
-                                            last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+        self.iterator = DALIGenericIterator(
+            [self.pipeline],
+            ["images", "labels", "bytes"],
+            reader_name=READER_NAME,
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+            auto_reset=True,
+        )
 
     def __len__(self) -> int:
         return self.samples

@@ -29,7 +29,7 @@ from pathlib import Path
 MANIFEST = "manifest.jsonl"
 IN_PROGRESS = ".iolab-gen.json"
 PACK_INFO = "pack.json"
-MEAN_SIZE = 114_660        # the generator's mean file size (MLPerf Storage resnet50)
+MEAN_SIZE = 114_660  # the generator's mean file size (MLPerf Storage resnet50)
 MARGIN = 1.05
 
 
@@ -68,8 +68,12 @@ def state(root: Path, files: int, seed: int, classes: int, formats: list[str]) -
             header = json.loads(f.readline())
         found = {k: header.get(k) for k in wanted}
         if found != wanted:
-            return {**out, "state": "other", "needed_bytes": 0,
-                    "reason": f"{root} holds another data set ({_describe(found)}), not {_describe(wanted)}"}
+            return {
+                **out,
+                "state": "other",
+                "needed_bytes": 0,
+                "reason": f"{root} holds another data set ({_describe(found)}), not {_describe(wanted)}",
+            }
         out["manifest_hash"] = sha256_file(manifest)
         missing = []
         for fmt in formats:
@@ -81,8 +85,12 @@ def state(root: Path, files: int, seed: int, classes: int, formats: list[str]) -
             if not done:
                 missing.append(fmt)
         size = _total_bytes(manifest) if missing else 0
-        return {**out, "state": "partial" if missing else "ready", "packs_missing": missing,
-                "needed_bytes": int(size * MARGIN) * len(missing)}
+        return {
+            **out,
+            "state": "partial" if missing else "ready",
+            "packs_missing": missing,
+            "needed_bytes": int(size * MARGIN) * len(missing),
+        }
     marker = root / IN_PROGRESS
     if marker.is_file():
         try:
@@ -90,13 +98,20 @@ def state(root: Path, files: int, seed: int, classes: int, formats: list[str]) -
         except (OSError, ValueError):
             found = None
         if found != wanted:
-            return {**out, "state": "other", "needed_bytes": 0,
-                    "reason": f"{root} holds an interrupted generation of another data set"}
+            return {
+                **out,
+                "state": "other",
+                "needed_bytes": 0,
+                "reason": f"{root} holds an interrupted generation of another data set",
+            }
     elif root.is_dir() and any(root.iterdir()):
-        return {**out, "state": "other", "needed_bytes": 0,
-                "reason": f"{root} is not empty and holds no data set manifest ({MANIFEST})"}
-    return {**out, "state": "missing", "packs_missing": list(formats),
-            "needed_bytes": estimate * (1 + len(formats))}
+        return {
+            **out,
+            "state": "other",
+            "needed_bytes": 0,
+            "reason": f"{root} is not empty and holds no data set manifest ({MANIFEST})",
+        }
+    return {**out, "state": "missing", "packs_missing": list(formats), "needed_bytes": estimate * (1 + len(formats))}
 
 
 def _describe(config: dict) -> str:

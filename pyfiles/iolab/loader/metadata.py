@@ -41,7 +41,7 @@ def _drop_caches() -> bool:
 
 
 def _chunks(items: list, size: int = _CHUNK) -> list[list]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _list(directories: list[str]) -> tuple[int, list[str]]:
@@ -92,12 +92,22 @@ def measure(root: Path, threads: int, limit: int | None = None, drop: bool = Tru
             found = list(pool.map(_list, _chunks(level, 8)))
             entries += sum(n for n, _ in found)
             level = [d for _, subdirs in found for d in subdirs]
-        readdir = {"ops": entries, "directories": dirs, "seconds": time.perf_counter() - started,
-                   "caches_dropped": dropped}
+        readdir = {
+            "ops": entries,
+            "directories": dirs,
+            "seconds": time.perf_counter() - started,
+            "caches_dropped": dropped,
+        }
         stat = _timed(pool, _stat, _chunks(paths), drop)
         opened = _timed(pool, _open, _chunks(paths), drop)
-    return {"kind": KIND, "root": str(root), "manifest_hash": digest, "files": len(paths), "threads": threads,
-            "operations": {"readdir": readdir, "stat": stat, "open": opened}}
+    return {
+        "kind": KIND,
+        "root": str(root),
+        "manifest_hash": digest,
+        "files": len(paths),
+        "threads": threads,
+        "operations": {"readdir": readdir, "stat": stat, "open": opened},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="directory that receives metadata.json")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="stat and open the first N files only (0: all)")
-    p.add_argument("--drop-caches", action=argparse.BooleanOptionalAction, default=True,
-                   help="drop caches before each operation (needs root)")
+    p.add_argument(
+        "--drop-caches",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="drop caches before each operation (needs root)",
+    )
     args = p.parse_args(argv)
     if args.threads < 1:
         print("--threads must be at least 1", file=sys.stderr)

@@ -129,8 +129,9 @@ def decode_cv2_bytes(data: bytes, size: int) -> np.ndarray:
 class Samples(Dataset):
     """Sample i of the data set at `root` as (uint8 tensor, label, bytes read)."""
 
-    def __init__(self, root: str | Path, reader: str, decode: bool = True, size: int = SIZE,
-                 preprocess_time: float = 0.0):
+    def __init__(
+        self, root: str | Path, reader: str, decode: bool = True, size: int = SIZE, preprocess_time: float = 0.0
+    ):
         if reader not in READERS:
             raise ValueError(f"unknown reader {reader!r}: choose one of {', '.join(READERS)}")
         if reader == "cv2-imread" and not decode:
@@ -155,8 +156,10 @@ class Samples(Dataset):
         if reader == "packed":
             self.packed: _Packed | None = _Packed(self.root / PACKED_DIR)
             if len(self.packed) != manifest.files:
-                raise ValueError(f"{self.root / PACKED_DIR} holds {len(self.packed)} samples, the manifest "
-                                 f"{manifest.files}: pack the data set again")
+                raise ValueError(
+                    f"{self.root / PACKED_DIR} holds {len(self.packed)} samples, the manifest "
+                    f"{manifest.files}: pack the data set again"
+                )
             self.paths: list[str] = []
             self.sizes: list[int] = []
             self.labels = [self.packed.label(i) for i in range(len(self.packed))]
@@ -192,13 +195,12 @@ class Samples(Dataset):
         worker = get_worker_info()
         self.reads[worker.id + 1 if worker else 0] += 1
         if isinstance(out, bytes):
-            with warnings.catch_warnings():   # a read-only view of the bytes read, never written to
+            with warnings.catch_warnings():  # a read-only view of the bytes read, never written to
                 warnings.filterwarnings("ignore", message="The given buffer is not writable")
                 tensor = torch.frombuffer(out, dtype=torch.uint8)
         else:
             tensor = torch.from_numpy(out)
         return tensor, self.labels[i], nbytes
-
 
     def __getitems__(self, indices: list[int]) -> dict[str, Any] | list[tuple[torch.Tensor, int, int]]:
         """A batch (the DataLoader asks for one at a time when a dataset has this method).
@@ -215,8 +217,8 @@ class Samples(Dataset):
         data = self._buffer(total)
         view = memoryview(data.numpy())
         at = 0
-        for i, length in zip(indices, lengths):
-            part = view[at:at + length]
+        for i, length in zip(indices, lengths, strict=False):
+            part = view[at : at + length]
             if self.packed is not None:
                 self.packed.read_into(i, part)
             else:
@@ -226,9 +228,12 @@ class Samples(Dataset):
                 time.sleep(self.preprocess_time)
         worker = get_worker_info()
         self.reads[worker.id + 1 if worker else 0] += len(indices)
-        return {"data": data, "lengths": torch.tensor(lengths), "labels": torch.tensor([self.labels[i] for i in indices]),
-                "bytes": total}
-
+        return {
+            "data": data,
+            "lengths": torch.tensor(lengths),
+            "labels": torch.tensor([self.labels[i] for i in indices]),
+            "bytes": total,
+        }
 
     def _buffer(self, size: int) -> torch.Tensor:
         """The next buffer of the ring, in shared memory in a worker, at least `size` bytes long.
@@ -266,7 +271,7 @@ def _shared(numel: int, like: torch.Tensor) -> torch.Tensor | None:
 def collate(batch: list[tuple[torch.Tensor, int, int]]) -> dict[str, Any]:
     """Decoded images stack into [B, H, W, C]; raw bytes are concatenated, with their lengths."""
     if isinstance(batch, dict):
-        return batch   # made whole by Samples.__getitems__
+        return batch  # made whole by Samples.__getitems__
     tensors = [t for t, _, _ in batch]
     labels = torch.tensor([label for _, label, _ in batch], dtype=torch.int64)
     nbytes = sum(n for _, _, n in batch)
@@ -276,8 +281,12 @@ def collate(batch: list[tuple[torch.Tensor, int, int]]) -> dict[str, Any]:
             out = out.resize_(len(tensors), *tensors[0].shape)
         return {"images": torch.stack(tensors, out=out), "labels": labels, "bytes": nbytes}
     lengths = [t.numel() for t in tensors]
-    return {"data": torch.cat(tensors, out=_shared(sum(lengths), tensors[0])), "lengths": torch.tensor(lengths),
-            "labels": labels, "bytes": nbytes}
+    return {
+        "data": torch.cat(tensors, out=_shared(sum(lengths), tensors[0])),
+        "lengths": torch.tensor(lengths),
+        "labels": labels,
+        "bytes": nbytes,
+    }
 
 
 def worker_init(_: int) -> None:

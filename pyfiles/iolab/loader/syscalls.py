@@ -48,8 +48,9 @@ def parse_summary(text: str) -> dict[str, dict[str, int]]:
             continue  # anything strace wrote before the table
         tokens = stripped.split()
         if len(tokens) not in (5, 6):
-            raise SummaryError(f"line {number}: expected % time, seconds, usecs/call, calls, [errors], "
-                               f"syscall; got {stripped!r}")
+            raise SummaryError(
+                f"line {number}: expected % time, seconds, usecs/call, calls, [errors], syscall; got {stripped!r}"
+            )
         try:
             calls = int(tokens[3])
             errors = int(tokens[4]) if len(tokens) == 6 else 0

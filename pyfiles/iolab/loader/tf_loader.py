@@ -33,15 +33,22 @@ PACK_DIR = "tfrecord"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m iolab.loader.tf_loader",
-                                description="tf.data throughput on TFRecord shards, with emulated accelerators.")
+    p = argparse.ArgumentParser(
+        prog="python -m iolab.loader.tf_loader",
+        description="tf.data throughput on TFRecord shards, with emulated accelerators.",
+    )
     p.add_argument("--root", type=Path, required=True, help="the data set; its shards are in ROOT/tfrecord")
     p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--private-threads", type=int, default=0,
-                   help="tf.data private thread pool size (0: TensorFlow's shared pool)")
-    p.add_argument("--parallel-reads", type=int, default=0,
-                   help="shards read at once by interleave (0: as many as the shards, at most 16)")
+    p.add_argument(
+        "--private-threads", type=int, default=0, help="tf.data private thread pool size (0: TensorFlow's shared pool)"
+    )
+    p.add_argument(
+        "--parallel-reads",
+        type=int,
+        default=0,
+        help="shards read at once by interleave (0: as many as the shards, at most 16)",
+    )
     p.add_argument("--shuffle-buffer", type=int, default=1024, help="samples in the shuffle buffer")
     p.add_argument("--decode", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True)
@@ -59,19 +66,22 @@ def parser() -> argparse.ArgumentParser:
 def pipeline(tf, files: list[str], args: argparse.Namespace, rank: int, replicas: int):
     """The tf.data pipeline of one rank."""
     autotune = tf.data.AUTOTUNE
-    if len(files) >= replicas:   # shard by file; a set of fewer shards than ranks is split by record
+    if len(files) >= replicas:  # shard by file; a set of fewer shards than ranks is split by record
         names = tf.data.Dataset.from_tensor_slices(files).shard(replicas, rank)
         if args.shuffle:
             names = names.shuffle(len(files), seed=args.seed, reshuffle_each_iteration=True)
         cycle = args.parallel_reads or min(16, max(1, -(-len(files) // replicas)))
-        records = names.interleave(tf.data.TFRecordDataset, cycle_length=cycle, num_parallel_calls=autotune,
-                                   deterministic=False)
+        records = names.interleave(
+            tf.data.TFRecordDataset, cycle_length=cycle, num_parallel_calls=autotune, deterministic=False
+        )
     else:
         records = tf.data.TFRecordDataset(files).shard(replicas, rank)
     if args.shuffle:
         records = records.shuffle(args.shuffle_buffer, seed=args.seed, reshuffle_each_iteration=True)
-    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
-                "image/class/label": tf.io.FixedLenFeature([], tf.int64)}
+    features = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64),
+    }
 
     def parse(record):
         example = tf.io.parse_single_example(record, features)
@@ -118,9 +128,15 @@ def run_rank(args: argparse.Namespace) -> int:
         tracer = Tracer(args.out / f"strace-{rank}.txt", args.out / f"strace-{rank}.log")
         tracer.start()
     try:
-        done = run_steps(args.epochs, args.steps, lambda epoch: iter(dataset),
-                         size=lambda batch: (int(batch[1].shape[0]), int(tf.reduce_sum(batch[2]))),
-                         compute=None, compute_per_batch=args.compute_per_batch, sync=None)
+        done = run_steps(
+            args.epochs,
+            args.steps,
+            lambda epoch: iter(dataset),
+            size=lambda batch: (int(batch[1].shape[0]), int(tf.reduce_sum(batch[2]))),
+            compute=None,
+            compute_per_batch=args.compute_per_batch,
+            sync=None,
+        )
     finally:
         if tracer:
             tracer.stop()
@@ -130,15 +146,27 @@ def run_rank(args: argparse.Namespace) -> int:
     import numpy
 
     result = {
-        "rank": rank, "local_rank": local, "replicas": replicas, "pid": os.getpid(), "device": "cpu",
-        "pin_memory": False, "compute_per_batch": args.compute_per_batch, **done,
+        "rank": rank,
+        "local_rank": local,
+        "replicas": replicas,
+        "pid": os.getpid(),
+        "device": "cpu",
+        "pin_memory": False,
+        "compute_per_batch": args.compute_per_batch,
+        **done,
         "strace": f"strace-{rank}.txt" if tracer else None,
         # Samples produced while traced (TensorFlow's reads are its own: prefetched ones are not counted).
         "samples_read": sum(r[6] for r in done["records"]),
         "gpu": None,
         "versions": {"python": platform.python_version(), "tensorflow": tf.__version__, "numpy": numpy.__version__},
-        "dataset": {"root": str(args.root), "manifest_hash": manifest_hash, "samples": info.samples,
-                    "bytes": info.bytes, "reader": "tfrecord", "shards": len(files)},
+        "dataset": {
+            "root": str(args.root),
+            "manifest_hash": manifest_hash,
+            "samples": info.samples,
+            "bytes": info.bytes,
+            "reader": "tfrecord",
+            "shards": len(files),
+        },
     }
     write_json(args.out / f"rank-{rank}.json", result)
     return 0

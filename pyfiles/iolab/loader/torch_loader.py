@@ -28,20 +28,34 @@ from iolab.loader.common import GpuMonitor, run_steps, write_json
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m iolab.loader.torch_loader",
-                                description="PyTorch DataLoader throughput, with emulated or real accelerators.")
+    p = argparse.ArgumentParser(
+        prog="python -m iolab.loader.torch_loader",
+        description="PyTorch DataLoader throughput, with emulated or real accelerators.",
+    )
     p.add_argument("--root", type=Path, required=True, help="the data set (its manifest.jsonl)")
     p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
-    p.add_argument("--reader", choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "dali"), default="packed",
-                   help="dali: an NVIDIA DALI pipeline instead of the DataLoader (iolab.loader.dali_reader)")
+    p.add_argument(
+        "--reader",
+        choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "dali"),
+        default="packed",
+        help="dali: an NVIDIA DALI pipeline instead of the DataLoader (iolab.loader.dali_reader)",
+    )
     p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes per rank (dali: its threads)")
-    p.add_argument("--dali-decoder", choices=("auto", "mixed", "cpu"), default="auto",
-                   help="where reader dali decodes: mixed (the rank's GPU), cpu, auto (mixed if torch sees a GPU)")
+    p.add_argument(
+        "--dali-decoder",
+        choices=("auto", "mixed", "cpu"),
+        default="auto",
+        help="where reader dali decodes: mixed (the rank's GPU), cpu, auto (mixed if torch sees a GPU)",
+    )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
-    p.add_argument("--decode", action=argparse.BooleanOptionalAction, default=True,
-                   help="decode and resize to 224×224 (--no-decode: raw bytes only)")
+    p.add_argument(
+        "--decode",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="decode and resize to 224×224 (--no-decode: raw bytes only)",
+    )
     p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--steps", type=int, default=0, help="at most this many batches per epoch and rank (0: all)")
@@ -69,8 +83,12 @@ def _versions() -> dict[str, str]:
     import PIL
     import torch
 
-    found = {"python": platform.python_version(), "torch": torch.__version__, "numpy": numpy.__version__,
-             "pillow": PIL.__version__}
+    found = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "pillow": PIL.__version__,
+    }
     try:
         import cv2
 
@@ -97,8 +115,10 @@ def run_rank(args: argparse.Namespace) -> int:
     if args.accelerator == "gpu":
         if not torch.cuda.is_available() or torch.cuda.device_count() < args.accelerators:
             found = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            print(f"accelerator gpu needs {args.accelerators} CUDA GPU(s) on this host; torch sees {found}",
-                  file=sys.stderr)
+            print(
+                f"accelerator gpu needs {args.accelerators} CUDA GPU(s) on this host; torch sees {found}",
+                file=sys.stderr,
+            )
             return 2
         from iolab.loader.resnet import Trainer
 
@@ -107,32 +127,53 @@ def run_rank(args: argparse.Namespace) -> int:
         torch.backends.cudnn.benchmark = True
         trainer = Trainer(device)
 
-    pin = args.pin_memory and device.type == "cuda"   # pinning without a GPU only costs (torch warns)
+    pin = args.pin_memory and device.type == "cuda"  # pinning without a GPU only costs (torch warns)
     if args.reader == "dali":
         from iolab.loader.dali_reader import DaliBatches, decoder_for
 
         decoder = decoder_for(args.dali_decoder, torch.cuda.is_available())
-        dataset = DaliBatches(args.root, batch_size=args.batch_size, threads=max(args.workers, 1), decoder=decoder,
-                              device_id=local if decoder == "mixed" or device.type == "cuda" else None,
-                              shard=rank, shards=replicas, shuffle=args.shuffle, seed=args.seed)
+        dataset = DaliBatches(
+            args.root,
+            batch_size=args.batch_size,
+            threads=max(args.workers, 1),
+            decoder=decoder,
+            device_id=local if decoder == "mixed" or device.type == "cuda" else None,
+            shard=rank,
+            shards=replicas,
+            shuffle=args.shuffle,
+            seed=args.seed,
+        )
         epoch_batches = dataset.epoch
     else:
         dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
         dataset.ring = args.prefetch_factor + 2
         sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed)
-        loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                            collate_fn=collate, pin_memory=pin, worker_init_fn=worker_init,
-                            prefetch_factor=args.prefetch_factor if args.workers > 0 else None,
-                            persistent_workers=args.workers > 0)
+        loader = DataLoader(
+            dataset,
+            batch_size=args.batch_size,
+            sampler=sampler,
+            num_workers=args.workers,
+            collate_fn=collate,
+            pin_memory=pin,
+            worker_init_fn=worker_init,
+            prefetch_factor=args.prefetch_factor if args.workers > 0 else None,
+            persistent_workers=args.workers > 0,
+        )
 
         def epoch_batches(epoch: int):
             sampler.set_epoch(epoch)
             return iter(loader)
+
     if args.distributed:
         from datetime import timedelta
 
-        dist.init_process_group("gloo", init_method=f"tcp://{args.master_addr}:{args.master_port}",
-                                world_size=replicas, rank=rank, timeout=timedelta(seconds=args.dist_timeout))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://{args.master_addr}:{args.master_port}",
+            world_size=replicas,
+            rank=rank,
+            timeout=timedelta(seconds=args.dist_timeout),
+        )
         dist.barrier()  # every rank of every host is ready: start together
     tracer = None
     if args.syscall_profile:
@@ -146,11 +187,15 @@ def run_rank(args: argparse.Namespace) -> int:
     if monitor:
         monitor.__enter__()
     try:
-        done = run_steps(args.epochs, args.steps, epoch_batches,
-                         size=lambda batch: (len(batch["labels"]), batch["bytes"]),
-                         compute=(lambda batch: trainer.step(batch["images"], batch["labels"])) if trainer else None,
-                         compute_per_batch=args.compute_per_batch,
-                         sync=(lambda: dist.all_reduce(token)) if args.distributed else None)
+        done = run_steps(
+            args.epochs,
+            args.steps,
+            epoch_batches,
+            size=lambda batch: (len(batch["labels"]), batch["bytes"]),
+            compute=(lambda batch: trainer.step(batch["images"], batch["labels"])) if trainer else None,
+            compute_per_batch=args.compute_per_batch,
+            sync=(lambda: dist.all_reduce(token)) if args.distributed else None,
+        )
     finally:
         traced_reads = dataset.samples_read - read_before
         if tracer:
@@ -164,14 +209,25 @@ def run_rank(args: argparse.Namespace) -> int:
         print(f"{args.root}: rank {rank} got no batch (its shard is empty)", file=sys.stderr)
         return 1
     result = {
-        "rank": rank, "local_rank": local, "replicas": replicas, "pid": os.getpid(), "device": str(device),
-        "pin_memory": pin, "compute_per_batch": args.compute_per_batch if trainer is None else None, **done,
-        "strace": f"strace-{rank}.txt" if tracer else None, "samples_read": traced_reads,
-        "gpu": ({"name": torch.cuda.get_device_name(device), "utilization": monitor.samples}
-                if monitor else None),
+        "rank": rank,
+        "local_rank": local,
+        "replicas": replicas,
+        "pid": os.getpid(),
+        "device": str(device),
+        "pin_memory": pin,
+        "compute_per_batch": args.compute_per_batch if trainer is None else None,
+        **done,
+        "strace": f"strace-{rank}.txt" if tracer else None,
+        "samples_read": traced_reads,
+        "gpu": ({"name": torch.cuda.get_device_name(device), "utilization": monitor.samples} if monitor else None),
         "versions": _versions(),
-        "dataset": {"root": str(args.root), "manifest_hash": dataset.manifest_hash, "samples": len(dataset),
-                    "bytes": dataset.total_bytes, "reader": args.reader},
+        "dataset": {
+            "root": str(args.root),
+            "manifest_hash": dataset.manifest_hash,
+            "samples": len(dataset),
+            "bytes": dataset.total_bytes,
+            "reader": args.reader,
+        },
     }
     write_json(args.out / f"rank-{rank}.json", result)
     return 0

@@ -8,23 +8,24 @@ adds the run's context (campaign, run id, host, backend, times) to make samples.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
-    metric: str          # a shared metric name: read_bw, read_iops, read_clat_p99, samples_per_s, ...
+    metric: str  # a shared metric name: read_bw, read_iops, read_clat_p99, samples_per_s, ...
     value: float
-    unit: str            # canonical: B/s, B, IOPS, s, samples/s, %, ns, cores, count
+    unit: str  # canonical: B/s, B, IOPS, s, samples/s, %, ns, cores, count
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class Parsed:
     measurements: list[Measurement]
-    metadata: dict[str, Any]          # tool version, effective options, ...
-    error: str | None = None          # the tool's own error, if it reported one
+    metadata: dict[str, Any]  # tool version, effective options, ...
+    error: str | None = None  # the tool's own error, if it reported one
     # Per-second time series of additive metrics, {metric: [(epoch seconds, value), ...]}, summed
     # over the tool's jobs: what the multi-host aggregate uses to add hosts up over a common window.
     series: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
@@ -50,6 +51,11 @@ def parser_for(tool: str) -> Parser:
     from iolab.parsers import checkpoint, fio, metadata, pytorch
 
     # tensorflow: iolab.loader.tf_loader writes the loader.json of every iolab loader.
-    parsers: dict[str, Parser] = {"fio": fio.parse, "pytorch": pytorch.parse, "tensorflow": pytorch.parse,
-                                  "metadata": metadata.parse, "checkpoint": checkpoint.parse}
+    parsers: dict[str, Parser] = {
+        "fio": fio.parse,
+        "pytorch": pytorch.parse,
+        "tensorflow": pytorch.parse,
+        "metadata": metadata.parse,
+        "checkpoint": checkpoint.parse,
+    }
     return parsers[tool]

@@ -37,14 +37,20 @@ def parse(host_dir: Path) -> Parsed:
         if seconds <= 0 or total <= 0:
             raise ParseError(f"{path}: the {phase} phase moved {total} bytes in {seconds} s")
         moved[phase] = {"bytes": total, "ranks": len(ranks)}
-        out += [Measurement(f"checkpoint_{phase}_bw", total / seconds, "B/s"),
-                Measurement(f"checkpoint_{phase}_s", seconds, "s")]
+        out += [
+            Measurement(f"checkpoint_{phase}_bw", total / seconds, "B/s"),
+            Measurement(f"checkpoint_{phase}_s", seconds, "s"),
+        ]
     read = document["read"]
     resident = read.get("resident_before_bytes")
-    return Parsed(measurements=out, metadata={
-        "checkpoint": moved,
-        "checkpoint_fsync": document["write"].get("fsync", False),
-        # What of the shards was still in this host's page cache as the read began: 0 for a cold read.
-        "checkpoint_resident_before_read_bytes": resident,
-        "checkpoint_read_cold": resident == 0 if resident is not None else None,
-        "checkpoint_ranks": {phase: document[phase]["ranks"] for phase in PHASES}})
+    return Parsed(
+        measurements=out,
+        metadata={
+            "checkpoint": moved,
+            "checkpoint_fsync": document["write"].get("fsync", False),
+            # What of the shards was still in this host's page cache as the read began: 0 for a cold read.
+            "checkpoint_resident_before_read_bytes": resident,
+            "checkpoint_read_cold": resident == 0 if resident is not None else None,
+            "checkpoint_ranks": {phase: document[phase]["ranks"] for phase in PHASES},
+        },
+    )

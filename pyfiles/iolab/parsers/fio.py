@@ -42,15 +42,15 @@ class _Direction:
     bw_bytes: float
     iops: float
     runtime_ms: int
-    clat_bins: Counter[int]          # completion latency bucket (ns) → IOs
+    clat_bins: Counter[int]  # completion latency bucket (ns) → IOs
 
 
 @dataclasses.dataclass(frozen=True)
 class _Job:
     index: int
     name: str
-    error: int                       # an errno, 0 when the job succeeded
-    options: dict[str, str]          # the job's own options, without the global ones
+    error: int  # an errno, 0 when the job succeeded
+    options: dict[str, str]  # the job's own options, without the global ones
     usr_cpu: float
     sys_cpu: float
     directions: dict[str, _Direction]
@@ -108,7 +108,7 @@ def _bw_series(host_dir: Path, document: Mapping[str, Any], jobs: list[_Job]) ->
                 continue
             ddir = DIRECTIONS[int(fields[2])] if fields[2] in ("0", "1") else None
             if ddir:
-                key = (ddir, round(int(fields[0]) / 1000))   # jobs log within a few ms of each other
+                key = (ddir, round(int(fields[0]) / 1000))  # jobs log within a few ms of each other
                 sums[key] = sums.get(key, 0.0) + float(fields[1]) * 1024
     series: dict[str, list[tuple[float, float]]] = {}
     for (ddir, second), value in sorted(sums.items(), key=lambda kv: kv[0][1]):
@@ -150,7 +150,7 @@ def _load(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ParseError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(document, dict) or not isinstance(document.get("jobs"), list) or not document["jobs"]:
-        raise ParseError(f"{path}: fio JSON without \"jobs\" (expected a list of at least one job)")
+        raise ParseError(f'{path}: fio JSON without "jobs" (expected a list of at least one job)')
     return document
 
 
@@ -210,8 +210,10 @@ def _direction_measurements(ddir: str, directions: list[_Direction]) -> list[Mea
     return [
         Measurement(f"{ddir}_bw", sum(d.bw_bytes for d in directions), "B/s"),
         Measurement(f"{ddir}_iops", sum(d.iops for d in directions), "IOPS"),
-        *(Measurement(f"{ddir}_clat_{suffix}", float(nearest_rank(merged, pct)), "ns")
-          for suffix, pct in PERCENTILES.items()),
+        *(
+            Measurement(f"{ddir}_clat_{suffix}", float(nearest_rank(merged, pct)), "ns")
+            for suffix, pct in PERCENTILES.items()
+        ),
     ]
 
 
@@ -221,8 +223,9 @@ def _options(global_options: Mapping[str, Any], jobs: list[_Job]) -> dict[str, A
     Only options given a value appear in fio's JSON: a bare `--time_based` or
     `norandommap` line is in effect but not listed (write `time_based=1`).
     """
-    per_job = {_job_key(job, jobs): {**{str(k): str(v) for k, v in global_options.items()}, **job.options}
-               for job in jobs}
+    per_job = {
+        _job_key(job, jobs): {**{str(k): str(v) for k, v in global_options.items()}, **job.options} for job in jobs
+    }
     distinct = {json.dumps(options, sort_keys=True) for options in per_job.values()}
     return next(iter(per_job.values())) if len(distinct) == 1 else per_job
 
@@ -235,6 +238,7 @@ def _job_key(job: _Job, jobs: Iterable[_Job]) -> str:
 
 def _error(jobs: list[_Job]) -> str | None:
     """'job 'writer' (#1): errno 28, No space left on device', one clause per failed job."""
-    failed = [f"job {job.name!r} (#{job.index}): errno {job.error}, {os.strerror(job.error)}"
-              for job in jobs if job.error]
+    failed = [
+        f"job {job.name!r} (#{job.index}): errno {job.error}, {os.strerror(job.error)}" for job in jobs if job.error
+    ]
     return "; ".join(failed) or None

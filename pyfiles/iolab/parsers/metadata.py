@@ -1,8 +1,8 @@
 """metadata.json (iolab.loader.metadata) on one host → readdir, stat and open rates.
 
-    readdir_per_s   directory entries listed per second (scandir over the whole tree)   ops/s
-    stat_per_s      stat calls per second over the data files                          ops/s
-    open_per_s      open + close pairs per second over the data files                  ops/s
+readdir_per_s   directory entries listed per second (scandir over the whole tree)   ops/s
+stat_per_s      stat calls per second over the data files                          ops/s
+open_per_s      open + close pairs per second over the data files                  ops/s
 """
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ def parse(host_dir: Path) -> Parsed:
         if not found or found.get("seconds", 0) <= 0:
             raise ParseError(f"{path}: operation {operation!r} missing or not timed")
         out.append(Measurement(metric, found["ops"] / found["seconds"], "ops/s"))
-    return Parsed(measurements=out, metadata={
-        "dataset_manifest_hash": document.get("manifest_hash"), "files": document.get("files"),
-        "threads": document.get("threads"), "operations": document.get("operations")})
+    return Parsed(
+        measurements=out,
+        metadata={
+            "dataset_manifest_hash": document.get("manifest_hash"),
+            "files": document.get("files"),
+            "threads": document.get("threads"),
+            "operations": document.get("operations"),
+        },
+    )

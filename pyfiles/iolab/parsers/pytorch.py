@@ -72,8 +72,10 @@ def parse(host_dir: Path) -> Parsed:
     for rank in document["ranks"]:
         records = rank["records"]
         if len(records) < 2:
-            raise ParseError(f"{host_dir / 'loader.json'}: rank {rank['rank']} has {len(records)} batch(es); "
-                             "rates need at least 2 (the first is excluded): raise steps or the data set's size")
+            raise ParseError(
+                f"{host_dir / 'loader.json'}: rank {rank['rank']} has {len(records)} batch(es); "
+                "rates need at least 2 (the first is excluded): raise steps or the data set's size"
+            )
         window = rank["window"]["end"] - rank["window"]["start"]
         if window <= 0:
             raise ParseError(f"{host_dir / 'loader.json'}: rank {rank['rank']} has an empty measured window")
@@ -88,16 +90,24 @@ def parse(host_dir: Path) -> Parsed:
         aus.append(100 * compute / window)
         # Traced: every sample read while strace ran, batches prefetched past the last step included.
         traced_samples += rank.get("samples_read") or sum(r[col["samples"]] for r in records)
-        per_rank.append({"rank": rank["rank"], "samples_per_s": samples / window, "window_s": window,
-                         "au": 100 * compute / window if accelerated else None,
-                         "first_batch_s": records[0][col["ready_at"]] - records[0][col["requested_at"]],
-                         "batches": len(records)})
+        per_rank.append(
+            {
+                "rank": rank["rank"],
+                "samples_per_s": samples / window,
+                "window_s": window,
+                "au": 100 * compute / window if accelerated else None,
+                "first_batch_s": records[0][col["ready_at"]] - records[0][col["requested_at"]],
+                "batches": len(records),
+            }
+        )
 
-    out = [Measurement("samples_per_s", sum(rates), "samples/s"),
-           Measurement("read_bw", sum(bandwidths), "B/s"),
-           Measurement("batch_latency_p50", nearest_rank(latencies, 50), "s"),
-           Measurement("batch_latency_p99", nearest_rank(latencies, 99), "s"),
-           Measurement("cpu_cores", sum(cores), "cores")]
+    out = [
+        Measurement("samples_per_s", sum(rates), "samples/s"),
+        Measurement("read_bw", sum(bandwidths), "B/s"),
+        Measurement("batch_latency_p50", nearest_rank(latencies, 50), "s"),
+        Measurement("batch_latency_p99", nearest_rank(latencies, 99), "s"),
+        Measurement("cpu_cores", sum(cores), "cores"),
+    ]
     out += _epochs(document["ranks"])
     if accelerated:
         out.append(Measurement("au", statistics.fmean(aus), "%"))
@@ -112,11 +122,28 @@ def parse(host_dir: Path) -> Parsed:
         "dataset_manifest_hash": dataset.get("manifest_hash"),
         "dataset_samples": dataset.get("samples"),
         "dataset_bytes": dataset.get("bytes"),
-        "bytes_read": bytes_read,         # in the measured windows, every rank: what the caching rule weighs
-        "loader": {k: config.get(k) for k in ("reader", "workers", "batch_size", "prefetch_factor", "decode",
-                                              "shuffle", "epochs", "steps", "pin_memory", "accelerator",
-                                              "compute_per_batch", "accelerators", "distributed", "nodes",
-                                              "preprocess_time", "syscall_profile")},
+        "bytes_read": bytes_read,  # in the measured windows, every rank: what the caching rule weighs
+        "loader": {
+            k: config.get(k)
+            for k in (
+                "reader",
+                "workers",
+                "batch_size",
+                "prefetch_factor",
+                "decode",
+                "shuffle",
+                "epochs",
+                "steps",
+                "pin_memory",
+                "accelerator",
+                "compute_per_batch",
+                "accelerators",
+                "distributed",
+                "nodes",
+                "preprocess_time",
+                "syscall_profile",
+            )
+        },
         "pin_memory_effective": document["ranks"][0].get("pin_memory"),
         "devices": sorted({r.get("device") for r in document["ranks"]}),
         "ranks": per_rank,
@@ -184,7 +211,10 @@ def _syscalls(host_dir: Path, ranks: list[dict[str, Any]], samples: int) -> list
             raise ParseError(f"{path}: {exc}") from None
         for syscall, row in table.items():
             counts[syscall] = counts.get(syscall, 0) + row["calls"]
-    out = [Measurement("syscalls_per_sample", calls / samples, "count", {"syscall": syscall})
-           for syscall, calls in sorted(counts.items(), key=lambda kv: -kv[1]) if calls / samples >= _RARE]
+    out = [
+        Measurement("syscalls_per_sample", calls / samples, "count", {"syscall": syscall})
+        for syscall, calls in sorted(counts.items(), key=lambda kv: -kv[1])
+        if calls / samples >= _RARE
+    ]
     out.append(Measurement("syscalls_per_sample", sum(counts.values()) / samples, "count", {"syscall": "total"}))
     return out

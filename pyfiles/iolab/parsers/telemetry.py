@@ -98,13 +98,13 @@ def load(host_dir: Path) -> Telemetry | None:
             kind = record["type"]
         except (ValueError, KeyError, TypeError):
             if not raw.endswith(b"\n") and number == raw.count(b"\n") + 1:
-                break                              # the last line, torn: the host went away mid-write
-            raise ParseError(f"{path}: line {number} is not a telemetry record (JSON with a \"type\")") from None
+                break  # the last line, torn: the host went away mid-write
+            raise ParseError(f'{path}: line {number} is not a telemetry record (JSON with a "type")') from None
         if kind == "start":
             start = record
         elif kind == "sample":
             if not isinstance(record.get("disk"), dict) or not isinstance(record.get("dt"), (int, float)):
-                raise ParseError(f"{path}: line {number}: sample without \"disk\" or \"dt\"")
+                raise ParseError(f'{path}: line {number}: sample without "disk" or "dt"')
             samples.append(record)
         elif kind == "end":
             end = record
@@ -160,8 +160,10 @@ def _cpu(tel: Telemetry, window: float) -> list[Measurement]:
         for mode, cores in s.get("cpu", {}).items():
             modes[mode] = modes.get(mode, 0.0) + cores * s["dt"]
         tool += s.get("tool", {}).get("cpu_s", 0.0)
-    out = [Measurement("cpu_cores", seconds / window, "cores", {"scope": "host", "mode": mode})
-           for mode, seconds in modes.items()]
+    out = [
+        Measurement("cpu_cores", seconds / window, "cores", {"scope": "host", "mode": mode})
+        for mode, seconds in modes.items()
+    ]
     out.append(Measurement("cpu_cores", tool / window, "cores", {"scope": "tool"}))
     return out
 
@@ -204,10 +206,16 @@ def _gpus(tel: Telemetry) -> list[Measurement]:
 
 def _info(tel: Telemetry) -> dict[str, Any]:
     """What the samples' metadata says about the telemetry itself."""
-    return {"window_s": tel.window_s, "interval_s": tel.start.get("interval"), "samples": len(tel.samples),
-            "started_at": tel.start.get("t"), "target": tel.target,
-            "sampler_cpu_pct": tel.end.get("sampler_cpu_pct"), "errors": tel.end.get("errors", []),
-            "gpu": tel.start.get("gpu")}
+    return {
+        "window_s": tel.window_s,
+        "interval_s": tel.start.get("interval"),
+        "samples": len(tel.samples),
+        "started_at": tel.start.get("t"),
+        "target": tel.target,
+        "sampler_cpu_pct": tel.end.get("sampler_cpu_pct"),
+        "errors": tel.end.get("errors", []),
+        "gpu": tel.start.get("gpu"),
+    }
 
 
 def parse(host_dir: Path) -> Parsed:
@@ -220,11 +228,12 @@ def parse(host_dir: Path) -> Parsed:
 
 # --- potential caching --------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class CachingCheck:
     flagged: bool
-    reasons: list[str]                 # one sentence per check: what was found, and whether it fired
-    evidence: dict[str, Any]           # the figures behind them
+    reasons: list[str]  # one sentence per check: what was found, and whether it fired
+    evidence: dict[str, Any]  # the figures behind them
 
 
 def _mib(value: float) -> str:
@@ -244,20 +253,28 @@ def potential_caching(tel: Telemetry, tool_read_bytes: float) -> CachingCheck:
     totals = tel.device_totals()
     devices = tel.target.get("devices", [])
     device_read = max((totals[d]["r_bytes"] for d in devices), default=0.0)
-    evidence = {"tool_read_bytes": tool_read_bytes, "page_cache_growth_bytes": growth,
-                "target_devices": devices, "device_read_bytes": device_read if devices else None,
-                "window_s": tel.window_s}
+    evidence = {
+        "tool_read_bytes": tool_read_bytes,
+        "page_cache_growth_bytes": growth,
+        "target_devices": devices,
+        "device_read_bytes": device_read if devices else None,
+        "window_s": tel.window_s,
+    }
     if tool_read_bytes < MIN_TOOL_READ:
-        return CachingCheck(False, [f"not judged: the tool read {_mib(tool_read_bytes)} in the window "
-                                    f"(less than {_mib(MIN_TOOL_READ)})"], evidence)
+        return CachingCheck(
+            False,
+            [f"not judged: the tool read {_mib(tool_read_bytes)} in the window (less than {_mib(MIN_TOOL_READ)})"],
+            evidence,
+        )
     reasons = []
     fired = False
     if growth is None:
         reasons.append("page cache growth: unknown (no Cached figure)")
     elif growth >= tool_read_bytes:
         fired = True
-        reasons.append(f"page cache grew by {_mib(growth)} during the run, at least the {_mib(tool_read_bytes)} "
-                       "the tool read")
+        reasons.append(
+            f"page cache grew by {_mib(growth)} during the run, at least the {_mib(tool_read_bytes)} the tool read"
+        )
     else:
         change = f"grew by {_mib(growth)}" if growth >= 0 else f"shrank by {_mib(-growth)}"
         reasons.append(f"page cache {change}, less than the {_mib(tool_read_bytes)} the tool read (not a sign)")
@@ -267,11 +284,15 @@ def potential_caching(tel: Telemetry, tool_read_bytes: float) -> CachingCheck:
         reasons.append(f"device reads: not applicable, {what}")
     elif device_read < DEVICE_READ_SHARE * tool_read_bytes:
         fired = True
-        reasons.append(f"the tool read {_mib(tool_read_bytes)} while {', '.join(devices)} under the target read "
-                       f"{_mib(device_read)} (less than {DEVICE_READ_SHARE:.0%})")
+        reasons.append(
+            f"the tool read {_mib(tool_read_bytes)} while {', '.join(devices)} under the target read "
+            f"{_mib(device_read)} (less than {DEVICE_READ_SHARE:.0%})"
+        )
     else:
-        reasons.append(f"{', '.join(devices)} under the target read {_mib(device_read)} of the "
-                       f"{_mib(tool_read_bytes)} the tool read (not a sign)")
+        reasons.append(
+            f"{', '.join(devices)} under the target read {_mib(device_read)} of the "
+            f"{_mib(tool_read_bytes)} the tool read (not a sign)"
+        )
     return CachingCheck(fired, reasons, evidence)
 
 
@@ -293,12 +314,17 @@ def merge(host_dir: Path, tool_measurements: list[Measurement]) -> tuple[list[Me
     if tel is None:
         return [], {}
     check = potential_caching(tel, tool_read_bytes(tool_measurements, tel.window_s))
-    metadata = {"telemetry": _info(tel), "flags": ["potential_caching"] if check.flagged else [],
-                "flag_reasons": check.reasons, "caching_evidence": check.evidence}
+    metadata = {
+        "telemetry": _info(tel),
+        "flags": ["potential_caching"] if check.flagged else [],
+        "flag_reasons": check.reasons,
+        "caching_evidence": check.evidence,
+    }
     return summarize(tel), metadata
 
 
 # --- time series for plots ----------------------------------------------------------------------
+
 
 def load_series(run_host_dir: Path) -> dict[str, list[tuple[float, float]]]:
     """Per-second series of one host's run, {name: [(epoch seconds at the interval's end, value), ...]}.
@@ -325,9 +351,15 @@ def load_series(run_host_dir: Path) -> dict[str, list[tuple[float, float]]]:
         t = s["t"]
         for name, dev in s["disk"].items():
             q = f"{{device={name}}}"
-            for metric, key in (("dev_read_bw", "rB_s"), ("dev_write_bw", "wB_s"), ("dev_read_iops", "r_s"),
-                                ("dev_write_iops", "w_s"), ("dev_queue_len", "aqu_sz"), ("dev_await", "await"),
-                                ("dev_util", "util")):
+            for metric, key in (
+                ("dev_read_bw", "rB_s"),
+                ("dev_write_bw", "wB_s"),
+                ("dev_read_iops", "r_s"),
+                ("dev_write_iops", "w_s"),
+                ("dev_queue_len", "aqu_sz"),
+                ("dev_await", "await"),
+                ("dev_util", "util"),
+            ):
                 add(metric + q, t, dev.get(key))
             if dev.get("r_ios"):
                 add("dev_read_io_size" + q, t, dev.get("r_size"))
