@@ -154,8 +154,8 @@ def probe_until(
 ) -> tuple[int, list[Probe]]:
     """Probe N accelerators per host (the run `run_of(N)`, stored or run now) as `search` asks.
 
-    Returns search's answer and every probe, by N.
-    The backend is mounted and the data set made. A failed probe stops the search (RunFailed).
+    The backend is mounted and the data set made. Returns search's answer and every
+    probe, by N; a failed probe stops the search (RunFailed).
     """
     probes: dict[int, Probe] = {}
 

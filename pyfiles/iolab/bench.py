@@ -406,6 +406,11 @@ def record_run(
         outcome = outcomes.get(host)
         if outcome and (outcome.failed or outcome.unreachable):
             error = outcome.describe().split(": ", 1)[1]
+            own = _read_json(store.raw_dir(run.run_id) / host / "error.json")  # the run's, before a later phase's
+            if own and own.get("task") != outcome.task:
+                error = (
+                    f"failed at task '{own.get('task')}': {runner.failure_message(own.get('result', {}))}; then {error}"
+                )
         elif result is None:
             error = "the run did not start"
         else:
@@ -584,6 +589,7 @@ def _run_backend(
                     failures += _skipped(store, run, [h for h in active if h in no_data], no_data)
                     active = [h for h in active if h not in no_data]
                 if not active:
+                    progress.drop(run.run_id)
                     continue
                 progress.start(_planned([run])[0])
                 if _searches(run):

@@ -12,7 +12,7 @@ from typing import Any
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from iolab import hosts, paths, runner
+from iolab import bench, hosts, paths, runner
 from iolab.bench import Lab
 from iolab.errors import Interrupted, Terminated, UserError, raise_terminated
 
@@ -30,13 +30,20 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
             signal.SIGTERM: signal.signal(signal.SIGTERM, raise_terminated),
         }
-        before = runner.plays_started
+        before, left_before = runner.plays_started, len(bench.teardown_left)
         try:
             return func(*args, **kwargs)
         except KeyboardInterrupt as exc:
             how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+            left = bench.teardown_left[left_before:]  # the teardown's own check found these on the hosts
             if runner.plays_started == before:
                 what = "before anything ran on a host; nothing to tear down"
+            elif left:
+                what = (
+                    f"teardown incomplete: {left[0]}"
+                    + (f" (and {len(left) - 1} more)" if len(left) > 1 else "")
+                    + "; results gathered so far are kept"
+                )
             else:
                 what = "teardown done, results gathered so far are kept; run the same command again to resume"
             error: UserError = Interrupted(f"{how} {what}" if what.startswith("before") else f"{how}: {what}")

@@ -11,7 +11,9 @@ runs on any host, with one line: which campaign holds it, since when, from where
 
 A lease is released when the command ends — normally, by Ctrl-C or SIGTERM, or by a
 crash: the holder exits when its connection reaches end of file, and the kernel drops
-its lock with it. A holder left behind (its connection hung) is recognised as stale
+its lock with it. A command that did not end normally (killed outright) leaves its
+record, and the next command to take that host cleans what it left there (its tools,
+run files and mounts) and says so. A holder left behind (its connection hung) is recognised as stale
 when its campaign's process is verifiably gone: same controller (host name and boot),
 and that PID no longer runs with the start time it recorded. `--steal` ends such a
 holder and takes the lease; it refuses a holder whose campaign still runs, or one run
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iolab import paths
-from iolab.bench import HOST_DIR
+from iolab.bench import HOST_DIR, OWNER
 from iolab.errors import UserError
 from iolab.host import leasehold
 
@@ -121,7 +123,7 @@ class Holder:
 
     def __init__(self, host: str, hostvars: dict[str, Any], info: dict[str, Any], steal_pid: int | None = None):
         self.host = host
-        args = [LEASE_DIR, json.dumps(info)] + ([str(steal_pid)] if steal_pid else [])
+        args = [LEASE_DIR, json.dumps({**info, "host": host})] + ([str(steal_pid)] if steal_pid else [])
         # Its own session: a Ctrl-C at the terminal must not release the lease before teardown ends.
         self.proc = subprocess.Popen(
             _argv(host, hostvars, args),
@@ -148,12 +150,27 @@ class Holder:
     def release(self) -> None:
         with contextlib.suppress(OSError):
             assert self.proc.stdin is not None  # Popen(stdin=PIPE)
+            self.proc.stdin.write(leasehold.RELEASE.decode())  # a normal end: the holder drops its record
+        with contextlib.suppress(OSError):
             self.proc.stdin.close()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def _takeover(previous: dict[str, Any], answer: dict[str, Any]) -> str:
+    """What taking over a lease left by a command that did not end normally found and cleaned, in one line."""
+    said = (
+        f"the lease of {previous.get('held_for')} (since {previous.get('since')}, PID {previous.get('pid')} "
+        f"on {previous.get('controller')}) was never released (its command, or this host, ended first); "
+        "taken over"
+    )
+    if answer.get("clean_error"):
+        return f"{said}; cleaning what it left failed: {answer['clean_error']}"
+    cleaned = answer.get("cleaned") or []
+    return f"{said}; " + ("cleaned what it left: " + "; ".join(cleaned) if cleaned else "nothing of it was left")
 
 
 def _take(lab: Lab, hosts: list[str], info: dict[str, Any], steal: dict[str, int]) -> list[Holder]:
@@ -173,7 +190,9 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
     hosts taken are let go). A host whose holder could not start (unreachable) is
     named in a warning and left to the command's own checks of reachability.
     """
-    info = record(what)
+    # What this command's runs leave on a host (iolab.bench.OWNER, its release): a command that takes the
+    # lease after this one was killed outright cleans it.
+    info = {**record(what), "owner": OWNER, "release": lab.extravars()["iolab_release"]}
     holders = _take(lab, lab.hosts, info, {})
     try:
         busy = [h for h in holders if h.state == "busy"]
@@ -205,11 +224,7 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
         for holder in holders:
             previous = holder.detail.get("previous") if holder.state == "held" else None
             if previous:
-                lab.console.print(
-                    f"[yellow]{holder.host}:[/] the lease of {previous.get('held_for')} "
-                    f"(since {previous.get('since')}) was left by a holder that ended without "
-                    "releasing it; taken over"
-                )
+                lab.console.print(f"[yellow]{holder.host}:[/] {_takeover(previous, holder.detail)}")
             if holder.state == "error":
                 lab.console.print(f"[yellow]{holder.host}: no lease taken:[/] {holder.detail['message']}")
         yield

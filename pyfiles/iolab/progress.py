@@ -55,6 +55,10 @@ class Progress:
         self.planned.setdefault(planned.run_id, planned)  # an extra repetition joins the plan when it starts
         self.current, self.since = planned, self.clock()
 
+    def drop(self, run_id: str) -> None:
+        """A planned run that will not run (no host left for it): no longer counted as left."""
+        self.planned.pop(run_id, None)
+
     def finish(self, title: str, headline: str) -> float:
         """The current run ended: print its one line; return how long it took."""
         assert self.current is not None

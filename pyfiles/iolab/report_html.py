@@ -203,7 +203,7 @@ class _Page:
         body = []
         for row, line in zip(rows, cells, strict=False):
             flagged = (
-                ' <span class="badge bad" title="data set smaller than 5× RAM">⚑</span>'
+                ' <span class="badge bad" title="the run at this point is flagged">⚑</span>'
                 if report.run_flagged(self.verdicts, [row["run_id"]])
                 else ""
             )

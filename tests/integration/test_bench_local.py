@@ -57,7 +57,7 @@ def test_a_campaign_runs_end_to_end_and_resumes(cli, write_campaign, tmp_path):
     assert "rw=read" in (raw / "job.fio").read_text()
 
     assert mounted() == []  # teardown unmounted
-    assert not Path(f"/opt/iolab/runs/localhost/{mem['run_id']}").exists()  # host side cleaned
+    assert not list(Path("/opt/iolab/runs").glob(f"*/localhost/{mem['run_id']}"))  # host side cleaned
     assert not (tmp_path / "disk" / "iolab-localhost").exists()
 
     again = cli("bench.all", "--campaign", str(path))
@@ -179,7 +179,7 @@ def test_a_run_too_large_to_return_in_its_output_is_fetched(cli, write_campaign,
     assert [r["status"] for r in runs] == ["ok"]
     assert (cli.results / "fio-itest-mem" / "raw" / runs[0]["run_id"] / "localhost" / "fio.json").exists()
     assert [s for s in cli.samples("fio-itest-mem") if s["metric"] == "read_bw"]
-    assert not Path(f"/opt/iolab/runs/localhost/{runs[0]['run_id']}.tar.gz").exists()  # fetched, then removed
+    assert not list(Path("/opt/iolab/runs").glob(f"*/localhost/{runs[0]['run_id']}.tar.gz"))  # fetched, removed
     assert mounted() == []
 
 
@@ -215,12 +215,12 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
         stderr=subprocess.PIPE,
         text=True,
     )
-    runs_dir = Path("/opt/iolab/runs/localhost")
+    runs_dir = Path("/opt/iolab/runs")  # runs/<the command's owner key>/localhost/<run>/
     deadline = time.monotonic() + 120
     pid_file = None
     while time.monotonic() < deadline and pid_file is None:  # wait for run 2's fio to be running
         if cli.samples("itest-int"):
-            pid_file = next(iter(runs_dir.glob("*/hostrun.pid")), None)
+            pid_file = next(iter(runs_dir.glob("*/localhost/*/hostrun.pid")), None)
         time.sleep(0.1)
     assert pid_file is not None, "the second run never started"
     fio_pid = int(pid_file.read_text())
@@ -232,4 +232,4 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
     assert mounted() == []
     with pytest.raises(ProcessLookupError):
         os.kill(fio_pid, 0)
-    assert not pid_file.parent.exists()  # nor the interrupted run's files on the host
+    assert not pid_file.parents[2].exists()  # nor the command's run files on the host

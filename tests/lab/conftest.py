@@ -58,6 +58,19 @@ class SimLab:
             f"root@{host.address}", command,
         ]  # fmt: skip
 
+    def mounts_left(self) -> dict[str, str]:
+        """What of the tests' backends (itest-*) is still mounted on each host (nothing, after a campaign).
+
+        Only those: a host brought up while the controller had another mount under /mnt/iolab
+        (someone's localhost campaign) has a copy of it in its own mount namespace.
+        """
+        found = {}
+        for host in self.hosts:
+            out = self.ssh(host, "findmnt -rn -o TARGET | grep ^/mnt/iolab/itest || true").stdout.strip()
+            if out:
+                found[host.name] = out
+        return found
+
     def ssh(self, host: sim.SimHost, command: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run a fixed shell command on a host; never format untrusted values into it."""
         proc = subprocess.run(

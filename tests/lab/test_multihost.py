@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,6 +14,7 @@ from support import ROOT, Cli
 
 pytestmark = pytest.mark.lab
 
+RUNS = Path("/opt/iolab/runs")  # runs/<command>/<host>/<run>/ (one file system for every host)
 FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s", "ramp": "0s", "size": "32MiB"}
 
 
@@ -27,16 +29,6 @@ def campaign(tmp_path, name, **extra) -> str:
     path = tmp_path / f"{name}.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(path)
-
-
-def mounts_left(sim_hosts) -> dict[str, str]:
-    """What is still mounted under /mnt/iolab on each host (nothing, after a campaign)."""
-    found = {}
-    for host in sim_hosts.hosts:
-        out = sim_hosts.ssh(host, "findmnt -rn -o TARGET | grep ^/mnt/iolab || true").stdout.strip()
-        if out:
-            found[host.name] = out
-    return found
 
 
 @pytest.fixture
@@ -65,7 +57,7 @@ def test_a_campaign_fans_out_to_every_host_with_a_common_window_aggregate(sim_ho
         "gpu03",
         "gpu04",
     }
-    assert mounts_left(sim_hosts) == {}
+    assert sim_hosts.mounts_left() == {}
 
 
 def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills_its_gap(sim_hosts, cli, tmp_path):
@@ -75,7 +67,11 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
     deadline = time.monotonic() + 120
     while not cli.samples("lab-death") and time.monotonic() < deadline:
         time.sleep(0.2)
-    sim.kill(sim_hosts.lab, "gpu02")  # after run 1, before the others end
+    tool = []  # run 2 or 3 running on gpu02
+    while not tool and time.monotonic() < deadline:
+        tool = list(RUNS.glob("*/gpu02/*/hostrun.pid"))
+        time.sleep(0.05)
+    sim.kill(sim_hosts.lab, "gpu02")  # mid-run: its tool goes with it
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     assert "gpu02" in err and "Traceback" not in err
@@ -91,11 +87,15 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
     sim.up(len(sim_hosts.hosts), sim_hosts.lab)  # gpu02 comes back
     again = cli("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-03]", "--campaign", path)
     assert f"{len(missing)} to run" in again.stderr
+    # What the dead host's run left is cleaned by the next command to take its lease (the holder died with it).
+    said = " ".join(again.stderr.split())
+    assert "gpu02: the lease of campaign lab-death" in said and "cleaned what it left" in said
+    assert not tool[0].parents[2].exists()  # the first command's run files, every host's
     pairs = [
         (s["run_id"], s["host"]) for s in cli.samples("lab-death") if s["host"] != "*" and s["metric"] == "read_bw"
     ]
     assert sorted(pairs) == sorted({(r, h) for r in run_ids for h in ("gpu01", "gpu02", "gpu03")})  # no duplicates
-    assert mounts_left(sim_hosts) == {}
+    assert sim_hosts.mounts_left() == {}
 
 
 def test_an_unreachable_host_is_left_out_or_stops_the_campaign(sim_hosts, cli, tmp_path):
@@ -120,7 +120,7 @@ def test_an_unreachable_host_is_left_out_or_stops_the_campaign(sim_hosts, cli, t
     )
     assert abort.returncode == 1 and "on_host_failure: abort" in abort.stderr
     assert cli.samples("lab-abort") == []
-    assert mounts_left(sim_hosts) == {}
+    assert sim_hosts.mounts_left() == {}
 
 
 def test_ping_and_exec_answer_per_host(sim_hosts, cli):
@@ -153,4 +153,4 @@ def test_bench_fio_is_one_new_repetition_on_the_hosts_it_selects(sim_hosts, cli,
     # The second call is repetition 2 on both hosts together, not also repetition 1 on gpu02.
     assert runs == [(1, "gpu01", "ok"), (2, "gpu01", "ok"), (2, "gpu02", "ok")]
     assert {s["repetition"] for s in cli.samples("fio-itest-lab") if s["host"] == "*"} == {1, 2}
-    assert mounts_left(sim_hosts) == {}
+    assert sim_hosts.mounts_left() == {}

@@ -151,7 +151,7 @@ def test_the_report_and_the_page_open_with_the_verdict(tmp_path):
     report.print_report(store, console)
     text = console.export_text()
     assert text.index("how many emulated accelerators") < text.index("median ± half-range")
-    assert "1 h100" in text and "lab-scale" in text
+    assert "1 h100" in text and "lab-scale" in text and "MLPerf-valid" in text
     page = report_html.build(store)
     assert page.index('id="verdict"') < page.index('id="summary"') < page.index('id="throughput"')
     assert "<b>1 h100</b>" in page and "5× each host" in page

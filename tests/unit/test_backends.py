@@ -190,10 +190,6 @@ def test_mount_sources_and_nfs_versions_are_checked():
     assert "backends[0].version" in error([{"name": "n", "type": "nfs", "server": "nas", "export": "/x", "version": 5}])
 
 
-# --- iolab.host.mounts ---------------------------------------------------------------------------------
-
-
-
 def test_a_write_to_a_writable_directory_is_reported_and_undone(tmp_path):
     ok, message = mounts.check_readonly(str(tmp_path))
     assert not ok and "accepted a write" in message

@@ -68,6 +68,13 @@ def test_an_extra_repetition_joins_the_plan_when_it_starts():
     assert p.eta() == 12.0 and p.status() == "1 done, 1 left, about 12 s to go"
 
 
+def test_a_run_left_without_hosts_is_no_longer_counted_as_left():
+    p, clock, _ = progress(PLAN)
+    run(p, clock, PLAN[0], 10.0)
+    p.drop("b1")
+    assert p.status() == "1 done, 2 left, about 14 s to go"
+
+
 def test_without_a_terminal_each_run_is_one_line_with_its_time_and_what_is_left():
     p, clock, out = progress(PLAN)
     for planned, seconds in zip(PLAN, (11.0, 5.0, 9.0, 4.0), strict=False):
@@ -93,3 +100,15 @@ def test_before_the_first_run_a_campaign_s_time_to_go_is_the_dry_run_estimate():
     runs = campaign.expand(spec)
     p, _, _ = progress(bench._planned(runs))
     assert p.eta() == bench._estimate(runs)[0] > 0
+
+
+def test_on_a_terminal_the_live_table_of_each_playbook_shows_the_campaign_s_progress_under_it():
+    from iolab import runner
+
+    p, clock, _ = progress(PLAN, terminal=True)
+    run(p, clock, PLAN[0], 10.0)
+    live = runner._Progress("run 2/4: load on tmpfs", ["gpu01"], p.console, p.status)
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=120).print(live.table())
+    last = out.getvalue().splitlines()[-1]
+    assert "1 done, 3 left, about 18 s to go" in last and "gpu01" in out.getvalue()

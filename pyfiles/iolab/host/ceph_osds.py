@@ -15,9 +15,10 @@ JSON; role drop_caches writes it into the run's storage_drop_caches.json.
 
 The sampler reads every OSD's `perf dump` once a second (`ceph tell osd.N perf dump`)
 while the tool runs and writes, per OSD and interval, client operations per second, bytes
-read and written per second and the mean operation latency, into `osd_telemetry.jsonl`
-beside the host's telemetry. One persistent connection, no process per sample: the
-ceph CLI costs a Python start-up each call.
+read and written per second, the mean operation latency and the bytes BlueStore read from
+its cache and from the device (hits and misses), into `osd_telemetry.jsonl` beside the
+host's telemetry, on the run's first host only ($IOLAB_CEPH, set by playbooks/run.yml). One
+persistent connection, no process per sample: the ceph CLI costs a Python start-up each call.
 
 On the controller: `load_series` gives the report the file's series, and `cache_state`
 says what a run's drop reached ("dropped: clients + OSDs").

@@ -4,18 +4,18 @@
                                 [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
     python -m iolab.host.hostrun drop-caches --dir RUN_DIR
     python -m iolab.host.hostrun pack --dir RUN_DIR
-    python -m iolab.host.hostrun stop --dir HOST_RUNS_DIR
+    python -m iolab.host.hostrun stop --dir HOST_DIR/runs/OWNER/HOST [--orphaned-mounts]
 
 `run` waits for the start time every host of the run was given (so hosts start
 together), runs the tool's argv (never through a shell) with its stdout and
 stderr in files, and writes `run.json`: the times, the start skew, the exit
 status, the page cache before and after, and the host's provenance. If the
 Ansible task that started it goes away (Ctrl-C, a lost SSH session), the tool
-is stopped rather than left holding the mount. `stop` ends tools that a
-previous, interrupted run left behind, by the PIDs it recorded, and removes their
-files. `--before` runs a step that must succeed first, in the same call: on a single
-host, where no common start is needed, fio's prepare (size, lay out, drop caches) and
-the run are one task.
+is stopped rather than left holding the mount. `stop` ends tools that an
+interrupted run of one command left behind, by the PIDs it recorded, and removes that
+command's files (and, after a crashed campaign, its mounts). `--before` runs a step
+that must succeed first, in the same call: on a single host, where no common start is
+needed, fio's prepare (size, lay out, drop caches) and the run are one task.
 
 With `--profilers perf,py-spy` (or $IOLAB_PROFILERS, which playbooks/run.yml sets from
 the workload's `profilers`), iolab.host.profilers samples the tool while it runs. With
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -48,12 +49,13 @@ import sys
 import time
 from pathlib import Path
 
-from iolab.host import ceph_osds, facts, profilers, telemetry
+from iolab.host import ceph_osds, facts, mounts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
 ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
 # Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
+STUCK_AFTER = 15.0  # seconds a stopped tool may take to end before `run` gives up waiting for it
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -115,7 +117,7 @@ def run(
             sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
             sampler.start()
         osds = ceph_osds.started_from_env(run_dir, telemetry_after)  # a Ceph backend's OSDs ($IOLAB_CEPH)
-        reason = None
+        reason, stopping = None, None
         while proc.poll() is None:
             try:
                 proc.wait(timeout=0.5)
@@ -126,7 +128,17 @@ def run(
             elif timeout and time.time() - started > timeout:
                 reason = f"it ran past its timeout of {timeout:.0f} s"
             if reason:
+                stopping = stopping or time.time()
                 _stop_group(proc)
+            if stopping and time.time() - stopping > STUCK_AFTER:
+                break
+        while stopping and _group_alive(proc.pid) and time.time() - stopping < STUCK_AFTER:
+            time.sleep(0.1)  # its other processes (fio's jobs) too
+        if stopping and _group_alive(proc.pid):
+            # Blocked on storage that is gone (a request in a FUSE daemon, a dead NFS server): it ends when
+            # teardown releases the storage. Its PID file stays, outside what is packed, for that.
+            reason += "; it did not end after SIGKILL (blocked on its storage?) and is left to teardown"
+            (run_dir.parent / f"{run_dir.name}.{PIDFILE}").write_text(f"{proc.pid}\n")
         ended = time.time()
         if sampler is not None:
             for error in sampler.stop().get("errors", []):
@@ -147,7 +159,7 @@ def run(
         "start_skew_s": None if start_at is None else started - start_at,
         "page_cache_before": cached_before,
         "page_cache_after": facts.meminfo().get("Cached", 0),
-        "facts": facts.collect(target),
+        "facts": facts.collect(None if reason else target),  # a stopped tool's storage may hang
         "profiling": profiled,
     }
     _write_json(run_dir / "run.json", record)
@@ -221,29 +233,73 @@ def pack(run_dir: Path) -> int:
     return 0
 
 
-def stop(runs_dir: Path) -> int:
-    """End the tools that interrupted runs under `runs_dir` left running (by their recorded PIDs), then
-    remove what those runs left: a finished run's files have gone to the controller, and an
-    interrupted run is recorded as missing and runs again."""
-    for pidfile in [*runs_dir.glob(f"*/{PIDFILE}"), *runs_dir.glob(f"*/*/{PIDFILE}")]:  # a phase of a run too
+def _release_orphaned_mounts(wait: float = 10.0) -> list[str]:
+    """Unmount, lazily, what a campaign mounted in this mount namespace and did not keep: a tmpfs whose source
+    is iolab:<backend> (no ':kept'), or a mount whose record (iolab.host.mounts) says it is not kept. A lazy unmount
+    returns at once, even on storage that is gone; a FUSE daemon ends when the kernel lets the mount go.
+    `umount` itself is given `wait` seconds. Returns one line per mount."""
+    done = []
+    for mount in reversed(mounts.mountinfo()):  # the innermost first
+        found = mounts.record_for(mount)
+        source = mount["source"]
+        if not (source.startswith("iolab:") and not source.endswith(":kept") or found and not found.get("kept")):
+            continue
+        if found:
+            (mounts.RECORDS / f"{mount['id']}.json").unlink(missing_ok=True)
+        try:
+            out = subprocess.run(
+                ["umount", "-l", mount["target"]], capture_output=True, text=True, timeout=wait, check=False
+            )
+            how = "unmounted" if out.returncode == 0 else f"could not unmount ({out.stderr.strip()})"
+        except subprocess.TimeoutExpired:
+            how = f"could not unmount (umount -l still waiting after {wait:.0f} s)"
+        done.append(f"{how} {mount['target']} ({mount['fstype']} {source})")
+    return done
+
+
+def _run_of(pidfile: Path) -> str:
+    """The run a PID file is of: its directory's name, or its own name's start when beside that directory."""
+    return pidfile.name.removesuffix(f".{PIDFILE}") if pidfile.name != PIDFILE else pidfile.parent.name
+
+
+def stop(runs_dir: Path, orphaned_mounts: bool = False) -> int:
+    """End the tools that this command's runs under `runs_dir` left running (by their recorded PIDs), then
+    remove `runs_dir`: a finished run's files have gone to the controller, and an interrupted run is
+    recorded as missing and runs again. `runs_dir` is one command's (HOST_DIR/runs/OWNER/HOST): nothing
+    outside it is touched. Exit 1, naming them, when tools still run afterwards.
+
+    `orphaned_mounts` (a lease taken over from a campaign that died without tearing down, iolab.lease):
+    also unmount what a campaign mounted in this mount namespace and did not keep, lazily, with a
+    bounded wait: no campaign holds this host now, so none of it is in use by one.
+    """
+    left = []
+    # A run's, a phase of a run's, and that of a tool that `run` gave up waiting for (beside its run's files)
+    for pidfile in [*runs_dir.glob(f"*/{PIDFILE}"), *runs_dir.glob(f"*/*/{PIDFILE}"), *runs_dir.glob(f"*.{PIDFILE}")]:
         pid = int(pidfile.read_text().split()[0])
         try:
             os.killpg(pid, signal.SIGKILL)
-            print(f"stopped process group {pid} left by {pidfile.parent.name}")
+            print(f"stopped process group {pid} left by {_run_of(pidfile)}")
         except ProcessLookupError:
             pass
         deadline = time.time() + 10  # until the group is gone: it may hold the storage under test
         while time.time() < deadline and _group_alive(pid):
             time.sleep(0.05)
-        pidfile.unlink(missing_ok=True)
-    left = sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []
-    for path in left:
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+        if _group_alive(pid):  # in uninterruptible sleep on storage that is gone, say
+            left.append(f"process group {pid} of {_run_of(pidfile)}")
         else:
-            path.unlink(missing_ok=True)
+            pidfile.unlink(missing_ok=True)
+    runs = sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []
+    if not left:
+        shutil.rmtree(runs_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the command's directory, once no host of it has files there
+            runs_dir.parent.rmdir()
+    if runs:
+        print(f"removed what {len(runs)} interrupted run(s) left in {runs_dir}")
+    for line in _release_orphaned_mounts() if orphaned_mounts else []:
+        print(line)
     if left:
-        print(f"removed what {len(left)} interrupted run(s) left in {runs_dir}")
+        print(f"still running after SIGKILL (files kept in {runs_dir}): {', '.join(left)}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -290,7 +346,13 @@ def main(args: list[str] | None = None) -> int:
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
-    sub.add_parser("stop").add_argument("--dir", type=Path, required=True)
+    p_stop = sub.add_parser("stop")
+    p_stop.add_argument("--dir", type=Path, required=True)
+    p_stop.add_argument(
+        "--orphaned-mounts",
+        action="store_true",
+        help="also unmount what a campaign mounted here and did not keep (after a takeover)",
+    )
     opts = parser.parse_args(args)
     if opts.command == "run":
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
@@ -318,7 +380,7 @@ def main(args: list[str] | None = None) -> int:
         return drop_caches(opts.dir)
     if opts.command == "pack":
         return pack(opts.dir)
-    return stop(opts.dir)
+    return stop(opts.dir, opts.orphaned_mounts)
 
 
 if __name__ == "__main__":

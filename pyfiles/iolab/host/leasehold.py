@@ -16,11 +16,20 @@ One line on stdout answers:
     iolab-lease held {"previous": null | <the record of a holder that ended without releasing>}
     iolab-lease busy <the holder's record>
 
-Held, it waits for end of file on stdin, removes its record and exits. The kernel
-drops an flock with the process that holds it, so a lease cannot outlive its holder:
-the controller's end (exit, Ctrl-C, crash) closes the connection, stdin reaches its
-end, the holder exits. STEAL_PID ends a holder that the controller found orphaned
-(its campaign gone) by the PID its record gives, before taking the lease.
+Held, it waits for end of file on stdin and exits. The kernel drops an flock with
+the process that holds it, so a lease cannot outlive its holder: the controller's end
+(exit, Ctrl-C, crash) closes the connection, stdin reaches its end, the holder exits.
+A controller that ends normally (after its teardown) writes RELEASE first, and the
+holder removes its record; without it (the controller killed outright) the record
+stays beside the free lock, and the next campaign to take the lease cleans what that
+campaign left on the host — its tools, its run directory, the mounts it did not keep —
+with `iolab.host.hostrun stop --orphaned-mounts` from the release it ran (INFO_JSON's
+`owner`, `host` and `release`), and answers what was done:
+
+    iolab-lease held {"previous": <record>, "cleaned": [lines], "clean_error": null | "why not"}
+
+STEAL_PID ends a holder that the controller found orphaned (its campaign gone) by the
+PID its record gives, before taking the lease.
 """
 
 from __future__ import annotations
@@ -29,10 +38,12 @@ import fcntl
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
 LINE = "iolab-lease"
+RELEASE = b"release\n"  # the controller's last words to a holder: its campaign ended normally
 
 
 def _read(path: str) -> dict | None:
@@ -90,16 +101,52 @@ def main(argv: list[str]) -> int:
         print(f"{LINE} busy {json.dumps(_holder(record_path))}", flush=True)
         return 3
     previous = _read(record_path)
+    answer = {"previous": previous, **(_clean(os.path.dirname(directory), previous) if previous else {})}
     tmp = f"{record_path}.{os.getpid()}.tmp"
     with open(tmp, "w") as handle:
         json.dump({**info, "holder_pid": os.getpid()}, handle)
     os.replace(tmp, record_path)
-    print(f"{LINE} held {json.dumps({'previous': previous})}", flush=True)
+    print(f"{LINE} held {json.dumps(answer)}", flush=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the end of stdin releases the lease
-    while sys.stdin.buffer.read(4096):
-        pass
-    os.unlink(record_path)
+    said = b""
+    while chunk := sys.stdin.buffer.read(4096):
+        said = (said + chunk)[-len(RELEASE) :]
+    if said == RELEASE:  # else the record stays for the next campaign to clean after this one
+        os.unlink(record_path)
     return 0
+
+
+def _clean(host_dir: str, previous: dict) -> dict:
+    """Clean what the campaign of `previous` (a holder that ended without release) left on this host."""
+    owner, host, release = previous.get("owner"), previous.get("host"), previous.get("release")
+    if not (owner and host and release) or "/" in owner + host + release:
+        return {"cleaned": [], "clean_error": "its record does not say what it ran (an older iolab)"}
+    code = os.path.join(host_dir, "releases", release)
+    if not os.path.isdir(code):
+        return {"cleaned": [], "clean_error": None}  # nothing of it ran here: its release never came
+    argv = [
+        sys.executable,
+        "-m",
+        "iolab.host.hostrun",
+        "stop",
+        "--dir",
+        os.path.join(host_dir, "runs", owner, host),
+        "--orphaned-mounts",
+    ]
+    try:
+        done = subprocess.run(
+            argv,
+            env={**os.environ, "PYTHONPATH": code},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"cleaned": [], "clean_error": "iolab.host.hostrun stop did not end within 60 s"}
+    error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1] if done.returncode else None
+    return {"cleaned": done.stdout.splitlines(), "clean_error": error}
 
 
 if __name__ == "__main__":

@@ -264,10 +264,11 @@ def probe(
     }
     if rbd:
         held.update(rbd_mappings(rbd))
+    # A mount point in use exists: no stat, which would wait for ever on storage that is gone (teardown probes).
     return {
         "uid": os.geteuid(),
         "hostname": platform.node(),
-        "exists": os.path.isdir(target),
+        "exists": mount is not None or os.path.isdir(target),
         "mounted": mount,
         "record": found,
         "ours": ours,

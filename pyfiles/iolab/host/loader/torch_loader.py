@@ -38,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
         "--reader",
         choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "dali"),
         default="packed",
-        help="dali: an NVIDIA DALI pipeline instead of the DataLoader (iolab.loader.dali_reader)",
+        help="dali: an NVIDIA DALI pipeline instead of the DataLoader (iolab.host.loader.dali_reader)",
     )
     p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes per rank (dali: its threads)")
     p.add_argument(
@@ -129,7 +129,7 @@ def run_rank(args: argparse.Namespace) -> int:
 
     pin = args.pin_memory and device.type == "cuda"  # pinning without a GPU only costs (torch warns)
     if args.reader == "dali":
-        from iolab.loader.dali_reader import DaliBatches, decoder_for
+        from iolab.host.loader.dali_reader import DaliBatches, decoder_for
 
         decoder = decoder_for(args.dali_decoder, torch.cuda.is_available())
         dataset = DaliBatches(

@@ -1,0 +1,212 @@
+"""Faults of a real lab on simulated hosts: a full results disk, a controller killed outright, storage that hangs.
+
+(A host that dies mid-run and comes back: test_multihost.py.) Each test says what a user sees
+(docs/LAB_PITFALLS.md, "Faults") and checks that nothing of the campaign is left on the hosts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from iolab import sim
+from support import ROOT, Cli
+
+pytestmark = pytest.mark.lab
+
+RUNS = Path("/opt/iolab/runs")  # runs/<command's owner key>/<host>/<run>/ (one file system for every host)
+FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s", "ramp": "0s", "size": "16MiB"}
+
+
+def campaign(tmp_path, name: str, backend: dict, **extra) -> str:
+    data = {"name": name, "repetitions": 1, "backends": [backend], "workloads": [FIO], **extra}
+    path = tmp_path / f"{name}.yml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(path)
+
+
+def tmpfs(name: str) -> dict:
+    return {"name": name, "type": "tmpfs", "size": "64MiB"}
+
+
+def host(sim_hosts, name: str) -> sim.SimHost:
+    return next(h for h in sim_hosts.hosts if h.name == name)
+
+
+def running(cli: Cli, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        cli.argv(*args), cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_for(proc: subprocess.Popen, what, message: str, timeout: float = 120.0):
+    """What `what()` returns once true, while the campaign `proc` still runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.1)
+    out, err = proc.communicate() if proc.poll() is not None else ("", "")
+    raise AssertionError(f"no {message}: exit {proc.returncode}\n{out}\n{err}")
+
+
+def tool_running(name: str) -> list[Path]:
+    """PID files of tools running now on host `name` (any command's)."""
+    return sorted(RUNS.glob(f"*/{name}/*/hostrun.pid"))
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def cli(results) -> Cli:
+    return Cli(results)
+
+
+# --- a full results disk ---------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def small_disk(size: str) -> Path:
+    """A tmpfs of `size` on the controller, for results (unmounted afterwards)."""
+    path = Path(tempfile.mkdtemp(prefix="iolab-full-", dir="/tmp"))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "iolab-test-full", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+        path.rmdir()
+
+
+def fill(path: Path) -> None:
+    """Fill the file system of `path` to the last block."""
+    subprocess.run(["dd", "if=/dev/zero", f"of={path / 'filler'}", "bs=64k"], capture_output=True, check=False)
+
+
+def test_a_results_disk_that_fills_during_collection_stops_the_campaign_naming_host_and_path(sim_hosts, tmp_path):
+    with small_disk("80M") as disk:  # room for the preflight (64 MiB), no more
+        cli = Cli(disk / "results")
+        path = campaign(tmp_path, "fault-full", tmpfs("itest-full"), repetitions=2)
+        proc = running(
+            cli, "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-02]", "--campaign", path
+        )
+        wait_for(proc, lambda: [s for s in cli.samples("fault-full") if s["host"] == "*"], "run 1's samples")
+        kept = (disk / "results" / "fault-full" / "samples.jsonl").read_text()
+        fill(disk)  # the disk fills while run 2 runs
+        _, err = proc.communicate(timeout=180)
+        said = " ".join(err.split())
+        assert proc.returncode != 0 and "Traceback" not in err, err
+        assert "No space left on device" in said
+        # Names the host and where its files were to go, and what to do.
+        assert any(
+            f"could not store the files of {h} in {disk}/results/fault-full/raw/" in said for h in ("gpu01", "gpu02")
+        ), said
+        assert "free space on the results disk" in said
+        assert (disk / "results" / "fault-full" / "samples.jsonl").read_text().startswith(kept)  # nothing lost
+        assert sim_hosts.mounts_left() == {}  # torn down all the same
+
+        (disk / "filler").unlink()  # room again: a resume runs exactly what is missing
+        cli("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-02]", "--campaign", path)
+        pairs = [(s["run_id"], s["host"]) for s in cli.samples("fault-full") if s["metric"] == "read_bw"]
+        assert len(pairs) == len(set(pairs)) == 2 * 3  # 2 runs × (2 hosts + the aggregate), no duplicates
+
+
+# --- the controller killed outright ----------------------------------------------------------------
+
+
+def test_a_controller_killed_outright_is_cleaned_up_after_by_the_next_command(sim_hosts, cli, tmp_path):
+    path = campaign(tmp_path, "fault-kill", tmpfs("itest-kill"), repetitions=2, workloads=[{**FIO, "runtime": "60s"}])
+    args = ["bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[03-04]", "--campaign", path]
+    proc = running(cli, *args)
+    pidfiles = wait_for(
+        proc,
+        lambda: (
+            len(tool_running("gpu03") + tool_running("gpu04")) == 2 and tool_running("gpu03") + tool_running("gpu04")
+        ),
+        "fio on gpu03 and gpu04",
+    )
+    tools = [int(p.read_text()) for p in pidfiles]
+    (owner,) = {p.parents[2] for p in pidfiles}  # runs/<owner>/<host>/<run>/hostrun.pid
+    proc.kill()  # SIGKILL: no teardown, no lease release
+    proc.communicate(timeout=30)
+    for name in ("gpu03", "gpu04"):
+        found = sim_hosts.ssh(host(sim_hosts, name), "findmnt -rn -o SOURCE /mnt/iolab/itest-kill").stdout
+        assert found.strip() == "iolab:itest-kill"  # the dead campaign's mount is still there
+
+    # The next command on those hosts (here: an unmount by hand) takes the lease over and cleans first.
+    again = cli("storage.unmount", "--backend", "itest-kill", *args[1:])
+    said = " ".join(again.stderr.split())
+    for name in ("gpu03", "gpu04"):
+        assert (
+            f"{name}: the lease of campaign fault-kill (since " in said
+            and "was never released (its command, or this host, ended first); taken over; cleaned what it left:" in said
+        )
+    assert said.count("unmounted /mnt/iolab/itest-kill (tmpfs iolab:itest-kill)") == 2, said
+    # A tool whose Ansible task went away may have ended and packed its run already: then only its mount is left.
+    assert f"interrupted run(s) left in {owner}/gpu0" in said or not any(alive(pid) for pid in tools), said
+    assert not any(alive(pid) for pid in tools)
+    assert not owner.exists()  # the dead command's files, every host's
+    assert sim_hosts.mounts_left() == {}
+
+
+# --- storage that hangs ------------------------------------------------------------------------------
+
+
+def processes_of(sim_hosts, name: str) -> list[int]:
+    """Every process of a simulated host (its network namespace), its sshd and its sessions included."""
+    (status,) = [s for s in sim.status(sim_hosts.lab) if s.host.name == name]
+    netns = os.readlink(f"/proc/{status.sshd_pid}/ns/net")
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "net") == netns:
+                found.append(int(entry.name))
+    return found
+
+
+def test_storage_that_hangs_times_the_run_out_and_teardown_does_not_hang(sim_hosts, cli, tmp_path):
+    served = Path(tempfile.mkdtemp(prefix="iolab-hang-", dir="/tmp"))
+    backend = {"name": "itest-hang", "type": "sshfs", "host": "gpu01", "path": str(served)}
+    path = campaign(tmp_path, "fault-hang", backend, workloads=[{**FIO, "runtime": "60s", "timeout": "10s"}])
+    proc = running(cli, "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu02", "--campaign", path)
+    stopped: list[int] = []
+    try:
+        wait_for(proc, lambda: tool_running("gpu02"), "fio on gpu02")
+        time.sleep(1)
+        stopped = processes_of(sim_hosts, "gpu01")  # gpu01's sshd: the storage is gone, not refused
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        started = time.monotonic()
+        _, err = proc.communicate(timeout=240)
+        took = time.monotonic() - started
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+        shutil.rmtree(served, ignore_errors=True)
+    said = " ".join(err.split())
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    (run,) = cli.runs("fault-hang")
+    assert run["status"] == "failed" and "fio stopped: it ran past its timeout of 10 s" in run["error"], run
+    assert "fio stopped: it ran past its timeout of 10 s" in said
+    # fio, blocked in sshfs, keeps the mount busy or umount waits: detached lazily, sshfs stopped, said so.
+    assert "umount /mnt/iolab/itest-hang on gpu02 failed" in said and "detached lazily (umount -l)" in said
+    assert took < 150, f"the campaign took {took:.0f} s after the storage went away"
+    assert sim_hosts.mounts_left() == {}
+    assert not tool_running("gpu02")

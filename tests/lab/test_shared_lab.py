@@ -1,0 +1,89 @@
+"""Two labs' gpu01 on one machine share a file system: one campaign's teardown never touches the other's runs."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from iolab import sim
+from support import ROOT, Cli
+
+pytestmark = pytest.mark.lab
+
+RUNS = Path("/opt/iolab/runs")
+FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "ramp": "0s", "size": "16MiB"}
+
+
+def _start(cli: Cli, tmp_path: Path, name: str, inventory: Path, runtime: str) -> subprocess.Popen:
+    path = tmp_path / f"{name}.yml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": name,
+                "repetitions": 1,
+                "workloads": [{**FIO, "runtime": runtime}],
+                "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}],
+            }
+        )
+    )
+    return subprocess.Popen(
+        cli.argv("bench.all", "--inventory", str(inventory), "--hosts", "gpu01", "--campaign", str(path)),
+        cwd=ROOT,
+        env=cli.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _tool(before: set[Path], proc: subprocess.Popen) -> Path:
+    """The PID file of the first gpu01 tool (any lab's) not in `before`, while `proc` runs."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = sorted(set(RUNS.glob("*/gpu01/*/hostrun.pid")) - before)
+        if found:
+            return found[0]
+        time.sleep(0.1)
+    raise AssertionError(f"no tool ran on gpu01: exit {proc.poll()}")
+
+
+def test_an_interrupted_campaign_on_one_labs_gpu01_leaves_the_other_labs_gpu01_run_alone(
+    sim_hosts, temporary_lab, tmp_path
+):
+    other = temporary_lab("o")
+    try:
+        sim.up(1, other)
+        before = set(RUNS.glob("*/gpu01/*/hostrun.pid"))
+        long_cli, short_cli = Cli(tmp_path / "long"), Cli(tmp_path / "short")
+        long_run = _start(long_cli, tmp_path, "shared-long", sim_hosts.inventory, "60s")
+        theirs = _tool(before, long_run)
+        their_tool = int(theirs.read_text())
+        short_run = _start(short_cli, tmp_path, "shared-short", other.inventory, "30s")
+        mine = _tool(before | {theirs}, short_run)
+        assert mine.parents[2] != theirs.parents[2]  # two commands, two run directories
+        short_run.send_signal(signal.SIGINT)  # its teardown stops its tools, removes its files
+        _, err = short_run.communicate(timeout=120)
+        assert short_run.returncode == 130 and "interrupted: teardown done" in err, err
+        assert not mine.parents[2].exists()
+        assert theirs.exists() and alive(their_tool)  # the other lab's run goes on, untouched
+        _, err = long_run.communicate(timeout=120)
+        assert long_run.returncode == 0, err
+        assert [r["status"] for r in long_cli.runs("shared-long")] == ["ok"]
+        assert [s for s in long_cli.samples("shared-long") if s["metric"] == "read_bw"]
+        assert not theirs.parents[2].exists()
+    finally:
+        sim.down(other)
+        shutil.rmtree(other.dir, ignore_errors=True)

@@ -1,0 +1,53 @@
+"""`iolab.host.hostrun stop` ends and removes only its own command's runs (HOST_DIR/runs/OWNER/HOST)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+from support import hostrun
+
+
+def _left_running(runs_dir, name: str) -> subprocess.Popen:
+    """A tool an interrupted run left: a process group of its own, its PID file in the run's directory."""
+    run_dir = runs_dir / name
+    run_dir.mkdir(parents=True)
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    (run_dir / "hostrun.pid").write_text(f"{proc.pid}\n")
+    (run_dir / "stdout.txt").write_text("partial\n")
+    return proc
+
+
+def test_stop_ends_and_removes_its_own_runs_and_leaves_another_commands(tmp_path):
+    runs = tmp_path / "runs"
+    mine, theirs = runs / "ctl-100-1" / "gpu01", runs / "ctl-200-2" / "gpu01"  # two labs' gpu01, one file system
+    mine_proc, theirs_proc = _left_running(mine, "run-a"), _left_running(theirs, "run-a")
+    try:
+        done = hostrun("stop", "--dir", str(mine))
+        assert done.returncode == 0, done.stderr
+        assert f"stopped process group {mine_proc.pid} left by run-a" in done.stdout
+        assert f"removed what 1 interrupted run(s) left in {mine}" in done.stdout
+        assert mine_proc.wait(timeout=10) is not None
+        assert not (runs / "ctl-100-1").exists()  # the command's directory goes with its last host
+        assert theirs_proc.poll() is None  # the other command's tool still runs
+        assert (theirs / "run-a" / "hostrun.pid").exists()
+    finally:
+        for proc in (mine_proc, theirs_proc):
+            proc.kill()
+            proc.wait()
+
+
+def test_stop_keeps_the_commands_directory_while_another_host_of_it_has_files(tmp_path):
+    owner = tmp_path / "runs" / "ctl-100-1"
+    (owner / "gpu02" / "run-b").mkdir(parents=True)  # simulated hosts share one file system
+    (owner / "gpu01").mkdir()
+    done = hostrun("stop", "--dir", str(owner / "gpu01"))
+    assert done.returncode == 0 and done.stdout == ""  # nothing to say: a clean teardown
+    assert not (owner / "gpu01").exists() and (owner / "gpu02" / "run-b").exists()
+
+
+def test_stop_on_a_command_that_left_nothing_says_nothing(tmp_path):
+    started = time.monotonic()
+    done = hostrun("stop", "--dir", str(tmp_path / "runs" / "ctl-1-1" / "gpu01"))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert time.monotonic() - started < 10
