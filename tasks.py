@@ -219,6 +219,7 @@ def _finish(failures: list[str], store: ResultStore) -> None:
         "no_resume": "start over (earlier results are moved aside, not deleted)",
         "max_runs": f"refuse a campaign of more runs than this (default {campaign_mod.MAX_RUNS:,})",
         "steal": STEAL,
+        "workload_file": "a DLIO/MLPerf Storage workload YAML: its workload and data set replace the campaign's",
     }
 )
 @user_errors
@@ -231,9 +232,10 @@ def all_(
     no_resume=False,
     max_runs=campaign_mod.MAX_RUNS,
     steal=False,
+    workload_file=None,
 ):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
-    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs))
+    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs), workload_file=workload_file)
     lab = make_lab(inventory, hosts)
     if dry_run:
         echo(bench_mod.describe(spec, lab))

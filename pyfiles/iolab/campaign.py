@@ -26,7 +26,7 @@ from iolab.errors import UserError
 from iolab.host import fio_jobfile
 from iolab.host.confine import MOUNT_ROOT, refusal
 from iolab.schema import AbsPath, Duration, Model, Name
-from iolab.workloads import WORKLOAD_TYPES, AnyWorkload
+from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, presets
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.fio import FioWorkload
 
@@ -38,7 +38,8 @@ MAX_BACKENDS = 100
 
 class Dataset(Model):
     """The generated data set every host gets on every backend (iolab.host.dataset), packed as workloads need."""
-    kind: Literal["imagenet-like"] = "imagenet-like"
+    # imagenet-like: JPEGs; unet3d, cosmoflow: MLPerf Storage's samples of those workloads (iolab.host.dataset)
+    kind: Literal["imagenet-like", "unet3d", "cosmoflow"] = "imagenet-like"
     files: Annotated[int, Field(ge=1, le=100_000_000)]
     seed: int = 1
     classes: Annotated[int, Field(ge=1, le=1_000_000)] = 100
@@ -347,8 +348,11 @@ def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Ca
         raise UserError(f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), "
                         f"got {type(raw).__name__}")
     _check_size(raw, source, max_runs)
-    _no_templates(raw, source, "")
-    data = dict(raw)
+    try:    # type: mlperf and type: dlio entries become the workloads they stand for
+        data = presets.expand(dict(raw), base_dir)
+    except ValueError as exc:
+        raise UserError(f"{source}: {exc}") from None
+    _no_templates(data, source, "")
     origin: list[int] = []     # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
         try:
@@ -401,8 +405,18 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
     return campaign.model_copy(update={"workloads": workloads})
 
 
-def load(path: str | Path, max_runs: int = MAX_RUNS) -> Campaign:
-    """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key."""
+def load(path: str | Path, max_runs: int = MAX_RUNS, workload_file: str | Path | None = None) -> Campaign:
+    """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key.
+
+    `workload_file`: a DLIO workload file whose one workload (and data set) replaces the campaign's.
+    """
     path = Path(path)
     raw = yamlfile.load(path, "campaign file", "--campaign")
+    if workload_file is not None:
+        if not isinstance(raw, dict):
+            raise UserError(f"{path}: a campaign file must be a YAML mapping")
+        try:
+            raw = presets.campaign_for(workload_file, raw)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     return parse(raw, str(path), path.parent, max_runs)

@@ -36,7 +36,7 @@ def phase(campaign: Campaign, backend_name: str, root: str | None = None) -> run
     backend = next(b for b in campaign.backends if b.name == backend_name)
     variables = {"dataset_gen_target": backend.target, "dataset_gen_files": spec.files,
                  "dataset_gen_seed": spec.seed, "dataset_gen_classes": spec.classes,
-                 "dataset_gen_formats": campaign.dataset_formats}
+                 "dataset_gen_kind": spec.kind, "dataset_gen_formats": campaign.dataset_formats}
     if root:
         variables["dataset_gen_root"] = root
     return runner.Phase("dataset.yml", variables)

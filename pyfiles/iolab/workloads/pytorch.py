@@ -10,12 +10,13 @@ from pydantic import Field, model_validator
 from iolab.schema import Ramp
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, Workload
+from iolab.workloads.mlperf import MlperfFields
 
 
-class PytorchWorkload(Workload):
+class PytorchWorkload(Workload, MlperfFields):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
     type: Literal["pytorch"]
-    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed"] = "packed"
+    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "npz"] = "packed"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     pin_memory: bool = False
@@ -63,6 +64,9 @@ class PytorchWorkload(Workload):
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_pytorch_dataset": root}
+
+    def repetition_vars(self, repetition: int) -> dict[str, Any]:
+        return {"bench_pytorch_seed": self.repetition_seed(self.seed, repetition)}
 
     def describe(self) -> str:
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}

@@ -4,6 +4,7 @@
     cv2-imread    cv2.imread(path) → BGR → RGB                   OpenCV reads the file its own way
     cv2-imdecode  one read of the whole file → cv2.imdecode     the field report's fix for imread
     packed        one pread from the packed data file → imdecode no open, no stat per sample
+    npz           one read of the whole file → numpy.load       unet3d's NPZ files, as DLIO's NPZ reader
 
 Decoded samples are cropped to the centre square and resized to SIZE×SIZE (224, as
 ResNet-50 trains) so that a batch stacks into one uint8 tensor [B, H, W, C]; its
@@ -24,6 +25,7 @@ which gives the accelerator-emulation tests a loader of known speed.
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import time
@@ -38,7 +40,7 @@ from torch.utils.data import Dataset, get_worker_info
 from iolab.host.dataset.manifest import Manifest
 from iolab.host.dataset.packed import PackedReader
 
-READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed")
+READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed", "npz")
 SIZE = 224
 PACKED_DIR = "packed"
 
@@ -126,6 +128,15 @@ def decode_cv2_bytes(data: bytes, size: int) -> np.ndarray:
     return _cv2_fit(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), size)
 
 
+def decode_npz(data: bytes) -> bytes:
+    """Load every array of an NPZ file read whole (unet3d's x and y), as DLIO's NPZ reader does; the batch
+    carries the file's bytes (the arrays vary in size and stack into no tensor)."""
+    with np.load(io.BytesIO(data)) as arrays:
+        for name in arrays.files:
+            arrays[name]
+    return data
+
+
 class Samples(Dataset):
     """Sample i of the data set at `root` as (uint8 tensor, label, bytes read)."""
 
@@ -186,7 +197,8 @@ class Samples(Dataset):
         else:
             data = read_exact(self.paths[i], self.sizes[i])
             nbytes = len(data)
-            out = decode_cv2_bytes(data, self.size) if self.decode else data
+            decoder = decode_npz if self.reader == "npz" else lambda raw: decode_cv2_bytes(raw, self.size)
+            out = decoder(data) if self.decode else data
         if self.preprocess_time:
             time.sleep(self.preprocess_time)
         worker = get_worker_info()
