@@ -93,7 +93,13 @@ class Campaign(Model):
                 raise ValueError(reason)
         # A swept workload is several points of one name; two identical points are a mistake.
         _unique("workload", [w.model_dump_json() for w in self.workloads])
-        refused = [reason for b in self.backends for w in self.workloads if (reason := b.refuse(w))]
+        # Each workload runs on the backends of its kind (S3 or file systems), and on at least one.
+        homeless = [w for w in self.workloads if not any(b.supports(w) for b in self.backends)]
+        if homeless:
+            raise ValueError(f"workload {homeless[0].name} runs on none of the backends: "
+                             + ("it speaks S3; add a backend of type s3" if getattr(homeless[0], "needs_s3", False)
+                                else "it needs a file system and every backend is an S3 bucket; add a file backend"))
+        refused = [reason for b in self.backends for w in self.workloads if b.supports(w) and (reason := b.refuse(w))]
         if refused:
             raise ValueError(refused[0])
         readers = sorted({w.name for w in self.workloads if w.uses_dataset})
@@ -104,8 +110,9 @@ class Campaign(Model):
 
     @property
     def needs_dl(self) -> bool:
-        """The hosts need the deep-learning stack (data set generation, loaders)."""
-        return self.dataset is not None or any(w.tool in ("pytorch", "tensorflow") for w in self.workloads)
+        """The hosts need the deep-learning stack (data set generation, loaders; boto3 for S3 backends)."""
+        return (self.dataset is not None or any(w.tool in ("pytorch", "tensorflow") for w in self.workloads)
+                or any(b.type == "s3" for b in self.backends))
 
     @property
     def needs_tf(self) -> bool:
@@ -231,7 +238,7 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
     runs = []
     for backend in campaign.backends:
         units = [repetition(campaign, backend, workload, rep, count)
-                 for workload in campaign.workloads for count in counts
+                 for workload in campaign.workloads if backend.supports(workload) for count in counts
                  for rep in range(1, campaign.repetitions + 1)]
         if shuffle:
             shuffle(units)
@@ -398,7 +405,8 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
             except ValueError as exc:
                 raise UserError(f"{source}: workloads[{index}].jobfile: {exc}") from None
             workload = workload.model_copy(update={"jobfile": str(path), "jobtext": job.text})
-            refused = [reason for backend in campaign.backends if (reason := backend.refuse(workload))]
+            refused = [reason for backend in campaign.backends
+                       if backend.supports(workload) and (reason := backend.refuse(workload))]
             if refused:     # a job file that writes, on a read-only backend
                 raise UserError(f"{source}: {refused[0]}")
         workloads.append(workload)
