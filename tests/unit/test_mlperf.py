@@ -277,3 +277,10 @@ def test_each_broken_rule_is_a_flag_and_mlperf_valid_false():
                      validity.MLPERF_WARMUP, validity.MLPERF_SEED, validity.MLPERF_AU}
     assert not any(r["mlperf_valid"] for r in rows)
     assert all(r["valid"] for r in rows)      # still comparable with each other: MLPerf's flags only
+
+
+def test_the_bench_role_takes_the_npz_reader():
+    """The preset's reader passes the bench_pytorch role's argument check (the role refuses unknown readers)."""
+    spec = yaml.safe_load((ROOT / "roles" / "bench_pytorch" / "meta" / "argument_specs.yml").read_text())
+    options = spec["argument_specs"]["main"]["options"]
+    assert mlperf.PRESETS["unet3d"].reader["reader"] in options["bench_pytorch_reader"]["choices"]
