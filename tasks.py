@@ -21,6 +21,7 @@ from iolab.cli import console, echo, user_errors
 from iolab.cli import lab as make_lab
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
+from iolab.workloads import presets
 
 HOSTS = "host pattern: gpu[01-04], gpu01,gpu03, gpu[01-04]:!gpu02 (default: all hosts)"
 INVENTORY = "inventory file (default: inventory/local.yml, this machine)"
@@ -235,8 +236,9 @@ def all_(
     workload_file=None,
 ):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
-    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs), workload_file=workload_file)
     lab = make_lab(inventory, hosts)
+    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs), workload_file=workload_file,
+                             memory=lambda: presets.host_memory(lab.inventory, lab.hosts))
     if dry_run:
         echo(bench_mod.describe(spec, lab))
         return

@@ -37,9 +37,23 @@ from iolab.workloads.mlperf import PRESETS
 def loader(root: Path, out: Path, epochs: int, compute: float | None) -> dict[str, float]:
     """One run of the unet3d preset's loader; its parsed figures by metric."""
     reader = PRESETS["unet3d"].reader
-    argv = [sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out),
-            "--reader", reader["reader"], "--workers", str(reader["workers"]),
-            "--batch-size", str(REFERENCE_BATCHES["unet3d"]), "--epochs", str(epochs)]
+    argv = [
+        sys.executable,
+        "-m",
+        "iolab.host.loader.torch_loader",
+        "--root",
+        str(root),
+        "--out",
+        str(out),
+        "--reader",
+        reader["reader"],
+        "--workers",
+        str(reader["workers"]),
+        "--batch-size",
+        str(REFERENCE_BATCHES["unet3d"]),
+        "--epochs",
+        str(epochs),
+    ]
     if compute is not None:
         argv += ["--accelerator", "emulated", "--compute-per-batch", str(compute)]
     subprocess.run(argv, check=True, cwd=ROOT)
@@ -53,8 +67,10 @@ def generation(mount: Path, mib: int) -> None:
         manifest = gen(mount / f"gen-{kind}", files=files, seed=1, kind=kind)
         seconds = time.perf_counter() - started
         rate = manifest.total_bytes / seconds
-        print(f"gen {kind}: {files} files, {manifest.total_bytes / 2**20:.0f} MiB in {seconds:.1f} s "
-              f"({rate / 2**20:.0f} MiB/s of samples); 10 GiB ≈ {10 * 2**30 / rate:.0f} s (extrapolated)")
+        print(
+            f"gen {kind}: {files} files, {manifest.total_bytes / 2**20:.0f} MiB in {seconds:.1f} s "
+            f"({rate / 2**20:.0f} MiB/s of samples); 10 GiB ≈ {10 * 2**30 / rate:.0f} s (extrapolated)"
+        )
         subprocess.run(["rm", "-rf", str(mount / f"gen-{kind}")], check=True)
 
 
@@ -79,8 +95,9 @@ def main() -> int:
             au = loader(root, mount / f"au-{kind}", args.epochs, seconds)["au"]
             want = 100 * seconds / max(seconds, interval)
             worst = max(worst, abs(au - want))
-            print(f"unet3d {kind}: c {seconds:g} s, analytic AU {want:.1f} %, measured {au:.1f} %, "
-                  f"diff {au - want:+.1f}")
+            print(
+                f"unet3d {kind}: c {seconds:g} s, analytic AU {want:.1f} %, measured {au:.1f} %, diff {au - want:+.1f}"
+            )
         print(f"largest deviation: {worst:.1f} points (target: 2)")
     return 0
 

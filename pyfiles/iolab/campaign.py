@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -349,14 +349,18 @@ def _check_size(data: dict[str, Any], source: str, max_runs: int) -> None:
                         f"{max_runs:,}; shorten its sweeps, or pass --max-runs {runs} if that many is meant")
 
 
-def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Campaign:
-    """Validate a campaign mapping; `source` names the file in errors."""
+def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS,
+          memory: Callable[[], list[int]] | None = None) -> Campaign:
+    """Validate a campaign mapping; `source` names the file in errors.
+
+    `memory`: the RAM of each selected host, asked only when `dataset: {files: auto}` needs it.
+    """
     if not isinstance(raw, dict):
         raise UserError(f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), "
                         f"got {type(raw).__name__}")
     _check_size(raw, source, max_runs)
     try:    # type: mlperf and type: dlio entries become the workloads they stand for
-        data = presets.expand(dict(raw), base_dir)
+        data = presets.expand(dict(raw), base_dir, memory)
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
     _no_templates(data, source, "")
@@ -413,7 +417,8 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
     return campaign.model_copy(update={"workloads": workloads})
 
 
-def load(path: str | Path, max_runs: int = MAX_RUNS, workload_file: str | Path | None = None) -> Campaign:
+def load(path: str | Path, max_runs: int = MAX_RUNS, workload_file: str | Path | None = None,
+         memory: Callable[[], list[int]] | None = None) -> Campaign:
     """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key.
 
     `workload_file`: a DLIO workload file whose one workload (and data set) replaces the campaign's.
@@ -427,4 +432,4 @@ def load(path: str | Path, max_runs: int = MAX_RUNS, workload_file: str | Path |
             raw = presets.campaign_for(workload_file, raw)
         except ValueError as exc:
             raise UserError(str(exc)) from None
-    return parse(raw, str(path), path.parent, max_runs)
+    return parse(raw, str(path), path.parent, max_runs, memory)

@@ -38,7 +38,7 @@ def test_an_npz_sample_is_the_target_size_and_loads_with_numpy():
     assert len(data) == 1_000_000
     with np.load(io.BytesIO(data)) as arrays:
         assert arrays["x"].dtype == np.uint8 and int(arrays["y"][0]) == 3
-    assert data == samples.render("unet3d", 1, 5, 1_000_000, label=3)    # same seed and index, same bytes
+    assert data == samples.render("unet3d", 1, 5, 1_000_000, label=3)  # same seed and index, same bytes
     assert data != samples.render("unet3d", 1, 6, 1_000_000, label=3)
 
 
@@ -51,7 +51,7 @@ def test_unet3d_data_set_is_npz_files_the_probe_and_a_second_kind_tell_apart(tmp
         assert entry.path.endswith(".npz") and len(data) == entry.size
         assert hashlib.sha256(data).hexdigest() == entry.sha256
     assert sum(e.size for e in manifest.entries) == sum(samples.target_sizes("unet3d", 2, 1))
-    assert gen(root, files=2, seed=1, classes=2, kind="unet3d").hash == manifest.hash      # kept, not redone
+    assert gen(root, files=2, seed=1, classes=2, kind="unet3d").hash == manifest.hash  # kept, not redone
     with pytest.raises(UserError, match="made by iolab.host.dataset.samples/1:unet3d"):
         gen(root, files=2, seed=1, classes=2)
     assert dataset_state.state(root, 2, 1, 2, [], "unet3d")["state"] == "ready"
@@ -83,6 +83,6 @@ def test_the_npz_reader_loads_each_file_whole(tmp_path):
     assert bytes(batch["data"][: manifest.entries[0].size].numpy()) == (root / manifest.entries[0].path).read_bytes()
     assert isinstance(batch["data"], torch.Tensor)
     broken = root / manifest.entries[0].path
-    broken.write_bytes(b"\0" * manifest.entries[0].size)       # the right size, not an NPZ: decoding fails
+    broken.write_bytes(b"\0" * manifest.entries[0].size)  # the right size, not an NPZ: decoding fails
     with pytest.raises(ValueError):
         dataset[0]

@@ -1,5 +1,4 @@
-"""Emulated accelerators (MLPerf Storage's compute time per batch) and real GPUs.
-"""
+"""Emulated accelerators (MLPerf Storage's compute time per batch) and real GPUs."""
 
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ EMULATED = ("a100", "h100", "b200")
 
 class Accelerator(Model):
     """Emulated (a100, h100, b200: the figures of `model`; custom: your compute_per_batch) or real GPUs (gpu)."""
+
     type: Literal["a100", "h100", "b200", "custom", "gpu"]
     compute_per_batch: Duration | None = None
     # Whose compute times an emulated a100/h100/b200 takes (an MLPerf Storage training workload).
@@ -38,8 +38,10 @@ class Accelerator(Model):
             raise ValueError("type gpu trains ResNet-50 for real: it takes no compute_per_batch")
         if self.type in EMULATED and self.compute_per_batch is None and self.type not in COMPUTE_TIMES[self.model]:
             published = ", ".join(COMPUTE_TIMES[self.model])
-            raise ValueError(f"MLPerf Storage publishes no {self.type} compute time for {self.model} (it has: "
-                             f"{published}); use type: custom with compute_per_batch")
+            raise ValueError(
+                f"MLPerf Storage publishes no {self.type} compute time for {self.model} (it has: "
+                f"{published}); use type: custom with compute_per_batch"
+            )
         return self
 
     def compute_time(self, batch_size: int) -> float:

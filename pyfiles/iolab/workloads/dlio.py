@@ -110,31 +110,40 @@ def _done(keys: dict[str, Any]) -> None:
 
 def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, Any], dict[str, Any], None]:
     if model not in PRESETS:
-        raise Refused("model.name", f"{model!r} is not a training workload iolab emulates "
-                                    f"(it has: {', '.join(PRESETS)}; llama3 models as checkpointing)")
+        raise Refused(
+            "model.name",
+            f"{model!r} is not a training workload iolab emulates "
+            f"(it has: {', '.join(PRESETS)}; llama3 models as checkpointing)",
+        )
     preset = PRESETS[model]
     keys.pop("model.name")
     _check(keys, "workflow.train", True, "iolab maps training workloads and llama3 checkpointing")
-    _check(keys, "workflow.checkpoint", False, "iolab does not checkpoint during training: set it False and "
-           "add a type: checkpoint workload beside this one")
+    _check(
+        keys,
+        "workflow.checkpoint",
+        False,
+        "iolab does not checkpoint during training: set it False and add a type: checkpoint workload beside this one",
+    )
     for flag in ("workflow.evaluation", "workflow.do_eval", "workflow.profiling", "workflow.debug"):
         _check(keys, flag, False, "iolab measures training reads only")
     for key in [k for k in keys if k.startswith("checkpoint.")]:
-        del keys[key]     # the settings of a checkpoint turned off: DLIO does not use them either
+        del keys[key]  # the settings of a checkpoint turned off: DLIO does not use them either
     framework = _take(keys, "framework", preset.framework)
     _check(keys, "reader.data_loader", framework, f"the data loader must be the framework ({framework})")
-    fmt = {"unet3d": "npz", "resnet50": "tfrecord" if framework == "tensorflow" else "jpeg",
-           "cosmoflow": "tfrecord"}[model]
+    fmt = {"unet3d": "npz", "resnet50": "tfrecord" if framework == "tensorflow" else "jpeg", "cosmoflow": "tfrecord"}[
+        model
+    ]
     _check(keys, "dataset.format", fmt, f"{model} on {framework} reads {fmt} in iolab")
     size = keys.pop("dataset.record_length_bytes", keys.pop("dataset.record_length", preset.sample_bytes))
     if abs(float(size) - preset.sample_bytes) > 0.01 * preset.sample_bytes:
         raise Refused("dataset.record_length", f"iolab's {model} samples are {preset.sample_bytes:,} B on average")
     for key in ("dataset.record_length_bytes_stdev", "dataset.record_length_stdev"):
-        keys.pop(key, None)       # the generator's spread is MLPerf's (host.dataset.shapes)
+        keys.pop(key, None)  # the generator's spread is MLPerf's (host.dataset.shapes)
     per_file = _take(keys, "dataset.num_samples_per_file", preset.samples_per_file)
     if per_file != preset.samples_per_file:
-        raise Refused("dataset.num_samples_per_file", f"iolab's {model} data set has {preset.samples_per_file} "
-                                                      "per file")
+        raise Refused(
+            "dataset.num_samples_per_file", f"iolab's {model} data set has {preset.samples_per_file} per file"
+        )
     files = _take(keys, "dataset.num_files_train")
     out: dict[str, Any] = {"name": name, "type": "mlperf", "workload": model}
     if framework != preset.framework:
@@ -147,7 +156,7 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         published = [a for a, s in COMPUTE_TIMES[model].items() if abs(s - float(seconds)) < 1e-9]
         if published and batch in (None, PRESETS[model].keys(model)["batch_size"]):
             out["accelerator"] = published[0]
-        else:   # out of the table: the file's own time
+        else:  # out of the table: the file's own time
             out.update(accelerator="custom", compute_per_batch=float(seconds))
     for key, target in (("train.epochs", "epochs"), ("train.total_training_steps", "steps")):
         if key in keys:
@@ -169,8 +178,9 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         _check(keys, key, "seed", "iolab shuffles with a seed (a new one per repetition)")
     _check(keys, "reader.dont_use_mmap", True, "iolab's readers never map files")
     _check(keys, "train.seed_change_epoch", True, "iolab's loaders reshuffle every epoch")
-    _check(keys, "metric.au", preset.au_threshold / 100, f"MLPerf's AU threshold for {model} is "
-                                                         f"{preset.au_threshold:g} %")
+    _check(
+        keys, "metric.au", preset.au_threshold / 100, f"MLPerf's AU threshold for {model} is {preset.au_threshold:g} %"
+    )
     _done(keys)
     dataset = {"kind": preset.dataset, "files": int(files) * per_file if files else 0, "seed": 1}
     return out, dataset, None
@@ -178,18 +188,16 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
 
 def _checkpoint(keys: dict[str, Any], model: Any, name: str) -> dict[str, Any]:
     if model not in LLAMA:
-        raise Refused("model.name", f"{model!r}: iolab checkpoints MLPerf's llama3 models only "
-                                    f"({', '.join(LLAMA)})")
+        raise Refused("model.name", f"{model!r}: iolab checkpoints MLPerf's llama3 models only ({', '.join(LLAMA)})")
     keys.pop("model.name")
     for key in LLAMA_DESCRIPTION:
-        keys.pop(f"model.{key}", None)     # describes the named model, whose checkpoint size MLPerf publishes
+        keys.pop(f"model.{key}", None)  # describes the named model, whose checkpoint size MLPerf publishes
     _check(keys, "workflow.checkpoint", True, "a llama3 workload file checkpoints")
     _check(keys, "workflow.train", False, "iolab does not train llama3; it writes and reads its checkpoint")
     _check(keys, "checkpoint.fsync", True, "iolab fsyncs every shard")
     _take(keys, "framework")
     _done(keys)
-    return {"name": name, "type": "checkpoint", "model": LLAMA[model],
-            "writers": CHECKPOINT_MODELS[LLAMA[model]][1]}
+    return {"name": name, "type": "checkpoint", "model": LLAMA[model], "writers": CHECKPOINT_MODELS[LLAMA[model]][1]}
 
 
 def _repetitions(keys: dict[str, Any]) -> int | None:
@@ -199,6 +207,8 @@ def _repetitions(keys: dict[str, Any]) -> int | None:
     if writes is None:
         writes = reads
     if writes != reads:
-        raise Refused("checkpoint.num_checkpoints_read", "iolab reads back each checkpoint it writes: "
-                                                         "make it num_checkpoints_write")
+        raise Refused(
+            "checkpoint.num_checkpoints_read",
+            "iolab reads back each checkpoint it writes: make it num_checkpoints_write",
+        )
     return writes

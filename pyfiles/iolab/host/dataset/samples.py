@@ -29,8 +29,8 @@ import numpy as np
 from iolab.host.dataset.manifest import Entry, Manifest
 from iolab.host.dataset.shapes import GENERATORS, SHAPES
 
-_CUT = 2.0          # standard deviations kept either side of the mean
-_SMALLEST = 4096    # no sample below this, whatever the distribution says
+_CUT = 2.0  # standard deviations kept either side of the mean
+_SMALLEST = 4096  # no sample below this, whatever the distribution says
 
 
 def _derive(seed: int, *parts: object) -> int:
@@ -76,8 +76,10 @@ def render(kind: str, seed: int, index: int, target: int, label: int) -> bytes:
 
 
 def _path(kind: str, index: int, files: int, classes: int) -> str:
-    return f"train/n{index % classes:0{max(3, len(str(classes - 1)))}d}/{index:0{max(8, len(str(files - 1)))}d}" \
-           f".{SHAPES[kind][2]}"
+    return (
+        f"train/n{index % classes:0{max(3, len(str(classes - 1)))}d}/{index:0{max(8, len(str(files - 1)))}d}"
+        f".{SHAPES[kind][2]}"
+    )
 
 
 def _write(job: tuple[str, str, int, int, int, int, str]) -> tuple[int, int, str]:
@@ -88,8 +90,15 @@ def _write(job: tuple[str, str, int, int, int, int, str]) -> tuple[int, int, str
     return index, len(data), hashlib.sha256(data).hexdigest()
 
 
-def generate(root: Path, kind: str, files: int, seed: int, classes: int, workers: int,
-             progress: Callable[[int, int], None] | None = None) -> Manifest:
+def generate(
+    root: Path,
+    kind: str,
+    files: int,
+    seed: int,
+    classes: int,
+    workers: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> Manifest:
     """Write every sample of a `kind` data set into `root` and return its manifest (not yet written)."""
     if kind not in SHAPES:
         raise ValueError(f"unknown data set kind {kind!r}: expected one of {', '.join(SHAPES)}")
@@ -108,9 +117,15 @@ def generate(root: Path, kind: str, files: int, seed: int, classes: int, workers
             done += 1
             if progress:
                 progress(done, files)
-    return Manifest(files=files, seed=seed, classes=classes, generator=GENERATORS[kind],
-                    entries=tuple(Entry(path=paths[i], size=found[i][0], sha256=found[i][1], label=i % classes)
-                                  for i in range(files)))
+    return Manifest(
+        files=files,
+        seed=seed,
+        classes=classes,
+        generator=GENERATORS[kind],
+        entries=tuple(
+            Entry(path=paths[i], size=found[i][0], sha256=found[i][1], label=i % classes) for i in range(files)
+        ),
+    )
 
 
 class _Serial:
