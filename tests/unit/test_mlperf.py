@@ -366,3 +366,12 @@ def test_host_memory_reads_each_hosts_meminfo():
     (memory,) = presets.host_memory(inventory, ["localhost"])
     total = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
     assert memory == int(total.split()[1]) * 1024
+
+
+def test_the_dlio_command_says_what_each_file_maps_to(capsys):
+    files = [str(FIXTURES / "cosmoflow_h100.yaml"), str(FIXTURES / "unet3d_h100.yaml")]
+    assert dlio.main(files) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("cosmoflow_h100.yaml: {") and "'workload': 'cosmoflow'" in lines[0]
+    assert lines[1].startswith("unet3d_h100.yaml: refused: workflow.checkpoint: ")
+    assert dlio.main(files[:1]) == 0

@@ -212,3 +212,27 @@ def _repetitions(keys: dict[str, Any]) -> int | None:
             "iolab reads back each checkpoint it writes: make it num_checkpoints_write",
         )
     return writes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m iolab.workloads.dlio FILE...: what each DLIO workload file maps to, or the key refused."""
+    import sys
+
+    from iolab.errors import UserError
+
+    refused = 0
+    for name in sys.argv[1:] if argv is None else argv:
+        path = Path(name)
+        try:
+            mapped, dataset, repetitions = workload(load(path), path.stem.replace("_", "-"))
+        except (ValueError, UserError) as exc:
+            refused += 1
+            print(f"{path.name}: refused: {exc}")
+            continue
+        extra = (f", data set {dataset}" if dataset else "") + (f", {repetitions} repetitions" if repetitions else "")
+        print(f"{path.name}: {mapped}{extra}")
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
