@@ -86,3 +86,11 @@ def test_the_npz_reader_loads_each_file_whole(tmp_path):
     broken.write_bytes(b"\0" * manifest.entries[0].size)  # the right size, not an NPZ: decoding fails
     with pytest.raises(ValueError):
         dataset[0]
+
+
+@pytest.mark.parametrize("kind", list(shapes.SHAPES))
+def test_the_probe_sizes_a_missing_data_set_by_its_kind(tmp_path, kind):
+    """The dataset_gen role checks the room a data set needs (its files, then each pack) before generating it."""
+    mean = shapes.SHAPES[kind][0]
+    found = dataset_state.state(tmp_path / "new", 400, 1, 2, ["tfrecord"], kind)
+    assert found["state"] == "missing" and found["needed_bytes"] == int(400 * mean * dataset_state.MARGIN) * 2

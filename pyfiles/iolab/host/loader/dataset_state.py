@@ -68,8 +68,7 @@ def state(root: Path, files: int, seed: int, classes: int, formats: list[str], k
     wanted = {"files": files, "seed": seed, "classes": classes, "generator": generator}
     out: dict = {"root": str(root), "free_bytes": _free(root), "manifest_hash": None, "packs_missing": []}
     manifest = root / MANIFEST
-    # cosmoflow's generator also writes its TFRecord copy
-    estimate = int(files * mean * MARGIN) * (2 if kind == "cosmoflow" else 1)
+    estimate = int(files * mean * MARGIN)  # cosmoflow's TFRecord copy is counted as a wanted pack below
     if manifest.is_file():
         with open(manifest) as f:
             header = json.loads(f.readline())
