@@ -43,12 +43,18 @@ def phase(campaign: Campaign, backend_name: str, root: str | None = None) -> run
 
 
 def needed(campaign: Campaign, runs: list[Run]) -> bool:
-    """Whether the dataset phase makes a data set for these runs (on a writable backend)."""
-    return campaign.dataset is not None and any(run.workload.uses_dataset and run.backend.writable for run in runs)
+    """Whether the dataset phase makes a data set for these runs (on a writable backend that does not stage its own)."""
+    return campaign.dataset is not None and any(
+        run.workload.uses_dataset and run.backend.writable and not getattr(run.backend, "stages_dataset", False)
+        for run in runs
+    )
 
 
 def shared_root(backend) -> str:
-    """'' where each host has its own copy; `<target>/dataset` on a read-only backend (one copy for all)."""
+    """'' where each host has its own copy; `<target>/dataset` on a read-only backend (one copy for all); the
+    backend's own staging copy where it has one (s3)."""
+    if getattr(backend, "dataset_root", None):
+        return backend.dataset_root
     return "" if backend.writable else f"{backend.target}/{DATASET_DIR}"
 
 

@@ -16,7 +16,7 @@ from iolab.workloads.mlperf import MlperfFields
 class PytorchWorkload(Workload, MlperfFields):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
     type: Literal["pytorch"]
-    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "npz"] = "packed"
+    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3"] = "packed"  # s3: on s3 backends
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     pin_memory: bool = False
@@ -43,6 +43,11 @@ class PytorchWorkload(Workload, MlperfFields):
         if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
             raise ValueError("accelerator gpu trains on images: it needs decode: true")
         return self
+
+    @property
+    def needs_s3(self) -> bool:
+        """Reader s3 reads an s3 backend's bucket (iolab.host.loader.readers.S3Objects)."""
+        return self.reader == "s3"
 
     @property
     def formats(self) -> set[str]:

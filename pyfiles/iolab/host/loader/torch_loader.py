@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
                                 description="PyTorch DataLoader throughput, with emulated or real accelerators.")
     p.add_argument("--root", type=Path, required=True, help="the data set (its manifest.jsonl)")
     p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
-    p.add_argument("--reader", choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "npz"), default="packed")
+    p.add_argument("--reader", choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3"), default="packed")
     p.add_argument("--workers", type=int, default=2, help="DataLoader worker processes per rank")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=False)
