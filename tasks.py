@@ -21,6 +21,7 @@ from iolab.cli import console, echo, user_errors
 from iolab.cli import lab as make_lab
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
+from iolab.workloads import presets
 
 HOSTS = "host pattern: gpu[01-04], gpu01,gpu03, gpu[01-04]:!gpu02 (default: all hosts)"
 INVENTORY = "inventory file (default: inventory/local.yml, this machine)"
@@ -219,6 +220,7 @@ def _finish(failures: list[str], store: ResultStore) -> None:
         "no_resume": "start over (earlier results are moved aside, not deleted)",
         "max_runs": f"refuse a campaign of more runs than this (default {campaign_mod.MAX_RUNS:,})",
         "steal": STEAL,
+        "workload_file": "a DLIO/MLPerf Storage workload YAML: its workload and data set replace the campaign's",
     }
 )
 @user_errors
@@ -231,10 +233,12 @@ def all_(
     no_resume=False,
     max_runs=campaign_mod.MAX_RUNS,
     steal=False,
+    workload_file=None,
 ):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
-    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs))
     lab = make_lab(inventory, hosts)
+    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs), workload_file=workload_file,
+                             memory=lambda: presets.host_memory(lab.inventory, lab.hosts))
     if dry_run:
         echo(bench_mod.describe(spec, lab))
         return

@@ -129,7 +129,7 @@ def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools:
 
 def workload_vars(run: Run) -> dict[str, Any]:
     """The bench role of the run's tool, and the role's variables (as the backend needs them)."""
-    variables = run.workload.role_vars(run.backend.target)
+    variables = {**run.workload.role_vars(run.backend.target), **run.workload.repetition_vars(run.repetition)}
     if run.workload.uses_dataset:  # each host's own copy, or the one a read-only backend holds
         variables.update(run.workload.dataset_vars(datasets.shared_root(run.backend)))
     return {"run_role": f"bench_{run.workload.tool}", **run.backend.run_vars(run.workload, variables)}

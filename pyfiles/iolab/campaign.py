@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,7 +26,7 @@ from iolab.errors import UserError
 from iolab.host import fio_jobfile
 from iolab.host.confine import MOUNT_ROOT, refusal
 from iolab.schema import AbsPath, Duration, Model, Name
-from iolab.workloads import WORKLOAD_TYPES, AnyWorkload
+from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, presets
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.fio import FioWorkload
 
@@ -38,7 +38,8 @@ MAX_BACKENDS = 100
 
 class Dataset(Model):
     """The generated data set every host gets on every backend (iolab.host.dataset), packed as workloads need."""
-    kind: Literal["imagenet-like"] = "imagenet-like"
+    # imagenet-like: JPEGs; unet3d, cosmoflow: MLPerf Storage's samples of those workloads (iolab.host.dataset)
+    kind: Literal["imagenet-like", "unet3d", "cosmoflow"] = "imagenet-like"
     files: Annotated[int, Field(ge=1, le=100_000_000)]
     seed: int = 1
     classes: Annotated[int, Field(ge=1, le=1_000_000)] = 100
@@ -94,7 +95,13 @@ class Campaign(Model):
                 raise ValueError(reason)
         # A swept workload is several points of one name; two identical points are a mistake.
         _unique("workload", [w.model_dump_json() for w in self.workloads])
-        refused = [reason for b in self.backends for w in self.workloads if (reason := b.refuse(w))]
+        # Each workload runs on the backends of its kind (S3 or file systems), and on at least one.
+        homeless = [w for w in self.workloads if not any(b.supports(w) for b in self.backends)]
+        if homeless:
+            raise ValueError(f"workload {homeless[0].name} runs on none of the backends: "
+                             + ("it speaks S3; add a backend of type s3" if getattr(homeless[0], "needs_s3", False)
+                                else "it needs a file system and every backend is an S3 bucket; add a file backend"))
+        refused = [reason for b in self.backends for w in self.workloads if b.supports(w) and (reason := b.refuse(w))]
         if refused:
             raise ValueError(refused[0])
         readers = sorted({w.name for w in self.workloads if w.uses_dataset})
@@ -107,8 +114,9 @@ class Campaign(Model):
 
     @property
     def needs_dl(self) -> bool:
-        """The hosts need the deep-learning stack (data set generation, loaders)."""
-        return self.dataset is not None or any(w.tool in ("pytorch", "tensorflow") for w in self.workloads)
+        """The hosts need the deep-learning stack (data set generation, loaders; boto3 for S3 backends)."""
+        return (self.dataset is not None or any(w.tool in ("pytorch", "tensorflow") for w in self.workloads)
+                or any(b.type == "s3" for b in self.backends))
 
     @property
     def needs_tf(self) -> bool:
@@ -255,12 +263,9 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
     shuffle = random.Random(campaign.order_seed).shuffle if campaign.order == "random" else None
     runs = []
     for backend in campaign.backends:
-        units = [
-            repetition(campaign, backend, workload, rep, count)
-            for workload in campaign.workloads
-            for count in counts
-            for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)
-        ]
+        units = [repetition(campaign, backend, workload, rep, count)
+                 for workload in campaign.workloads if backend.supports(workload) for count in counts
+                 for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)]
         if shuffle:
             shuffle(units)
         runs += [run for unit in units for run in unit]
@@ -379,16 +384,23 @@ def _check_size(data: dict[str, Any], source: str, max_runs: int) -> None:
         )
 
 
-def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS) -> Campaign:
-    """Validate a campaign mapping; `source` names the file in errors."""
+def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS,
+          memory: Callable[[], list[int]] | None = None) -> Campaign:
+    """Validate a campaign mapping; `source` names the file in errors.
+
+    `memory`: the RAM of each selected host, asked only when `dataset: {files: auto}` needs it.
+    """
     if not isinstance(raw, dict):
         raise UserError(
             f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), got {type(raw).__name__}"
         )
     _check_size(raw, source, max_runs)
-    _no_templates(raw, source, "")
-    data = dict(raw)
-    origin: list[int] = []  # the file's index of each sweep point: errors name the file's workload
+    try:    # type: mlperf and type: dlio entries become the workloads they stand for
+        data = presets.expand(dict(raw), base_dir, memory)
+    except ValueError as exc:
+        raise UserError(f"{source}: {exc}") from None
+    _no_templates(data, source, "")
+    origin: list[int] = []     # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
         try:
             _unique("workload", [str(w.get("name")) for w in data["workloads"] if isinstance(w, dict)])
@@ -438,15 +450,27 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
             except ValueError as exc:
                 raise UserError(f"{source}: workloads[{index}].jobfile: {exc}") from None
             workload = workload.model_copy(update={"jobfile": str(path), "jobtext": job.text})
-            refused = [reason for backend in campaign.backends if (reason := backend.refuse(workload))]
-            if refused:  # a job file that writes, on a read-only backend
+            refused = [reason for backend in campaign.backends
+                       if backend.supports(workload) and (reason := backend.refuse(workload))]
+            if refused:     # a job file that writes, on a read-only backend
                 raise UserError(f"{source}: {refused[0]}")
         workloads.append(workload)
     return campaign.model_copy(update={"workloads": workloads})
 
 
-def load(path: str | Path, max_runs: int = MAX_RUNS) -> Campaign:
-    """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key."""
+def load(path: str | Path, max_runs: int = MAX_RUNS, workload_file: str | Path | None = None,
+         memory: Callable[[], list[int]] | None = None) -> Campaign:
+    """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key.
+
+    `workload_file`: a DLIO workload file whose one workload (and data set) replaces the campaign's.
+    """
     path = Path(path)
     raw = yamlfile.load(path, "campaign file", "--campaign")
-    return parse(raw, str(path), path.parent, max_runs)
+    if workload_file is not None:
+        if not isinstance(raw, dict):
+            raise UserError(f"{path}: a campaign file must be a YAML mapping")
+        try:
+            raw = presets.campaign_for(workload_file, raw)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    return parse(raw, str(path), path.parent, max_runs, memory)

@@ -34,25 +34,27 @@ def phase(campaign: Campaign, backend_name: str, root: str | None = None) -> run
     spec = campaign.dataset
     assert spec is not None, "phase() needs a campaign with a dataset"
     backend = next(b for b in campaign.backends if b.name == backend_name)
-    variables = {
-        "dataset_gen_target": backend.target,
-        "dataset_gen_files": spec.files,
-        "dataset_gen_seed": spec.seed,
-        "dataset_gen_classes": spec.classes,
-        "dataset_gen_formats": campaign.dataset_formats,
-    }
+    variables = {"dataset_gen_target": backend.target, "dataset_gen_files": spec.files,
+                 "dataset_gen_seed": spec.seed, "dataset_gen_classes": spec.classes,
+                 "dataset_gen_kind": spec.kind, "dataset_gen_formats": campaign.dataset_formats}
     if root:
         variables["dataset_gen_root"] = root
     return runner.Phase("dataset.yml", variables)
 
 
 def needed(campaign: Campaign, runs: list[Run]) -> bool:
-    """Whether the dataset phase makes a data set for these runs (on a writable backend)."""
-    return campaign.dataset is not None and any(run.workload.uses_dataset and run.backend.writable for run in runs)
+    """Whether the dataset phase makes a data set for these runs (on a writable backend that does not stage its own)."""
+    return campaign.dataset is not None and any(
+        run.workload.uses_dataset and run.backend.writable and not getattr(run.backend, "stages_dataset", False)
+        for run in runs
+    )
 
 
 def shared_root(backend) -> str:
-    """'' where each host has its own copy; `<target>/dataset` on a read-only backend (one copy for all)."""
+    """'' where each host has its own copy; `<target>/dataset` on a read-only backend (one copy for all); the
+    backend's own staging copy where it has one (s3)."""
+    if getattr(backend, "dataset_root", None):
+        return backend.dataset_root
     return "" if backend.writable else f"{backend.target}/{DATASET_DIR}"
 
 

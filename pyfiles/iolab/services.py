@@ -1,9 +1,9 @@
-"""The lab's own services (lab in a box): a single-node Ceph cluster and nfs-ganesha.
+"""The lab's own services (lab in a box): a single-node Ceph cluster (with S3 through radosgw) and nfs-ganesha.
 
 `invoke lab.services-up` / `lab.services-down` run playbooks/services.yml (roles
 service_ceph and service_nfs) on the controller, or on inventory hosts, and report
 what the roles publish in <dir>/client.json: what the storage backends (rbd_snapshot,
-cephfs, rbd, nfs) need to reach them.
+cephfs, rbd, s3, nfs) need to reach them.
 
     lines = up(lab, bind="10.77.0.1")        # simulated hosts reach the controller there
     lines = down(lab, destroy=True)          # stops, and deletes the cluster's data
@@ -129,6 +129,8 @@ def published(lab: Lab, services: str, extra: dict[str, Any]) -> list[str]:
                 f"{info['keyring']} --id {info['client_id']}; RBD pool {info['rbd_pool']}, CephFS "
                 f"{info['fs_name']} (backends rbd_snapshot, cephfs, rbd: ceph_conf, keyring)"
             )
+            if info.get("s3"):
+                lines.append(s3_line(info["s3"]))
         else:
             versions = " and ".join(f"v{v}" for v in info["protocols"])
             lines.append(
@@ -137,3 +139,12 @@ def published(lab: Lab, services: str, extra: dict[str, Any]) -> list[str]:
                 f"(backend nfs: server {info['address']}, export {info['pseudo_path']})"
             )
     return lines
+
+
+def s3_line(s3: dict[str, Any]) -> str:
+    """How to reach the lab's radosgw: endpoint, bucket and the credentials file's path (never the keys)."""
+    return (
+        f"s3: radosgw at {s3['endpoint']}, bucket {s3['bucket']}, region {s3['region']}; keys in "
+        f"{s3['credentials']} (mode 0600) (backend s3: endpoint {s3['endpoint']}, bucket {s3['bucket']}, "
+        f"credentials {s3['credentials']})"
+    )

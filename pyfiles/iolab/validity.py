@@ -17,6 +17,12 @@ Two rules, checked when reading (stored samples need no migration):
   Storage applies it; latency percentiles and CPU show their spread in the
   report without invalidating a run.
 
+MLPerf Storage's own rules (`mlperf_flags`) are checked on the runs of an MLPerf workload
+(`type: mlperf` or `type: dlio`, params.mlperf): a flag `mlperf_<rule>` for every rule a run
+breaks — data set size, lab_scale, repetitions, warm-up, shuffle seed, AU threshold. They
+leave `valid` alone (the samples stay comparable with each other) and set `mlperf_valid:
+false` in exports.
+
     flags_for(samples)   → {run_id: [Flag, ...]}            every flag of every run
     annotate(samples)    → [{...sample, valid, flags, reasons}, ...]   for exports
     sample_flags(sample) → (["potential_caching"], ["..."])   what bench records with a run
@@ -74,7 +80,8 @@ class Flag:
 
     @property
     def blocking(self) -> bool:
-        return self.name != OVERRIDDEN
+        """Whether it makes the sample incomparable; MLPerf's rules make it `mlperf_valid: false` only."""
+        return self.name != OVERRIDDEN and not self.name.startswith(MLPERF_PREFIX)
 
 
 # --- settings and metric labels -----------------------------------------------------------------
@@ -366,7 +373,10 @@ def assess(samples: list[Sample], all_groups: list[Group] | None = None) -> Verd
         host_flags, host_notes = host_run_check(host_samples)
         flags[run_id] += host_flags
         notes[run_id] += host_notes
-    for run_id, more in _agreement_flags(all_groups if all_groups is not None else groups(samples)).items():
+    all_groups = all_groups if all_groups is not None else groups(samples)
+    for run_id, more in _agreement_flags(all_groups).items():
+        flags[run_id] += more
+    for run_id, more in mlperf_flags(samples, all_groups).items():
         flags[run_id] += more
     for s in samples:  # runs that are all valid still get an (empty) entry
         flags.setdefault(s.run_id, [])
@@ -401,5 +411,66 @@ def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[di
             flags=[f.name for f in mine],
             reasons=[f.reason for f in mine] + notes,
         )
+        if s.params.get("mlperf"):
+            row["mlperf_valid"] = not any(f.name.startswith(MLPERF_PREFIX) for f in mine)
         out.append(row)
     return out
+
+
+# --- MLPerf Storage's rules -----------------------------------------------------------------------
+
+MLPERF_PREFIX = "mlperf_"
+MLPERF_LAB_SCALE = "mlperf_lab_scale"
+MLPERF_DATASET_SIZE = "mlperf_dataset_size"
+MLPERF_REPETITIONS = "mlperf_repetitions"
+MLPERF_WARMUP = "mlperf_warmup"
+MLPERF_SEED = "mlperf_seed"
+MLPERF_AU = "mlperf_au"
+
+
+def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, list[Flag]]:
+    """The MLPerf Storage rules each run of an MLPerf workload (params.mlperf) breaks, one flag per rule.
+
+    Data set at least max(5 × the summed RAM of the run's hosts, 500 steps × batch × accelerators),
+    unless lab_scale says a smaller one is meant (flagged all the same); five recorded repetitions
+    after an unrecorded warm-up; a new shuffle seed per repetition; AU at the workload's threshold.
+    """
+    from iolab.workloads.mlperf import MIN_STEPS, PRESETS, REPETITIONS, required_samples
+
+    flags: dict[str, list[Flag]] = defaultdict(list)
+    runs: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.params.get("mlperf") in PRESETS:
+            runs[s.run_id].append(s)
+    repeats = {run_id: len(g.values) for g in all_groups if g.metric == "samples_per_s" for run_id in g.run_ids}
+    for run_id, mine in runs.items():
+        params = mine[0].params
+        model, batch = params["mlperf"], int(params.get("batch_size", 1))
+        accelerators = int(params.get("accelerators", 1))
+        preset = PRESETS[model]
+        add = flags[run_id].append
+        if params.get("lab_scale"):
+            add(Flag(MLPERF_LAB_SCALE, f"{model}: lab_scale: true, a data set below MLPerf's size is meant"))
+        hosts = {s.host: s for s in mine if s.host != AGGREGATE_HOST}
+        memory = [int((s.metadata.get("host") or {}).get("memory_bytes") or 0) for s in hosts.values()]
+        held = min((int(s.metadata.get("dataset_samples") or 0) for s in hosts.values()), default=0)
+        if hosts and all(memory):
+            needed = required_samples(model, batch, accelerators, memory, RAM_MULTIPLE)
+            if held < needed:
+                add(Flag(MLPERF_DATASET_SIZE, f"{model}: the data set holds {held:,} samples; MLPerf asks for "
+                         f"{needed:,}: max({RAM_MULTIPLE} × the {len(memory)} host(s)' "
+                         f"{human(sum(memory), 'B')} of RAM, {MIN_STEPS} steps × batch {batch} × "
+                         f"{accelerators * len(memory)} accelerators)"))
+        count = repeats.get(run_id, 1)
+        if count < REPETITIONS:
+            add(Flag(MLPERF_REPETITIONS, f"{model}: {count} recorded repetition(s); MLPerf asks for {REPETITIONS}"))
+        if not params.get("warmup"):
+            add(Flag(MLPERF_WARMUP, f"{model}: no unrecorded warm-up run before the measured ones (warmup: true)"))
+        if not params.get("reseed"):
+            add(Flag(MLPERF_SEED, f"{model}: every repetition shuffles with seed {params.get('seed', 0)}; "
+                     "MLPerf asks for a new seed per repetition (reseed: true)"))
+        for s in mine:
+            if s.metric == "au" and s.host != AGGREGATE_HOST and s.value < preset.au_threshold:
+                add(Flag(MLPERF_AU, f"{s.host}: AU {s.value:.1f} % is below {model}'s {preset.au_threshold:g} %",
+                         host=s.host))
+    return dict(flags)

@@ -126,6 +126,7 @@ class Lab:
             "service_nfs_export_path": str(self.export),
             "service_nfs_port": self.ports["nfs"],
             "service_nfs_mount_port": self.ports["mount"],
+            "service_ceph_rgw_port": self.ports["rgw"],
         }
 
     def playbook(
@@ -219,7 +220,7 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
     if os.geteuid() != 0:
         pytest.skip("needs root: runs Ceph and nfs-ganesha daemons")
     root = Path(tmp_path_factory.mktemp("services"))
-    ports = dict(zip(("mon", "mon_v1", "nfs", "mount"), free_ports(4), strict=True))
+    ports = dict(zip(("mon", "mon_v1", "nfs", "mount", "rgw"), free_ports(5), strict=True))
     lab = Lab(root=root, ports=ports)
     lab.inventory.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
     try:

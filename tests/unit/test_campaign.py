@@ -87,7 +87,7 @@ def test_sizes_and_durations_take_units(tmp_path):
         (
             with_("backends.0.type", "nfs9"),
             "c.yml: backends[0].type: unknown backend type 'nfs9' "
-            "(expected one of: tmpfs, local, rbd_snapshot, cephfs, nfs, sshfs, mount, rbd)",
+            "(expected one of: tmpfs, local, rbd_snapshot, cephfs, nfs, sshfs, mount, rbd, s3)",
         ),
         (with_("workloads.0.type", "mystery"), "c.yml: workloads[0].type: unknown workload type 'mystery'"),
         (

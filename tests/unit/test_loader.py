@@ -487,7 +487,7 @@ def test_campaign_loader_workloads_validate_and_sweep():
     for bad, message in [
         ({"reader": "cv2-imread", "decode": False}, "always decodes"),
         ({"accelerator": {"type": "custom"}}, "needs compute_per_batch"),
-        ({"accelerator": {"type": "h100", "speed": 2}}, r"unknown key \(expected one of: type, compute_per_batch\)"),
+        ({"accelerator": {"type": "h100", "speed": 2}}, r"unknown key \(expected one of: type, compute_per_batch, model\)"),
     ]:
         with pytest.raises(Exception, match=message):
             _campaign([{"name": "l", "type": "pytorch", **bad}])

@@ -39,6 +39,13 @@ class Backend(Model):
             fields["mountpoint"] = self.target
         return {f"{self.role}_state": state, **{f"{self.role}_{k}": v for k, v in fields.items()}}
 
+    def supports(self, workload: Any) -> bool:
+        """Whether `workload` is of this backend's kind: S3 workloads on s3 backends, file workloads on the others.
+
+        A campaign runs each workload on the backends that support it (iolab.campaign.expand).
+        """
+        return bool(getattr(workload, "needs_s3", False)) == (self.type == "s3")
+
     def refuse(self, workload: Any) -> str | None:
         """Why `workload` cannot run on this backend (a campaign error), or None."""
         if not self.writable and getattr(workload, "writes", False):

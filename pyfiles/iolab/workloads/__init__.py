@@ -11,11 +11,12 @@ from iolab.workloads.base import Workload
 from iolab.workloads.checkpoint import CheckpointWorkload
 from iolab.workloads.fio import FioWorkload
 from iolab.workloads.metadata import MetadataWorkload
+from iolab.workloads.objects import ObjectsWorkload
 from iolab.workloads.pytorch import PytorchWorkload
 from iolab.workloads.tensorflow import TensorflowWorkload
 
 AnyWorkload = Annotated[
-    FioWorkload | PytorchWorkload | MetadataWorkload | TensorflowWorkload | CheckpointWorkload,
+    FioWorkload | PytorchWorkload | MetadataWorkload | TensorflowWorkload | CheckpointWorkload | ObjectsWorkload,
     Field(discriminator="type"),
 ]
 WORKLOAD_TYPES: dict[str, type[Workload]] = {
@@ -24,12 +25,13 @@ WORKLOAD_TYPES: dict[str, type[Workload]] = {
     "metadata": MetadataWorkload,
     "tensorflow": TensorflowWorkload,
     "checkpoint": CheckpointWorkload,
+    "objects": ObjectsWorkload,
 }
 
 
 def parser_for(tool: str) -> Parser:
     """The parser of a workload kind's raw files (one per tool: iolab.parsers.<tool>)."""
-    from iolab.parsers import checkpoint, fio, metadata, pytorch
+    from iolab.parsers import checkpoint, fio, metadata, objects, pytorch
 
     # tensorflow: iolab.host.loader.tf_loader writes the loader.json of every iolab loader.
     parsers: dict[str, Parser] = {
@@ -38,5 +40,6 @@ def parser_for(tool: str) -> Parser:
         "tensorflow": pytorch.parse,
         "metadata": metadata.parse,
         "checkpoint": checkpoint.parse,
+        "objects": objects.parse,
     }
     return parsers[tool]

@@ -1,5 +1,4 @@
-"""Emulated accelerators (MLPerf Storage's compute time per batch) and real GPUs.
-"""
+"""Emulated accelerators (MLPerf Storage's compute time per batch) and real GPUs."""
 
 from __future__ import annotations
 
@@ -9,16 +8,27 @@ from pydantic import model_validator
 
 from iolab.schema import Duration, Model
 
-# resnet50 compute time per batch of 400 samples (MLPerf Storage v1.0, as DLIO runs it;
-# docs/REFERENCE_FIGURES.md): the defaults of the emulated accelerators.
+# Compute time per batch of each MLPerf Storage training workload on each accelerator, at the workload's
+# own batch size (REFERENCE_BATCHES), as DLIO sleeps it (docs/REFERENCE_FIGURES.md gives each source).
+# resnet50's are the defaults of every pytorch and tensorflow workload's emulated accelerator.
 ACCELERATOR_FIGURES = {"a100": 0.435, "h100": 0.224}
+COMPUTE_TIMES: dict[str, dict[str, float]] = {
+    "resnet50": ACCELERATOR_FIGURES,
+    "unet3d": {"a100": 0.636, "h100": 0.323, "b200": 0.162},
+    "cosmoflow": {"a100": 0.00551, "h100": 0.00350},
+}
 REFERENCE_BATCH = 400
+REFERENCE_BATCHES = {"resnet50": REFERENCE_BATCH, "unet3d": 7, "cosmoflow": 1}
+EMULATED = ("a100", "h100", "b200")
 
 
 class Accelerator(Model):
-    """Emulated (a100, h100: resnet50's figures; custom: your compute_per_batch) or the host's real GPUs (gpu)."""
-    type: Literal["a100", "h100", "custom", "gpu"]
+    """Emulated (a100, h100, b200: the figures of `model`; custom: your compute_per_batch) or real GPUs (gpu)."""
+
+    type: Literal["a100", "h100", "b200", "custom", "gpu"]
     compute_per_batch: Duration | None = None
+    # Whose compute times an emulated a100/h100/b200 takes (an MLPerf Storage training workload).
+    model: Literal["resnet50", "unet3d", "cosmoflow"] = "resnet50"
 
     @model_validator(mode="after")
     def _compute(self) -> Accelerator:
@@ -26,10 +36,17 @@ class Accelerator(Model):
             raise ValueError("type custom needs compute_per_batch, e.g. 0.224s")
         if self.type == "gpu" and self.compute_per_batch is not None:
             raise ValueError("type gpu trains ResNet-50 for real: it takes no compute_per_batch")
+        if self.type in EMULATED and self.compute_per_batch is None and self.type not in COMPUTE_TIMES[self.model]:
+            published = ", ".join(COMPUTE_TIMES[self.model])
+            raise ValueError(
+                f"MLPerf Storage publishes no {self.type} compute time for {self.model} (it has: "
+                f"{published}); use type: custom with compute_per_batch"
+            )
         return self
 
     def compute_time(self, batch_size: int) -> float:
-        """Seconds per batch: compute_per_batch as given, else the figure for 400 scaled to batch_size."""
+        """Seconds per batch: compute_per_batch as given, else the model's figure scaled to batch_size."""
         if self.compute_per_batch is not None:
             return self.compute_per_batch
-        return ACCELERATOR_FIGURES.get(self.type, 0.0) * batch_size / REFERENCE_BATCH
+        figure = COMPUTE_TIMES[self.model].get(self.type, 0.0)
+        return figure * (batch_size / REFERENCE_BATCHES[self.model])

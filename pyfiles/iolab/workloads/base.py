@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -43,3 +43,7 @@ class Workload(Model):
 
     def run_timeout(self, default: float) -> float:
         return self.timeout or default
+
+    def repetition_vars(self, repetition: int) -> dict[str, Any]:
+        """Role variables that change with the repetition (a loader's shuffle seed under MLPerf's rules)."""
+        return {}

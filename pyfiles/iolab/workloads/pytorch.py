@@ -10,12 +10,14 @@ from pydantic import Field, model_validator
 from iolab.schema import Ramp
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, Workload
+from iolab.workloads.mlperf import MlperfFields
 
 
-class PytorchWorkload(Workload):
+class PytorchWorkload(Workload, MlperfFields):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
     type: Literal["pytorch"]
-    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "dali"] = "packed"
+    # dali: NVIDIA DALI decodes (iolab.host.loader.dali_reader); s3: samples from the bucket of an s3 backend.
+    reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3", "dali"] = "packed"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     pin_memory: bool = False
@@ -50,6 +52,11 @@ class PytorchWorkload(Workload):
         return self
 
     @property
+    def needs_s3(self) -> bool:
+        """Reader s3 reads an s3 backend's bucket (iolab.host.loader.readers.S3Objects)."""
+        return self.reader == "s3"
+
+    @property
     def formats(self) -> set[str]:
         return {"packed"} if self.reader == "packed" else set()
 
@@ -69,6 +76,9 @@ class PytorchWorkload(Workload):
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_pytorch_dataset": root}
+
+    def repetition_vars(self, repetition: int) -> dict[str, Any]:
+        return {"bench_pytorch_seed": self.repetition_seed(self.seed, repetition)}
 
     def describe(self) -> str:
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}

@@ -8,9 +8,10 @@ from pydantic import Field, model_validator
 
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, Workload
+from iolab.workloads.mlperf import MlperfFields
 
 
-class TensorflowWorkload(Workload):
+class TensorflowWorkload(Workload, MlperfFields):
     """tf.data over the data set's TFRecord shards (interleave, map, prefetch), maybe feeding emulated accelerators."""
 
     type: Literal["tensorflow"]
@@ -62,6 +63,9 @@ class TensorflowWorkload(Workload):
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_tensorflow_dataset": root}
+
+    def repetition_vars(self, repetition: int) -> dict[str, Any]:
+        return {"bench_tensorflow_seed": self.repetition_seed(self.seed, repetition)}
 
     def describe(self) -> str:
         acc = (

@@ -46,30 +46,15 @@ def cmd_gen(args: argparse.Namespace) -> int:
 
     existed = Manifest.exists(args.root)
     started = time.perf_counter()
-    manifest = gen(
-        args.root,
-        files=args.files,
-        seed=args.seed,
-        classes=args.classes,
-        workers=args.workers,
-        progress=_progress("gen"),
-    )
+    manifest = gen(args.root, files=args.files, seed=args.seed, classes=args.classes,
+                   workers=args.workers, progress=_progress("gen"), kind=args.kind)
     seconds = time.perf_counter() - started
     total = manifest.total_bytes
-    result = {
-        "root": str(args.root),
-        "files": manifest.files,
-        "seed": manifest.seed,
-        "classes": manifest.classes,
-        "bytes": total,
-        "mean_size": total / manifest.files,
-        "manifest_hash": manifest.hash,
-        "generated": not existed,
-        "seconds": round(seconds, 3),
-        "files_per_s": round(manifest.files / seconds, 1) if not existed else None,
-        "generator": GENERATOR,
-        "pillow": PIL.__version__,
-    }
+    result = {"root": str(args.root), "files": manifest.files, "seed": manifest.seed,
+              "classes": manifest.classes, "bytes": total, "mean_size": total / manifest.files,
+              "manifest_hash": manifest.hash, "generated": not existed, "seconds": round(seconds, 3),
+              "files_per_s": round(manifest.files / seconds, 1) if not existed else None,
+              "generator": manifest.generator or GENERATOR, "pillow": PIL.__version__}
     verb = f"generated in {seconds:.1f} s ({manifest.files / seconds:.0f} files/s)" if not existed else "already there"
     _emit(
         args,
@@ -180,6 +165,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, required=True, help="same seed, same bytes")
     g.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
     g.add_argument("--workers", type=int, default=None, help="processes (default: usable CPUs)")
+    g.add_argument("--kind", default="imagenet-like",
+                   help="imagenet-like (JPEGs, the default), unet3d (NPZ files) or cosmoflow (TFRecord samples)")
     g.set_defaults(run=cmd_gen)
 
     h = sub.add_parser("histogram", help="file sizes by power-of-two bucket and the fio --bssplit")

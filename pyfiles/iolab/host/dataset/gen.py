@@ -47,13 +47,19 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from iolab.host.dataset import samples
 from iolab.host.dataset.manifest import MANIFEST_NAME, Entry, Manifest
+from iolab.host.dataset.pack import pack
+from iolab.host.dataset.shapes import GENERATORS
 from iolab.errors import UserError
 
 GENERATOR = "iolab.host.dataset.gen/1"  # bump when the same seed would give other bytes
 REFERENCE_BSSPLIT = "2K/1:4K/2:8K/4:16K/8:32K/13:64K/38:128K/33:256K/1"  # ImageNet train JPEGs
 TARGET_MEAN = 114_660  # MLPerf Storage resnet50 sample size, bytes
 IN_PROGRESS = ".iolab-gen.json"  # config of a generation under way; gone once the manifest is written
+
+# Data set kinds and the generator that makes each (a manifest names it; another generator's set is refused).
+KINDS = {"imagenet-like": GENERATOR, **GENERATORS}
 
 _EDGE = 0.01  # targets stay this far inside their bucket
 _TOLERANCE = 0.02  # accepted distance of a file's size from its target
@@ -233,15 +239,12 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def gen(
-    root: Path,
-    files: int,
-    seed: int,
-    classes: int = 100,
-    workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> Manifest:
+def gen(root: Path, files: int, seed: int, classes: int = 100, workers: int | None = None,
+        progress: Callable[[int, int], None] | None = None, kind: str = "imagenet-like") -> Manifest:
     """Generate the data set in root, or return the one already there if it has this config.
+
+    `kind`: imagenet-like (JPEGs, here), or an MLPerf workload's samples (iolab.host.dataset.samples:
+    unet3d's NPZ files; cosmoflow's samples, packed here one per TFRecord file as MLPerf lays them out).
 
     >>> m = gen(Path("/var/tmp/iolab/imagenet"), files=2000, seed=1)   # doctest: +SKIP
     >>> m.hash, len(m.entries)                                          # doctest: +SKIP
@@ -249,8 +252,10 @@ def gen(
     root = Path(root)
     if files < 1 or classes < 1:
         raise UserError(f"a data set needs at least one file and one class, got files={files} classes={classes}")
+    if kind not in KINDS:
+        raise UserError(f"unknown data set kind {kind!r}: expected one of {', '.join(KINDS)}")
     config = {"files": files, "seed": seed, "classes": classes}
-    existing = _existing(root, config)
+    existing = _existing(root, config, KINDS[kind])
     if existing is not None:
         if progress:
             progress(files, files)
@@ -258,6 +263,13 @@ def gen(
 
     root.mkdir(parents=True, exist_ok=True)
     (root / IN_PROGRESS).write_text(json.dumps(config, sort_keys=True) + "\n")
+    if kind != "imagenet-like":
+        manifest = samples.generate(root, kind, files, seed, classes, workers or default_workers(), progress)
+        manifest.write(root)
+        if kind == "cosmoflow":     # MLPerf's layout: one sample per TFRecord file
+            pack(root, "tfrecord", samples_per_shard=1)
+        (root / IN_PROGRESS).unlink()
+        return manifest
     path_of, label_of = _names(files, classes)
     for label in range(min(classes, files)):
         (root / path_of(label)).parent.mkdir(parents=True, exist_ok=True)
@@ -301,16 +313,17 @@ def _collect(results, sizes, hashes, total, progress) -> None:
             progress(done, total)
 
 
-def _existing(root: Path, config: dict) -> Manifest | None:
-    """The data set already in root if it has this config; None if root is free for it."""
+def _existing(root: Path, config: dict, generator: str = GENERATOR) -> Manifest | None:
+    """The data set already in root if it has this config and generator; None if root is free for it."""
     if Manifest.exists(root):
         manifest = Manifest.load(root)
         found = {"files": manifest.files, "seed": manifest.seed, "classes": manifest.classes}
-        if manifest.generator is None or found != config:
-            raise UserError(
-                f"{root} already holds a data set with {_describe(found)}, not {_describe(config)}: "
-                "use another directory or remove it"
-            )
+        if manifest.generator != generator:
+            raise UserError(f"{root} already holds a data set made by {manifest.generator}, not {generator}: "
+                            "use another directory or remove it")
+        if found != config:
+            raise UserError(f"{root} already holds a data set with {_describe(found)}, not {_describe(config)}: "
+                            "use another directory or remove it")
         problems = manifest.check_sizes(root)
         if problems:
             raise UserError(

@@ -26,10 +26,15 @@ import os
 import sys
 from pathlib import Path
 
+from iolab.host.dataset.shapes import GENERATORS, SHAPES
+
 MANIFEST = "manifest.jsonl"
 IN_PROGRESS = ".iolab-gen.json"
 PACK_INFO = "pack.json"
-MEAN_SIZE = 114_660  # the generator's mean file size (MLPerf Storage resnet50)
+MEAN_SIZE = 114_660        # the generator's mean file size (MLPerf Storage resnet50)
+# Each kind's mean sample size and generator (the MLPerf kinds': iolab.host.dataset.shapes, stdlib only).
+KINDS = {"imagenet-like": (MEAN_SIZE, "iolab.host.dataset.gen/1"),
+         **{kind: (mean, GENERATORS[kind]) for kind, (mean, _, _) in SHAPES.items()}}
 MARGIN = 1.05
 
 
@@ -57,12 +62,13 @@ def _total_bytes(path: Path) -> int:
     return total
 
 
-def state(root: Path, files: int, seed: int, classes: int, formats: list[str]) -> dict:
+def state(root: Path, files: int, seed: int, classes: int, formats: list[str], kind: str = "imagenet-like") -> dict:
     root = Path(root)
-    wanted = {"files": files, "seed": seed, "classes": classes}
+    mean, generator = KINDS[kind]
+    wanted = {"files": files, "seed": seed, "classes": classes, "generator": generator}
     out: dict = {"root": str(root), "free_bytes": _free(root), "manifest_hash": None, "packs_missing": []}
     manifest = root / MANIFEST
-    estimate = int(files * MEAN_SIZE * MARGIN)
+    estimate = int(files * mean * MARGIN)  # cosmoflow's TFRecord copy is counted as a wanted pack below
     if manifest.is_file():
         with open(manifest) as f:
             header = json.loads(f.readline())
@@ -97,13 +103,9 @@ def state(root: Path, files: int, seed: int, classes: int, formats: list[str]) -
             found = json.loads(marker.read_text())
         except (OSError, ValueError):
             found = None
-        if found != wanted:
-            return {
-                **out,
-                "state": "other",
-                "needed_bytes": 0,
-                "reason": f"{root} holds an interrupted generation of another data set",
-            }
+        if found != {k: wanted[k] for k in ("files", "seed", "classes")}:
+            return {**out, "state": "other", "needed_bytes": 0,
+                    "reason": f"{root} holds an interrupted generation of another data set"}
     elif root.is_dir() and any(root.iterdir()):
         return {
             **out,
@@ -115,7 +117,7 @@ def state(root: Path, files: int, seed: int, classes: int, formats: list[str]) -
 
 
 def _describe(config: dict) -> str:
-    return ", ".join(f"{k}={config.get(k)}" for k in ("files", "seed", "classes"))
+    return ", ".join(f"{k}={config.get(k)}" for k in ("files", "seed", "classes", "generator"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,9 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--classes", type=int, default=100)
     p.add_argument("--formats", default="", help="comma-separated pack formats wanted")
+    p.add_argument("--kind", choices=list(KINDS), default="imagenet-like", help="what the data set holds")
     args = p.parse_args(argv)
     formats = [f for f in args.formats.split(",") if f]
-    print(json.dumps(state(args.root, args.files, args.seed, args.classes, formats), sort_keys=True))
+    print(json.dumps(state(args.root, args.files, args.seed, args.classes, formats, args.kind), sort_keys=True))
     return 0
 
 

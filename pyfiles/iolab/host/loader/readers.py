@@ -4,6 +4,8 @@
     cv2-imread    cv2.imread(path) → BGR → RGB                   OpenCV reads the file its own way
     cv2-imdecode  one read of the whole file → cv2.imdecode     the field report's fix for imread
     packed        one pread from the packed data file → imdecode no open, no stat per sample
+    npz           one read of the whole file → numpy.load       unet3d's NPZ files, as DLIO's NPZ reader
+    s3            one GET of the sample's object → imdecode    straight from an s3 backend's bucket (S3Objects)
 
 Decoded samples are cropped to the centre square and resized to SIZE×SIZE (224, as
 ResNet-50 trains) so that a batch stacks into one uint8 tensor [B, H, W, C]; its
@@ -24,6 +26,8 @@ which gives the accelerator-emulation tests a loader of known speed.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import multiprocessing
 import os
 import time
@@ -38,7 +42,7 @@ from torch.utils.data import Dataset, get_worker_info
 from iolab.host.dataset.manifest import Manifest
 from iolab.host.dataset.packed import PackedReader
 
-READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed")
+READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3")
 SIZE = 224
 PACKED_DIR = "packed"
 
@@ -126,6 +130,15 @@ def decode_cv2_bytes(data: bytes, size: int) -> np.ndarray:
     return _cv2_fit(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), size)
 
 
+def decode_npz(data: bytes) -> bytes:
+    """Load every array of an NPZ file read whole (unet3d's x and y), as DLIO's NPZ reader does; the batch
+    carries the file's bytes (the arrays vary in size and stack into no tensor)."""
+    with np.load(io.BytesIO(data)) as arrays:
+        for name in arrays.files:
+            arrays[name]
+    return data
+
+
 class Samples(Dataset):
     """Sample i of the data set at `root` as (uint8 tensor, label, bytes read)."""
 
@@ -154,6 +167,7 @@ class Samples(Dataset):
         self.manifest_hash = manifest.hash
         self.total_bytes = manifest.total_bytes
         if reader == "packed":
+            self.objects = None
             self.packed: _Packed | None = _Packed(self.root / PACKED_DIR)
             if len(self.packed) != manifest.files:
                 raise ValueError(
@@ -165,6 +179,7 @@ class Samples(Dataset):
             self.labels = [self.packed.label(i) for i in range(len(self.packed))]
         else:
             self.packed = None
+            self.objects = S3Objects.from_env(manifest) if reader == "s3" else None
             self.paths = [str(self.root / e.path) for e in manifest.entries]
             self.sizes = [e.size for e in manifest.entries]
             self.labels = [e.label for e in manifest.entries]
@@ -187,9 +202,10 @@ class Samples(Dataset):
         elif self.reader == "cv2-imread":
             out, nbytes = decode_cv2_file(self.paths[i], self.size), self.sizes[i]
         else:
-            data = read_exact(self.paths[i], self.sizes[i])
+            data = self.objects.read(i) if self.objects else read_exact(self.paths[i], self.sizes[i])
             nbytes = len(data)
-            out = decode_cv2_bytes(data, self.size) if self.decode else data
+            decoder = decode_npz if self.reader == "npz" else lambda raw: decode_cv2_bytes(raw, self.size)
+            out = decoder(data) if self.decode else data
         if self.preprocess_time:
             time.sleep(self.preprocess_time)
         worker = get_worker_info()
@@ -221,6 +237,8 @@ class Samples(Dataset):
             part = view[at : at + length]
             if self.packed is not None:
                 self.packed.read_into(i, part)
+            elif self.objects:
+                self.objects.read_into(i, part)
             else:
                 read_into(self.paths[i], part)
             at += length
@@ -266,6 +284,62 @@ def _shared(numel: int, like: torch.Tensor) -> torch.Tensor | None:
         return None
     storage = like._typed_storage()._new_shared(numel, device=like.device)
     return like.new(storage)
+
+
+# --- reader s3: each sample one object of the bucket -----------------------------------------------
+
+S3_ENV = "IOLAB_S3"     # the s3 backend's connection (JSON: endpoint, bucket, prefix, region, credentials' source)
+S3_DATASET = "dataset"  # the staged data set's keys: <prefix>/dataset/<manifest path>, and its manifest.jsonl
+
+
+class S3Objects:
+    """Sample i's bytes as one GET of its object, through s3torchconnector (AWS's S3 client for PyTorch).
+
+    The manifest's own copy in the bucket must be the loader's (same hash) before any
+    sample is read. The first read of each sample (the first epoch: every worker shares
+    the flags) checks its bytes against the manifest's size and sha256.
+    """
+
+    def __init__(self, conn: dict[str, Any], manifest: Manifest):
+        from s3torchconnector import S3ClientConfig, S3MapDataset
+
+        from iolab.host import s3client
+
+        os.environ.update({name.upper(): value for name, value in s3client.keys(conn["credentials"]).items()})
+        self.base = s3client.key(conn, S3_DATASET)
+        uris = [f"s3://{conn['bucket']}/{self.base}/{e.path}" for e in manifest.entries]
+        self.dataset = S3MapDataset.from_objects([f"s3://{conn['bucket']}/{self.base}/manifest.jsonl", *uris],
+                                                 region=conn["region"], endpoint=conn["endpoint"],
+                                                 s3client_config=S3ClientConfig(force_path_style=True))
+        self.entries = manifest.entries
+        self.checked = multiprocessing.RawArray("b", len(manifest.entries))
+        stored = hashlib.sha256(self.dataset[0].read()).hexdigest()
+        if stored != manifest.hash:
+            raise ValueError(f"s3://{conn['bucket']}/{self.base}/manifest.jsonl is another data set's ({stored[:12]}, "
+                             f"the loader's is {manifest.hash[:12]}): stage the campaign's data set again")
+
+    @classmethod
+    def from_env(cls, manifest: Manifest) -> S3Objects:
+        if not os.environ.get(S3_ENV):
+            raise ValueError(f"reader s3 reads an s3 backend's bucket: ${S3_ENV} names none (run it on an s3 backend)")
+        from iolab.host import s3client
+
+        return cls(s3client.connection(os.environ[S3_ENV]), manifest)
+
+    def read(self, i: int) -> bytes:
+        data = self.dataset[i + 1].read()
+        if not self.checked[i]:
+            entry = self.entries[i]
+            digest = hashlib.sha256(data).hexdigest()
+            if len(data) != entry.size or digest != entry.sha256:
+                raise ValueError(f"{self.base}/{entry.path}: {len(data)} bytes, sha256 {digest[:16]}…, differ "
+                                 f"from the manifest's sample ({entry.size} bytes, {entry.sha256[:16]}…): the "
+                                 "bucket's copy is damaged; stage the data set again")
+            self.checked[i] = 1
+        return data
+
+    def read_into(self, i: int, view: memoryview) -> None:
+        view[:] = self.read(i)
 
 
 def collate(batch: list[tuple[torch.Tensor, int, int]]) -> dict[str, Any]:

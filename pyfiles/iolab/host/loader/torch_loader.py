@@ -36,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
     p.add_argument(
         "--reader",
-        choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "dali"),
+        choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3", "dali"),
         default="packed",
         help="dali: an NVIDIA DALI pipeline instead of the DataLoader (iolab.host.loader.dali_reader)",
     )

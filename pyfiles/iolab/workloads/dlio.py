@@ -1,0 +1,238 @@
+"""DLIO (and MLPerf Storage) workload files as iolab workloads: `type: dlio` and `bench.all --workload-file`.
+
+A DLIO workload file is a Hydra YAML document with the sections model, framework, workflow,
+dataset, reader, train, checkpoint and metric. `workload(path)` maps one onto iolab: a
+training workload onto an MLPerf preset (iolab.workloads.mlperf) with the file's batch size,
+threads, epochs and compute time, and its data set; a checkpointing one (llama3) onto a
+`checkpoint` workload. Every key is either
+
+- mapped onto an iolab key (MAPPED),
+- checked: the file's value must be what iolab does (CHECKED: the preset's sample size,
+  samples per file and AU threshold; seeded shuffles; fsync),
+- replaced by what iolab decides itself, for the reason given (REPLACED: where data and
+  checkpoints go, that iolab generates the data, DLIO's in-memory resize after a read),
+- or, in a training file with workflow.checkpoint off, a checkpoint setting DLIO does not use either,
+
+or refused: one line naming the file and the key. Nothing in the file is ignored silently.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from iolab import yamlfile
+from iolab.workloads.accelerator import COMPUTE_TIMES
+from iolab.workloads.checkpoint import CHECKPOINT_MODELS
+from iolab.workloads.mlperf import PRESETS
+
+# What iolab decides itself instead of the file, and why the file's value has no say.
+REPLACED = {
+    "dataset.data_folder": "each backend holds the data set at its own place",
+    "checkpoint.checkpoint_folder": "each backend holds the checkpoint at its own place",
+    "workflow.generate_data": "iolab generates the data set on each backend when it is missing",
+    "dataset.record_length_resize": "DLIO resizes in memory after the read; no I/O changes",
+    "dataset.record_length_bytes_resize": "DLIO resizes in memory after the read; no I/O changes",
+    "model.type": "a label",
+    "model.model_size": "the size of the model's own checkpoint, which a training workload does not write",
+    "checkpoint.time_between_checkpoints": "iolab's checkpoints are separate runs, further apart than that",
+}
+# Keys of the llama3 models' description: the checkpoint's size is MLPerf's for the named model.
+LLAMA_DESCRIPTION = ("num_layers", "model_datatype", "optimizer_datatype", "parallelism", "transformer", "type")
+LLAMA = {"llama_8b": "llama3-8b", "llama_70b": "llama3-70b", "llama_405b": "llama3-405b", "llama_1t": "llama3-1t"}
+SECTIONS = ("model", "framework", "workflow", "dataset", "reader", "train", "checkpoint", "metric")
+
+
+class Refused(ValueError):
+    """A key of the file iolab cannot honour."""
+
+    def __init__(self, key: str, why: str):
+        super().__init__(f"{key}: {why}")
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """Read a DLIO workload file (bounded: iolab.yamlfile)."""
+    raw = yamlfile.load(path, "DLIO workload file", "--workload-file")
+    if not isinstance(raw, dict):
+        raise ValueError(f"a DLIO workload file is a YAML mapping of sections ({', '.join(SECTIONS)})")
+    return raw
+
+
+def workload(config: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, Any] | None, int | None]:
+    """(the iolab workload, the data set it reads or None, the repetitions it asks for or None); Refused if not.
+
+    The workload is a raw campaign entry: `type: mlperf` (expanded by iolab.workloads.mlperf) or
+    `type: checkpoint`.
+    """
+    keys = _flatten(config)
+    unknown = [k for k in config if k not in SECTIONS]
+    if unknown:
+        raise Refused(unknown[0], f"not a DLIO section iolab maps (it maps: {', '.join(SECTIONS)})")
+    model = config.get("model")
+    model_name = model.get("name") if isinstance(model, dict) else model
+    workflow = config.get("workflow") or {}
+    if model_name in LLAMA or (workflow.get("checkpoint") and not workflow.get("train", True)):
+        repetitions = _repetitions(keys)
+        return _checkpoint(keys, model_name, name), None, repetitions
+    return _training(keys, model_name, name)
+
+
+def _flatten(config: dict[str, Any]) -> dict[str, Any]:
+    """{'section.key': value}; `model: unet3d` (a bare name) as model.name."""
+    out: dict[str, Any] = {}
+    for section, body in config.items():
+        if isinstance(body, dict):
+            for key, value in body.items():
+                out[f"{section}.{key}"] = value
+        else:
+            out[section if section != "model" else "model.name"] = body
+    return out
+
+
+def _take(keys: dict[str, Any], key: str, default: Any = None) -> Any:
+    return keys.pop(key, default)
+
+
+def _check(keys: dict[str, Any], key: str, wanted: Any, why: str) -> None:
+    if key in keys and keys.pop(key) != wanted:
+        raise Refused(key, why)
+
+
+def _done(keys: dict[str, Any]) -> None:
+    """Refuse the first key left: neither mapped, checked nor replaced."""
+    for key in list(keys):
+        if key in REPLACED:
+            del keys[key]
+    if keys:
+        key = next(iter(keys))
+        raise Refused(key, f"iolab cannot honour this DLIO key (value {keys[key]!r}); remove it or run DLIO itself")
+
+
+def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, Any], dict[str, Any], None]:
+    if model not in PRESETS:
+        raise Refused(
+            "model.name",
+            f"{model!r} is not a training workload iolab emulates "
+            f"(it has: {', '.join(PRESETS)}; llama3 models as checkpointing)",
+        )
+    preset = PRESETS[model]
+    keys.pop("model.name")
+    _check(keys, "workflow.train", True, "iolab maps training workloads and llama3 checkpointing")
+    _check(
+        keys,
+        "workflow.checkpoint",
+        False,
+        "iolab does not checkpoint during training: set it False and add a type: checkpoint workload beside this one",
+    )
+    for flag in ("workflow.evaluation", "workflow.do_eval", "workflow.profiling", "workflow.debug"):
+        _check(keys, flag, False, "iolab measures training reads only")
+    for key in [k for k in keys if k.startswith("checkpoint.")]:
+        del keys[key]  # the settings of a checkpoint turned off: DLIO does not use them either
+    framework = _take(keys, "framework", preset.framework)
+    _check(keys, "reader.data_loader", framework, f"the data loader must be the framework ({framework})")
+    fmt = {"unet3d": "npz", "resnet50": "tfrecord" if framework == "tensorflow" else "jpeg", "cosmoflow": "tfrecord"}[
+        model
+    ]
+    _check(keys, "dataset.format", fmt, f"{model} on {framework} reads {fmt} in iolab")
+    size = keys.pop("dataset.record_length_bytes", keys.pop("dataset.record_length", preset.sample_bytes))
+    if abs(float(size) - preset.sample_bytes) > 0.01 * preset.sample_bytes:
+        raise Refused("dataset.record_length", f"iolab's {model} samples are {preset.sample_bytes:,} B on average")
+    for key in ("dataset.record_length_bytes_stdev", "dataset.record_length_stdev"):
+        keys.pop(key, None)  # the generator's spread is MLPerf's (host.dataset.shapes)
+    per_file = _take(keys, "dataset.num_samples_per_file", preset.samples_per_file)
+    if per_file != preset.samples_per_file:
+        raise Refused(
+            "dataset.num_samples_per_file", f"iolab's {model} data set has {preset.samples_per_file} per file"
+        )
+    files = _take(keys, "dataset.num_files_train")
+    out: dict[str, Any] = {"name": name, "type": "mlperf", "workload": model}
+    if framework != preset.framework:
+        out["framework"] = framework
+    seconds = _take(keys, "train.computation_time")
+    batch = _take(keys, "reader.batch_size")
+    if batch is not None:
+        out["batch_size"] = batch
+    if seconds is not None:
+        published = [a for a, s in COMPUTE_TIMES[model].items() if abs(s - float(seconds)) < 1e-9]
+        if published and batch in (None, PRESETS[model].keys(model)["batch_size"]):
+            out["accelerator"] = published[0]
+        else:  # out of the table: the file's own time
+            out.update(accelerator="custom", compute_per_batch=float(seconds))
+    for key, target in (("train.epochs", "epochs"), ("train.total_training_steps", "steps")):
+        if key in keys:
+            out[target] = keys.pop(key)
+    threads = _take(keys, "reader.read_threads")
+    if threads is not None:
+        out["workers" if framework == "pytorch" else "parallel_reads"] = threads
+    if "reader.computation_threads" in keys:
+        if framework != "tensorflow":
+            raise Refused("reader.computation_threads", "a tensorflow reader's setting")
+        out["private_threads"] = keys.pop("reader.computation_threads")
+    if "reader.shuffle_size" in keys:
+        if framework != "tensorflow":
+            raise Refused("reader.shuffle_size", "a tensorflow reader's setting (pytorch shuffles the whole set)")
+        out["shuffle_buffer"] = keys.pop("reader.shuffle_size")
+    if "reader.prefetch_size" in keys:
+        out["prefetch_factor"] = keys.pop("reader.prefetch_size")
+    for key in ("reader.file_shuffle", "reader.sample_shuffle"):
+        _check(keys, key, "seed", "iolab shuffles with a seed (a new one per repetition)")
+    _check(keys, "reader.dont_use_mmap", True, "iolab's readers never map files")
+    _check(keys, "train.seed_change_epoch", True, "iolab's loaders reshuffle every epoch")
+    _check(
+        keys, "metric.au", preset.au_threshold / 100, f"MLPerf's AU threshold for {model} is {preset.au_threshold:g} %"
+    )
+    _done(keys)
+    dataset = {"kind": preset.dataset, "files": int(files) * per_file if files else 0, "seed": 1}
+    return out, dataset, None
+
+
+def _checkpoint(keys: dict[str, Any], model: Any, name: str) -> dict[str, Any]:
+    if model not in LLAMA:
+        raise Refused("model.name", f"{model!r}: iolab checkpoints MLPerf's llama3 models only ({', '.join(LLAMA)})")
+    keys.pop("model.name")
+    for key in LLAMA_DESCRIPTION:
+        keys.pop(f"model.{key}", None)  # describes the named model, whose checkpoint size MLPerf publishes
+    _check(keys, "workflow.checkpoint", True, "a llama3 workload file checkpoints")
+    _check(keys, "workflow.train", False, "iolab does not train llama3; it writes and reads its checkpoint")
+    _check(keys, "checkpoint.fsync", True, "iolab fsyncs every shard")
+    _take(keys, "framework")
+    _done(keys)
+    return {"name": name, "type": "checkpoint", "model": LLAMA[model], "writers": CHECKPOINT_MODELS[LLAMA[model]][1]}
+
+
+def _repetitions(keys: dict[str, Any]) -> int | None:
+    """num_checkpoints_write and _read: one iolab run writes and reads one checkpoint, so N of each is N runs."""
+    writes = keys.pop("checkpoint.num_checkpoints_write", None)
+    reads = keys.pop("checkpoint.num_checkpoints_read", writes)
+    if writes is None:
+        writes = reads
+    if writes != reads:
+        raise Refused(
+            "checkpoint.num_checkpoints_read",
+            "iolab reads back each checkpoint it writes: make it num_checkpoints_write",
+        )
+    return writes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m iolab.workloads.dlio FILE...: what each DLIO workload file maps to, or the key refused."""
+    import sys
+
+    from iolab.errors import UserError
+
+    refused = 0
+    for name in sys.argv[1:] if argv is None else argv:
+        path = Path(name)
+        try:
+            mapped, dataset, repetitions = workload(load(path), path.stem.replace("_", "-"))
+        except (ValueError, UserError) as exc:
+            refused += 1
+            print(f"{path.name}: refused: {exc}")
+            continue
+        extra = (f", data set {dataset}" if dataset else "") + (f", {repetitions} repetitions" if repetitions else "")
+        print(f"{path.name}: {mapped}{extra}")
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

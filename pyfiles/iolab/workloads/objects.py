@@ -1,0 +1,57 @@
+"""Workload kind `objects`: S3 PUT then GET of objects of one size, by threads on every host, timed after a ramp."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from iolab.schema import Duration, Ramp, Size
+from iolab.units import human
+from iolab.workloads.base import Workload
+
+FILL_S = 120.0  # the timeout's allowance for writing the keys once and deleting them
+
+
+class ObjectsWorkload(Workload):
+    """S3 PUT then GET of `size`-byte objects by `threads` threads on each host (runs on s3 backends).
+
+    Each host writes its `objects` keys once (untimed), then overwrites them for
+    ramp + runtime (PUT), then reads them in random order for ramp + runtime (GET);
+    requests ending in the ramp are the warm-up and not counted. Lists sweep: size:
+    [4KiB, 1MiB, 16MiB], threads: [1, 8], and hosts_sweep for the hosts.
+    """
+
+    type: Literal["objects"]
+    size: Size = 1 << 20
+    threads: Annotated[int, Field(ge=1, le=256)] = 4
+    objects: Annotated[int, Field(ge=1, le=100_000)] = 64
+    runtime: Duration = 10.0
+    ramp: Ramp = 2.0
+    seed: int = 0
+
+    tool: ClassVar[str] = "objects"
+    uses_dataset: ClassVar[bool] = False
+    needs_s3: ClassVar[bool] = True
+    formats: ClassVar[set[str]] = set()
+
+    @property
+    def writes(self) -> str:
+        return "PUT objects"
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        return {
+            "bench_objects_size": self.size,
+            "bench_objects_threads": self.threads,
+            "bench_objects_objects": self.objects,
+            "bench_objects_runtime": self.runtime,
+            "bench_objects_ramp": self.ramp,
+            "bench_objects_seed": self.seed,
+            "bench_objects_timeout": self.run_timeout(2 * (self.ramp + self.runtime) + FILL_S),
+        }
+
+    def describe(self) -> str:
+        return (
+            f"S3 objects of {human(self.size, 'B')}: {self.objects} keys per host written once, then PUT and GET "
+            f"by {self.threads} threads per host, each {self.ramp:g} s warm-up + {self.runtime:g} s timed"
+        )

@@ -1,0 +1,271 @@
+"""S3 through the lab's Ceph radosgw, on localhost: a real radosgw, real boto3 requests, real campaigns.
+
+The module brings up its own lab cluster (test_services' Lab, with radosgw on a free
+port and without NFS), torn down by the same finalizer; its bucket is `itest-s3` and its
+campaigns `itest-s3-*`, so a lab the developer runs with the defaults is never touched.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from integration.test_services import Lab, assert_ok, free_ports, run
+from integration.test_services import _teardown as teardown
+
+BUCKET = "itest-s3"
+
+
+class RgwLab(Lab):
+    def extra_vars(self) -> dict:
+        return {
+            **super().extra_vars(),
+            "service_ceph_rgw_bucket": BUCKET,
+            "services_enabled": ["ceph"],
+        }
+
+    def s3(self) -> dict:
+        return self.ceph_client()["s3"]
+
+    def keys(self) -> list[str]:
+        profile = configparser.ConfigParser()
+        profile.read(self.s3()["credentials"])
+        return [profile["default"]["aws_access_key_id"], profile["default"]["aws_secret_access_key"]]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Iterator[RgwLab]:
+    root = Path(tmp_path_factory.mktemp("s3"))
+    lab = RgwLab(root=root, ports=dict(zip(("mon", "mon_v1", "nfs", "mount", "rgw"), free_ports(5), strict=True)))
+    lab.inventory.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
+    try:
+        # -vv: the task arguments and results Ansible shows; the keys must be in none of them.
+        lab.started = lab.playbook("started", "-vv", timing="cold started")
+        assert_ok(lab.started)
+        yield lab
+    finally:
+        teardown(lab)
+
+
+def bench_all(cli, path: Path, check: bool = True):
+    """bench.all on localhost, waiting (up to 15 min) while another campaign of the suite holds its lease."""
+    deadline = time.monotonic() + 900
+    while True:
+        done = cli("bench.all", "--campaign", str(path), check=False)
+        if "localhost is held by" not in done.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(10)
+    if check and done.returncode != 0:
+        raise AssertionError(f"bench.all exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def backend(lab: RgwLab, name: str, **extra) -> dict:
+    s3 = lab.s3()
+    return {
+        "name": name,
+        "type": "s3",
+        "endpoint": s3["endpoint"],
+        "bucket": s3["bucket"],
+        "credentials": s3["credentials"],
+        **extra,
+    }
+
+
+def test_radosgw_serves_the_published_bucket_on_loopback_with_private_credentials(lab):
+    import boto3
+
+    s3 = lab.s3()
+    assert s3 == {
+        "endpoint": f"http://127.0.0.1:{lab.ports['rgw']}",
+        "bucket": BUCKET,
+        "region": "us-east-1",
+        "credentials": str(lab.ceph_dir / "s3.credentials"),
+    }
+    assert stat.S_IMODE(Path(s3["credentials"]).stat().st_mode) == 0o600
+    access, secret = lab.keys()
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3["endpoint"],
+        region_name=s3["region"],
+        aws_access_key_id=access,
+        aws_secret_access_key=secret,
+    )
+    assert BUCKET in [b["Name"] for b in client.list_buckets()["Buckets"]]
+    client.put_object(Bucket=BUCKET, Key="itest/hello", Body=b"hello")
+    assert client.get_object(Bucket=BUCKET, Key="itest/hello")["Body"].read() == b"hello"
+    client.delete_object(Bucket=BUCKET, Key="itest/hello")
+    rgw_pid = int((lab.ceph_dir / "run" / "radosgw.iolab.pid").read_text())
+    listening = [line for line in run(["ss", "-Hltnp"]).stdout.splitlines() if f"pid={rgw_pid}," in line]
+    assert listening and all(line.split()[3] == f"127.0.0.1:{lab.ports['rgw']}" for line in listening), listening
+
+
+def test_a_second_started_run_leaves_user_bucket_and_keys_alone(lab):
+    keys = lab.keys()
+    done = lab.playbook("started", "-vv")
+    assert assert_ok(done)["changed"] == 0, done.stdout[-6000:]
+    assert lab.keys() == keys
+    lab.second = done
+
+
+def test_object_put_and_get_figures_by_size_and_threads(lab, cli, write_campaign):
+    path = write_campaign(
+        {
+            "name": "itest-s3-objects",
+            "repetitions": 1,
+            "backends": [backend(lab, "itest-s3", prefix="itest-objects")],
+            "workloads": [
+                {
+                    "name": "obj",
+                    "type": "objects",
+                    "size": ["64KiB", "1MiB"],
+                    "threads": [1, 2],
+                    "objects": 8,
+                    "runtime": "2s",
+                    "ramp": "1s",
+                }
+            ],
+        }
+    )
+    dry = cli("bench.all", "--campaign", str(path), "--dry-run").stdout
+    assert "S3 objects of 64 KiB: 8 keys per host written once" in dry
+    done = bench_all(cli, path)
+    samples = cli.samples("itest-s3-objects")
+    points = {(s["params"]["size"], s["params"]["threads"]) for s in samples}
+    assert points == {(65536, 1), (65536, 2), (1 << 20, 1), (1 << 20, 2)}
+    by = {(s["params"]["size"], s["params"]["threads"], s["host"], s["metric"]): s for s in samples}
+    for size, threads in points:
+        for direction in ("read", "write"):
+            bw = by[(size, threads, "*", f"{direction}_bw")]
+            assert bw["unit"] == "B/s" and bw["value"] > 0
+            iops = by[(size, threads, "localhost", f"{direction}_iops")]["value"]
+            host_bw = by[(size, threads, "localhost", f"{direction}_bw")]["value"]
+            assert abs(host_bw - iops * size) < 1e-6 * host_bw  # whole objects, counted in the window
+            p50 = by[(size, threads, "localhost", f"{direction}_clat_p50")]
+            p99 = by[(size, threads, "localhost", f"{direction}_clat_p99")]
+            assert p50["unit"] == "ns" and 0 < p50["value"] <= p99["value"]
+        meta = by[(size, threads, "localhost", "read_bw")]["metadata"]
+        assert meta["object_client"].startswith("boto3 ") and meta["object_threads"] == threads
+    table = cli("report", "--campaign", "itest-s3-objects").stdout
+    assert "itest-s3" in table and "read_bw" in table and "write_bw" in table
+    leftovers = run(["radosgw-admin", "--conf", lab.ceph_client()["conf"], "bucket", "list", "--bucket", BUCKET]).stdout
+    assert "itest-objects/" not in leftovers  # every key deleted after its run
+    lab.objects_output = done.stdout + done.stderr
+    lab.objects_results = cli.results / "itest-s3-objects"
+
+
+def s3_client(lab: RgwLab):
+    import boto3
+
+    access, secret = lab.keys()
+    return boto3.client(
+        "s3",
+        endpoint_url=lab.s3()["endpoint"],
+        region_name="us-east-1",
+        aws_access_key_id=access,
+        aws_secret_access_key=secret,
+    )
+
+
+LOADER = {
+    "name": "itest-s3-loader",
+    "repetitions": 1,
+    "dataset": {"files": 40, "seed": 5, "classes": 4},
+    "workloads": [
+        {
+            "name": "objects",
+            "type": "objects",
+            "size": "256KiB",
+            "threads": 2,
+            "objects": 4,
+            "runtime": "2s",
+            "ramp": "1s",
+        },
+        {"name": "loader", "type": "pytorch", "reader": ["cv2-imdecode", "s3"], "workers": 1, "batch_size": 8},
+    ],
+}
+
+
+def test_the_loader_reads_the_staged_data_set_from_the_bucket_beside_a_file_backend(lab, cli, write_campaign):
+    path = write_campaign(
+        {
+            **LOADER,
+            "backends": [
+                {"name": "itest-s3-mem", "type": "tmpfs", "size": "64MiB"},
+                backend(lab, "itest-s3-bucket", prefix="itest-loader"),
+            ],
+        }
+    )
+    bench_all(cli, path)
+    samples = cli.samples("itest-s3-loader")
+    points = {(s["backend"], s["workload"], s["params"].get("reader")) for s in samples}
+    assert points == {
+        ("itest-s3-mem", "loader", "cv2-imdecode"),
+        ("itest-s3-bucket", "loader", "s3"),
+        ("itest-s3-bucket", "objects", None),
+    }
+    rate = {s["backend"]: s for s in samples if s["metric"] == "samples_per_s" and s["host"] == "localhost"}
+    assert rate["itest-s3-bucket"]["value"] > 0 and rate["itest-s3-mem"]["value"] > 0
+    hashes = {b: s["metadata"]["dataset_manifest_hash"] for b, s in rate.items()}
+    assert hashes["itest-s3-bucket"] == hashes["itest-s3-mem"]  # the same data set, from the bucket
+    listing = s3_client(lab).list_objects_v2(Bucket=BUCKET, Prefix="itest-loader/dataset/")
+    keys = [o["Key"] for o in listing["Contents"]]
+    assert len(keys) == 40 + 1 and "itest-loader/dataset/manifest.jsonl" in keys  # one object per sample
+    table = cli("report", "--campaign", "itest-s3-loader").stdout
+    assert "itest-s3-bucket" in table and "itest-s3-mem" in table and "samples_per_s" in table
+
+
+def test_the_data_set_is_uploaded_once_and_a_damaged_sample_fails_the_first_epoch(lab, cli, write_campaign):
+    """Runs after the test above: the bucket holds its data set; a changed byte must be caught, not read."""
+    client = s3_client(lab)
+    manifest = "itest-loader/dataset/manifest.jsonl"
+    uploaded = client.head_object(Bucket=BUCKET, Key=manifest)["LastModified"]
+    listing = client.list_objects_v2(Bucket=BUCKET, Prefix="itest-loader/dataset/train/")
+    sample = listing["Contents"][0]["Key"]
+    data = bytearray(client.get_object(Bucket=BUCKET, Key=sample)["Body"].read())
+    data[len(data) // 2] ^= 0xFF
+    client.put_object(Bucket=BUCKET, Key=sample, Body=bytes(data))
+    path = write_campaign(
+        {
+            **LOADER,
+            "name": "itest-s3-damaged",
+            "workloads": [{**LOADER["workloads"][1], "reader": "s3"}],
+            "backends": [backend(lab, "itest-s3-bucket", prefix="itest-loader")],
+        }
+    )
+    done = bench_all(cli, path, check=False)
+    assert client.head_object(Bucket=BUCKET, Key=manifest)["LastModified"] == uploaded  # not uploaded again
+    assert done.returncode != 0
+    assert [r["status"] for r in cli.runs("itest-s3-damaged")] == ["failed"]
+    stderr = " ".join(p.read_text() for p in (cli.results / "itest-s3-damaged").rglob("stderr.txt"))
+    assert f"{sample}:" in stderr and "differ from the manifest's sample" in stderr, stderr[-3000:]
+
+
+def test_a_file_workload_with_only_an_s3_backend_is_refused_before_anything_runs(lab, cli, write_campaign):
+    path = write_campaign(
+        {
+            "name": "itest-s3-refused",
+            "backends": [backend(lab, "itest-s3")],
+            "workloads": [{"name": "seq", "type": "fio", "profile": "seq-read-1m"}],
+        }
+    )
+    done = bench_all(cli, path, check=False)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "workload seq runs on none of the backends: it needs a file system" in " ".join(done.stderr.split())
+
+
+def test_the_keys_appear_in_no_result_raw_file_or_ansible_output(lab):
+    """Runs after the campaign above (file order): its results directory and output, and the services' -vv output."""
+    texts = [lab.started.stdout + lab.started.stderr, lab.second.stdout + lab.second.stderr, lab.objects_output]
+    assert any("Write the S3 user's keys" in text for text in texts)  # the output is the real one
+    stored = [p for p in lab.objects_results.rglob("*") if p.is_file()]
+    assert any(p.name == "objects.json" for p in stored) and any(p.name == "samples.jsonl" for p in stored)
+    for secret in lab.keys():
+        assert re.fullmatch(r"[A-Za-z0-9/+=]{16,}", secret)
+        assert not [i for i, text in enumerate(texts) if secret in text]
+        assert not [p for p in stored if secret.encode() in p.read_bytes()]

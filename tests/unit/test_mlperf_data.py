@@ -1,0 +1,96 @@
+"""The data sets of MLPerf's unet3d and cosmoflow, generated for real (iolab.host.dataset.samples), and the npz reader.
+
+unet3d's samples are ≈146.6 MB each, so the tests that write files generate two or three of
+them on the test's temporary directory; the size distribution is checked on the drawn sizes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import statistics
+
+import numpy as np
+import pytest
+
+from iolab.errors import UserError
+from iolab.host.dataset import samples, shapes
+from iolab.host.dataset.gen import gen
+from iolab.host.dataset.manifest import Manifest
+from iolab.host.dataset.pack import PackInfo
+from iolab.host.dataset.tfrecord import decode_example, read_records
+from iolab.host.loader import dataset_state
+
+
+@pytest.mark.parametrize("kind", list(shapes.SHAPES))
+def test_sizes_follow_the_workloads_mean_and_spread(kind):
+    mean, stdev, _ = shapes.SHAPES[kind]
+    sizes = samples.target_sizes(kind, 20_000, seed=3)
+    assert abs(statistics.fmean(sizes) - mean) < 0.01 * mean
+    # A normal cut at ±2σ keeps about 88 % of the standard deviation.
+    assert 0.85 * stdev < statistics.pstdev(sizes) < 0.9 * stdev
+    assert min(sizes) >= mean - 2 * stdev and max(sizes) <= mean + 2 * stdev
+    assert sizes == samples.target_sizes(kind, 20_000, seed=3) != samples.target_sizes(kind, 20_000, seed=4)
+
+
+def test_an_npz_sample_is_the_target_size_and_loads_with_numpy():
+    data = samples.render("unet3d", 1, 5, 1_000_000, label=3)
+    assert len(data) == 1_000_000
+    with np.load(io.BytesIO(data)) as arrays:
+        assert arrays["x"].dtype == np.uint8 and int(arrays["y"][0]) == 3
+    assert data == samples.render("unet3d", 1, 5, 1_000_000, label=3)  # same seed and index, same bytes
+    assert data != samples.render("unet3d", 1, 6, 1_000_000, label=3)
+
+
+def test_unet3d_data_set_is_npz_files_the_probe_and_a_second_kind_tell_apart(tmp_path):
+    root = tmp_path / "u"
+    manifest = gen(root, files=2, seed=1, classes=2, workers=2, kind="unet3d")
+    assert manifest.generator == shapes.GENERATORS["unet3d"]
+    for entry in manifest.entries:
+        data = (root / entry.path).read_bytes()
+        assert entry.path.endswith(".npz") and len(data) == entry.size
+        assert hashlib.sha256(data).hexdigest() == entry.sha256
+    assert sum(e.size for e in manifest.entries) == sum(samples.target_sizes("unet3d", 2, 1))
+    assert gen(root, files=2, seed=1, classes=2, kind="unet3d").hash == manifest.hash  # kept, not redone
+    with pytest.raises(UserError, match="made by iolab.host.dataset.samples/1:unet3d"):
+        gen(root, files=2, seed=1, classes=2)
+    assert dataset_state.state(root, 2, 1, 2, [], "unet3d")["state"] == "ready"
+    assert dataset_state.state(root, 2, 1, 2, [], "imagenet-like")["state"] == "other"
+
+
+def test_cosmoflow_data_set_has_one_sample_per_tfrecord_file(tmp_path):
+    root = tmp_path / "c"
+    manifest = gen(root, files=6, seed=2, classes=2, kind="cosmoflow")
+    info = PackInfo.load(root / "tfrecord")
+    assert info.samples_per_shard == 1 and len(info.files) == 6 and info.manifest_hash == manifest.hash
+    for name, entry in zip(info.files, manifest.entries, strict=True):
+        (record,) = list(read_records(root / "tfrecord" / name))
+        assert decode_example(record)["image/encoded"][0] == (root / entry.path).read_bytes()
+    assert dataset_state.state(root, 6, 2, 2, ["tfrecord"], "cosmoflow")["state"] == "ready"
+
+
+def test_the_npz_reader_loads_each_file_whole(tmp_path):
+    torch = pytest.importorskip("torch", reason="the loader needs torch")
+    pytest.importorskip("cv2", reason="the readers import OpenCV")
+    from iolab.host.loader.readers import Samples, collate
+
+    root = tmp_path / "u"
+    gen(root, files=2, seed=1, classes=2, kind="unet3d")
+    manifest = Manifest.load(root)
+    dataset = Samples(root, "npz")
+    batch = collate([dataset[0], dataset[1]])
+    assert batch["bytes"] == manifest.total_bytes and batch["lengths"].tolist() == [e.size for e in manifest.entries]
+    assert bytes(batch["data"][: manifest.entries[0].size].numpy()) == (root / manifest.entries[0].path).read_bytes()
+    assert isinstance(batch["data"], torch.Tensor)
+    broken = root / manifest.entries[0].path
+    broken.write_bytes(b"\0" * manifest.entries[0].size)  # the right size, not an NPZ: decoding fails
+    with pytest.raises(ValueError):
+        dataset[0]
+
+
+@pytest.mark.parametrize("kind", list(shapes.SHAPES))
+def test_the_probe_sizes_a_missing_data_set_by_its_kind(tmp_path, kind):
+    """The dataset_gen role checks the room a data set needs (its files, then each pack) before generating it."""
+    mean = shapes.SHAPES[kind][0]
+    found = dataset_state.state(tmp_path / "new", 400, 1, 2, ["tfrecord"], kind)
+    assert found["state"] == "missing" and found["needed_bytes"] == int(400 * mean * dataset_state.MARGIN) * 2
