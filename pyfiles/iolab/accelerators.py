@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iolab import bench, datasets, runner
+from iolab import datasets, execute, record, runner
 from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
@@ -105,7 +105,7 @@ def probe_campaign(
 
 def run_search(
     spec: Campaign,
-    lab: bench.Lab,
+    lab: execute.Lab,
     results: Path,
     backend: str,
     accelerator: dict[str, Any],
@@ -121,7 +121,7 @@ def run_search(
     setup = lab.play(runner.Phase("setup.yml", {"iolab_host_dl": True}), "setup")
     if setup.failures() or setup.status != "successful":
         raise RunFailed(f"provisioning the hosts failed: {setup.summary()}")
-    mount = lab.play(bench.storage_phase(first, backend, "mounted"), f"mount {backend}")
+    mount = lab.play(execute.storage_phase(first, backend, "mounted"), f"mount {backend}")
     try:
         if mount.failures() or mount.status != "successful":
             raise RunFailed(f"mounting {backend} failed: {mount.summary()}")
@@ -139,12 +139,12 @@ def run_search(
         )
     finally:
         lab.play(
-            bench.storage_phase(first, backend, "unmounted", stop_tools=True), f"unmount {backend}", cancellable=False
+            execute.storage_phase(first, backend, "unmounted", stop_tools=True), f"unmount {backend}", cancellable=False
         )
 
 
 def probe_until(
-    lab: bench.Lab,
+    lab: execute.Lab,
     store: ResultStore,
     run_of: Callable[[int], Run],
     hosts: list[str],
@@ -163,15 +163,15 @@ def probe_until(
         run = run_of(n)
         found = _stored(store, run, hosts)
         if found is None:
-            result = bench.play_run(
+            result = execute.play_run(
                 lab,
-                [bench.run_phase(run)],
+                [execute.run_phase(run)],
                 run,
                 store.raw_dir(run.run_id),
                 f"probe: {n} accelerator(s) per host",
                 hosts,
             )
-            failures, _ = bench.record_run(store, run, result, hosts)
+            failures, _ = record.record_run(store, run, result, hosts)
             if failures:
                 raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
             found = _stored(store, run, hosts)
@@ -189,7 +189,7 @@ def probe_until(
 
 
 def fed(
-    lab: bench.Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str], show: Callable[[str], None]
+    lab: execute.Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str], show: Callable[[str], None]
 ) -> tuple[list[str], list[Sample]]:
     """A campaign's `search: accelerators` run on a mounted backend: probe, then store `accelerators_fed`.
 
@@ -208,11 +208,13 @@ def fed(
         best, probes = probe_until(lab, store, run_of, hosts, limit, THRESHOLD, show)
     except RunFailed as exc:
         failure = f"{run.label()}: {exc}"
-        store.add_run_records([bench._record(run, host, str(exc)) for host in hosts], f"the status of {run.label()}")
+        store.add_run_records(
+            [record.run_record(run, host, str(exc)) for host in hosts], f"the status of {run.label()}"
+        )
         return [failure], []
     samples = fed_samples(run, best, probes, hosts, store.samples(), started, time.time())
     store.add_samples(samples, f"the accelerators_fed samples of {run.label()}")
-    store.add_run_records([bench._record(run, host, None) for host in hosts], f"the status of {run.label()}")
+    store.add_run_records([record.run_record(run, host, None) for host in hosts], f"the status of {run.label()}")
     return [], samples
 
 

@@ -1,451 +1,31 @@
 """Run a campaign: for each backend mount, for each run drop caches → tool → collect, always unmount.
 
-The controller plans and records; Ansible (through `iolab.runner`) does the
-work on the hosts. What a run measured on each host becomes samples in the
-campaign's store as soon as the run ends, so an interruption loses nothing
-already gathered, and a later call runs only what is missing.
+The campaign loop: which runs, on which hosts, in what order (resume, more repetitions
+where repeats disagree, warm-ups), through iolab.execute (phases on the hosts) and
+iolab.record (samples from the runs' files). What a run measured on each host becomes
+samples as soon as the run ends, so an interruption loses nothing already gathered, and
+a later call runs only what is missing.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import datetime as dt
-import io
 import itertools
 import json
-import os
 import shutil
-import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from rich.console import Console
-
-from iolab import datasets, release, runner, validity
+from iolab import datasets, runner, validity
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
-from iolab.host import ceph_osds, fio_jobs
-from iolab.hosts import Inventory
-from iolab.parsers import Parsed, ParseError
+from iolab.execute import Lab, play_run, run_phase, storage_phase, tear_down, workload_vars
+from iolab.host import fio_jobs
 from iolab.progress import Planned, Progress
-from iolab.samples import AGGREGATE_HOST, DISK_ERRORS, ResultStore, Sample, StoreError, utc_iso
-from iolab.units import human
-from iolab.workloads import parser_for
+from iolab.record import headline, record_run, run_record
+from iolab.samples import ResultStore
 from iolab.workloads.base import DATASET_DIR
-
-HOST_DIR = "/opt/iolab"
-HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"  # made by the iolab_host role
-# Metrics that add up across hosts into the aggregate (host "*").
-ADDITIVE = (
-    "read_bw",
-    "write_bw",
-    "read_iops",
-    "write_iops",
-    "samples_per_s",
-    "stat_per_s",
-    "open_per_s",
-    "readdir_per_s",
-)
-HEADLINE = (
-    "accelerators_fed",
-    "samples_per_s",
-    "read_bw",
-    "write_bw",
-    "read_iops",
-    "stat_per_s",
-    "checkpoint_write_bw",
-)
-# What this command leaves on a host lies under HOST_DIR/runs/OWNER/<host>/: the controller, this process
-# and its start, so two campaigns (two labs' hosts of one name on one file system) never share a directory
-# and teardown removes only its own. The host lease records it for a takeover after a crash (iolab.lease).
-OWNER = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns() // 1_000_000}"
-# What teardowns of this command left on a host, one line each (iolab.cli says teardown is done only
-# when a teardown added none).
-teardown_left: list[str] = []
-
-
-@dataclasses.dataclass
-class Lab:
-    """The hosts a command works on, and how to reach them through Ansible."""
-
-    inventory: Inventory
-    hosts: list[str]
-    console: Console
-    status: Callable[[], str] | None = None  # a campaign's progress, shown under the live table
-
-    def extravars(self) -> dict[str, Any]:
-        # One release for the whole command: every phase runs the code the hosts were set up with.
-        if not hasattr(self, "_release"):
-            self._release = release.build()
-        digest, archive = self._release
-        return {
-            "iolab_host_dir": HOST_DIR,
-            "iolab_python": HOST_PYTHON,
-            "iolab_owner": OWNER,
-            "iolab_release": digest,
-            "iolab_release_archive": str(archive),
-        }
-
-    def play(
-        self,
-        phases: runner.Phase | list[runner.Phase],
-        title: str,
-        hosts: list[str] | None = None,
-        cancellable: bool = True,
-    ) -> runner.Result:
-        return runner.run(
-            phases,
-            self.inventory.path,
-            hosts or self.hosts,
-            self.extravars(),
-            title=title,
-            console=self.console,
-            cancellable=cancellable,
-            status=self.status,
-        )
-
-
-# --- phases: what the controller asks of the playbooks ---------------------------------------
-
-
-def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools: bool = False) -> runner.Phase:
-    """The storage phase for one backend; `state` is its role's: mounted, kept, unmounted or absent."""
-    backend = next(b for b in campaign.backends if b.name == backend_name)
-    return runner.Phase(
-        "storage.yml",
-        {
-            "storage_role": backend.role,
-            "storage_stop_tools": stop_tools,
-            "storage_target": backend.target,
-            "storage_mount_root": campaign.mount_root,
-            "storage_existing": not hasattr(backend, "mountpoint"),
-            **backend.role_vars(state, campaign.dataset, campaign.dataset_formats),
-        },
-    )
-
-
-def workload_vars(run: Run) -> dict[str, Any]:
-    """The bench role of the run's tool, and the role's variables (as the backend needs them)."""
-    variables = {**run.workload.role_vars(run.backend.target), **run.workload.repetition_vars(run.repetition)}
-    if run.workload.uses_dataset:  # each host's own copy, or the one a read-only backend holds
-        variables.update(run.workload.dataset_vars(datasets.shared_root(run.backend)))
-    return {"run_role": f"bench_{run.workload.tool}", **run.backend.run_vars(run.workload, variables)}
-
-
-def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
-    """Run `run` on the hosts (caches dropped as its cache policy says); each host returns its files packed.
-
-    `warm_command`: run the workload's warm_command on each host first (the warm run of cache: warm).
-    """
-    warm = {"run_warm_command": run.workload.warm_command, "run_target": run.backend.target} if warm_command else {}
-    return runner.Phase(
-        "run.yml",
-        {
-            "iolab_run_id": run.run_id,
-            "run_drop_caches": run.drop_caches,
-            "run_profilers": run.workload.profilers,
-            **warm,
-            **workload_vars(run),
-            **ceph_osds.run_vars(run.backend),
-        },
-    )
-
-
-def play_run(
-    lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, title: str, hosts: list[str]
-) -> runner.Result:
-    """Play `phases` (run_phase(run) among them) on `hosts`, then put each host's files in raw_dir/<host>/.
-
-    A host's run returns its files in its own output (iolab.host.hostrun), a failed run
-    its failure record with them; a run whose files were too large for that leaves
-    them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
-    """
-    result = lab.play(phases, title, hosts=hosts)
-    fetch = []
-    for host in hosts:
-        outcome = result.hosts.get(host)
-        if outcome is None or outcome.unreachable:
-            continue
-        for archive in outcome.archives:  # a failure's record may follow the run's own files
-            _extract(result, host, io.BytesIO(archive), raw_dir / host)
-        if not outcome.archives and outcome.ok and not outcome.failed:
-            fetch.append(host)
-    if fetch:
-        lab.console.print(
-            f"{title}: fetching the run's files from {', '.join(fetch)} (over the size a run returns in its output)"
-        )
-        fetched = lab.play(
-            runner.Phase("collect.yml", {"iolab_run_id": run.run_id, "iolab_collect_dest": str(raw_dir)}),
-            f"collect: {title}",
-            hosts=fetch,
-            cancellable=False,
-        )
-        result.hosts.update({o.host: o for o in fetched.failures()})
-        for host in fetch:
-            archive = raw_dir / f"{host}.tar.gz"
-            if archive.exists():
-                with archive.open("rb") as data:
-                    _extract(result, host, data, raw_dir / host)
-                archive.unlink()
-    return result
-
-
-def _extract(result: runner.Result, host: str, data: IO[bytes], host_dir: Path) -> None:
-    """Unpack a host's run archive into host_dir; an unreadable one fails the host in `result`."""
-    import tarfile
-    import zlib
-
-    try:
-        host_dir.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=data) as tar:
-            tar.extractall(host_dir, filter="data")
-    except OSError as exc:
-        if exc.errno in DISK_ERRORS:  # the results disk, not the host: stop before more is lost
-            raise StoreError(
-                f"could not store the files of {host} in {host_dir}: {exc.strerror}; that run is not "
-                "stored (a resume runs it again); free space on the results disk or point "
-                "$IOLAB_RESULTS elsewhere, then run the same command again"
-            ) from None
-        _unreadable(result, host, exc)
-    except (tarfile.TarError, EOFError, zlib.error) as exc:
-        _unreadable(result, host, exc)
-
-
-def _unreadable(result: runner.Result, host: str, exc: BaseException) -> None:
-    """Fail `host` in `result`: the archive it returned cannot be read."""
-    outcome = result.hosts.setdefault(host, runner.HostOutcome(host))
-    outcome.failed, outcome.task = True, "unpack the run's files on the controller"
-    outcome.message = f"the archive that came back is unreadable ({exc.__class__.__name__}: {exc})"
-
-
-# --- turning a run's raw files into samples ---------------------------------------------------
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _host_samples(
-    run: Run, host: str, host_dir: Path, warmed_by: str | None = None
-) -> tuple[list[Sample], str | None, dict]:
-    """Samples of one host and its per-second series, or the reason there are none."""
-    error = _read_json(host_dir / "error.json")
-    if error:
-        return [], f"{error.get('task', 'a task')}: {runner.failure_message(error.get('result', {}))}", {}
-    record = _read_json(host_dir / "run.json")
-    try:
-        parsed: Parsed = parser_for(run.workload.tool)(host_dir)
-    except ParseError as exc:
-        return [], str(exc), {}
-    if parsed.error:
-        return [], parsed.error, {}
-    dropped = _read_json(host_dir / "drop_caches.json")
-    metadata = {
-        **parsed.metadata,
-        "host": record.get("facts", {}),
-        "start_skew_s": record.get("start_skew_s"),
-        "page_cache_growth_bytes": record.get("page_cache_after", 0) - record.get("page_cache_before", 0),
-        "cache_state": "dropped" if dropped else f"warm: {warmed_by}" if warmed_by else "not dropped (cache: keep)",
-        "caches_dropped_at": dropped.get("dropped_at"),
-        # The storage side's hosts (inventory group ceph_osd), dropped before the run too (run.yml).
-        "storage_cache_state": _read_json(host_dir / "storage_drop_caches.json") or "no storage hosts in the inventory",
-        "job": _read_json(host_dir / "fio_job.json"),
-        "profiling": record.get("profiling"),  # the profilers' files beside the run's (raw/)
-    }
-    # Host telemetry (telemetry.jsonl, when the run kept one): its summaries join the tool's samples,
-    # and the potential-caching check puts its flags and evidence in every sample of the host.
-    from iolab.parsers import telemetry
-
-    telemetry_measurements, telemetry_metadata = telemetry.merge(host_dir, parsed.measurements)
-    metadata.update(telemetry_metadata)
-    started, ended = record.get("started_at", time.time()), record.get("ended_at", time.time())
-    samples = [
-        Sample(
-            campaign=run.campaign,
-            run_id=run.run_id,
-            repetition=run.repetition,
-            host=host,
-            backend=run.backend.name,
-            workload=run.workload.name,
-            metric=m.metric,
-            value=m.value,
-            unit=m.unit,
-            started_at=utc_iso(started),
-            ended_at=utc_iso(ended),
-            params={**run.params, **m.params},
-            metadata=metadata,
-        )
-        for m in [*parsed.measurements, *telemetry_measurements]
-    ]
-    # The verdict on this host's run as recorded (the repeats rule needs the other
-    # repetitions: reports add it); every sample of the host shares this metadata.
-    flags, notes = validity.host_run_check(samples) if samples else ([], [])
-    metadata["validity"] = {
-        "valid": not any(f.blocking for f in flags),
-        "flags": [f.name for f in flags],
-        "reasons": [f.reason for f in flags] + notes,
-    }
-    return samples, None, parsed.series
-
-
-def aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
-    """Host "*": additive metrics added up over the hosts, over the window in which all of them ran.
-
-    Each host's value is its mean over the common window, from its per-second series
-    (an interval counts when it lies inside the window); a tool without series falls
-    back to the sum of the hosts' own means, and the metadata says which was used.
-    Never a tool's own "all clients" line.
-    """
-    series = {host: s for host, (_, s) in per_host.items()}
-    starts = [min(t for points in s.values() for t, _ in points) - 1 for s in series.values() if s]
-    ends = [max(t for points in s.values() for t, _ in points) for s in series.values() if s]
-    window = (max(starts), min(ends)) if len(starts) == len(series) and starts else None
-    by_metric: dict[str, list[Sample]] = {}
-    for samples, _ in per_host.values():
-        for sample in samples:
-            if sample.metric in ADDITIVE and not sample.params.get("syscall"):
-                by_metric.setdefault(sample.metric, []).append(sample)
-    out = []
-    for metric, group in by_metric.items():
-        if len(group) != len(per_host):
-            continue
-        in_window = [
-            [
-                v
-                for t, v in series[s.host].get(metric, [])
-                if window and t - 1 >= window[0] - 0.25 and t <= window[1] + 0.25
-            ]
-            for s in group
-        ]
-        if window and all(in_window):
-            value = sum(sum(vs) / len(vs) for vs in in_window)
-            method = f"sum over hosts of each host's mean over the common {window[1] - window[0]:.0f} s window"
-            lo, hi = utc_iso(window[0]), utc_iso(window[1])
-        else:
-            value = sum(s.value for s in group)
-            method = "sum of the hosts' own means (no per-second series for a common window)"
-            lo, hi = max(s.started_at for s in group), min(s.ended_at for s in group)
-        skews = [s.metadata.get("start_skew_s") or 0.0 for s in group]
-        out.append(
-            dataclasses.replace(
-                group[0],
-                host=AGGREGATE_HOST,
-                value=value,
-                started_at=lo,
-                ended_at=hi,
-                metadata={
-                    "hosts": sorted(per_host),
-                    "aggregate": method,
-                    "validity": _verdict(group),
-                    "start_late_max_s": max(skews),
-                    "start_spread_s": max(skews) - min(skews),
-                },
-            )
-        )
-    return out + _checkpoint_aggregate(per_host)
-
-
-def _verdict(group: list[Sample]) -> dict[str, Any]:
-    """The hosts' verdicts on one metric, as one: valid when every host's is."""
-    verdicts = [s.metadata.get("validity") or {} for s in group]
-    return {
-        "valid": all(v.get("valid", True) for v in verdicts),
-        "flags": list(dict.fromkeys(f for v in verdicts for f in v.get("flags", []))),
-        "reasons": [r for v in verdicts for r in v.get("reasons", [])],
-    }
-
-
-def _checkpoint_aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
-    """A checkpoint over every host: all of its bytes over the slowest rank of all (MLPerf's duration)."""
-    out = []
-    for phase in ("write", "read"):
-        times = [s for samples, _ in per_host.values() for s in samples if s.metric == f"checkpoint_{phase}_s"]
-        if not times or len(times) != len(per_host):
-            continue
-        slowest = max(s.value for s in times)
-        moved = {key: sum(s.metadata["checkpoint"][phase][key] for s in times) for key in ("bytes", "ranks")}
-        metadata = {
-            "hosts": sorted(per_host),
-            "validity": _verdict(times),
-            "checkpoint": {phase: moved},
-            "aggregate": "every host's bytes over the slowest rank of all hosts",
-        }
-        out += [
-            dataclasses.replace(times[0], host=AGGREGATE_HOST, metric=metric, value=value, unit=unit, metadata=metadata)
-            for metric, value, unit in (
-                (f"checkpoint_{phase}_bw", moved["bytes"] / slowest, "B/s"),
-                (f"checkpoint_{phase}_s", slowest, "s"),
-            )
-        ]
-    return out
-
-
-def record_run(
-    store: ResultStore,
-    run: Run,
-    result: runner.Result | None,
-    hosts: list[str],
-    complete: bool = True,
-    warmed_by: str | None = None,
-) -> tuple[list[str], list[Sample]]:
-    """Store a run's samples and per-host status; return the failures as sentences, and the samples.
-
-    The aggregate (host "*") is made only when every host of the run ran it together
-    (`complete`), never from a resume that filled one host's gap.
-    """
-    per_host: dict[str, tuple[list[Sample], dict]] = {}
-    records, failures = [], []
-    outcomes = result.hosts if result else {}
-    for host in hosts:
-        outcome = outcomes.get(host)
-        if outcome and (outcome.failed or outcome.unreachable):
-            error = outcome.describe().split(": ", 1)[1]
-            own = _read_json(store.raw_dir(run.run_id) / host / "error.json")  # the run's, before a later phase's
-            if own and own.get("task") != outcome.task:
-                error = (
-                    f"failed at task '{own.get('task')}': {runner.failure_message(own.get('result', {}))}; then {error}"
-                )
-        elif result is None:
-            error = "the run did not start"
-        else:
-            samples, error, series = _host_samples(run, host, store.raw_dir(run.run_id) / host, warmed_by)
-            if not error:
-                per_host[host] = (samples, series)
-        records.append(_record(run, host, error))
-        if error:
-            failures.append(f"{run.label()}: failed on {host}: {error}")
-    samples = [s for host_samples, _ in per_host.values() for s in host_samples]
-    if per_host and not failures and complete:
-        samples += aggregate(per_host)
-    try:
-        store.add_samples(samples, f"the {len(samples)} samples of {run.label()}")
-    except StoreError as exc:
-        # Not stored, so not done: say so in runs.jsonl where the disk still allows it, then stop.
-        with contextlib.suppress(StoreError):
-            store.add_run_records([_record(run, host, f"samples not stored: {exc}") for host in hosts])
-        raise
-    store.add_run_records(records, f"the status of {run.label()}")
-    return failures, samples
-
-
-def _record(run: Run, host: str, error: str | None) -> dict[str, Any]:
-    return {
-        "run_id": run.run_id,
-        "host": host,
-        "backend": run.backend.name,
-        "workload": run.workload.name,
-        "repetition": run.repetition,
-        "status": "failed" if error else "ok",
-        "error": error,
-        "at": utc_iso(time.time()),
-    }
-
 
 # --- the campaign loop --------------------------------------------------------------------------
 
@@ -458,31 +38,6 @@ def start_over(store: ResultStore) -> Path | None:
     moved = store.dir.with_name(f"{store.dir.name}.{stamp}")
     shutil.move(store.dir, moved)
     return moved
-
-
-def headline(samples: list[Sample], failures: list[str], hosts: list[str]) -> str:
-    """A run's line: its aggregate; or, with samples from some of its `hosts` only, "2 of 4 hosts" and their range.
-
-    A failure comes first, with what the other hosts measured after it.
-    """
-    measured = sorted({s.host for s in samples if s.host != AGGREGATE_HOST})
-    line = "no samples"
-    for metric in HEADLINE:
-        aggregate = [s for s in samples if s.metric == metric and s.host == AGGREGATE_HOST]
-        per_host = [
-            s for s in samples if s.metric == metric and s.host != AGGREGATE_HOST and not s.params.get("syscall")
-        ]
-        if aggregate:
-            line = f"{metric} {human(aggregate[0].value, aggregate[0].unit)}"
-        elif per_host:
-            low, high = min(s.value for s in per_host), max(s.value for s in per_host)
-            value = human(low, per_host[0].unit) + ("" if low == high else f" to {human(high, per_host[0].unit)}")
-            line = f"{len(measured)} of {len(hosts)} hosts ({', '.join(measured)}): {metric} {value} per host"
-        if aggregate or per_host:
-            break
-    if not failures:
-        return line
-    return f"[red]failed[/] {failures[0]}" + (f"; {line}" if measured else "")
 
 
 def run_campaign(
@@ -635,23 +190,6 @@ def _run_backend(
     return failures
 
 
-def tear_down(lab: Lab, campaign: Campaign, backend: str, hosts: list[str]) -> list[str]:
-    """Stop this command's tools and remove its run files on `hosts`, unmount `backend`, and check that nothing
-    of it is left (the roles probe the mount, iolab.host.hostrun the tools); what is left is said now (after
-    Ctrl-C no summary follows) and kept in teardown_left."""
-    unmount = lab.play(
-        storage_phase(campaign, backend, "unmounted", stop_tools=True),
-        f"unmount {backend}",
-        hosts=hosts,
-        cancellable=False,
-    )
-    left = [f"unmounting {backend} failed: {outcome.describe()}" for outcome in unmount.failures()]
-    for line in left:
-        lab.console.print(f"[red]{line}[/]")
-    teardown_left.extend(left)
-    return left
-
-
 def _needs_warming(run: Run) -> bool:
     return run.workload.warmup or run.cache_pass == "warm"
 
@@ -765,7 +303,7 @@ def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str
     """Record a run as failed on hosts left out of it, with the reason."""
     if not hosts:
         return []
-    store.add_run_records([_record(run, h, f"not run: {lost.get(h, 'host left out')}") for h in hosts])
+    store.add_run_records([run_record(run, h, f"not run: {lost.get(h, 'host left out')}") for h in hosts])
     return [
         f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) not run on {h}: "
         f"{lost.get(h, 'host left out')}"

@@ -12,9 +12,9 @@ from typing import Any
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from iolab import bench, hosts, paths, runner
-from iolab.bench import Lab
+from iolab import execute, hosts, paths, runner
 from iolab.errors import Interrupted, Terminated, UserError, raise_terminated
+from iolab.execute import Lab
 
 console = Console(stderr=True, highlight=False)
 
@@ -30,12 +30,12 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
             signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
             signal.SIGTERM: signal.signal(signal.SIGTERM, raise_terminated),
         }
-        before, left_before = runner.plays_started, len(bench.teardown_left)
+        before, left_before = runner.plays_started, len(execute.teardown_left)
         try:
             return func(*args, **kwargs)
         except KeyboardInterrupt as exc:
             how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-            left = bench.teardown_left[left_before:]  # the teardown's own check found these on the hosts
+            left = execute.teardown_left[left_before:]  # the teardown's own check found these on the hosts
             if runner.plays_started == before:
                 what = "before anything ran on a host; nothing to tear down"
             elif left:

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 from iolab import runner
 from iolab.campaign import Campaign, Run
-from iolab.workloads.base import DATASET_DIR
 from iolab.errors import RunFailed, UserError
+from iolab.workloads.base import DATASET_DIR
 
 if TYPE_CHECKING:
-    from iolab.bench import Lab
+    from iolab.execute import Lab
 
 
 def phase(campaign: Campaign, backend_name: str, root: str | None = None) -> runner.Phase:

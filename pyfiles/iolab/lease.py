@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iolab import paths
-from iolab.bench import HOST_DIR, OWNER
 from iolab.errors import UserError
+from iolab.execute import HOST_DIR, OWNER
 from iolab.host import leasehold
 
 if TYPE_CHECKING:
-    from iolab.bench import Lab
+    from iolab.execute import Lab
 
 LEASE_DIR = f"{HOST_DIR}/leases"
 SOURCE = Path(leasehold.__file__).read_text()
@@ -190,7 +190,7 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
     hosts taken are let go). A host whose holder could not start (unreachable) is
     named in a warning and left to the command's own checks of reachability.
     """
-    # What this command's runs leave on a host (iolab.bench.OWNER, its release): a command that takes the
+    # What this command's runs leave on a host (iolab.execute.OWNER, its release): a command that takes the
     # lease after this one was killed outright cleans it.
     info = {**record(what), "owner": OWNER, "release": lab.extravars()["iolab_release"]}
     holders = _take(lab, lab.hosts, info, {})

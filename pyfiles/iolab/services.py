@@ -22,7 +22,7 @@ from iolab import runner
 from iolab.errors import RunFailed, UserError
 
 if TYPE_CHECKING:
-    from iolab.bench import Lab
+    from iolab.execute import Lab
 
 SERVICES = ("ceph", "nfs")
 # The roles' defaults (roles/service_*/defaults/main.yml): where client.json is written.

@@ -125,3 +125,26 @@ def test_a_cephfs_run_drops_the_mds_cache_too(lab, cli, write_campaign):
     cli("report", "--campaign", "itest-mds-drop", "--format", "html")
     assert "dropped: clients + OSDs + MDS" in (cli.results / "itest-mds-drop" / "report.html").read_text()
     assert mounted() == []
+
+
+def test_a_checkpoint_on_cephfs_is_written_then_read_back_cold(lab, cli, write_campaign):
+    """MLPerf's checkpointing on the lab's CephFS: shards fsynced, caches dropped (clients, OSDs, MDS), read cold."""
+    campaign = write_campaign(
+        {
+            "name": "itest-ckpt-fs",
+            "repetitions": 1,
+            "backends": [
+                {"name": "itest-ckpt-fs", "type": "cephfs", "method": "fuse", "fs_name": "iolab", **ceph_fields(lab)}
+            ],
+            "workloads": [{"name": "ckpt", "type": "checkpoint", "model": "llama3-8b", "scale": 0.0004, "writers": 2}],
+        }
+    )
+    bench(cli, campaign)
+    by = {(s["host"], s["metric"]): s for s in cli.samples("itest-ckpt-fs")}
+    for phase in ("write", "read"):
+        assert by[("*", f"checkpoint_{phase}_bw")]["value"] > 0 and by[("*", f"checkpoint_{phase}_s")]["unit"] == "s"
+    read = by[("localhost", "checkpoint_read_bw")]["metadata"]
+    assert read["checkpoint_fsync"] is True
+    assert read["checkpoint_resident_before_read_bytes"] == 0 and read["checkpoint_read_cold"] is True
+    assert read["storage_cache_state"]["ceph"]["dropped"] is True
+    assert mounted("/mnt/iolab/itest-ckpt-fs") == []

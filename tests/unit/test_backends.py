@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import bench, campaign
+from iolab import campaign, execute
 from iolab.errors import UserError
 from iolab.host import mounts
 from iolab.host.dataset.manifest import Manifest
@@ -86,7 +86,7 @@ def test_role_vars_name_the_role_and_carry_the_data_set_to_load():
         "formats": ["packed"],
     }
     assert all(key.startswith("storage_rbd_snapshot_") for key in snap)
-    phase = bench.storage_phase(spec, "m", "unmounted", stop_tools=True)
+    phase = execute.storage_phase(spec, "m", "unmounted", stop_tools=True)
     assert phase.vars == {
         "storage_role": "storage_tmpfs",
         "storage_stop_tools": True,
@@ -134,7 +134,7 @@ def test_fio_on_a_snapshot_reads_the_file_laid_out_in_it():
     )
     spec = parse([SNAP])
     run = campaign.expand(spec)[0]
-    assert bench.workload_vars(run)["bench_fio_size"] == 64 << 20  # no layout on the snapshot
+    assert execute.workload_vars(run)["bench_fio_size"] == 64 << 20  # no layout on the snapshot
 
 
 def test_the_rbd_backend_runs_fio_through_librbd():
@@ -150,7 +150,7 @@ def test_the_rbd_backend_runs_fio_through_librbd():
             }
         ]
     )
-    variables = bench.workload_vars(campaign.expand(spec)[0])
+    variables = execute.workload_vars(campaign.expand(spec)[0])
     options = variables["bench_fio_options"]
     assert (options["ioengine"], options["pool"], options["rbdname"], options["clientname"]) == (
         "rbd",

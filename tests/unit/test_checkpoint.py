@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import bench, campaign
+from iolab import campaign, record
 from iolab.errors import UserError
 from iolab.parsers import checkpoint as parser
 from iolab.samples import Sample
@@ -114,7 +114,7 @@ def test_the_aggregate_is_every_hosts_bytes_over_the_slowest_rank_of_all():
             Sample(metric="checkpoint_write_bw", value=size / seconds, unit="B/s", **make),
         ], {}
 
-    out = {s.metric: s for s in bench.aggregate({"h1": host("h1", 2.0, 400), "h2": host("h2", 8.0, 400)})}
+    out = {s.metric: s for s in record.aggregate({"h1": host("h1", 2.0, 400), "h2": host("h2", 8.0, 400)})}
     assert out["checkpoint_write_s"].value == 8.0
     assert out["checkpoint_write_bw"].value == 100.0  # 800 B / 8 s, not 200 + 50
     assert out["checkpoint_write_bw"].metadata["checkpoint"]["write"] == {"bytes": 800, "ranks": 8}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 
-from iolab import bench, runner
+from iolab import execute, runner
 from support import hostrun
 
 
@@ -69,8 +69,8 @@ def test_the_controller_unpacks_a_returned_archive_and_fails_the_host_on_an_unre
     result = runner.Result(
         status="successful", rc=0, hosts={h: runner.HostOutcome(h, ok=3) for h in ("a", "b")}, log=""
     )
-    bench._extract(result, "a", io.BytesIO(archives[0]), tmp_path / "raw" / "a")
+    execute._extract(result, "a", io.BytesIO(archives[0]), tmp_path / "raw" / "a")
     assert (tmp_path / "raw" / "a" / "stdout.txt").read_text() == "hello\n" and not result.failures()
-    bench._extract(result, "b", io.BytesIO(archives[0][:100]), tmp_path / "raw" / "b")  # cut short
+    execute._extract(result, "b", io.BytesIO(archives[0][:100]), tmp_path / "raw" / "b")  # cut short
     assert [o.host for o in result.failures()] == ["b"]
     assert "unreadable" in result.hosts["b"].message

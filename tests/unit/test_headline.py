@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iolab.bench import headline
+from iolab.record import headline
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.units import human
 

@@ -487,7 +487,10 @@ def test_campaign_loader_workloads_validate_and_sweep():
     for bad, message in [
         ({"reader": "cv2-imread", "decode": False}, "always decodes"),
         ({"accelerator": {"type": "custom"}}, "needs compute_per_batch"),
-        ({"accelerator": {"type": "h100", "speed": 2}}, r"unknown key \(expected one of: type, compute_per_batch, model\)"),
+        (
+            {"accelerator": {"type": "h100", "speed": 2}},
+            r"unknown key \(expected one of: type, compute_per_batch, model\)",
+        ),
     ]:
         with pytest.raises(Exception, match=message):
             _campaign([{"name": "l", "type": "pytorch", **bad}])
@@ -512,7 +515,7 @@ def test_run_ids_follow_the_data_set_only_where_it_is_read():
 
 
 def test_read_only_backends_hold_one_data_set_for_every_host():
-    from iolab import bench, datasets
+    from iolab import datasets, execute
 
     raw = {
         "name": "ro",
@@ -529,13 +532,13 @@ def test_read_only_backends_hold_one_data_set_for_every_host():
     }
     spec = campaign_mod.parse(raw, "t", Path("."))
     runs = {(r.backend.name, r.workload.name): r for r in campaign_mod.expand(spec)}
-    own = bench.workload_vars(runs["mem", "l"])
+    own = execute.workload_vars(runs["mem", "l"])
     assert own["bench_pytorch_dataset"] == "" and datasets.needed(spec, [runs["mem", "l"]])
-    assert bench.workload_vars(runs["mem", "b"])["bench_fio_bssplit_from"] == "dataset"
+    assert execute.workload_vars(runs["mem", "b"])["bench_fio_bssplit_from"] == "dataset"
     shared = runs["snap", "l"].backend.target + "/dataset"
-    assert bench.workload_vars(runs["snap", "l"])["bench_pytorch_dataset"] == shared
-    assert bench.workload_vars(runs["snap", "m"])["bench_metadata_dataset"] == shared
-    assert bench.workload_vars(runs["snap", "b"])["bench_fio_bssplit_from"] == shared
+    assert execute.workload_vars(runs["snap", "l"])["bench_pytorch_dataset"] == shared
+    assert execute.workload_vars(runs["snap", "m"])["bench_metadata_dataset"] == shared
+    assert execute.workload_vars(runs["snap", "b"])["bench_fio_bssplit_from"] == shared
     assert not datasets.needed(spec, [r for (b, _), r in runs.items() if b == "snap"])
 
 

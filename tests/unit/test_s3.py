@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import bench, campaign, datasets
+from iolab import campaign, datasets, execute
 from iolab.errors import UserError
 from iolab.host import objects as host_objects
 from iolab.host import s3client
@@ -29,7 +29,7 @@ def test_object_sizes_and_threads_sweep_and_reach_the_role_with_the_connection_b
     spec = load(tmp_path, [S3], [OBJECTS])
     runs = campaign.expand(spec)
     assert {(r.workload.size, r.workload.threads) for r in runs} == {(4096, 1), (4096, 8), (1 << 20, 1), (1 << 20, 8)}
-    variables = bench.workload_vars(runs[0])
+    variables = execute.workload_vars(runs[0])
     connection = {
         "endpoint": "http://10.77.0.1:7480",
         "bucket": "lab-data",
@@ -40,7 +40,7 @@ def test_object_sizes_and_threads_sweep_and_reach_the_role_with_the_connection_b
     assert variables["run_role"] == "bench_objects" and variables["bench_objects_s3"] == connection
     assert json.loads(variables["run_environment"]["IOLAB_S3"]) == connection
     assert variables["bench_objects_timeout"] == 2 * (5 + 1) + 120
-    storage = bench.storage_phase(spec, "obj", "mounted").vars
+    storage = execute.storage_phase(spec, "obj", "mounted").vars
     assert storage["storage_role"] == "storage_s3" and storage["storage_s3_credentials"] == connection["credentials"]
     assert not any("secret" in key or "access_key" in key for key in {**storage, **variables})
 
@@ -110,9 +110,9 @@ def test_the_loader_on_s3_reads_the_staged_data_set_and_no_dataset_phase_runs(tm
     spec = load(tmp_path, [S3], [{"name": "l", "type": "pytorch", "reader": "s3"}], dataset={"files": 10, "seed": 3})
     run = campaign.expand(spec)[0]
     assert not datasets.needed(spec, [run])
-    variables = bench.workload_vars(run)
+    variables = execute.workload_vars(run)
     assert variables["bench_pytorch_dataset"] == "/opt/iolab/s3-staging/obj/dataset"
-    storage = bench.storage_phase(spec, "obj", "mounted").vars
+    storage = execute.storage_phase(spec, "obj", "mounted").vars
     assert storage["storage_s3_dataset"] == {"kind": "imagenet-like", "files": 10, "seed": 3, "classes": 100}
     assert storage["storage_s3_dataset_root"] == variables["bench_pytorch_dataset"]
 

@@ -15,13 +15,13 @@ CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from invoke.exceptions import Exit
-from iolab import bench, runner
+from iolab import execute, runner
 from iolab.cli import user_errors
 
 @user_errors
 def command():
     runner.plays_started += 1
-    bench.teardown_left.extend(line for line in sys.argv[2:] if line)
+    execute.teardown_left.extend(line for line in sys.argv[2:] if line)
     print("ready", flush=True)
     time.sleep(30)
 

@@ -6,7 +6,7 @@
     checkpoint_read_s     the slowest rank's read time                                               s
 
 The metadata carries each phase's bytes and ranks on the host, so that the aggregate over
-hosts is the whole checkpoint over the slowest rank of all (bench.aggregate).
+hosts is the whole checkpoint over the slowest rank of all (record.aggregate).
 """
 
 from __future__ import annotations

@@ -1,0 +1,207 @@
+"""Running phases on the hosts: the lab a command drives, the playbook phases of a run, its files brought back.
+
+A run's phases go to the hosts through iolab.runner (ansible-runner); each host returns
+its run's files in its own output (iolab.host.hostrun), unpacked here under
+results/<campaign>/raw/<run_id>/<host>/. What a command leaves on a host lies under
+HOST_DIR/runs/OWNER/<host>/, and its teardown removes only that (`tear_down`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+
+from iolab import datasets, release, runner
+from iolab.campaign import Campaign, Run
+from iolab.host import ceph_osds
+from iolab.hosts import Inventory
+from iolab.samples import DISK_ERRORS, StoreError
+
+HOST_DIR = "/opt/iolab"
+HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"  # made by the iolab_host role
+# What this command leaves on a host lies under HOST_DIR/runs/OWNER/<host>/: the controller, this process
+# and its start, so two campaigns (two labs' hosts of one name on one file system) never share a directory
+# and teardown removes only its own. The host lease records it for a takeover after a crash (iolab.lease).
+OWNER = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns() // 1_000_000}"
+# What teardowns of this command left on a host, one line each (iolab.cli says teardown is done only
+# when a teardown added none).
+teardown_left: list[str] = []
+
+
+@dataclasses.dataclass
+class Lab:
+    """The hosts a command works on, and how to reach them through Ansible."""
+
+    inventory: Inventory
+    hosts: list[str]
+    console: Console
+    status: Callable[[], str] | None = None  # a campaign's progress, shown under the live table
+
+    def extravars(self) -> dict[str, Any]:
+        # One release for the whole command: every phase runs the code the hosts were set up with.
+        if not hasattr(self, "_release"):
+            self._release = release.build()
+        digest, archive = self._release
+        return {
+            "iolab_host_dir": HOST_DIR,
+            "iolab_python": HOST_PYTHON,
+            "iolab_owner": OWNER,
+            "iolab_release": digest,
+            "iolab_release_archive": str(archive),
+        }
+
+    def play(
+        self,
+        phases: runner.Phase | list[runner.Phase],
+        title: str,
+        hosts: list[str] | None = None,
+        cancellable: bool = True,
+    ) -> runner.Result:
+        return runner.run(
+            phases,
+            self.inventory.path,
+            hosts or self.hosts,
+            self.extravars(),
+            title=title,
+            console=self.console,
+            cancellable=cancellable,
+            status=self.status,
+        )
+
+
+# --- phases: what the controller asks of the playbooks ---------------------------------------
+
+
+def storage_phase(campaign: Campaign, backend_name: str, state: str, stop_tools: bool = False) -> runner.Phase:
+    """The storage phase for one backend; `state` is its role's: mounted, kept, unmounted or absent."""
+    backend = next(b for b in campaign.backends if b.name == backend_name)
+    return runner.Phase(
+        "storage.yml",
+        {
+            "storage_role": backend.role,
+            "storage_stop_tools": stop_tools,
+            "storage_target": backend.target,
+            "storage_mount_root": campaign.mount_root,
+            "storage_existing": not hasattr(backend, "mountpoint"),
+            **backend.role_vars(state, campaign.dataset, campaign.dataset_formats),
+        },
+    )
+
+
+def workload_vars(run: Run) -> dict[str, Any]:
+    """The bench role of the run's tool, and the role's variables (as the backend needs them)."""
+    variables = {**run.workload.role_vars(run.backend.target), **run.workload.repetition_vars(run.repetition)}
+    if run.workload.uses_dataset:  # each host's own copy, or the one a read-only backend holds
+        variables.update(run.workload.dataset_vars(datasets.shared_root(run.backend)))
+    return {"run_role": f"bench_{run.workload.tool}", **run.backend.run_vars(run.workload, variables)}
+
+
+def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
+    """Run `run` on the hosts (caches dropped as its cache policy says); each host returns its files packed.
+
+    `warm_command`: run the workload's warm_command on each host first (the warm run of cache: warm).
+    """
+    warm = {"run_warm_command": run.workload.warm_command, "run_target": run.backend.target} if warm_command else {}
+    return runner.Phase(
+        "run.yml",
+        {
+            "iolab_run_id": run.run_id,
+            "run_drop_caches": run.drop_caches,
+            "run_profilers": run.workload.profilers,
+            **warm,
+            **workload_vars(run),
+            **ceph_osds.run_vars(run.backend),
+        },
+    )
+
+
+def play_run(
+    lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, title: str, hosts: list[str]
+) -> runner.Result:
+    """Play `phases` (run_phase(run) among them) on `hosts`, then put each host's files in raw_dir/<host>/.
+
+    A host's run returns its files in its own output (iolab.host.hostrun), a failed run
+    its failure record with them; a run whose files were too large for that leaves
+    them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
+    """
+    result = lab.play(phases, title, hosts=hosts)
+    fetch = []
+    for host in hosts:
+        outcome = result.hosts.get(host)
+        if outcome is None or outcome.unreachable:
+            continue
+        for archive in outcome.archives:  # a failure's record may follow the run's own files
+            _extract(result, host, io.BytesIO(archive), raw_dir / host)
+        if not outcome.archives and outcome.ok and not outcome.failed:
+            fetch.append(host)
+    if fetch:
+        lab.console.print(
+            f"{title}: fetching the run's files from {', '.join(fetch)} (over the size a run returns in its output)"
+        )
+        fetched = lab.play(
+            runner.Phase("collect.yml", {"iolab_run_id": run.run_id, "iolab_collect_dest": str(raw_dir)}),
+            f"collect: {title}",
+            hosts=fetch,
+            cancellable=False,
+        )
+        result.hosts.update({o.host: o for o in fetched.failures()})
+        for host in fetch:
+            archive = raw_dir / f"{host}.tar.gz"
+            if archive.exists():
+                with archive.open("rb") as data:
+                    _extract(result, host, data, raw_dir / host)
+                archive.unlink()
+    return result
+
+
+def _extract(result: runner.Result, host: str, data: IO[bytes], host_dir: Path) -> None:
+    """Unpack a host's run archive into host_dir; an unreadable one fails the host in `result`."""
+    import tarfile
+    import zlib
+
+    try:
+        host_dir.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=data) as tar:
+            tar.extractall(host_dir, filter="data")
+    except OSError as exc:
+        if exc.errno in DISK_ERRORS:  # the results disk, not the host: stop before more is lost
+            raise StoreError(
+                f"could not store the files of {host} in {host_dir}: {exc.strerror}; that run is not "
+                "stored (a resume runs it again); free space on the results disk or point "
+                "$IOLAB_RESULTS elsewhere, then run the same command again"
+            ) from None
+        _unreadable(result, host, exc)
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
+        _unreadable(result, host, exc)
+
+
+def _unreadable(result: runner.Result, host: str, exc: BaseException) -> None:
+    """Fail `host` in `result`: the archive it returned cannot be read."""
+    outcome = result.hosts.setdefault(host, runner.HostOutcome(host))
+    outcome.failed, outcome.task = True, "unpack the run's files on the controller"
+    outcome.message = f"the archive that came back is unreadable ({exc.__class__.__name__}: {exc})"
+
+
+def tear_down(lab: Lab, campaign: Campaign, backend: str, hosts: list[str]) -> list[str]:
+    """Stop this command's tools and remove its run files on `hosts`, unmount `backend`, and check that nothing
+    of it is left (the roles probe the mount, iolab.host.hostrun the tools); what is left is said now (after
+    Ctrl-C no summary follows) and kept in teardown_left."""
+    unmount = lab.play(
+        storage_phase(campaign, backend, "unmounted", stop_tools=True),
+        f"unmount {backend}",
+        hosts=hosts,
+        cancellable=False,
+    )
+    left = [f"unmounting {backend} failed: {outcome.describe()}" for outcome in unmount.failures()]
+    for line in left:
+        lab.console.print(f"[red]{line}[/]")
+    teardown_left.extend(left)
+    return left
