@@ -28,6 +28,7 @@ from iolab import datasets, execute, record, runner
 from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
+from iolab.workloads.pytorch import PytorchWorkload
 
 THRESHOLD = 90.0
 
@@ -198,6 +199,7 @@ def fed(
     the samples stored: accelerators_fed on each host and for all of them (host "*").
     """
     workload = run.workload
+    assert isinstance(workload, PytorchWorkload) and workload.accelerator  # a search's schema asks for both
     limit = workload.accelerators
 
     def run_of(n: int) -> Run:
@@ -227,18 +229,20 @@ def fed_samples(
     probe when even that fell below the threshold) with its AU and throughput, and
     every probe; a host's sample adds that host's figures and its run's validity.
     """
+    workload = run.workload
+    assert isinstance(workload, PytorchWorkload) and workload.accelerator  # a search's schema asks for both
     at = next(p for p in probes if p.accelerators == max(best, 1))
     point = [s for s in stored if s.run_id == at.run_id and not s.params.get("syscall")]
     params = {k: v for k, v in run.params.items() if k != "accelerators"}
     params |= {
         "workload": run.workload.name,
-        "accelerator_type": run.workload.accelerator.type,
+        "accelerator_type": workload.accelerator.type,
         "au_threshold": THRESHOLD,
     }
     common = {
         "at": dataclasses.asdict(at),
         "probes": [dataclasses.asdict(p) for p in probes],
-        "limit": run.workload.accelerators,
+        "limit": workload.accelerators,
     }
 
     def sample(host: str, metadata: dict[str, Any]) -> Sample:

@@ -26,6 +26,8 @@ from iolab.progress import Planned, Progress
 from iolab.record import headline, record_run, run_record
 from iolab.samples import ResultStore
 from iolab.workloads.base import DATASET_DIR
+from iolab.workloads.fio import FioWorkload
+from iolab.workloads.pytorch import PytorchWorkload
 
 # --- the campaign loop --------------------------------------------------------------------------
 
@@ -150,9 +152,11 @@ def _run_backend(
                 if _searches(run):
                     from iolab import accelerators
 
+                    searching = run.workload
+                    assert isinstance(searching, PytorchWorkload) and searching.accelerator  # as its schema asks
                     console.print(
-                        f"{title}: searching the most {run.workload.accelerator.type} accelerators per "
-                        f"host at AU ≥ {accelerators.THRESHOLD:g} % (up to {run.workload.accelerators})",
+                        f"{title}: searching the most {searching.accelerator.type} accelerators per "
+                        f"host at AU ≥ {accelerators.THRESHOLD:g} % (up to {searching.accelerators})",
                         soft_wrap=True,
                     )
                     run_failures, stored = accelerators.fed(
@@ -397,7 +401,7 @@ def _run_estimate(run: Run, warmed: set[tuple]) -> tuple[float, bool]:
     if run.workload.warmup and run.point[:3] not in warmed:
         warmed.add(run.point[:3])
         passes += 1
-    if run.workload.tool == "fio":
+    if isinstance(run.workload, FioWorkload):
         return passes * (run.workload.runtime + run.workload.ramp + ORCHESTRATION_S), True
     return passes * ORCHESTRATION_S, False
 
@@ -474,7 +478,8 @@ def describe(spec: Campaign, lab: Lab) -> str:
             lines += [f"        {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"]
             continue
         if variables.get("bench_fio_jobtext"):  # the user's job file as checked, includes inlined
-            job = f"; {run.workload.jobfile}, run in <target>/iolab-<host>\n" + variables["bench_fio_jobtext"]
+            jobfile = getattr(run.workload, "jobfile", "")
+            job = f"; {jobfile}, run in <target>/iolab-<host>\n" + variables["bench_fio_jobtext"]
         else:
             bssplit = (
                 {"bssplit": "<from the data set's size histogram>"} if variables.get("bench_fio_bssplit_from") else {}

@@ -154,11 +154,11 @@ def play_run(
         )
         result.hosts.update({o.host: o for o in fetched.failures()})
         for host in fetch:
-            archive = raw_dir / f"{host}.tar.gz"
-            if archive.exists():
-                with archive.open("rb") as data:
+            fetched_archive = raw_dir / f"{host}.tar.gz"
+            if fetched_archive.exists():
+                with fetched_archive.open("rb") as data:
                     _extract(result, host, data, raw_dir / host)
-                archive.unlink()
+                fetched_archive.unlink()
     return result
 
 

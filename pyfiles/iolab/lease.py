@@ -152,6 +152,7 @@ class Holder:
             assert self.proc.stdin is not None  # Popen(stdin=PIPE)
             self.proc.stdin.write(leasehold.RELEASE.decode())  # a normal end: the holder drops its record
         with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
             self.proc.stdin.close()
         try:
             self.proc.wait(timeout=10)

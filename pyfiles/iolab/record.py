@@ -222,6 +222,7 @@ def record_run(
     outcomes = result.hosts if result else {}
     for host in hosts:
         outcome = outcomes.get(host)
+        error: str | None
         if outcome and (outcome.failed or outcome.unreachable):
             error = outcome.describe().split(": ", 1)[1]
             own = _read_json(store.raw_dir(run.run_id) / host / "error.json")  # the run's, before a later phase's

@@ -112,6 +112,10 @@ def _table(head: Iterable[str], rows: Iterable[Iterable[str]], css: str = "", nu
     return f'<table class="{css}"><thead><tr>{head_html}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value / factor
+
+
 def _figure(svg_text: str, caption: str) -> str:
     return f"<figure>{svg_text}<figcaption>{caption}</figcaption></figure>"
 
@@ -143,7 +147,7 @@ class _Page:
 
     def points(self, metric_filter) -> list[tuple[str, str, str]]:
         """(workload, setting, label) of the rows whose metric passes the filter, in campaign order."""
-        seen = {}
+        seen: dict[Any, Any] = {}
         for r in self.rows:
             if metric_filter(r["metric"]):
                 seen.setdefault((r["workload"], r["setting"]), report.point_label(r["workload"], r["setting_label"]))
@@ -280,7 +284,10 @@ class _Page:
                     unit = r["unit"]
                     values[(label, b)] = svg.Bar(r["median"], r["min"], r["max"], f"n={r['n']}")
         factor, unit = in_units(unit, max((v.high or v.value for v in values.values()), default=1.0), self.units)
-        values = {k: svg.Bar(v.value / factor, v.low / factor, v.high / factor, v.note) for k, v in values.items()}
+        values = {
+            k: svg.Bar(v.value / factor, _scaled(v.low, factor), _scaled(v.high, factor), v.note)
+            for k, v in values.items()
+        }
         return svg.bar_chart(
             [p[2] for p in points],
             self.backends,
@@ -390,7 +397,8 @@ class _Page:
     def per_backend(self) -> str:
         parts = []
         for b in self.backends:
-            main, extra = [], []
+            main: list[Any] = []
+            extra: list[Any] = []
             mine = sorted(
                 (r for r in self.rows if r["backend"] == b),
                 key=lambda r: (
@@ -578,7 +586,8 @@ class _Page:
             if not series:
                 continue
             s = first[run_id]
-            charts, others = [], []
+            charts: list[Any] = []
+            others: list[Any] = []
             for base, lines, unit in telemetry_charts(series):
                 top = max((abs(v) for points in lines.values() for _, v in points), default=1.0)
                 factor, unit = in_units(unit, top, self.units)
@@ -631,16 +640,12 @@ def load_telemetry(host_dir: Path) -> dict[str, list[tuple[float, float]]]:
     metrics, `dev_read_bw{device=vda}`); otherwise every numeric field of the
     lines that have a `t`, by its dotted path (`disk.vda.rB_s`).
     """
+    from iolab.parsers.telemetry import load_series
+
     try:
-        from iolab.parsers.telemetry import load_series
-    except ImportError:
-        load_series = None
-    series: dict[str, list[tuple[float, float]]] = {}
-    if load_series is not None:
-        try:
-            series = load_series(host_dir)
-        except Exception:  # a file the parser refuses still has numbers to draw
-            series = {}
+        series = load_series(host_dir)
+    except Exception:  # a file the parser refuses still has numbers to draw
+        series = {}
     if not series:
         series = _generic_series(host_dir / TELEMETRY_FILE)
     series.update(ceph_osds.load_series(host_dir))  # a Ceph backend's OSDs, sampled from this host
@@ -653,7 +658,7 @@ def load_telemetry(host_dir: Path) -> dict[str, list[tuple[float, float]]]:
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     try:
         text = path.read_text(errors="replace")
     except OSError:

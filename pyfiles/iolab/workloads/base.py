@@ -44,6 +44,14 @@ class Workload(Model):
     def run_timeout(self, default: float) -> float:
         return self.timeout or default
 
+    def dataset_vars(self, root: str) -> dict[str, Any]:
+        """Where a kind that reads the data set finds it, as its role's variables; nothing for the others."""
+        return {}
+
+    def describe(self) -> str:
+        """What the kind runs on each host, in a line (--dry-run); each kind says more."""
+        return self.tool
+
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
         """Role variables that change with the repetition (a loader's shuffle seed under MLPerf's rules)."""
         return {}
