@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import shutil
 import statistics
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 
 from iolab.errors import UserError
 from iolab.host.dataset import samples, shapes
+from iolab.host.dataset.__main__ import main as dataset_main
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.manifest import Manifest
 from iolab.host.dataset.pack import PackInfo
@@ -67,6 +69,9 @@ def test_cosmoflow_data_set_has_one_sample_per_tfrecord_file(tmp_path):
         (record,) = list(read_records(root / "tfrecord" / name))
         assert decode_example(record)["image/encoded"][0] == (root / entry.path).read_bytes()
     assert dataset_state.state(root, 6, 2, 2, ["tfrecord"], "cosmoflow")["state"] == "ready"
+    shutil.rmtree(root / "tfrecord")  # packed again by the command line (as the rbd_snapshot role does): same layout
+    assert dataset_main(["pack", str(root), "--format", "tfrecord", "--json"]) == 0
+    assert PackInfo.load(root / "tfrecord").samples_per_shard == 1
 
 
 def test_the_npz_reader_loads_each_file_whole(tmp_path):

@@ -84,18 +84,29 @@ def cmd_histogram(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_per_shard(root: Path) -> int:
+    """MLPerf's samples per file for the data set in root: one for cosmoflow's, resnet50's 1,251 otherwise."""
+    from iolab.host.dataset.manifest import Manifest
+    from iolab.host.dataset.pack import SAMPLES_PER_SHARD
+    from iolab.host.dataset.shapes import GENERATORS
+
+    if Manifest.exists(root) and Manifest.load(root).generator == GENERATORS["cosmoflow"]:
+        return 1
+    return SAMPLES_PER_SHARD
+
+
 def cmd_pack(args: argparse.Namespace) -> int:
     from iolab.host.dataset.pack import FORMATS, pack
 
     formats = FORMATS if args.format == "all" else (args.format,)
+    per_shard = args.samples_per_shard or _default_per_shard(args.root)
     if args.out is not None and len(formats) > 1:
         raise UserError("--out names the directory of one pack: give --format too, or leave --out out")
     packs, lines = {}, []
     for fmt in formats:
         started = time.perf_counter()
-        info = pack(
-            args.root, fmt, out=args.out, samples_per_shard=args.samples_per_shard, progress=_progress(f"pack {fmt}")
-        )
+        info = pack(args.root, fmt, out=args.out, samples_per_shard=per_shard,
+                    progress=_progress(f"pack {fmt}"))
         directory = args.out if args.out is not None else args.root / fmt
         packs[fmt] = {
             "directory": str(directory),
@@ -177,12 +188,9 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("root", type=Path, help="directory of the data set")
     k.add_argument("--format", choices=[*FORMATS, "all"], default="all", help="format (default all)")
     k.add_argument("--out", type=Path, default=None, help="directory of the pack (default ROOT/FORMAT)")
-    k.add_argument(
-        "--samples-per-shard",
-        type=int,
-        default=SAMPLES_PER_SHARD,
-        help=f"samples per tar or TFRecord file (default {SAMPLES_PER_SHARD}, MLPerf resnet50)",
-    )
+    k.add_argument("--samples-per-shard", type=int, default=None,
+                   help=f"samples per tar or TFRecord file (default {SAMPLES_PER_SHARD}, MLPerf resnet50; "
+                   "a cosmoflow data set: 1, MLPerf's layout)")
     k.set_defaults(run=cmd_pack)
 
     v = sub.add_parser("verify", help="check every file and pack against the manifest")
