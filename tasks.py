@@ -237,8 +237,12 @@ def all_(
 ):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
     lab = make_lab(inventory, hosts)
-    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN, max_runs=int(max_runs), workload_file=workload_file,
-                             memory=lambda: presets.host_memory(lab.inventory, lab.hosts))
+    spec = campaign_mod.load(
+        campaign or paths.DEFAULT_CAMPAIGN,
+        max_runs=int(max_runs),
+        workload_file=workload_file,
+        memory=lambda: presets.host_memory(lab.inventory, lab.hosts),
+    )
     if dry_run:
         echo(bench_mod.describe(spec, lab))
         return

@@ -38,6 +38,7 @@ MAX_BACKENDS = 100
 
 class Dataset(Model):
     """The generated data set every host gets on every backend (iolab.host.dataset), packed as workloads need."""
+
     # imagenet-like: JPEGs; unet3d, cosmoflow: MLPerf Storage's samples of those workloads (iolab.host.dataset)
     kind: Literal["imagenet-like", "unet3d", "cosmoflow"] = "imagenet-like"
     files: Annotated[int, Field(ge=1, le=100_000_000)]
@@ -98,9 +99,14 @@ class Campaign(Model):
         # Each workload runs on the backends of its kind (S3 or file systems), and on at least one.
         homeless = [w for w in self.workloads if not any(b.supports(w) for b in self.backends)]
         if homeless:
-            raise ValueError(f"workload {homeless[0].name} runs on none of the backends: "
-                             + ("it speaks S3; add a backend of type s3" if getattr(homeless[0], "needs_s3", False)
-                                else "it needs a file system and every backend is an S3 bucket; add a file backend"))
+            raise ValueError(
+                f"workload {homeless[0].name} runs on none of the backends: "
+                + (
+                    "it speaks S3; add a backend of type s3"
+                    if getattr(homeless[0], "needs_s3", False)
+                    else "it needs a file system and every backend is an S3 bucket; add a file backend"
+                )
+            )
         refused = [reason for b in self.backends for w in self.workloads if b.supports(w) and (reason := b.refuse(w))]
         if refused:
             raise ValueError(refused[0])
@@ -115,8 +121,11 @@ class Campaign(Model):
     @property
     def needs_dl(self) -> bool:
         """The hosts need the deep-learning stack (data set generation, loaders; boto3 for S3 backends)."""
-        return (self.dataset is not None or any(w.tool in ("pytorch", "tensorflow") for w in self.workloads)
-                or any(b.type == "s3" for b in self.backends))
+        return (
+            self.dataset is not None
+            or any(w.tool in ("pytorch", "tensorflow") for w in self.workloads)
+            or any(b.type == "s3" for b in self.backends)
+        )
 
     @property
     def needs_tf(self) -> bool:
@@ -263,23 +272,37 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
     shuffle = random.Random(campaign.order_seed).shuffle if campaign.order == "random" else None
     runs = []
     for backend in campaign.backends:
-        units = [repetition(campaign, backend, workload, rep, count)
-                 for workload in campaign.workloads if backend.supports(workload) for count in counts
-                 for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)]
+        units = [
+            repetition(campaign, backend, workload, rep, count)
+            for workload in campaign.workloads
+            if backend.supports(workload)
+            for count in counts
+            for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)
+        ]
         if shuffle:
             shuffle(units)
         runs += [run for unit in units for run in unit]
     return runs
 
 
-def repetition(campaign: Campaign, backend: AnyBackend, workload: AnyWorkload, rep: int,
-               hosts: int | None = None) -> list[Run]:
+def repetition(
+    campaign: Campaign, backend: AnyBackend, workload: AnyWorkload, rep: int, hosts: int | None = None
+) -> list[Run]:
     """Repetition `rep` of one workload point on one backend: one run, or its cold and warm runs (cache: warm)."""
     dataset = campaign.dataset if workload.uses_dataset else None
     passes: list[Literal["cold", "warm"] | None] = ["cold", "warm"] if workload.cache == "warm" else [None]
-    return [Run(run_id=run_id(campaign.name, backend, workload, rep, hosts, dataset, cache_pass),
-                campaign=campaign.name, backend=backend, workload=workload, repetition=rep, hosts=hosts,
-                cache_pass=cache_pass) for cache_pass in passes]
+    return [
+        Run(
+            run_id=run_id(campaign.name, backend, workload, rep, hosts, dataset, cache_pass),
+            campaign=campaign.name,
+            backend=backend,
+            workload=workload,
+            repetition=rep,
+            hosts=hosts,
+            cache_pass=cache_pass,
+        )
+        for cache_pass in passes
+    ]
 
 
 def _where(loc: tuple, origin: Sequence[int] = ()) -> str:
@@ -384,8 +407,9 @@ def _check_size(data: dict[str, Any], source: str, max_runs: int) -> None:
         )
 
 
-def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS,
-          memory: Callable[[], list[int]] | None = None) -> Campaign:
+def parse(
+    raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS, memory: Callable[[], list[int]] | None = None
+) -> Campaign:
     """Validate a campaign mapping; `source` names the file in errors.
 
     `memory`: the RAM of each selected host, asked only when `dataset: {files: auto}` needs it.
@@ -395,12 +419,12 @@ def parse(raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS,
             f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), got {type(raw).__name__}"
         )
     _check_size(raw, source, max_runs)
-    try:    # type: mlperf and type: dlio entries become the workloads they stand for
+    try:  # type: mlperf and type: dlio entries become the workloads they stand for
         data = presets.expand(dict(raw), base_dir, memory)
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
     _no_templates(data, source, "")
-    origin: list[int] = []     # the file's index of each sweep point: errors name the file's workload
+    origin: list[int] = []  # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
         try:
             _unique("workload", [str(w.get("name")) for w in data["workloads"] if isinstance(w, dict)])
@@ -450,16 +474,23 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
             except ValueError as exc:
                 raise UserError(f"{source}: workloads[{index}].jobfile: {exc}") from None
             workload = workload.model_copy(update={"jobfile": str(path), "jobtext": job.text})
-            refused = [reason for backend in campaign.backends
-                       if backend.supports(workload) and (reason := backend.refuse(workload))]
-            if refused:     # a job file that writes, on a read-only backend
+            refused = [
+                reason
+                for backend in campaign.backends
+                if backend.supports(workload) and (reason := backend.refuse(workload))
+            ]
+            if refused:  # a job file that writes, on a read-only backend
                 raise UserError(f"{source}: {refused[0]}")
         workloads.append(workload)
     return campaign.model_copy(update={"workloads": workloads})
 
 
-def load(path: str | Path, max_runs: int = MAX_RUNS, workload_file: str | Path | None = None,
-         memory: Callable[[], list[int]] | None = None) -> Campaign:
+def load(
+    path: str | Path,
+    max_runs: int = MAX_RUNS,
+    workload_file: str | Path | None = None,
+    memory: Callable[[], list[int]] | None = None,
+) -> Campaign:
     """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key.
 
     `workload_file`: a DLIO workload file whose one workload (and data set) replaces the campaign's.

@@ -34,9 +34,14 @@ def phase(campaign: Campaign, backend_name: str, root: str | None = None) -> run
     spec = campaign.dataset
     assert spec is not None, "phase() needs a campaign with a dataset"
     backend = next(b for b in campaign.backends if b.name == backend_name)
-    variables = {"dataset_gen_target": backend.target, "dataset_gen_files": spec.files,
-                 "dataset_gen_seed": spec.seed, "dataset_gen_classes": spec.classes,
-                 "dataset_gen_kind": spec.kind, "dataset_gen_formats": campaign.dataset_formats}
+    variables = {
+        "dataset_gen_target": backend.target,
+        "dataset_gen_files": spec.files,
+        "dataset_gen_seed": spec.seed,
+        "dataset_gen_classes": spec.classes,
+        "dataset_gen_kind": spec.kind,
+        "dataset_gen_formats": campaign.dataset_formats,
+    }
     if root:
         variables["dataset_gen_root"] = root
     return runner.Phase("dataset.yml", variables)

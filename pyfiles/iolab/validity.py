@@ -457,20 +457,35 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
         if hosts and all(memory):
             needed = required_samples(model, batch, accelerators, memory, RAM_MULTIPLE)
             if held < needed:
-                add(Flag(MLPERF_DATASET_SIZE, f"{model}: the data set holds {held:,} samples; MLPerf asks for "
-                         f"{needed:,}: max({RAM_MULTIPLE} × the {len(memory)} host(s)' "
-                         f"{human(sum(memory), 'B')} of RAM, {MIN_STEPS} steps × batch {batch} × "
-                         f"{accelerators * len(memory)} accelerators)"))
+                add(
+                    Flag(
+                        MLPERF_DATASET_SIZE,
+                        f"{model}: the data set holds {held:,} samples; MLPerf asks for "
+                        f"{needed:,}: max({RAM_MULTIPLE} × the {len(memory)} host(s)' "
+                        f"{human(sum(memory), 'B')} of RAM, {MIN_STEPS} steps × batch {batch} × "
+                        f"{accelerators * len(memory)} accelerators)",
+                    )
+                )
         count = repeats.get(run_id, 1)
         if count < REPETITIONS:
             add(Flag(MLPERF_REPETITIONS, f"{model}: {count} recorded repetition(s); MLPerf asks for {REPETITIONS}"))
         if not params.get("warmup"):
             add(Flag(MLPERF_WARMUP, f"{model}: no unrecorded warm-up run before the measured ones (warmup: true)"))
         if not params.get("reseed"):
-            add(Flag(MLPERF_SEED, f"{model}: every repetition shuffles with seed {params.get('seed', 0)}; "
-                     "MLPerf asks for a new seed per repetition (reseed: true)"))
+            add(
+                Flag(
+                    MLPERF_SEED,
+                    f"{model}: every repetition shuffles with seed {params.get('seed', 0)}; "
+                    "MLPerf asks for a new seed per repetition (reseed: true)",
+                )
+            )
         for s in mine:
             if s.metric == "au" and s.host != AGGREGATE_HOST and s.value < preset.au_threshold:
-                add(Flag(MLPERF_AU, f"{s.host}: AU {s.value:.1f} % is below {model}'s {preset.au_threshold:g} %",
-                         host=s.host))
+                add(
+                    Flag(
+                        MLPERF_AU,
+                        f"{s.host}: AU {s.value:.1f} % is below {model}'s {preset.au_threshold:g} %",
+                        host=s.host,
+                    )
+                )
     return dict(flags)

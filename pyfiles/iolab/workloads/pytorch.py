@@ -1,5 +1,4 @@
-"""Workload kind `pytorch`: a PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators.
-"""
+"""Workload kind `pytorch`: a PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from iolab.workloads.mlperf import MlperfFields
 
 class PytorchWorkload(Workload, MlperfFields):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
+
     type: Literal["pytorch"]
     # dali: NVIDIA DALI decodes (iolab.host.loader.dali_reader); s3: samples from the bucket of an s3 backend.
     reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3", "dali"] = "packed"
@@ -25,9 +25,9 @@ class PytorchWorkload(Workload, MlperfFields):
     decode: bool = True
     shuffle: bool = True
     epochs: Annotated[int, Field(ge=1, le=1000)] = 1
-    steps: Annotated[int, Field(ge=2)] | None = None     # batches per epoch and accelerator, at most
+    steps: Annotated[int, Field(ge=2)] | None = None  # batches per epoch and accelerator, at most
     syscall_profile: bool = False
-    preprocess_time: Ramp = 0.0                           # slept per sample after reading (DLIO's)
+    preprocess_time: Ramp = 0.0  # slept per sample after reading (DLIO's)
     accelerator: Accelerator | None = None
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
     distributed: bool = False
@@ -42,13 +42,16 @@ class PytorchWorkload(Workload, MlperfFields):
     @model_validator(mode="after")
     def _consistent(self) -> PytorchWorkload:
         if self.reader == "cv2-imread" and not self.decode:
-            raise ValueError("reader cv2-imread always decodes: use decode: true, or cv2-imdecode or packed "
-                             "for bytes only")
+            raise ValueError(
+                "reader cv2-imread always decodes: use decode: true, or cv2-imdecode or packed for bytes only"
+            )
         if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
             raise ValueError("accelerator gpu trains on images: it needs decode: true")
         if self.search and self.accelerator is None:
-            raise ValueError("search: accelerators searches how many accelerators the backend feeds: "
-                             "add accelerator: {type: h100} (or a100, custom)")
+            raise ValueError(
+                "search: accelerators searches how many accelerators the backend feeds: "
+                "add accelerator: {type: h100} (or a100, custom)"
+            )
         return self
 
     @property
@@ -63,16 +66,26 @@ class PytorchWorkload(Workload, MlperfFields):
     def role_vars(self, target: str) -> dict[str, Any]:
         kind = "none" if self.accelerator is None else "gpu" if self.accelerator.type == "gpu" else "emulated"
         compute = self.accelerator.compute_time(self.batch_size) if self.accelerator and kind == "emulated" else 0.0
-        return {"bench_pytorch_target": target, "bench_pytorch_reader": self.reader,
-                "bench_pytorch_workers": self.workers, "bench_pytorch_batch_size": self.batch_size,
-                "bench_pytorch_pin_memory": self.pin_memory, "bench_pytorch_prefetch_factor": self.prefetch_factor,
-                "bench_pytorch_decode": self.decode, "bench_pytorch_shuffle": self.shuffle,
-                "bench_pytorch_epochs": self.epochs, "bench_pytorch_steps": self.steps or 0,
-                "bench_pytorch_syscall_profile": self.syscall_profile,
-                "bench_pytorch_preprocess_time": self.preprocess_time, "bench_pytorch_accelerator": kind,
-                "bench_pytorch_compute_per_batch": compute, "bench_pytorch_accelerators": self.accelerators,
-                "bench_pytorch_distributed": self.distributed, "bench_pytorch_seed": self.seed,
-                "bench_pytorch_timeout": self.run_timeout(LOADER_TIMEOUT)}
+        return {
+            "bench_pytorch_target": target,
+            "bench_pytorch_reader": self.reader,
+            "bench_pytorch_workers": self.workers,
+            "bench_pytorch_batch_size": self.batch_size,
+            "bench_pytorch_pin_memory": self.pin_memory,
+            "bench_pytorch_prefetch_factor": self.prefetch_factor,
+            "bench_pytorch_decode": self.decode,
+            "bench_pytorch_shuffle": self.shuffle,
+            "bench_pytorch_epochs": self.epochs,
+            "bench_pytorch_steps": self.steps or 0,
+            "bench_pytorch_syscall_profile": self.syscall_profile,
+            "bench_pytorch_preprocess_time": self.preprocess_time,
+            "bench_pytorch_accelerator": kind,
+            "bench_pytorch_compute_per_batch": compute,
+            "bench_pytorch_accelerators": self.accelerators,
+            "bench_pytorch_distributed": self.distributed,
+            "bench_pytorch_seed": self.seed,
+            "bench_pytorch_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
 
     def dataset_vars(self, root: str) -> dict[str, Any]:
         return {"bench_pytorch_dataset": root}
@@ -83,12 +96,16 @@ class PytorchWorkload(Workload, MlperfFields):
     def describe(self) -> str:
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}
         kind = "none" if self.accelerator is None else self.accelerator.type
-        acc = what.get(kind) or (f"{self.accelerators} emulated {kind} "
-                                 f"({self.accelerator.compute_time(self.batch_size):g} s per batch)"
-                                 if self.accelerator else "")
+        acc = what.get(kind) or (
+            f"{self.accelerators} emulated {kind} ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+            if self.accelerator
+            else ""
+        )
         if self.search:
             acc = f"the most emulated {kind} per host at AU ≥ 90 %, up to {self.accelerators}"
-        return (f"PyTorch DataLoader, reader {self.reader}, {self.workers} workers, batch {self.batch_size}, "
-                f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
-                + (", one job over all hosts" if self.distributed else "")
-                + (", under strace -c" if self.syscall_profile else ""))
+        return (
+            f"PyTorch DataLoader, reader {self.reader}, {self.workers} workers, batch {self.batch_size}, "
+            f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
+            + (", one job over all hosts" if self.distributed else "")
+            + (", under strace -c" if self.syscall_profile else "")
+        )

@@ -46,15 +46,31 @@ def cmd_gen(args: argparse.Namespace) -> int:
 
     existed = Manifest.exists(args.root)
     started = time.perf_counter()
-    manifest = gen(args.root, files=args.files, seed=args.seed, classes=args.classes,
-                   workers=args.workers, progress=_progress("gen"), kind=args.kind)
+    manifest = gen(
+        args.root,
+        files=args.files,
+        seed=args.seed,
+        classes=args.classes,
+        workers=args.workers,
+        progress=_progress("gen"),
+        kind=args.kind,
+    )
     seconds = time.perf_counter() - started
     total = manifest.total_bytes
-    result = {"root": str(args.root), "files": manifest.files, "seed": manifest.seed,
-              "classes": manifest.classes, "bytes": total, "mean_size": total / manifest.files,
-              "manifest_hash": manifest.hash, "generated": not existed, "seconds": round(seconds, 3),
-              "files_per_s": round(manifest.files / seconds, 1) if not existed else None,
-              "generator": manifest.generator or GENERATOR, "pillow": PIL.__version__}
+    result = {
+        "root": str(args.root),
+        "files": manifest.files,
+        "seed": manifest.seed,
+        "classes": manifest.classes,
+        "bytes": total,
+        "mean_size": total / manifest.files,
+        "manifest_hash": manifest.hash,
+        "generated": not existed,
+        "seconds": round(seconds, 3),
+        "files_per_s": round(manifest.files / seconds, 1) if not existed else None,
+        "generator": manifest.generator or GENERATOR,
+        "pillow": PIL.__version__,
+    }
     verb = f"generated in {seconds:.1f} s ({manifest.files / seconds:.0f} files/s)" if not existed else "already there"
     _emit(
         args,
@@ -105,8 +121,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
     packs, lines = {}, []
     for fmt in formats:
         started = time.perf_counter()
-        info = pack(args.root, fmt, out=args.out, samples_per_shard=per_shard,
-                    progress=_progress(f"pack {fmt}"))
+        info = pack(args.root, fmt, out=args.out, samples_per_shard=per_shard, progress=_progress(f"pack {fmt}"))
         directory = args.out if args.out is not None else args.root / fmt
         packs[fmt] = {
             "directory": str(directory),
@@ -176,8 +191,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, required=True, help="same seed, same bytes")
     g.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
     g.add_argument("--workers", type=int, default=None, help="processes (default: usable CPUs)")
-    g.add_argument("--kind", default="imagenet-like",
-                   help="imagenet-like (JPEGs, the default), unet3d (NPZ files) or cosmoflow (TFRecord samples)")
+    g.add_argument(
+        "--kind",
+        default="imagenet-like",
+        help="imagenet-like (JPEGs, the default), unet3d (NPZ files) or cosmoflow (TFRecord samples)",
+    )
     g.set_defaults(run=cmd_gen)
 
     h = sub.add_parser("histogram", help="file sizes by power-of-two bucket and the fio --bssplit")
@@ -188,9 +206,13 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("root", type=Path, help="directory of the data set")
     k.add_argument("--format", choices=[*FORMATS, "all"], default="all", help="format (default all)")
     k.add_argument("--out", type=Path, default=None, help="directory of the pack (default ROOT/FORMAT)")
-    k.add_argument("--samples-per-shard", type=int, default=None,
-                   help=f"samples per tar or TFRecord file (default {SAMPLES_PER_SHARD}, MLPerf resnet50; "
-                   "a cosmoflow data set: 1, MLPerf's layout)")
+    k.add_argument(
+        "--samples-per-shard",
+        type=int,
+        default=None,
+        help=f"samples per tar or TFRecord file (default {SAMPLES_PER_SHARD}, MLPerf resnet50; "
+        "a cosmoflow data set: 1, MLPerf's layout)",
+    )
     k.set_defaults(run=cmd_pack)
 
     v = sub.add_parser("verify", help="check every file and pack against the manifest")

@@ -19,8 +19,8 @@ real set. A file reaches its target size through its height (the width comes fro
 its aspect ratio): a first guess from the bytes-per-pixel model, then secant steps
 within a bracket until it is within 2% of the target and inside its bucket, about
 1.05 JPEG encodings per file (a few small files, whose size moves in steps of an
-8-pixel block row, settle for the nearest size in their bucket, within 3%). No padding: every byte is image data or standard JPEG
-headers.
+8-pixel block row, settle for the nearest size in their bucket, within 3%). No padding: every byte is
+image data or standard JPEG headers.
 
 Determinism. The parent draws the whole plan (each file's path, label and target
 size) from the data set seed before any work starts; a file's bytes depend only on
@@ -239,8 +239,15 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def gen(root: Path, files: int, seed: int, classes: int = 100, workers: int | None = None,
-        progress: Callable[[int, int], None] | None = None, kind: str = "imagenet-like") -> Manifest:
+def gen(
+    root: Path,
+    files: int,
+    seed: int,
+    classes: int = 100,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    kind: str = "imagenet-like",
+) -> Manifest:
     """Generate the data set in root, or return the one already there if it has this config.
 
     `kind`: imagenet-like (JPEGs, here), or an MLPerf workload's samples (iolab.host.dataset.samples:
@@ -266,7 +273,7 @@ def gen(root: Path, files: int, seed: int, classes: int = 100, workers: int | No
     if kind != "imagenet-like":
         manifest = samples.generate(root, kind, files, seed, classes, workers or default_workers(), progress)
         manifest.write(root)
-        if kind == "cosmoflow":     # MLPerf's layout: one sample per TFRecord file
+        if kind == "cosmoflow":  # MLPerf's layout: one sample per TFRecord file
             pack(root, "tfrecord", samples_per_shard=1)
         (root / IN_PROGRESS).unlink()
         return manifest
@@ -319,11 +326,15 @@ def _existing(root: Path, config: dict, generator: str = GENERATOR) -> Manifest 
         manifest = Manifest.load(root)
         found = {"files": manifest.files, "seed": manifest.seed, "classes": manifest.classes}
         if manifest.generator != generator:
-            raise UserError(f"{root} already holds a data set made by {manifest.generator}, not {generator}: "
-                            "use another directory or remove it")
+            raise UserError(
+                f"{root} already holds a data set made by {manifest.generator}, not {generator}: "
+                "use another directory or remove it"
+            )
         if found != config:
-            raise UserError(f"{root} already holds a data set with {_describe(found)}, not {_describe(config)}: "
-                            "use another directory or remove it")
+            raise UserError(
+                f"{root} already holds a data set with {_describe(found)}, not {_describe(config)}: "
+                "use another directory or remove it"
+            )
         problems = manifest.check_sizes(root)
         if problems:
             raise UserError(

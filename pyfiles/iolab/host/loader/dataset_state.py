@@ -31,10 +31,12 @@ from iolab.host.dataset.shapes import GENERATORS, SHAPES
 MANIFEST = "manifest.jsonl"
 IN_PROGRESS = ".iolab-gen.json"
 PACK_INFO = "pack.json"
-MEAN_SIZE = 114_660        # the generator's mean file size (MLPerf Storage resnet50)
+MEAN_SIZE = 114_660  # the generator's mean file size (MLPerf Storage resnet50)
 # Each kind's mean sample size and generator (the MLPerf kinds': iolab.host.dataset.shapes, stdlib only).
-KINDS = {"imagenet-like": (MEAN_SIZE, "iolab.host.dataset.gen/1"),
-         **{kind: (mean, GENERATORS[kind]) for kind, (mean, _, _) in SHAPES.items()}}
+KINDS = {
+    "imagenet-like": (MEAN_SIZE, "iolab.host.dataset.gen/1"),
+    **{kind: (mean, GENERATORS[kind]) for kind, (mean, _, _) in SHAPES.items()},
+}
 MARGIN = 1.05
 
 
@@ -104,8 +106,12 @@ def state(root: Path, files: int, seed: int, classes: int, formats: list[str], k
         except (OSError, ValueError):
             found = None
         if found != {k: wanted[k] for k in ("files", "seed", "classes")}:
-            return {**out, "state": "other", "needed_bytes": 0,
-                    "reason": f"{root} holds an interrupted generation of another data set"}
+            return {
+                **out,
+                "state": "other",
+                "needed_bytes": 0,
+                "reason": f"{root} holds an interrupted generation of another data set",
+            }
     elif root.is_dir() and any(root.iterdir()):
         return {
             **out,

@@ -288,7 +288,7 @@ def _shared(numel: int, like: torch.Tensor) -> torch.Tensor | None:
 
 # --- reader s3: each sample one object of the bucket -----------------------------------------------
 
-S3_ENV = "IOLAB_S3"     # the s3 backend's connection (JSON: endpoint, bucket, prefix, region, credentials' source)
+S3_ENV = "IOLAB_S3"  # the s3 backend's connection (JSON: endpoint, bucket, prefix, region, credentials' source)
 S3_DATASET = "dataset"  # the staged data set's keys: <prefix>/dataset/<manifest path>, and its manifest.jsonl
 
 
@@ -308,15 +308,20 @@ class S3Objects:
         os.environ.update({name.upper(): value for name, value in s3client.keys(conn["credentials"]).items()})
         self.base = s3client.key(conn, S3_DATASET)
         uris = [f"s3://{conn['bucket']}/{self.base}/{e.path}" for e in manifest.entries]
-        self.dataset = S3MapDataset.from_objects([f"s3://{conn['bucket']}/{self.base}/manifest.jsonl", *uris],
-                                                 region=conn["region"], endpoint=conn["endpoint"],
-                                                 s3client_config=S3ClientConfig(force_path_style=True))
+        self.dataset = S3MapDataset.from_objects(
+            [f"s3://{conn['bucket']}/{self.base}/manifest.jsonl", *uris],
+            region=conn["region"],
+            endpoint=conn["endpoint"],
+            s3client_config=S3ClientConfig(force_path_style=True),
+        )
         self.entries = manifest.entries
         self.checked = multiprocessing.RawArray("b", len(manifest.entries))
         stored = hashlib.sha256(self.dataset[0].read()).hexdigest()
         if stored != manifest.hash:
-            raise ValueError(f"s3://{conn['bucket']}/{self.base}/manifest.jsonl is another data set's ({stored[:12]}, "
-                             f"the loader's is {manifest.hash[:12]}): stage the campaign's data set again")
+            raise ValueError(
+                f"s3://{conn['bucket']}/{self.base}/manifest.jsonl is another data set's ({stored[:12]}, "
+                f"the loader's is {manifest.hash[:12]}): stage the campaign's data set again"
+            )
 
     @classmethod
     def from_env(cls, manifest: Manifest) -> S3Objects:
@@ -332,9 +337,11 @@ class S3Objects:
             entry = self.entries[i]
             digest = hashlib.sha256(data).hexdigest()
             if len(data) != entry.size or digest != entry.sha256:
-                raise ValueError(f"{self.base}/{entry.path}: {len(data)} bytes, sha256 {digest[:16]}…, differ "
-                                 f"from the manifest's sample ({entry.size} bytes, {entry.sha256[:16]}…): the "
-                                 "bucket's copy is damaged; stage the data set again")
+                raise ValueError(
+                    f"{self.base}/{entry.path}: {len(data)} bytes, sha256 {digest[:16]}…, differ "
+                    f"from the manifest's sample ({entry.size} bytes, {entry.sha256[:16]}…): the "
+                    "bucket's copy is damaged; stage the data set again"
+                )
             self.checked[i] = 1
         return data
 
