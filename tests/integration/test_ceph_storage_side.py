@@ -23,7 +23,7 @@ LEASE_WAIT_S = 600
 def lab(tmp_path_factory) -> Iterator[Lab]:
     """The Ceph cluster alone (no NFS server), in its own directories and on free ports; deleted at the end."""
     root = tmp_path_factory.mktemp("ceph-side")
-    lab = Lab(root=root, ports=dict(zip(("mon", "mon_v1", "nfs", "mount"), free_ports(4), strict=True)))
+    lab = Lab(root=root, ports=dict(zip(("mon", "mon_v1", "nfs", "mount", "rgw"), free_ports(5), strict=True)))
     lab.inventory.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
     try:
         done = lab.playbook("started", "-e", json.dumps({"services_enabled": ["ceph"]}))
