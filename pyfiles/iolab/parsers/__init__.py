@@ -8,6 +8,7 @@ adds the run's context (campaign, run id, host, backend, times) to make samples.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,3 +46,16 @@ def stderr_hint(path: Path) -> str:
 
 
 Parser = Callable[[Path], Parsed]
+
+
+def load_json(path: Path, tool: str) -> dict[str, Any]:
+    """A tool's JSON result file, or ParseError naming it (missing: with stderr.txt's last line)."""
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ParseError(f"{path}: missing, {tool} wrote no result{stderr_hint(path)}") from None
+    except (OSError, ValueError) as exc:
+        raise ParseError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise ParseError(f"{path}: not a result of {tool} (a JSON object)")
+    return document

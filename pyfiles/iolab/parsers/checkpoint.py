@@ -11,22 +11,16 @@ hosts is the whole checkpoint over the slowest rank of all (record.aggregate).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from iolab.parsers import Measurement, Parsed, ParseError, stderr_hint
+from iolab.parsers import Measurement, Parsed, ParseError, load_json, stderr_hint
 
 PHASES = ("write", "read")
 
 
 def parse(host_dir: Path) -> Parsed:
     path = Path(host_dir) / "checkpoint.json"
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ParseError(f"{path}: missing, the checkpoint benchmark wrote no result{stderr_hint(path)}") from None
-    except (OSError, ValueError) as exc:
-        raise ParseError(f"{path}: not readable JSON ({exc})") from None
+    document = load_json(path, "the checkpoint benchmark")
     out, moved = [], {}
     for phase in PHASES:
         ranks = (document.get(phase) or {}).get("ranks") or []

@@ -7,10 +7,9 @@ open_per_s      open + close pairs per second over the data files               
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from iolab.parsers import Measurement, Parsed, ParseError
+from iolab.parsers import Measurement, Parsed, ParseError, load_json
 
 KIND = "iolab.metadata/1"
 METRICS = {"readdir": "readdir_per_s", "stat": "stat_per_s", "open": "open_per_s"}
@@ -18,12 +17,7 @@ METRICS = {"readdir": "readdir_per_s", "stat": "stat_per_s", "open": "open_per_s
 
 def parse(host_dir: Path) -> Parsed:
     path = Path(host_dir) / "metadata.json"
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ParseError(f"{path}: missing, the metadata benchmark wrote no result") from None
-    except (OSError, ValueError) as exc:
-        raise ParseError(f"{path}: not readable JSON ({exc})") from None
+    document = load_json(path, "the metadata benchmark")
     if not isinstance(document, dict) or document.get("kind") != KIND:
         raise ParseError(f"{path}: not a metadata result (expected kind {KIND!r})")
     out = []

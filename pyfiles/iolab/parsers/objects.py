@@ -12,10 +12,9 @@ the B/s and IOPS figures let the aggregate add the hosts up over their common wi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from iolab.parsers import Measurement, Parsed, ParseError, stderr_hint
+from iolab.parsers import Measurement, Parsed, ParseError, load_json, stderr_hint
 
 FILE = "objects.json"
 DIRECTIONS = {"put": "write", "get": "read"}
@@ -23,12 +22,7 @@ DIRECTIONS = {"put": "write", "get": "read"}
 
 def parse(host_dir: Path) -> Parsed:
     path = Path(host_dir) / FILE
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ParseError(f"{path}: missing, the object benchmark wrote no result{stderr_hint(path)}") from None
-    except (OSError, ValueError) as exc:
-        raise ParseError(f"{path}: not readable JSON ({exc})") from None
+    document = load_json(path, "the object benchmark")
     out, series = [], {}
     for phase, direction in DIRECTIONS.items():
         record = document.get("phases", {}).get(phase)

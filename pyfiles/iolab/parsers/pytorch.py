@@ -24,14 +24,13 @@ their sum as syscall "total".
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
 from typing import Any
 
 from iolab.host.loader.syscalls import SummaryError, parse_summary
-from iolab.parsers import Measurement, Parsed, ParseError, stderr_hint
+from iolab.parsers import Measurement, Parsed, ParseError, load_json
 
 KIND = "iolab.host.loader/1"
 _RARE = 0.01  # syscalls per sample below which a syscall is left out
@@ -45,12 +44,7 @@ def nearest_rank(values: list[float], percent: float) -> float:
 
 def load(host_dir: Path, name: str = "loader.json") -> dict[str, Any]:
     path = Path(host_dir) / name
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ParseError(f"{path}: missing, the loader wrote no result{stderr_hint(path)}") from None
-    except (OSError, ValueError) as exc:
-        raise ParseError(f"{path}: not readable JSON ({exc})") from None
+    document = load_json(path, "the loader")
     if not isinstance(document, dict) or document.get("kind") != KIND or not document.get("ranks"):
         raise ParseError(f"{path}: not a loader result (expected kind {KIND!r} with at least one rank)")
     return document
