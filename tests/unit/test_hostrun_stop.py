@@ -51,3 +51,16 @@ def test_stop_on_a_command_that_left_nothing_says_nothing(tmp_path):
     done = hostrun("stop", "--dir", str(tmp_path / "runs" / "ctl-1-1" / "gpu01"))
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert time.monotonic() - started < 10
+
+
+def test_a_runs_own_teardown_keeps_an_archive_for_collect(tmp_path):
+    """bench.fio runs and unmounts in one playbook: the archive too large for the run's output stays for collect."""
+    mine = tmp_path / "runs" / "ctl-300-3" / "gpu01"
+    (mine / "run-b").mkdir(parents=True)
+    (mine / "run-b.tar.gz").write_bytes(b"archive")
+    (mine / "run-c").mkdir()
+    done = hostrun("stop", "--dir", str(mine), "--keep-archives")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["run-b.tar.gz"]
+    done = hostrun("stop", "--dir", str(mine))  # a teardown after a failure: nothing is collected any more
+    assert done.returncode == 0 and not mine.exists()

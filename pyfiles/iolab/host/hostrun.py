@@ -262,7 +262,7 @@ def _run_of(pidfile: Path) -> str:
     return pidfile.name.removesuffix(f".{PIDFILE}") if pidfile.name != PIDFILE else pidfile.parent.name
 
 
-def stop(runs_dir: Path, orphaned_mounts: bool = False) -> int:
+def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = False) -> int:
     """End the tools that this command's runs under `runs_dir` left running (by their recorded PIDs), then
     remove `runs_dir`: a finished run's files have gone to the controller, and an interrupted run is
     recorded as missing and runs again. `runs_dir` is one command's (HOST_DIR/runs/OWNER/HOST): nothing
@@ -271,6 +271,9 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False) -> int:
     `orphaned_mounts` (a lease taken over from a campaign that died without tearing down, iolab.lease):
     also unmount what a campaign mounted in this mount namespace and did not keep, lazily, with a
     bounded wait: no campaign holds this host now, so none of it is in use by one.
+
+    `keep_archives` (a run's own teardown, in the same playbook as the run): finished runs' archives
+    too large to come back in the run's output stay for collect.yml, which fetches and removes them.
     """
     left = []
     # A run's, a phase of a run's, and that of a tool that `run` gave up waiting for (beside its run's files)
@@ -288,8 +291,15 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False) -> int:
             left.append(f"process group {pid} of {_run_of(pidfile)}")
         else:
             pidfile.unlink(missing_ok=True)
-    runs = sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []
-    if not left:
+    kept = sorted(runs_dir.glob("*.tar.gz")) if keep_archives else []
+    runs = [p for p in sorted(runs_dir.iterdir()) if p not in kept] if runs_dir.is_dir() else []
+    if not left and kept:
+        for path in runs:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+    elif not left:
         shutil.rmtree(runs_dir, ignore_errors=True)
         with contextlib.suppress(OSError):  # the command's directory, once no host of it has files there
             runs_dir.parent.rmdir()
@@ -353,6 +363,11 @@ def main(args: list[str] | None = None) -> int:
         action="store_true",
         help="also unmount what a campaign mounted here and did not keep (after a takeover)",
     )
+    p_stop.add_argument(
+        "--keep-archives",
+        action="store_true",
+        help="leave finished runs' archives (RUN.tar.gz) for collect.yml, which fetches and removes them",
+    )
     opts = parser.parse_args(args)
     if opts.command == "run":
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
@@ -380,7 +395,7 @@ def main(args: list[str] | None = None) -> int:
         return drop_caches(opts.dir)
     if opts.command == "pack":
         return pack(opts.dir)
-    return stop(opts.dir, opts.orphaned_mounts)
+    return stop(opts.dir, opts.orphaned_mounts, opts.keep_archives)
 
 
 if __name__ == "__main__":
