@@ -62,7 +62,7 @@ def test_a_loader_campaign_runs_end_to_end(cli, write_campaign, tmp_path):
     assert by["train", "*", "samples_per_s"]["value"] > 0
     assert rate["metadata"]["dataset_manifest_hash"] == local.hash
     assert rate["metadata"]["cache_state"] == "dropped"
-    assert rate["params"]["accelerator"] == {"type": "custom", "compute_per_batch": 0.03}
+    assert rate["params"]["accelerator"] == {"type": "custom", "compute_per_batch": 0.03, "model": "resnet50"}
     ranks = rate["metadata"]["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1] and sum(r["batches"] for r in ranks) == 12  # 120 samples / 10
     assert by["train", "localhost", "read_bw"]["value"] > 0 and by["train", "localhost", "cpu_cores"]["value"] > 0
