@@ -16,6 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pyfiles"))  # the benchmarks import iolab from this checkout
 
 
+def loader_argv(root: object, out: object) -> list[str]:
+    """The PyTorch loader's command on this machine, over the data set at `root`, its result in `out`."""
+    return [sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out)]
+
+
 def drop_caches() -> None:
     """sync, then drop the page cache, dentries and inodes (root), as iolab does before a run."""
     subprocess.run(["sync"], check=True)

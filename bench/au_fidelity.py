@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, private_tmpfs
+from _common import ROOT, loader_argv, private_tmpfs
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
@@ -53,13 +53,7 @@ def measure(root: Path, out: Path, c: float, p: float, w: int) -> tuple[float, f
     steps = max(8, int(4 / period))  # about four seconds of steady state
     subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "iolab.host.loader.torch_loader",
-            "--root",
-            str(root),
-            "--out",
-            str(out),
+            *loader_argv(root, out),
             "--reader",
             "packed",
             "--no-decode",

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, drop_caches, private_tmpfs
+from _common import ROOT, drop_caches, loader_argv, private_tmpfs
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
@@ -56,13 +56,7 @@ def fio_read(path: Path, workers: int, runtime: float) -> float:
 def loader_read(root: Path, out: Path, workers: int, epochs: int, batch: int) -> tuple[float, float]:
     subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "iolab.host.loader.torch_loader",
-            "--root",
-            str(root),
-            "--out",
-            str(out),
+            *loader_argv(root, out),
             "--reader",
             "packed",
             "--no-decode",

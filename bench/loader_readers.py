@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import ROOT, drop_caches, private_tmpfs
+from _common import ROOT, drop_caches, loader_argv, private_tmpfs
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
@@ -38,13 +38,7 @@ def run(root: Path, out: Path, reader: str, decode: bool, workers: int, *extra: 
     drop_caches()
     subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "iolab.host.loader.torch_loader",
-            "--root",
-            str(root),
-            "--out",
-            str(out),
+            *loader_argv(root, out),
             "--reader",
             reader,
             "--decode" if decode else "--no-decode",

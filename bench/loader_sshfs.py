@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, drop_caches
+from _common import ROOT, drop_caches, loader_argv
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
@@ -88,13 +88,7 @@ def run(root: Path, out: Path, reader: str, decode: bool) -> tuple[float, float]
     drop_caches()
     subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "iolab.host.loader.torch_loader",
-            "--root",
-            str(root),
-            "--out",
-            str(out),
+            *loader_argv(root, out),
             "--reader",
             reader,
             "--decode" if decode else "--no-decode",

@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import ROOT, private_tmpfs
+from _common import ROOT, loader_argv, private_tmpfs
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
@@ -47,13 +47,7 @@ def controlled(root: Path, out: Path, compute: float) -> float:
     batch = REFERENCE_BATCHES["unet3d"]
     period = max(compute, batch * PRE / WORKERS)
     argv = [
-        sys.executable,
-        "-m",
-        "iolab.host.loader.torch_loader",
-        "--root",
-        str(root),
-        "--out",
-        str(out),
+        *loader_argv(root, out),
         "--reader",
         "packed",
         "--no-decode",
@@ -78,13 +72,7 @@ def loader(root: Path, out: Path, epochs: int, compute: float | None) -> dict[st
     """One run of the unet3d preset's loader; its parsed figures by metric."""
     reader = PRESETS["unet3d"].reader
     argv = [
-        sys.executable,
-        "-m",
-        "iolab.host.loader.torch_loader",
-        "--root",
-        str(root),
-        "--out",
-        str(out),
+        *loader_argv(root, out),
         "--reader",
         reader["reader"],
         "--workers",
