@@ -64,3 +64,32 @@ def test_a_runs_own_teardown_keeps_an_archive_for_collect(tmp_path):
     assert sorted(p.name for p in mine.iterdir()) == ["run-b.tar.gz"]
     done = hostrun("stop", "--dir", str(mine))  # a teardown after a failure: nothing is collected any more
     assert done.returncode == 0 and not mine.exists()
+
+
+def test_stop_waits_for_the_call_whose_tool_it_ended_before_it_removes_the_commands_files(tmp_path):
+    """A controller killed outright leaves `hostrun run` waiting on its tool: when `stop` ends the tool, that call
+    still records and packs its run; `stop` removes the command's files only after it has, so none come back."""
+    import os
+    import sys
+
+    from support import ROOT
+
+    mine = tmp_path / "runs" / "ctl-400-4" / "gpu01"
+    run_dir = mine / "run-a"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles"), "IOLAB_INLINE_MAX": "0"}  # packs to RUN.tar.gz
+    argv = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(run_dir), "--pack", "--", "sleep", "300"]
+    with open(tmp_path / "out.txt", "wb") as out:
+        wrapper = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while not (run_dir / "hostrun.pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tool = int((run_dir / "hostrun.pid").read_text())
+        done = hostrun("stop", "--dir", str(mine))
+        assert done.returncode == 0, done.stderr
+        assert f"stopped process group {tool} left by run-a" in done.stdout
+        assert wrapper.poll() is not None  # it had recorded and packed its run, and ended
+        assert not (tmp_path / "runs" / "ctl-400-4").exists(), sorted(map(str, mine.rglob("*")))
+    finally:
+        wrapper.kill()
+        wrapper.wait()

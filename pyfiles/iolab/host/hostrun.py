@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -56,6 +57,24 @@ ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archiv
 # Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
 STUCK_AFTER = 15.0  # seconds a stopped tool may take to end before `run` gives up waiting for it
+
+
+def command_dir(run_dir: Path) -> Path:
+    """The directory of the command that a run (or a phase of one) belongs to: HOST_DIR/runs/OWNER/HOST, the
+    ancestor whose grandparent is `runs`; a run directory outside that layout is its own command's."""
+    for path in [run_dir, *run_dir.parents]:
+        if path.parent.parent.name == "runs":
+            return path
+    return run_dir.parent
+
+
+def _hold(run_dir: Path) -> None:
+    """Share the lock of the run's command directory for this process's life: `stop` takes it exclusively
+    before it removes that directory, so that no call of the command writes there afterwards (a call whose
+    tool `stop` ended still records and packs its run)."""
+    directory = command_dir(run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    fcntl.flock(os.open(directory, os.O_RDONLY | os.O_DIRECTORY), fcntl.LOCK_SH)
 
 
 def _write_json(path: Path, data: dict) -> None:
@@ -257,6 +276,23 @@ def _release_orphaned_mounts(wait: float = 10.0) -> list[str]:
     return done
 
 
+def _quiet(runs_dir: Path, wait: float) -> bool:
+    """Whether, within `wait` seconds, no call of the command writes in `runs_dir` any more (see _hold)."""
+    try:
+        fd = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        return True
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True  # held until this process ends: no call of the command starts writing again
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+
+
 def _run_of(pidfile: Path) -> str:
     """The run a PID file is of: its directory's name, or its own name's start when beside that directory."""
     return pidfile.name.removesuffix(f".{PIDFILE}") if pidfile.name != PIDFILE else pidfile.parent.name
@@ -291,6 +327,8 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
             left.append(f"process group {pid} of {_run_of(pidfile)}")
         else:
             pidfile.unlink(missing_ok=True)
+    if not left and not _quiet(runs_dir, STUCK_AFTER + 15):
+        left.append(f"a call of iolab.host.hostrun still writing in {runs_dir}")
     kept = sorted(runs_dir.glob("*.tar.gz")) if keep_archives else []
     runs = [p for p in sorted(runs_dir.iterdir()) if p not in kept] if runs_dir.is_dir() else []
     if not left and kept:
@@ -369,6 +407,8 @@ def main(args: list[str] | None = None) -> int:
         help="leave finished runs' archives (RUN.tar.gz) for collect.yml, which fetches and removes them",
     )
     opts = parser.parse_args(args)
+    if opts.command != "stop":
+        _hold(opts.dir)
     if opts.command == "run":
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
         if not argv:
