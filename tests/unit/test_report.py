@@ -658,6 +658,70 @@ def test_flags_section_lists_the_flags_and_the_checks_not_applied():
     assert "6 of 12 runs comparable" in page
 
 
+HOSTILE = """<script>alert(1)</script> & "it's\""""
+
+
+def test_html_report_escapes_names_from_the_campaign(tmp_path):
+    """Campaign, workload and backend names are data: the page shows them as text, never as markup."""
+    from html.parser import HTMLParser
+
+    from markupsafe import escape
+
+    from iolab import report_html
+
+    names = {"campaign": f"c {HOSTILE}", "workload": f"w {HOSTILE}", "backend": f"b {HOSTILE}"}
+    data = [
+        dataclasses.replace(
+            s,
+            campaign=names["campaign"],
+            workload=names["workload"] if s.workload == "seq-read" else s.workload,
+            backend=names["backend"] if s.backend == "local" else s.backend,
+        )
+        for s in samples(CAMPAIGN)
+    ]
+    page = report_html.build(write_store(tmp_path, "hostile", data))
+
+    class Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.tags: list[str] = []
+            self.text: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    parsed = Text()
+    parsed.feed(page)
+    assert "script" not in parsed.tags and "<script" not in page.lower()
+    shown = "".join(parsed.text)
+    for name in names.values():
+        assert name in shown, name  # as text, quotes and all
+        assert str(escape(name)) in page, name  # escaped by the template (autoescape), not by hand
+
+
+def test_the_report_templates_ship_with_the_package():
+    """The templates are package data: in the installed iolab, and matched by pyproject's package-data globs."""
+    import fnmatch
+    import importlib.resources
+    import tomllib
+
+    from iolab import report_html
+
+    templates = importlib.resources.files("iolab") / "templates"
+    names = sorted(t.name for t in templates.iterdir() if t.is_file() and not t.name.startswith("."))
+    assert {"report.html.j2", "macros.html.j2", "report.css.j2"} <= set(names)
+    assert report_html.TEMPLATE in names
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["iolab"]
+    for name in names:
+        assert any(fnmatch.fnmatch(f"templates/{name}", g) for g in globs), f"{name} would not be installed"
+    environment = report_html._templates()
+    assert environment.autoescape is True and sorted(environment.list_templates()) == names
+
+
 def test_telemetry_lines_without_the_parser_are_read_by_their_numeric_fields(tmp_path):
     from iolab import report_html
 
