@@ -233,3 +233,32 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
     with pytest.raises(ProcessLookupError):
         os.kill(fio_pid, 0)
     assert not pid_file.parents[2].exists()  # nor the command's run files on the host
+
+
+def test_a_tmpfs_mount_point_with_another_file_system_or_a_size_over_the_ram_is_refused(cli, write_campaign, tmp_path):
+    """storage_tmpfs's preflight: each refusal in one line naming the host and the fix; nothing of it mounted."""
+    point = Path("/mnt/iolab/itest-occupied")
+    point.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "someone-else", str(point)], check=True)
+    try:
+        path = write_campaign(
+            {**small_campaign(tmp_path), "backends": [{"name": point.name, "type": "tmpfs", "size": "8MiB"}]}
+        )
+        done = cli("storage.mount", "--campaign", str(path), "--backend", point.name, check=False)
+        said = " ".join(done.stderr.split())
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert f"{point} already has another file system (someone-else) mounted on localhost" in said, said
+        assert "unmount it or give the backend another mountpoint" in said
+        assert mounted() == [str(point)]  # theirs stays, none of ours came
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+        point.rmdir()
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    huge = {"name": "itest-huge", "type": "tmpfs", "size": f"{2 * ram // (1 << 30)}GiB"}
+    path = write_campaign({**small_campaign(tmp_path), "backends": [huge]})
+    done = cli("storage.mount", "--campaign", str(path), "--backend", "itest-huge", check=False)
+    said = " ".join(done.stderr.split())
+    assert (
+        done.returncode == 1 and "MiB of memory of localhost (a tmpfs lives in RAM); lower the backend's size" in said
+    )
+    assert mounted() == []
