@@ -99,7 +99,7 @@ def test_a_campaign_may_ask_for_reader_dali():
     )
     runs = expand(campaign)
     assert [run.workload.reader for run in runs] == ["packed", "dali"]
-    assert runs[1].workload.role_vars("/mnt/t")["bench_pytorch_reader"] == "dali"
+    assert runs[1].workload.role_vars("/mnt/t")["bench_pytorch_options"]["reader"] == "dali"
 
 
 def test_the_role_refuses_on_a_host_without_dali_before_the_run(dataset, tmp_path):
@@ -122,7 +122,7 @@ def test_the_role_refuses_on_a_host_without_dali_before_the_run(dataset, tmp_pat
     )
     variables = {
         "iolab_python": str(python),
-        "bench_pytorch_reader": "dali",
+        "bench_pytorch_options": {"reader": "dali"},
         "bench_pytorch_dataset": str(dataset),
         "bench_pytorch_target": str(tmp_path),
         "bench_pytorch_run_dir": str(tmp_path / "run"),

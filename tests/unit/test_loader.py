@@ -477,13 +477,13 @@ def test_campaign_loader_workloads_validate_and_sweep():
     )
     runs = campaign_mod.expand(spec)
     assert len(runs) == 4 and spec.needs_dl and spec.dataset_formats == ["packed"]
-    variables = runs[0].workload.role_vars("/mnt/iolab/mem")
-    assert variables["bench_pytorch_compute_per_batch"] == pytest.approx(0.224 / 2)  # 200 of 400 samples
-    assert variables["bench_pytorch_accelerator"] == "emulated"
+    options = runs[0].workload.role_vars("/mnt/iolab/mem")["bench_pytorch_options"]
+    assert options["compute_per_batch"] == pytest.approx(0.224 / 2)  # 200 of 400 samples
+    assert options["accelerator"] == "emulated"
     custom = _campaign(
         [{"name": "l", "type": "pytorch", "accelerator": {"type": "custom", "compute_per_batch": "50ms"}}]
     )
-    assert custom.workloads[0].role_vars("/t")["bench_pytorch_compute_per_batch"] == pytest.approx(0.05)
+    assert custom.workloads[0].role_vars("/t")["bench_pytorch_options"]["compute_per_batch"] == pytest.approx(0.05)
     for bad, message in [
         ({"reader": "cv2-imread", "decode": False}, "always decodes"),
         ({"accelerator": {"type": "custom"}}, "needs compute_per_batch"),

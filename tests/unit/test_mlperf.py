@@ -7,6 +7,7 @@ configurations and of MLPerf Storage v2's (NOTICE.txt says which and their licen
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -119,9 +120,9 @@ def test_repetitions_shuffle_with_a_new_seed_each():
     (workload,) = campaign(
         [{"name": "u", "type": "mlperf", "workload": "unet3d", "seed": 10}], {"kind": "unet3d", "files": 8}
     ).workloads
-    assert [workload.repetition_vars(r)["bench_pytorch_seed"] for r in (1, 2, 3)] == [10, 11, 12]
+    assert [workload.repetition_vars(r)["bench_pytorch_options"]["seed"] for r in (1, 2, 3)] == [10, 11, 12]
     plain = workload.model_copy(update={"reseed": False})
-    assert {plain.repetition_vars(r)["bench_pytorch_seed"] for r in (1, 2, 3)} == {10}
+    assert {plain.repetition_vars(r)["bench_pytorch_options"]["seed"] for r in (1, 2, 3)} == {10}
 
 
 def test_the_shipped_mlperf_campaigns_load():
@@ -338,11 +339,18 @@ def test_each_broken_rule_is_a_flag_and_mlperf_valid_false():
     assert all(r["valid"] for r in rows)  # still comparable with each other: MLPerf's flags only
 
 
-def test_the_bench_role_takes_the_npz_reader():
-    """The preset's reader passes the bench_pytorch role's argument check (the role refuses unknown readers)."""
-    spec = yaml.safe_load((ROOT / "roles" / "bench_pytorch" / "meta" / "argument_specs.yml").read_text())
-    options = spec["argument_specs"]["main"]["options"]
-    assert mlperf.PRESETS["unet3d"].reader["reader"] in options["bench_pytorch_reader"]["choices"]
+def test_the_loader_takes_every_presets_settings():
+    """A preset's settings reach its loader as the role passes them (--options JSON), and the loader takes them all."""
+    from iolab.host.loader import common, tf_loader, torch_loader
+
+    loaders = {"pytorch": torch_loader, "tensorflow": tf_loader}
+    for name, preset in mlperf.PRESETS.items():
+        entry = {"name": "p", "type": "mlperf", "workload": name}
+        (workload,) = campaign([entry], {"kind": preset.dataset, "files": 8}).workloads
+        options = workload.role_vars("/t")[f"bench_{preset.framework}_options"]
+        argv = common.options_argv(["--root", "r", "--out", "o", "--options", json.dumps(options)])
+        parsed = vars(loaders[preset.framework].parser().parse_args(argv))
+        assert {k: parsed[k] for k in options} == options, name
 
 
 def test_files_auto_takes_mlperfs_size_for_the_selected_hosts_ram():

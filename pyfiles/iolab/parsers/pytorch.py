@@ -50,6 +50,9 @@ def load(host_dir: Path, name: str = "loader.json") -> dict[str, Any]:
     return document
 
 
+WHERE = ("root", "out", "node_rank", "master_addr", "master_port")  # loader flags that are not settings
+
+
 def parse(host_dir: Path) -> Parsed:
     host_dir = Path(host_dir)
     document = load(host_dir)
@@ -117,27 +120,8 @@ def parse(host_dir: Path) -> Parsed:
         "dataset_samples": dataset.get("samples"),
         "dataset_bytes": dataset.get("bytes"),
         "bytes_read": bytes_read,  # in the measured windows, every rank: what the caching rule weighs
-        "loader": {
-            k: config.get(k)
-            for k in (
-                "reader",
-                "workers",
-                "batch_size",
-                "prefetch_factor",
-                "decode",
-                "shuffle",
-                "epochs",
-                "steps",
-                "pin_memory",
-                "accelerator",
-                "compute_per_batch",
-                "accelerators",
-                "distributed",
-                "nodes",
-                "preprocess_time",
-                "syscall_profile",
-            )
-        },
+        # The loader's settings, every flag (a new one too) but where this host's files and peers are
+        "loader": {k: v for k, v in config.items() if k not in WHERE},
         "pin_memory_effective": document["ranks"][0].get("pin_memory"),
         "devices": sorted({r.get("device") for r in document["ranks"]}),
         "ranks": per_rank,

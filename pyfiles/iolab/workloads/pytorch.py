@@ -63,27 +63,34 @@ class PytorchWorkload(Workload, MlperfFields):
     def formats(self) -> set[str]:
         return {"packed"} if self.reader == "packed" else set()
 
-    def role_vars(self, target: str) -> dict[str, Any]:
+    def loader_options(self, repetition: int = 1) -> dict[str, Any]:
+        """The loader's flags (python -m iolab.host.loader.torch_loader), named as its flags are: the role passes
+        them as one object (`--options JSON`), so a new setting is this schema's field and the loader's flag."""
         kind = "none" if self.accelerator is None else "gpu" if self.accelerator.type == "gpu" else "emulated"
         compute = self.accelerator.compute_time(self.batch_size) if self.accelerator and kind == "emulated" else 0.0
         return {
+            "reader": self.reader,
+            "workers": self.workers,
+            "batch_size": self.batch_size,
+            "pin_memory": self.pin_memory,
+            "prefetch_factor": self.prefetch_factor,
+            "decode": self.decode,
+            "shuffle": self.shuffle,
+            "epochs": self.epochs,
+            "steps": self.steps or 0,
+            "syscall_profile": self.syscall_profile,
+            "preprocess_time": self.preprocess_time,
+            "accelerator": kind,
+            "compute_per_batch": compute,
+            "accelerators": self.accelerators,
+            "seed": self.repetition_seed(self.seed, repetition),
+        }
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        return {
             "bench_pytorch_target": target,
-            "bench_pytorch_reader": self.reader,
-            "bench_pytorch_workers": self.workers,
-            "bench_pytorch_batch_size": self.batch_size,
-            "bench_pytorch_pin_memory": self.pin_memory,
-            "bench_pytorch_prefetch_factor": self.prefetch_factor,
-            "bench_pytorch_decode": self.decode,
-            "bench_pytorch_shuffle": self.shuffle,
-            "bench_pytorch_epochs": self.epochs,
-            "bench_pytorch_steps": self.steps or 0,
-            "bench_pytorch_syscall_profile": self.syscall_profile,
-            "bench_pytorch_preprocess_time": self.preprocess_time,
-            "bench_pytorch_accelerator": kind,
-            "bench_pytorch_compute_per_batch": compute,
-            "bench_pytorch_accelerators": self.accelerators,
+            "bench_pytorch_options": self.loader_options(),
             "bench_pytorch_distributed": self.distributed,
-            "bench_pytorch_seed": self.seed,
             "bench_pytorch_timeout": self.run_timeout(LOADER_TIMEOUT),
         }
 
@@ -91,7 +98,7 @@ class PytorchWorkload(Workload, MlperfFields):
         return {"bench_pytorch_dataset": root}
 
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
-        return {"bench_pytorch_seed": self.repetition_seed(self.seed, repetition)}
+        return {"bench_pytorch_options": self.loader_options(repetition)}
 
     def describe(self) -> str:
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}

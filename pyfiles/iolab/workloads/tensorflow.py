@@ -41,23 +41,29 @@ class TensorflowWorkload(Workload, MlperfFields):
             )
         return self
 
+    def loader_options(self, repetition: int = 1) -> dict[str, Any]:
+        """The loader's flags (python -m iolab.host.loader.tf_loader), named as its flags are: the role passes
+        them as one object (`--options JSON`), so a new setting is this schema's field and the loader's flag."""
+        return {
+            "batch_size": self.batch_size,
+            "private_threads": self.private_threads,
+            "parallel_reads": self.parallel_reads,
+            "shuffle_buffer": self.shuffle_buffer,
+            "decode": self.decode,
+            "shuffle": self.shuffle,
+            "epochs": self.epochs,
+            "steps": self.steps or 0,
+            "syscall_profile": self.syscall_profile,
+            "accelerator": "emulated" if self.accelerator else "none",
+            "compute_per_batch": self.accelerator.compute_time(self.batch_size) if self.accelerator else 0.0,
+            "accelerators": self.accelerators,
+            "seed": self.repetition_seed(self.seed, repetition),
+        }
+
     def role_vars(self, target: str) -> dict[str, Any]:
-        compute = self.accelerator.compute_time(self.batch_size) if self.accelerator else 0.0
         return {
             "bench_tensorflow_target": target,
-            "bench_tensorflow_batch_size": self.batch_size,
-            "bench_tensorflow_private_threads": self.private_threads,
-            "bench_tensorflow_parallel_reads": self.parallel_reads,
-            "bench_tensorflow_shuffle_buffer": self.shuffle_buffer,
-            "bench_tensorflow_decode": self.decode,
-            "bench_tensorflow_shuffle": self.shuffle,
-            "bench_tensorflow_epochs": self.epochs,
-            "bench_tensorflow_steps": self.steps or 0,
-            "bench_tensorflow_seed": self.seed,
-            "bench_tensorflow_syscall_profile": self.syscall_profile,
-            "bench_tensorflow_accelerator": "emulated" if self.accelerator else "none",
-            "bench_tensorflow_compute_per_batch": compute,
-            "bench_tensorflow_accelerators": self.accelerators,
+            "bench_tensorflow_options": self.loader_options(),
             "bench_tensorflow_timeout": self.run_timeout(LOADER_TIMEOUT),
         }
 
@@ -65,7 +71,7 @@ class TensorflowWorkload(Workload, MlperfFields):
         return {"bench_tensorflow_dataset": root}
 
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
-        return {"bench_tensorflow_seed": self.repetition_seed(self.seed, repetition)}
+        return {"bench_tensorflow_options": self.loader_options(repetition)}
 
     def describe(self) -> str:
         acc = (

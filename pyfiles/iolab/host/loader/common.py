@@ -206,6 +206,39 @@ def check_launch(args: argparse.Namespace) -> list[str]:
     return [problem for problem in problems if problem]
 
 
+OPTIONS_HELP = (
+    '--options JSON: the flags as one JSON object ({"batch_size": 400, "decode": false}), as the bench '
+    "roles pass a workload's settings; flags after it win"
+)
+
+
+def options_argv(argv: list[str]) -> list[str]:
+    """`--options JSON` (how the bench roles pass a workload's loader settings: one object, keys named as the
+    loader's flags with `_` for `-`) → the flags it stands for, in its place: a flag given after it wins.
+    true/false → `--name`/`--no-name`; null → left out (the loader's default). argparse then checks names,
+    types and choices as for flags typed by hand."""
+    out: list[str] = []
+    rest = iter(argv)
+    for arg in rest:
+        if arg != "--options" and not arg.startswith("--options="):
+            out.append(arg)
+            continue
+        text = arg.partition("=")[2] if "=" in arg else next(rest, "")
+        try:
+            options = json.loads(text)
+        except ValueError as exc:
+            raise SystemExit(f"--options: not JSON ({exc})") from None
+        if not isinstance(options, dict):
+            raise SystemExit("--options: a JSON object of option names and values is expected")
+        for name, value in options.items():
+            flag = "--" + name.replace("_", "-")
+            if isinstance(value, bool):
+                out.append(flag if value else "--no-" + flag[2:])
+            elif value is not None:
+                out += [flag, str(value)]
+    return out
+
+
 def main(
     module: str,
     parser: Callable[[], argparse.ArgumentParser],
@@ -213,7 +246,7 @@ def main(
     argv: list[str] | None = None,
 ) -> int:
     """A loader's command line: the launcher (no --local-rank) checks and starts the ranks; a rank runs."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = options_argv(list(sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(argv)
     if args.local_rank is None:
         problems = check_launch(args)

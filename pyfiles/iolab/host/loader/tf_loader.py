@@ -36,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m iolab.host.loader.tf_loader",
         description="tf.data throughput on TFRecord shards, with emulated accelerators.",
+        epilog=common.OPTIONS_HELP,
     )
     p.add_argument("--root", type=Path, required=True, help="the data set; its shards are in ROOT/tfrecord")
     p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
@@ -58,7 +59,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--accelerator", choices=("none", "emulated"), default="none")
     p.add_argument("--compute-per-batch", type=float, default=0.0)
     p.add_argument("--accelerators", type=int, default=1, help="rank processes on this host")
-    p.add_argument("--syscall-profile", action="store_true", help="count syscalls with strace -c -f")
+    p.add_argument(
+        "--syscall-profile",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="count syscalls with strace -c -f",
+    )
     p.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p
 

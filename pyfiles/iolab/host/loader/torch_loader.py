@@ -31,6 +31,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m iolab.host.loader.torch_loader",
         description="PyTorch DataLoader throughput, with emulated or real accelerators.",
+        epilog=common.OPTIONS_HELP,
     )
     p.add_argument("--root", type=Path, required=True, help="the data set (its manifest.jsonl)")
     p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
@@ -64,13 +65,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--accelerator", choices=("none", "emulated", "gpu"), default="none")
     p.add_argument("--compute-per-batch", type=float, default=0.0, help="emulated compute, seconds per batch")
     p.add_argument("--accelerators", type=int, default=1, help="rank processes on this host")
-    p.add_argument("--distributed", action="store_true", help="one job over --nodes hosts (torch.distributed, gloo)")
+    p.add_argument(
+        "--distributed",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="one job over --nodes hosts (torch.distributed, gloo)",
+    )
     p.add_argument("--nodes", type=int, default=1, help="hosts of the distributed job")
     p.add_argument("--node-rank", type=int, default=0, help="this host's index among them")
     p.add_argument("--master-addr", default="127.0.0.1")
     p.add_argument("--master-port", type=int, default=29500)
     p.add_argument("--dist-timeout", type=float, default=300.0, help="seconds to wait for every rank")
-    p.add_argument("--syscall-profile", action="store_true", help="count syscalls with strace -c -f")
+    p.add_argument(
+        "--syscall-profile",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="count syscalls with strace -c -f",
+    )
     p.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p
 
