@@ -32,12 +32,12 @@ def test_a_cosmoflow_preset_campaign_runs_and_is_flagged_by_mlperfs_rules(cli, w
     au = [s for s in mine if s["metric"] == "au"]
     assert len(au) == 2 and all(0 < s["value"] <= 100 for s in au)
     assert {s["metadata"]["loader"]["compute_per_batch"] for s in au} == {COMPUTE_TIMES["cosmoflow"]["h100"]}
-    # Each repetition shuffled with its own seed (recorded in the loader's loader.json).
+    # Each repetition shuffled with its own seed: in the loader's loader.json and in the samples' metadata.
     seeds = set()
     for run_id in {s["run_id"] for s in au}:
         (document,) = (results / "itest-mlperf" / "raw" / run_id).glob("*/loader.json")
         seeds.add(json.loads(document.read_text())["config"]["seed"])
-    assert seeds == {0, 1}
+    assert seeds == {0, 1} == {s["metadata"]["loader"]["seed"] for s in au}
     rows = validity.annotate([Sample(**{k: v for k, v in s.items() if k != "schema"}) for s in samples])
     flags = {f for r in rows for f in r["flags"]}
     assert {
