@@ -493,6 +493,8 @@ def describe(spec: Campaign, lab: Lab) -> str:
                 },
                 "iolab",
             )
-        lines.append("      on each host: fio --output=fio.json --output-format=json+ job.fio, where job.fio is:")
+        lines.append(
+            "      on each host: fio --output=fio.json --output-format=json+ --eta=always job.fio, where job.fio is:"
+        )
         lines += ["        " + line for line in job.splitlines() if line]
     return "\n".join(lines)

@@ -22,7 +22,8 @@ class Reply:
     seconds: float
 
 
-def _connection(host: str, hostvars: dict):
+def connection(host: str, hostvars: dict, timeout: float = 10):
+    """A Fabric connection to `host` as the inventory describes it (not opened yet)."""
     from fabric import Connection
 
     key = hostvars.get("ansible_ssh_private_key_file")
@@ -30,7 +31,7 @@ def _connection(host: str, hostvars: dict):
         host=hostvars.get("ansible_host", host),
         user=hostvars.get("ansible_user"),
         port=int(hostvars.get("ansible_port", 22)),
-        connect_timeout=10,
+        connect_timeout=timeout,
         connect_kwargs={"key_filename": [key]} if key else {},
     )
 
@@ -43,7 +44,7 @@ def run_one(host: str, hostvars: dict, command: str, timeout: float) -> Reply:
         if hostvars.get("ansible_connection") == "local":
             result = Context().run(command, hide=True, warn=True, timeout=timeout, in_stream=False)
         else:
-            with _connection(host, hostvars) as conn:
+            with connection(host, hostvars) as conn:
                 result = conn.run(command, hide=True, warn=True, timeout=timeout, in_stream=False)
         assert result is not None, "run(warn=True) returns a result"
         output = (result.stdout + result.stderr).strip()

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from iolab import datasets, release, runner
+from iolab import datasets, live, release, runner
 from iolab.campaign import Campaign, Run
 from iolab.host import ceph_osds
 from iolab.hosts import Inventory
@@ -44,6 +44,7 @@ class Lab:
     hosts: list[str]
     console: Console
     status: Callable[[], str] | None = None  # a campaign's progress, shown under the live table
+    live: Callable[[], str] | None = None  # the running run's throughput (iolab.live), beside it
 
     def extravars(self) -> dict[str, Any]:
         # One release for the whole command: every phase runs the code the hosts were set up with.
@@ -73,7 +74,13 @@ class Lab:
             title=title,
             console=self.console,
             cancellable=cancellable,
-            status=self.status,
+            status=self.caption,
+        )
+
+    def caption(self) -> str:
+        """What the live table shows under the hosts: the campaign's progress and the run's throughput now."""
+        return " · ".join(
+            text for text in (self.status() if self.status else "", self.live() if self.live else "") if text
         )
 
 
@@ -132,7 +139,16 @@ def play_run(
     its failure record with them; a run whose files were too large for that leaves
     them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
     """
-    result = lab.play(phases, title, hosts=hosts)
+    if lab.console.is_terminal:  # the live table shows the run's throughput now (without a terminal: no table)
+        run_dirs = {host: f"{HOST_DIR}/runs/{OWNER}/{host}/{run.run_id}" for host in hosts}
+        with live.Watch(lab.inventory, hosts, run_dirs) as watch:
+            lab.live = watch.text
+            try:
+                result = lab.play(phases, title, hosts=hosts)
+            finally:
+                lab.live = None
+    else:
+        result = lab.play(phases, title, hosts=hosts)
     fetch = []
     for host in hosts:
         outcome = result.hosts.get(host)

@@ -6,7 +6,8 @@ prints one line (the same on a terminal and in a CI log):
     run 3/18: seq-read on tmpfs, rep 3: read_bw 2.1 GiB/s  (12 s; 3 done, 15 left, about 2 min 40 s to go)
 
 On a terminal the live table of the playbook running (iolab.runner) also shows
-`status()` as its caption, updated as the run goes on.
+`status()` as its caption, updated as the run goes on, followed by the running run's
+throughput now (iolab.live).
 
 The time to go: each run still to come is expected to take as long as the runs of the
 same workload took so far (their mean), or, for a workload not run yet, its estimate

@@ -50,7 +50,7 @@ import sys
 import time
 from pathlib import Path
 
-from iolab.host import ceph_osds, facts, mounts, profilers, telemetry
+from iolab.host import ceph_osds, facts, live, mounts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
 ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
@@ -136,6 +136,9 @@ def run(
             sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
             sampler.start()
         osds = ceph_osds.started_from_env(run_dir, telemetry_after)  # a Ceph backend's OSDs ($IOLAB_CEPH)
+        # What it moves each second, for the controller to show while the run's task runs
+        watched = live.Live(run_dir / live.FILE, proc.pid, run_dir / "stdout.txt")
+        watched.start()
         reason, stopping = None, None
         while proc.poll() is None:
             try:
@@ -159,6 +162,7 @@ def run(
             reason += "; it did not end after SIGKILL (blocked on its storage?) and is left to teardown"
             (run_dir.parent / f"{run_dir.name}.{PIDFILE}").write_text(f"{proc.pid}\n")
         ended = time.time()
+        watched.stop()
         if sampler is not None:
             for error in sampler.stop().get("errors", []):
                 print(f"telemetry: {error}", file=sys.stderr)

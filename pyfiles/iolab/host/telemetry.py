@@ -335,6 +335,18 @@ class ToolTree:
         self._high = max(self._high, ticks / HZ + (usage.ru_utime + usage.ru_stime - self._reaped0))
         return self._high
 
+    def io_bytes(self) -> tuple[int, int]:
+        """Bytes read and written so far by the live processes of the tree, as of the last cpu_seconds():
+        rchar and wchar of /proc/<pid>/io, every read(2) and write(2), from storage or the page cache alike."""
+        read = written = 0
+        for pid in self._members:
+            try:
+                fields = dict(line.split(": ", 1) for line in _read(f"{self.proc}/{pid}/io").splitlines())
+            except (OSError, ValueError):
+                continue  # ended since
+            read, written = read + int(fields.get("rchar", 0)), written + int(fields.get("wchar", 0))
+        return read, written
+
 
 # --- GPUs through NVML ---------------------------------------------------------------------------
 
