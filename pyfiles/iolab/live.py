@@ -8,10 +8,11 @@ live table shows under its hosts, all hosts added up:
 
     now: read 2.3 GiB/s, write 0 B/s, 1.9 cores (2 of 2 hosts)
 
-(with `, 61.4k IOPS` where the tool says its own rate: fio). A host that does not answer, or has no
-live.json (the tool not started yet, or already ended), is left out of the sum; a host that failed to
-connect is tried again after `retry` seconds. Nothing here can fail or slow a run: the figures are for
-the person watching, never recorded.
+(with `, 61.4k IOPS` where fio says its own rate, `, 812 samples/s, AU 93 %` for a
+loader). A host that does not answer, or has no live.json (the tool not started yet, or
+already ended), is left out of the sum; a host that failed to connect is tried again after
+`retry` seconds. Nothing here can fail or slow a run: the figures are for the person
+watching, never recorded.
 """
 
 from __future__ import annotations
@@ -64,9 +65,12 @@ class Watch:
         write = sum(f.get("write_Bps", 0.0) for f in figures)
         cores = sum(f.get("cores", 0.0) for f in figures)
         iops = sum(f.get("iops", 0.0) for f in figures)
+        rate = sum(f.get("samples_per_s", 0.0) for f in figures)
+        au = [f["au_pct"] for f in figures if "au_pct" in f]
         return (
             f"now: read {human(read, 'B/s')}, write {human(write, 'B/s')}, "
             + (f"{human(iops, 'IOPS')}, " if iops else "")
+            + (f"{human(rate, 'samples/s')}, AU {sum(au) / len(au):.0f} %, " if au else "")
             + f"{cores:.1f} cores "
             f"({len(figures)} of {len(self.hosts)} host{'s' if len(self.hosts) != 1 else ''})"
         )

@@ -131,5 +131,26 @@ def test_fios_status_line_is_read_in_its_units():
     from iolab.host.live import tool_status
 
     line = "Jobs: 2 (f=2): [R(1),W(1)][20.0%][r=1234KiB/s,w=10.5MiB/s][r=308,w=61.4k IOPS][eta 00m:04s]"
-    assert tool_status("Jobs: 1 (f=1)\r" + line) == {"read_Bps": 1234 * 1024, "write_Bps": 10.5 * MIB, "iops": 61708}
+    assert tool_status("Jobs: 1 (f=1)\r" + line) == {
+        "source": "fio",
+        "read_Bps": 1234 * 1024,
+        "write_Bps": 10.5 * MIB,
+        "iops": 61708,
+    }
     assert tool_status("Jobs: 1 (f=1)") is None
+
+
+def test_the_loaders_step_loop_prints_the_line_live_reads(capsys):
+    """run_steps (every iolab loader's loop) says its rate about once a second, in the form tool_status reads."""
+    from iolab.host.live import tool_status
+    from iolab.host.loader.common import run_steps
+
+    def batches(_epoch):
+        for _ in range(12):
+            time.sleep(0.1)  # the loader's part
+            yield 8
+
+    run_steps(1, 0, batches, lambda batch: (batch, batch * 1000), None, 0.1, None)  # 0.1 s emulated compute
+    said = tool_status(capsys.readouterr().out)
+    assert said is not None and said["ranks"] == 1, said
+    assert 20 <= said["samples_per_s"] <= 48 and 25 <= said["au_pct"] <= 60, said  # 8 per 0.2 s; half computing

@@ -11,7 +11,9 @@ RUN_DIR/live.json, whole and at once, with the rates over the last second:
 A tool that says its own rate wins over the counters: fio, run with `--eta=always`, writes a status
 line each second to its stdout (`[r=2446MiB/s][r=2446 IOPS]`), and its libaio or io_uring reads never
 pass through read(2), so rchar would not see them; `tool_status` takes the last such line of the
-tool's stdout.txt, and live.json then says `"source": "fio"` and has `iops` too.
+tool's stdout.txt, and live.json then says `"source": "fio"` and has `iops` too. A loader's ranks each
+print a line a second (`iolab-loader: pid=123 samples_per_s=812.3 au_pct=93.1`): live.json then has
+`samples_per_s` (the ranks added up) and `au_pct` (their mean) beside the byte rates.
 
 The controller (iolab.live) reads it while the run's task is still running, which Ansible's
 own output cannot show. The figures are for watching, never recorded: the samples come from
@@ -27,6 +29,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from iolab.host.telemetry import ToolTree
 
@@ -37,13 +40,26 @@ _UNITS["Ti"] = 1 << 40
 _FIO_STATUS = re.compile(r"\[((?:[rw]=[\d.]+[kKMGT]?i?B/s,?)+)\]\[((?:[rw]=[\d.]+[kMG]?,?)+) IOPS\]")
 
 
-def tool_status(tail: str) -> dict[str, float] | None:
-    """The rates of the last status line of fio in `tail` (the end of its stdout), or None."""
+# A loader rank's status line (iolab.host.loader.common): iolab-loader: pid=123 samples_per_s=812.3 au_pct=93.1
+_LOADER_STATUS = re.compile(r"iolab-loader: pid=(\d+) samples_per_s=([\d.]+) au_pct=([\d.]+)")
+
+
+def tool_status(tail: str) -> dict[str, Any] | None:
+    """What the tool says of itself at the end of its stdout (`tail`), or None: fio's last status line, or
+    the loader's ranks' last lines (samples/s added up, AU averaged over the ranks)."""
+    ranks = {pid: (float(rate), float(au)) for pid, rate, au in _LOADER_STATUS.findall(tail)}  # the last per rank
+    if ranks:
+        return {
+            "source": "loader",
+            "samples_per_s": sum(rate for rate, _ in ranks.values()),
+            "au_pct": sum(au for _, au in ranks.values()) / len(ranks),
+            "ranks": len(ranks),
+        }
     found = _FIO_STATUS.findall(tail)
     if not found:
         return None
     rates, iops = found[-1]
-    figures = {"read_Bps": 0.0, "write_Bps": 0.0, "iops": 0.0}
+    figures: dict[str, Any] = {"source": "fio", "read_Bps": 0.0, "write_Bps": 0.0, "iops": 0.0}
     for item in rates.split(","):
         kind, value = item.split("=")
         number, prefix = re.fullmatch(r"([\d.]+)([kKMGT]?i?)B/s", value).groups()  # type: ignore[union-attr]
@@ -73,7 +89,7 @@ class Live(threading.Thread):
             self.join(5)
         self.path.unlink(missing_ok=True)
 
-    def _tail(self, size: int = 1024) -> str:
+    def _tail(self, size: int = 8192) -> str:
         try:
             with open(self.stdout, "rb") as handle:  # type: ignore[arg-type]
                 handle.seek(max(0, os.fstat(handle.fileno()).st_size - size))
@@ -99,7 +115,7 @@ class Live(threading.Thread):
             }
             said = tool_status(self._tail()) if self.stdout else None
             if said:
-                figures.update(said, source="fio")
+                figures.update(said)
             prev_t, prev_cpu, prev_io = now, cpu, io
             tmp = self.path.with_name(f".{FILE}.tmp")
             try:

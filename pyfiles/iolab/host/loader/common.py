@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -92,6 +93,18 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def _say(records: list[list[float]], said: list[float], now: float) -> list[float]:
+    """One status line on stdout for the person watching (iolab.host.live reads it): this rank's samples/s and AU
+    since the last line. `said`: [when, records then, compute seconds then]."""
+    fresh = records[int(said[1]) :]
+    samples = sum(r[6] for r in fresh)
+    computing = sum(r[4] for r in fresh)
+    seconds = max(now - said[0], 1e-6)
+    print(f"{STATUS} pid={os.getpid()} samples_per_s={samples / seconds:.1f} au_pct={100 * computing / seconds:.1f}")
+    sys.stdout.flush()
+    return [now, len(records), 0.0]
+
+
 def run_steps(
     epochs: int,
     steps: int,
@@ -110,6 +123,7 @@ def run_steps(
     per_epoch: list[dict[str, Any]] = []
     window: dict[str, float] = {}
     cpu_start = 0.0
+    said = [time.time(), 0, 0.0]  # the last status line: when, records by then, compute seconds by then
     for epoch in range(epochs):
         epoch_start = time.time()
         iterator = batches(epoch)
@@ -137,6 +151,8 @@ def run_steps(
                 window["start"] = time.time()
             step += 1
             seen += samples
+            if ended - said[0] >= 1.0:
+                said = _say(records, said, ended)
         per_epoch.append(
             {"epoch": epoch, "started_at": epoch_start, "ended_at": time.time(), "steps": step, "samples": seen}
         )
@@ -210,6 +226,9 @@ OPTIONS_HELP = (
     '--options JSON: the flags as one JSON object ({"batch_size": 400, "decode": false}), as the bench '
     "roles pass a workload's settings; flags after it win"
 )
+
+
+STATUS = "iolab-loader:"  # a rank's status line (run_steps), read by iolab.host.live
 
 
 def options_argv(argv: list[str]) -> list[str]:
