@@ -698,6 +698,9 @@ def _write_inventory(path: Path, hosts: list[SimHost], lab_dir: Path) -> None:
                         "ansible_ssh_common_args": shlex.join(ssh_common_args(lab_dir)),
                         "ansible_python_interpreter": "/usr/bin/python3",
                         "ansible_pipelining": True,
+                        # The controller's root file system and package database, no route to a
+                        # mirror: the iolab_host role installs their packages once, on the controller.
+                        "iolab_host_shared_root": True,
                     },
                 }
             }
