@@ -20,7 +20,7 @@ from typing import Any
 from iolab import datasets, runner, validity
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
-from iolab.execute import Lab, play_run, run_phase, storage_phase, tear_down, workload_vars
+from iolab.execute import Lab, play_run, play_runs, run_phase, storage_phase, tear_down, workload_vars
 from iolab.host import fio_jobs
 from iolab.progress import Planned, Progress
 from iolab.record import headline, record_run, run_record
@@ -137,17 +137,34 @@ def _run_backend(
                 teardown.remove(outcome.host)
         no_data = datasets.make(lab, campaign, backend, [r for r in runs if r.backend.name == backend], mounted)
         while queue:
-            for run, hosts in queue:
-                number = next(counter)
-                title = f"run {number}/{planned}: {run.label()}" if number <= planned else f"extra run: {run.label()}"
+            pending = list(queue)
+            while pending:
+                run, hosts = pending.pop(0)
                 failures += _skipped(store, run, [h for h in hosts if h not in mounted], lost)
-                active = [h for h in hosts if h in mounted]
                 if run.workload.uses_dataset:
-                    failures += _skipped(store, run, [h for h in active if h in no_data], no_data)
-                    active = [h for h in active if h not in no_data]
+                    failures += _skipped(store, run, [h for h in hosts if h in mounted and h in no_data], no_data)
+                active = _active(run, hosts, mounted, no_data)
                 if not active:
                     progress.drop(run.run_id)
                     continue
+                if not (_searches(run) or _needs_warming(run)):
+                    # Runs alike on the same hosts after it: one ansible-playbook process for them all.
+                    batch = [run]
+                    while (
+                        pending
+                        and not (_searches(pending[0][0]) or _needs_warming(pending[0][0]))
+                        and _active(pending[0][0], pending[0][1], mounted, no_data) == active
+                        and set(pending[0][1]) <= set(active)
+                    ):
+                        batch.append(pending.pop(0)[0])
+                    ran, last_ok = _run_batch(
+                        lab, store, batch, active, counter, planned, progress, lost, mounted, teardown
+                    )
+                    failures += ran
+                    previous = (batch[-1], active, last_ok)
+                    continue
+                number = next(counter)
+                title = f"run {number}/{planned}: {run.label()}" if number <= planned else f"extra run: {run.label()}"
                 progress.start(_planned([run])[0])
                 if _searches(run):
                     from iolab import accelerators
@@ -174,15 +191,7 @@ def _run_backend(
                     )
                 failures += run_failures
                 previous = (run, active, not run_failures)
-                for outcome in result.failures() if result else []:
-                    if outcome.unreachable:
-                        lost[outcome.host] = f"unreachable since {title}: {outcome.message}"
-                        mounted.remove(outcome.host)
-                        teardown.remove(outcome.host)
-                        console.print(
-                            f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
-                            "run bench.all again later to fill its gap"
-                        )
+                _lose_unreachable(lab, result, title, lost, mounted, teardown)
                 progress.finish(title, headline(stored, run_failures, run.on(lab.hosts)))
             tried.update(r.run_id for r, _ in queue)
             queue = [
@@ -192,6 +201,63 @@ def _run_backend(
         if teardown:
             failures += tear_down(lab, campaign, backend, teardown)
     return failures
+
+
+def _active(run: Run, hosts: list[str], mounted: list[str], no_data: dict[str, str]) -> list[str]:
+    """The hosts of `hosts` that run `run`: mounted, and holding the data set if it reads one."""
+    return [h for h in hosts if h in mounted and not (run.workload.uses_dataset and h in no_data)]
+
+
+def _run_batch(
+    lab: Lab,
+    store: ResultStore,
+    batch: list[Run],
+    hosts: list[str],
+    counter: Iterator[int],
+    planned: int,
+    progress: Progress,
+    lost: dict[str, str],
+    mounted: list[str],
+    teardown: list[str],
+) -> tuple[list[str], bool]:
+    """Runs alike (no warm-up, no search) on the same mounted hosts, in one playbook (execute.play_runs),
+    each recorded as soon as it ends; return the failures, and whether the last run succeeded."""
+    failures: list[str] = []
+    last_ok = [False]
+    titles, numbers = {}, []
+    for run in batch:
+        numbers.append(next(counter))
+        titles[run.run_id] = (
+            f"run {numbers[-1]}/{planned}: {run.label()}" if numbers[-1] <= planned else f"extra run: {run.label()}"
+        )
+    which = f"run {numbers[0]}" if len(batch) == 1 else f"runs {numbers[0]}–{numbers[-1]}"
+    title = f"{which}/{planned} on {batch[0].backend.name}, one playbook"
+
+    def ended(run: Run, result: runner.Result) -> None:
+        run_failures, stored = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
+        failures.extend(run_failures)
+        last_ok[0] = run is batch[-1] and not run_failures
+        _lose_unreachable(lab, result, titles[run.run_id], lost, mounted, teardown)
+        progress.finish(titles[run.run_id], headline(stored, run_failures, run.on(lab.hosts)), run.run_id)
+
+    runs = [(run, store.raw_dir(run.run_id), titles[run.run_id]) for run in batch]
+    play_runs(lab, runs, title, hosts, lambda run: progress.start(_planned([run])[0]), ended)
+    return failures, last_ok[0]
+
+
+def _lose_unreachable(
+    lab: Lab, result: runner.Result | None, title: str, lost: dict[str, str], mounted: list[str], teardown: list[str]
+) -> None:
+    """Leave the hosts the run found unreachable out of the rest of the campaign (a later call fills their gap)."""
+    for outcome in result.failures() if result else []:
+        if outcome.unreachable and outcome.host in mounted:
+            lost[outcome.host] = f"unreachable since {title}: {outcome.message}"
+            mounted.remove(outcome.host)
+            teardown.remove(outcome.host)
+            lab.console.print(
+                f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
+                "run bench.all again later to fill its gap"
+            )
 
 
 def _needs_warming(run: Run) -> bool:

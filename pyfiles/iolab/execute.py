@@ -65,6 +65,7 @@ class Lab:
         title: str,
         hosts: list[str] | None = None,
         cancellable: bool = True,
+        on_phase: Callable[[int, dict[str, runner.HostOutcome]], None] | None = None,
     ) -> runner.Result:
         return runner.run(
             phases,
@@ -75,6 +76,7 @@ class Lab:
             console=self.console,
             cancellable=cancellable,
             status=self.caption,
+            on_phase=on_phase,
         )
 
     def caption(self) -> str:
@@ -139,16 +141,94 @@ def play_run(
     its failure record with them; a run whose files were too large for that leaves
     them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
     """
-    if lab.console.is_terminal:  # the live table shows the run's throughput now (without a terminal: no table)
-        run_dirs = {host: f"{HOST_DIR}/runs/{OWNER}/{host}/{run.run_id}" for host in hosts}
-        with live.Watch(lab.inventory, hosts, run_dirs) as watch:
-            lab.live = watch.text
-            try:
-                result = lab.play(phases, title, hosts=hosts)
-            finally:
-                lab.live = None
-    else:
+    with _Watch(lab, hosts, run):
         result = lab.play(phases, title, hosts=hosts)
+    return _fetch(lab, result, run, raw_dir, title, _unpack(result, raw_dir, hosts))
+
+
+def play_runs(
+    lab: Lab,
+    runs: list[tuple[Run, Path, str]],
+    title: str,
+    hosts: list[str],
+    started: Callable[[Run], None],
+    ended: Callable[[Run, runner.Result], None],
+) -> None:
+    """Play several runs — (run, its raw directory, its title) — on `hosts` in one ansible-playbook process,
+    one run phase after the other, so that Ansible's start is paid once for them all, not once per run.
+
+    As each run's phase ends (the next one already running), its files are put in its raw directory and
+    `ended(run, result)` records it; `started(run)` as each begins. A run whose files must be fetched
+    (collect.yml) is recorded once the playbook has ended. A host that failed outside a run's own rescue,
+    or became unreachable, is left out of the later runs by Ansible: they record it as failed, with why.
+    Ctrl-C stops the playbook: the runs already ended are recorded, the one running is not.
+    """
+    deferred: list[tuple[Run, Path, str, runner.Result, list[str]]] = []
+    left_out: dict[str, str] = {}
+    watch = _Watch(lab, hosts, runs[0][0])
+
+    def on_phase(index: int, outcomes: dict[str, runner.HostOutcome]) -> None:
+        run, raw_dir, title = runs[index]
+        for host in hosts:
+            if host not in outcomes:
+                outcome = runner.HostOutcome(host, failed=True, task="(not started)")
+                outcome.message = f"left out of this run: {left_out.get(host, 'it failed in an earlier run')}"
+                outcomes[host] = outcome
+            elif outcomes[host].unreachable or outcomes[host].failed:
+                left_out[host] = f"{outcomes[host].describe()} (in {title})"
+        result = runner.Result("successful", 0, outcomes, "")
+        fetch = _unpack(result, raw_dir, hosts)
+        if fetch:
+            deferred.append((run, raw_dir, title, result, fetch))
+        else:
+            ended(run, result)
+        if index + 1 < len(runs):
+            watch.follow(runs[index + 1][0])
+            started(runs[index + 1][0])
+
+    started(runs[0][0])
+    try:
+        with watch:
+            lab.play([run_phase(run) for run, _, _ in runs], title, hosts=hosts, on_phase=on_phase)
+    finally:
+        for run, raw_dir, title, result, fetch in deferred:
+            ended(run, _fetch(lab, result, run, raw_dir, title, fetch))
+
+
+class _Watch:
+    """The live throughput of the run that is running (iolab.live), on a terminal; nothing without one."""
+
+    def __init__(self, lab: Lab, hosts: list[str], run: Run):
+        self.lab, self.hosts = lab, hosts
+        self.watch = live.Watch(lab.inventory, hosts, self._dirs(run)) if lab.console.is_terminal else None
+
+    def _dirs(self, run: Run) -> dict[str, str]:
+        return {host: f"{HOST_DIR}/runs/{OWNER}/{host}/{run.run_id}" for host in self.hosts}
+
+    def follow(self, run: Run) -> None:
+        if self.watch is not None:
+            self.watch.run_dir = self._dirs(run)
+            self.watch.figures.clear()
+
+    def __enter__(self) -> _Watch:
+        if self.watch is not None:
+            self.watch.__enter__()
+            self.lab.live = self.watch.text
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.lab.live = None
+        if self.watch is not None:
+            self.watch.__exit__()
+            self.watch = None
+
+
+def _unpack(result: runner.Result, raw_dir: Path, hosts: list[str]) -> list[str]:
+    """Put the files each host returned in its output in raw_dir/<host>/; return the hosts whose files must
+    be fetched (too large to come back in the output)."""
     fetch = []
     for host in hosts:
         outcome = result.hosts.get(host)
@@ -158,23 +238,29 @@ def play_run(
             _extract(result, host, io.BytesIO(archive), raw_dir / host)
         if not outcome.archives and outcome.ok and not outcome.failed:
             fetch.append(host)
-    if fetch:
-        lab.console.print(
-            f"{title}: fetching the run's files from {', '.join(fetch)} (over the size a run returns in its output)"
-        )
-        fetched = lab.play(
-            runner.Phase("collect.yml", {"iolab_run_id": run.run_id, "iolab_collect_dest": str(raw_dir)}),
-            f"collect: {title}",
-            hosts=fetch,
-            cancellable=False,
-        )
-        result.hosts.update({o.host: o for o in fetched.failures()})
-        for host in fetch:
-            fetched_archive = raw_dir / f"{host}.tar.gz"
-            if fetched_archive.exists():
-                with fetched_archive.open("rb") as data:
-                    _extract(result, host, data, raw_dir / host)
-                fetched_archive.unlink()
+    return fetch
+
+
+def _fetch(lab: Lab, result: runner.Result, run: Run, raw_dir: Path, title: str, fetch: list[str]) -> runner.Result:
+    """Fetch the files too large for the run's output (collect.yml) from `fetch`, into raw_dir/<host>/."""
+    if not fetch:
+        return result
+    lab.console.print(
+        f"{title}: fetching the run's files from {', '.join(fetch)} (over the size a run returns in its output)"
+    )
+    fetched = lab.play(
+        runner.Phase("collect.yml", {"iolab_run_id": run.run_id, "iolab_collect_dest": str(raw_dir)}),
+        f"collect: {title}",
+        hosts=fetch,
+        cancellable=False,
+    )
+    result.hosts.update({o.host: o for o in fetched.failures()})
+    for host in fetch:
+        fetched_archive = raw_dir / f"{host}.tar.gz"
+        if fetched_archive.exists():
+            with fetched_archive.open("rb") as data:
+                _extract(result, host, data, raw_dir / host)
+            fetched_archive.unlink()
     return result
 
 

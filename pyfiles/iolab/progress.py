@@ -51,21 +51,25 @@ class Progress:
         self.took: dict[str, float] = {}  # run id → seconds, runs finished (extra repetitions too)
         self.current: Planned | None = None
         self.since = 0.0
+        self.started: dict[str, float] = {}  # run id → when it started
 
     def start(self, planned: Planned) -> None:
         self.planned.setdefault(planned.run_id, planned)  # an extra repetition joins the plan when it starts
         self.current, self.since = planned, self.clock()
+        self.started[planned.run_id] = self.since
 
     def drop(self, run_id: str) -> None:
         """A planned run that will not run (no host left for it): no longer counted as left."""
         self.planned.pop(run_id, None)
 
-    def finish(self, title: str, headline: str) -> float:
-        """The current run ended: print its one line; return how long it took."""
-        assert self.current is not None
-        seconds = self.clock() - self.since
-        self.took[self.current.run_id] = seconds
-        self.current = None
+    def finish(self, title: str, headline: str, run_id: str | None = None) -> float:
+        """The current run (or `run_id`, one started earlier) ended: print its one line; return how long it took."""
+        assert self.current is not None or run_id is not None
+        run_id = run_id or self.current.run_id  # type: ignore[union-attr]
+        seconds = self.clock() - self.started[run_id]
+        self.took[run_id] = seconds
+        if self.current is not None and self.current.run_id == run_id:
+            self.current = None
         self.console.print(f"{title}: {headline}  ({duration(seconds)}; {self.status()})", soft_wrap=True)
         return seconds
 

@@ -121,16 +121,57 @@ def _take_archives(res: dict[str, Any], into: list[bytes]) -> dict[str, Any]:
     return {**res, "stdout": "\n".join(kept), "stdout_lines": kept}
 
 
+def _apply(outcome: HostOutcome, kind: str, data: dict[str, Any], res: dict[str, Any]) -> None:
+    """One runner event of the host into its outcome."""
+    if kind == "runner_on_start" and not outcome.failed:  # a failure keeps naming its own task
+        outcome.task = data.get("task", "")
+    elif kind == "runner_on_ok":
+        outcome.ok += 1
+        outcome.changed += bool(res.get("changed"))
+    elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+        outcome.failed, outcome.task = True, data.get("task", outcome.task)
+        outcome.message = failure_message(res)
+        outcome.ended = time.monotonic()
+    elif kind == "runner_on_unreachable":
+        outcome.unreachable, outcome.task = True, data.get("task", outcome.task)
+        outcome.message = str(res.get("msg", "unreachable")).strip()
+        outcome.ended = time.monotonic()
+
+
 class _Progress:
     """Runner events → per-host outcomes, drawn as a live table (captioned with a campaign's `status()`)."""
 
-    def __init__(self, title: str, hosts: list[str], console: Console, status: Callable[[], str] | None = None):
+    def __init__(
+        self,
+        title: str,
+        hosts: list[str],
+        console: Console,
+        status: Callable[[], str] | None = None,
+        on_phase: Callable[[int, dict[str, HostOutcome]], None] | None = None,
+    ):
         self.title = title
         self.console = console
         self.status = status
         self.hosts = {h: HostOutcome(h) for h in hosts}
         self.play = ""
         self.started = time.monotonic()
+        # Each phase is one play (every playbook of playbooks/ holds one): its own outcomes, handed to
+        # `on_phase` as soon as the next phase starts, or the playbook ends (see run()).
+        self.on_phase = on_phase
+        self.phase = -1  # the phase running (-1: none, or the last one handed over)
+        self.plays = 0
+        self.phase_hosts: dict[str, HostOutcome] = {}
+        self.error: BaseException | None = None  # raised by on_phase: the playbook is cancelled, then it is raised
+
+    def end_phase(self) -> None:
+        """The current phase is over: hand its outcomes to on_phase (once)."""
+        if self.on_phase is None or self.phase < 0 or self.error is not None:
+            return
+        phase, self.phase = self.phase, -1
+        try:
+            self.on_phase(phase, self.phase_hosts)
+        except BaseException as exc:  # noqa: BLE001 - raised again once ansible-playbook has been stopped
+            self.error = exc
 
     def handle(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
@@ -138,23 +179,18 @@ class _Progress:
         host = data.get("host")
         if kind == "playbook_on_play_start":
             self.play = data.get("play", "")
+            if self.on_phase is not None:
+                self.end_phase()
+                self.phase, self.phase_hosts, self.plays = self.plays, {}, self.plays + 1
         if host is None:
             return False
         outcome = self.hosts.setdefault(host, HostOutcome(host))
-        res = _take_archives(data.get("res", {}), outcome.archives)
-        if kind == "runner_on_start" and not outcome.failed:  # a failure keeps naming its own task
-            outcome.task = data.get("task", "")
-        elif kind == "runner_on_ok":
-            outcome.ok += 1
-            outcome.changed += bool(res.get("changed"))
-        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
-            outcome.failed, outcome.task = True, data.get("task", outcome.task)
-            outcome.message = failure_message(res)
-            outcome.ended = time.monotonic()
-        elif kind == "runner_on_unreachable":
-            outcome.unreachable, outcome.task = True, data.get("task", outcome.task)
-            outcome.message = str(res.get("msg", "unreachable")).strip()
-            outcome.ended = time.monotonic()
+        phased = self.phase_hosts.setdefault(host, HostOutcome(host)) if self.on_phase is not None else None
+        archives: list[bytes] = []
+        res = _take_archives(data.get("res", {}), archives)
+        for each in (outcome, phased) if phased is not None else (outcome,):
+            each.archives += archives
+            _apply(each, kind, data, res)
         return False  # nothing is kept on disk: the private data dir is thrown away
 
     def table(self) -> Table:
@@ -236,8 +272,14 @@ def run(
     console: Console | None = None,
     cancellable: bool = True,
     status: Callable[[], str] | None = None,
+    on_phase: Callable[[int, dict[str, HostOutcome]], None] | None = None,
 ) -> Result:
     """Run the phases on `hosts` (exact inventory names) and return each host's outcome.
+
+    `on_phase(index, outcomes)`: called as each phase ends (the next one starting, or the playbook
+    ending other than by Ctrl-C), with that phase's own outcomes per host (a host left out of it by an
+    earlier failure has none), while the playbook goes on. What it raises stops the playbook, and is
+    raised here.
 
     On a terminal a live table shows each host's task, with `status()` (a campaign's
     progress) as its caption.
@@ -252,7 +294,7 @@ def run(
     plays_started += 1
     phases = [phases] if isinstance(phases, Phase) else phases
     console = console or Console(stderr=True)
-    progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console, status)
+    progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console, status, on_phase)
     venv_bin = str(Path(sys.executable).parent)
     envvars = {
         "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
@@ -283,13 +325,17 @@ def run(
                     envvars=envvars,
                     quiet=True,
                     event_handler=progress.handle,
-                    cancel_callback=lambda: bool(ctrl_c.pressed) and ctrl_c.cancellable,
+                    cancel_callback=lambda: bool(ctrl_c.pressed) and ctrl_c.cancellable or progress.error is not None,
                     settings={"suppress_ansible_output": True},
                     suppress_env_files=True,
                 )
             finally:
                 if live:
                     live.stop()
+        if runner.status != "canceled":
+            progress.end_phase()  # the last one
+        if progress.error is not None:
+            raise progress.error
         log = runner.stdout.read() if runner.stdout else ""
         return Result(
             status=runner.status, rc=runner.rc if runner.rc is not None else -1, hosts=progress.hosts, log=log
