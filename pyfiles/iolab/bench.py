@@ -451,7 +451,7 @@ def next_repetition(spec: Campaign, store: ResultStore) -> Campaign:
     return spec.model_copy(update={"repetitions": repetition})
 
 
-ORCHESTRATION_S = 4.0  # per run: drop caches, start together, collect (docs/PERFORMANCE.md)
+ORCHESTRATION_S = 2.5  # per run, batched: prepare, drop caches, start together, collect (docs/PERFORMANCE.md)
 
 
 def _estimate(runs: list[Run]) -> tuple[float, int]:
