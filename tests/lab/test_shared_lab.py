@@ -60,11 +60,6 @@ def _tool(before: set[Path], proc: subprocess.Popen) -> Path:
     raise AssertionError(f"no tool ran on gpu01: exit {proc.poll()}")
 
 
-@pytest.mark.xfail(
-    reason="after the other lab tests in one session, the interrupted campaign's tmpfs unmount on gpu01 is "
-    "sometimes 'target is busy' (teardown says incomplete); passes alone; to be found (issue 15)",
-    strict=False,
-)
 def test_an_interrupted_campaign_on_one_labs_gpu01_leaves_the_other_labs_gpu01_run_alone(
     sim_hosts, temporary_lab, tmp_path
 ):

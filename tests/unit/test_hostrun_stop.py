@@ -93,3 +93,56 @@ def test_stop_waits_for_the_call_whose_tool_it_ended_before_it_removes_the_comma
     finally:
         wrapper.kill()
         wrapper.wait()
+
+
+def _fio_argv(tmp_path, runtime: int) -> list[str]:
+    data = tmp_path / "data"
+    data.write_bytes(b"\0" * (4 << 20))
+    return ["fio", "--name=j", f"--filename={data}", "--rw=read", "--bs=4k", "--time_based", f"--runtime={runtime}"]
+
+
+def _recorded(run_dir, timeout: float = 20) -> dict[str, int]:
+    """The tool tree the run recorded (iolab.host.live), once fio's job process is in it."""
+    import json
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            members = json.loads((run_dir / "tool.pids").read_text())
+            if len(members) >= 2:
+                return members
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"no tool tree recorded in {run_dir}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_no_process_of_the_tool_outlives_stop_not_even_fios_jobs_in_sessions_of_their_own(tmp_path):
+    """fio's job processes call setsid(): killing fio's process group leaves them reading the storage,
+    which then cannot be unmounted ('target is busy'). stop ends every process of the tool's tree."""
+    import os
+    import sys
+
+    from support import ROOT
+
+    mine = tmp_path / "runs" / "ctl-500-5" / "gpu01"
+    run_dir = mine / "run-a"
+    argv = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(run_dir), "--", *_fio_argv(tmp_path, 60)]
+    wrapper = subprocess.Popen(argv, env={**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")})
+    try:
+        members = [int(pid) for pid in _recorded(run_dir)]
+        assert len({os.getsid(pid) for pid in members}) >= 2  # fio's job runs in a session of its own
+        done = hostrun("stop", "--dir", str(mine))
+        assert done.returncode == 0, done.stderr
+        assert not [pid for pid in members if _alive(pid)]
+    finally:
+        wrapper.kill()
+        wrapper.wait()

@@ -11,9 +11,11 @@ together), runs the tool's argv (never through a shell) with its stdout and
 stderr in files, and writes `run.json`: the times, the start skew, the exit
 status, the page cache before and after, and the host's provenance. If the
 Ansible task that started it goes away (Ctrl-C, a lost SSH session), the tool
-is stopped rather than left holding the mount. `stop` ends tools that an
-interrupted run of one command left behind, by the PIDs it recorded, and removes that
-command's files (and, after a crashed campaign, its mounts). `--before` runs a step
+is stopped rather than left holding the mount: its process group and its whole
+process tree (fio's job processes call setsid(); iolab.host.live records the tree in
+`tool.pids`). `stop` ends tools that an interrupted run of one command left behind, by
+the PIDs it recorded, waits for that command's other hostrun calls to finish (an flock
+on its run directory), and removes its files (and, after a crashed campaign, its mounts). `--before` runs a step
 that must succeed first, in the same call: on a single host, where no common start is
 needed, fio's prepare (size, lay out, drop caches) and the run are one task.
 
@@ -83,17 +85,71 @@ def _write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-def _stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+def _stop_group(proc: subprocess.Popen, tree: telemetry.ToolTree | None = None, grace: float = 5.0) -> None:
+    """End the tool: its process group, and every process of its tree (`tree`: fio's job processes call
+    setsid(), so they are in no group of the tool's and would outlive it, holding the storage)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
+        members = tree.members() if tree is not None else {}
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
+        _kill(members, sig)
         try:
             proc.wait(timeout=grace)
-            return
+            deadline = time.time() + grace
+            while time.time() < deadline and _running(members):
+                time.sleep(0.05)
+            if not _running(members):
+                return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _running(members: dict[int, int]) -> list[int]:
+    """The processes of `members` (PID → start time) still running (not zombies) as the same processes."""
+    alive = []
+    for pid, started in members.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[19]) == started and fields[0] not in ("Z", "X"):
+            alive.append(pid)
+    return alive
+
+
+def _kill(members: dict[int, int], sig: int) -> None:
+    for pid in _running(members):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def _stop_leftovers(members: dict[int, int], wait: float = 5.0) -> None:
+    """SIGKILL what of an ended tool's tree still runs (fio's job processes, in sessions of their own)."""
+    _kill(members, signal.SIGKILL)
+    deadline = time.time() + wait
+    while time.time() < deadline and _running(members):
+        time.sleep(0.05)
+
+
+def kill_recorded(run_dir: Path, wait: float = 10.0) -> list[int]:
+    """SIGKILL the tool tree's processes that a run recorded (live.PIDS) and that still run as the same
+    processes; return those still running after `wait` seconds."""
+    try:
+        members = {int(pid): int(start) for pid, start in json.loads((run_dir / live.PIDS).read_text()).items()}
+    except (OSError, ValueError, AttributeError):
+        return []
+    _kill(members, signal.SIGKILL)
+    deadline = time.time() + wait
+    while time.time() < deadline and _running(members):
+        time.sleep(0.05)
+    return _running(members)
 
 
 def run(
@@ -127,7 +183,10 @@ def run(
             argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
         )
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
-        signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc))
+        # What it moves each second, for the controller to show while the run's task runs; and its processes
+        watched = live.Live(run_dir / live.FILE, proc.pid, run_dir / "stdout.txt")
+        watched.start()
+        signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc, watched.tree))
         profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
         if profiling:
             profiling.start()
@@ -136,9 +195,6 @@ def run(
             sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
             sampler.start()
         osds = ceph_osds.started_from_env(run_dir, telemetry_after)  # a Ceph backend's OSDs ($IOLAB_CEPH)
-        # What it moves each second, for the controller to show while the run's task runs
-        watched = live.Live(run_dir / live.FILE, proc.pid, run_dir / "stdout.txt")
-        watched.start()
         reason, stopping = None, None
         while proc.poll() is None:
             try:
@@ -151,11 +207,13 @@ def run(
                 reason = f"it ran past its timeout of {timeout:.0f} s"
             if reason:
                 stopping = stopping or time.time()
-                _stop_group(proc)
+                _stop_group(proc, watched.tree)
             if stopping and time.time() - stopping > STUCK_AFTER:
                 break
         while stopping and _group_alive(proc.pid) and time.time() - stopping < STUCK_AFTER:
             time.sleep(0.1)  # its other processes (fio's jobs) too
+        if proc.poll() is not None:  # ended, or was ended (by `stop`, say): nothing of its tree may stay behind
+            _stop_leftovers(watched.tree.members())
         if stopping and _group_alive(proc.pid):
             # Blocked on storage that is gone (a request in a FUSE daemon, a dead NFS server): it ends when
             # teardown releases the storage. Its PID file stays, outside what is packed, for that.
@@ -324,6 +382,9 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
             print(f"stopped process group {pid} left by {_run_of(pidfile)}")
         except ProcessLookupError:
             pass
+        # and the tool's processes in sessions of their own (fio's jobs), as the run recorded them
+        stray = kill_recorded(pidfile.parent if pidfile.name == PIDFILE else runs_dir / _run_of(pidfile))
+        left += [f"process {p} of {_run_of(pidfile)}" for p in stray]
         deadline = time.time() + 10  # until the group is gone: it may hold the storage under test
         while time.time() < deadline and _group_alive(pid):
             time.sleep(0.05)

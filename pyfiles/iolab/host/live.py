@@ -34,6 +34,7 @@ from typing import Any
 from iolab.host.telemetry import ToolTree
 
 FILE = "live.json"
+PIDS = "tool.pids"  # the tool tree's processes, for hostrun stop: {"pid": start time}, rewritten as it changes
 _UNITS = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 1024, "Mi": 1 << 20, "Gi": 1 << 30}
 _UNITS["Ti"] = 1 << 40
 # fio's status line: ...[r=2446MiB/s,w=10.0MiB/s][r=2446,w=10 IOPS][eta 00m:01s]
@@ -88,6 +89,13 @@ class Live(threading.Thread):
         if self.is_alive():
             self.join(5)
         self.path.unlink(missing_ok=True)
+        self.path.with_name(PIDS).unlink(missing_ok=True)
+
+    def _record(self, members: dict[int, int]) -> None:
+        """Keep the tree's processes beside the run, for `hostrun stop` (hostrun.kill_recorded)."""
+        tmp = self.path.with_name(f".{PIDS}.tmp")
+        tmp.write_text(json.dumps(members))
+        os.replace(tmp, self.path.with_name(PIDS))
 
     def _tail(self, size: int = 8192) -> str:
         try:
@@ -101,9 +109,17 @@ class Live(threading.Thread):
         started = prev_t = time.monotonic()
         prev_cpu = self.tree.cpu_seconds()
         prev_io = self.tree.io_bytes()
+        recorded: dict[int, int] = {}
         while not self._stopped.wait(self.interval):
             now = time.monotonic()
             cpu, io = self.tree.cpu_seconds(), self.tree.io_bytes()
+            members = self.tree.members()
+            if members.keys() - recorded.keys():
+                try:
+                    self._record(members)
+                except OSError:
+                    return
+                recorded = members
             seconds = max(now - prev_t, 1e-6)
             figures = {
                 "t": time.time(),

@@ -335,6 +335,18 @@ class ToolTree:
         self._high = max(self._high, ticks / HZ + (usage.ru_utime + usage.ru_stime - self._reaped0))
         return self._high
 
+    def members(self) -> dict[int, int]:
+        """The tree's live processes now, each with its start time (clock ticks since boot: a PID reused
+        later is another process). A process stays a member once seen, even after its parent ended: fio's
+        job processes call setsid() and outlive a killed fio main process."""
+        self.cpu_seconds()  # refreshes the membership
+        found = {}
+        for pid in self._members:
+            fields = self._stat(pid)
+            if fields is not None:
+                found[pid] = int(fields[19])
+        return found
+
     def io_bytes(self) -> tuple[int, int]:
         """Bytes read and written so far by the live processes of the tree, as of the last cpu_seconds():
         rchar and wchar of /proc/<pid>/io, every read(2) and write(2), from storage or the page cache alike."""
