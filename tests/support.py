@@ -9,6 +9,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# A tool of known rate: reads 4 MiB from /dev/zero and writes it to /dev/null every 0.25 s (16 MiB/s each way)
+# for argv[1] seconds: `python3 -c PACED 8`.
+PACED = (
+    "import os,sys,time\n"
+    "src,dst=os.open('/dev/zero',os.O_RDONLY),os.open('/dev/null',os.O_WRONLY)\n"
+    "end=time.monotonic()+float(sys.argv[1])\n"
+    "while time.monotonic()<end:\n"
+    "    os.write(dst,os.read(src,4<<20)); time.sleep(0.25)\n"
+)
 
 
 def hostrun(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -163,8 +163,7 @@ def _run_backend(
                     failures += ran
                     previous = (batch[-1], active, last_ok)
                     continue
-                number = next(counter)
-                title = f"run {number}/{planned}: {run.label()}" if number <= planned else f"extra run: {run.label()}"
+                title = _title(next(counter), planned, run)
                 progress.start(_planned([run])[0])
                 if _searches(run):
                     from iolab import accelerators
@@ -203,6 +202,11 @@ def _run_backend(
     return failures
 
 
+def _title(number: int, planned: int, run: Run) -> str:
+    """'run 3/18: seq-read on tmpfs, rep 3', or 'extra run: …' past the plan (more repetitions)."""
+    return f"run {number}/{planned}: {run.label()}" if number <= planned else f"extra run: {run.label()}"
+
+
 def _active(run: Run, hosts: list[str], mounted: list[str], no_data: dict[str, str]) -> list[str]:
     """The hosts of `hosts` that run `run`: mounted, and holding the data set if it reads one."""
     return [h for h in hosts if h in mounted and not (run.workload.uses_dataset and h in no_data)]
@@ -224,12 +228,8 @@ def _run_batch(
     each recorded as soon as it ends; return the failures, and whether the last run succeeded."""
     failures: list[str] = []
     last_ok = [False]
-    titles, numbers = {}, []
-    for run in batch:
-        numbers.append(next(counter))
-        titles[run.run_id] = (
-            f"run {numbers[-1]}/{planned}: {run.label()}" if numbers[-1] <= planned else f"extra run: {run.label()}"
-        )
+    numbers = [next(counter) for _ in batch]
+    titles = {run.run_id: _title(number, planned, run) for number, run in zip(numbers, batch, strict=True)}
     which = f"run {numbers[0]}" if len(batch) == 1 else f"runs {numbers[0]}–{numbers[-1]}"
     title = f"{which}/{planned} on {batch[0].backend.name}, one playbook"
 

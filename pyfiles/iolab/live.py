@@ -18,9 +18,11 @@ watching, never recorded.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from iolab.host.live import FILE
@@ -89,42 +91,14 @@ class Watch:
 
     def _read(self, host: str) -> dict[str, Any] | None:
         hostvars = self.inventory.hostvars.get(host, {})
-        run_dir = self.run_dir[host]
         try:
             if hostvars.get("ansible_connection") == "local":
-                return self._read_local(run_dir)
+                return _first_live(self.run_dir[host], os.listdir, open)
             sftp = self._sftp(host, hostvars)
-            return None if sftp is None else self._read_sftp(sftp, run_dir)
+            return None if sftp is None else _first_live(self.run_dir[host], sftp.listdir, sftp.open)
         except Exception:  # noqa: BLE001 - a host not answering is left out of the sum, never an error
             self._drop(host)
             return None
-
-    @staticmethod
-    def _read_local(run_dir: str) -> dict[str, Any] | None:
-        from pathlib import Path
-
-        for path in [Path(run_dir) / FILE, *sorted(Path(run_dir).glob(f"*/{FILE}"))]:  # a phase's (checkpoint)
-            try:
-                return json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-        return None
-
-    @staticmethod
-    def _read_sftp(sftp: Any, run_dir: str) -> dict[str, Any] | None:
-        try:
-            names = sftp.listdir(run_dir)
-        except OSError:
-            return None  # the run's directory is not there yet
-        candidates = [posixpath.join(run_dir, FILE)] if FILE in names else []
-        candidates += [posixpath.join(run_dir, name, FILE) for name in sorted(names) if "." not in name]
-        for path in candidates:
-            try:
-                with sftp.open(path) as handle:
-                    return json.loads(handle.read())
-            except (OSError, ValueError):
-                continue
-        return None
 
     def _sftp(self, host: str, hostvars: dict[str, Any]) -> Any:
         if host in self._connections:
@@ -146,3 +120,28 @@ class Watch:
                 conn.close()
             except Exception:  # noqa: BLE001, S110
                 pass
+
+
+def _first_live(run_dir: str, listdir: Callable[[str], list[str]], opener: Callable[..., Any]) -> dict[str, Any] | None:
+    """RUN_DIR/live.json, or a phase's (checkpoint: RUN_DIR/write/live.json) when the run has none: one read
+    while the tool runs, a listing only when that read finds nothing."""
+    found = _load(posixpath.join(run_dir, FILE), opener)
+    if found is not None:
+        return found
+    try:
+        names = listdir(run_dir)
+    except OSError:
+        return None  # the run's directory is not there yet
+    for name in sorted(n for n in names if "." not in n):
+        found = _load(posixpath.join(run_dir, name, FILE), opener)
+        if found is not None:
+            return found
+    return None
+
+
+def _load(path: str, opener: Callable[..., Any]) -> dict[str, Any] | None:
+    try:
+        with opener(path) as handle:
+            return json.loads(handle.read())
+    except (OSError, ValueError):
+        return None

@@ -50,13 +50,12 @@ class Progress:
         self.clock = clock
         self.took: dict[str, float] = {}  # run id → seconds, runs finished (extra repetitions too)
         self.current: Planned | None = None
-        self.since = 0.0
         self.started: dict[str, float] = {}  # run id → when it started
 
     def start(self, planned: Planned) -> None:
         self.planned.setdefault(planned.run_id, planned)  # an extra repetition joins the plan when it starts
-        self.current, self.since = planned, self.clock()
-        self.started[planned.run_id] = self.since
+        self.current = planned
+        self.started[planned.run_id] = self.clock()
 
     def drop(self, run_id: str) -> None:
         """A planned run that will not run (no host left for it): no longer counted as left."""
@@ -90,7 +89,7 @@ class Progress:
         """Seconds to go: the runs not started, and what the current one has left of its expected time."""
         seconds = sum(self.expected(p) for p in self.left())
         if self.current is not None:
-            seconds += max(0.0, self.expected(self.current) - (self.clock() - self.since))
+            seconds += max(0.0, self.expected(self.current) - (self.clock() - self.started[self.current.run_id]))
         return seconds
 
     def status(self) -> str:

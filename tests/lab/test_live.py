@@ -6,35 +6,26 @@ import os
 import shlex
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from iolab.hosts import load_inventory
 from iolab.live import Watch
+from support import PACED, ROOT
 
 pytestmark = pytest.mark.lab
-
-# Reads 4 MiB from /dev/zero and writes it to /dev/null every 0.25 s: 16 MiB/s each way, for 8 s.
-PACED = (
-    "import os,time\n"
-    "src,dst=os.open('/dev/zero',os.O_RDONLY),os.open('/dev/null',os.O_WRONLY)\n"
-    "end=time.monotonic()+8\n"
-    "while time.monotonic()<end:\n"
-    "    os.write(dst,os.read(src,4<<20)); time.sleep(0.25)\n"
-)
 
 
 def test_the_live_line_adds_up_two_simulated_hosts_read_over_sftp(sim_hosts, tmp_path):
     names = [h.name for h in sim_hosts.hosts[:2]]
     run_dirs = {name: f"/opt/iolab/runs/live-{os.getpid()}/{name}/run-1" for name in names}
-    pyfiles = Path(__file__).resolve().parents[2] / "pyfiles"
+    pyfiles = ROOT / "pyfiles"
     started = []
     try:
         for simhost in sim_hosts.hosts[:2]:
             command = shlex.join(
                 ["env", f"PYTHONPATH={pyfiles}", "python3", "-m", "iolab.host.hostrun", "run"]
-                + ["--dir", run_dirs[simhost.name], "--", "python3", "-c", PACED]
+                + ["--dir", run_dirs[simhost.name], "--", "python3", "-c", PACED, "8"]
             )
             started.append(subprocess.Popen(sim_hosts.ssh_argv(simhost, command), stdout=subprocess.DEVNULL))
         inventory = load_inventory(sim_hosts.inventory)

@@ -15,17 +15,9 @@ from pathlib import Path
 
 from iolab.hosts import load_inventory
 from iolab.live import Watch
-from support import ROOT
+from support import PACED, ROOT
 
 MIB = 1 << 20
-# Reads 4 MiB from /dev/zero and writes it to /dev/null every 0.25 s: 16 MiB/s each way, for `seconds`.
-PACED = (
-    "import os,sys,time\n"
-    "src,dst=os.open('/dev/zero',os.O_RDONLY),os.open('/dev/null',os.O_WRONLY)\n"
-    "end=time.monotonic()+float(sys.argv[1])\n"
-    "while time.monotonic()<end:\n"
-    "    os.write(dst,os.read(src,4<<20)); time.sleep(0.25)\n"
-)
 
 
 def _start(run_dir: Path, seconds: float) -> subprocess.Popen:

@@ -85,30 +85,20 @@ def _write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
-def _stop_group(proc: subprocess.Popen, tree: telemetry.ToolTree | None = None, grace: float = 5.0) -> None:
-    """End the tool: its process group, and every process of its tree (`tree`: fio's job processes call
-    setsid(), so they are in no group of the tool's and would outlive it, holding the storage)."""
+def _stop_group(proc: subprocess.Popen, tree: telemetry.ToolTree, grace: float = 5.0) -> None:
+    """End the tool: its process group, and every process of its tree (fio's job processes call setsid(),
+    so they are in no group of the tool's and would outlive it, holding the storage)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        members = tree.members() if tree is not None else {}
+        tree.cpu_seconds()  # the tree as it is now
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
-        _kill(members, sig)
+        members = tree.members()
         try:
             proc.wait(timeout=grace)
-            deadline = time.time() + grace
-            while time.time() < deadline and _running(members):
-                time.sleep(0.05)
-            if not _running(members):
-                return
         except subprocess.TimeoutExpired:
             continue
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
+        if not _end(members, sig, grace):
+            return
 
 
 def _running(members: dict[int, int]) -> list[int]:
@@ -124,18 +114,15 @@ def _running(members: dict[int, int]) -> list[int]:
     return alive
 
 
-def _kill(members: dict[int, int], sig: int) -> None:
+def _end(members: dict[int, int], sig: int = signal.SIGKILL, wait: float = 5.0) -> list[int]:
+    """Send `sig` to what of `members` still runs, wait up to `wait` seconds; return those still running."""
     for pid in _running(members):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-
-
-def _stop_leftovers(members: dict[int, int], wait: float = 5.0) -> None:
-    """SIGKILL what of an ended tool's tree still runs (fio's job processes, in sessions of their own)."""
-    _kill(members, signal.SIGKILL)
     deadline = time.time() + wait
     while time.time() < deadline and _running(members):
         time.sleep(0.05)
+    return _running(members)
 
 
 def kill_recorded(run_dir: Path, wait: float = 10.0) -> list[int]:
@@ -145,11 +132,7 @@ def kill_recorded(run_dir: Path, wait: float = 10.0) -> list[int]:
         members = {int(pid): int(start) for pid, start in json.loads((run_dir / live.PIDS).read_text()).items()}
     except (OSError, ValueError, AttributeError):
         return []
-    _kill(members, signal.SIGKILL)
-    deadline = time.time() + wait
-    while time.time() < deadline and _running(members):
-        time.sleep(0.05)
-    return _running(members)
+    return _end(members, signal.SIGKILL, wait)
 
 
 def run(
@@ -213,7 +196,8 @@ def run(
         while stopping and _group_alive(proc.pid) and time.time() - stopping < STUCK_AFTER:
             time.sleep(0.1)  # its other processes (fio's jobs) too
         if proc.poll() is not None:  # ended, or was ended (by `stop`, say): nothing of its tree may stay behind
-            _stop_leftovers(watched.tree.members())
+            watched.tree.cpu_seconds()
+            _end(watched.tree.members())
         if stopping and _group_alive(proc.pid):
             # Blocked on storage that is gone (a request in a FUSE daemon, a dead NFS server): it ends when
             # teardown releases the storage. Its PID file stays, outside what is packed, for that.

@@ -112,7 +112,7 @@ class Live(threading.Thread):
         recorded: dict[int, int] = {}
         while not self._stopped.wait(self.interval):
             now = time.monotonic()
-            cpu, io = self.tree.cpu_seconds(), self.tree.io_bytes()
+            cpu, io = self.tree.cpu_seconds(), self.tree.io_bytes()  # one walk of /proc a second
             members = self.tree.members()
             if members.keys() - recorded.keys():
                 try:

@@ -292,6 +292,7 @@ class ToolTree:
         self.proc = proc_root
         self._outside: set[int] = set()  # PIDs known not to descend from root: never read again
         self._members: set[int] = set()
+        self._starts: dict[int, int] = {}
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         self._reaped0 = usage.ru_utime + usage.ru_stime
         self._high = 0.0
@@ -328,6 +329,7 @@ class ToolTree:
                     changed = True
         self._outside = (self._outside & alive) | set(unsettled)
         self._members = members
+        self._starts = {pid: int(stats[pid][19]) for pid in members if pid in stats}  # start times: PIDs recur
         self.processes = len(members)
         ticks = sum(int(v) for pid in members if pid in stats for v in stats[pid][11:15])  # u/s/cu/cs time
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -336,16 +338,10 @@ class ToolTree:
         return self._high
 
     def members(self) -> dict[int, int]:
-        """The tree's live processes now, each with its start time (clock ticks since boot: a PID reused
-        later is another process). A process stays a member once seen, even after its parent ended: fio's
-        job processes call setsid() and outlive a killed fio main process."""
-        self.cpu_seconds()  # refreshes the membership
-        found = {}
-        for pid in self._members:
-            fields = self._stat(pid)
-            if fields is not None:
-                found[pid] = int(fields[19])
-        return found
+        """The tree's live processes as of the last cpu_seconds(), each with its start time (clock ticks since
+        boot: a PID reused later is another process). A process stays a member once seen, even after its
+        parent ended: fio's job processes call setsid() and outlive a killed fio main process."""
+        return dict(self._starts)
 
     def io_bytes(self) -> tuple[int, int]:
         """Bytes read and written so far by the live processes of the tree, as of the last cpu_seconds():

@@ -93,16 +93,14 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def _say(records: list[list[float]], said: list[float], now: float) -> list[float]:
+def _say(records: list[list[float]], since: tuple[float, int], now: float) -> tuple[float, int]:
     """One status line on stdout for the person watching (iolab.host.live reads it): this rank's samples/s and AU
-    since the last line. `said`: [when, records then, compute seconds then]."""
-    fresh = records[int(said[1]) :]
-    samples = sum(r[6] for r in fresh)
-    computing = sum(r[4] for r in fresh)
-    seconds = max(now - said[0], 1e-6)
-    print(f"{STATUS} pid={os.getpid()} samples_per_s={samples / seconds:.1f} au_pct={100 * computing / seconds:.1f}")
-    sys.stdout.flush()
-    return [now, len(records), 0.0]
+    since the last line. `since`: (when, records by then); returns the same for this line."""
+    fresh = records[since[1] :]
+    seconds = max(now - since[0], 1e-6)
+    rate, au = sum(r[6] for r in fresh) / seconds, 100 * sum(r[4] for r in fresh) / seconds
+    print(f"{STATUS} pid={os.getpid()} samples_per_s={rate:.1f} au_pct={au:.1f}", flush=True)
+    return now, len(records)
 
 
 def run_steps(
@@ -123,7 +121,7 @@ def run_steps(
     per_epoch: list[dict[str, Any]] = []
     window: dict[str, float] = {}
     cpu_start = 0.0
-    said = [time.time(), 0, 0.0]  # the last status line: when, records by then, compute seconds by then
+    said = (time.time(), 0)  # the last status line: when, records by then
     for epoch in range(epochs):
         epoch_start = time.time()
         iterator = batches(epoch)
