@@ -144,6 +144,51 @@ def test_bytes_reach_the_training_loop_intact_through_the_workers_buffer_ring(da
     assert sorted(seen) == sorted([e.sha256 for e in manifest.entries] * 2)  # every sample, each epoch
 
 
+@pytest.mark.parametrize(("reader", "decode"), [("pil", True), ("packed", True), ("pil", False), ("packed", False)])
+def test_batches_reach_the_training_loop_intact_through_the_arena(dataset, reader, decode):
+    """Workers build batches in the arena mapped before they fork: each batch lies there, none is overwritten
+    early, every sample arrives once per epoch with its label, and labels and lengths are tensors again."""
+    import ctypes
+
+    from torch.utils.data import DataLoader
+
+    samples = Samples(dataset, reader, decode=decode)
+    expected = {}  # a sample's digest (decoded image or bytes) → its label
+    for i in range(len(samples)):
+        data, label, _ = samples[i]
+        expected[hashlib.sha256(data.numpy().tobytes()).hexdigest()] = label
+    samples.prepare(workers=2, batch_size=7, prefetch_factor=2)
+    assert samples.arena is not None
+    low = ctypes.addressof(ctypes.c_char.from_buffer(samples.arena.memory))
+    high = low + len(samples.arena.memory)
+    batches = DataLoader(
+        samples,
+        batch_size=7,
+        shuffle=True,
+        num_workers=2,
+        prefetch_factor=2,
+        collate_fn=collate,
+        persistent_workers=True,
+    )
+    key = "images" if decode else "data"
+    seen = []
+    for _ in range(2):
+        previous = None
+        for batch in batches:
+            assert low <= batch[key].data_ptr() < high
+            assert isinstance(batch["labels"], torch.Tensor) and batch["labels"].dtype == torch.int64
+            parts = list(batch["images"]) if decode else torch.split(batch["data"], batch["lengths"].tolist())
+            for part, label in zip(parts, batch["labels"].tolist(), strict=True):
+                digest = hashlib.sha256(part.numpy().tobytes()).hexdigest()
+                assert expected[digest] == label
+                seen.append(digest)
+            if previous is not None:  # the batch before is still intact while this one is in use
+                assert hashlib.sha256(previous[0].numpy().tobytes()).hexdigest() == previous[1]
+            previous = (batch[key], hashlib.sha256(batch[key].numpy().tobytes()).hexdigest())
+    assert len(expected) == len(samples) and sorted(seen) == sorted(list(expected) * 2)  # each sample, each epoch
+    assert samples.samples_read == 3 * len(samples)  # the digests above, then two epochs in the workers
+
+
 def test_collate_stacks_images_and_concatenates_bytes(dataset):
     images = collate([Samples(dataset, "packed")[i] for i in range(3)])
     assert images["images"].shape == (3, 224, 224, 3) and images["labels"].tolist() == [0, 1, 2]

@@ -16,10 +16,13 @@ cv2-imdecode then both read each file whole, packed preads it, cv2-imread is ref
 lengths, so the bytes still travel from the loader's workers to the training loop.
 
 A file reader reads exactly the size the manifest records, in one read: open, read,
-close — no fstat, no seek — so a reader's syscalls per sample are its own. Bytes-only
-batches are read whole by `Samples.__getitems__`, each sample straight into its
-place in a shared-memory buffer that the worker reuses (see `_buffer`): on fast
-storage, fresh memory per sample or per batch costs more than the reads.
+close — no fstat, no seek — so a reader's syscalls per sample are its own. A loader
+worker builds each batch whole (`Samples.__getitems__`) in one of its slots of an
+arena that the training process mapped before forking it (`Samples.prepare`, `_Arena`):
+each decoded image is written into its place, each bytes-only sample read straight into
+its place, and the batch crosses to the training process as its slot's offset, its
+labels and lengths as values. On fast storage, fresh shared memory per batch and a file
+descriptor passed per tensor cost more than the reads, and a good part of a decode.
 `preprocess_time` sleeps that long per sample after reading (DLIO's reader.preprocess_time),
 which gives the accelerator-emulation tests a loader of known speed.
 """
@@ -27,11 +30,16 @@ which gives the accelerator-emulation tests a loader of known speed.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import io
+import itertools
+import math
+import mmap
 import multiprocessing
 import os
 import time
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +162,8 @@ class Samples(Dataset):
         self.decode = decode
         self.size = size
         self.preprocess_time = preprocess_time
-        self.ring = 4  # buffers per worker for bytes-only batches: set prefetch_factor + 2 (see _buffer)
+        self.ring = 4  # batch buffers per worker: prefetch_factor + 2 (see prepare and _slot)
+        self.arena: _Arena | None = None  # where workers build batches (see prepare)
         # Import the decoders here, in the parent: forked workers inherit them instead of each
         # importing them (thousands of syscalls) inside a traced or timed window.
         import cv2  # noqa: F401
@@ -192,24 +201,56 @@ class Samples(Dataset):
         """Samples read so far by every process of the loader, prefetched ones included."""
         return sum(self.reads)
 
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int]:
+    def prepare(self, workers: int, batch_size: int, prefetch_factor: int) -> None:
+        """Before the DataLoader forks its `workers`: map the arena their batches are built in (see _Arena).
+
+        Without workers, or where the arena would take more than a quarter of the host's
+        memory, there is none: a worker then builds bytes-only batches in a ring of shared
+        buffers of its own and decoded batches in fresh shared memory, which cross to the
+        training process as file descriptors (torch's way).
+        """
+        self.ring = prefetch_factor + 2
+        self.arena = None
+        if workers < 1:
+            return
+        if self._images:
+            slot = batch_size * self.size * self.size * 3
+        else:
+            lengths = [self.packed.length(i) for i in range(len(self))] if self.packed is not None else self.sizes
+            slot = sum(heapq.nlargest(batch_size, lengths))  # no batch of the data set holds more
+        total = slot * self.ring * workers
+        if total > os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4:
+            return
+        self.arena = _Arena(mmap.mmap(-1, total), slot, workers)
+
+    @property
+    def _images(self) -> bool:
+        """Whether a sample is a decoded SIZE×SIZE×3 image (else bytes: raw, or an NPZ file's after loading it)."""
+        return self.decode and self.reader != "npz"
+
+    def _load(self, i: int) -> tuple[np.ndarray | bytes, int]:
+        """Sample i, read (and decoded): (image or bytes, bytes read)."""
         if self.packed is not None:
             data = self.packed.read(i)
-            nbytes = len(data)
-            out = decode_cv2_bytes(data, self.size) if self.decode else data
-        elif self.reader == "pil" and self.decode:
-            out, nbytes = decode_pil(self.paths[i], self.size), self.sizes[i]
-        elif self.reader == "cv2-imread":
-            out, nbytes = decode_cv2_file(self.paths[i], self.size), self.sizes[i]
-        else:
-            data = self.objects.read(i) if self.objects else read_exact(self.paths[i], self.sizes[i])
-            nbytes = len(data)
-            decoder = decode_npz if self.reader == "npz" else lambda raw: decode_cv2_bytes(raw, self.size)
-            out = decoder(data) if self.decode else data
+            return (decode_cv2_bytes(data, self.size) if self.decode else data), len(data)
+        if self.reader == "pil" and self.decode:
+            return decode_pil(self.paths[i], self.size), self.sizes[i]
+        if self.reader == "cv2-imread":
+            return decode_cv2_file(self.paths[i], self.size), self.sizes[i]
+        data = self.objects.read(i) if self.objects else read_exact(self.paths[i], self.sizes[i])
+        if not self.decode:
+            return data, len(data)
+        return (decode_npz(data) if self.reader == "npz" else decode_cv2_bytes(data, self.size)), len(data)
+
+    def _count(self, samples: int) -> None:
+        worker = get_worker_info()
+        self.reads[worker.id + 1 if worker else 0] += samples
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int]:
+        out, nbytes = self._load(i)
         if self.preprocess_time:
             time.sleep(self.preprocess_time)
-        worker = get_worker_info()
-        self.reads[worker.id + 1 if worker else 0] += 1
+        self._count(1)
         if isinstance(out, bytes):
             with warnings.catch_warnings():  # a read-only view of the bytes read, never written to
                 warnings.filterwarnings("ignore", message="The given buffer is not writable")
@@ -221,17 +262,37 @@ class Samples(Dataset):
     def __getitems__(self, indices: list[int]) -> dict[str, Any] | list[tuple[torch.Tensor, int, int]]:
         """A batch (the DataLoader asks for one at a time when a dataset has this method).
 
-        Bytes only: every sample is read straight into its place in the batch's buffer,
-        in shared memory in a worker, so a byte is copied once, by the read itself: no
-        fresh buffer per sample (whose page faults cost more than the copy) and no
-        concatenation. Decoded samples go one by one through __getitem__.
+        In a worker, the batch is built in this worker's next slot of the arena: each decoded
+        image written into its place, each bytes-only sample read straight into its place (a
+        byte copied once, by the read itself). It crosses to the training process as where it
+        lies, its labels and lengths as values (see _Arena). Decoded batches without an arena
+        go one sample at a time through __getitem__ (collate stacks them); bytes-only batches
+        without one are read into the worker's ring of buffers (see _buffer).
         """
-        if self.decode:
-            return [self[i] for i in indices]
+        n = len(indices)
+        labels = [self.labels[i] for i in indices]
+        if self._images:
+            shape = (n, self.size, self.size, 3)
+            offset = self._slot(math.prod(shape))
+            if offset is None:
+                return [self[i] for i in indices]
+            images = np.frombuffer(self._memory, np.uint8, count=math.prod(shape), offset=offset).reshape(shape)
+            total = 0
+            for j, i in enumerate(indices):
+                image, nbytes = self._load(i)
+                images[j] = image
+                total += nbytes
+                if self.preprocess_time:
+                    time.sleep(self.preprocess_time)
+            self._count(n)
+            return {"images": self._ship(offset, shape), "labels": _values(labels), "bytes": total}
         lengths = [self.packed.length(i) if self.packed is not None else self.sizes[i] for i in indices]
         total = sum(lengths)
-        data = self._buffer(total)
-        view = memoryview(data.numpy())
+        offset = self._slot(total)
+        if offset is None and self.decode:
+            return [self[i] for i in indices]  # npz: collate concatenates the files' bytes
+        data = self._buffer(total) if offset is None else None
+        view = memoryview(data.numpy()) if data is not None else memoryview(self._memory)[offset : offset + total]
         at = 0
         for i, length in zip(indices, lengths, strict=False):
             part = view[at : at + length]
@@ -239,29 +300,54 @@ class Samples(Dataset):
                 self.packed.read_into(i, part)
             elif self.objects:
                 self.objects.read_into(i, part)
+            elif self.decode:  # npz: the file loaded, its bytes kept
+                part[:] = decode_npz(read_exact(self.paths[i], length))
             else:
                 read_into(self.paths[i], part)
             at += length
             if self.preprocess_time:
                 time.sleep(self.preprocess_time)
-        worker = get_worker_info()
-        self.reads[worker.id + 1 if worker else 0] += len(indices)
+        self._count(n)
         return {
-            "data": data,
-            "lengths": torch.tensor(lengths),
-            "labels": torch.tensor([self.labels[i] for i in indices]),
+            "data": data if data is not None else self._ship(offset, (total,)),
+            "lengths": _values(lengths),
+            "labels": _values(labels),
             "bytes": total,
         }
 
-    def _buffer(self, size: int) -> torch.Tensor:
-        """The next buffer of the ring, in shared memory in a worker, at least `size` bytes long.
+    def _slot(self, size: int) -> int | None:
+        """In a worker with an arena, the offset of its next slot there; None if there is none or it is too small.
 
-        Fresh shared memory per batch (what torch's default_collate allocates) costs more than the
-        reads themselves on fast storage: the kernel allocates and zeroes every page of it, twice
-        the bytes the batch moves. A worker therefore cycles through `ring` buffers. A worker has
-        at most prefetch_factor batches in flight (the DataLoader sends it a new index only after
-        the training loop took one of its batches), so with ring = prefetch_factor + 2 a buffer is
-        refilled only after the training loop has moved two batches past the one it held.
+        A worker has at most prefetch_factor batches in flight (the DataLoader sends it a new
+        index only after the training loop took one of its batches), so with ring =
+        prefetch_factor + 2 slots a slot is refilled only after the training loop has moved
+        two batches past the one it held there.
+        """
+        worker = get_worker_info()
+        arena = self.arena
+        if worker is None or arena is None or worker.id >= arena.workers or size > arena.slot:
+            return None
+        turn = getattr(self, "_slot_next", 0)
+        self._slot_next = (turn + 1) % self.ring
+        return (worker.id * self.ring + turn) * arena.slot
+
+    @property
+    def _memory(self) -> mmap.mmap:
+        assert self.arena is not None
+        return self.arena.memory
+
+    def _ship(self, offset: int, shape: tuple[int, ...]) -> _Shipped:
+        """The uint8 tensor `shape` at `offset` in the arena, as the training process will rebuild it there."""
+        assert self.arena is not None
+        return _Shipped(_arena_tensor, (self.arena.key, offset, shape))
+
+    def _buffer(self, size: int) -> torch.Tensor:
+        """The next buffer of the worker's own ring, in shared memory in a worker, at least `size` bytes long.
+
+        Where there is no arena: fresh shared memory per batch (what torch's default_collate
+        allocates) costs more than the reads themselves on fast storage: the kernel allocates
+        and zeroes every page of it, twice the bytes the batch moves. A worker therefore cycles
+        through `ring` buffers, as through its arena slots (see _slot).
         """
         if get_worker_info() is None:
             return torch.empty(size, dtype=torch.uint8)
@@ -275,6 +361,57 @@ class Samples(Dataset):
             buffer = _shared(max(size, int(size * 1.25)), torch.empty(0, dtype=torch.uint8))
             self._ring_buffers[slot] = buffer
         return buffer[:size]
+
+
+# The arenas of this process, by key: a worker's batch names its arena by key, and the training
+# process, which mapped it before forking the worker, finds the same memory under that key.
+_ARENAS: weakref.WeakValueDictionary[int, mmap.mmap] = weakref.WeakValueDictionary()
+_ARENA_KEYS = itertools.count()
+
+
+class _Arena:
+    """Memory shared by a rank's process and its loader workers: one slot per batch in flight.
+
+    An anonymous shared mapping made before the DataLoader forks its workers, so that each of
+    them inherits it: worker w cycles through its `ring` slots of `slot` bytes, and a batch
+    crosses to the training process as its slot's offset and its shape (a few dozen bytes
+    pickled), where torch's way sends a new shared-memory file per tensor per batch: a file
+    descriptor passed through a socket (a connection and a handshake with the worker's
+    resource-sharer thread each time), mapped, later unmapped, and on the worker's side
+    allocated and zeroed page by page. Labels and lengths cross as values.
+    """
+
+    def __init__(self, memory: mmap.mmap, slot: int, workers: int):
+        self.memory, self.slot, self.workers = memory, slot, workers
+        self.key = next(_ARENA_KEYS)
+        _ARENAS[self.key] = memory
+
+
+class _Shipped:
+    """What a worker's batch holds in place of a tensor: pickled as `rebuild(*args)`, which makes the tensor in
+    the process that unpickles it (the training process)."""
+
+    __slots__ = ("args", "rebuild")
+
+    def __init__(self, rebuild: Any, args: tuple[Any, ...]):
+        self.rebuild, self.args = rebuild, args
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return self.rebuild, self.args
+
+
+def _arena_tensor(key: int, offset: int, shape: tuple[int, ...]) -> torch.Tensor:
+    """A batch's uint8 tensor where a worker built it, in the arena `key` (the training process's side)."""
+    return torch.frombuffer(_ARENAS[key], dtype=torch.uint8, count=math.prod(shape), offset=offset).view(shape)
+
+
+def _values(values: list[int]) -> torch.Tensor | _Shipped:
+    """An int64 tensor of `values`; in a worker, shipped as the values (pickled inline, no shared memory)."""
+    return _Shipped(_tensor, (values,)) if get_worker_info() is not None else _tensor(values)
+
+
+def _tensor(values: list[int]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.int64)
 
 
 def _shared(numel: int, like: torch.Tensor) -> torch.Tensor | None:
@@ -354,7 +491,7 @@ def collate(batch: list[tuple[torch.Tensor, int, int]]) -> dict[str, Any]:
     if isinstance(batch, dict):
         return batch  # made whole by Samples.__getitems__
     tensors = [t for t, _, _ in batch]
-    labels = torch.tensor([label for _, label, _ in batch], dtype=torch.int64)
+    labels = _values([label for _, label, _ in batch])
     nbytes = sum(n for _, _, n in batch)
     if tensors[0].dim() == 3:
         out = _shared(len(tensors) * tensors[0].numel(), tensors[0])
@@ -364,7 +501,7 @@ def collate(batch: list[tuple[torch.Tensor, int, int]]) -> dict[str, Any]:
     lengths = [t.numel() for t in tensors]
     return {
         "data": torch.cat(tensors, out=_shared(sum(lengths), tensors[0])),
-        "lengths": torch.tensor(lengths),
+        "lengths": _values(lengths),
         "labels": labels,
         "bytes": nbytes,
     }

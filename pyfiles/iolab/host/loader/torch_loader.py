@@ -157,7 +157,7 @@ def run_rank(args: argparse.Namespace) -> int:
         epoch_batches = dataset.epoch
     else:
         dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
-        dataset.ring = args.prefetch_factor + 2
+        dataset.prepare(args.workers, args.batch_size, args.prefetch_factor)
         sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed)
         loader = DataLoader(
             dataset,
