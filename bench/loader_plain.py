@@ -18,6 +18,8 @@ run. Without decode, a file is read in far less time than it is decoded, so thos
 read the set --bytes-epochs times (the plain loop as many) to last about a second.
 Each round alternates loader and plain loop, decode on then off. The plain loop's
 rate is its samples over the span from its first process's start to its last one's end.
+CPU time per sample (the loader's whole process tree over its measured window; the
+plain loop's processes, start to exit) tells the work apart from the machine's load.
 Needs root (mount, drop_caches).
 """
 
@@ -27,6 +29,7 @@ import argparse
 import multiprocessing
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,8 +63,9 @@ def _plain_share(share: list[int], paths: list[str], sizes: list[int], decode: b
     results.put((began, time.time(), len(share), nbytes))
 
 
-def plain(manifest: Manifest, root: Path, workers: int, decode: bool, epochs: int, seed: int) -> float:
-    """samples/s of the plain loop: `workers` processes, each its share of each shuffled epoch."""
+def plain(manifest: Manifest, root: Path, workers: int, decode: bool, epochs: int, seed: int) -> tuple[float, float]:
+    """(samples/s, CPU seconds per sample) of the plain loop: `workers` processes, each its share of each
+    shuffled epoch."""
     paths = [str(root / e.path) for e in manifest.entries]
     sizes = [e.size for e in manifest.entries]
     shares: list[list[int]] = [[] for _ in range(workers)]
@@ -73,6 +77,7 @@ def plain(manifest: Manifest, root: Path, workers: int, decode: bool, epochs: in
     ctx = multiprocessing.get_context("fork")
     start, results = ctx.Barrier(workers), ctx.SimpleQueue()
     drop_caches()
+    cpu = _children_cpu()
     procs = [ctx.Process(target=_plain_share, args=(share, paths, sizes, decode, start, results)) for share in shares]
     for proc in procs:
         proc.start()
@@ -82,11 +87,18 @@ def plain(manifest: Manifest, root: Path, workers: int, decode: bool, epochs: in
         if proc.exitcode != 0:
             sys.exit(f"a plain-loop process exited {proc.exitcode}")
     span = max(d[1] for d in done) - min(d[0] for d in done)
-    return sum(d[2] for d in done) / span
+    count = sum(d[2] for d in done)
+    return count / span, (_children_cpu() - cpu) / count
 
 
-def loader(root: Path, out: Path, workers: int, decode: bool, epochs: int, seed: int) -> float:
-    """samples/s of iolab's PyTorch loader, reader pil, batch 64, over its measured window."""
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def loader(root: Path, out: Path, workers: int, decode: bool, epochs: int, seed: int) -> tuple[float, float]:
+    """(samples/s, CPU seconds per sample) of iolab's PyTorch loader, reader pil, batch 64, over its measured
+    window (its whole process tree: training process and workers)."""
     drop_caches()
     subprocess.run(
         [
@@ -107,8 +119,8 @@ def loader(root: Path, out: Path, workers: int, decode: bool, epochs: int, seed:
         cwd=ROOT,
         stdout=subprocess.DEVNULL,  # the loader's status lines
     )
-    parsed = pytorch.parse(out)
-    return next(m.value for m in parsed.measurements if m.metric == "samples_per_s" and not m.params)
+    value = {m.metric: m.value for m in pytorch.parse(out).measurements if not m.params}
+    return value["samples_per_s"], value["cpu_cores"] / value["samples_per_s"]
 
 
 def make_files(root: Path, files: int, size_kib: int) -> Manifest:
@@ -136,22 +148,26 @@ def main() -> int:
             f"{args.workers} workers / processes, batch {BATCH}, reader pil; decode runs {args.epochs} epoch(s), "
             f"bytes-only runs {args.bytes_epochs}; load average at start {os.getloadavg()[0]:.2f}"
         )
-        print(f"{'round':>5}  {'decode':<6}  {'loader':>16}  {'plain loop':>16}  {'ratio':>6}  {'load avg':>8}")
+        print(
+            f"{'round':>5}  {'decode':<6}  {'loader':>16}  {'plain loop':>16}  {'ratio':>6}  "
+            f"{'CPU/sample loader':>17}  {'plain':>8}  {'load avg':>8}"
+        )
         found: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
         for rnd in range(args.rounds):
             for decode in (True, False):
                 epochs = args.epochs if decode else args.bytes_epochs
-                seed = rnd
+                out = mount / f"run-{rnd}-{decode}"
                 if rnd % 2:  # alternate which goes first
-                    base = plain(manifest, root, args.workers, decode, epochs, seed)
-                    rate = loader(root, mount / f"run-{rnd}-{decode}", args.workers, decode, epochs, seed)
+                    base, base_cpu = plain(manifest, root, args.workers, decode, epochs, rnd)
+                    rate, cpu = loader(root, out, args.workers, decode, epochs, rnd)
                 else:
-                    rate = loader(root, mount / f"run-{rnd}-{decode}", args.workers, decode, epochs, seed)
-                    base = plain(manifest, root, args.workers, decode, epochs, seed)
+                    rate, cpu = loader(root, out, args.workers, decode, epochs, rnd)
+                    base, base_cpu = plain(manifest, root, args.workers, decode, epochs, rnd)
                 found[decode].append((rate, base))
                 print(
                     f"{rnd:>5}  {'on' if decode else 'off':<6}  {rate:>8.0f} samples/s  {base:>8.0f} samples/s  "
-                    f"{rate / base:>6.2f}  {os.getloadavg()[0]:>8.2f}",
+                    f"{rate / base:>6.2f}  {cpu * 1e6:>14.0f} µs  {base_cpu * 1e6:>5.0f} µs  "
+                    f"{os.getloadavg()[0]:>8.2f}",
                     flush=True,
                 )
         print()
