@@ -9,18 +9,28 @@ a later call runs only what is missing.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from iolab import datasets, runner, validity
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
-from iolab.execute import Lab, play_run, play_runs, run_phase, storage_phase, tear_down, workload_vars
+from iolab.execute import (
+    Lab,
+    left_behind,
+    play_run,
+    play_runs,
+    run_phase,
+    storage_phase,
+    tear_down,
+    workload_vars,
+)
 from iolab.host import fio_jobs
 from iolab.progress import Planned, Progress
 from iolab.record import headline, record_run, run_record
@@ -84,16 +94,36 @@ def run_campaign(
     if not queues:
         return []
     lab.status = progress.status
-    if len(plan) == 1 and not extra and not _needs_warming(plan[0][0]) and not _searches(plan[0][0]):
-        return _run_fused(lab, campaign, store, *plan[0], progress)
+    loop = _Loop(campaign, lab, store, runs, progress, len(plan), extra)
+    loop.ahead.append(_provision(loop))  # played in the first playbook of the campaign
     failures: list[str] = []
-    lost: dict[str, str] = _provision(campaign, lab)
-    for host, reason in lost.items():
-        console.print(f"[yellow]{host} left out:[/] {reason}")
-    counter = itertools.count(1)
     for backend, queue in queues.items():
-        failures += _run_backend(campaign, lab, store, backend, queue, runs, lost, counter, len(plan), progress)
+        failures += _run_backend(loop, backend, queue)
     return failures
+
+
+@dataclasses.dataclass
+class _Loop:
+    """What the campaign loop carries from backend to backend."""
+
+    campaign: Campaign
+    lab: Lab
+    store: ResultStore
+    runs: list[Run]  # the campaign's runs (more repetitions are counted from them)
+    progress: Progress
+    planned: int  # runs planned (the titles' "run 3/18")
+    extra: bool  # more repetitions may follow where repeats disagree
+    lost: dict[str, str] = dataclasses.field(default_factory=dict)  # hosts left out of the rest, and why
+    unprovisioned: set[str] = dataclasses.field(default_factory=set)  # lost before anything was mounted on them
+    counter: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
+    # Steps waiting for the next playbook (provisioning, a mount): each playbook's start is paid once for them.
+    ahead: list[runner.Step] = dataclasses.field(default_factory=list)
+
+    def flush(self, title: str, hosts: list[str]) -> None:
+        """Play the steps waiting, alone."""
+        steps, self.ahead[:] = list(self.ahead), []
+        if steps:
+            self.lab.play_steps(steps, title, hosts)
 
 
 def _searches(run: Run) -> bool:
@@ -107,63 +137,91 @@ def _planned(runs: list[Run]) -> list[Planned]:
     return [Planned(run.run_id, run.workload.name, _run_estimate(run, warmed)[0]) for run in runs]
 
 
-def _run_backend(
-    campaign: Campaign,
-    lab: Lab,
-    store: ResultStore,
-    backend: str,
-    queue: list[tuple[Run, list[str]]],
-    runs: list[Run],
-    lost: dict[str, str],
-    counter: Iterator[int],
-    planned: int,
-    progress: Progress,
-) -> list[str]:
-    """Mount one backend, run its queue (and the extra repetitions disagreeing repeats earn), unmount."""
+def _run_backend(loop: _Loop, backend: str, queue: list[tuple[Run, list[str]]]) -> list[str]:
+    """Mount one backend, run its queue (and the extra repetitions disagreeing repeats earn), unmount.
+
+    The mount (and the data set, when every run of the backend reads it) is played with the first runs,
+    and the unmount with the last, in one playbook, when they are runs alike (execute.play_runs); a host
+    whose mount fails is left out of the runs, recorded with why.
+    """
+    campaign, lab, store, lost, progress = loop.campaign, loop.lab, loop.store, loop.lost, loop.progress
     console = lab.console
     failures: list[str] = []
     need = [h for h in lab.hosts if h not in lost and any(h in hosts for _, hosts in queue)]
-    mounted: list[str] = []
+    if loop.ahead and need != lab.hosts:  # provisioning is played on every host
+        loop.flush("setup", lab.hosts)
+        need = [h for h in need if h not in lost]
+    mounted = list(need)  # until the mount says otherwise
     teardown = list(need)  # every host the mount reached, even if Ctrl-C cut it short
+    no_data: dict[str, str] = {}
     warmed: set[tuple] = set()  # points that had their warm-up run on this mount
     previous: tuple[Run, list[str], bool] | None = None  # the run just run, its hosts, whether it succeeded
     tried: set[str] = set()  # run ids run on this mount: an extra repetition that failed is not retried
+
+    def mount_ended(outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
+        left: dict[str, str] = {}
+        for host in list(mounted):
+            outcome = outcomes.get(host)
+            if outcome is not None and not (outcome.failed or outcome.unreachable):
+                continue
+            mounted.remove(host)
+            if outcome is not None and outcome.unreachable:
+                teardown.remove(host)
+            if host not in lost:
+                lost[host] = f"mounting {backend} failed: {outcome.message if outcome else 'the playbook stopped'}"
+            left[host] = lost[host]
+        return left
+
+    def left_out(run: Run, hosts: list[str]) -> list[str]:
+        """Record `run` as failed on those of its hosts that cannot run it: not mounted, or without the data set."""
+        skipped = _skipped(store, run, [h for h in hosts if h not in mounted], lost)
+        if run.workload.uses_dataset:
+            skipped += _skipped(store, run, [h for h in hosts if h in mounted and h in no_data], no_data)
+        return skipped
+
+    def unmount_ended(outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
+        failures.extend(left_behind(lab, backend, outcomes.values()))  # as tear_down says it
+        teardown[:] = [h for h in teardown if h not in outcomes]  # unmounted and checked, or what is left said
+        return {}
+
+    backend_runs = [r for r in loop.runs if r.backend.name == backend]
+    waiting = list(loop.ahead)  # if nothing of this backend is played, they wait for the next
+    loop.ahead.append(runner.Step(storage_phase(campaign, backend, "mounted"), mount_ended))
+    if datasets.needed(campaign, backend_runs):
+        loop.ahead.append(datasets.step(campaign, backend, mounted, no_data))
+        if not all(r.workload.uses_dataset for r in backend_runs):  # a host without it still runs the others
+            loop.flush(f"mount {backend}", need)
     try:
-        mount = lab.play(storage_phase(campaign, backend, "mounted"), f"mount {backend}", hosts=need)
-        mounted = mount.ok_hosts()
-        for outcome in mount.failures():
-            lost[outcome.host] = f"mounting {backend} failed: {outcome.message}"
-            if outcome.unreachable:
-                teardown.remove(outcome.host)
-        no_data = datasets.make(lab, campaign, backend, [r for r in runs if r.backend.name == backend], mounted)
         while queue:
             pending = list(queue)
             while pending:
                 run, hosts = pending.pop(0)
-                failures += _skipped(store, run, [h for h in hosts if h not in mounted], lost)
-                if run.workload.uses_dataset:
-                    failures += _skipped(store, run, [h for h in hosts if h in mounted and h in no_data], no_data)
+                alike = not (_searches(run) or _needs_warming(run))
+                if loop.ahead and not (alike and set(_active(run, hosts, mounted, no_data)) == set(need)):
+                    loop.flush(f"mount {backend}", need)  # the steps waiting play on every host, alone
+                failures += left_out(run, hosts)
                 active = _active(run, hosts, mounted, no_data)
                 if not active:
                     progress.drop(run.run_id)
                     continue
-                if not (_searches(run) or _needs_warming(run)):
+                if alike:
                     # Runs alike on the same hosts after it: one ansible-playbook process for them all.
                     batch = [run]
                     while (
                         pending
                         and not (_searches(pending[0][0]) or _needs_warming(pending[0][0]))
                         and _active(pending[0][0], pending[0][1], mounted, no_data) == active
-                        and set(pending[0][1]) <= set(active)
                     ):
-                        batch.append(pending.pop(0)[0])
-                    ran, last_ok = _run_batch(
-                        lab, store, batch, active, counter, planned, progress, lost, mounted, teardown
-                    )
+                        alike_run, its_hosts = pending.pop(0)
+                        failures += left_out(alike_run, its_hosts)
+                        batch.append(alike_run)
+                    last = not pending and not loop.extra  # nothing can follow on this mount: unmount with them
+                    unmount = storage_phase(campaign, backend, "unmounted") if last else None
+                    ran, last_ok = _run_batch(loop, batch, active, mounted, teardown, unmount, unmount_ended)
                     failures += ran
                     previous = (batch[-1], active, last_ok)
                     continue
-                title = _title(next(counter), planned, run)
+                title = _title(next(loop.counter), loop.planned, run)
                 progress.start(_planned([run])[0])
                 if _searches(run):
                     from iolab import accelerators
@@ -194,9 +252,14 @@ def _run_backend(
                 progress.finish(title, headline(stored, run_failures, run.on(lab.hosts)))
             tried.update(r.run_id for r, _ in queue)
             queue = [
-                (r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend) if r.run_id not in tried
+                (r, r.on(lab.hosts))
+                for r in _more_repetitions(campaign, store, loop.runs, backend)
+                if r.run_id not in tried
             ]
     finally:
+        if loop.ahead:  # nothing of this backend was played: nothing to tear down
+            loop.ahead[:], teardown[:] = waiting, []
+        teardown[:] = [h for h in teardown if h not in loop.unprovisioned]
         if teardown:
             failures += tear_down(lab, campaign, backend, teardown)
     return failures
@@ -213,35 +276,36 @@ def _active(run: Run, hosts: list[str], mounted: list[str], no_data: dict[str, s
 
 
 def _run_batch(
-    lab: Lab,
-    store: ResultStore,
+    loop: _Loop,
     batch: list[Run],
     hosts: list[str],
-    counter: Iterator[int],
-    planned: int,
-    progress: Progress,
-    lost: dict[str, str],
     mounted: list[str],
     teardown: list[str],
+    unmount: runner.Phase | None,
+    unmount_ended: Callable[[dict[str, runner.HostOutcome]], dict[str, str]],
 ) -> tuple[list[str], bool]:
     """Runs alike (no warm-up, no search) on the same mounted hosts, in one playbook (execute.play_runs),
-    each recorded as soon as it ends; return the failures, and whether the last run succeeded."""
+    each recorded as soon as it ends; the steps waiting (provisioning, mount) play first, and `unmount`
+    (when given) last. Return the failures, and whether the last run succeeded."""
+    store, lab, progress = loop.store, loop.lab, loop.progress
     failures: list[str] = []
     last_ok = [False]
-    numbers = [next(counter) for _ in batch]
-    titles = {run.run_id: _title(number, planned, run) for number, run in zip(numbers, batch, strict=True)}
+    numbers = [next(loop.counter) for _ in batch]
+    titles = {run.run_id: _title(number, loop.planned, run) for number, run in zip(numbers, batch, strict=True)}
     which = f"run {numbers[0]}" if len(batch) == 1 else f"runs {numbers[0]}–{numbers[-1]}"
-    title = f"{which}/{planned} on {batch[0].backend.name}, one playbook"
+    title = f"{which}/{loop.planned} on {batch[0].backend.name}, one playbook"
 
     def ended(run: Run, result: runner.Result) -> None:
         run_failures, stored = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
         failures.extend(run_failures)
         last_ok[0] = run is batch[-1] and not run_failures
-        _lose_unreachable(lab, result, titles[run.run_id], lost, mounted, teardown)
+        _lose_unreachable(lab, result, titles[run.run_id], loop.lost, mounted, teardown)
         progress.finish(titles[run.run_id], headline(stored, run_failures, run.on(lab.hosts)), run.run_id)
 
     runs = [(run, store.raw_dir(run.run_id), titles[run.run_id]) for run in batch]
-    play_runs(lab, runs, title, hosts, lambda run: progress.start(_planned([run])[0]), ended)
+    before, loop.ahead[:] = list(loop.ahead), []
+    after = [runner.Step(unmount, unmount_ended)] if unmount else []
+    play_runs(lab, runs, title, hosts, lambda run: progress.start(_planned([run])[0]), ended, before, after)
     return failures, last_ok[0]
 
 
@@ -355,18 +419,27 @@ def _more_repetitions(campaign: Campaign, store: ResultStore, runs: list[Run], b
     return [run for point, run in nexts.items() if point in disagreeing]
 
 
-def _provision(campaign: Campaign, lab: Lab) -> dict[str, str]:
-    """Set the hosts up; those that fail are left out (skip) or stop the campaign (abort)."""
-    setup = lab.play(runner.Phase("setup.yml", campaign.setup_vars()), "setup")
-    failed = {o.host: o.describe().split(": ", 1)[1] for o in setup.failures()}
-    if setup.status not in ("successful", "failed") or (setup.status == "failed" and not failed):
-        raise RunFailed(f"provisioning the hosts failed: {setup.summary()}")
-    if failed and (campaign.on_host_failure == "abort" or len(failed) == len(lab.hosts)):
-        raise RunFailed(
-            f"provisioning failed ({'on_host_failure: abort' if len(failed) < len(lab.hosts) else 'on every host'}): "
-            f"{setup.summary()}"
-        )
-    return failed
+def _provision(loop: _Loop) -> runner.Step:
+    """Setting the hosts up, as a step of the campaign's first playbook: a host that fails is left out (skip),
+    or stops the campaign (abort; or when every host failed)."""
+    hosts, campaign = loop.lab.hosts, loop.campaign
+
+    def ended(outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
+        if not outcomes:
+            raise RunFailed("provisioning the hosts failed: the playbook stopped before it ended (see its output)")
+        failed = [o for o in outcomes.values() if o.failed or o.unreachable]
+        loop.unprovisioned.update(o.host for o in failed)  # nothing to tear down there, even if this stops all
+        if failed and (campaign.on_host_failure == "abort" or len(failed) == len(hosts)):
+            raise RunFailed(
+                f"provisioning failed ({'on_host_failure: abort' if len(failed) < len(hosts) else 'on every host'}): "
+                + "; ".join(o.describe() for o in failed)
+            )
+        for outcome in failed:
+            loop.lost[outcome.host] = outcome.describe().split(": ", 1)[1]
+            loop.lab.console.print(f"[yellow]{outcome.host} left out:[/] {loop.lost[outcome.host]}")
+        return {o.host: f"provisioning failed: {loop.lost[o.host]}" for o in failed}
+
+    return runner.Step(runner.Phase("setup.yml", campaign.setup_vars()), ended)
 
 
 def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str]) -> list[str]:
@@ -379,31 +452,6 @@ def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str
         f"{lost.get(h, 'host left out')}"
         for h in hosts
     ]
-
-
-def _run_fused(
-    lab: Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str], progress: Progress
-) -> list[str]:
-    """One run: every phase in one ansible-playbook process (saves ≈1 s per phase)."""
-    backend = run.backend.name
-    phases = [
-        runner.Phase("setup.yml", campaign.setup_vars()),
-        storage_phase(campaign, backend, "mounted"),
-        *([datasets.phase(campaign, backend)] if datasets.needed(campaign, [run]) else []),
-        run_phase(run),
-        storage_phase(campaign, backend, "unmounted"),
-    ]
-    result, left = None, []
-    progress.start(_planned([run])[0])
-    try:
-        result = play_run(lab, phases, run, store.raw_dir(run.run_id), f"{run.workload.name} on {backend}", hosts)
-    finally:
-        if result is None or result.failures() or result.status != "successful":
-            left = tear_down(lab, campaign, backend, hosts)
-    failures, stored = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
-    failures += left
-    progress.finish(f"{run.workload.name} on {backend}", headline(stored, failures, run.on(lab.hosts)))
-    return failures
 
 
 # --- one-off fio runs and dry runs --------------------------------------------------------------

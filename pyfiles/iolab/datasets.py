@@ -63,14 +63,26 @@ def shared_root(backend) -> str:
     return "" if backend.writable else f"{backend.target}/{DATASET_DIR}"
 
 
+def step(campaign: Campaign, backend: str, hosts: list[str], no_data: dict[str, str]) -> runner.Step:
+    """The dataset phase for `hosts` as a step of a playbook: a host of them whose data set was not made
+    goes in `no_data`, with why (`hosts` may shrink before it ends: a host the mount lost is not its)."""
+
+    def ended(outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
+        for host in hosts:
+            outcome = outcomes.get(host)
+            if outcome is None or outcome.failed or outcome.unreachable:
+                why = outcome.message if outcome else "the playbook stopped before it"
+                no_data[host] = f"making the data set on {backend} failed: {why}"
+        return dict(no_data)
+
+    return runner.Step(phase(campaign, backend), ended)
+
+
 def make(lab: Lab, campaign: Campaign, backend: str, runs: list[Run], hosts: list[str]) -> dict[str, str]:
     """Put the data set on `hosts` for the runs that read it; {host: why it has none} for those that failed."""
-    if not hosts or not needed(campaign, runs):
-        return {}
-    result = lab.play(phase(campaign, backend), f"data set on {backend}", hosts=hosts)
-    missing = {o.host: f"making the data set on {backend} failed: {o.message}" for o in result.failures()}
-    if result.status != "successful" and not missing:
-        missing = {h: f"making the data set on {backend} failed: {result.summary()}" for h in hosts}
+    missing: dict[str, str] = {}
+    if hosts and needed(campaign, runs):
+        lab.play_steps([step(campaign, backend, hosts, missing)], f"data set on {backend}", hosts)
     return missing
 
 

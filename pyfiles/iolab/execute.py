@@ -8,12 +8,13 @@ HOST_DIR/runs/OWNER/<host>/, and its teardown removes only that (`tear_down`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -78,6 +79,10 @@ class Lab:
             status=self.caption,
             on_phase=on_phase,
         )
+
+    def play_steps(self, steps: list[runner.Step], title: str, hosts: list[str] | None = None) -> None:
+        """Play `steps` in one ansible-playbook process, no run among them (see play_runs)."""
+        play_runs(self, [], title, hosts or self.hosts, lambda _: None, lambda *_: None, before=steps)
 
     def caption(self) -> str:
         """What the live table shows under the hosts: the campaign's progress and the run's throughput now."""
@@ -153,22 +158,35 @@ def play_runs(
     hosts: list[str],
     started: Callable[[Run], None],
     ended: Callable[[Run, runner.Result], None],
+    before: list[runner.Step] | None = None,
+    after: list[runner.Step] | None = None,
 ) -> None:
     """Play several runs — (run, its raw directory, its title) — on `hosts` in one ansible-playbook process,
-    one run phase after the other, so that Ansible's start is paid once for them all, not once per run.
+    one run phase after the other, so that Ansible's start is paid once for them all, not once per run;
+    the `before` steps first (provisioning, mount), the `after` steps last (unmount).
 
     As each run's phase ends (the next one already running), its files are put in its raw directory and
     `ended(run, result)` records it; `started(run)` as each begins. A run whose files must be fetched
-    (collect.yml) is recorded once the playbook has ended. A host that failed outside a run's own rescue,
-    or became unreachable, is left out of the later runs by Ansible: they record it as failed, with why.
+    (collect.yml) is recorded once the playbook has ended. A host that failed outside a run's own rescue
+    (or in a step), or became unreachable, is left out of the later runs by Ansible: they record it as
+    failed, with why; so do the runs a playbook that stopped early never reached.
     Ctrl-C stops the playbook: the runs already ended are recorded, the one running is not.
     """
+    before, after = before or [], after or []
     deferred: list[tuple[Run, Path, str, runner.Result, list[str]]] = []
     left_out: dict[str, str] = {}
-    watch = _Watch(lab, hosts, runs[0][0])
+    handed = [0]  # phases handed over so far
+    watch = _Watch(lab, hosts, runs[0][0]) if runs else None
 
     def on_phase(index: int, outcomes: dict[str, runner.HostOutcome]) -> None:
-        run, raw_dir, title = runs[index]
+        handed[0] = index + 1
+        if index < len(before) or index >= len(before) + len(runs):
+            step = before[index] if index < len(before) else after[index - len(before) - len(runs)]
+            left_out.update(step.ended(outcomes))
+            if index + 1 == len(before) and runs:
+                started(runs[0][0])
+            return
+        run, raw_dir, title = runs[index - len(before)]
         for host in hosts:
             if host not in outcomes:
                 outcome = runner.HostOutcome(host, failed=True, task="(not started)")
@@ -182,14 +200,23 @@ def play_runs(
             deferred.append((run, raw_dir, title, result, fetch))
         else:
             ended(run, result)
-        if index + 1 < len(runs):
-            watch.follow(runs[index + 1][0])
-            started(runs[index + 1][0])
+        if index + 1 < len(before) + len(runs):
+            assert watch is not None
+            watch.follow(runs[index + 1 - len(before)][0])
+            started(runs[index + 1 - len(before)][0])
 
-    started(runs[0][0])
+    if runs and not before:
+        started(runs[0][0])
+    phases = [s.phase for s in before] + [run_phase(run) for run, _, _ in runs] + [s.phase for s in after]
     try:
-        with watch:
-            lab.play([run_phase(run) for run, _, _ in runs], title, hosts=hosts, on_phase=on_phase)
+        with watch or contextlib.nullcontext():
+            result = lab.play(phases, title, hosts=hosts, on_phase=on_phase)
+        # The playbook stopped before its end (every host had failed): what it never reached is handed over
+        # with no outcomes, so that no run of it goes unrecorded.
+        for host in hosts:
+            left_out.setdefault(host, f"the playbook stopped before it: {result.summary()}")
+        for index in range(handed[0], len(phases)):
+            on_phase(index, {})
     finally:
         for run, raw_dir, title, result, fetch in deferred:
             ended(run, _fetch(lab, result, run, raw_dir, title, fetch))
@@ -302,7 +329,12 @@ def tear_down(lab: Lab, campaign: Campaign, backend: str, hosts: list[str]) -> l
         hosts=hosts,
         cancellable=False,
     )
-    left = [f"unmounting {backend} failed: {outcome.describe()}" for outcome in unmount.failures()]
+    return left_behind(lab, backend, unmount.failures())
+
+
+def left_behind(lab: Lab, backend: str, outcomes: Iterable[runner.HostOutcome]) -> list[str]:
+    """The hosts whose unmount of `backend` failed, said now and kept in teardown_left, as sentences."""
+    left = [f"unmounting {backend} failed: {o.describe()}" for o in outcomes if o.failed or o.unreachable]
     for line in left:
         lab.console.print(f"[red]{line}[/]")
     teardown_left.extend(left)
