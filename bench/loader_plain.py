@@ -35,7 +35,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from unittest import mock
 
 from _common import ROOT, drop_caches, loader_argv, private_tmpfs, spread
 
@@ -125,10 +124,7 @@ def loader(root: Path, out: Path, workers: int, decode: bool, epochs: int, seed:
 
 def make_files(root: Path, files: int, size_kib: int) -> Manifest:
     """The data set: every file `size_kib` KiB (within 2%), or ImageNet's size mix for 0."""
-    if not size_kib:
-        return gen_module.gen(root, files=files, seed=1)
-    with mock.patch.object(gen_module, "target_sizes", lambda n, seed: [size_kib * KIB] * n):
-        return gen_module.gen(root, files=files, seed=1)
+    return gen_module.gen(root, files=files, seed=1, file_size=size_kib * KIB or None)
 
 
 def main() -> int:

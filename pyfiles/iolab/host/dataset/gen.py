@@ -247,11 +247,13 @@ def gen(
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     kind: str = "imagenet-like",
+    file_size: int | None = None,
 ) -> Manifest:
     """Generate the data set in root, or return the one already there if it has this config.
 
     `kind`: imagenet-like (JPEGs, here), or an MLPerf workload's samples (iolab.host.dataset.samples:
     unet3d's NPZ files; cosmoflow's samples, packed here one per TFRecord file as MLPerf lays them out).
+    `file_size`: every JPEG about this many bytes instead of ImageNet's size mix (iolab's own benchmarks).
 
     >>> m = gen(Path("/var/tmp/iolab/imagenet"), files=2000, seed=1)   # doctest: +SKIP
     >>> m.hash, len(m.entries)                                          # doctest: +SKIP
@@ -262,7 +264,8 @@ def gen(
     if kind not in KINDS:
         raise UserError(f"unknown data set kind {kind!r}: expected one of {', '.join(KINDS)}")
     config = {"files": files, "seed": seed, "classes": classes}
-    existing = _existing(root, config, KINDS[kind])
+    generator = f"{KINDS[kind]} files of {file_size} B" if file_size else KINDS[kind]  # never taken for another
+    existing = _existing(root, config, generator)
     if existing is not None:
         if progress:
             progress(files, files)
@@ -281,7 +284,7 @@ def gen(
     for label in range(min(classes, files)):
         (root / path_of(label)).parent.mkdir(parents=True, exist_ok=True)
 
-    targets = target_sizes(files, seed)
+    targets = [file_size] * files if file_size else target_sizes(files, seed)
     plan = [(i, path_of(i), targets[i]) for i in range(files)]
     workers = max(1, min(workers or default_workers(), files))
     per_batch = max(1, min(64, files // (workers * 16)))
@@ -301,7 +304,7 @@ def gen(
         files=files,
         seed=seed,
         classes=classes,
-        generator=GENERATOR,
+        generator=generator,
         entries=tuple(Entry(path=path_of(i), size=sizes[i], sha256=hashes[i], label=label_of(i)) for i in range(files)),
     )
     manifest.write(root)
