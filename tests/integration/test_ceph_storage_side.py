@@ -104,6 +104,59 @@ def test_an_rbd_run_drops_the_osds_cache_and_samples_their_counters(lab, cli, wr
     assert mounted() == []
 
 
+def osd_cache_bytes(files: dict) -> tuple[float, float, float]:
+    """(hit, miss, read) bytes of osd.0 over a run, from its osd_telemetry.jsonl."""
+    lines = [json.loads(line) for line in files["osd_telemetry.jsonl"].read_text().splitlines()]
+    assert lines[-1]["type"] == "end" and lines[-1]["errors"] == [], lines[-1]
+    osd = [r["osd"]["0"] for r in lines if r["type"] == "sample"]
+    hit, miss, read = (sum(o[k] for o in osd) for k in ("cache_hit_bytes", "cache_miss_bytes", "read_bytes"))
+    return hit, miss, read
+
+
+def test_a_cold_rbd_read_misses_the_osd_cache_and_the_warm_one_hits_it(lab, cli, write_campaign):
+    """cache: warm on the lab's OSD (a fixed 1.5 GiB BlueStore cache): the cold run, after the drop, reads its
+    bytes from the device; the warm run right after it, with no drop, finds what the cold run read in the cache.
+    Without the OSDs' drop the second repetition's cold run would hit what the first's warm run left cached."""
+    image = 1 << 30
+    campaign = write_campaign(
+        {
+            "name": "itest-osd-cold-warm",
+            "repetitions": 2,
+            "cache": "warm",
+            "backends": [
+                {"name": "itest-osd-cw", "type": "rbd", "size": "1GiB", "image": "itest-osd-cw", **ceph_fields(lab)}
+            ],
+            # The whole image, for one second without a ramp: the cold run reads (about) one pass over it.
+            "workloads": [{**FIO, "size": "1GiB", "runtime": "1s", "ramp": "0"}],
+        }
+    )
+    bench(cli, campaign)
+
+    runs = {
+        (s["repetition"], s["params"]["cache"]): s
+        for s in cli.samples("itest-osd-cold-warm")
+        if s["metric"] == "read_bw" and s["host"] == "localhost"
+    }
+    assert set(runs) == {(1, "cold"), (1, "warm"), (2, "cold"), (2, "warm")}
+    for rep in (1, 2):
+        cold, warm = runs[(rep, "cold")], runs[(rep, "warm")]
+        record = cold["metadata"]["storage_cache_state"]["ceph"]
+        assert record["dropped"] is True and set(record["osds"]) == {"osd.0"}, record
+        hit, miss, read = osd_cache_bytes(host_files(cli, "itest-osd-cold-warm", cold["run_id"]))
+        assert read > 64 << 20, read
+        # Cold: every byte of the first pass over the image came from the device.
+        assert miss >= 0.9 * min(read, image), (rep, hit, miss, read)
+        assert hit <= max(read - image, 0) + 0.1 * read, (rep, hit, miss, read)
+        # Warm: what the cold run read (and, past it, the rest of the image) is in the OSD's cache.
+        warm_hit, _, warm_read = osd_cache_bytes(host_files(cli, "itest-osd-cold-warm", warm["run_id"]))
+        assert warm_hit >= 0.9 * min(warm_read, read), (rep, warm_hit, warm_read, read)
+        assert warm["metadata"]["cache_state"].startswith("warm"), warm["metadata"]["cache_state"]
+    # The drop before the second cold run found the first warm run's reads in the cache, and emptied it.
+    osd = runs[(2, "cold")]["metadata"]["storage_cache_state"]["ceph"]["osds"]["osd.0"]
+    assert osd["before"]["bluestore_cache_data"] > 256 << 20, osd
+    assert osd["after"]["bluestore_cache_data"] < 1 << 20, osd
+
+
 def test_a_cephfs_run_drops_the_mds_cache_too(lab, cli, write_campaign):
     campaign = write_campaign(
         {
