@@ -104,7 +104,8 @@ class Campaign(Model):
                 + (
                     "it speaks S3; add a backend of type s3"
                     if getattr(homeless[0], "needs_s3", False)
-                    else "it needs a file system and every backend is an S3 bucket; add a file backend"
+                    else "it needs a file system, and no backend is one (an s3 backend is a bucket, an rbd "
+                    "backend a raw image that only fio reads); add a file backend (rbd_snapshot or cephfs on Ceph)"
                 )
             )
         refused = [reason for b in self.backends for w in self.workloads if b.supports(w) and (reason := b.refuse(w))]
@@ -170,7 +171,7 @@ class Run(Model):
 
     @property
     def params(self) -> dict[str, Any]:
-        params = self.workload.model_dump(exclude={"name", "type", "warm_command"}, exclude_none=True)
+        params = self.workload.params()
         params["cache"] = self.cache_pass or CACHE_STATES[self.workload.cache]
         for policy in ("warmup", "allow_caching", "profilers"):  # said only when set
             if not params[policy]:

@@ -136,9 +136,9 @@ def test_object_put_and_get_figures_by_size_and_threads(lab, cli, write_campaign
     assert "S3 objects of 64 KiB: 8 keys per host written once" in dry
     done = bench_all(cli, path)
     samples = cli.samples("itest-s3-objects")
-    points = {(s["params"]["size"], s["params"]["threads"]) for s in samples}
+    points = {(s["params"]["object_size"], s["params"]["threads"]) for s in samples}
     assert points == {(65536, 1), (65536, 2), (1 << 20, 1), (1 << 20, 2)}
-    by = {(s["params"]["size"], s["params"]["threads"], s["host"], s["metric"]): s for s in samples}
+    by = {(s["params"]["object_size"], s["params"]["threads"], s["host"], s["metric"]): s for s in samples}
     for size, threads in points:
         for direction in ("read", "write"):
             bw = by[(size, threads, "*", f"{direction}_bw")]

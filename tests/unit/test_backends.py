@@ -126,6 +126,19 @@ def test_write_benchmarks_run_on_writable_backends():
     parse([{"name": "fs", "type": "cephfs"}, {"name": "blk", "type": "rbd"}], workloads=[WRITE])
 
 
+def test_an_rbd_backend_runs_the_fio_workloads_and_the_file_backends_the_rest():
+    spec = parse(
+        [{"name": "blk", "type": "rbd"}, {"name": "mem", "type": "tmpfs", "size": "1GiB"}],
+        workloads=[SEQ, LOADER],
+        dataset={"files": 10},
+    )
+    assert sorted((r.workload.name, r.backend.name) for r in campaign.expand(spec)) == [
+        ("load", "mem"),
+        ("seq", "blk"),
+        ("seq", "mem"),
+    ]
+
+
 def test_fio_on_a_snapshot_reads_the_file_laid_out_in_it():
     assert "holds none: give the backend fio_size" in error([{**SNAP, "fio_size": None}])
     assert "differs from the fio file of backend ds" in error([SNAP], workloads=[{**SEQ, "size": "1GiB"}])
@@ -163,7 +176,9 @@ def test_the_rbd_backend_runs_fio_through_librbd():
         "CEPH_CONF": "/etc/lab/ceph.conf",
         "CEPH_ARGS": "--keyring /etc/lab/admin.keyring",
     }
-    assert "raw RBD image" in error([{"name": "blk", "type": "rbd"}], workloads=[LOADER], dataset={"files": 10})
+    assert "an rbd backend a raw image that only fio reads" in error(
+        [{"name": "blk", "type": "rbd"}], workloads=[LOADER], dataset={"files": 10}
+    )
 
 
 @pytest.mark.parametrize(

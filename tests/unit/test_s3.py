@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign, datasets, execute
+from iolab import campaign, datasets, execute, validity
 from iolab.errors import UserError
 from iolab.host import objects as host_objects
 from iolab.host import s3client
@@ -29,6 +29,9 @@ def test_object_sizes_and_threads_sweep_and_reach_the_role_with_the_connection_b
     spec = load(tmp_path, [S3], [OBJECTS])
     runs = campaign.expand(spec)
     assert {(r.workload.size, r.workload.threads) for r in runs} == {(4096, 1), (4096, 8), (1 << 20, 1), (1 << 20, 8)}
+    # Each object size is a setting of its own (a report row each), not a run's size like fio's file.
+    settings = {validity.setting_of(r.params) for r in runs}
+    assert len(settings) == 4 and all('"object_size"' in s for s in settings)
     variables = execute.workload_vars(runs[0])
     connection = {
         "endpoint": "http://10.77.0.1:7480",
@@ -90,7 +93,7 @@ def test_each_workload_runs_on_the_backends_of_its_kind(tmp_path):
         (
             [S3],
             FIO,
-            "workload f runs on none of the backends: it needs a file system and every backend is an S3 bucket",
+            "workload f runs on none of the backends: it needs a file system, and no backend is one",
         ),
         ([TMPFS], OBJECTS, "workload o runs on none of the backends: it speaks S3; add a backend of type s3"),
         ([{**S3, "readonly": True}], OBJECTS, "workload o writes (PUT objects) but backend obj"),

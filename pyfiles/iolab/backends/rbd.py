@@ -43,12 +43,11 @@ class RbdBackend(Backend):
     def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
         return {**super().role_vars(state), "storage_rbd_image": self.image_name}
 
+    def supports(self, workload: Any) -> bool:
+        """fio's workloads only: the others need a file system (a campaign runs them on its other backends)."""
+        return getattr(workload, "tool", "") == "fio"
+
     def refuse(self, workload: Any) -> str | None:
-        if getattr(workload, "tool", "") != "fio":
-            return (
-                f"workload {workload.name} reads files but backend {self.name} is a raw RBD image read "
-                "by fio's rbd engine; use an rbd_snapshot or cephfs backend for it"
-            )
         if workload.jobfile:
             return (
                 f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "

@@ -44,6 +44,10 @@ class Workload(Model):
     def run_timeout(self, default: float) -> float:
         return self.timeout or default
 
+    def params(self) -> dict[str, Any]:
+        """The fields a run's samples carry as parameters (iolab.validity tells settings from run sizes by name)."""
+        return self.model_dump(exclude={"name", "type", "warm_command"}, exclude_none=True)
+
     def dataset_vars(self, root: str) -> dict[str, Any]:
         """Where a kind that reads the data set finds it, as its role's variables; nothing for the others."""
         return {}

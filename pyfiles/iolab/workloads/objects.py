@@ -39,6 +39,12 @@ class ObjectsWorkload(Workload):
     def writes(self) -> str:
         return "PUT objects"
 
+    def params(self) -> dict[str, Any]:
+        """`size` as `object_size`: what the run measures, not how big it is (a report row per object size)."""
+        params = super().params()
+        params["object_size"] = params.pop("size")
+        return params
+
     def role_vars(self, target: str) -> dict[str, Any]:
         return {
             "bench_objects_size": self.size,
