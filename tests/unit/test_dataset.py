@@ -153,6 +153,16 @@ def test_another_config_in_the_same_root_is_a_user_error(gen, small):
     assert Manifest.load(root).hash == manifest.hash
 
 
+def test_replace_makes_the_new_data_set_where_iolabs_scratch_holds_another(gen, small, tmp_path):
+    root, manifest = small
+    scratch = tmp_path / "staging"
+    shutil.copytree(root, scratch)
+    other = gen(scratch, files=12, seed=2, classes=3, workers=1, replace=True)  # an s3 backend's staging copy
+    assert (other.files, other.seed) == (12, 2) and Manifest.load(scratch).hash == other.hash
+    assert len([p for p in scratch.rglob("*.jpg")]) == 12  # nothing of the old set is left
+    assert Manifest.load(root).hash == manifest.hash
+
+
 def test_a_damaged_or_foreign_root_is_a_user_error(gen, small, tmp_path):
     root, manifest = small
     victim = root / manifest.entries[3].path

@@ -54,6 +54,7 @@ def cmd_gen(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=_progress("gen"),
         kind=args.kind,
+        replace=args.replace,
     )
     seconds = time.perf_counter() - started
     total = manifest.total_bytes
@@ -195,6 +196,11 @@ def parser() -> argparse.ArgumentParser:
         "--kind",
         default="imagenet-like",
         help="imagenet-like (JPEGs, the default), unet3d (NPZ files) or cosmoflow (TFRecord samples)",
+    )
+    g.add_argument(
+        "--replace",
+        action="store_true",
+        help="root is iolab's own scratch: remove another data set found there instead of refusing",
     )
     g.set_defaults(run=cmd_gen)
 

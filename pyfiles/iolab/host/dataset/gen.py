@@ -41,6 +41,7 @@ import math
 import multiprocessing
 import os
 import random
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -248,12 +249,15 @@ def gen(
     progress: Callable[[int, int], None] | None = None,
     kind: str = "imagenet-like",
     file_size: int | None = None,
+    replace: bool = False,
 ) -> Manifest:
     """Generate the data set in root, or return the one already there if it has this config.
 
     `kind`: imagenet-like (JPEGs, here), or an MLPerf workload's samples (iolab.host.dataset.samples:
     unet3d's NPZ files; cosmoflow's samples, packed here one per TFRecord file as MLPerf lays them out).
     `file_size`: every JPEG about this many bytes instead of ImageNet's size mix (iolab's own benchmarks).
+    `replace`: root is iolab's own scratch (an s3 backend's staging copy): another data set there is
+    removed, not refused.
 
     >>> m = gen(Path("/var/tmp/iolab/imagenet"), files=2000, seed=1)   # doctest: +SKIP
     >>> m.hash, len(m.entries)                                          # doctest: +SKIP
@@ -265,7 +269,13 @@ def gen(
         raise UserError(f"unknown data set kind {kind!r}: expected one of {', '.join(KINDS)}")
     config = {"files": files, "seed": seed, "classes": classes}
     generator = f"{KINDS[kind]} files of {file_size} B" if file_size else KINDS[kind]  # never taken for another
-    existing = _existing(root, config, generator)
+    try:
+        existing = _existing(root, config, generator)
+    except UserError:
+        if not replace:
+            raise
+        shutil.rmtree(root)
+        existing = None
     if existing is not None:
         if progress:
             progress(files, files)
