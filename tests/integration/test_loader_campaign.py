@@ -195,6 +195,6 @@ def test_profilers_ride_along_a_loader_run(cli, write_campaign):
     raw = cli.results / "itest-prof" / "raw" / rate["run_id"] / "localhost"
     stacks = (raw / "py-spy.txt").read_text()
     assert "run_steps" in stacks  # the rank's training loop
-    assert "__getitem__" in stacks  # a worker process reading and decoding a sample
+    assert "_load" in stacks  # a worker process reading and decoding a sample (Samples._load)
     assert "python" in (raw / "perf-report.txt").read_text()
     assert mounted() == []
