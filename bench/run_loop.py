@@ -54,35 +54,28 @@ def campaign(directory: Path, six: bool) -> Path:
 
 
 TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _stat(pid: int) -> tuple[int, float, int] | None:
-    """(parent PID, CPU seconds, RSS bytes) of a process, or None once it is gone."""
+def _stat(pid: int) -> tuple[int, float, int, str] | None:
+    """(parent PID, CPU seconds, RSS bytes, command name) of a process, or None once it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK, int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK, int(fields[21]) * PAGE, name
 
 
-def _ssh_masters() -> set[int]:
-    """The SSH connection masters (ControlPersist) open on this machine: Ansible's to the hosts."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        try:
-            cmdline = (entry / "cmdline").read_bytes() if entry.name.isdigit() else b""
-        except OSError:
-            continue
-        if cmdline.startswith(b"ssh: ") and b"[mux]" in cmdline:
-            found.add(int(entry.name))
-    return found
+def _is_master(cmdline: bytes) -> bool:
+    return cmdline.startswith(b"ssh: ") and b"[mux]" in cmdline
 
 
-def _is_playbook(pid: int) -> bool:
+def _cmdline(pid: int) -> bytes:
     try:
-        return b"ansible-playbook" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return False
+        return b""
 
 
 class Controller:
@@ -103,7 +96,7 @@ class Controller:
         self.stop = threading.Event()
 
     def sample(self) -> None:
-        parents: dict[int, tuple[int, float, int]] = {}
+        parents: dict[int, tuple[int, float, int, str]] = {}
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit() and (stat := _stat(int(entry.name))):
                 parents[int(entry.name)] = stat
@@ -118,15 +111,16 @@ class Controller:
                 chain = parents[chain][0]
         for pid in tree:
             parent = parents[pid][0]
-            if parent == me or (parents.get(parent, (0,))[0] == me and _is_playbook(pid)):
+            if parent == me or (parents.get(parent, (0,))[0] == me and b"ansible-playbook" in _cmdline(pid)):
                 self.own[pid] = parents[pid][1]
-        masters = _ssh_masters()
-        for pid in masters & parents.keys():
+        # The SSH connection masters (ControlPersist) open on this machine: Ansible's to the hosts.
+        masters = {pid for pid, s in parents.items() if s[3] == "ssh" and _is_master(_cmdline(pid))}
+        for pid in masters:
             first = self.masters_cpu.get(pid, (0.0 if self.started else parents[pid][1], 0.0))[0]
             self.masters_cpu[pid] = (first, parents[pid][1])
         # The masters this call used: those it started, and those of an earlier call whose CPU time grew.
         self.masters = sum(last > first for first, last in self.masters_cpu.values())
-        self.peak_rss = max(self.peak_rss, sum(parents[pid][2] for pid in tree | (masters & parents.keys())))
+        self.peak_rss = max(self.peak_rss, sum(parents[pid][2] for pid in tree | masters))
 
     def __enter__(self) -> Controller:
         self.children = resource.getrusage(resource.RUSAGE_CHILDREN)

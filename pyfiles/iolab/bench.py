@@ -119,11 +119,21 @@ class _Loop:
     # Steps waiting for the next playbook (provisioning, a mount): each playbook's start is paid once for them.
     ahead: list[runner.Step] = dataclasses.field(default_factory=list)
 
+    def take(self) -> list[runner.Step]:
+        """The steps waiting, for the playbook about to start (none wait after it)."""
+        steps, self.ahead[:] = list(self.ahead), []
+        return steps
+
     def flush(self, title: str, hosts: list[str]) -> None:
         """Play the steps waiting, alone."""
-        steps, self.ahead[:] = list(self.ahead), []
+        steps = self.take()
         if steps:
             self.lab.play_steps(steps, title, hosts)
+
+
+def _alike(run: Run) -> bool:
+    """A run that plays as one run.yml phase among others (no warm-up before it, not a search)."""
+    return not (_searches(run) or _needs_warming(run))
 
 
 def _searches(run: Run) -> bool:
@@ -196,7 +206,7 @@ def _run_backend(loop: _Loop, backend: str, queue: list[tuple[Run, list[str]]]) 
             pending = list(queue)
             while pending:
                 run, hosts = pending.pop(0)
-                alike = not (_searches(run) or _needs_warming(run))
+                alike = _alike(run)
                 if loop.ahead and not (alike and set(_active(run, hosts, mounted, no_data)) == set(need)):
                     loop.flush(f"mount {backend}", need)  # the steps waiting play on every host, alone
                 failures += left_out(run, hosts)
@@ -209,7 +219,7 @@ def _run_backend(loop: _Loop, backend: str, queue: list[tuple[Run, list[str]]]) 
                     batch = [run]
                     while (
                         pending
-                        and not (_searches(pending[0][0]) or _needs_warming(pending[0][0]))
+                        and _alike(pending[0][0])
                         and _active(pending[0][0], pending[0][1], mounted, no_data) == active
                     ):
                         alike_run, its_hosts = pending.pop(0)
@@ -303,7 +313,7 @@ def _run_batch(
         progress.finish(titles[run.run_id], headline(stored, run_failures, run.on(lab.hosts)), run.run_id)
 
     runs = [(run, store.raw_dir(run.run_id), titles[run.run_id]) for run in batch]
-    before, loop.ahead[:] = list(loop.ahead), []
+    before = loop.take()
     after = [runner.Step(unmount, unmount_ended)] if unmount else []
     play_runs(lab, runs, title, hosts, lambda run: progress.start(_planned([run])[0]), ended, before, after)
     return failures, last_ok[0]

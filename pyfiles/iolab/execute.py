@@ -211,12 +211,14 @@ def play_runs(
     try:
         with watch or contextlib.nullcontext():
             result = lab.play(phases, title, hosts=hosts, on_phase=on_phase)
-        # The playbook stopped before its end (every host had failed): what it never reached is handed over
-        # with no outcomes, so that no run of it goes unrecorded.
-        for host in hosts:
-            left_out.setdefault(host, f"the playbook stopped before it: {result.summary()}")
-        for index in range(handed[0], len(phases)):
-            on_phase(index, {})
+        if handed[0] < len(phases):
+            # The playbook stopped before its end (every host had failed): what it never reached is handed
+            # over with no outcomes, so that no run of it goes unrecorded.
+            why = f"the playbook stopped before it: {result.summary()}"
+            for host in hosts:
+                left_out.setdefault(host, why)
+            for index in range(handed[0], len(phases)):
+                on_phase(index, {})
     finally:
         for run, raw_dir, title, result, fetch in deferred:
             ended(run, _fetch(lab, result, run, raw_dir, title, fetch))

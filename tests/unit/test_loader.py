@@ -112,15 +112,11 @@ def test_bytes_only_readers_return_each_files_exact_bytes(dataset):
         Samples(dataset, "cv2-imread", decode=False)
 
 
-@pytest.mark.parametrize("reader", ["packed", "cv2-imdecode"])
-def test_bytes_reach_the_training_loop_intact_through_the_workers_buffer_ring(dataset, reader):
-    """Workers read bytes-only batches into a ring of reused shared buffers: none is overwritten early."""
+def two_workers(samples: Samples):
+    """Batches of 7 from 2 persistent workers, each with 2 batches in flight, shuffled."""
     from torch.utils.data import DataLoader
 
-    manifest = Manifest.load(dataset)
-    samples = Samples(dataset, reader, decode=False)
-    samples.ring = 2 + 2  # prefetch_factor + 2, as the loader sets it
-    batches = DataLoader(
+    return DataLoader(
         samples,
         batch_size=7,
         shuffle=True,
@@ -129,6 +125,16 @@ def test_bytes_reach_the_training_loop_intact_through_the_workers_buffer_ring(da
         collate_fn=collate,
         persistent_workers=True,
     )
+
+
+@pytest.mark.parametrize("reader", ["packed", "cv2-imdecode"])
+def test_bytes_reach_the_training_loop_intact_through_the_workers_buffer_ring(dataset, reader):
+    """Workers read bytes-only batches into a ring of reused shared buffers: none is overwritten early."""
+
+    manifest = Manifest.load(dataset)
+    samples = Samples(dataset, reader, decode=False)
+    samples.ring = 2 + 2  # prefetch_factor + 2, as the loader sets it
+    batches = two_workers(samples)
     seen = []
     for _ in range(2):
         previous = None
@@ -150,8 +156,6 @@ def test_batches_reach_the_training_loop_intact_through_the_arena(dataset, reade
     early, every sample arrives once per epoch with its label, and labels and lengths are tensors again."""
     import ctypes
 
-    from torch.utils.data import DataLoader
-
     samples = Samples(dataset, reader, decode=decode)
     expected = {}  # a sample's digest (decoded image or bytes) → its label
     for i in range(len(samples)):
@@ -161,15 +165,7 @@ def test_batches_reach_the_training_loop_intact_through_the_arena(dataset, reade
     assert samples.arena is not None
     low = ctypes.addressof(ctypes.c_char.from_buffer(samples.arena.memory))
     high = low + len(samples.arena.memory)
-    batches = DataLoader(
-        samples,
-        batch_size=7,
-        shuffle=True,
-        num_workers=2,
-        prefetch_factor=2,
-        collate_fn=collate,
-        persistent_workers=True,
-    )
+    batches = two_workers(samples)
     key = "images" if decode else "data"
     seen = []
     for _ in range(2):

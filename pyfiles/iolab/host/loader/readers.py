@@ -164,6 +164,7 @@ class Samples(Dataset):
         self.preprocess_time = preprocess_time
         self.ring = 4  # batch buffers per worker: prefetch_factor + 2 (see prepare and _slot)
         self.arena: _Arena | None = None  # where workers build batches (see prepare)
+        self._next = 0  # a worker's next slot of its ring (arena slots, or its own buffers): each worker's copy
         # Import the decoders here, in the parent: forked workers inherit them instead of each
         # importing them (thousands of syscalls) inside a traced or timed window.
         import cv2  # noqa: F401
@@ -327,9 +328,12 @@ class Samples(Dataset):
         arena = self.arena
         if worker is None or arena is None or worker.id >= arena.workers or size > arena.slot:
             return None
-        turn = getattr(self, "_slot_next", 0)
-        self._slot_next = (turn + 1) % self.ring
-        return (worker.id * self.ring + turn) * arena.slot
+        return (worker.id * self.ring + self._turn()) * arena.slot
+
+    def _turn(self) -> int:
+        """The next slot of this worker's ring."""
+        turn, self._next = self._next, (self._next + 1) % self.ring
+        return turn
 
     @property
     def _memory(self) -> mmap.mmap:
@@ -353,9 +357,7 @@ class Samples(Dataset):
             return torch.empty(size, dtype=torch.uint8)
         if not hasattr(self, "_ring_buffers"):
             self._ring_buffers: list[torch.Tensor | None] = [None] * self.ring
-            self._ring_next = 0
-        slot = self._ring_next
-        self._ring_next = (slot + 1) % self.ring
+        slot = self._turn()
         buffer = self._ring_buffers[slot]
         if buffer is None or buffer.numel() < size:
             buffer = _shared(max(size, int(size * 1.25)), torch.empty(0, dtype=torch.uint8))
