@@ -1,10 +1,11 @@
 """reader dali where NVIDIA DALI cannot run: one line before the run, from the loader and from the role.
 
-This machine has no GPU and no DALI. What runs here is real: the import that fails, the
-loader's launcher, the bench_pytorch role's preflight through ansible-playbook. Each
-command blocks `nvidia.dali` in sys.modules (then importing it raises ImportError, as on a
-host without it) so that the tests mean the same thing wherever DALI happens to be installed.
-The DALI pipeline itself (iolab.host.loader.dali_reader.DaliBatches) needs DALI and is not run here.
+This machine has no GPU. What runs here is real: the import that fails, the loader's
+launcher, the bench_pytorch role's preflight through ansible-playbook. Each of those commands
+blocks `nvidia.dali` in sys.modules (then importing it raises ImportError, as on a host
+without it) so that the tests mean the same thing whether DALI is installed or not.
+The DALI pipeline itself (iolab.host.loader.dali_reader.DaliBatches) runs with the "cpu"
+decoder where DALI imports (`./lab test` installs it: the `dali` extra).
 """
 
 from __future__ import annotations
