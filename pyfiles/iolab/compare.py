@@ -317,7 +317,7 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
     from iolab.report import metric_rank
 
     order = {w: i for i, w in enumerate(dict.fromkeys(k[1] for k in common))}
-    common.sort(key=lambda k: (order[k[1]], labels[(k[1], k[2])], metric_rank(k[3]), k[0] or ""))
+    common.sort(key=lambda k: (order[k[1]], validity.setting_order(k[2]), metric_rank(k[3]), k[0] or ""))
     points = []
     for key in common:
         ga, gb = pa[key], pb[key]

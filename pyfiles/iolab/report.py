@@ -172,7 +172,8 @@ def winners(rows: list[dict], metrics: tuple[str, ...] = SUMMARY_METRICS) -> lis
             by_point[(row["workload"], row["setting"], row["metric"])].append(row)
     out = []
     for (workload, setting, metric), contenders in sorted(
-        by_point.items(), key=lambda kv: (kv[1][0]["order"], kv[1][0]["setting_label"], metric_rank(kv[0][2]))
+        by_point.items(),
+        key=lambda kv: (kv[1][0]["order"], validity.setting_order(kv[0][1]), metric_rank(kv[0][2])),
     ):
         if len(contenders) < 2:
             continue
@@ -382,8 +383,9 @@ def table(store: ResultStore, samples: list[Sample] | None = None, units: str = 
         )
     order = {m: i for i, m in enumerate(TABLE_METRICS)}
     workloads = list(dict.fromkeys(s.workload for s in samples))
+    settings = {(r["workload"], r["setting_label"]): validity.setting_order(r["setting"]) for r in rows}
     for (workload, label, metric), by_backend in sorted(
-        cells.items(), key=lambda kv: (workloads.index(kv[0][0]), kv[0][1], order[kv[0][2]])
+        cells.items(), key=lambda kv: (workloads.index(kv[0][0]), settings[kv[0][:2]], order[kv[0][2]])
     ):
         out.add_row(
             point_label(workload, label),

@@ -161,7 +161,8 @@ class _Page:
             if metric_filter(r["metric"]):
                 seen.setdefault((r["workload"], r["setting"]), report.point_label(r["workload"], r["setting_label"]))
         return sorted(
-            ((w, s, label) for (w, s), label in seen.items()), key=lambda p: (self.workloads.index(p[0]), p[2])
+            ((w, s, label) for (w, s), label in seen.items()),
+            key=lambda p: (self.workloads.index(p[0]), validity.setting_order(p[1])),
         )
 
     def row(self, workload: str, setting: str, metric: str, backend: str) -> dict | None:

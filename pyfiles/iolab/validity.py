@@ -63,6 +63,8 @@ MERIT_METRICS = frozenset(
 )
 # Parameters that size or time a run without changing what it measures: not part of a setting.
 NOT_SETTINGS = frozenset({"runtime", "ramp", "size", "allow_caching", "timeout", "warmup", "profilers"})
+# Settings that are byte counts: labelled with a unit (object_size=1MiB, not 1048576).
+BYTE_SETTINGS = frozenset({"object_size"})
 
 POTENTIAL_CACHING = "potential_caching"
 OVERRIDDEN = "overridden"
@@ -127,9 +129,25 @@ def setting_labels(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str
         varying = sorted({k for s in settings for k in s if any(o.get(k) != s.get(k) for o in settings)})
         for s in settings:
             labels[(workload, json.dumps(s, sort_keys=True, default=str))] = " ".join(
-                f"{k}={s.get(k, '—')}" for k in varying
+                f"{k}={_setting_value(k, s.get(k, '—'))}" for k in varying
             )
     return labels
+
+
+def _setting_value(key: str, value: Any) -> str:
+    if key in BYTE_SETTINGS and isinstance(value, int) and not isinstance(value, bool):
+        return human(value, "B").replace(" ", "")
+    return str(value)
+
+
+def setting_order(setting: str) -> tuple:
+    """Sort key of a setting (its JSON): numbers by value (64KiB before 1MiB, 8 before 16), then text."""
+
+    def value(v: Any) -> tuple:
+        number = isinstance(v, int | float) and not isinstance(v, bool)
+        return (0, v, "") if number else (1, 0, str(v))
+
+    return tuple((k, value(v)) for k, v in sorted(json.loads(setting).items()))
 
 
 # --- repeats --------------------------------------------------------------------------------------

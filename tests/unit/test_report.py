@@ -743,3 +743,42 @@ def test_telemetry_lines_without_the_parser_are_read_by_their_numeric_fields(tmp
     charts = {base: (lines_, unit) for base, lines_, unit in report_html.telemetry_charts(series)}
     assert charts["disk.rB_s"] == ({"vda": series["disk.vda.rB_s"]}, "B/s")
     assert charts["load"] == ({"load": series["load"]}, "")
+
+
+def test_byte_settings_carry_a_unit_and_settings_sort_by_value_not_text(tmp_path, results):
+    """object_size 65536/1048576/16777216 and threads 8/16: as text they would sort 1048576 < 16777216 < 65536
+    and 16 < 8; the report, the winners, the HTML page and compare give them in value order, with units."""
+    from iolab import report_html
+
+    base = {
+        b: next(s for s in samples(CAMPAIGN) if s.host == "*" and s.metric == "read_bw" and s.backend == b)
+        for b in ("tmpfs", "local")
+    }
+    data = [
+        dataclasses.replace(
+            base[b],
+            run_id=f"{b}-{size}-{threads}",
+            workload="objects",
+            value=base[b].value * (1 + size / 2**24),
+            params={"object_size": size, "threads": threads},
+        )
+        for b in base
+        for size in (1 << 20, 1 << 24, 1 << 16)
+        for threads in (16, 8)
+    ]
+    store = write_store(tmp_path, "objects", data)
+    want = [
+        f"objects object_size={size} threads={threads}" for size in ("64KiB", "1MiB", "16MiB") for threads in (8, 16)
+    ]
+    rows = report.table(store).columns[0]._cells
+    assert [c for c in rows if c.startswith("objects")] == want
+    found = report.winners(report.summarize(data))
+    assert [report.point_label(w["workload"], w["setting_label"]) for w in found] == want
+    page = report_html.build(store)
+    throughput = page[page.index('<section id="throughput">') :]
+    throughput = throughput[: throughput.index("</section>")]
+    at = [throughput.index(label.removeprefix("objects ")) for label in want]
+    assert at == sorted(at)
+    a, b = (compare.Side(f"objects:{backend}", data, backend) for backend in ("tmpfs", "local"))
+    points = compare.compare(a, b, [compare.parse_rule("read_bw >= -5%")]).points
+    assert [report.point_label(p.workload, p.setting_label) for p in points] == want
