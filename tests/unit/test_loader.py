@@ -23,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -456,9 +455,17 @@ def test_resnet50_has_torchvisions_shape_and_trains_a_step_on_cpu():
 
 
 def test_process_tree_cpu_counts_children():
+    # The child spins on its own CPU time, not the clock, so a loaded machine only makes it slower:
+    # it says when it has used 0.25 s, then goes on to 0.6 s.
+    spin = (
+        "import time\n"
+        "while time.process_time() < 0.25: pass\n"
+        "print('used', flush=True)\n"
+        "while time.process_time() < 0.6: pass\n"
+    )
     before = proctree.tree_cpu_seconds()
-    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass"])
-    time.sleep(0.3)
+    child = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline() == "used\n"
     during = proctree.tree_cpu_seconds()
     child.wait()
     assert during - before >= 0.1  # the live child counts
