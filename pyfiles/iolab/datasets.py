@@ -56,11 +56,10 @@ def needed(campaign: Campaign, runs: list[Run]) -> bool:
 
 
 def shared_root(backend) -> str:
-    """'' where each host has its own copy; `<target>/dataset` on a read-only backend (one copy for all); the
-    backend's own staging copy where it has one (s3)."""
-    if getattr(backend, "dataset_root", None):
-        return backend.dataset_root
-    return "" if backend.writable else f"{backend.target}/{DATASET_DIR}"
+    """'' where each host has its own copy (a writable backend; s3's staging copies); `<target>/dataset` on a
+    read-only backend (one copy for all)."""
+    own_copy = backend.writable or getattr(backend, "stages_dataset", False)
+    return "" if own_copy else f"{backend.target}/{DATASET_DIR}"
 
 
 def step(campaign: Campaign, backend: str, hosts: list[str], no_data: dict[str, str]) -> runner.Step:

@@ -455,6 +455,46 @@ def test_a_campaign_reads_the_snapshot_and_the_image_through_librbd(services, si
     nothing_left(services, sim_hosts, "itest-blk")
 
 
+# --- s3 -----------------------------------------------------------------------------------------
+
+
+def test_an_s3_bucket_feeds_the_loader_on_two_hosts_each_from_its_own_staged_copy(services, sim_hosts, tmp_path):
+    """Simulated hosts share one disk: each generates the data set in its own staging directory (two hosts
+    writing one directory, each replacing what it finds, would race); the first uploads it once."""
+    s3 = services.client()["s3"]
+    data = {
+        "name": "itest-backends-s3",
+        "repetitions": 1,
+        "dataset": {"files": 40, "seed": 7, "classes": 4},
+        "backends": [
+            {
+                "name": "itest-s3",
+                "type": "s3",
+                "endpoint": s3["endpoint"],
+                "bucket": s3["bucket"],
+                "credentials": s3["credentials"],
+                "prefix": "itest-lab",
+            }
+        ],
+        "workloads": [{"name": "loader", "type": "pytorch", "reader": "s3", "workers": 1, "batch_size": 8}],
+    }
+    campaign = tmp_path / "s3.yml"
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False))
+    staging = Path("/opt/iolab/s3-staging/itest-s3")
+    args = ("--campaign", str(campaign), "--inventory", str(sim_hosts.inventory), "--hosts", "gpu01,gpu02")
+    try:
+        services.timed("bench.all s3", "bench.all", *args)
+        rates = {s["host"]: s for s in services.cli.samples("itest-backends-s3") if s["metric"] == "samples_per_s"}
+        assert {"gpu01", "gpu02"} <= set(rates) and all(rates[h]["value"] > 0 for h in ("gpu01", "gpu02"))
+        copies = sorted(p.parent.parent.name for p in staging.glob("*/dataset/manifest.jsonl"))
+        assert copies == ["iolab-gpu01", "iolab-gpu02"]
+        assert (
+            rates["gpu01"]["metadata"]["dataset_manifest_hash"] == rates["gpu02"]["metadata"]["dataset_manifest_hash"]
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 # --- cephfs, sshfs ------------------------------------------------------------------------------
 
 

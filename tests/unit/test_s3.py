@@ -114,10 +114,13 @@ def test_the_loader_on_s3_reads_the_staged_data_set_and_no_dataset_phase_runs(tm
     run = campaign.expand(spec)[0]
     assert not datasets.needed(spec, [run])
     variables = execute.workload_vars(run)
-    assert variables["bench_pytorch_dataset"] == "/opt/iolab/s3-staging/obj/dataset"
+    # Each host its own copy (simulated hosts share a disk): the loader's role finds it under its target
+    # as on a writable backend, where role storage_s3 made it.
+    assert variables["bench_pytorch_dataset"] == ""
+    assert variables["bench_pytorch_target"] == "/opt/iolab/s3-staging/obj"
     storage = execute.storage_phase(spec, "obj", "mounted").vars
     assert storage["storage_s3_dataset"] == {"kind": "imagenet-like", "files": 10, "seed": 3, "classes": 100}
-    assert storage["storage_s3_dataset_root"] == variables["bench_pytorch_dataset"]
+    assert storage["storage_s3_staging"] == variables["bench_pytorch_target"]
 
 
 def test_credentials_file_must_hold_both_keys(tmp_path):

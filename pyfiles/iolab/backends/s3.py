@@ -8,9 +8,10 @@ credentials file on the hosts (or in their environment) and never reach a campai
 result or a log.
 
 The campaign's data set is staged by role storage_s3 as it checks the bucket: each host
-generates it in its iolab directory (STAGING: the loader reads the manifest there), and
-the first host uploads it once, one object per sample, under <prefix>/dataset/ with its
-manifest last (iolab.host.dataset.s3stage).
+generates it in its own directory, STAGING/<backend>/iolab-<host>/dataset (the loader reads
+the manifest there; hosts that share a disk, as simulated hosts do, never write into one
+directory), and the first host uploads it once, one object per sample, under
+<prefix>/dataset/ with its manifest last (iolab.host.dataset.s3stage).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ LAB_S3 = {
     "region": "us-east-1",
     "credentials": f"{LAB_CEPH_DIR}/s3.credentials",
 }
-# Where each host keeps its generated copy of the campaign's data set (under iolab's host directory).
+# Where hosts keep their generated copies of the campaign's data set: <STAGING>/<backend>/iolab-<host>/dataset.
 STAGING = "/opt/iolab/s3-staging"
 
 
@@ -90,9 +91,10 @@ class S3Backend(Backend):
     stages_dataset: ClassVar[bool] = True  # role storage_s3 stages it: no dataset phase (iolab.datasets)
 
     @property
-    def dataset_root(self) -> str:
-        """The host's generated copy of the data set, whose manifest the loader reads (samples come from the bucket)."""
-        return f"{STAGING}/{self.name}/dataset"
+    def staging(self) -> str:
+        """Where the hosts generate their copies of the data set, each under iolab-<host>/ as on a writable backend:
+        the loader reads its host's manifest there (the samples come from the bucket)."""
+        return f"{STAGING}/{self.name}"
 
     def client(self) -> dict[str, Any]:
         """How a host reaches the bucket: endpoint, bucket, prefix, region and where the keys are (not the keys)."""
@@ -108,13 +110,13 @@ class S3Backend(Backend):
         """The storage role's variables; with the campaign's data set, what role storage_s3 stages."""
         variables = super().role_vars(state, dataset, formats)
         if dataset is not None:
-            variables |= {"storage_s3_dataset": dataset.identity(), "storage_s3_dataset_root": self.dataset_root}
+            variables |= {"storage_s3_dataset": dataset.identity(), "storage_s3_staging": self.staging}
         return variables
 
     def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
         """The connection for the workload's role and, as $IOLAB_S3, for the loader's reader s3. The loader's host
         facts and telemetry describe the staging copy's disk (the bucket has no local device)."""
-        local = {"bench_pytorch_target": f"{STAGING}/{self.name}"} if workload.tool == "pytorch" else {}
+        local = {"bench_pytorch_target": self.staging} if workload.tool == "pytorch" else {}
         return {
             **variables,
             **local,
