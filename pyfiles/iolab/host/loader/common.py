@@ -93,6 +93,49 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
+def syscall_tracer(args: argparse.Namespace, rank: int) -> Any:
+    """The rank's strace, started, when the workload asks for a syscall profile (stop() it); else None."""
+    if not args.syscall_profile:
+        return None
+    from iolab.host.loader.syscalls import Tracer
+
+    tracer = Tracer(args.out / f"strace-{rank}.txt", args.out / f"strace-{rank}.log")
+    tracer.start()
+    return tracer
+
+
+def finish_rank(
+    args: argparse.Namespace,
+    rank: int,
+    done: dict[str, Any],
+    *,
+    traced: bool,
+    device: str,
+    pin_memory: bool,
+    compute_per_batch: float | None,
+    **fields: Any,
+) -> int:
+    """Write rank-<rank>.json: what every loader says of a rank, its steps (`done`, from run_steps), then its
+    own `fields`. 1 when the rank got no batch."""
+    if not done["records"]:
+        print(f"{args.root}: rank {rank} got no batch (its shard is empty)", file=sys.stderr)
+        return 1
+    result = {
+        "rank": rank,
+        "local_rank": args.local_rank,
+        "replicas": args.accelerators,
+        "pid": os.getpid(),
+        "device": device,
+        "pin_memory": pin_memory,
+        "compute_per_batch": compute_per_batch,
+        **done,
+        "strace": f"strace-{rank}.txt" if traced else None,
+        **fields,
+    }
+    write_json(args.out / f"rank-{rank}.json", result)
+    return 0
+
+
 def _say(records: list[list[float]], since: tuple[float, int], now: float) -> tuple[float, int]:
     """One status line on stdout for the person watching (iolab.host.live reads it): this rank's samples/s and AU
     since the last line. `since`: (when, records by then); returns the same for this line."""

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from iolab.host.loader import common
-from iolab.host.loader.common import run_steps, write_json
+from iolab.host.loader.common import run_steps
 
 SIZE = 224
 PACK_DIR = "tfrecord"
@@ -127,12 +127,7 @@ def run_rank(args: argparse.Namespace) -> int:
         return 2
     files = [str(directory / name) for name in info.files]
     dataset = pipeline(tf, files, args, rank, replicas)
-    tracer = None
-    if args.syscall_profile:
-        from iolab.host.loader.syscalls import Tracer
-
-        tracer = Tracer(args.out / f"strace-{rank}.txt", args.out / f"strace-{rank}.log")
-        tracer.start()
+    tracer = common.syscall_tracer(args, rank)
     try:
         done = run_steps(
             args.epochs,
@@ -146,26 +141,21 @@ def run_rank(args: argparse.Namespace) -> int:
     finally:
         if tracer:
             tracer.stop()
-    if not done["records"]:
-        print(f"{args.root}: rank {rank} got no batch (its shard is empty)", file=sys.stderr)
-        return 1
     import numpy
 
-    result = {
-        "rank": rank,
-        "local_rank": local,
-        "replicas": replicas,
-        "pid": os.getpid(),
-        "device": "cpu",
-        "pin_memory": False,
-        "compute_per_batch": args.compute_per_batch,
-        **done,
-        "strace": f"strace-{rank}.txt" if tracer else None,
+    return common.finish_rank(
+        args,
+        rank,
+        done,
+        traced=tracer is not None,
+        device="cpu",
+        pin_memory=False,
+        compute_per_batch=args.compute_per_batch,
         # Samples produced while traced (TensorFlow's reads are its own: prefetched ones are not counted).
-        "samples_read": sum(r[6] for r in done["records"]),
-        "gpu": None,
-        "versions": {"python": platform.python_version(), "tensorflow": tf.__version__, "numpy": numpy.__version__},
-        "dataset": {
+        samples_read=sum(r[6] for r in done["records"]),
+        gpu=None,
+        versions={"python": platform.python_version(), "tensorflow": tf.__version__, "numpy": numpy.__version__},
+        dataset={
             "root": str(args.root),
             "manifest_hash": manifest_hash,
             "samples": info.samples,
@@ -173,9 +163,7 @@ def run_rank(args: argparse.Namespace) -> int:
             "reader": "tfrecord",
             "shards": len(files),
         },
-    }
-    write_json(args.out / f"rank-{rank}.json", result)
-    return 0
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

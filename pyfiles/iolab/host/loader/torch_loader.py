@@ -18,13 +18,12 @@ in data-parallel training.
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import sys
 from pathlib import Path
 
 from iolab.host.loader import common
-from iolab.host.loader.common import GpuMonitor, run_steps, write_json
+from iolab.host.loader.common import GpuMonitor, run_steps
 
 
 def parser() -> argparse.ArgumentParser:
@@ -186,12 +185,7 @@ def run_rank(args: argparse.Namespace) -> int:
             timeout=timedelta(seconds=args.dist_timeout),
         )
         dist.barrier()  # every rank of every host is ready: start together
-    tracer = None
-    if args.syscall_profile:
-        from iolab.host.loader.syscalls import Tracer
-
-        tracer = Tracer(args.out / f"strace-{rank}.txt", args.out / f"strace-{rank}.log")
-        tracer.start()
+    tracer = common.syscall_tracer(args, rank)
     read_before = dataset.samples_read  # samples counted against the trace: read while it ran
     token = torch.zeros(1)
     monitor = GpuMonitor(local) if trainer is not None else None
@@ -216,32 +210,25 @@ def run_rank(args: argparse.Namespace) -> int:
     if args.distributed:
         dist.barrier()
         dist.destroy_process_group()
-    if not done["records"]:
-        print(f"{args.root}: rank {rank} got no batch (its shard is empty)", file=sys.stderr)
-        return 1
-    result = {
-        "rank": rank,
-        "local_rank": local,
-        "replicas": replicas,
-        "pid": os.getpid(),
-        "device": str(device),
-        "pin_memory": pin,
-        "compute_per_batch": args.compute_per_batch if trainer is None else None,
-        **done,
-        "strace": f"strace-{rank}.txt" if tracer else None,
-        "samples_read": traced_reads,
-        "gpu": ({"name": torch.cuda.get_device_name(device), "utilization": monitor.samples} if monitor else None),
-        "versions": _versions(),
-        "dataset": {
+    return common.finish_rank(
+        args,
+        rank,
+        done,
+        traced=tracer is not None,
+        device=str(device),
+        pin_memory=pin,
+        compute_per_batch=args.compute_per_batch if trainer is None else None,
+        samples_read=traced_reads,
+        gpu=({"name": torch.cuda.get_device_name(device), "utilization": monitor.samples} if monitor else None),
+        versions=_versions(),
+        dataset={
             "root": str(args.root),
             "manifest_hash": dataset.manifest_hash,
             "samples": len(dataset),
             "bytes": dataset.total_bytes,
             "reader": args.reader,
         },
-    }
-    write_json(args.out / f"rank-{rank}.json", result)
-    return 0
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
