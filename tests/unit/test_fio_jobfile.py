@@ -63,6 +63,25 @@ def test_an_included_exec_prerun_is_refused_naming_the_included_file(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "included, says",
+    [
+        ("AWS_SECRET_ACCESS_KEY=SECRETFAKE123\n", "creds:1: not a fio option (key=value or a bare flag)"),
+        pytest.param(
+            "aws_secret_access_key = SECRETFAKE123\n",
+            "(fio: Bad option <aws_secret_access_key>)",
+            marks=needs_fio,
+        ),
+    ],
+)
+def test_an_included_file_that_is_no_job_file_is_refused_without_echoing_its_values(tmp_path, included, says):
+    """`include` may name any file the campaign's author can read (a credentials file): name the line or
+    the key, never the value."""
+    (tmp_path / "creds").write_text(included)
+    message = refused(tmp_path, "[j]\nrw=read\nsize=4m\ninclude creds\n")
+    assert says in message and "SECRETFAKE123" not in message
+
+
+@pytest.mark.parametrize(
     "text, says",
     [
         ("[j]\nfilename=/srv/precious\nunlink=1\n", "[j] filename=/srv/precious: fio may only use relative paths"),

@@ -197,8 +197,8 @@ def _parse(lines: list[str], file: str, stack: tuple[Path, ...], sections: list[
             continue
         key, equals, value = line.partition("=")
         key = key.strip()
-        if not _KEY.fullmatch(key):
-            raise ValueError(f"{where}: not a fio option (key=value or a bare flag)")
+        if not _KEY.fullmatch(key):  # the line is not echoed: an included file may be anything, secrets too
+            raise ValueError(f"{file}:{number}: not a fio option (key=value or a bare flag)")
         options.append(Option(key, value.strip() if equals else None, file, section))
 
 
@@ -377,5 +377,7 @@ def load_checked(path: Path, allow_devices: tuple[str, ...] | list[str] = ()) ->
             parsed = subprocess.run(["fio", "--parse-only", flat.name], capture_output=True, text=True)
         if parsed.returncode != 0:
             reason = (parsed.stderr.strip() or parsed.stdout.strip()).splitlines()
-            raise ValueError(f"{path} is not a valid fio job file (fio: {reason[0] if reason else 'rejected'})")
+            # fio echoes an unknown option with its value (`Bad option <key=value>`): say the key only.
+            said = re.sub(r"<([^=<>]*)=[^<>]*>", r"<\1>", reason[0]) if reason else "rejected"
+            raise ValueError(f"{path} is not a valid fio job file (fio: {said})")
     return job
