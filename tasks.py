@@ -221,6 +221,7 @@ def _finish(failures: list[str], store: ResultStore) -> None:
         "max_runs": f"refuse a campaign of more runs than this (default {campaign_mod.MAX_RUNS:,})",
         "steal": STEAL,
         "workload_file": "a DLIO/MLPerf Storage workload YAML: its workload and data set replace the campaign's",
+        "allow_commands": "run the campaign's warm_command on the hosts (refused without: trust the file first)",
     }
 )
 @user_errors
@@ -234,15 +235,18 @@ def all_(
     max_runs=campaign_mod.MAX_RUNS,
     steal=False,
     workload_file=None,
+    allow_commands=False,
 ):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
     lab = make_lab(inventory, hosts)
+    path = campaign or paths.DEFAULT_CAMPAIGN
     spec = campaign_mod.load(
-        campaign or paths.DEFAULT_CAMPAIGN,
+        path,
         max_runs=int(max_runs),
         workload_file=workload_file,
         memory=lambda: presets.host_memory(lab.inventory, lab.hosts),
     )
+    campaign_mod.check_commands(spec, path, allow_commands)
     if dry_run:
         echo(bench_mod.describe(spec, lab))
         return

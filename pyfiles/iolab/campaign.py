@@ -486,6 +486,17 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
     return campaign.model_copy(update={"workloads": workloads})
 
 
+def check_commands(campaign: Campaign, source: str | Path, allowed: bool) -> None:
+    """A campaign file is often someone else's: its warm_command (an argv run on every host) runs only when the
+    operator says so on the command line."""
+    for workload in campaign.workloads:
+        if workload.warm_command and not allowed:
+            raise UserError(
+                f"{source}: workload {workload.name}: warm_command runs {' '.join(workload.warm_command)!r} on "
+                "every host; pass --allow-commands if you trust this campaign file"
+            )
+
+
 def load(
     path: str | Path,
     max_runs: int = MAX_RUNS,

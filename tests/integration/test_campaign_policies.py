@@ -23,7 +23,7 @@ def test_cache_warm_reports_cold_and_warm_side_by_side(cli, write_campaign, tmp_
             {**FIO_1S, "name": "plain", "warmup": True},
         ],
     }
-    done = cli("bench.all", "--campaign", str(write_campaign(data)))
+    done = cli("bench.all", "--campaign", str(write_campaign(data)), "--allow-commands")
     out = done.stdout + done.stderr
     assert "4 to run" in out
     assert out.count("warm-up run (warmup: true) of plain on itest-disk") == 1  # once per point and mount

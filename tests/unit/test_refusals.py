@@ -217,3 +217,25 @@ def test_bad_input_on_the_command_line_is_one_line(args, says):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(says), done.stderr
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_a_warm_command_runs_only_when_the_operator_allows_commands(tmp_path):
+    """warm_command is an argv run on every host: a campaign file someone else wrote may not run it unasked,
+    whether a workload or the campaign (for all its workloads) says it."""
+    marker = tmp_path / "ran"
+    for where in ("workload", "campaign"):
+        data = copy.deepcopy(GOOD)
+        owner = data["workloads"][0] if where == "workload" else data
+        owner |= {"cache": "warm", "warm_command": ["touch", str(marker)]}
+        path = tmp_path / f"{where}.yml"
+        path.write_text(yaml.safe_dump(data))
+        argv = [sys.executable, "-m", "invoke", "bench.all", "--campaign", str(path), "--dry-run"]
+        root = Path(__file__).resolve().parents[2]
+        done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0 and done.stderr.strip().splitlines() == [
+            f"iolab: {path}: workload seq: warm_command runs 'touch {marker}' on every host; "
+            "pass --allow-commands if you trust this campaign file"
+        ]
+        allowed = subprocess.run([*argv, "--allow-commands"], cwd=root, capture_output=True, text=True, timeout=120)
+        assert allowed.returncode == 0 and f"touch {marker}" in allowed.stdout, allowed.stderr
+    assert not marker.exists()
