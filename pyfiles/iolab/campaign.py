@@ -21,7 +21,6 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from iolab import yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
-from iolab.backends.local import LocalBackend
 from iolab.errors import UserError
 from iolab.host import fio_jobfile
 from iolab.host.confine import MOUNT_ROOT, refusal
@@ -89,11 +88,10 @@ class Campaign(Model):
         if root_refused:
             raise ValueError(root_refused)
         for index, backend in enumerate(self.backends):
-            existing = isinstance(backend, LocalBackend)
-            where = f"backends[{index}].{'path' if existing else 'mountpoint'}"
-            reason = refusal(backend.target, where, self.mount_root, existing)
-            if reason:
-                raise ValueError(reason)
+            for field, path, existing in backend.places():
+                reason = refusal(path, f"backends[{index}].{field}", self.mount_root, existing)
+                if reason:
+                    raise ValueError(reason)
         # A swept workload is several points of one name; two identical points are a mistake.
         _unique("workload", [w.model_dump_json() for w in self.workloads])
         # Each workload runs on the backends of its kind (S3 or file systems), and on at least one.

@@ -235,6 +235,19 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
     assert not pid_file.parents[2].exists()  # nor the command's run files on the host
 
 
+def test_a_bind_mount_of_a_link_to_a_system_directory_is_refused_by_the_host(cli, write_campaign, tmp_path):
+    """The controller sees a path of the user's own; the host resolves it to /etc before mounting anything."""
+    link = tmp_path / "looks-harmless"
+    link.symlink_to("/etc")
+    backend = {"name": "itest-bind", "type": "mount", "source": str(link), "fstype": "none", "options": ["bind"]}
+    path = write_campaign({**small_campaign(tmp_path), "backends": [backend]})
+    done = cli("storage.mount", "--campaign", str(path), "--backend", "itest-bind", check=False)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"the directory {link}, resolved, /etc belongs to the system (/etc)" in said, said
+    assert mounted() == []
+
+
 def test_a_tmpfs_mount_point_with_another_file_system_or_a_size_over_the_ram_is_refused(cli, write_campaign, tmp_path):
     """storage_tmpfs's preflight: each refusal in one line naming the host and the fix; nothing of it mounted."""
     point = Path("/mnt/iolab/itest-occupied")

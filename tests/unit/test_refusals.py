@@ -53,6 +53,19 @@ def changed(**backend) -> dict:
             {"name": "c", "type": "mount", "source": "nas:/x", "fstype": "nfs", "mountpoint": "/boot"},
             "/boot belongs to the system (/boot)",
         ),
+        # Through the back door: /etc bound (or a link to it resolved) is /etc, for writes as for a local path.
+        (
+            {"name": "b", "type": "mount", "source": "/etc", "fstype": "none", "options": ["bind"]},
+            "backends[0].source /etc belongs to the system (/etc)",
+        ),
+        (
+            {"name": "b", "type": "mount", "source": "/dev/../usr/lib", "fstype": "none", "options": ["bind"]},
+            "backends[0].source /usr/lib belongs to the system (/usr)",
+        ),
+        (
+            {"name": "s", "type": "sshfs", "host": "gpu01", "path": "/etc"},
+            "backends[0].path /etc belongs to the system",
+        ),
     ],
 )
 def test_system_directories_are_refused_as_mount_points_and_paths(tmp_path, backend, says):
@@ -239,3 +252,16 @@ def test_a_warm_command_runs_only_when_the_operator_allows_commands(tmp_path):
         allowed = subprocess.run([*argv, "--allow-commands"], cwd=root, capture_output=True, text=True, timeout=120)
         assert allowed.returncode == 0 and f"touch {marker}" in allowed.stdout, allowed.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        {"name": "d", "type": "mount", "source": "/dev/nvme1n1", "fstype": "xfs"},  # a device: what mount is for
+        {"name": "i", "type": "mount", "source": "/var/tmp/disk.img", "fstype": "ext4", "options": ["loop"]},
+        {"name": "n", "type": "mount", "source": "nas01:/export", "fstype": "nfs"},
+        {"name": "s", "type": "sshfs", "host": "gpu01", "path": "/etc", "readonly": True},  # read, never written
+    ],
+)
+def test_sources_that_are_devices_images_or_read_only_are_accepted(tmp_path, backend):
+    assert load(tmp_path, changed(**backend)).backends[0].name == backend["name"]

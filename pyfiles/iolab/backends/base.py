@@ -27,6 +27,12 @@ class Backend(Model):
     def target(self) -> str:
         return getattr(self, "mountpoint", None) or f"{MOUNT_ROOT}/{self.name}"
 
+    def places(self) -> list[tuple[str, str, bool]]:
+        """(field, path, holds data) for each host directory the backend mounts on or writes into, which the
+        campaign checks against the system's own (iolab.host.confine.refusal). `holds data`: a directory in
+        use already, where benchmarks write only into their iolab-<host> subdirectory, not a mount point."""
+        return [("mountpoint", self.target, False)]
+
     @property
     def writable(self) -> bool:
         """Whether workloads may write there (data set mounts are read-only)."""

@@ -23,3 +23,6 @@ class LocalBackend(Backend):
     @property
     def target(self) -> str:
         return self.path
+
+    def places(self) -> list[tuple[str, str, bool]]:
+        return [("path", self.path, True)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, model_validator
@@ -28,6 +29,13 @@ class MountBackend(Backend):
     readonly: bool = False
     mountpoint: AbsPath | None = None
     allow_devices: list[Device] = []
+
+    def places(self) -> list[tuple[str, str, bool]]:
+        """A source that is a directory or an image file of the host (a bind mount, a loop image) is a place
+        too: bound from /etc, it would let benchmarks write into /etc. Devices are what this kind mounts."""
+        source = posixpath.normpath(self.source) if self.source.startswith("/") else ""
+        local = source and not (source + "/").startswith("/dev/")
+        return super().places() + ([("source", source, True)] if local else [])
 
     @model_validator(mode="after")
     def _devices_on_scratch(self) -> MountBackend:

@@ -90,6 +90,9 @@ class S3Backend(Backend):
 
     stages_dataset: ClassVar[bool] = True  # role storage_s3 stages it: no dataset phase (iolab.datasets)
 
+    def places(self) -> list[tuple[str, str, bool]]:
+        return []  # nothing is mounted; the staging directory is iolab's own
+
     @property
     def staging(self) -> str:
         """Where the hosts generate their copies of the data set, each under iolab-<host>/ as on a writable backend:

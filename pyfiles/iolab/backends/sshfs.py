@@ -23,3 +23,7 @@ class SshfsBackend(Backend):
     readonly: bool = False
     options: list[MountOption] = []
     mountpoint: AbsPath | None = None
+
+    def places(self) -> list[tuple[str, str, bool]]:
+        """Writable, `path` on the serving host is where benchmarks write: no system directory there either."""
+        return super().places() + ([("path", self.path, True)] if self.writable else [])
