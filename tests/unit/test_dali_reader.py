@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from iolab.campaign import expand, parse
+from iolab.errors import UserError
 from iolab.host.dataset.gen import gen
 from support import ROOT
 
@@ -103,11 +104,29 @@ def test_a_campaign_may_ask_for_reader_dali():
     assert runs[1].workload.role_vars("/mnt/t")["bench_pytorch_options"]["reader"] == "dali"
 
 
-def test_the_role_refuses_on_a_host_without_dali_before_the_run(dataset, tmp_path):
-    """bench_pytorch's preflight on localhost, through ansible-playbook, with the host's Python lacking DALI."""
-    python = tmp_path / "python-without-dali"
-    python.write_text(f'#!/bin/sh\nexec {sys.executable} -c "{BLOCKED}" "$@"\n')
-    python.chmod(0o755)
+def test_dali_input_tfrecord_asks_the_dataset_phase_for_the_pack_and_needs_reader_dali():
+    def campaign(**workload):
+        data = {
+            "name": "dali",
+            "backends": [{"name": "t", "type": "tmpfs", "size": "64MiB"}],
+            "dataset": {"kind": "imagenet-like", "files": 10, "seed": 1},
+            "workloads": [{"name": "train", "type": "pytorch", **workload}],
+        }
+        return parse(data, "c.yml", ROOT)
+
+    spec = campaign(reader="dali", dali_input=["files", "tfrecord"])
+    files, records = (run.workload for run in expand(spec))
+    assert (files.formats, records.formats) == (set(), {"tfrecord"})
+    assert "tfrecord" in spec.dataset_formats
+    assert records.role_vars("/mnt/t")["bench_pytorch_options"]["dali_input"] == "tfrecord"
+    assert (files.params()["dali_input"], records.params()["dali_input"]) == ("files", "tfrecord")
+    assert "dali_input" not in campaign(reader="packed").workloads[0].params()  # other readers' settings as before
+    with pytest.raises(UserError, match="dali_input is what reader dali reads: set reader: dali or drop dali_input"):
+        campaign(reader="pil", dali_input="tfrecord")
+
+
+def preflight(tmp_path: Path, dataset: Path, python: Path | str, options: dict) -> subprocess.CompletedProcess:
+    """bench_pytorch's preflight on localhost, through ansible-playbook."""
     play = tmp_path / "play.yml"
     play.write_text(
         json.dumps(
@@ -123,31 +142,34 @@ def test_the_role_refuses_on_a_host_without_dali_before_the_run(dataset, tmp_pat
     )
     variables = {
         "iolab_python": str(python),
-        "bench_pytorch_options": {"reader": "dali"},
+        "bench_pytorch_options": options,
         "bench_pytorch_dataset": str(dataset),
         "bench_pytorch_target": str(tmp_path),
         "bench_pytorch_run_dir": str(tmp_path / "run"),
         "ansible_python_interpreter": "/usr/bin/python3",
     }
-    done = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i",
-            "localhost,",
-            "-c",
-            "local",
-            "-e",
-            json.dumps(variables),
-            str(play),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,", "-c", "local"]
+    return subprocess.run(
+        [*argv, "-e", json.dumps(variables), str(play)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
+
+
+def test_the_role_refuses_on_a_host_without_dali_before_the_run(dataset, tmp_path):
+    """The host's Python lacks DALI."""
+    python = tmp_path / "python-without-dali"
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -c "{BLOCKED}" "$@"\n')
+    python.chmod(0o755)
+    done = preflight(tmp_path, dataset, python, {"reader": "dali"})
     assert done.returncode != 0
     assert "localhost: reader dali needs NVIDIA DALI, which" in done.stdout
     assert not (tmp_path / "run").exists(), "the refusal comes before the run directory is made"
+
+
+def test_the_role_refuses_dali_input_tfrecord_without_the_pack(dataset, tmp_path):
+    done = preflight(tmp_path, dataset, sys.executable, {"reader": "dali", "dali_input": "tfrecord"})
+    assert done.returncode != 0
+    assert f"{dataset}/tfrecord/pack.json missing on localhost" in " ".join(done.stdout.split())
+    assert not (tmp_path / "run").exists()
 
 
 # ---------------------------------------------------------------- with DALI (decoder "cpu")
@@ -184,8 +206,60 @@ def test_dali_batches_are_the_manifest_samples_decoded_like_the_other_readers(da
     assert np.abs(blocks(first) - blocks(expected)).mean() < 1.0
 
 
-def test_the_loader_runs_reader_dali_with_the_cpu_decoder(dataset, tmp_path):
+def test_dali_reads_the_tfrecord_pack_as_it_reads_the_files(dataset, tmp_path):
+    """dali_input tfrecord: the same samples, labels, bytes and pixels as from the files, over two shards; the
+    index of each shard is the one DALI's own tfrecord2idx writes (run where DALI installed it)."""
     pytest.importorskip("nvidia.dali", reason="needs NVIDIA DALI (pip install nvidia-dali-cuda120)")
+    import shutil
+
+    from iolab.host.dataset.pack import pack
+    from iolab.host.loader.dali_reader import DaliBatches, tfrecord_index
+
+    root = tmp_path / "ds"
+    shutil.copytree(dataset, root)
+    info = pack(root, "tfrecord", samples_per_shard=4)
+    assert len(info.files) == 2
+
+    def batches(source: str) -> list[dict]:
+        reader = DaliBatches(
+            root,
+            batch_size=3,
+            threads=1,
+            decoder="cpu",
+            device_id=None,
+            shard=0,
+            shards=1,
+            shuffle=False,
+            seed=1,
+            source=source,
+        )
+        return list(reader.epoch(0))
+
+    files, records = batches("files"), batches("tfrecord")
+    assert [b["labels"].tolist() for b in records] == [b["labels"].tolist() for b in files]
+    assert [b["bytes"] for b in records] == [b["bytes"] for b in files]
+    assert all((r["images"].numpy() == f["images"].numpy()).all() for r, f in zip(records, files, strict=True))
+
+    tool = Path(sys.executable).with_name("tfrecord2idx")
+    if tool.exists():
+        for name in info.files:
+            ours, theirs = tmp_path / f"{name}.ours", tmp_path / f"{name}.theirs"
+            tfrecord_index(root / "tfrecord" / name, ours)
+            subprocess.run([str(tool), str(root / "tfrecord" / name), str(theirs)], check=True, timeout=120)
+            assert ours.read_text() == theirs.read_text()
+
+
+@pytest.mark.parametrize("source", ["files", "tfrecord"])
+def test_the_loader_runs_reader_dali_with_the_cpu_decoder(dataset, tmp_path, source):
+    pytest.importorskip("nvidia.dali", reason="needs NVIDIA DALI (pip install nvidia-dali-cuda120)")
+    import shutil
+
+    from iolab.host.dataset.pack import pack
+
+    root = tmp_path / "ds"
+    shutil.copytree(dataset, root)
+    if source == "tfrecord":
+        pack(root, "tfrecord", samples_per_shard=4)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "pyfiles"), os.environ.get("PYTHONPATH")])),
@@ -196,11 +270,13 @@ def test_the_loader_runs_reader_dali_with_the_cpu_decoder(dataset, tmp_path):
             "-m",
             "iolab.host.loader.torch_loader",
             "--root",
-            str(dataset),
+            str(root),
             "--out",
             str(tmp_path),
             "--reader",
             "dali",
+            "--dali-input",
+            source,
             "--dali-decoder",
             "cpu",
             "--workers",
@@ -217,5 +293,5 @@ def test_the_loader_runs_reader_dali_with_the_cpu_decoder(dataset, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((tmp_path / "loader.json").read_text())
-    assert result["dataset"]["reader"] == "dali"
+    assert result["dataset"]["reader"] == "dali" and result["config"]["dali_input"] == source
     assert sum(epoch["samples"] for rank in result["ranks"] for epoch in rank["epochs"]) == 6  # 3 a rank

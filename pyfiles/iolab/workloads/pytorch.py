@@ -18,6 +18,8 @@ class PytorchWorkload(Workload, MlperfFields):
     type: Literal["pytorch"]
     # dali: NVIDIA DALI decodes (iolab.host.loader.dali_reader); s3: samples from the bucket of an s3 backend.
     reader: Literal["pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3", "dali"] = "packed"
+    # What reader dali reads: the data set's files, or its TFRecord pack (made by the dataset phase).
+    dali_input: Literal["files", "tfrecord"] = "files"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     pin_memory: bool = False
@@ -45,6 +47,8 @@ class PytorchWorkload(Workload, MlperfFields):
             raise ValueError(
                 "reader cv2-imread always decodes: use decode: true, or cv2-imdecode or packed for bytes only"
             )
+        if self.dali_input != "files" and self.reader != "dali":
+            raise ValueError("dali_input is what reader dali reads: set reader: dali or drop dali_input")
         if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
             raise ValueError("accelerator gpu trains on images: it needs decode: true")
         if self.search and self.accelerator is None:
@@ -61,6 +65,8 @@ class PytorchWorkload(Workload, MlperfFields):
 
     @property
     def formats(self) -> set[str]:
+        if self.reader == "dali" and self.dali_input == "tfrecord":
+            return {"tfrecord"}
         return {"packed"} if self.reader == "packed" else set()
 
     def loader_options(self, repetition: int = 1) -> dict[str, Any]:
@@ -70,6 +76,7 @@ class PytorchWorkload(Workload, MlperfFields):
         compute = self.accelerator.compute_time(self.batch_size) if self.accelerator and kind == "emulated" else 0.0
         return {
             "reader": self.reader,
+            "dali_input": self.dali_input,
             "workers": self.workers,
             "batch_size": self.batch_size,
             "pin_memory": self.pin_memory,
@@ -85,6 +92,13 @@ class PytorchWorkload(Workload, MlperfFields):
             "accelerators": self.accelerators,
             "seed": self.repetition_seed(self.seed, repetition),
         }
+
+    def params(self) -> dict[str, Any]:
+        """dali_input only where reader dali reads it (other readers' settings stay as they were)."""
+        params = super().params()
+        if self.reader != "dali":
+            del params["dali_input"]
+        return params
 
     def role_vars(self, target: str) -> dict[str, Any]:
         return {

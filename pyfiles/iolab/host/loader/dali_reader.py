@@ -3,14 +3,16 @@
     python -m iolab.host.loader.dali_reader    exit 0 if NVIDIA DALI can be imported here, else 2 and one line
 
 A DALI pipeline per rank reads the data set's files in the manifest's order, with its
-labels (fn.readers.file, one shard per rank), decodes them with fn.decoders.image on
+labels (fn.readers.file, one shard per rank) — or, with input "tfrecord", the records of
+the data set's TFRecord pack (fn.readers.tfrecord over the shards, with index files made
+from the shards' framing in a temporary directory) — decodes them with fn.decoders.image on
 "mixed" (nvJPEG on the GPU, the rank's device) or "cpu", resizes the shorter side to 224
 and crops the centre 224×224 square, as the other readers do, and hands uint8 [B, H, W, C]
 batches to the training loop through DALI's PyTorch iterator — on the GPU when decoded
 there. DALI runs its own threads (the workload's `workers`) instead of DataLoader worker
 processes; a batch's bytes are the encoded sizes of its samples (the files' shapes).
 
-Written against DALI's documented API (pipeline_def, fn.readers.file, fn.decoders.image,
+Written against DALI's documented API (pipeline_def, fn.readers.file, fn.readers.tfrecord, fn.decoders.image,
 fn.resize, fn.crop, DataNode.shape, plugin.pytorch.DALIGenericIterator). The "cpu" decoder has run
 with DALI 2.4 on a machine without a GPU (tests/unit/test_dali_reader.py, when DALI is importable);
 the "mixed" (GPU) decoder has not run in iolab's tests.
@@ -18,16 +20,21 @@ the "mixed" (GPU) decoder has not run in iolab's tests.
 
 from __future__ import annotations
 
+import struct
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from iolab.host.dataset import tfrecord
 from iolab.host.dataset.manifest import Manifest
+from iolab.host.dataset.pack import PackInfo
 
 SIZE = 224
-READER_NAME = "files"  # the reader operator's name, which the iterator asks for the shard's size
+READER_NAME = "samples"  # the reader operator's name, which the iterator asks for the shard's size
 DECODERS = ("auto", "mixed", "cpu")
+INPUTS = ("files", "tfrecord")  # the data set's files, or its TFRecord pack (root/tfrecord)
 
 
 def missing() -> str | None:
@@ -52,6 +59,23 @@ def decoder_for(choice: str, cuda: bool) -> str:
     return choice
 
 
+def tfrecord_index(shard: Path, index: Path) -> None:
+    """Write DALI's index of a TFRecord file (a line "offset size" per record), from the records' framing."""
+    lines, offset, end = [], 0, shard.stat().st_size
+    with open(shard, "rb") as f:
+        while offset < end:
+            f.seek(offset)
+            header = f.read(8)
+            if len(header) < 8:
+                raise tfrecord.TFRecordError(f"{shard}: record at byte {offset}: truncated header")
+            size = 8 + 4 + struct.unpack("<Q", header)[0] + 4  # length, its CRC, data, the data's CRC
+            lines.append(f"{offset} {size}\n")
+            offset += size
+    if offset != end:
+        raise tfrecord.TFRecordError(f"{shard}: the last record runs past the end of the file")
+    index.write_text("".join(lines))
+
+
 class DaliBatches:
     """Rank `shard` of `shards`: the data set at `root` as batches {"images", "labels", "bytes"}, epoch by epoch."""
 
@@ -68,31 +92,57 @@ class DaliBatches:
         shuffle: bool,
         seed: int,
         size: int = SIZE,
+        source: str = "files",
     ):
         from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali import tfrecord as tfrec
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
+        if source not in INPUTS:
+            raise ValueError(f"unknown DALI input {source!r}: choose one of {', '.join(INPUTS)}")
         self.root = Path(root)
         manifest = Manifest.load(self.root)
         self.manifest_hash = manifest.hash
         self.total_bytes = manifest.total_bytes
         self.samples = len(manifest.entries)
         self.delivered = 0
-        files = [str(self.root / entry.path) for entry in manifest.entries]
-        labels = [entry.label for entry in manifest.entries]
+        shard_of = {"shard_id": shard, "num_shards": shards, "random_shuffle": shuffle, "pad_last_batch": True}
+        if source == "tfrecord":
+            pack = self.root / "tfrecord"
+            info = PackInfo.load(pack)
+            if info.format != "tfrecord" or info.manifest_hash != manifest.hash:
+                raise ValueError(f"{pack}: not a TFRecord pack of the data set in {self.root}; pack it again")
+            self._indexes = tempfile.TemporaryDirectory(prefix="iolab-dali-idx-")  # removed with this object
+            paths = [pack / name for name in info.files]
+            indexes = [Path(self._indexes.name) / f"{name}.idx" for name in info.files]
+            for path, index in zip(paths, indexes, strict=True):
+                tfrecord_index(path, index)
+            features = {
+                "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+                "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
+            }
+
+            def read() -> tuple[Any, Any]:
+                record = fn.readers.tfrecord(
+                    path=[str(p) for p in paths],
+                    index_path=[str(i) for i in indexes],
+                    features=features,
+                    name=READER_NAME,
+                    **shard_of,
+                )
+                return record["image/encoded"], record["image/class/label"]
+
+        else:
+            files = [str(self.root / entry.path) for entry in manifest.entries]
+            labels = [entry.label for entry in manifest.entries]
+
+            def read() -> tuple[Any, Any]:
+                return fn.readers.file(files=files, labels=labels, name=READER_NAME, **shard_of)
 
         # device_id None: a pipeline without a GPU (decoder "cpu" on a host without one).
         @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=seed)
         def read_decode_resize():
-            encoded, label = fn.readers.file(
-                files=files,
-                labels=labels,
-                shard_id=shard,
-                num_shards=shards,
-                random_shuffle=shuffle,
-                pad_last_batch=True,
-                name=READER_NAME,
-            )
+            encoded, label = read()
             nbytes = encoded.shape()  # [length] of each encoded file
             images = fn.decoders.image(encoded, device=decoder, output_type=types.RGB)
             images = fn.resize(images, resize_shorter=size)  # the shorter side to `size`, aspect kept

@@ -47,6 +47,12 @@ def parser() -> argparse.ArgumentParser:
         default="auto",
         help="where reader dali decodes: mixed (the rank's GPU), cpu, auto (mixed if torch sees a GPU)",
     )
+    p.add_argument(
+        "--dali-input",
+        choices=("files", "tfrecord"),
+        default="files",
+        help="what reader dali reads: the data set's files, or its TFRecord pack (root/tfrecord)",
+    )
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=False)
     p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
@@ -152,6 +158,7 @@ def run_rank(args: argparse.Namespace) -> int:
             shards=replicas,
             shuffle=args.shuffle,
             seed=args.seed,
+            source=args.dali_input,
         )
         epoch_batches = dataset.epoch
     else:
