@@ -50,16 +50,14 @@ def phase(campaign: Campaign, backend_name: str, root: str | None = None) -> run
 def needed(campaign: Campaign, runs: list[Run]) -> bool:
     """Whether the dataset phase makes a data set for these runs (on a writable backend that does not stage its own)."""
     return campaign.dataset is not None and any(
-        run.workload.uses_dataset and run.backend.writable and not getattr(run.backend, "stages_dataset", False)
-        for run in runs
+        run.workload.uses_dataset and run.backend.writable and not run.backend.stages_dataset for run in runs
     )
 
 
 def shared_root(backend) -> str:
     """'' where each host has its own copy (a writable backend; s3's staging copies); `<target>/dataset` on a
     read-only backend (one copy for all)."""
-    own_copy = backend.writable or getattr(backend, "stages_dataset", False)
-    return "" if own_copy else f"{backend.target}/{DATASET_DIR}"
+    return "" if backend.writable or backend.stages_dataset else f"{backend.target}/{DATASET_DIR}"
 
 
 def step(campaign: Campaign, backend: str, hosts: list[str], no_data: dict[str, str]) -> runner.Step:

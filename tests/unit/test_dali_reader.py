@@ -125,8 +125,10 @@ def test_dali_input_tfrecord_asks_the_dataset_phase_for_the_pack_and_needs_reade
         campaign(reader="pil", dali_input="tfrecord")
 
 
-def preflight(tmp_path: Path, dataset: Path, python: Path | str, options: dict) -> subprocess.CompletedProcess:
-    """bench_pytorch's preflight on localhost, through ansible-playbook."""
+def preflight(
+    tmp_path: Path, dataset: Path, python: Path | str, options: dict, packs: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
+    """bench_pytorch's preflight on localhost, through ansible-playbook (`packs`: what the workload's formats ask)."""
     play = tmp_path / "play.yml"
     play.write_text(
         json.dumps(
@@ -143,6 +145,7 @@ def preflight(tmp_path: Path, dataset: Path, python: Path | str, options: dict) 
     variables = {
         "iolab_python": str(python),
         "bench_pytorch_options": options,
+        "bench_pytorch_packs": list(packs),
         "bench_pytorch_dataset": str(dataset),
         "bench_pytorch_target": str(tmp_path),
         "bench_pytorch_run_dir": str(tmp_path / "run"),
@@ -166,7 +169,7 @@ def test_the_role_refuses_on_a_host_without_dali_before_the_run(dataset, tmp_pat
 
 
 def test_the_role_refuses_dali_input_tfrecord_without_the_pack(dataset, tmp_path):
-    done = preflight(tmp_path, dataset, sys.executable, {"reader": "dali", "dali_input": "tfrecord"})
+    done = preflight(tmp_path, dataset, sys.executable, {"reader": "dali", "dali_input": "tfrecord"}, ("tfrecord",))
     assert done.returncode != 0
     assert f"{dataset}/tfrecord/pack.json missing on localhost" in " ".join(done.stdout.split())
     assert not (tmp_path / "run").exists()
@@ -213,7 +216,8 @@ def test_dali_reads_the_tfrecord_pack_as_it_reads_the_files(dataset, tmp_path):
     import shutil
 
     from iolab.host.dataset.pack import pack
-    from iolab.host.loader.dali_reader import DaliBatches, tfrecord_index
+    from iolab.host.dataset.tfrecord import write_index
+    from iolab.host.loader.dali_reader import DaliBatches
 
     root = tmp_path / "ds"
     shutil.copytree(dataset, root)
@@ -244,7 +248,7 @@ def test_dali_reads_the_tfrecord_pack_as_it_reads_the_files(dataset, tmp_path):
     if tool.exists():
         for name in info.files:
             ours, theirs = tmp_path / f"{name}.ours", tmp_path / f"{name}.theirs"
-            tfrecord_index(root / "tfrecord" / name, ours)
+            write_index(root / "tfrecord" / name, ours)
             subprocess.run([str(tool), str(root / "tfrecord" / name), str(theirs)], check=True, timeout=120)
             assert ours.read_text() == theirs.read_text()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from iolab.host.confine import MOUNT_ROOT
 from iolab.schema import Model
@@ -18,6 +18,9 @@ class Backend(Model):
     if TYPE_CHECKING:  # every kind declares them, with its own type's literal
         name: str
         type: str
+
+    # The storage role stages the campaign's data set itself (s3): no dataset phase (iolab.datasets).
+    stages_dataset: ClassVar[bool] = False
 
     @property
     def role(self) -> str:

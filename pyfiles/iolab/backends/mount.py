@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Annotated, Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, model_validator
 
@@ -16,6 +17,9 @@ from iolab.schema import (
     _fstype,
     _source,
 )
+
+if TYPE_CHECKING:
+    from iolab.campaign import Dataset
 
 
 class MountBackend(Backend):
@@ -30,12 +34,20 @@ class MountBackend(Backend):
     mountpoint: AbsPath | None = None
     allow_devices: list[Device] = []
 
-    def places(self) -> list[tuple[str, str, bool]]:
-        """A source that is a directory or an image file of the host (a bind mount, a loop image) is a place
-        too: bound from /etc, it would let benchmarks write into /etc. Devices are what this kind mounts."""
+    @property
+    def local_source(self) -> str:
+        """The source when it is a directory or an image file of the host (a bind mount, a loop image), else ''.
+        That is a place too: bound from /etc, it would let benchmarks write into /etc. Devices are what this
+        kind mounts; a server's export is not on the host."""
         source = posixpath.normpath(self.source) if self.source.startswith("/") else ""
-        local = source and not (source + "/").startswith("/dev/")
-        return super().places() + ([("source", source, True)] if local else [])
+        return "" if (source + "/").startswith("/dev/") else source
+
+    def places(self) -> list[tuple[str, str, bool]]:
+        return super().places() + ([("source", self.local_source, True)] if self.local_source else [])
+
+    def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
+        """With `storage_mount_local_source`, which the role checks again on the host as it resolves."""
+        return {**super().role_vars(state, dataset, formats), "storage_mount_local_source": self.local_source}
 
     @model_validator(mode="after")
     def _devices_on_scratch(self) -> MountBackend:

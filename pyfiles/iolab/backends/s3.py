@@ -88,7 +88,7 @@ class S3Backend(Backend):
     def target(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}"
 
-    stages_dataset: ClassVar[bool] = True  # role storage_s3 stages it: no dataset phase (iolab.datasets)
+    stages_dataset: ClassVar[bool] = True
 
     def places(self) -> list[tuple[str, str, bool]]:
         return []  # nothing is mounted; the staging directory is iolab's own

@@ -104,6 +104,7 @@ class PytorchWorkload(Workload, MlperfFields):
         return {
             "bench_pytorch_target": target,
             "bench_pytorch_options": self.loader_options(),
+            "bench_pytorch_packs": sorted(self.formats),
             "bench_pytorch_distributed": self.distributed,
             "bench_pytorch_timeout": self.run_timeout(LOADER_TIMEOUT),
         }

@@ -64,6 +64,15 @@ class PackInfo:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{path}: not a pack description ({exc})") from None
 
+    @classmethod
+    def of(cls, root: Path, fmt: str, manifest_hash: str) -> PackInfo:
+        """The `fmt` pack of the data set at root (root/<fmt>); refused when it was packed from another one."""
+        directory = Path(root) / fmt
+        info = cls.load(directory)
+        if info.format != fmt or info.manifest_hash != manifest_hash:
+            raise UserError(f"{directory}: not a {fmt} pack of the data set in {root}; pack it again")
+        return info
+
 
 def pack(
     root: Path,

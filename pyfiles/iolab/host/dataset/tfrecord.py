@@ -65,6 +65,24 @@ def read_records(path: Path, check_crc: bool = True) -> Iterator[bytes]:
             number += 1
 
 
+def write_index(path: Path, index: Path) -> None:
+    """Write the index that DALI's TFRecord reader needs (a line "offset size" per record, as DALI's
+    tfrecord2idx writes it), from the records' framing alone: lengths are read, data is skipped."""
+    lines, offset, end = [], 0, path.stat().st_size
+    with open(path, "rb") as f:
+        while offset < end:
+            f.seek(offset)
+            header = f.read(8)
+            if len(header) < 8:
+                raise TFRecordError(f"{path}: record at byte {offset}: truncated header")
+            size = 8 + 4 + struct.unpack("<Q", header)[0] + 4  # length, its CRC, data, the data's CRC
+            lines.append(f"{offset} {size}\n")
+            offset += size
+    if offset != end:
+        raise TFRecordError(f"{path}: the last record runs past the end of the file")
+    index.write_text("".join(lines))
+
+
 # ----------------------------------------------------------------- tf.train.Example
 
 

@@ -20,7 +20,6 @@ the "mixed" (GPU) decoder has not run in iolab's tests.
 
 from __future__ import annotations
 
-import struct
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -59,23 +58,6 @@ def decoder_for(choice: str, cuda: bool) -> str:
     return choice
 
 
-def tfrecord_index(shard: Path, index: Path) -> None:
-    """Write DALI's index of a TFRecord file (a line "offset size" per record), from the records' framing."""
-    lines, offset, end = [], 0, shard.stat().st_size
-    with open(shard, "rb") as f:
-        while offset < end:
-            f.seek(offset)
-            header = f.read(8)
-            if len(header) < 8:
-                raise tfrecord.TFRecordError(f"{shard}: record at byte {offset}: truncated header")
-            size = 8 + 4 + struct.unpack("<Q", header)[0] + 4  # length, its CRC, data, the data's CRC
-            lines.append(f"{offset} {size}\n")
-            offset += size
-    if offset != end:
-        raise tfrecord.TFRecordError(f"{shard}: the last record runs past the end of the file")
-    index.write_text("".join(lines))
-
-
 class DaliBatches:
     """Rank `shard` of `shards`: the data set at `root` as batches {"images", "labels", "bytes"}, epoch by epoch."""
 
@@ -109,14 +91,12 @@ class DaliBatches:
         shard_of = {"shard_id": shard, "num_shards": shards, "random_shuffle": shuffle, "pad_last_batch": True}
         if source == "tfrecord":
             pack = self.root / "tfrecord"
-            info = PackInfo.load(pack)
-            if info.format != "tfrecord" or info.manifest_hash != manifest.hash:
-                raise ValueError(f"{pack}: not a TFRecord pack of the data set in {self.root}; pack it again")
+            info = PackInfo.of(self.root, "tfrecord", manifest.hash)
             self._indexes = tempfile.TemporaryDirectory(prefix="iolab-dali-idx-")  # removed with this object
             paths = [pack / name for name in info.files]
             indexes = [Path(self._indexes.name) / f"{name}.idx" for name in info.files]
             for path, index in zip(paths, indexes, strict=True):
-                tfrecord_index(path, index)
+                tfrecord.write_index(path, index)
             features = {
                 "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
                 "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),

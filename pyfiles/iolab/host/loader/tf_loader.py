@@ -114,16 +114,18 @@ def run_rank(args: argparse.Namespace) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
+    from iolab.errors import UserError
     from iolab.host.dataset.pack import PackInfo
     from iolab.host.loader.dataset_state import sha256_file
 
     local = args.local_rank
     replicas, rank = args.accelerators, local
     directory = args.root / PACK_DIR
-    info = PackInfo.load(directory)
     manifest_hash = sha256_file(args.root / "manifest.jsonl")
-    if info.format != "tfrecord" or info.manifest_hash != manifest_hash:
-        print(f"{directory}: not a TFRecord pack of the data set in {args.root}; pack it again", file=sys.stderr)
+    try:
+        info = PackInfo.of(args.root, PACK_DIR, manifest_hash)
+    except UserError as exc:
+        print(exc, file=sys.stderr)
         return 2
     files = [str(directory / name) for name in info.files]
     dataset = pipeline(tf, files, args, rank, replicas)
