@@ -10,7 +10,9 @@ A pattern is a comma- or colon-separated list of terms; each term is a host, a g
 (``storage`` or ``@storage``), a node set (``gpu[01-04]``, ``rack[1-2]-gpu[01-08]``,
 Ansible's ``gpu[01:04]``) or a wildcard (``gpu*``). ``:!term`` excludes, ``:&term``
 intersects, as in Ansible. iolab expands them itself because Ansible's ``--limit``
-reads ``gpu[01:04]`` as positions in a group, not as host names.
+reads ``gpu[01:04]`` as positions in a group, not as host names. Inside a node set,
+ClusterShell's own operators work too (``gpu[01-05]!@gpu``): its ``@group`` is the
+inventory's group, never ClusterShell's group sources (an unknown one is refused).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import fnmatch
 import re
 from pathlib import Path
 
-from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetParseError
+from ClusterShell.NodeUtils import GroupResolver, GroupResolverError, GroupSource
 
 from iolab.errors import UserError
 
@@ -44,6 +47,27 @@ class Inventory:
         groups = sorted(g for g in self.groups if g not in ("all", "ungrouped") and self.groups[g])
         text = f"hosts {compress(self.hosts) or '(none)'}"
         return text + (f"; groups {', '.join(groups)}" if groups else "")
+
+
+class _InventoryGroups(GroupSource):
+    """The inventory's groups as ClusterShell's one group source: ``@gpu`` in a node set is the inventory's group
+    gpu. ClusterShell's own sources (groups.conf) know none of them and would resolve every one to no host."""
+
+    def __init__(self, inventory: Inventory, pattern: str):
+        super().__init__("inventory", allgroups=",".join(inventory.hosts))
+        self.inventory = inventory
+        self.pattern = pattern
+
+    def resolv_map(self, group: str) -> str:
+        if group not in self.inventory.groups:
+            raise UserError(
+                f"host pattern {self.pattern!r}: '@{group}' is not a group of {self.inventory.path} "
+                f"({self.inventory.describe()})"
+            )
+        return ",".join(self.inventory.groups[group])
+
+    def resolv_list(self) -> list[str]:
+        raise UserError(f"host pattern {self.pattern!r}: '@@' names groups, not hosts; write @group")
 
 
 def _check_inventory_size(path: Path) -> None:
@@ -116,8 +140,9 @@ def _count(term: str) -> int:
     return total
 
 
-def expand_names(term: str) -> list[str]:
-    """The host names of a node set term: ``gpu[01-03,05]``, ``rack[1-2]-gpu[01-08]``, ``gpu[01:04]``."""
+def expand_names(term: str, groups: GroupResolver | int = RESOLVER_NOGROUP) -> list[str]:
+    """The host names of a node set term: ``gpu[01-03,05]``, ``rack[1-2]-gpu[01-08]``, ``gpu[01:04]``;
+    `groups` resolves its ``@group`` (none by default: ``@x`` is then a name)."""
     term = _BRACKET.sub(lambda m: "[" + m.group(1).replace(":", "-") + "]", term)  # Ansible's a:b ranges
     if "[" not in term:
         return [term]
@@ -127,8 +152,8 @@ def expand_names(term: str) -> list[str]:
             f"host set {term!r} names {count:,} hosts, more than the {MAX_HOSTS:,} iolab drives; check the range"
         )
     try:
-        return list(NodeSet(term))
-    except NodeSetParseError as exc:
+        return list(NodeSet(term, resolver=groups))
+    except (NodeSetParseError, GroupResolverError) as exc:
         raise UserError(f"host set {term!r} is malformed ({exc}); write gpu[01-04] or gpu[01-03,05]") from None
 
 
@@ -155,6 +180,7 @@ def _split_terms(pattern: str) -> list[tuple[str, str]]:
 
 def _match_term(term: str, inventory: Inventory, pattern: str) -> list[str]:
     selected: list[str] = []
+    groups = GroupResolver(_InventoryGroups(inventory, pattern))
     group = term[1:] if term.startswith("@") else None
     if group is not None:
         if group not in inventory.groups:
@@ -162,7 +188,7 @@ def _match_term(term: str, inventory: Inventory, pattern: str) -> list[str]:
                 f"host pattern {pattern!r}: {term!r} is not a group of {inventory.path} ({inventory.describe()})"
             )
         return list(inventory.groups[group])
-    for name in expand_names(term):
+    for name in expand_names(term, groups):
         if name in inventory.groups:
             selected += inventory.groups[name]
         elif name in inventory.hosts:
@@ -176,7 +202,7 @@ def _match_term(term: str, inventory: Inventory, pattern: str) -> list[str]:
                 )
             selected += found
         else:
-            missing = [n for n in expand_names(term) if n not in inventory.hosts and n not in inventory.groups]
+            missing = [n for n in expand_names(term, groups) if n not in inventory.hosts and n not in inventory.groups]
             raise UserError(
                 f"host pattern {pattern!r}: {compress(missing)} "
                 f"{'is not a host or group' if len(missing) == 1 else 'are not hosts or groups'} of "

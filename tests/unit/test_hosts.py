@@ -106,6 +106,27 @@ def test_groups_with_at(inventory):
     assert select_hosts("@gpu:!gpu[01-02]", inventory) == ["gpu03", "gpu04"]
 
 
+@pytest.mark.parametrize(
+    "pattern, expected",
+    [
+        ("gpu[01-04]!@gpu,ceph01", ["ceph01"]),
+        ("gpu[01-04]^@storage", ["gpu01", "gpu02", "gpu03", "gpu04", "ceph01"]),
+        ("gpu[01-04]&@gpu!gpu02", ["gpu01", "gpu03", "gpu04"]),
+    ],
+)
+def test_groups_inside_a_node_set_are_the_inventorys(inventory, pattern, expected):
+    """gpu[01-05]!@gpu selected all five: @gpu resolved through ClusterShell's own (empty) group sources."""
+    assert select_hosts(pattern, inventory) == expected
+
+
+@pytest.mark.parametrize("pattern", ["gpu[01-04]!@gpus", "gpu[01-04]^@nope"])
+def test_an_unknown_group_inside_a_node_set_is_refused(inventory, pattern):
+    group = pattern.split("@")[1]
+    with pytest.raises(UserError, match=re.escape(f"'@{group}' is not a group of")) as err:
+        select_hosts(pattern, inventory)
+    assert "groups gpu, storage" in str(err.value)
+
+
 def test_compress_for_messages():
     assert compress(["gpu01", "gpu02", "gpu03", "ceph1", "gpu05"]) == "ceph1,gpu[01-03,05]"
 
