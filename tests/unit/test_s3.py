@@ -52,6 +52,8 @@ def test_object_sizes_and_threads_sweep_and_reach_the_role_with_the_connection_b
     ("field", "value", "message"),
     [
         ("endpoint", "10.0.0.1:7480", "is not an S3 endpoint"),
+        ("endpoint", "http://10.0.0.1:99999", "port 99999 is not a TCP port"),
+        ("endpoint", "http://10.0.0.1:0/", "port 0 is not a TCP port"),
         ("bucket", "Lab_Data", "is not a bucket name"),
         ("prefix", "a/../b", "is not a key prefix"),
         ("credentials", "keys.ini", "must be an absolute path"),

@@ -41,8 +41,11 @@ STAGING = "/opt/iolab/s3-staging"
 
 
 def _endpoint(value: str) -> str:
-    if not re.fullmatch(r"https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?/?", value):
+    match = re.fullmatch(r"https?://[A-Za-z0-9.\-]+(?::([0-9]{1,5}))?/?", value)
+    if not match:
         raise ValueError(f"{value!r} is not an S3 endpoint: give http(s)://HOST[:PORT], e.g. http://10.77.0.1:7480")
+    if match[1] is not None and not 1 <= int(match[1]) <= 65535:
+        raise ValueError(f"{value!r}: port {int(match[1])} is not a TCP port (1 to 65535)")
     return value.rstrip("/")
 
 
