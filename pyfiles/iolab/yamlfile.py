@@ -1,8 +1,9 @@
-"""The user's YAML files (campaigns, rules), read with bounds: size, aliases, duplicate keys.
+"""The user's YAML files (campaigns, rules), read with bounds: size, aliases, nesting, duplicate keys.
 
 A campaign file is small and written by hand. What is not (``/dev/zero``, an alias
-bomb whose ten levels of ten aliases make ten billion nodes once walked, a key given
-twice of which YAML keeps the last) is refused in one line before any expensive work.
+bomb whose ten levels of ten aliases make ten billion nodes once walked, a thousand
+nested ``[`` that would exhaust Python's recursion, a key given twice of which YAML
+keeps the last) is refused in one line before any expensive work.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from iolab.errors import UserError
 
 MAX_BYTES = 1 << 20  # a campaign of a thousand workloads is ~100 KiB
 MAX_NODES = 100_000  # values in the document once every alias (*name) is expanded
+MAX_DEPTH = 64  # nested lists and mappings; a campaign nests five or six
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -26,6 +28,21 @@ class _BoundedLoader(yaml.SafeLoader):
     def __init__(self, stream: str, source: str):
         super().__init__(stream)
         self.source = source
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        """The composer recurses once per nesting level: stop it well before Python's recursion limit."""
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                line = self.peek_event().start_mark.line + 1
+                raise UserError(
+                    f"{self.source}: nested more than {MAX_DEPTH} levels deep at line {line}; "
+                    "a campaign, rules or workload file nests a few levels"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
     def compose_document(self) -> Any:
         node = super().compose_document()

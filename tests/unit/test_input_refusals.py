@@ -1,0 +1,50 @@
+"""Campaign input that iolab cannot honour, refused in one line while it is read (issue 23)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iolab import campaign, compare, yamlfile
+from iolab.errors import UserError
+from iolab.workloads import dlio
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("read", [campaign.load, dlio.load, compare.load_rules])
+def test_yaml_nested_too_deep_is_refused_naming_the_file(tmp_path, read):
+    """1,000 nested [ gave a RecursionError traceback from the composer, in every YAML file iolab reads."""
+    path = tmp_path / "deep.yml"
+    path.write_text("[" * 1000 + "]" * 1000)
+    with pytest.raises(UserError, match=f"^{path}: nested more than {yamlfile.MAX_DEPTH} levels deep at line 1;"):
+        read(path)
+
+
+def test_yaml_nested_up_to_the_bound_is_read(tmp_path):
+    path = tmp_path / "nested.yml"
+    path.write_text("[" * yamlfile.MAX_DEPTH + "]" * yamlfile.MAX_DEPTH)
+    value = yamlfile.load(path, "campaign file", "--campaign")
+    for _ in range(yamlfile.MAX_DEPTH - 1):
+        value = value[0]
+    assert value == []
+
+
+def test_yaml_nested_too_deep_is_one_line_on_the_command_line(tmp_path):
+    path = tmp_path / "deep.yml"
+    path.write_text("a:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 1000)))
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", "bench.all", "--campaign", str(path), "--dry-run"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"iolab: {path}: nested more than {yamlfile.MAX_DEPTH} levels deep at line {yamlfile.MAX_DEPTH}; "
+        "a campaign, rules or workload file nests a few levels"
+    )
