@@ -553,8 +553,29 @@ def _default_timeout(run: Run) -> float:
     return float(next(v for k, v in workload_vars(run).items() if k.endswith("_timeout")))
 
 
-def describe(spec: Campaign, lab: Lab) -> str:
-    """--dry-run: the runs, what each host would run and a time estimate, without touching a host."""
+def _dataset_lines(spec: Campaign, files_at_run_time: bool) -> list[str]:
+    """--dry-run's data set: what it is and where each backend's hosts get it."""
+    if spec.dataset is None:
+        return []
+    packs = f", with packed copies ({', '.join(spec.dataset_formats)})" if spec.dataset_formats else ""
+    lines = [
+        f"  data set: {'at least ' if files_at_run_time else ''}{spec.dataset.files} {spec.dataset.kind} files "
+        f"(seed {spec.dataset.seed}, {spec.dataset.classes} classes){packs}: on writable backends each host's own "
+        f"copy, made after mounting at <target>/iolab-<host>/{DATASET_DIR} where not there already; "
+        f"read-only backends hold one at <target>/{DATASET_DIR}"
+    ]
+    if files_at_run_time:
+        lines.append(
+            "    files: auto: the number is decided at run time from the hosts' RAM, which a dry run does not read; "
+            f"the run ids below are for {spec.dataset.files} files"
+        )
+    return lines
+
+
+def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
+    """--dry-run: the runs, what each host would run and a time estimate, without touching a host.
+
+    `files_at_run_time`: the data set is `files: auto`, sized here without the hosts' RAM."""
     from iolab.hosts import compress
 
     runs = expand(spec)
@@ -573,14 +594,7 @@ def describe(spec: Campaign, lab: Lab) -> str:
     ]
     if spec.max_repetitions and spec.max_repetitions > spec.repetitions:
         lines.append(f"  repeats that disagree (more than 5% apart) get more repetitions, up to {spec.max_repetitions}")
-    if spec.dataset:
-        packs = f", with packed copies ({', '.join(spec.dataset_formats)})" if spec.dataset_formats else ""
-        lines.append(
-            f"  data set: {spec.dataset.files} {spec.dataset.kind} files (seed {spec.dataset.seed}, "
-            f"{spec.dataset.classes} classes){packs}: on writable backends each host's own copy, "
-            f"made after mounting at <target>/iolab-<host>/{DATASET_DIR} where not there already; "
-            f"read-only backends hold one at <target>/{DATASET_DIR}"
-        )
+    lines += _dataset_lines(spec, files_at_run_time)
     values: dict[tuple[str, str], set[str]] = {}
     for run in runs:
         for key, value in run.params.items():

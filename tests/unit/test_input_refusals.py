@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab import campaign, compare, yamlfile
+from iolab import campaign, compare, validity, yamlfile
 from iolab.errors import UserError
-from iolab.workloads import dlio
+from iolab.workloads import dlio, mlperf
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,4 +47,47 @@ def test_yaml_nested_too_deep_is_one_line_on_the_command_line(tmp_path):
     assert done.stderr.strip() == (
         f"iolab: {path}: nested more than {yamlfile.MAX_DEPTH} levels deep at line {yamlfile.MAX_DEPTH}; "
         "a campaign, rules or workload file nests a few levels"
+    )
+
+
+def _dry_run(tmp_path: Path, campaign_text: str) -> subprocess.CompletedProcess:
+    """bench.all --dry-run over two hosts that no one answers for (loopback, port 1: a connection is refused)."""
+    inventory = tmp_path / "hosts.yml"
+    address = "{ansible_host: 127.0.0.1, ansible_port: 1, ansible_connection: ssh}"
+    inventory.write_text(f"all:\n  hosts:\n    n1: {address}\n    n2: {address}\n")
+    path = tmp_path / "c.yml"
+    path.write_text(campaign_text)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "bench.all",
+            "--inventory",
+            str(inventory),
+            "--campaign",
+            str(path),
+            "--dry-run",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_dry_run_of_files_auto_reads_no_host_and_says_the_size_comes_at_run_time(tmp_path):
+    """--dry-run of `dataset: {files: auto}` connected to every host over SSH to read its RAM (and failed here)."""
+    done = _dry_run(
+        tmp_path,
+        "name: dry-auto\n"
+        "backends: [{name: mem, type: tmpfs, size: 1GiB}]\n"
+        "workloads: [{name: u, type: mlperf, workload: unet3d, accelerators: 2}]\n"
+        "dataset: {kind: unet3d, files: auto}\n",
+    )
+    assert done.returncode == 0, done.stderr
+    floor = mlperf.required_samples("unet3d", 7, 2, [0, 0], validity.RAM_MULTIPLE)
+    assert f"data set: at least {floor} unet3d files" in done.stdout
+    assert "files: auto: the number is decided at run time from the hosts' RAM, which a dry run does not read" in (
+        done.stdout
     )
