@@ -417,11 +417,12 @@ def parse(
         raise UserError(
             f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), got {type(raw).__name__}"
         )
-    _check_size(raw, source, max_runs)
+    _check_size(raw, source, max_runs)  # before a DLIO file is read or a host asked
     try:  # type: mlperf and type: dlio entries become the workloads they stand for
         data = presets.expand(dict(raw), base_dir, memory)
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
+    _check_size(data, source, max_runs)  # again with the lists a DLIO file sweeps
     _no_templates(data, source, "")
     origin: list[int] = []  # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
