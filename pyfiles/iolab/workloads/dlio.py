@@ -18,6 +18,7 @@ or refused: one line naming the file and the key. Nothing in the file is ignored
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +65,8 @@ def workload(config: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[st
     The workload is a raw campaign entry: `type: mlperf` (expanded by iolab.workloads.mlperf) or
     `type: checkpoint`.
     """
+    _shape(config)
     keys = _flatten(config)
-    unknown = [k for k in config if k not in SECTIONS]
-    if unknown:
-        raise Refused(unknown[0], f"not a DLIO section iolab maps (it maps: {', '.join(SECTIONS)})")
     model = config.get("model")
     model_name = model.get("name") if isinstance(model, dict) else model
     workflow = config.get("workflow") or {}
@@ -75,6 +74,43 @@ def workload(config: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[st
         repetitions = _repetitions(keys)
         return _checkpoint(keys, model_name, name), None, repetitions
     return _training(keys, model_name, name)
+
+
+def _shape(config: dict[str, Any]) -> None:
+    """Refuse a section that is not a DLIO section or not of its kind: a mapping; model and framework a name."""
+    for section, body in config.items():
+        if section not in SECTIONS:
+            raise Refused(section, f"not a DLIO section iolab maps (it maps: {', '.join(SECTIONS)})")
+        named = body.get("name") if section == "model" and isinstance(body, dict) else body
+        if section in ("model", "framework"):
+            if not isinstance(named, str):
+                key = "model.name" if isinstance(body, dict) else section
+                raise Refused(key, "must be a name (e.g. model: unet3d, framework: pytorch)")
+        elif not isinstance(body, dict):
+            raise Refused(section, f"must be a mapping of keys ({section}: {{key: value}})")
+
+
+def _number(keys: dict[str, Any], key: str, low: float, whole: bool = False) -> Any:
+    """Pop `key` (None if absent): a finite number of at least `low`, a whole one if `whole`; Refused naming the key.
+
+    The value is not echoed: a refusal names the key only.
+    """
+    value = keys.pop(key, None)
+    if value is None:
+        return None
+    kinds = (int,) if whole else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value) or value < low:
+        hint = " (iolab resolves no ${...} interpolation: write the value)" if "${" in str(value) else ""
+        raise Refused(key, f"must be a {'whole ' if whole else ''}number of at least {low:g}{hint}")
+    return value
+
+
+def _counts(keys: dict[str, Any], key: str) -> Any:
+    """Pop `key` (None if absent): a whole number, or a list of them (a sweep, counted by iolab.campaign)."""
+    value = keys.get(key)
+    for item in value if isinstance(value, list) and value else [value]:
+        _number({key: item}, key, 0, whole=True)
+    return keys.pop(key, None)
 
 
 def _flatten(config: dict[str, Any]) -> dict[str, Any]:
@@ -104,8 +140,7 @@ def _done(keys: dict[str, Any]) -> None:
         if key in REPLACED:
             del keys[key]
     if keys:
-        key = next(iter(keys))
-        raise Refused(key, f"iolab cannot honour this DLIO key (value {keys[key]!r}); remove it or run DLIO itself")
+        raise Refused(next(iter(keys)), "iolab cannot honour this DLIO key; remove it or run DLIO itself")
 
 
 def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, Any], dict[str, Any], None]:
@@ -134,9 +169,10 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         model
     ]
     _check(keys, "dataset.format", fmt, f"{model} on {framework} reads {fmt} in iolab")
-    size = keys.pop("dataset.record_length_bytes", keys.pop("dataset.record_length", preset.sample_bytes))
-    if abs(float(size) - preset.sample_bytes) > 0.01 * preset.sample_bytes:
-        raise Refused("dataset.record_length", f"iolab's {model} samples are {preset.sample_bytes:,} B on average")
+    for key in ("dataset.record_length_bytes", "dataset.record_length"):
+        size = _number(keys, key, 0)
+        if size is not None and abs(size - preset.sample_bytes) > 0.01 * preset.sample_bytes:
+            raise Refused(key, f"iolab's {model} samples are {preset.sample_bytes:,} B on average")
     for key in ("dataset.record_length_bytes_stdev", "dataset.record_length_stdev"):
         keys.pop(key, None)  # the generator's spread is MLPerf's (host.dataset.shapes)
     per_file = _take(keys, "dataset.num_samples_per_file", preset.samples_per_file)
@@ -144,12 +180,12 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         raise Refused(
             "dataset.num_samples_per_file", f"iolab's {model} data set has {preset.samples_per_file} per file"
         )
-    files = _take(keys, "dataset.num_files_train")
+    files = _number(keys, "dataset.num_files_train", 1, whole=True)
     out: dict[str, Any] = {"name": name, "type": "mlperf", "workload": model}
     if framework != preset.framework:
         out["framework"] = framework
-    seconds = _take(keys, "train.computation_time")
-    batch = _take(keys, "reader.batch_size")
+    seconds = _number(keys, "train.computation_time", 0)
+    batch = _counts(keys, "reader.batch_size")
     if batch is not None:
         out["batch_size"] = batch
     if seconds is not None:
@@ -160,20 +196,20 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
             out.update(accelerator="custom", compute_per_batch=float(seconds))
     for key, target in (("train.epochs", "epochs"), ("train.total_training_steps", "steps")):
         if key in keys:
-            out[target] = keys.pop(key)
-    threads = _take(keys, "reader.read_threads")
+            out[target] = _counts(keys, key)
+    threads = _counts(keys, "reader.read_threads")
     if threads is not None:
         out["workers" if framework == "pytorch" else "parallel_reads"] = threads
     if "reader.computation_threads" in keys:
         if framework != "tensorflow":
             raise Refused("reader.computation_threads", "a tensorflow reader's setting")
-        out["private_threads"] = keys.pop("reader.computation_threads")
+        out["private_threads"] = _counts(keys, "reader.computation_threads")
     if "reader.shuffle_size" in keys:
         if framework != "tensorflow":
             raise Refused("reader.shuffle_size", "a tensorflow reader's setting (pytorch shuffles the whole set)")
-        out["shuffle_buffer"] = keys.pop("reader.shuffle_size")
+        out["shuffle_buffer"] = _counts(keys, "reader.shuffle_size")
     if "reader.prefetch_size" in keys:
-        out["prefetch_factor"] = keys.pop("reader.prefetch_size")
+        out["prefetch_factor"] = _counts(keys, "reader.prefetch_size")
     for key in ("reader.file_shuffle", "reader.sample_shuffle"):
         _check(keys, key, "seed", "iolab shuffles with a seed (a new one per repetition)")
     _check(keys, "reader.dont_use_mmap", True, "iolab's readers never map files")
@@ -182,7 +218,7 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         keys, "metric.au", preset.au_threshold / 100, f"MLPerf's AU threshold for {model} is {preset.au_threshold:g} %"
     )
     _done(keys)
-    dataset = {"kind": preset.dataset, "files": int(files) * per_file if files else 0, "seed": 1}
+    dataset = {"kind": preset.dataset, "files": files * per_file if files else 0, "seed": 1}
     return out, dataset, None
 
 
@@ -202,8 +238,10 @@ def _checkpoint(keys: dict[str, Any], model: Any, name: str) -> dict[str, Any]:
 
 def _repetitions(keys: dict[str, Any]) -> int | None:
     """num_checkpoints_write and _read: one iolab run writes and reads one checkpoint, so N of each is N runs."""
-    writes = keys.pop("checkpoint.num_checkpoints_write", None)
-    reads = keys.pop("checkpoint.num_checkpoints_read", writes)
+    writes = _number(keys, "checkpoint.num_checkpoints_write", 1, whole=True)
+    reads = _number(keys, "checkpoint.num_checkpoints_read", 1, whole=True)
+    if reads is None:
+        reads = writes
     if writes is None:
         writes = reads
     if writes != reads:
