@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab import datasets, runner, validity
+from iolab.backends.s3 import S3Backend
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.execute import (
@@ -569,6 +570,13 @@ def _dataset_lines(spec: Campaign, files_at_run_time: bool) -> list[str]:
             "    files: auto: the number is decided at run time from the hosts' RAM, which a dry run does not read; "
             f"the run ids below are for {spec.dataset.files} files"
         )
+    for backend in spec.backends:
+        if isinstance(backend, S3Backend):  # the one backend that stages the data set on the hosts' disks
+            lines.append(
+                f"    on {backend.name}: each host makes its copy in {datasets.host_root(backend.staging, '<host>')} "
+                f"(refused first where that disk has no room for it), the first host uploads it to "
+                f"{backend.target.rstrip('/')}/{DATASET_DIR}/"
+            )
     return lines
 
 

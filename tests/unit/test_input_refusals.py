@@ -91,3 +91,19 @@ def test_a_dry_run_of_files_auto_reads_no_host_and_says_the_size_comes_at_run_ti
     assert "files: auto: the number is decided at run time from the hosts' RAM, which a dry run does not read" in (
         done.stdout
     )
+
+
+def test_a_dry_run_says_where_an_s3_backend_stages_the_data_set(tmp_path):
+    """The dry run said <target>/iolab-<host>/dataset, an s3:// URL, for a copy that each host makes on its disk."""
+    done = _dry_run(
+        tmp_path,
+        "name: dry-s3\n"
+        "backends: [{name: obj, type: s3, bucket: lab-data, prefix: runs}]\n"
+        "workloads: [{name: p, type: pytorch, reader: s3}]\n"
+        "dataset: {files: 10}\n",
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "on obj: each host makes its copy in /opt/iolab/s3-staging/obj/iolab-<host>/dataset (refused first where "
+        "that disk has no room for it), the first host uploads it to s3://lab-data/runs/dataset/"
+    ) in done.stdout

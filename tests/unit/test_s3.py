@@ -125,6 +125,24 @@ def test_the_loader_on_s3_reads_the_staged_data_set_and_no_dataset_phase_runs(tm
     assert storage["storage_s3_staging"] == variables["bench_pytorch_target"]
 
 
+def test_the_staging_probe_counts_another_data_set_it_replaces_as_free_space(tmp_path, monkeypatch):
+    """Role storage_s3 stages through role dataset_gen's preflight with --replace: the staging directory is
+    iolab's own, another data set there is removed first, so its bytes count as free and all of this one is needed."""
+    from iolab.host.dataset.gen import gen
+    from iolab.host.loader import dataset_state
+
+    root = tmp_path / "dataset"
+    gen(root, files=6, seed=2, classes=3, workers=1)
+    monkeypatch.setattr(dataset_state, "_free", lambda path: 1 << 30)  # the disk's own varies with other tests
+    other = dataset_state.state(root, 6, 1, 3, [])
+    assert other["state"] == "other" and other["needed_bytes"] == 0
+    replaced = dataset_state.state(root, 6, 1, 3, [], replace=True)
+    assert replaced["state"] == "missing" and replaced["reason"].endswith("(replaced)")
+    assert replaced["needed_bytes"] == dataset_state.state(tmp_path / "new", 6, 1, 3, [])["needed_bytes"]
+    on_disk = sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())
+    assert replaced["free_bytes"] == (1 << 30) + on_disk
+
+
 def test_credentials_file_must_hold_both_keys(tmp_path):
     path = tmp_path / "creds"
     path.write_text("[default]\naws_access_key_id = AK\n")

@@ -8,7 +8,8 @@ credentials file on the hosts (or in their environment) and never reach a campai
 result or a log.
 
 The campaign's data set is staged by role storage_s3 as it checks the bucket: each host
-generates it in its own directory, STAGING/<backend>/iolab-<host>/dataset (the loader reads
+generates it in its own directory, STAGING/<backend>/iolab-<host>/dataset, with role dataset_gen
+(whose preflight refuses a disk without room for it before a file is written; the loader reads
 the manifest there; hosts that share a disk, as simulated hosts do, never write into one
 directory), and the first host uploads it once, one object per sample, under
 <prefix>/dataset/ with its manifest last (iolab.host.dataset.s3stage).

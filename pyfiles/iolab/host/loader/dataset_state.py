@@ -1,6 +1,6 @@
 """Is the wanted data set already on this host? The dataset_gen role's probe (stdlib only).
 
-    python -m iolab.host.loader.dataset_state ROOT --files 2000 --seed 1 --classes 100 --formats packed,wds
+    python -m iolab.host.loader.dataset_state ROOT --files 2000 --seed 1 --classes 100 --formats packed,wds [--replace]
 
 prints one JSON object:
 
@@ -12,6 +12,9 @@ prints one JSON object:
     free_bytes     free space under ROOT (or its nearest existing parent)
     needed_bytes   what generating and packing what is missing will take, with a 5% margin
     reason         for state other: what is there
+
+--replace: ROOT is iolab's own scratch (an s3 backend's staging copy), where `gen --replace` removes
+another data set: that is state missing, its bytes counted as free.
 
 Only the manifest's first line is parsed and its bytes hashed; no data file is
 read, so the probe costs the same for 1,000 files as for a million.
@@ -64,13 +67,39 @@ def _total_bytes(path: Path) -> int:
     return total
 
 
-def state(root: Path, files: int, seed: int, classes: int, formats: list[str], kind: str = "imagenet-like") -> dict:
-    root = Path(root)
-    mean, generator = KINDS[kind]
+def _tree_bytes(root: Path) -> int:
+    """The disk space the files under root take."""
+    return sum(os.lstat(os.path.join(top, name)).st_blocks * 512 for top, _, names in os.walk(root) for name in names)
+
+
+def state(
+    root: Path,
+    files: int,
+    seed: int,
+    classes: int,
+    formats: list[str],
+    kind: str = "imagenet-like",
+    replace: bool = False,
+) -> dict:
+    """What of the data set is at root (the JSON object above); `replace`: root is iolab's scratch."""
+    found = _state(Path(root), files, seed, classes, formats, kind)
+    if found["state"] != "other" or not replace:
+        return found
+    free = found["free_bytes"] + _tree_bytes(Path(root))  # gen --replace removes it first
+    return {**_missing(found, files, formats, kind), "free_bytes": free, "reason": found["reason"] + " (replaced)"}
+
+
+def _missing(out: dict, files: int, formats: list[str], kind: str) -> dict:
+    """Nothing of the data set there: all of it and its packs to make."""
+    needed = int(files * KINDS[kind][0] * MARGIN) * (1 + len(formats))
+    return {**out, "state": "missing", "packs_missing": list(formats), "needed_bytes": needed}
+
+
+def _state(root: Path, files: int, seed: int, classes: int, formats: list[str], kind: str) -> dict:
+    generator = KINDS[kind][1]
     wanted = {"files": files, "seed": seed, "classes": classes, "generator": generator}
     out: dict = {"root": str(root), "free_bytes": _free(root), "manifest_hash": None, "packs_missing": []}
     manifest = root / MANIFEST
-    estimate = int(files * mean * MARGIN)  # cosmoflow's TFRecord copy is counted as a wanted pack below
     if manifest.is_file():
         with open(manifest) as f:
             header = json.loads(f.readline())
@@ -119,7 +148,7 @@ def state(root: Path, files: int, seed: int, classes: int, formats: list[str], k
             "needed_bytes": 0,
             "reason": f"{root} is not empty and holds no data set manifest ({MANIFEST})",
         }
-    return {**out, "state": "missing", "packs_missing": list(formats), "needed_bytes": estimate * (1 + len(formats))}
+    return _missing(out, files, formats, kind)  # cosmoflow's TFRecord copy is counted as a wanted pack
 
 
 def _describe(config: dict) -> str:
@@ -134,9 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--classes", type=int, default=100)
     p.add_argument("--formats", default="", help="comma-separated pack formats wanted")
     p.add_argument("--kind", choices=list(KINDS), default="imagenet-like", help="what the data set holds")
+    p.add_argument(
+        "--replace",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="ROOT is iolab's scratch: another data set there will be replaced (gen --replace)",
+    )
     args = p.parse_args(argv)
     formats = [f for f in args.formats.split(",") if f]
-    print(json.dumps(state(args.root, args.files, args.seed, args.classes, formats, args.kind), sort_keys=True))
+    found = state(args.root, args.files, args.seed, args.classes, formats, args.kind, args.replace)
+    print(json.dumps(found, sort_keys=True))
     return 0
 
 
