@@ -267,7 +267,8 @@ def all_(
         "profile": "fio profile name or a fio job file (default: seq-read-1m)",
         "runtime": "timed part, e.g. 10s",
         "ramp": "ramp before it, e.g. 2s",
-        "size": "data file per host, e.g. 512MiB (default: what fits, up to 1 GiB)",
+        "size": "data file per host, e.g. 512MiB (default: what fits, up to 1 GiB); with a job file, the most"
+        " it may lay out per host: its own sizes are not capped, a job file laying out more is refused",
         "steal": STEAL,
     }
 )

@@ -477,9 +477,9 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
             refused = [
                 reason
                 for backend in campaign.backends
-                if backend.supports(workload) and (reason := backend.refuse(workload))
+                if backend.supports(workload) and (reason := backend.refuse(workload) or workload.room_refusal(backend))
             ]
-            if refused:  # a job file that writes, on a read-only backend
+            if refused:  # a job file that writes, on a read-only backend, or lays out more than it holds
                 raise UserError(f"{source}: {refused[0]}")
         workloads.append(workload)
     return campaign.model_copy(update={"workloads": workloads})

@@ -22,3 +22,19 @@ def test_an_included_exec_prerun_stops_the_campaign_before_anything_ran(cli, wri
     assert not marker.exists()
     assert not (cli.results / "itest-confined").exists()  # no run recorded, nothing mounted
     assert mounted() == []
+
+
+def test_a_job_file_for_a_big_disk_is_refused_on_the_default_tmpfs_before_anything_runs(cli, tmp_path):
+    """A job file written for a big disk (30 GiB in three jobs) against the default 1 GiB tmpfs (issue 23)."""
+    job = tmp_path / "big-disk.fio"
+    job.write_text("[global]\nrw=read\nbs=1m\nsize=10G\n[one]\n[two]\nnumjobs=2\n")
+    refusals = {
+        "256MiB": "lays out 30720 MiB per host, more than the workload's size of 256 MiB (bench.fio --size)",
+        "": "lays out 30720 MiB but tmpfs backend tmpfs has 1024 MiB free",
+    }
+    for size, refusal in refusals.items():
+        done = cli("bench.fio", "--profile", str(job), *(["--size", size] if size else []), check=False)
+        assert done.returncode != 0
+        assert "Traceback" not in done.stderr and refusal in done.stderr
+        assert not (cli.results / "fio-tmpfs").exists()  # no run recorded, nothing mounted
+        assert mounted("/mnt/iolab/tmpfs") == []

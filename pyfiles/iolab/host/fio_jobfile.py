@@ -381,3 +381,104 @@ def load_checked(path: Path, allow_devices: tuple[str, ...] | list[str] = ()) ->
             said = re.sub(r"<([^=<>]*)=[^<>]*>", r"<\1>", reason[0]) if reason else "rejected"
             raise ValueError(f"{path} is not a valid fio job file (fio: {said})")
     return job
+
+
+# --- the room a job lays out ----------------------------------------------------------------------
+
+_NUMBER = re.compile(r"\s*(?:0x(?P<hex>[0-9a-f]+)|(?P<dec>[0-9]+)\s*(?P<unit>[a-z]*|%))\s*", re.I)  # hex: no unit
+_POWERS = "kmgtp"
+_UNITS = ("", "b", "%", *_POWERS, *(power + "b" for power in _POWERS))
+# Engines that lay out no data on the target (the others are counted in full, writes too: they fill
+# their files as they run).
+_NO_DATA = {"null", "filecreate"}
+MAX_FILES = 100_000  # files counted per job (numjobs x nrfiles); more is refused rather than guessed
+
+
+def _size(option: Option | None, kb_base: int) -> tuple[int, bool]:
+    """(bytes, is a percentage) of a size option as fio reads it (a range: its top); (0, False) if unset.
+
+    fio's units: k, m, g, t, p (and kb, mb, ...) are powers of kb_base (1024 unless kb_base=1000);
+    kib, mib, ... of the other base (fio's own inversion, kept for its old job files).
+    """
+    if option is None or not option.value:
+        return 0, False
+    match = _NUMBER.fullmatch(re.split(r"[-:]", option.value)[-1])
+    unit = (match["unit"] or "").lower() if match else "?"
+    if match is None or not (unit in _UNITS or (len(unit) == 3 and unit[0] in _POWERS and unit.endswith("ib"))):
+        raise option.refuse(
+            "iolab cannot read this size to know the room the job lays out; write a number with a unit (e.g. 4g)"
+        )
+    number = int(match["hex"], 16) if match["hex"] else int(match["dec"])
+    if unit in ("", "b", "%"):
+        return number, unit == "%"
+    base = kb_base if unit in _UNITS else 1000 if kb_base == 1024 else 1024
+    return number * base ** (_POWERS.index(unit[0]) + 1), False
+
+
+def _count(option: Option | None) -> int:
+    if option is None:
+        return 1
+    if not (option.value or "").strip().isdigit():
+        raise option.refuse("iolab counts the job's files from it: write a whole number")
+    return int(option.value or "1")
+
+
+def _job_files(section: str, options: dict[str, Option]) -> dict[str, int]:
+    """The files one job section (its inherited options in `options`) lays out, and how far each reaches."""
+
+    def value(key: str) -> str:
+        return (options[key].value or "") if key in options else ""
+
+    if value("ioengine") in _NO_DATA:
+        return {}
+    kb_base = 1000 if value("kb_base") == "1000" else 1024
+    names = [name for name in value("filename").split(":") if name]
+    files, clones = len(names) or _count(options.get("nrfiles")), _count(options.get("numjobs"))
+    if files * clones > MAX_FILES:
+        raise options["numjobs" if "numjobs" in options else "nrfiles"].refuse(
+            f"the job has {files * clones} files; iolab counts the room of at most {MAX_FILES} per job"
+        )
+    size, percent = _size(options.get("size"), kb_base)
+    filesize, _ = _size(options.get("filesize"), kb_base)
+    if filesize:
+        each = filesize * min(size, 100) // 100 if percent else filesize
+    elif percent or not size:
+        return {}  # a share of files that exist already (fio makes no file without a size)
+    else:
+        each = size // files
+    offset, offset_percent = _size(options.get("offset"), kb_base)
+    increment, increment_percent = _size(options.get("offset_increment"), kb_base)
+    start = 0 if offset_percent else offset  # a percentage places the I/O inside the file's size
+    step = 0 if increment_percent else increment
+    pattern = value("filename_format") or "$jobname.$jobnum.$filenum"
+    directories = value("directory").split(":")
+    extents: dict[str, int] = {}
+    for clone in range(clones):
+        for index in range(files):
+            name = names[index] if names else pattern.replace("$jobname", value("name") or section)
+            name = name.replace("$jobnum", str(clone)).replace("$filenum", str(index))
+            if not name.startswith("/"):  # an allowed device is not on the target
+                path = os.path.normpath(os.path.join(directories[clone % len(directories)], name))
+                extents[path] = max(extents.get(path, 0), start + clone * step + each)
+    return extents
+
+
+def layout(job: JobFile) -> dict[str, int]:
+    """The files the job lays out on its target, relative to fio's working directory, and how far each
+    reaches in bytes, as fio lays them out (tests/unit/test_fio_layout.py compares it with fio's).
+
+    A [global] section applies to the jobs after it; each of numjobs clones has files of its own
+    unless a filename (or a filename_format without $jobnum) shares them; a file that several jobs
+    name counts once, at its largest; a filesize range counts at its top. Not counted: files that
+    size= N% takes a share of (they exist already: fio makes none without a size) and devices.
+    """
+    extents: dict[str, int] = {}
+    inherited: dict[str, Option] = {}
+    for section in job.sections:
+        own = {option.name: option for option in section.options}
+        if section.name == "global":
+            inherited.update(own)
+            continue
+        for path, extent in _job_files(section.name, {**inherited, **own}).items():
+            extents[path] = max(extents.get(path, 0), extent)
+    return extents

@@ -85,11 +85,7 @@ def choose_size(wanted: int, free: int, existing: int) -> int:
     if wanted and wanted == existing:
         return wanted  # laid out already (on a read-only snapshot, there is no room for another)
     if wanted:
-        if wanted > room * 0.9:
-            raise ValueError(
-                f"the job needs {wanted / _MIB:.0f} MiB but the target has {room / _MIB:.0f} MiB "
-                "free; lower the workload's size or give the backend more space"
-            )
+        check_room(wanted, room, "the target", "lower the workload's size")
         return wanted
     size = min(DEFAULT_SIZE, int(room * 0.8)) // _MIB * _MIB
     if size < MIN_SIZE:
@@ -97,6 +93,38 @@ def choose_size(wanted: int, free: int, existing: int) -> int:
             f"the target has only {room / _MIB:.0f} MiB free; fio needs at least {MIN_SIZE / _MIB * 1.25:.0f} MiB"
         )
     return size
+
+
+def check_room(needed: int, room: int, where: str, fix: str, needs: str = "the job needs") -> None:
+    """Refuse (ValueError) a job that needs more than nine tenths of the `room` of `where`."""
+    if needed > room * 0.9:
+        raise ValueError(
+            f"{needs} {needed / _MIB:.0f} MiB but {where} has {room / _MIB:.0f} MiB free "
+            f"(iolab leaves a tenth free); {fix} or give the backend more space"
+        )
+
+
+_JOBFILE_FIX = "lower size=, filesize=, nrfiles= or numjobs= in the job file"
+
+
+def jobfile_room(
+    job: fio_jobfile.JobFile, limit: int, free: int | None, where: str, workdir: Path | None = None
+) -> int:
+    """The bytes a user's job file lays out per host (fio_jobfile.layout), refused (ValueError, before
+    fio runs) above the workload's `limit` (size, bench.fio --size; 0: none) or the room of `where`:
+    `free` bytes (None: not known here), and on a host the job's files already in `workdir`."""
+    extents = fio_jobfile.layout(job)
+    needed = sum(extents.values())
+    if limit and needed > limit:
+        raise ValueError(
+            f"the job file lays out {needed / _MIB:.0f} MiB per host, more than the workload's size of "
+            f"{limit / _MIB:.0f} MiB (bench.fio --size); {_JOBFILE_FIX}, or raise the size"
+        )
+    there = [(workdir / name, extent) for name, extent in extents.items()] if workdir else []
+    existing = sum(min(path.stat().st_size, extent) for path, extent in there if path.is_file())
+    if free is not None and needed > existing:
+        check_room(needed, free + existing, where, _JOBFILE_FIX, "the job file lays out")
+    return needed
 
 
 def dataset_bssplit(root: Path) -> dict:
@@ -144,8 +172,12 @@ def prepare(
     workdir.mkdir(parents=True, exist_ok=True)
     if jobfile is not None:
         # fio runs in `workdir`: relative file names land on the target.
-        text = fio_jobfile.check_on_host(fio_jobfile.load(jobfile), workdir, allow_devices).text
-        chosen = {"jobfile": str(jobfile)}
+        job = fio_jobfile.check_on_host(fio_jobfile.load(jobfile), workdir, allow_devices)
+        stat = os.statvfs(workdir)
+        free = stat.f_bavail * stat.f_frsize
+        needed = jobfile_room(job, wanted, free, "the target", workdir)
+        text = job.text
+        chosen = {"jobfile": str(jobfile), "layout_bytes": needed, "free_bytes": free}
     elif options.get("ioengine") == "rbd":
         # librbd on the image the storage role created and prefilled: no file to size or lay out.
         options = {**options, "size": str(wanted), "write_bw_log": str(run_dir / "fio"), "log_avg_msec": "1000"}

@@ -6,6 +6,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from iolab.backends.base import Backend
+from iolab.backends.tmpfs import TmpfsBackend
 from iolab.host import fio_jobfile, fio_jobs
 from iolab.schema import Duration, Ramp, Size
 from iolab.workloads.base import DATASET_DIR, Workload
@@ -21,7 +23,9 @@ class FioWorkload(Workload):
     jobtext: Annotated[str | None, Field(exclude=True)] = None
     runtime: Duration = 10.0
     ramp: Ramp = 2.0
-    size: Size | None = None  # per host; default: what fits the backend, up to 1 GiB
+    # Per host; default: what fits the backend, up to 1 GiB. With a job file: the most it may lay out
+    # per host (its own sizes are kept; more is refused, as is more than the target holds).
+    size: Size | None = None
     iodepth: Annotated[int, Field(ge=1, le=4096)] | None = None
     numjobs: Annotated[int, Field(ge=1, le=256)] = 1
     ioengine: Literal["libaio", "io_uring", "psync", "sync", "posixaio"] | None = None
@@ -63,6 +67,19 @@ class FioWorkload(Workload):
             return f"job file {self.jobfile}, {option}" if option else ""
         rw = fio_jobs.PROFILES[self.profile].get("rw", "read") if self.profile else "read"
         return f"profile {self.profile}, rw={rw}" if rw not in ("read", "randread") else ""
+
+    def room_refusal(self, backend: Backend) -> str | None:
+        """Why the job file cannot lay out its files (fio_jobfile.layout) on `backend`: more than the
+        workload's size, or than a tmpfs backend holds (other backends' room is checked on the hosts)."""
+        if not self.jobtext:
+            return None
+        holds = backend.size if isinstance(backend, TmpfsBackend) else None
+        where = f"tmpfs backend {backend.name}"
+        try:
+            fio_jobs.jobfile_room(fio_jobfile.parse_text(self.jobtext, "jobtext"), self.size or 0, holds, where)
+        except ValueError as exc:
+            return f"workload {self.name}, job file {self.jobfile}: {exc}"
+        return None
 
     def role_vars(self, target: str) -> dict[str, Any]:
         """The bench_fio role's variables for a run of this workload on `target`."""
