@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 
 from iolab import campaign, record
 from iolab.errors import UserError
+from iolab.host import checkpoint
 from iolab.parsers import checkpoint as parser
 from iolab.samples import Sample
 
@@ -36,6 +38,7 @@ def test_the_model_sets_the_size_and_the_scale_shrinks_it(tmp_path):
         "bench_checkpoint_target": "/mnt/iolab/m",
         "bench_checkpoint_bytes": 912_000_000,
         "bench_checkpoint_writers": 4,
+        "bench_checkpoint_ranks": 0,
         "bench_checkpoint_timeout": 1800.0,
     }
 
@@ -51,6 +54,15 @@ def test_the_model_sets_the_size_and_the_scale_shrinks_it(tmp_path):
         ({"name": "m", "type": "tmpfs", "size": "1GiB"}, {"scale": 1e-9}, "less than 1 MiB for each of the 8 writers"),
         ({"name": "m", "type": "tmpfs", "size": "1GiB"}, {"model": "gpt-5"}, "Input should be 'llama3-8b'"),
         ({"name": "m", "type": "tmpfs", "size": "1GiB"}, {"scale": 2}, "less than or equal to 1"),
+        # issue 23: a bool is not a count; a tmpfs smaller than the checkpoint is refused at load, not on the host
+        ({"name": "m", "type": "tmpfs", "size": "1GiB"}, {"writers": True}, "writers: Input should be a valid integer"),
+        ({"name": "m", "type": "tmpfs", "size": "1GiB"}, {"ranks": True}, "ranks: Input should be a valid integer"),
+        (
+            {"name": "m", "type": "tmpfs", "size": "64MiB"},
+            {"scale": 0.001},
+            "workload ck: its checkpoint (105 MB) does not fit tmpfs backend m (64 MiB)",
+        ),
+        ({"name": "m", "type": "tmpfs", "size": "1GiB"}, {"writers": 2, "ranks": 8}, "writers (per host) or ranks"),
     ],
 )
 def test_what_a_checkpoint_campaign_refuses(tmp_path, backend, workload, says):
@@ -68,10 +80,12 @@ def test_the_host_program_writes_fsyncs_and_reads_every_rank(tmp_path):
         str(work),
         "--out",
         str(out),
-        "--ranks",
+        "--world",
+        "9",
+        "--hosts",
         "3",
-        "--first-rank",
-        "6",
+        "--index",
+        "2",
     ]
     env = {"PYTHONPATH": str(ROOT / "pyfiles")}
     subprocess.run([*common[:3], "write", *common[3:], "--bytes-per-rank", str(3 << 20)], check=True, env=env)
@@ -118,3 +132,54 @@ def test_the_aggregate_is_every_hosts_bytes_over_the_slowest_rank_of_all():
     assert out["checkpoint_write_s"].value == 8.0
     assert out["checkpoint_write_bw"].value == 100.0  # 800 B / 8 s, not 200 + 50
     assert out["checkpoint_write_bw"].metadata["checkpoint"]["write"] == {"bytes": 800, "ranks": 8}
+
+
+# --- issue 23: the ranks spread over the hosts, and each host's memory checked before any starts ---------------
+
+
+def test_mlperfs_process_count_is_spread_over_the_hosts():
+    """llama3-1t's 1,024 processes are the whole job's: on 3 hosts 342, 341 and 341, numbered once over the job."""
+    shares = [checkpoint.share(1024, 3, index) for index in range(3)]
+    assert [len(s) for s in shares] == [342, 341, 341]
+    assert [rank for s in shares for rank in s] == list(range(1024))
+    assert checkpoint.share(9, 3, 2) == range(6, 9)  # writers per host: 3 on each of 3 hosts
+
+
+def test_a_rank_holds_a_pool_the_size_of_its_shard_up_to_a_piece():
+    assert checkpoint.pool_bytes(1 << 20) == (1 << 20) + checkpoint.SLACK
+    assert checkpoint.pool_bytes(1 << 40) == checkpoint.PIECE + checkpoint.SLACK
+
+
+def host_program(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {"PYTHONPATH": str(ROOT / "pyfiles")}
+    common = ["--dir", str(tmp_path / "work"), "--out", str(tmp_path / "run")]
+    return subprocess.run(
+        [sys.executable, "-m", "iolab.host.checkpoint", args[0], *common, *args[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("phase", ["check", "write"])
+def test_ranks_the_hosts_memory_cannot_hold_are_refused_before_any_starts(tmp_path, phase):
+    """100,000 ranks of 64 MiB shards need about 7.6 TiB: refused in one line, no shard written."""
+    done = host_program(tmp_path, phase, "--world", "100000", "--bytes-per-rank", str(64 << 20))
+    assert done.returncode == 1 and done.stdout == ""
+    line = done.stderr.strip()
+    assert "\n" not in line and re.match(
+        r"^100000 checkpoint ranks need \d+ MiB of memory on this host \(80 MiB each\)", line
+    )
+    assert "MiB available; give fewer writers or ranks, or spread them over more hosts" in line
+    assert not any((tmp_path / "work").glob("ckpt-rank*"))
+
+
+def test_the_check_passes_ranks_that_fit_and_refuses_a_host_without_a_rank(tmp_path):
+    fits = host_program(tmp_path, "check", "--world", "2", "--bytes-per-rank", str(1 << 20))
+    assert fits.returncode == 0 and "2 ranks fit" in fits.stderr
+    short = host_program(tmp_path, "check", "--world", "2", "--hosts", "3", "--index", "2", "--bytes-per-rank", "1")
+    assert short.returncode == 1
+    assert short.stderr.strip() == (
+        "2 checkpoint ranks leave some of the 3 hosts without one; give at least as many ranks as hosts, "
+        "or select fewer hosts"
+    )

@@ -201,7 +201,7 @@ def test_llama3_checkpointing_maps_onto_a_checkpoint_workload_and_its_repetition
     config = yaml.safe_load((FIXTURES / "mlperf-v2-llama3_8b.yaml").read_text())
     workload, dataset, repetitions = mapped("mlperf-v2-llama3_8b.yaml")
     assert workload["type"] == "checkpoint" and workload["model"] == "llama3-8b" and dataset is None
-    assert workload["writers"] == CHECKPOINT_MODELS["llama3-8b"][1]
+    assert workload["ranks"] == CHECKPOINT_MODELS["llama3-8b"][1] and "writers" not in workload
     assert repetitions == config["checkpoint"]["num_checkpoints_write"]
 
 
@@ -266,6 +266,9 @@ def test_a_campaign_runs_a_dlio_file_with_its_own_overrides():
         [{"name": "k", "type": "dlio", "config": "mlperf-v2-llama3_8b.yaml", "scale": 0.001}], repetitions=10
     )
     assert ckpt.workloads[0].model == "llama3-8b"
+    # MLPerf's process count is the whole job's: spread over the hosts, not that many on each (issue 23)
+    assert (ckpt.workloads[0].ranks, ckpt.workloads[0].role_vars("/t")["bench_checkpoint_ranks"]) == (8, 8)
+    assert "8 ranks spread over the hosts" in ckpt.workloads[0].describe()
     with pytest.raises(UserError, match=r"workloads\[0\]\.config: .*set the campaign's repetitions: 10"):
         campaign([{"name": "k", "type": "dlio", "config": "mlperf-v2-llama3_8b.yaml", "scale": 0.001}])
     with pytest.raises(UserError, match=r"workloads\[0\]\.config: .*unet3d_h100.yaml: workflow.checkpoint: "):

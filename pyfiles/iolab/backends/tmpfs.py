@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from iolab.backends.base import Backend
 from iolab.schema import (
@@ -19,3 +19,13 @@ class TmpfsBackend(Backend):
     type: Literal["tmpfs"]
     size: Size
     mountpoint: AbsPath | None = None
+
+    def refuse(self, workload: Any) -> str | None:
+        """Also a checkpoint the tmpfs cannot hold: a run on one host writes all of it there."""
+        if workload.tool == "checkpoint" and workload.bytes > self.size:
+            return (
+                f"workload {workload.name}: its checkpoint ({workload.bytes / 1e6:.4g} MB) does not fit tmpfs backend "
+                f"{self.name} ({self.size / 2**20:.4g} MiB), which holds all of it in a run on one host; lower the "
+                "workload's scale or raise the backend's size"
+            )
+        return super().refuse(workload)

@@ -1,18 +1,21 @@
 """Checkpoint writes and reads as MLPerf Storage's checkpointing workload does them (host side, stdlib only).
 
-    python -m iolab.host.checkpoint write --dir WORKDIR --out RUN_DIR --ranks N --first-rank R --bytes-per-rank B
-    python -m iolab.host.checkpoint read  --dir WORKDIR --out RUN_DIR --ranks N --first-rank R [--remove]
+    python -m iolab.host.checkpoint check --dir WORKDIR --out RUN_DIR --world W --hosts H --index I --bytes-per-rank B
+    python -m iolab.host.checkpoint write --dir WORKDIR --out RUN_DIR --world W --hosts H --index I --bytes-per-rank B
+    python -m iolab.host.checkpoint read  --dir WORKDIR --out RUN_DIR --world W --hosts H --index I [--remove]
 
-Each rank is a process of its own (as each emulated accelerator is a process in DLIO):
-`write` has every rank write its shard, `ckpt-rank<R>.bin`, in 64 MiB pieces and fsync
-it; `read` first records how much of the shards is still in this host's page cache
-(fincore: a cold read starts at 0 %), then has every rank read its shard back. All ranks
-of a host start together (a barrier). Each rank's bytes and times go to
-RUN_DIR/checkpoint.json (one entry per phase), from which the controller derives the
-figures: duration = the slowest rank, throughput = bytes / that duration.
+The job's W ranks are spread over its H hosts (`share`); host I runs its share. Each rank is
+a process of its own (as each emulated accelerator is a process in DLIO): `write` has every
+rank write its shard, `ckpt-rank<R>.bin`, in pieces of up to 64 MiB and fsync it; `read` first
+records how much of the shards is still in this host's page cache (fincore: a cold read starts
+at 0 %), then has every rank read its shard back. All ranks of a host start together (a
+barrier). Each rank's bytes and times go to RUN_DIR/checkpoint.json (one entry per phase),
+from which the controller derives the figures: duration = the slowest rank, throughput =
+bytes / that duration. `check` (and `write`, first) refuses in one line when this host's ranks
+would not fit its memory (MemAvailable) or their shards the target's free space.
 
-The data is random and every 64 MiB piece starts at another, 4 KiB-unaligned offset of a
-random pool, so neither compression nor block-level deduplication shrinks it.
+The data is random and every piece starts at another, 4 KiB-unaligned offset of a random
+pool, so neither compression nor block-level deduplication shrinks it.
 """
 
 from __future__ import annotations
@@ -29,8 +32,53 @@ import time
 from pathlib import Path
 
 PIECE = 64 << 20
-POOL = PIECE + (4 << 20)
+SLACK = 4 << 20  # the pool is a piece and this: each piece starts at another offset of it
+# A rank's memory beside its pool: measured as the resident size of a forked rank less its pool, 11 MiB
+# (docs/REFERENCE_FIGURES.md, "Checkpointing"), rounded up.
+RANK_OVERHEAD = 12 << 20
 RESULT = "checkpoint.json"
+
+
+def share(world: int, hosts: int, index: int) -> range:
+    """The ranks host `index` of `hosts` runs of the job's `world`: as even as they go, the first hosts one more."""
+    each, more = divmod(world, hosts)
+    first = index * each + min(index, more)
+    return range(first, first + each + (index < more))
+
+
+def pool_bytes(shard_bytes: int) -> int:
+    """What a rank holds to write a shard of `shard_bytes` (a read holds less: one piece)."""
+    return min(PIECE, shard_bytes) + SLACK
+
+
+def memory_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes, or None where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def refusal(directory: Path, ranks: int, shard_bytes: int) -> str | None:
+    """Why this host cannot run `ranks` ranks of `shard_bytes` shards: its memory or the target's space; or None."""
+    each = RANK_OVERHEAD + pool_bytes(shard_bytes)
+    available = memory_available()
+    if available is None or ranks * each > available:
+        has = "no MemAvailable in /proc/meminfo" if available is None else f"{available >> 20} MiB available"
+        return (
+            f"{ranks} checkpoint ranks need {ranks * each >> 20} MiB of memory on this host ({each >> 20} MiB each) "
+            f"and it has {has}; give fewer writers or ranks, or spread them over more hosts"
+        )
+    free = shutil.disk_usage(directory).free
+    if ranks * shard_bytes > free * 0.95:
+        return (
+            f"{directory}: the checkpoint needs {ranks * shard_bytes >> 20} MiB on this host but the target has "
+            f"{free >> 20} MiB free; lower the workload's scale or give the backend more space"
+        )
+    return None
 
 
 def shard(directory: Path, rank: int) -> Path:
@@ -38,8 +86,8 @@ def shard(directory: Path, rank: int) -> Path:
 
 
 def _write_rank(path: Path, size: int, barrier, queue) -> None:
-    pool = os.urandom(POOL)
-    view = memoryview(pool)
+    piece_bytes = min(PIECE, size)
+    view = memoryview(os.urandom(pool_bytes(size)))
     rank = int(path.stem.rsplit("rank", 1)[1])
     barrier.wait()
     started = time.time()
@@ -47,8 +95,8 @@ def _write_rank(path: Path, size: int, barrier, queue) -> None:
     try:
         written, piece = 0, 0
         while written < size:
-            offset = (piece * 4099 + rank * 7919) % (POOL - PIECE)  # 4 KiB-unaligned: no two pieces alike
-            chunk = view[offset : offset + min(PIECE, size - written)]
+            offset = (piece * 4099 + rank * 7919) % SLACK  # 4 KiB-unaligned: no two pieces alike
+            chunk = view[offset : offset + min(piece_bytes, size - written)]
             while chunk:
                 done = os.write(fd, chunk)
                 written += done
@@ -62,7 +110,7 @@ def _write_rank(path: Path, size: int, barrier, queue) -> None:
 
 def _read_rank(path: Path, barrier, queue) -> None:
     rank = int(path.stem.rsplit("rank", 1)[1])
-    buffer = bytearray(PIECE)
+    buffer = bytearray(min(PIECE, path.stat().st_size) or 1)
     barrier.wait()
     started = time.time()
     total = 0
@@ -122,30 +170,35 @@ def _record(out: Path, phase: str, ranks: list[dict], **extra: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m iolab.host.checkpoint")
-    parser.add_argument("phase", choices=("write", "read"))
+    parser.add_argument("phase", choices=("check", "write", "read"))
     parser.add_argument("--dir", type=Path, required=True, help="where the shards are (on the storage under test)")
     parser.add_argument("--out", type=Path, required=True, help="the run's directory: checkpoint.json goes there")
-    parser.add_argument("--ranks", type=int, required=True, help="writer processes on this host")
-    parser.add_argument("--first-rank", type=int, default=0, help="this host's first rank in the whole job")
-    parser.add_argument("--bytes-per-rank", type=int, help="write: each shard's size in bytes")
+    parser.add_argument("--world", type=int, required=True, help="writer processes (ranks) of the whole job")
+    parser.add_argument("--hosts", type=int, default=1, help="the hosts the ranks are spread over")
+    parser.add_argument("--index", type=int, default=0, help="this host's place among them, from 0")
+    parser.add_argument("--bytes-per-rank", type=int, help="check, write: each shard's size in bytes")
     parser.add_argument("--remove", action="store_true", help="read: remove the shards afterwards")
     opts = parser.parse_args(argv)
-    paths = [shard(opts.dir, opts.first_rank + i) for i in range(opts.ranks)]
+    if not 0 <= opts.index < opts.hosts:
+        parser.error("--index is this host's place among --hosts, from 0")
+    if opts.world < opts.hosts:
+        print(
+            f"{opts.world} checkpoint ranks leave some of the {opts.hosts} hosts without one; "
+            "give at least as many ranks as hosts, or select fewer hosts",
+            file=sys.stderr,
+        )
+        return 1
+    if opts.phase != "read" and (not opts.bytes_per_rank or opts.bytes_per_rank < 1):
+        parser.error(f"{opts.phase} needs --bytes-per-rank (a positive number of bytes)")
+    paths = [shard(opts.dir, rank) for rank in share(opts.world, opts.hosts, opts.index)]
     opts.out.mkdir(parents=True, exist_ok=True)
     try:
-        if opts.phase == "write":
-            if not opts.bytes_per_rank or opts.bytes_per_rank < 1:
-                parser.error("write needs --bytes-per-rank (a positive number of bytes)")
+        if opts.phase in ("check", "write"):
             opts.dir.mkdir(parents=True, exist_ok=True)
-            free = shutil.disk_usage(opts.dir).free
-            need = opts.bytes_per_rank * opts.ranks
-            if need > free * 0.95:
-                print(
-                    f"{opts.dir}: the checkpoint needs {need >> 20} MiB on this host but the target has "
-                    f"{free >> 20} MiB free; lower the workload's scale or give the backend more space",
-                    file=sys.stderr,
-                )
-                return 1
+            refused = refusal(opts.dir, len(paths), opts.bytes_per_rank)
+            if refused or opts.phase == "check":
+                print(refused or f"{len(paths)} ranks fit this host's memory and the target's space", file=sys.stderr)
+                return 1 if refused else 0
             ranks = _run_ranks(_write_rank, [(p, opts.bytes_per_rank) for p in paths])
             _record(opts.out, "write", ranks, fsync=True)
         else:

@@ -22,13 +22,16 @@ class CheckpointWorkload(Workload):
     """MLPerf Storage's checkpointing: each rank writes its shard (fsync), caches dropped, each rank reads it back.
 
     `scale` shrinks the model's checkpoint to what a lab holds (llama3-8b at 0.01 is 1.05 GB);
-    the checkpoint is shared by every rank of every host: `writers` processes per host.
+    the checkpoint is shared by every rank of every host: `writers` processes per host, or `ranks`
+    processes in all, spread over the run's hosts (MLPerf's counts are of the whole job; a DLIO
+    file's llama3 workload sets them so). Each host checks its ranks fit its memory before they start.
     """
 
     type: Literal["checkpoint"]
     model: Literal["llama3-8b", "llama3-70b", "llama3-405b", "llama3-1t"] = "llama3-8b"
     scale: Annotated[float, Field(gt=0, le=1)] = 1.0
-    writers: Annotated[int, Field(ge=1, le=1024)] = 8
+    writers: Annotated[int, Field(ge=1, le=1024, strict=True)] = 8  # strict: `true` is not a count
+    ranks: Annotated[int, Field(ge=1, le=65536, strict=True)] | None = None
 
     tool: ClassVar[str] = "checkpoint"
     uses_dataset: ClassVar[bool] = False
@@ -36,10 +39,13 @@ class CheckpointWorkload(Workload):
 
     @model_validator(mode="after")
     def _at_least_a_mebibyte(self) -> CheckpointWorkload:
-        if self.bytes < self.writers << 20:
+        if self.ranks is not None and "writers" in self.model_fields_set:
+            raise ValueError("give writers (per host) or ranks (in all, spread over the hosts), not both")
+        if self.bytes < (self.ranks or self.writers) << 20:
             raise ValueError(
                 f"scale {self.scale:g} leaves {self.bytes} bytes of {self.model}'s checkpoint, less "
-                f"than 1 MiB for each of the {self.writers} writers; raise scale"
+                f"than 1 MiB for each of the {self.ranks or self.writers} {'ranks' if self.ranks else 'writers'}; "
+                "raise scale"
             )
         return self
 
@@ -57,6 +63,7 @@ class CheckpointWorkload(Workload):
             "bench_checkpoint_target": target,
             "bench_checkpoint_bytes": self.bytes,
             "bench_checkpoint_writers": self.writers,
+            "bench_checkpoint_ranks": self.ranks or 0,
             "bench_checkpoint_timeout": self.run_timeout(LOADER_TIMEOUT),
         }
 
@@ -64,6 +71,8 @@ class CheckpointWorkload(Workload):
         size, processes = CHECKPOINT_MODELS[self.model]
         return (
             f"checkpoint of {self.model} at scale {self.scale:g} ({self.bytes / 1e9:.3g} GB of {size / 1e9:.4g} GB; "
-            f"MLPerf writes it with {processes} processes), {self.writers} writers per host: write + fsync, "
+            f"MLPerf writes it with {processes} processes), "
+            + (f"{self.ranks} ranks spread over the hosts" if self.ranks else f"{self.writers} writers per host")
+            + ": write + fsync, "
             "caches dropped on every host, read back"
         )

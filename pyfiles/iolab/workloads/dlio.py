@@ -233,7 +233,7 @@ def _checkpoint(keys: dict[str, Any], model: Any, name: str) -> dict[str, Any]:
     _check(keys, "checkpoint.fsync", True, "iolab fsyncs every shard")
     _take(keys, "framework")
     _done(keys)
-    return {"name": name, "type": "checkpoint", "model": LLAMA[model], "writers": CHECKPOINT_MODELS[LLAMA[model]][1]}
+    return {"name": name, "type": "checkpoint", "model": LLAMA[model], "ranks": CHECKPOINT_MODELS[LLAMA[model]][1]}
 
 
 def _repetitions(keys: dict[str, Any]) -> int | None:
