@@ -21,6 +21,7 @@ from iolab.cli import console, echo, user_errors
 from iolab.cli import lab as make_lab
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
+from iolab.units import printable
 from iolab.workloads import presets
 
 HOSTS = "host pattern: gpu[01-04], gpu01,gpu03, gpu[01-04]:!gpu02 (default: all hosts)"
@@ -363,6 +364,14 @@ def show(c, campaign=None, format="table", units=None):
         echo(report_mod.export(store, format))
     else:
         raise UserError(f"unknown report format {format!r}; use table, html, csv or json")
+    _say_skipped(store)
+
+
+def _say_skipped(*stores):
+    """The lines of a store a report skipped (not samples), one line each on stderr, beside the report."""
+    for store in dict.fromkeys(s for s in stores if s is not None):  # one campaign's backends: one store
+        if note := store.skipped_note():
+            print(f"iolab: {printable(note)}", file=sys.stderr)
 
 
 @task(
@@ -388,6 +397,7 @@ def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
     if format != "table" and format not in writers:
         raise UserError(f"unknown compare format {format!r}; use table, junit or json")
     result = compare_mod.run(paths.results_root(), a, b, campaign, rule or [], rules)
+    _say_skipped(result.a.store, result.b.store)
     violations = result.violations()
     if format == "table":
         Console().print(compare_mod.table(result, report_mod.TABLE_METRICS))
@@ -397,7 +407,7 @@ def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
         echo(writers[format](result))
     if violations:
         raise compare_mod.Regression(
-            f"{len(violations)} rule violation(s): {result.b.label} regressed against {result.a.label}"
+            printable(f"{len(violations)} rule violation(s): {result.b.label} regressed against {result.a.label}")
         )
 
 

@@ -25,11 +25,19 @@ judged (a regression is not excused by noise); each violation says whether the
 whole interval is past the limit. A rules file is YAML: `rules: [...]` or a
 bare list of such strings.
 
+**A loss** breaks every rule that matches it: a point whose median fell to 0 from a
+baseline above 0, or that B has no value of though it measured that workload at that
+setting (it lost the metric, or comparing campaigns, the backend). A rule that can
+never hold (`read_bw <= -200%`: B/A − 1 is never below -100%) or that guards nothing
+(`read_bw >= -150%`) is refused as it is read.
+
 **Output** (`--format`): `table` (default) prints the table and one REGRESSION line
 per broken rule; `junit` and `json` print only a document on stdout, for CI. Either
 way the exit status is 1 when a rule is broken. Both hold one *check* per rule and
-point the rule matches (a test case in JUnit): `passed`, `failed` (a regression) or
-`skipped` (a median of 0 or below: no ratio). JUnit XML has one <testsuite> whose
+point the rule matches (a test case in JUnit): `passed`, `failed` (a regression, a
+loss among them) or `skipped` (a repeat of 0 or below on either side, no loss: no
+ratio). Names from the
+samples are written with their control characters escaped (`\u001b`). JUnit XML has one <testsuite> whose
 test cases are named `METRIC[ on BACKEND]: RULE` with the workload as classname;
 a failure's type is `regression`. The JSON shape (`schema` "iolab.compare/1"; keys
 are only ever added, never renamed, under this schema name):
@@ -42,6 +50,7 @@ are only ever added, never renamed, under this schema name):
                  "unit": "B/s",
                  "baseline": {"median": ..., "n": 3, "values": [...]}, "candidate": {...},
                  "ratio": 0.9, "change": -0.1, "low": 0.85, "high": 0.95 (null: unknown or no ratio),
+                 "lost": false (true: B has no value, or its median fell to 0),
                  "checks": [{"rule": "read_bw >= -5%", "outcome": "failed", "message": "REGRESSION ..."}]}]}
 """
 
@@ -61,8 +70,8 @@ from rich.table import Table
 
 from iolab import validity, yamlfile
 from iolab.errors import UserError
-from iolab.samples import Sample
-from iolab.units import human
+from iolab.samples import ResultStore, Sample
+from iolab.units import human, printable
 
 LEVEL = 0.95
 _RULE = re.compile(
@@ -154,7 +163,13 @@ def parse_rule(text: str, where: str = "--rule") -> Rule:
             f"{where}: cannot read rule {text!r}; write METRIC OP CHANGE%, e.g. "
             "'read_bw >= -5%' (not more than 5% below the baseline) or 'read_clat_p99 <= +10%'"
         )
-    return Rule(str(text).strip(), match["metric"], match["op"], float(match["limit"]) / 100)
+    op, limit = match["op"], float(match["limit"]) / 100
+    if limit < -1 or (limit == -1 and op.startswith("<")):
+        raise UserError(
+            f"{where}: rule {text!r} {'can never hold' if op.startswith('<') else 'guards nothing'}: "
+            "B/A − 1 is never below -100% (B is never below 0); bound the change above -100%, e.g. 'read_bw >= -5%'"
+        )
+    return Rule(str(text).strip(), match["metric"], op, limit)
 
 
 def load_rules(path: str | Path) -> list[Rule]:
@@ -174,6 +189,7 @@ class Side:
     label: str  # 'quick' or 'quick:tmpfs'
     samples: list[Sample]
     backend: str | None = None  # only this backend's samples, matched without the backend
+    store: ResultStore | None = None  # where they were read (its skipped lines)
 
 
 @dataclasses.dataclass
@@ -185,9 +201,14 @@ class Point:
     metric: str
     unit: str
     a: list[float]
-    b: list[float]
-    ratio: Ratio | None  # None when a median is 0 or negative
+    b: list[float]  # empty: B has no value of this metric
+    ratio: Ratio | None  # None when a value is 0 or negative, or B has none
     violations: list[Rule] = dataclasses.field(default_factory=list)
+
+    @property
+    def lost(self) -> bool:
+        """B has no value of the metric, or its median fell to 0 (or below) from a baseline above 0."""
+        return statistics.median(self.a) > 0 and (not self.b or statistics.median(self.b) <= 0)
 
     def where(self) -> str:
         text = f"{self.metric} of {self.workload}"
@@ -205,12 +226,17 @@ class Comparison:
     rules: list[Rule]
 
     def violations(self) -> list[str]:
-        """One line per violated rule and point."""
-        return [self.violation(p, rule) for p in self.points for rule in p.violations]
+        """One line per violated rule and point (names' control characters escaped)."""
+        return [printable(self.violation(p, rule)) for p in self.points for rule in p.violations]
 
     def violation(self, p: Point, rule: Rule) -> str:
         r = p.ratio
-        assert r is not None, "a point without a ratio breaks no rule"
+        if r is None:  # a loss: every rule that matches it is broken
+            got = f"a median of {human(statistics.median(p.b), p.unit)} ({len(p.b)})" if p.b else "no value"
+            return (
+                f"REGRESSION {p.where()}: {self.b.label} has {got} where {self.a.label} has "
+                f"{human(statistics.median(p.a), p.unit)} ({len(p.a)}), lost entirely; breaks '{rule.text}'"
+            )
         past = ""
         if r.low is not None and r.high is not None:
             whole = all(rule.holds(x - 1) is False for x in (r.low, r.high))
@@ -227,10 +253,10 @@ class Comparison:
             for rule in self.rules:
                 if not rule.matches(p.metric):
                     continue
-                if p.ratio is None:
-                    out.append(Check(rule, p, SKIPPED, f"{p.where()}: not compared, a median is 0 or negative"))
-                elif rule in p.violations:
+                if rule in p.violations:
                     out.append(Check(rule, p, FAILED, self.violation(p, rule)))
+                elif p.ratio is None:
+                    out.append(Check(rule, p, SKIPPED, f"{p.where()}: not compared, a repeat is 0 (no ratio)"))
                 else:
                     out.append(
                         Check(
@@ -270,35 +296,43 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
     by_backend = a.backend is None and b.backend is None
     pa, pb = _points(a, by_backend), _points(b, by_backend)
     common = [k for k in pa if k in pb]
-    labels = validity.setting_labels([(k[1], k[2]) for k in common])
+    # What B lost: a point of A that a rule judges and B has no value of, though B measured that workload at
+    # that setting (a metric or, comparing campaigns, a backend lost; not a workload B does not run).
+    measured = {(k[1], k[2]) for k in pb}
+    keys = [k for k in pa if k in pb or ((k[1], k[2]) in measured and any(r.matches(k[3]) for r in rules))]
+    labels = validity.setting_labels([(k[1], k[2]) for k in keys])
     from iolab.report import metric_rank
 
-    order = {w: i for i, w in enumerate(dict.fromkeys(k[1] for k in common))}
-    common.sort(key=lambda k: (order[k[1]], validity.setting_order(k[2]), metric_rank(k[3]), k[0] or ""))
+    order = {w: i for i, w in enumerate(dict.fromkeys(k[1] for k in keys))}
+    keys.sort(key=lambda k: (order[k[1]], validity.setting_order(k[2]), metric_rank(k[3]), k[0] or ""))
     points = []
-    for key in common:
-        ga, gb = pa[key], pb[key]
-        ratio = ratio_ci(ga.values, gb.values) if min(ga.values + gb.values) > 0 else None
-        point = Point(key[0], key[1], key[2], labels[(key[1], key[2])], key[3], ga.unit, ga.values, gb.values, ratio)
-        if ratio is not None:
-            point.violations = [r for r in rules if r.matches(point.metric) and not r.holds(ratio.change)]
+    for key in keys:
+        va, vb = pa[key].values, pb[key].values if key in pb else []
+        ratio = ratio_ci(va, vb) if vb and min(va + vb) > 0 else None
+        point = Point(key[0], key[1], key[2], labels[(key[1], key[2])], key[3], pa[key].unit, va, vb, ratio)
+        ruled = [r for r in rules if r.matches(point.metric)]
+        point.violations = ruled if point.lost else [r for r in ruled if ratio and not r.holds(ratio.change)]
         points.append(point)
-    if not points:
+    if not common:
 
         def workloads(points: dict) -> str:
             return ", ".join(dict.fromkeys(k[1] for k in points)) or "none"
 
         raise UserError(
-            f"{a.label} and {b.label} have no (workload, setting, metric"
-            f"{', backend' if by_backend else ''}) in common: workloads of {a.label}: {workloads(pa)}; "
-            f"of {b.label}: {workloads(pb)}"
+            printable(
+                f"{a.label} and {b.label} have no (workload, setting, metric"
+                f"{', backend' if by_backend else ''}) in common: workloads of {a.label}: {workloads(pa)}; "
+                f"of {b.label}: {workloads(pb)}"
+            )
         )
     for rule in rules:
-        if not any(rule.matches(p.metric) and p.ratio is not None for p in points):
+        if not any(rule.matches(p.metric) and (p.ratio is not None or p.lost) for p in points):
             compared = sorted({validity.base_metric(p.metric) for p in points})
             raise UserError(
-                f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "
-                f"(compared: {', '.join(compared[:12]) or 'nothing'})"
+                printable(
+                    f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "
+                    f"(compared: {', '.join(compared[:12]) or 'nothing'})"
+                )
             )
     return Comparison(a, b, points, len(set(pa) - set(pb)), len(set(pb) - set(pa)), rules)
 
@@ -308,28 +342,37 @@ def sides(results: Path, a: str, b: str, campaign: str | None = None) -> tuple[S
     from iolab.report import find_store
 
     if campaign:
-        samples = find_store(results, campaign).samples()
+        store = find_store(results, campaign)
+        samples = store.samples()
         have = list(dict.fromkeys(s.backend for s in samples))
         for name in (a, b):
             if name not in have:
                 raise UserError(
-                    f"campaign {campaign} has no backend {name!r} (it has: {', '.join(have)}); "
-                    "with --campaign, A and B name two of its backends"
+                    printable(
+                        f"campaign {campaign} has no backend {name!r} (it has: {', '.join(have)}); "
+                        "with --campaign, A and B name two of its backends"
+                    )
                 )
-        return Side(a, samples, a), Side(b, samples, b)
-    return Side(a, find_store(results, a).samples()), Side(b, find_store(results, b).samples())
+        return Side(a, samples, a, store), Side(b, samples, b, store)
+    store_a, store_b = find_store(results, a), find_store(results, b)
+    return Side(a, store_a.samples(), None, store_a), Side(b, store_b.samples(), None, store_b)
 
 
 def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Table:
     """The comparison; `metrics` limits it to those metrics (rule metrics are always shown)."""
+    from iolab.report import plain
+
     a, b = comparison.a.label, comparison.b.label
     skipped = comparison.only_a + comparison.only_b
     out = Table(
-        title=f"{b} against {a} (baseline): ratio of geometric means over repeats, "
-        f"{LEVEL:.0%} Welch t-interval on logs",
+        title=plain(
+            f"{b} against {a} (baseline): ratio of geometric means over repeats, {LEVEL:.0%} Welch t-interval on logs"
+        ),
         title_justify="left",
-        caption=(f"{comparison.only_a} point(s) only in {a}, {comparison.only_b} only in {b}; " if skipped else "")
-        + "✗ breaks a rule",
+        caption=plain(
+            (f"{comparison.only_a} point(s) only in {a}, {comparison.only_b} only in {b}; " if skipped else "")
+            + "✗ breaks a rule"
+        ),
     )
     with_backend = any(p.backend for p in comparison.points)
     for column in (
@@ -342,23 +385,26 @@ def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Tab
         "95% CI",
         "rules",
     ):
-        out.add_column(column, justify="left" if column in ("workload", "metric", "backend", "rules") else "right")
+        out.add_column(
+            plain(column), justify="left" if column in ("workload", "metric", "backend", "rules") else "right"
+        )
     for p in comparison.points:
         ruled = [r for r in comparison.rules if r.matches(p.metric)]
         if metrics is not None and p.metric not in metrics and not ruled:
             continue
         ratio = p.ratio
         verdict = "✗ " + "; ".join(r.text for r in p.violations) if p.violations else ("ok" if ruled else "")
-        out.add_row(
+        cells = (
             f"{p.workload} {p.setting_label}".strip(),
             p.metric,
             *([p.backend or ""] if with_backend else []),
             f"{human(statistics.median(p.a), p.unit)} ({len(p.a)})",
-            f"{human(statistics.median(p.b), p.unit)} ({len(p.b)})",
-            f"{ratio.ratio:.3g}" if ratio else "—",
+            f"{human(statistics.median(p.b), p.unit)} ({len(p.b)})" if p.b else "none (0)",
+            f"{ratio.ratio:.3g}" if ratio else ("lost" if p.lost else "—"),
             ratio.interval() if ratio else "—",
             verdict,
         )
+        out.add_row(*map(plain, cells))
     return out
 
 
@@ -381,7 +427,7 @@ JSON_SCHEMA = "iolab.compare/1"
 
 
 def _side(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "n": len(values), "values": values}
+    return {"median": statistics.median(values) if values else None, "n": len(values), "values": values}
 
 
 def to_dict(comparison: Comparison) -> dict:
@@ -406,6 +452,7 @@ def to_dict(comparison: Comparison) -> dict:
                 "change": r.change if r else None,
                 "low": r.low if r else None,
                 "high": r.high if r else None,
+                "lost": p.lost,
                 "checks": [
                     {"rule": c.rule.text, "outcome": c.outcome, "message": c.message} for c in checks.get(id(p), [])
                 ],
@@ -425,7 +472,7 @@ def to_dict(comparison: Comparison) -> dict:
 
 
 def to_json(comparison: Comparison) -> str:
-    return json.dumps(to_dict(comparison), indent=1, ensure_ascii=False)
+    return printable(json.dumps(to_dict(comparison), indent=1, ensure_ascii=False))
 
 
 def to_junit(comparison: Comparison, timestamp: dt.datetime | None = None, hostname: str | None = None) -> str:
@@ -481,4 +528,4 @@ def to_junit(comparison: Comparison, timestamp: dt.datetime | None = None, hostn
     ET.SubElement(suite, "system-out").text = "\n".join(c.message for c in checks if c.outcome == PASSED)
     ET.SubElement(suite, "system-err").text = "\n".join(c.message for c in checks if c.outcome == FAILED)
     ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    return printable(ET.tostring(root, encoding="unicode", xml_declaration=True)) + "\n"

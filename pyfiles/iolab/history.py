@@ -33,6 +33,7 @@ class Entry:
     hosts: tuple[str, ...]
     backends: tuple[str, ...]
     config_hash: str
+    skipped: int = 0  # lines of its files that are not records (iolab.samples.BadLine)
 
     @property
     def date(self) -> str:
@@ -62,6 +63,7 @@ def entry(store: ResultStore) -> Entry:
         backends=tuple(dict.fromkeys(s.backend for s in samples)),
         # Attempted runs count: a campaign with a failed run did not (yet) run the same configuration.
         config_hash=config_hash(with_samples | {r["run_id"] for r in records}),
+        skipped=len(store.skipped),
     )
 
 
@@ -81,10 +83,12 @@ def same_configuration(entries: list[Entry]) -> dict[str, list[str]]:
 
 
 def table(results: Path) -> Table:
+    from iolab.report import plain
+
     entries = campaigns(results)
     shared = same_configuration(entries)
     out = Table(
-        title=f"campaigns in {results}",
+        title=plain(f"campaigns in {results}"),
         title_justify="left",
         caption="config: hash of the sorted run ids (each a hash of a run's full configuration); "
         "equal hashes ran the same configuration",
@@ -94,16 +98,9 @@ def table(results: Path) -> Table:
     for e in entries:
         others = [s for s in shared.get(e.config_hash, []) if s != e.store]
         runs = f"{e.runs}" + (f" (+{e.failed} failed)" if e.failed else "")
-        out.add_row(
-            e.store,
-            e.date,
-            runs,
-            str(e.samples),
-            _hosts(e.hosts),
-            ", ".join(e.backends),
-            e.config_hash,
-            ", ".join(others) or "—",
-        )
+        samples = f"{e.samples}" + (f" ({e.skipped} bad lines skipped)" if e.skipped else "")
+        cells = (e.store, e.date, runs, samples, _hosts(e.hosts), ", ".join(e.backends), e.config_hash)
+        out.add_row(*map(plain, (*cells, ", ".join(others) or "—")))
     return out
 
 

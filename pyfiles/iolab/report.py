@@ -19,15 +19,18 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from iolab import svg, validity
 from iolab.errors import UserError
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, parse_line
+from iolab.units import printable
 
 # Shown in the table, in this order; every metric is in the CSV and JSON exports.
 TABLE_METRICS = (
@@ -81,14 +84,27 @@ def number(value: float) -> str:
     return f"{value:.3g}"
 
 
+def plain(text: object) -> Text:
+    """A table's cell or title as plain text: never Rich markup (`tm[/x]pfs`), never a terminal control."""
+    return Text(printable(str(text)))
+
+
 def with_unit(metric: str, label: str) -> str:
     """A row's header: the metric and its unit, `read_bw (GiB/s)`."""
     return f"{metric} ({label})" if label else metric
 
 
 def find_store(results: Path, campaign: str | None) -> ResultStore:
-    """The named campaign's store, or the one with samples written to last (never a moved-aside one)."""
-    if campaign:
+    """The named campaign's store, or the one with samples written to last (never a moved-aside one).
+
+    A name is a store's directory under `results`, never a path (`../x`, `/etc`).
+    """
+    if campaign is not None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", campaign):
+            raise UserError(
+                f"campaign {campaign!r} is not a campaign name: give the name of a directory in {results} "
+                "(letters, digits, '.', '_' and '-'; no path)"
+            )
         store = ResultStore(results, campaign)
         if not store.samples_path.exists():
             known = sorted(p.parent.name for p in results.glob("*/samples.jsonl"))
@@ -110,8 +126,14 @@ def _own_samples(path: Path) -> bool:
     (`results/<campaign>.<UTC time>/`: its samples keep the campaign's own name).
     """
     with path.open("rb") as handle:
-        first = handle.readline()
-    return first.endswith(b"\n") and json.loads(first).get("campaign") == path.parent.name
+        for line in handle:  # the first sample's campaign; a line that is not a sample does not decide
+            try:
+                data = parse_line(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and "campaign" in data:
+                return line.endswith(b"\n") and data["campaign"] == path.parent.name
+    return False
 
 
 def metric_rank(metric: str) -> tuple[int, str]:
@@ -309,7 +331,9 @@ def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units
     head, cells = verdict_cells(rows, units)
     threshold = rows[0]["threshold"]
     out = Table(
-        title=f"campaign {store.dir.name}: how many emulated accelerators each backend keeps at AU ≥ {threshold:g}%",
+        title=plain(
+            f"campaign {store.dir.name}: how many emulated accelerators each backend keeps at AU ≥ {threshold:g}%"
+        ),
         title_justify="left",
         caption=LAB_SCALE,
     )
@@ -317,7 +341,7 @@ def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units
         out.add_column(column, justify="right" if index >= 2 else "left")
     for row, line in zip(rows, cells, strict=False):
         flagged = " ⚑" if run_flagged(verdicts, [row["run_id"]]) else ""
-        out.add_row(*line[:2], line[2] + flagged, *line[3:])
+        out.add_row(*map(plain, [*line[:2], line[2] + flagged, *line[3:]]))
     return out
 
 
@@ -334,7 +358,7 @@ def summary_table(store: ResultStore, samples: list[Sample] | None = None, units
     if not found:
         return None
     out = Table(
-        title=f"campaign {store.dir.name}: who wins (medians over repetitions, {units.upper()} units)",
+        title=plain(f"campaign {store.dir.name}: who wins (medians over repetitions, {units.upper()} units)"),
         title_justify="left",
         caption="sure: yes = every repeat of the winner beats every repeat of the runner-up; "
         "† repeats differ by more than 5%; ⚑ a run involved is flagged (see the flags)",
@@ -348,13 +372,18 @@ def summary_table(store: ResultStore, samples: list[Sample] | None = None, units
         )
         factor, label = unit_scale(w["unit"], max(w["best"], w["second"]), units)
         out.add_row(
-            point_label(w["workload"], w["setting_label"]),
-            with_unit(w["metric"], label),
-            w["winner"] + marks,
-            w["margin"],
-            number(w["best"] / factor),
-            f"{w['runner_up']} {number(w['second'] / factor)}",
-            w["sure"],
+            *map(
+                plain,
+                (
+                    point_label(w["workload"], w["setting_label"]),
+                    with_unit(w["metric"], label),
+                    w["winner"] + marks,
+                    w["margin"],
+                    number(w["best"] / factor),
+                    f"{w['runner_up']} {number(w['second'] / factor)}",
+                    w["sure"],
+                ),
+            )
         )
     return out
 
@@ -365,14 +394,14 @@ def table(store: ResultStore, samples: list[Sample] | None = None, units: str = 
     verdicts = validity.assess(samples)
     backends = list(dict.fromkeys(s.backend for s in samples))
     out = Table(
-        title=f"campaign {store.dir.name}: median ± half-range over repetitions (n), {units.upper()} units",
+        title=plain(f"campaign {store.dir.name}: median ± half-range over repetitions (n), {units.upper()} units"),
         caption="† repeats differ by more than 5% of their median; ⚑ a run is flagged",
         title_justify="left",
     )
     out.add_column("workload")
     out.add_column("metric")
     for backend in backends:
-        out.add_column(backend, justify="right")
+        out.add_column(plain(backend), justify="right")
     scales = row_scales(rows, units)
     cells: dict[tuple, dict[str, str]] = defaultdict(dict)
     for row in rows:
@@ -388,9 +417,14 @@ def table(store: ResultStore, samples: list[Sample] | None = None, units: str = 
         cells.items(), key=lambda kv: (workloads.index(kv[0][0]), settings[kv[0][:2]], order[kv[0][2]])
     ):
         out.add_row(
-            point_label(workload, label),
-            with_unit(metric, scales[(workload, label, metric)][1]),
-            *(by_backend.get(b, "—") for b in backends),
+            *map(
+                plain,
+                (
+                    point_label(workload, label),
+                    with_unit(metric, scales[(workload, label, metric)][1]),
+                    *(by_backend.get(b, "—") for b in backends),
+                ),
+            )
         )
     return out
 
@@ -447,12 +481,17 @@ def flags_table(store: ResultStore, samples: list[Sample] | None = None) -> Tabl
         out.add_column(column)
     for row in rows:
         out.add_row(
-            " ".join(row["run_ids"]),
-            row["backend"],
-            row["workload"],
-            ",".join(str(r) for r in row["repetitions"]),
-            row["flag"],
-            row["reason"],
+            *map(
+                plain,
+                (
+                    " ".join(row["run_ids"]),
+                    row["backend"],
+                    row["workload"],
+                    ",".join(str(r) for r in row["repetitions"]),
+                    row["flag"],
+                    row["reason"],
+                ),
+            )
         )
     return out
 
@@ -485,7 +524,7 @@ def export(store: ResultStore, fmt: str) -> str:
     writer.writeheader()
     for row in rows:
         writer.writerow({k: _cell(k, row[k]) for k in fields})
-    return buffer.getvalue()
+    return printable(buffer.getvalue())  # a name's control characters written out, never sent to a terminal
 
 
 def _cell(key: str, value: Any) -> Any:
@@ -507,7 +546,7 @@ def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -
     summary = summary_table(store, samples, units)
     if summary is None:
         backends = ", ".join(dict.fromkeys(s.backend for s in samples))
-        console.print(f"campaign {store.dir.name}: one backend ({backends}), nothing to compare; its figures:")
+        console.print(plain(f"campaign {store.dir.name}: one backend ({backends}), nothing to compare; its figures:"))
     else:
         console.print(summary)
     console.print(table(store, samples, units))

@@ -31,6 +31,7 @@ from iolab import history, report, svg, validity
 from iolab.host import ceph_osds
 from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.units import printable
 
 FILE = "report.html"
 TEMPLATE = "report.html.j2"  # in templates/, installed with the package
@@ -64,10 +65,11 @@ TELEMETRY_ORDER = (
 
 
 def write(store: ResultStore, units: str = DEFAULT_UNITS) -> Path:
-    """Build the page for `store` and write it beside the samples; return its path."""
+    """Build the page for `store` and write it beside the samples (names' control characters written out,
+    as in every report: the template escapes only markup); return its path."""
     path = store.dir / FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(build(store, units), encoding="utf-8")
+    tmp.write_text(printable(build(store, units)), encoding="utf-8")
     tmp.replace(path)
     return path
 

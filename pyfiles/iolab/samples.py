@@ -9,9 +9,17 @@ A sample is one measured value with everything needed to compare it later
 
 Appends are whole lines, fsynced: a write that fails or comes up short (a full or
 read-only results disk) is undone — the file cut back to where it was — and raised
-as StoreError, so the run is not counted as stored and a resume runs it again. A line
-torn by a crash is ignored on read, and cut off by `repair` and before the next append,
-so the files never hold half a line.
+as StoreError, so the run is not counted as stored and a resume runs it again; so is a
+sample whose value is not a finite number (NaN, ±Infinity are never written). A line
+torn by a crash is ignored on read, and cut off (however long) by `preflight` and
+before the next append, so the files never hold half a line.
+
+Samples are read in one place, `ResultStore.samples` (and `completed`, for a resume),
+and every line is checked there: JSON (no NaN or Infinity), an object with every field
+of the contract in its type, a known unit, a finite value. A line that is not a sample
+is a `BadLine` (the file, the line number and why): reports skip it and say how many
+they skipped (`skipped_note`); a resume refuses the store, naming the line, as it could
+not tell which runs are stored.
 """
 
 from __future__ import annotations
@@ -20,17 +28,19 @@ import dataclasses
 import datetime as dt
 import errno
 import json
+import math
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from iolab.errors import RunFailed
+from iolab.errors import RunFailed, UserError
 
 SCHEMA = "iolab.sample/1"
 UNITS = frozenset({"B/s", "B", "IOPS", "s", "samples/s", "%", "ns", "cores", "count", "ops/s"})
 AGGREGATE_HOST = "*"
+T = TypeVar("T")
 # Free space a campaign needs on the results disk before its first run (a run's raw files are
 # ~0.1–1 MiB; profilers' far more, and they say so when they fail).
 MIN_FREE_BYTES = 64 << 20
@@ -40,6 +50,22 @@ DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO)
 
 class StoreError(RunFailed):
     """The results could not be written: what was being stored is not, and a resume runs it again."""
+
+
+class CorruptStore(UserError):
+    """A line of the store is not a record: a resume cannot tell what is stored, so it does not start."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BadLine:
+    """A line of a store's file that is not a record of it: skipped by reports, refused by a resume."""
+
+    path: Path
+    number: int  # from 1
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.path} line {self.number}: {self.why}"
 
 
 def utc_iso(epoch: float) -> str:
@@ -66,25 +92,75 @@ class Sample:
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
-            raise ValueError(f"sample {self.metric}: unit {self.unit!r} is not one of {sorted(UNITS)}")
+            raise ValueError(
+                f"sample {self.metric!r}: unknown unit {self.unit!r} (iolab's: {', '.join(sorted(UNITS))})"
+            )
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Sample:
+    def from_dict(cls, data: Any) -> Sample:
+        """A sample from a parsed line, every field checked; ValueError says what is wrong with it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {_JSON_TYPES.get(type(data), type(data).__name__)}, not a sample object")
+        missing = [f for f in _REQUIRED if f not in data]
+        unknown = sorted(data.keys() - _FIELDS)
+        if missing:
+            raise ValueError(f"missing field(s) {', '.join(missing[:4])}" + (", …" if len(missing) > 4 else ""))
+        if unknown:
+            raise ValueError(f"unknown field(s) {', '.join(repr(u) for u in unknown[:4])}")
+        wrong = [f for f, kind in _TYPES.items() if f in data and not _is(data[f], kind)]
+        if wrong:
+            raise ValueError(f"{wrong[0]} is {data[wrong[0]]!r:.40}, not {_TYPE_NAMES[_TYPES[wrong[0]]]}")
+        if not _finite(data["value"]):
+            raise ValueError(f"value {data['value']!r} is not a finite number")
+        if data.get("schema", SCHEMA) != SCHEMA:
+            raise ValueError(f"schema {data['schema']!r:.40}, not {SCHEMA}")
         return cls(**data)
 
 
-def _cut_torn_line(fd: int) -> int:
-    """Cut a last line torn by a crash (no newline); return the file's size after."""
-    size = os.fstat(fd).st_size
-    if size:
-        tail = os.pread(fd, min(size, 1 << 20), max(0, size - (1 << 20)))
-        if not tail.endswith(b"\n"):
-            size -= len(tail) - tail.rfind(b"\n") - 1
-            os.ftruncate(fd, size)
-    return size
+_FIELDS = frozenset(f.name for f in dataclasses.fields(Sample))
+_REQUIRED = [f.name for f in dataclasses.fields(Sample) if f.name not in ("params", "metadata", "schema")]
+_TYPES: dict[str, type] = {f: str for f in _FIELDS} | {
+    "repetition": int,
+    "value": float,
+    "params": dict,
+    "metadata": dict,
+}
+_TYPE_NAMES = {str: "a string", int: "a whole number", float: "a number", dict: "an object"}
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "true/false", type(None): "null"}
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # a whole number past a float's range
+        return False
+
+
+def _is(value: Any, kind: type) -> bool:
+    """Whether a parsed JSON value is of `kind` (true and false are not numbers; a whole number is a float)."""
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float)) if kind is float else isinstance(value, kind)
+
+
+def _cut_torn_line(fd: int, chunk: int = 1 << 20) -> int:
+    """Cut a last line torn by a crash (no newline), however long; return the file's size after."""
+    size = end = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    keep = 0
+    while end > 0:  # back to the last newline, a chunk at a time
+        start = max(0, end - chunk)
+        newline = os.pread(fd, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            keep = start + newline + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
+    return keep
 
 
 def _append_lines(path: Path, records: Iterable[str], what: str) -> None:
@@ -120,14 +196,44 @@ def _append_lines(path: Path, records: Iterable[str], what: str) -> None:
             os.close(fd)
 
 
-def _read_lines(path: Path) -> Iterator[dict[str, Any]]:
+def _not_a_number(name: str) -> None:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def parse_line(raw: bytes) -> Any:
+    """One line's JSON; ValueError says why it is not JSON (NaN and Infinity are not)."""
+    try:
+        return json.loads(raw, parse_constant=_not_a_number)
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+
+
+def _read(path: Path, record: Callable[[Any], T]) -> tuple[list[T], list[BadLine]]:
+    """Each whole line of `path` made a record by `record` (which raises ValueError for a line that is not
+    one), and the lines that are not."""
+    out: list[T] = []
+    bad: list[BadLine] = []
     if not path.exists():
-        return
+        return out, bad
     with path.open("rb") as handle:
-        for raw in handle:
+        for number, raw in enumerate(handle, 1):
             if not raw.endswith(b"\n"):
-                return  # torn by a crash: never half a record
-            yield json.loads(raw)
+                break  # torn by a crash (or being appended to now): never half a record
+            try:
+                out.append(record(parse_line(raw)))
+            except ValueError as exc:
+                bad.append(BadLine(path, number, str(exc)))
+    return out, bad
+
+
+def _run_record(data: Any) -> dict[str, Any]:
+    if not (isinstance(data, dict) and all(isinstance(data.get(k), str) for k in ("run_id", "host"))):
+        raise ValueError("not a run record (an object with a run_id and a host)")
+    return data
 
 
 def _repair(path: Path) -> str | None:
@@ -156,12 +262,26 @@ class ResultStore:
         self.dir = Path(root) / campaign
         self.samples_path = self.dir / "samples.jsonl"
         self.runs_path = self.dir / "runs.jsonl"
+        self._skipped: dict[tuple[Path, int], BadLine] = {}
 
     def raw_dir(self, run_id: str) -> Path:
         return self.dir / "raw" / run_id
 
     def add_samples(self, samples: Iterable[Sample], what: str = "the samples") -> None:
-        _append_lines(self.samples_path, (s.to_json() for s in samples), what)
+        """Append whole samples; one with a value, parameter or metadata that is not a finite number is never
+        written (StoreError: nothing of `what` is kept)."""
+        lines = []
+        for s in samples:
+            try:
+                if not _finite(s.value):
+                    raise ValueError(f"its value {s.value!r}")
+                lines.append(s.to_json())
+            except ValueError as exc:
+                raise StoreError(
+                    f"could not store {what} in {self.samples_path}: {s.metric} on {s.host} has a number that "
+                    f"is not finite ({exc}); nothing of it was kept"
+                ) from None
+        _append_lines(self.samples_path, lines, what)
 
     def add_run_records(self, records: Iterable[dict[str, Any]], what: str = "the run records") -> None:
         _append_lines(self.runs_path, (json.dumps(r, sort_keys=True) for r in records), what)
@@ -197,11 +317,40 @@ class ResultStore:
         return notes
 
     def samples(self) -> list[Sample]:
-        return [Sample.from_dict(d) for d in _read_lines(self.samples_path)]
+        """Every sample of the store; a line that is not one is skipped (`skipped` says which)."""
+        samples, bad = _read(self.samples_path, Sample.from_dict)
+        self._skipped.update({(b.path, b.number): b for b in bad})
+        return samples
 
     def run_records(self) -> list[dict[str, Any]]:
-        return list(_read_lines(self.runs_path))
+        """Every run record; a line that is not one is skipped (`skipped` says which)."""
+        records, bad = _read(self.runs_path, _run_record)
+        self._skipped.update({(b.path, b.number): b for b in bad})
+        return records
+
+    @property
+    def skipped(self) -> list[BadLine]:
+        """The lines the reads so far skipped, each once."""
+        return list(self._skipped.values())
+
+    def skipped_note(self) -> str | None:
+        """One line on the lines the reads so far skipped: how many, where and why (the first three)."""
+        bad = self.skipped
+        if not bad:
+            return None
+        shown = "; ".join(f"{b.path.name} line {b.number}: {b.why}" for b in bad[:3])
+        more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+        return f"skipped {len(bad)} line(s) of {self.dir} that are not records: {shown}{more}"
 
     def completed(self) -> set[tuple[str, str]]:
-        """(run_id, host) pairs whose samples are stored: these are not run again."""
-        return {(d["run_id"], d["host"]) for d in _read_lines(self.samples_path) if d["host"] != AGGREGATE_HOST}
+        """(run_id, host) pairs whose samples are stored: these are not run again.
+
+        Raises CorruptStore at a line that is not a sample: which runs are stored cannot be told.
+        """
+        samples, bad = _read(self.samples_path, Sample.from_dict)
+        if bad:
+            raise CorruptStore(
+                f"{bad[0]} — a resume cannot tell which runs are stored ({len(bad)} such line(s)); "
+                "fix or delete the line, or start over with --no-resume (the old results are moved aside)"
+            )
+        return {(s.run_id, s.host) for s in samples if s.host != AGGREGATE_HOST}

@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
+import unicodedata
 
 _SIZE_UNITS = {
     "": 1,
@@ -106,3 +108,21 @@ def human(value: float, unit: str) -> str:
     if unit == "s":
         return f"{value:.3g} s"
     return f"{value:.4g} {unit}".strip()
+
+
+def printable(text: str) -> str:
+    """`text` with every control or format character but newline and tab written out as `\\u001b`:
+    a name from the samples can move no cursor, set no title, start no escape sequence on a terminal,
+    and stays valid inside a JSON string or an XML document.
+
+    >>> printable("tm\\x1b[31mpfs")
+    'tm\\\\u001b[31mpfs'
+    """
+    return "".join(
+        _escaped(ch) if ch not in "\n\t" and unicodedata.category(ch) in ("Cc", "Cf", "Cs") else ch for ch in text
+    )
+
+
+def _escaped(ch: str) -> str:
+    """A character as JSON writes it escaped: `\\u001b`, or a surrogate pair beyond U+FFFF."""
+    return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else json.dumps(ch)[1:-1]

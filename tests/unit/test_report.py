@@ -539,6 +539,7 @@ def test_compare_as_json_has_the_documented_shape_and_the_same_exit_status(resul
         "change",
         "low",
         "high",
+        "lost",
         "checks",
     }
     read_bw = [p for p in doc["points"] if p["metric"] == "read_bw"]
@@ -770,7 +771,7 @@ def test_byte_settings_carry_a_unit_and_settings_sort_by_value_not_text(tmp_path
     want = [
         f"objects object_size={size} threads={threads}" for size in ("64KiB", "1MiB", "16MiB") for threads in (8, 16)
     ]
-    rows = report.table(store).columns[0]._cells
+    rows = [str(cell) for cell in report.table(store).columns[0]._cells]
     assert [c for c in rows if c.startswith("objects")] == want
     found = report.winners(report.summarize(data))
     assert [report.point_label(w["workload"], w["setting_label"]) for w in found] == want

@@ -7,6 +7,7 @@ tmpfs (root).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -128,3 +129,108 @@ def test_a_full_disk_keeps_every_line_whole(small_tmpfs):
     assert stored > 10
     assert store.samples_path.read_bytes().endswith(b"\n")
     assert len(store.samples()) == stored
+
+
+# --- a line that is not a sample ---------------------------------------------------------------------
+
+GOOD = json.loads(sample("r1").to_json())
+BAD_LINES = {
+    "not JSON": (b"this is not json\n", "not JSON"),
+    "an empty object": (b"{}\n", "missing field(s) campaign, run_id"),
+    "a list": (b"[1, 2]\n", "a JSON array, not a sample object"),
+    "an unknown unit": (json.dumps({**GOOD, "unit": "furlongs"}).encode() + b"\n", "unknown unit 'furlongs'"),
+    "bad UTF-8": (b'{"campaign": "\xff\xfe"}\n', "not UTF-8"),
+    "very deep JSON": (b"[" * 200_000 + b"]" * 200_000 + b"\n", "JSON nested too deep"),
+    "params as a list": (json.dumps({**GOOD, "params": [1]}).encode() + b"\n", "params is [1], not an object"),
+    "NaN": (json.dumps({**GOOD, "value": float("nan")}).encode() + b"\n", "NaN is not a finite number"),
+    "Infinity": (json.dumps({**GOOD, "value": float("-inf")}).encode() + b"\n", "-Infinity is not a finite number"),
+    "NaN in metadata": (json.dumps({**GOOD, "metadata": {"x": float("nan")}}).encode() + b"\n", "NaN is not"),
+    "a text value": (json.dumps({**GOOD, "value": "12"}).encode() + b"\n", "value is '12', not a number"),
+    "a boolean value": (json.dumps({**GOOD, "value": True}).encode() + b"\n", "value is True, not a number"),
+    "a huge whole number": (json.dumps({**GOOD, "value": 10**400}).encode() + b"\n", "is not a finite number"),
+    "another schema": (json.dumps({**GOOD, "schema": "x/9"}).encode() + b"\n", "schema 'x/9', not iolab.sample/1"),
+}
+
+
+def store_with(tmp_path: Path, bad: bytes) -> ResultStore:
+    """r1, the bad line (line 2), r3."""
+    store = ResultStore(tmp_path, "integrity")
+    store.add_samples([sample("r1")])
+    with store.samples_path.open("ab") as handle:
+        handle.write(bad)
+    store.add_samples([sample("r3")])
+    return store
+
+
+@pytest.mark.parametrize("kind", BAD_LINES)
+def test_a_line_that_is_not_a_sample_is_skipped_counted_and_named(tmp_path, kind):
+    bad, why = BAD_LINES[kind]
+    store = store_with(tmp_path, bad)
+    assert [s.run_id for s in store.samples()] == ["r1", "r3"]
+    assert [(b.number, why in b.why) for b in store.skipped] == [(2, True)], store.skipped
+    note = store.skipped_note()
+    assert note is not None and "\n" not in note and note.startswith(f"skipped 1 line(s) of {store.dir}")
+    assert "samples.jsonl line 2: " in note
+    store.samples()
+    assert len(store.skipped) == 1  # read twice, counted once
+
+
+def test_a_resume_refuses_a_store_with_a_bad_line_before_anything_runs(tmp_path):
+    """run_campaign (bench.all's loop) and next_repetition (bench.fio's) stop in one line naming the line."""
+    import io
+
+    from rich.console import Console
+
+    from iolab import bench
+    from iolab.campaign import parse
+    from iolab.execute import Lab
+    from iolab.samples import CorruptStore
+
+    class NoAnsible(Lab):
+        def play(self, *args, **kwargs):
+            raise AssertionError("nothing may run on a store a resume cannot read")
+
+    spec = parse(
+        {
+            "name": "integrity",
+            "backends": [{"name": "b", "type": "tmpfs", "size": "64MiB", "mountpoint": str(tmp_path / "m")}],
+            "workloads": [{"name": "w", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "ramp": "0s"}],
+        },
+        "test",
+        tmp_path,
+    )
+    store = store_with(tmp_path / "results", BAD_LINES["not JSON"][0])
+    lab = NoAnsible(inventory=None, hosts=["h1"], console=Console(file=io.StringIO()))  # type: ignore[arg-type]
+    for attempt in (lambda: bench.run_campaign(spec, lab, store), lambda: bench.next_repetition(spec, store)):
+        with pytest.raises(CorruptStore) as refused:
+            attempt()
+        message = str(refused.value)
+        assert f"{store.samples_path} line 2: not JSON" in message and "\n" not in message
+        assert "--no-resume" in message and refused.value.exit_code == 2
+
+
+def test_a_torn_line_longer_than_a_mebibyte_is_cut_whole(tmp_path):
+    store = ResultStore(tmp_path, "integrity")
+    store.add_samples([sample("r1")])
+    with store.samples_path.open("ab") as handle:
+        handle.write(b'{"campaign": "integrity", "params": {"pad": "' + b"x" * (3 << 19))  # 1.5 MiB, no newline
+    store.add_samples([sample("r2")])  # cuts it before appending: never glued onto it
+    assert [s.run_id for s in store.samples()] == ["r1", "r2"] and store.skipped == []
+    with store.samples_path.open("ab") as handle:
+        handle.write(b"x" * (3 << 19))
+    notes = store.preflight()
+    assert notes and f"cut a torn last line ({3 << 19} bytes)" in notes[0]
+    assert [s.run_id for s in store.samples()] == ["r1", "r2"] and store.skipped == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("value", float("nan")), ("value", float("inf")), ("metadata", {"x": float("nan")})]
+)
+def test_a_number_that_is_not_finite_is_never_written(tmp_path, field, value):
+    store = ResultStore(tmp_path, "integrity")
+    store.add_samples([sample("r1")])
+    before = store.samples_path.read_bytes()
+    odd = dataclasses.replace(sample("r2"), **{field: value})
+    with pytest.raises(StoreError, match="read_bw on h1 has a number that is not finite.*nothing of it was kept"):
+        store.add_samples([sample("r2", "write_bw"), odd], "the samples of run r2")
+    assert store.samples_path.read_bytes() == before
