@@ -127,12 +127,11 @@ def two_workers(samples: Samples):
 
 
 @pytest.mark.parametrize("reader", ["packed", "cv2-imdecode"])
-def test_bytes_reach_the_training_loop_intact_through_the_workers_buffer_ring(dataset, reader):
-    """Workers read bytes-only batches into a ring of reused shared buffers: none is overwritten early."""
+def test_bytes_reach_the_training_loop_intact_without_an_arena(dataset, reader):
+    """Without an arena, workers read bytes-only batches into fresh shared memory: none is overwritten early."""
 
     manifest = Manifest.load(dataset)
     samples = Samples(dataset, reader, decode=False)
-    samples.ring = 2 + 2  # prefetch_factor + 2, as the loader sets it
     batches = two_workers(samples)
     seen = []
     for _ in range(2):
@@ -182,6 +181,38 @@ def test_batches_reach_the_training_loop_intact_through_the_arena(dataset, reade
             previous = (batch[key], hashlib.sha256(batch[key].numpy().tobytes()).hexdigest())
     assert len(expected) == len(samples) and sorted(seen) == sorted(list(expected) * 2)  # each sample, each epoch
     assert samples.samples_read == 3 * len(samples)  # the digests above, then two epochs in the workers
+    assert samples.batches_copied == 0  # a loop holding a batch or two never runs out of slots
+
+
+@pytest.mark.parametrize("decode", [True, False])
+def test_batches_a_consumer_keeps_are_never_overwritten(dataset, decode):
+    """A consumer that keeps its 8 latest batches (a queue on their way to the GPU) holds more than the workers'
+    rings have slots (2 workers x 4): no pixel or byte of a batch it holds changes until it lets go of it, and
+    the batches that found no free slot went through fresh memory, counted (issue 23)."""
+    from collections import deque
+
+    samples = Samples(dataset, "packed", decode=decode)
+    expected = {}  # a sample's digest → its label
+    for i in range(len(samples)):
+        data, label, _ = samples[i]
+        expected[hashlib.sha256(data.numpy().tobytes()).hexdigest()] = label
+    samples.prepare(workers=2, batch_size=7, prefetch_factor=2)
+    key = "images" if decode else "data"
+    kept: deque = deque()  # (batch, a copy of its pixels or bytes as they arrived)
+    seen = []
+    for _ in range(2):
+        for batch in two_workers(samples):
+            kept.append((batch, batch[key].clone()))
+            if len(kept) > 8:
+                old, arrived = kept.popleft()
+                assert torch.equal(old[key], arrived)  # every pixel (byte) as it arrived
+                parts = list(arrived) if decode else torch.split(arrived, old["lengths"].tolist())
+                for part, label in zip(parts, old["labels"].tolist(), strict=True):
+                    seen.append(digest := hashlib.sha256(part.numpy().tobytes()).hexdigest())
+                    assert expected[digest] == label
+    assert all(torch.equal(batch[key], arrived) for batch, arrived in kept)
+    assert len(seen) == 2 * len(samples) - sum(len(batch["labels"]) for batch, _ in kept)
+    assert 0 < samples.batches_copied < 2 * -(-len(samples) // 7)  # some went through fresh memory, not all
 
 
 def test_collate_stacks_images_and_concatenates_bytes(dataset):

@@ -21,8 +21,9 @@ worker builds each batch whole (`Samples.__getitems__`) in one of its slots of a
 arena that the training process mapped before forking it (`Samples.prepare`, `_Arena`):
 each decoded image is written into its place, each bytes-only sample read straight into
 its place, and the batch crosses to the training process as its slot's offset, its
-labels and lengths as values. On fast storage, fresh shared memory per batch and a file
-descriptor passed per tensor cost more than the reads, and a good part of a decode.
+labels and lengths as values; a slot is filled again only once the training process has
+let go of the batch it held (see _Arena). On fast storage, fresh shared memory per batch
+and a file descriptor passed per tensor cost more than the reads, and a good part of a decode.
 `preprocess_time` sleeps that long per sample after reading (DLIO's reader.preprocess_time),
 which gives the accelerator-emulation tests a loader of known speed.
 """
@@ -162,9 +163,8 @@ class Samples(Dataset):
         self.decode = decode
         self.size = size
         self.preprocess_time = preprocess_time
-        self.ring = 4  # batch buffers per worker: prefetch_factor + 2 (see prepare and _slot)
         self.arena: _Arena | None = None  # where workers build batches (see prepare)
-        self._next = 0  # a worker's next slot of its ring (arena slots, or its own buffers): each worker's copy
+        self._next = 0  # a worker's next slot of its ring in the arena: each worker's copy
         # Import the decoders here, in the parent: forked workers inherit them instead of each
         # importing them (thousands of syscalls) inside a traced or timed window.
         import cv2  # noqa: F401
@@ -173,6 +173,9 @@ class Samples(Dataset):
         # Samples read, one slot per loader worker (slot 0: the main process), in memory shared with
         # the workers the DataLoader forks later (256 workers at most, as campaigns allow).
         self.reads = multiprocessing.RawArray("q", 257)
+        # Batches copied into fresh shared memory because the training loop held every slot of the worker's
+        # ring (see _slot), counted the same way.
+        self.copies = multiprocessing.RawArray("q", 257)
         manifest = Manifest.load(self.root)
         self.manifest_hash = manifest.hash
         self.total_bytes = manifest.total_bytes
@@ -202,15 +205,18 @@ class Samples(Dataset):
         """Samples read so far by every process of the loader, prefetched ones included."""
         return sum(self.reads)
 
+    @property
+    def batches_copied(self) -> int:
+        """Batches that went through fresh shared memory because the consumer held every slot (see _slot)."""
+        return sum(self.copies)
+
     def prepare(self, workers: int, batch_size: int, prefetch_factor: int) -> None:
         """Before the DataLoader forks its `workers`: map the arena their batches are built in (see _Arena).
 
         Without workers, or where the arena would take more than a quarter of the host's
-        memory, there is none: a worker then builds bytes-only batches in a ring of shared
-        buffers of its own and decoded batches in fresh shared memory, which cross to the
-        training process as file descriptors (torch's way).
+        memory, there is none: a worker then builds its batches in fresh shared memory, which
+        crosses to the training process as file descriptors (torch's way).
         """
-        self.ring = prefetch_factor + 2
         self.arena = None
         if workers < 1:
             return
@@ -219,10 +225,11 @@ class Samples(Dataset):
         else:
             lengths = [self.packed.length(i) for i in range(len(self))] if self.packed is not None else self.sizes
             slot = sum(heapq.nlargest(batch_size, lengths))  # no batch of the data set holds more
-        total = slot * self.ring * workers
+        ring = prefetch_factor + 2  # slots per worker (see _slot)
+        total = slot * ring * workers
         if total > os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4:
             return
-        self.arena = _Arena(mmap.mmap(-1, total), slot, workers)
+        self.arena = _Arena(mmap.mmap(-1, total), slot, workers, ring)
 
     @property
     def _images(self) -> bool:
@@ -266,9 +273,9 @@ class Samples(Dataset):
         In a worker, the batch is built in this worker's next slot of the arena: each decoded
         image written into its place, each bytes-only sample read straight into its place (a
         byte copied once, by the read itself). It crosses to the training process as where it
-        lies, its labels and lengths as values (see _Arena). Decoded batches without an arena
+        lies, its labels and lengths as values (see _Arena). Decoded batches without a slot
         go one sample at a time through __getitem__ (collate stacks them); bytes-only batches
-        without one are read into the worker's ring of buffers (see _buffer).
+        without one are read into fresh shared memory (see _buffer).
         """
         n = len(indices)
         labels = [self.labels[i] for i in indices]
@@ -317,23 +324,31 @@ class Samples(Dataset):
         }
 
     def _slot(self, size: int) -> int | None:
-        """In a worker with an arena, the offset of its next slot there; None if there is none or it is too small.
+        """In a worker with an arena, the offset of a free slot of its ring there; None if there is no arena,
+        the slot is too small, or the training process holds every slot of the ring.
 
         A worker has at most prefetch_factor batches in flight (the DataLoader sends it a new
         index only after the training loop took one of its batches), so with ring =
-        prefetch_factor + 2 slots a slot is refilled only after the training loop has moved
-        two batches past the one it held there.
+        prefetch_factor + 2 slots a training loop that holds one batch at a time always
+        leaves a slot free. One that holds more (a queue of batches on their way to the GPU)
+        may hold them all: the worker waits for one up to SLOT_WAIT seconds, then builds the
+        batch in fresh shared memory instead, and counts it (batches_copied).
         """
         worker = get_worker_info()
         arena = self.arena
         if worker is None or arena is None or worker.id >= arena.workers or size > arena.slot:
             return None
-        return (worker.id * self.ring + self._turn()) * arena.slot
-
-    def _turn(self) -> int:
-        """The next slot of this worker's ring."""
-        turn, self._next = self._next, (self._next + 1) % self.ring
-        return turn
+        deadline = time.monotonic() + SLOT_WAIT
+        while True:
+            for _ in range(arena.ring):
+                index = worker.id * arena.ring + self._next
+                self._next = (self._next + 1) % arena.ring
+                if arena.take(index):
+                    return index * arena.slot
+            if time.monotonic() > deadline:
+                self.copies[worker.id + 1] += 1
+                return None
+            time.sleep(0.001)
 
     @property
     def _memory(self) -> mmap.mmap:
@@ -346,29 +361,17 @@ class Samples(Dataset):
         return _Shipped(_arena_tensor, (self.arena.key, offset, shape))
 
     def _buffer(self, size: int) -> torch.Tensor:
-        """The next buffer of the worker's own ring, in shared memory in a worker, at least `size` bytes long.
-
-        Where there is no arena: fresh shared memory per batch (what torch's default_collate
-        allocates) costs more than the reads themselves on fast storage: the kernel allocates
-        and zeroes every page of it, twice the bytes the batch moves. A worker therefore cycles
-        through `ring` buffers, as through its arena slots (see _slot).
-        """
-        if get_worker_info() is None:
-            return torch.empty(size, dtype=torch.uint8)
-        if not hasattr(self, "_ring_buffers"):
-            self._ring_buffers: list[torch.Tensor | None] = [None] * self.ring
-        slot = self._turn()
-        buffer = self._ring_buffers[slot]
-        if buffer is None or buffer.numel() < size:
-            buffer = _shared(max(size, int(size * 1.25)), torch.empty(0, dtype=torch.uint8))
-            self._ring_buffers[slot] = buffer
-        return buffer[:size]
+        """A buffer of `size` bytes for a bytes-only batch without an arena slot: fresh shared memory in a worker
+        (as torch's default_collate makes it)."""
+        shared = _shared(size, torch.empty(0, dtype=torch.uint8))
+        return shared if shared is not None else torch.empty(size, dtype=torch.uint8)
 
 
 # The arenas of this process, by key: a worker's batch names its arena by key, and the training
 # process, which mapped it before forking the worker, finds the same memory under that key.
-_ARENAS: weakref.WeakValueDictionary[int, mmap.mmap] = weakref.WeakValueDictionary()
+_ARENAS: weakref.WeakValueDictionary[int, _Arena] = weakref.WeakValueDictionary()
 _ARENA_KEYS = itertools.count()
+SLOT_WAIT = 0.05  # seconds a worker waits for a slot the training process still holds (see Samples._slot)
 
 
 class _Arena:
@@ -381,12 +384,29 @@ class _Arena:
     descriptor passed through a socket (a connection and a handshake with the worker's
     resource-sharer thread each time), mapped, later unmapped, and on the worker's side
     allocated and zeroed page by page. Labels and lengths cross as values.
+
+    `held` (shared too) marks each slot from the moment a worker takes it until the training
+    process has let go of the batch's tensor and of every view of it (a finalizer on the
+    array under them, see _arena_tensor): a slot is never filled while its batch is in use.
+    A slot is taken and let go by one process each (its worker, the training process), so
+    a byte per slot needs no lock.
     """
 
-    def __init__(self, memory: mmap.mmap, slot: int, workers: int):
-        self.memory, self.slot, self.workers = memory, slot, workers
+    def __init__(self, memory: mmap.mmap, slot: int, workers: int, ring: int):
+        self.memory, self.slot, self.workers, self.ring = memory, slot, workers, ring
+        self.held = multiprocessing.RawArray("b", workers * ring)
         self.key = next(_ARENA_KEYS)
-        _ARENAS[self.key] = memory
+        _ARENAS[self.key] = self
+
+    def take(self, index: int) -> bool:
+        """Mark slot `index` taken (in its worker), unless its batch is still held."""
+        if self.held[index]:
+            return False
+        self.held[index] = 1
+        return True
+
+    def release(self, index: int) -> None:
+        self.held[index] = 0
 
 
 class _Shipped:
@@ -403,8 +423,12 @@ class _Shipped:
 
 
 def _arena_tensor(key: int, offset: int, shape: tuple[int, ...]) -> torch.Tensor:
-    """A batch's uint8 tensor where a worker built it, in the arena `key` (the training process's side)."""
-    return torch.frombuffer(_ARENAS[key], dtype=torch.uint8, count=math.prod(shape), offset=offset).view(shape)
+    """A batch's uint8 tensor where a worker built it, in the arena `key` (the training process's side); its slot
+    is let go when the array under it, which the tensor and every view of it keep alive, is collected."""
+    arena = _ARENAS[key]
+    array = np.frombuffer(arena.memory, np.uint8, count=math.prod(shape), offset=offset)
+    weakref.finalize(array, arena.release, offset // arena.slot).atexit = False
+    return torch.from_numpy(array).view(shape)
 
 
 def _values(values: list[int]) -> torch.Tensor | _Shipped:

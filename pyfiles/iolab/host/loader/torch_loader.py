@@ -226,6 +226,8 @@ def run_rank(args: argparse.Namespace) -> int:
         pin_memory=pin,
         compute_per_batch=args.compute_per_batch if trainer is None else None,
         samples_read=traced_reads,
+        # Batches the training loop held every arena slot for, which went through fresh shared memory.
+        batches_copied=dataset.batches_copied if isinstance(dataset, Samples) else None,
         gpu=({"name": torch.cuda.get_device_name(device), "utilization": monitor.samples} if monitor else None),
         versions=_versions(),
         dataset={
