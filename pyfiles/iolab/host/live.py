@@ -11,7 +11,9 @@ RUN_DIR/live.json, whole and at once, with the rates over the last second:
 A tool that says its own rate wins over the counters: fio, run with `--eta=always`, writes a status
 line each second to its stdout (`[r=2446MiB/s][r=2446 IOPS]`), and its libaio or io_uring reads never
 pass through read(2), so rchar would not see them; `tool_status` takes the last such line of the
-tool's stdout.txt, and live.json then says `"source": "fio"` and has `iops` too. A loader's ranks each
+tool's stdout.txt, and live.json then says `"source": "fio"` and has `iops` too. Until fio's first
+status line (about 2 s in: `Jobs: 1 (f=1)` comes first) there is no live.json at all: the counters
+of those seconds are fio's own small reads (`now: read 47.9 B/s` while fio read 5.6 GiB/s). A loader's ranks each
 print a line a second (`iolab-loader: pid=123 samples_per_s=812.3 au_pct=93.1`): live.json then has
 `samples_per_s` (the ranks added up) and `au_pct` (their mean) beside the byte rates.
 
@@ -71,6 +73,15 @@ def tool_status(tail: str) -> dict[str, Any] | None:
     return figures
 
 
+def _command(proc_root: str, pid: int) -> str:
+    """The base name of a process's argv[0] ('' when it is gone)."""
+    try:
+        with open(f"{proc_root}/{pid}/cmdline", "rb") as handle:
+            return os.path.basename(handle.read().split(b"\0")[0]).decode(errors="replace")
+    except OSError:
+        return ""
+
+
 class Live(threading.Thread):
     """Rewrites `path` every `interval` seconds with the tool tree's read/write rates, until stop()."""
 
@@ -82,6 +93,8 @@ class Live(threading.Thread):
         self.stdout = stdout  # the tool's stdout, for a status line of its own
         self.interval = interval
         self.tree = ToolTree(tool_pid, proc_root)
+        # fio (the tool started, Popen has returned: it has exec'd): only its status line says its rate
+        self.own_rate = stdout is not None and _command(proc_root, tool_pid) == "fio"
         self._stopped = threading.Event()
 
     def stop(self) -> None:
@@ -130,9 +143,11 @@ class Live(threading.Thread):
                 "processes": self.tree.processes,
             }
             said = tool_status(self._tail()) if self.stdout else None
+            prev_t, prev_cpu, prev_io = now, cpu, io
             if said:
                 figures.update(said)
-            prev_t, prev_cpu, prev_io = now, cpu, io
+            elif self.own_rate:
+                continue  # its counters are not its rate: nothing shown until it says its own
             tmp = self.path.with_name(f".{FILE}.tmp")
             try:
                 tmp.write_text(json.dumps(figures))
