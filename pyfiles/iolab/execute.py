@@ -33,8 +33,9 @@ HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"  # made by the iolab_host role
 # and teardown removes only its own. The host lease records it for a takeover after a crash (iolab.lease).
 OWNER = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns() // 1_000_000}"
 # What teardowns of this command left on a host, one line each (iolab.cli says teardown is done only
-# when a teardown added none).
+# when a teardown added none), and on which hosts (iolab.lease keeps their lease records for the next command).
 teardown_left: list[str] = []
+untorn: set[str] = set()
 
 
 @dataclasses.dataclass
@@ -121,17 +122,23 @@ def workload_vars(run: Run) -> dict[str, Any]:
 def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
     """Run `run` on the hosts (caches dropped as its cache policy says); each host returns its files packed.
 
-    `warm_command`: run the workload's warm_command on each host first (the warm run of cache: warm).
+    `warm_command`: run the workload's warm_command on each host first (the warm run of cache: warm), bounded
+    by the run's timeout (its bench role's `bench_<tool>_timeout`, in s).
     """
-    warm = {"run_warm_command": run.workload.warm_command, "run_target": run.backend.target} if warm_command else {}
+    variables = workload_vars(run)
+    warm = {
+        "run_warm_command": run.workload.warm_command,
+        "run_target": run.backend.target,
+        "run_warm_timeout": variables[f"{variables['run_role']}_timeout"],
+    }
     return runner.Phase(
         "run.yml",
         {
             "iolab_run_id": run.run_id,
             "run_drop_caches": run.drop_caches,
             "run_profilers": run.workload.profilers,
-            **warm,
-            **workload_vars(run),
+            **(warm if warm_command else {}),
+            **variables,
             **ceph_osds.run_vars(run.backend),
         },
     )
@@ -336,8 +343,10 @@ def tear_down(lab: Lab, campaign: Campaign, backend: str, hosts: list[str]) -> l
 
 def left_behind(lab: Lab, backend: str, outcomes: Iterable[runner.HostOutcome]) -> list[str]:
     """The hosts whose unmount of `backend` failed, said now and kept in teardown_left, as sentences."""
-    left = [f"unmounting {backend} failed: {o.describe()}" for o in outcomes if o.failed or o.unreachable]
+    failed = [o for o in outcomes if o.failed or o.unreachable]
+    left = [f"unmounting {backend} failed: {o.describe()}" for o in failed]
     for line in left:
         lab.console.print(f"[red]{line}[/]")
     teardown_left.extend(left)
+    untorn.update(o.host for o in failed)
     return left

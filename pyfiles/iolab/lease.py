@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iolab import paths
+from iolab import execute, paths
 from iolab.errors import UserError
 from iolab.execute import HOST_DIR, OWNER
 from iolab.host import leasehold
@@ -79,7 +79,10 @@ def gone(holder: dict[str, Any]) -> str | None:
         return None
     if holder.get("boot_id") != _boot_id():
         return f"{holder.get('controller')} has rebooted since"
-    if _start_time(int(holder.get("pid", 0))) != holder.get("pid_start"):
+    pid = holder.get("pid")
+    if type(pid) is not int:  # not a record iolab wrote: nothing here can tell
+        return None
+    if _start_time(pid) != holder.get("pid_start"):
         return f"PID {holder.get('pid')} on {holder.get('controller')} has ended"
     return None
 
@@ -124,33 +127,48 @@ class Holder:
     def __init__(self, host: str, hostvars: dict[str, Any], info: dict[str, Any], steal_pid: int | None = None):
         self.host = host
         args = [LEASE_DIR, json.dumps({**info, "host": host})] + ([str(steal_pid)] if steal_pid else [])
-        # Its own session: a Ctrl-C at the terminal must not release the lease before teardown ends.
-        self.proc = subprocess.Popen(
-            _argv(host, hostvars, args),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
         self.state, self.detail = "", dict[str, Any]()
+        self.argv = _argv(host, hostvars, args)
+        self.ssh = hostvars.get("ansible_connection") != "local"
 
     def answer(self) -> Holder:
-        """Read the holder's one line: held, busy, or (no line) why it could not start."""
+        """Start the holder and read its one line: held, busy, error; or (no line) why it could not start:
+        `unreachable` when ssh could not connect, else `error`."""
+        try:
+            # Its own session: a Ctrl-C at the terminal must not release the lease before teardown ends.
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self.state, self.detail = "error", {"message": f"cannot start {self.argv[0]}: {exc.strerror}"}
+            return self
         assert self.proc.stdout is not None and self.proc.stderr is not None  # Popen(stdout=PIPE, stderr=PIPE)
         line = self.proc.stdout.readline().split(" ", 2)
-        if len(line) == 3 and line[0] == leasehold.LINE:
-            self.state, self.detail = line[1], json.loads(line[2])
-        else:
-            self.release()
+        with contextlib.suppress(ValueError):
+            if len(line) == 3 and line[0] == leasehold.LINE and line[1] in ("held", "busy", "error"):
+                self.state, self.detail = line[1], json.loads(line[2])
+        if self.state == "held":
+            return self
+        self.release(done=False)  # it has ended, or ends now
+        if not self.state:
             err = self.proc.stderr.read().strip().splitlines()
-            self.state, self.detail = "error", {"message": err[-1] if err else f"exit {self.proc.returncode}"}
+            unreachable = self.ssh and self.proc.returncode == 255  # ssh's own failure: the host was not reached
+            self.state = "unreachable" if unreachable else "error"
+            self.detail = {"message": err[-1] if err else f"the lease holder exited {self.proc.returncode}"}
         return self
 
-    def release(self) -> None:
-        with contextlib.suppress(OSError):
-            assert self.proc.stdin is not None  # Popen(stdin=PIPE)
-            self.proc.stdin.write(leasehold.RELEASE.decode())  # a normal end: the holder drops its record
+    def release(self, done: bool = True) -> None:
+        """Let the host go. `done`: this command's teardown is complete there, and the holder drops its record;
+        else the record stays, and the next command to take the host cleans what this one left."""
+        if done:
+            with contextlib.suppress(OSError):
+                assert self.proc.stdin is not None  # Popen(stdin=PIPE)
+                self.proc.stdin.write(leasehold.RELEASE.decode())
         with contextlib.suppress(OSError):
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -187,9 +205,13 @@ def _take(lab: Lab, hosts: list[str], info: dict[str, Any], steal: dict[str, int
 def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
     """Hold every host of `lab` for `what` (e.g. "campaign quick") while the block runs.
 
-    A host held by another campaign raises UserError before the block runs (and the
-    hosts taken are let go). A host whose holder could not start (unreachable) is
-    named in a warning and left to the command's own checks of reachability.
+    A host held by another campaign, or whose lease could not be taken for sure (the holder
+    failed, its record is damaged), raises UserError before the block runs (and the hosts
+    taken are let go). A host that ssh could not reach is named in a warning and left to the
+    command's own checks of reachability: nothing can run there either.
+
+    A host is released (its record dropped) only where the command's teardown is complete
+    (iolab.execute.untorn); elsewhere its record stays, and the next command there cleans up.
     """
     # What this command's runs leave on a host (iolab.execute.OWNER, its release): a command that takes the
     # lease after this one was killed outright cleans it.
@@ -222,14 +244,26 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
                 f"{describe(busy[0].host, busy[0].detail)}{more}; wait for it to end, or pass "
                 "--steal if that campaign is gone"
             )
+        failed = [h for h in holders if h.state == "error"]
+        if failed:
+            more = f" (and {len(failed) - 1} more host(s))" if len(failed) > 1 else ""
+            raise UserError(
+                f"{failed[0].host}{more}: no lease taken, so nothing was run: {failed[0].detail['message']}"
+            )
         for holder in holders:
             previous = holder.detail.get("previous") if holder.state == "held" else None
             if previous:
                 lab.console.print(f"[yellow]{holder.host}:[/] {_takeover(previous, holder.detail)}")
-            if holder.state == "error":
-                lab.console.print(f"[yellow]{holder.host}: no lease taken:[/] {holder.detail['message']}")
+            if holder.state == "unreachable":
+                lab.console.print(f"[yellow]{holder.host}: no lease taken (not reached):[/] {holder.detail['message']}")
         yield
     finally:
         for holder in holders:
             if holder.state == "held":
-                holder.release()
+                done = holder.host not in execute.untorn
+                if not done:
+                    lab.console.print(
+                        f"[yellow]{holder.host}: teardown incomplete; its lease record stays, and the next "
+                        "command on it cleans what is left first[/]"
+                    )
+                holder.release(done)

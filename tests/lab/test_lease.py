@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -24,12 +25,13 @@ FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s", 
 
 def records(host_pid: int | None = None) -> list[dict]:
     """The lease records under the host directory (shared by every simulated host)."""
-    found = []
-    for path in sorted(os.scandir(lease.LEASE_DIR), key=lambda e: e.name):
-        if path.name.endswith(".json"):
-            with open(path.path) as handle:
-                found.append(json.load(handle))
+    found = [json.loads(path.read_text()) for path in record_files()]
     return [r for r in found if host_pid is None or r["holder_pid"] == host_pid]
+
+
+def record_files() -> list[Path]:
+    directory = Path(lease.LEASE_DIR)
+    return sorted(directory.glob("*.json")) if directory.is_dir() else []
 
 
 @pytest.fixture
@@ -166,3 +168,44 @@ def test_sigterm_releases_the_lease_after_teardown(sim_hosts, cli, tmp_path):
     assert records(held["holder_pid"]) == []
     with lease.held(_lab(sim_hosts, "gpu01"), "campaign mine"):  # free again
         pass
+
+
+def test_a_damaged_lease_record_refuses_a_second_campaign_and_leaves_the_first_intact(sim_hosts, cli, tmp_path):
+    """The second campaign's holder crashed on the record, and the campaign ran anyway ("no lease taken")."""
+    argvs = {}
+    for name, runtime in (("lease-dmg-a", "12s"), ("lease-dmg-b", "2s")):
+        path = tmp_path / f"{name}.yml"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "name": name,
+                    "repetitions": 1,
+                    "workloads": [{**FIO, "runtime": runtime}],
+                    "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}],
+                }
+            )
+        )
+        argvs[name] = cli.argv(
+            "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu03", "--campaign", str(path)
+        )
+    first = subprocess.Popen(
+        argvs["lease-dmg-a"], cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not [r for r in records() if r["held_for"] == "campaign lease-dmg-a"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (held,) = [p for p in record_files() if json.loads(p.read_text())["held_for"] == "campaign lease-dmg-a"]
+    held.write_text(json.dumps({"holder_pid": "x"}))
+    started = time.monotonic()
+    second = subprocess.run(argvs["lease-dmg-b"], cwd=ROOT, env=cli.env, capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - started < 30
+    assert second.returncode == 2, second.stderr
+    err = second.stderr.strip()
+    assert err.splitlines() == [err] and "Traceback" not in err
+    assert err.startswith("iolab: gpu03: no lease taken, so nothing was run: the lease record ") and "damaged" in err
+    assert not (cli.results / "lease-dmg-b").exists()
+    assert first.poll() is None  # the first still runs, alone
+    _, err = first.communicate(timeout=180)
+    assert first.returncode == 0, err
+    assert [r["status"] for r in cli.runs("lease-dmg-a")] == ["ok"]
+    assert sim_hosts.mounts_left() == {}

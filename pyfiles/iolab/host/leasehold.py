@@ -28,6 +28,13 @@ with `iolab.host.hostrun stop --orphaned-mounts` from the release it ran (INFO_J
 
     iolab-lease held {"previous": <record>, "cleaned": [lines], "clean_error": null | "why not"}
 
+Anything that keeps it from answering for sure — a lease directory it cannot make, a lock
+it cannot open, a record that is not a JSON object with an integer `holder_pid` (so it
+cannot tell who holds the host, nor what a crashed holder left) — is answered, never
+guessed past:
+
+    iolab-lease error {"message": "why, and what to do"}
+
 STEAL_PID ends a holder that the controller found orphaned (its campaign gone) by the
 PID its record gives, before taking the lease.
 """
@@ -46,12 +53,28 @@ LINE = "iolab-lease"
 RELEASE = b"release\n"  # the controller's last words to a holder: its campaign ended normally
 
 
+class Damaged(Exception):
+    """A lease record that is not one a holder wrote: no command may take the host on a guess."""
+
+
 def _read(path: str) -> dict | None:
+    """The lease record at `path`, or None where there is none (records are replaced whole, never torn)."""
     try:
         with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
+            text = handle.read()
+    except FileNotFoundError:
         return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or type(record.get("holder_pid")) is not int:
+        raise Damaged(
+            f"the lease record {path} is damaged (not a JSON object with an integer holder_pid): iolab cannot "
+            "tell who holds this host or what its last command left; check that no command uses the host, "
+            "then remove that file"
+        )
+    return record
 
 
 def _alive(pid: int) -> bool:
@@ -65,11 +88,19 @@ def _alive(pid: int) -> bool:
 
 
 def _holder(path: str) -> dict:
-    """The live holder's record; it may be writing it just now (two campaigns at once)."""
+    """The live holder's record; it may be writing it just now (two campaigns at once). Damaged when the record
+    is still not one a holder wrote after 2 s."""
     deadline = time.monotonic() + 2.0
     while True:
-        record = _read(path)
-        if record and _alive(int(record.get("holder_pid", 0))) or time.monotonic() > deadline:
+        try:
+            record, damaged = _read(path), None
+        except Damaged as exc:
+            record, damaged = None, exc
+        if record and _alive(record["holder_pid"]):
+            return record
+        if time.monotonic() > deadline:
+            if damaged:
+                raise damaged
             return record or {}
         time.sleep(0.02)
 
@@ -88,6 +119,18 @@ def _end(pid: int, record: dict | None) -> None:
 
 
 def main(argv: list[str]) -> int:
+    try:
+        return _hold(argv)
+    except Damaged as exc:
+        message = str(exc)
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        message = f"cannot take the lease in {argv[0]}: {exc.strerror or exc}{where}"
+    print(f"{LINE} error {json.dumps({'message': message})}", flush=True)
+    return 4
+
+
+def _hold(argv: list[str]) -> int:
     directory, info = argv[0], json.loads(argv[1])
     os.makedirs(directory, exist_ok=True)
     key = "netns-" + os.readlink("/proc/self/ns/net").strip("net:[]")

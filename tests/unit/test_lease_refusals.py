@@ -1,0 +1,84 @@
+"""A host lease that cannot be taken for sure refuses the command; a lease is let go only after teardown.
+
+The holders here are real (iolab.host.leasehold on this machine, as for the local inventory), in a
+lease directory of the test's own instead of /opt/iolab/leases.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from iolab import cli as cli_mod
+from iolab import execute, lease
+from iolab.errors import UserError
+from support import ROOT
+
+HOST = "localhost"
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "LEASE_DIR", str(tmp_path / "leases"))
+    return cli_mod.lab(str(ROOT / "inventory" / "local.yml"), HOST)
+
+
+def record_path(tmp_path: Path) -> Path:
+    (found,) = (tmp_path / "leases").glob("netns-*.json")
+    return found
+
+
+def test_a_damaged_record_of_a_held_host_refuses_the_second_command_in_one_line(lab, tmp_path):
+    """The holder used to crash on it (int("x")), and the command ran anyway after "no lease taken"."""
+    with lease.held(lab, "campaign first"):
+        record_path(tmp_path).write_text(json.dumps({"holder_pid": "x"}))
+        started = time.monotonic()
+        with pytest.raises(UserError) as refused:
+            with lease.held(lab, "campaign second"):
+                pytest.fail("the second command ran on a host it holds no lease of")
+        assert time.monotonic() - started < 30
+    said = str(refused.value)
+    assert said.startswith(f"{HOST}: no lease taken, so nothing was run: the lease record ")
+    assert "is damaged (not a JSON object with an integer holder_pid)" in said
+    assert "then remove that file" in said and "\n" not in said
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json", '{"held_for": "campaign x"}'])
+def test_a_damaged_record_beside_a_free_lock_refuses_rather_than_take_over_blind(lab, tmp_path, text):
+    """A free lock with a record nobody can read: what its command left cannot be cleaned, so no taking over."""
+    with lease.held(lab, "campaign first"):
+        path = record_path(tmp_path)
+    path.write_text(text)
+    with pytest.raises(UserError, match=r"^localhost: no lease taken, so nothing was run: the lease record .* damaged"):
+        with lease.held(lab, "campaign second"):
+            pytest.fail("the command ran")
+    assert path.read_text() == text  # left for the operator to look at
+    path.unlink()
+    with lease.held(lab, "campaign third"):  # the lock itself was let go
+        pass
+
+
+def test_a_lease_directory_that_cannot_be_made_refuses_naming_the_cause(lab, tmp_path):
+    (tmp_path / "leases").write_text("a file where the directory goes")
+    with pytest.raises(UserError, match=r"^localhost: no lease taken, so nothing was run: cannot take the lease in "):
+        with lease.held(lab, "campaign first"):
+            pytest.fail("the command ran")
+
+
+def test_a_lease_is_kept_for_the_next_command_where_teardown_is_incomplete(lab, tmp_path, monkeypatch):
+    monkeypatch.setattr(execute, "untorn", set())
+    lab.console.begin_capture()
+    with lease.held(lab, "campaign first"):
+        execute.untorn.add(HOST)  # what tear_down records when an unmount failed there
+    said = lab.console.end_capture()
+    assert "localhost: teardown incomplete; its lease record stays" in said
+    assert json.loads(record_path(tmp_path).read_text())["held_for"] == "campaign first"
+    execute.untorn.clear()
+    lab.console.begin_capture()
+    with lease.held(lab, "campaign second"):
+        pass
+    assert "the lease of campaign first" in lab.console.end_capture()  # taken over, and cleaned after
+    assert not list((tmp_path / "leases").glob("netns-*.json"))  # the second ended with its teardown complete
