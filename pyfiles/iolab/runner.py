@@ -32,7 +32,8 @@ from rich.table import Table
 
 from iolab import paths
 from iolab.errors import Terminated
-from iolab.host.hostrun import ARCHIVE_LINE
+from iolab.host.hostrun import ARCHIVE_LINE, end_processes
+from iolab.host.telemetry import ToolTree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,6 +273,30 @@ def _project(private: Path, phases: list[Phase]) -> str:
     return path.name
 
 
+ENV_MARK = "IOLAB_PLAYBOOK"  # in the environment of each ansible-playbook process: its call's private directory
+
+
+def _playbook_tree(private: Path) -> dict[int, int]:
+    """The processes (PID → start time) of the ansible-playbook this process started for `private` (its
+    environment says so): it and every descendant, its workers above all. Each worker calls setsid(), so
+    ansible-runner's cancel, a SIGKILL to ansible-playbook's process group, would leave them running, orphaned,
+    with the task they run (a module, and the command it started, holding the storage)."""
+    mark = f"{ENV_MARK}={private}".encode()
+    members: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            ours = (
+                entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
+            )
+            if ours and mark in (entry / "environ").read_bytes().split(b"\0"):
+                tree = ToolTree(int(entry.name))
+                tree.cpu_seconds()
+                members.update(tree.members())
+        except (OSError, IndexError, ValueError):
+            continue
+    return members
+
+
 # Playbooks this process started: a command interrupted before its first had nothing to tear down.
 plays_started = 0
 
@@ -316,6 +341,15 @@ def run(
         "ANSIBLE_NOCOLOR": "1",
     }
     private = Path(tempfile.mkdtemp(prefix="iolab-runner-"))
+    envvars[ENV_MARK] = str(private)
+    cancelled: dict[int, int] = {}  # the playbook's processes when it was cancelled: ended once it has been
+
+    def cancel() -> bool:
+        if ctrl_c.pressed and ctrl_c.cancellable or progress.error is not None:
+            cancelled.update(_playbook_tree(private))
+            return True
+        return False
+
     try:
         playbook = _project(private, phases)
         live = (
@@ -338,13 +372,14 @@ def run(
                     envvars=envvars,
                     quiet=True,
                     event_handler=progress.handle,
-                    cancel_callback=lambda: bool(ctrl_c.pressed) and ctrl_c.cancellable or progress.error is not None,
+                    cancel_callback=cancel,
                     settings={"suppress_ansible_output": True},
                     suppress_env_files=True,
                 )
             finally:
                 if live:
                     live.stop()
+                end_processes(cancelled)  # its workers, and what they ran here (on a host over SSH: `hostrun stop`)
         if runner.status != "canceled":
             progress.end_phase()  # the last one
         if progress.error is not None:

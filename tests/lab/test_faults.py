@@ -210,3 +210,105 @@ def test_storage_that_hangs_times_the_run_out_and_teardown_does_not_hang(sim_hos
     assert took < 150, f"the campaign took {took:.0f} s after the storage went away"
     assert sim_hosts.mounts_left() == {}
     assert not tool_running("gpu02")
+
+
+# --- a warm_command that never ends --------------------------------------------------------------------
+
+
+def warm_hung(tmp_path, name: str, timeout: str) -> str:
+    """A campaign whose warm run first runs `sleep 600` in the backend (cache: warm, needs --allow-commands)."""
+    workload = {**FIO, "cache": "warm", "timeout": timeout, "warm_command": ["sleep", "600"]}
+    return campaign(tmp_path, name, tmpfs(f"itest-{name}"), workloads=[workload])
+
+
+def of_results(cli: Cli, what: str) -> list[int]:
+    """Processes started by this test's commands (their environment names its results) whose command line
+    holds `what`: none may outlive a command."""
+    mark = f"IOLAB_RESULTS={cli.results}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and mark in (entry / "environ").read_bytes().split(b"\0"):
+                if what.encode() in (entry / "cmdline").read_bytes() and alive(int(entry.name)):
+                    found.append(int(entry.name))
+    return found
+
+
+def sleeping(sim_hosts, name: str) -> list[int]:
+    """The warm_command's processes (`sleep 600`) running now on host `name`."""
+    found = []
+    for pid in processes_of(sim_hosts, name):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes() == b"sleep\x00600\x00" and alive(pid):
+                found.append(pid)
+    return found
+
+
+def test_a_warm_command_that_never_ends_is_stopped_at_the_runs_timeout(sim_hosts, cli, tmp_path):
+    path = warm_hung(tmp_path, "fault-warm", "10s")
+    args = ["bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu01", "--campaign", path]
+    started = time.monotonic()
+    done = cli(*args, "--allow-commands", check=False)
+    took = time.monotonic() - started
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert took < 120, f"the campaign took {took:.0f} s with a 10 s timeout"
+    cold, warm = sorted(cli.runs("fault-warm"), key=lambda r: r["status"] != "ok")
+    assert cold["status"] == "ok"
+    assert warm["status"] == "failed" and "sleep stopped: it ran past its timeout of 10 s" in warm["error"], warm
+    assert not sleeping(sim_hosts, "gpu01")
+    assert sim_hosts.mounts_left() == {}
+
+
+def test_ctrl_c_during_a_warm_command_leaves_no_process_mount_or_lease(sim_hosts, cli, tmp_path):
+    """It left the command, the tmpfs ("target is busy"), an orphaned ansible-playbook, and released the lease."""
+    path = warm_hung(tmp_path, "fault-warm-int", "5m")
+    args = ["bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu02", "--campaign", path]
+    proc = running(cli, *args, "--allow-commands")
+    try:
+        wait_for(proc, lambda: sleeping(sim_hosts, "gpu02"), "the warm_command on gpu02")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted: teardown done" in " ".join(err.split()), err
+    assert not sleeping(sim_hosts, "gpu02")
+    assert not of_results(cli, "ansible-playbook")
+    assert sim_hosts.mounts_left() == {}
+    leases = Path("/opt/iolab/leases")
+    assert not [p for p in leases.glob("*.json") if "fault-warm-int" in p.read_text()]  # released, after teardown
+
+
+def test_a_takeover_ends_a_killed_campaigns_checkpoint_writer_and_removes_its_shards(sim_hosts, cli, tmp_path):
+    """The writer ran on after the kill, and the takeover cleaned only the run directory: the shards stayed."""
+    target = Path(tempfile.mkdtemp(prefix="iolab-ckpt-", dir="/var/tmp"))
+    backend = {"name": "itest-ckpt-kill", "type": "local", "path": str(target)}
+    workload = {"name": "ckpt", "type": "checkpoint", "model": "llama3-8b", "scale": 0.01, "writers": 2}
+    path = campaign(tmp_path, "fault-ckpt-kill", backend, workloads=[workload])
+    args = ["bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu04", "--campaign", path]
+    shards = target / "iolab-gpu04" / "checkpoint"
+    proc = running(cli, *args)
+    try:
+        wait_for(proc, lambda: list(shards.glob("ckpt-rank*.bin")), "a checkpoint shard on gpu04", timeout=180)
+        writers = [p for p in processes_of(sim_hosts, "gpu04") if b"iolab.host.checkpoint" in cmdline(p)]
+        assert writers
+        proc.kill()  # SIGKILL: no teardown, no lease release
+        proc.communicate(timeout=30)
+        again = cli("storage.unmount", "--backend", "itest-ckpt-kill", *args[1:])
+        said = " ".join(again.stderr.split())
+        assert "gpu04: the lease of campaign fault-ckpt-kill" in said and "cleaned what it left:" in said, said
+        assert f"wrote in {shards}" in said, said
+        assert not any(alive(pid) for pid in writers)
+        assert not shards.exists() or not list(shards.iterdir())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from iolab.host import hostrun
+
 PIECE = 64 << 20
 SLACK = 4 << 20  # the pool is a piece and this: each piece starts at another offset of it
 # A rank's memory beside its pool: measured as the resident size of a forked rank less its pool, 11 MiB
@@ -199,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             if refused or opts.phase == "check":
                 print(refused or f"{len(paths)} ranks fit this host's memory and the target's space", file=sys.stderr)
                 return 1 if refused else 0
+            hostrun.note_scratch(opts.out, paths)  # for `hostrun stop`, should the run not end as it should
             ranks = _run_ranks(_write_rank, [(p, opts.bytes_per_rank) for p in paths])
             _record(opts.out, "write", ranks, fsync=True)
         else:
@@ -220,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             if opts.remove:
                 for path in paths:
                     path.unlink(missing_ok=True)
+                hostrun.note_scratch(opts.out, [])
     except (OSError, RuntimeError) as exc:
         print(f"checkpoint {opts.phase} on {opts.dir}: {exc}", file=sys.stderr)
         return 1

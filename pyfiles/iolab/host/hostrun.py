@@ -55,6 +55,7 @@ from pathlib import Path
 from iolab.host import ceph_osds, facts, live, mounts, profilers, telemetry
 
 PIDFILE = "hostrun.pid"
+SCRATCH = "scratch.json"  # RUN.scratch.json, beside a run's directory: what it writes on the storage (note_scratch)
 ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
 # Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
@@ -85,6 +86,43 @@ def _write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
+def note_scratch(run_dir: Path, files: list[Path]) -> None:
+    """Record that the run writes `files` outside its directory (on the storage under test: a checkpoint's shards),
+    so that `stop` removes them after an interrupted run, or the run's command killed outright (a takeover);
+    no files: the run removed them itself, and the record goes."""
+    record = run_dir.with_name(f"{run_dir.name}.{SCRATCH}")
+    if files:
+        _write_json(record, {"files": [str(f) for f in files]})
+    else:
+        record.unlink(missing_ok=True)
+
+
+def _remove_scratch(runs_dir: Path) -> list[str]:
+    """Remove what the runs under `runs_dir` noted they wrote on the storage (note_scratch), and each directory
+    left empty by it; one line per run."""
+    done = []
+    for record in sorted(runs_dir.glob(f"*.{SCRATCH}")):
+        try:
+            files = [Path(f) for f in json.loads(record.read_text())["files"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        removed = 0
+        for path in files:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed += 1
+        for directory in sorted({f.parent for f in files}):
+            with contextlib.suppress(OSError):
+                directory.rmdir()  # only once empty
+        if removed:
+            done.append(
+                f"removed {removed} file(s) that {record.name.removesuffix('.' + SCRATCH)} wrote in "
+                f"{', '.join(sorted({str(f.parent) for f in files}))}"
+            )
+        record.unlink()
+    return done
+
+
 def _stop_group(proc: subprocess.Popen, tree: telemetry.ToolTree, grace: float = 5.0) -> None:
     """End the tool: its process group, and every process of its tree (fio's job processes call setsid(),
     so they are in no group of the tool's and would outlive it, holding the storage)."""
@@ -97,7 +135,7 @@ def _stop_group(proc: subprocess.Popen, tree: telemetry.ToolTree, grace: float =
             proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             continue
-        if not _end(members, sig, grace):
+        if not end_processes(members, sig, grace):
             return
 
 
@@ -114,7 +152,7 @@ def _running(members: dict[int, int]) -> list[int]:
     return alive
 
 
-def _end(members: dict[int, int], sig: int = signal.SIGKILL, wait: float = 5.0) -> list[int]:
+def end_processes(members: dict[int, int], sig: int = signal.SIGKILL, wait: float = 5.0) -> list[int]:
     """Send `sig` to what of `members` still runs, wait up to `wait` seconds; return those still running."""
     for pid in _running(members):
         with contextlib.suppress(ProcessLookupError):
@@ -132,7 +170,7 @@ def kill_recorded(run_dir: Path, wait: float = 10.0) -> list[int]:
         members = {int(pid): int(start) for pid, start in json.loads((run_dir / live.PIDS).read_text()).items()}
     except (OSError, ValueError, AttributeError):
         return []
-    return _end(members, signal.SIGKILL, wait)
+    return end_processes(members, signal.SIGKILL, wait)
 
 
 def run(
@@ -197,7 +235,7 @@ def run(
             time.sleep(0.1)  # its other processes (fio's jobs) too
         if proc.poll() is not None:  # ended, or was ended (by `stop`, say): nothing of its tree may stay behind
             watched.tree.cpu_seconds()
-            _end(watched.tree.members())
+            end_processes(watched.tree.members())
         if stopping and _group_alive(proc.pid):
             # Blocked on storage that is gone (a request in a FUSE daemon, a dead NFS server): it ends when
             # teardown releases the storage. Its PID file stays, outside what is packed, for that.
@@ -378,6 +416,7 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
             pidfile.unlink(missing_ok=True)
     if not left and not _quiet(runs_dir, STUCK_AFTER + 15):
         left.append(f"a call of iolab.host.hostrun still writing in {runs_dir}")
+    scratch = [] if left else _remove_scratch(runs_dir)  # the tools have ended: nothing writes there again
     kept = sorted(runs_dir.glob("*.tar.gz")) if keep_archives else []
     runs = [p for p in sorted(runs_dir.iterdir()) if p not in kept] if runs_dir.is_dir() else []
     if not left and kept:
@@ -392,6 +431,8 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
             runs_dir.parent.rmdir()
     if runs:
         print(f"removed what {len(runs)} interrupted run(s) left in {runs_dir}")
+    for line in scratch:
+        print(line)
     for line in _release_orphaned_mounts() if orphaned_mounts else []:
         print(line)
     if left:
