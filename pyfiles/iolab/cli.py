@@ -25,13 +25,15 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         # For the whole command, whatever the parent set: a script or scheduler that started us with
-        # SIGINT ignored still gets Ctrl-C's teardown; SIGTERM tears down as Ctrl-C does.
+        # SIGINT ignored still gets Ctrl-C's teardown; SIGTERM tears down as Ctrl-C does. `./lab` starts
+        # such a command with SIGINT blocked: one sent while Python started is pending, and raised here.
         previous = {
             signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
             signal.SIGTERM: signal.signal(signal.SIGTERM, raise_terminated),
         }
         before, left_before = runner.plays_started, len(execute.teardown_left)
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
             return func(*args, **kwargs)
         except KeyboardInterrupt as exc:
             how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,3 +61,58 @@ def test_sigterm_before_any_playbook_does_not_claim_a_teardown():
     assert done.returncode == 143, done.stderr
     assert "terminated (SIGTERM) before anything ran on a host" in done.stdout
     assert "teardown done" not in done.stdout
+
+
+def _started_as_lab_starts_it():
+    """What `./lab` leaves a command started with SIGINT ignored: ignored, and blocked (see test_lab_blocks...)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
+def test_ctrl_c_while_a_command_starts_with_sigint_ignored_is_not_lost(tmp_path):
+    """A SIGINT in the first 0.3 s (Python's start, invoke, imports) was dropped: the command ran to its end, rc 0."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "report.history"],
+        cwd=ROOT,
+        env={**os.environ, "IOLAB_RESULTS": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_started_as_lab_starts_it,
+    )
+    proc.send_signal(signal.SIGINT)  # at once: before any handler of iolab is in place
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert err.strip() == "iolab: interrupted before anything ran on a host; nothing to tear down"
+
+
+def _lab_copy(tmp_path: Path) -> Path:
+    """`lab` in a checkout of its own whose .venv is installed, its invoke saying the signals it was given."""
+    (tmp_path / "pyproject.toml").write_text("")
+    lab = tmp_path / "lab"
+    shutil.copy(ROOT / "lab", lab)
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "invoke").write_text("#!/bin/bash\nexec grep -E '^Sig(Blk|Ign)' /proc/self/status\n")
+    (venv / "invoke").chmod(0o755)
+    stamp = hashlib.sha256((tmp_path / "pyproject.toml").read_bytes() + lab.read_bytes()).hexdigest()[:16]
+    (tmp_path / ".venv" / ".iolab-installed-run").write_text(stamp + "\n")
+    return lab
+
+
+def _sigint_bits(text: str) -> dict[str, bool]:
+    return {line.split(":")[0]: bool(int(line.split()[1], 16) & 2) for line in text.splitlines()}
+
+
+def test_lab_blocks_sigint_for_a_command_started_with_it_ignored(tmp_path):
+    lab = _lab_copy(tmp_path)
+    ignored = subprocess.run(
+        [str(lab), "report.history"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    assert _sigint_bits(ignored.stdout) == {"SigBlk": True, "SigIgn": True}, ignored.stderr
+    normal = subprocess.run([str(lab), "report.history"], capture_output=True, text=True, timeout=60)
+    assert _sigint_bits(normal.stdout) == {"SigBlk": False, "SigIgn": False}, normal.stderr
