@@ -407,7 +407,7 @@ def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
         echo(writers[format](result))
     if violations:
         raise compare_mod.Regression(
-            printable(f"{len(violations)} rule violation(s): {result.b.label} regressed against {result.a.label}")
+            f"{len(violations)} rule violation(s): {result.b.label} regressed against {result.a.label}"
         )
 
 

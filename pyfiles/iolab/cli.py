@@ -15,12 +15,14 @@ from rich.console import Console
 from iolab import execute, hosts, paths, runner
 from iolab.errors import Interrupted, Terminated, UserError, raise_terminated
 from iolab.execute import Lab
+from iolab.units import printable
 
 console = Console(stderr=True, highlight=False)
 
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
-    """A UserError, Ctrl-C or SIGTERM ends the command with one line and a non-zero exit, no traceback."""
+    """A UserError, Ctrl-C or SIGTERM ends the command with one line and a non-zero exit, no traceback; its
+    control characters written out (units.printable), whatever name or value the message quotes."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -55,7 +57,7 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        raise Exit(f"iolab: {error}", code=error.exit_code)
+        raise Exit(f"iolab: {printable(str(error))}", code=error.exit_code)  # no name sends a terminal escape
 
     return wrapper
 

@@ -319,20 +319,16 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
             return ", ".join(dict.fromkeys(k[1] for k in points)) or "none"
 
         raise UserError(
-            printable(
-                f"{a.label} and {b.label} have no (workload, setting, metric"
-                f"{', backend' if by_backend else ''}) in common: workloads of {a.label}: {workloads(pa)}; "
-                f"of {b.label}: {workloads(pb)}"
-            )
+            f"{a.label} and {b.label} have no (workload, setting, metric"
+            f"{', backend' if by_backend else ''}) in common: workloads of {a.label}: {workloads(pa)}; "
+            f"of {b.label}: {workloads(pb)}"
         )
     for rule in rules:
         if not any(rule.matches(p.metric) and (p.ratio is not None or p.lost) for p in points):
             compared = sorted({validity.base_metric(p.metric) for p in points})
             raise UserError(
-                printable(
-                    f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "
-                    f"(compared: {', '.join(compared[:12]) or 'nothing'})"
-                )
+                f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "
+                f"(compared: {', '.join(compared[:12]) or 'nothing'})"
             )
     return Comparison(a, b, points, len(set(pa) - set(pb)), len(set(pb) - set(pa)), rules)
 
@@ -348,10 +344,8 @@ def sides(results: Path, a: str, b: str, campaign: str | None = None) -> tuple[S
         for name in (a, b):
             if name not in have:
                 raise UserError(
-                    printable(
-                        f"campaign {campaign} has no backend {name!r} (it has: {', '.join(have)}); "
-                        "with --campaign, A and B name two of its backends"
-                    )
+                    f"campaign {campaign} has no backend {name!r} (it has: {', '.join(have)}); "
+                    "with --campaign, A and B name two of its backends"
                 )
         return Side(a, samples, a, store), Side(b, samples, b, store)
     store_a, store_b = find_store(results, a), find_store(results, b)
