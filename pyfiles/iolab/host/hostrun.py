@@ -2,6 +2,7 @@
 
     python -m iolab.host.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR]
                                 [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
+    python -m iolab.host.hostrun step --timeout SECONDS -- python -m iolab.host.fio_jobs prepare ...
     python -m iolab.host.hostrun drop-caches --dir RUN_DIR
     python -m iolab.host.hostrun pack --dir RUN_DIR
     python -m iolab.host.hostrun stop --dir HOST_DIR/runs/OWNER/HOST [--orphaned-mounts]
@@ -17,7 +18,10 @@ process tree (fio's job processes call setsid(); iolab.host.live records the tre
 the PIDs it recorded, waits for that command's other hostrun calls to finish (an flock
 on its run directory), and removes its files (and, after a crashed campaign, its mounts). `--before` runs a step
 that must succeed first, in the same call: on a single host, where no common start is
-needed, fio's prepare (size, lay out, drop caches) and the run are one task.
+needed, fio's prepare (size, lay out, drop caches) and the run are one task. `step` runs
+any other step of a run (fio's prepare on several hosts, a cache drop, a check on the
+target) as the tool is run and its output passed on; each step, `--before`'s too, is ended
+with its process tree at the run's `--timeout`.
 
 With `--profilers perf,py-spy` (or $IOLAB_PROFILERS, which playbooks/run.yml sets from
 the workload's `profilers`), iolab.host.profilers samples the tool while it runs. With
@@ -49,14 +53,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from iolab.host import ceph_osds, facts, live, mounts, profilers, telemetry
+from iolab.shared.processes import end_processes
+from iolab.shared.protocol import ARCHIVE_LINE, LIVE_FILE
 
 PIDFILE = "hostrun.pid"
 SCRATCH = "scratch.json"  # RUN.scratch.json, beside a run's directory: what it writes on the storage (note_scratch)
-ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
 # Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
 STUCK_AFTER = 15.0  # seconds a stopped tool may take to end before `run` gives up waiting for it
@@ -139,30 +146,6 @@ def _stop_group(proc: subprocess.Popen, tree: telemetry.ToolTree, grace: float =
             return
 
 
-def _running(members: dict[int, int]) -> list[int]:
-    """The processes of `members` (PID → start time) still running (not zombies) as the same processes."""
-    alive = []
-    for pid, started in members.items():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[19]) == started and fields[0] not in ("Z", "X"):
-            alive.append(pid)
-    return alive
-
-
-def end_processes(members: dict[int, int], sig: int = signal.SIGKILL, wait: float = 5.0) -> list[int]:
-    """Send `sig` to what of `members` still runs, wait up to `wait` seconds; return those still running."""
-    for pid in _running(members):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-    deadline = time.time() + wait
-    while time.time() < deadline and _running(members):
-        time.sleep(0.05)
-    return _running(members)
-
-
 def kill_recorded(run_dir: Path, wait: float = 10.0) -> list[int]:
     """SIGKILL the tool tree's processes that a run recorded (live.PIDS) and that still run as the same
     processes; return those still running after `wait` seconds."""
@@ -171,6 +154,76 @@ def kill_recorded(run_dir: Path, wait: float = 10.0) -> list[int]:
     except (OSError, ValueError, AttributeError):
         return []
     return end_processes(members, signal.SIGKILL, wait)
+
+
+def _watch(
+    proc: subprocess.Popen,
+    tree: telemetry.ToolTree,
+    timeout: float | None,
+    started: float,
+    parent: int,
+    scan: bool = False,
+) -> str | None:
+    """Wait for `proc` to end; end it with its process tree (_stop_group) once it runs past `timeout` s or the
+    task that started this process (`parent`) goes away. Return why it was stopped, None when it ended by itself.
+    `scan`: read its tree each turn (where no iolab.host.live thread does), so that what it leaves is ended too."""
+    reason, stopping = None, None
+    while proc.poll() is None:
+        try:
+            proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            pass
+        if scan:
+            tree.cpu_seconds()
+        if os.getppid() != parent:
+            reason = "the task that started it went away (Ctrl-C or a lost connection)"
+        elif timeout and time.time() - started > timeout:
+            reason = f"it ran past its timeout of {timeout:.0f} s"
+        if reason:
+            stopping = stopping or time.time()
+            _stop_group(proc, tree)
+        if stopping and time.time() - stopping > STUCK_AFTER:
+            break
+    while stopping and _group_alive(proc.pid) and time.time() - stopping < STUCK_AFTER:
+        time.sleep(0.1)  # its other processes (fio's jobs) too
+    if proc.poll() is not None:  # ended, or was ended (by `stop`, say): nothing of its tree may stay behind
+        tree.cpu_seconds()
+        end_processes(tree.members())
+    if reason and _group_alive(proc.pid):
+        # Blocked on storage that is gone (a request in a FUSE daemon, a dead NFS server): it ends when
+        # teardown releases the storage.
+        reason += "; it did not end after SIGKILL (blocked on its storage?) and is left to teardown"
+    return reason
+
+
+def _step_name(argv: list[str]) -> str:
+    """A step's name for its messages: `MODULE SUBCOMMAND` of `python -m MODULE SUBCOMMAND`, else the program."""
+    return " ".join(argv[2:4]) if argv[1:2] == ["-m"] else Path(argv[0]).name
+
+
+def step(
+    argv: list[str],
+    timeout: float | None,
+    stdout: BinaryIO | None = sys.stdout.buffer,
+    stderr: BinaryIO = sys.stderr.buffer,
+) -> int:
+    """Run one step of a run that is not its tool (fio's prepare, a cache drop, a check on the target) as the tool
+    is run: in its own session, ended with its process tree once it runs past `timeout` s or the task that started
+    this process goes away, then one line on stderr naming the step, why, and the timeout. Its output goes to
+    `stdout` and `stderr` once it has ended (files meanwhile: a process stuck on its storage holds no pipe)."""
+    parent = os.getppid()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        reason = _watch(proc, telemetry.ToolTree(proc.pid), timeout, time.time(), parent, scan=True)
+        for kept, to in ((out, stdout), (err, stderr)):
+            if to is not None:
+                kept.seek(0)
+                shutil.copyfileobj(kept, to)
+                to.flush()
+    if reason:
+        print(f"{_step_name(argv)} stopped: {reason}", file=sys.stderr, flush=True)
+        return 1
+    return proc.returncode if proc.returncode is not None else 1
 
 
 def run(
@@ -191,10 +244,9 @@ def run(
         print("; ".join(problems), file=sys.stderr)
         return 1
     if before:  # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
-        done = subprocess.run(before, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if done.returncode != 0:
-            sys.stderr.write(done.stderr)
-            return done.returncode
+        rc = step(before, timeout, stdout=None)
+        if rc != 0:
+            return rc
     cached_before = facts.meminfo().get("Cached", 0)
     if start_at is not None:
         time.sleep(max(0.0, start_at - time.time()))
@@ -205,7 +257,7 @@ def run(
         )
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
         # What it moves each second, for the controller to show while the run's task runs; and its processes
-        watched = live.Live(run_dir / live.FILE, proc.pid, run_dir / "stdout.txt")
+        watched = live.Live(run_dir / LIVE_FILE, proc.pid, run_dir / "stdout.txt")
         watched.start()
         signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc, watched.tree))
         profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
@@ -216,30 +268,8 @@ def run(
             sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
             sampler.start()
         osds = ceph_osds.started_from_env(run_dir, telemetry_after)  # a Ceph backend's OSDs ($IOLAB_CEPH)
-        reason, stopping = None, None
-        while proc.poll() is None:
-            try:
-                proc.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                pass
-            if os.getppid() != parent:
-                reason = "the task that started it went away (Ctrl-C or a lost connection)"
-            elif timeout and time.time() - started > timeout:
-                reason = f"it ran past its timeout of {timeout:.0f} s"
-            if reason:
-                stopping = stopping or time.time()
-                _stop_group(proc, watched.tree)
-            if stopping and time.time() - stopping > STUCK_AFTER:
-                break
-        while stopping and _group_alive(proc.pid) and time.time() - stopping < STUCK_AFTER:
-            time.sleep(0.1)  # its other processes (fio's jobs) too
-        if proc.poll() is not None:  # ended, or was ended (by `stop`, say): nothing of its tree may stay behind
-            watched.tree.cpu_seconds()
-            end_processes(watched.tree.members())
-        if stopping and _group_alive(proc.pid):
-            # Blocked on storage that is gone (a request in a FUSE daemon, a dead NFS server): it ends when
-            # teardown releases the storage. Its PID file stays, outside what is packed, for that.
-            reason += "; it did not end after SIGKILL (blocked on its storage?) and is left to teardown"
+        reason = _watch(proc, watched.tree, timeout, started, parent)
+        if reason and _group_alive(proc.pid):  # its PID file stays, outside what is packed, for teardown
             (run_dir.parent / f"{run_dir.name}.{PIDFILE}").write_text(f"{proc.pid}\n")
         ended = time.time()
         watched.stop()
@@ -482,6 +512,9 @@ def main(args: list[str] | None = None) -> int:
         help="leave RUN_DIR unpacked (a phase whose directory a later call packs)",
     )
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
+    p_step = sub.add_parser("step", help="run a step of a run that is not its tool, bounded as the tool is")
+    p_step.add_argument("--timeout", type=float, required=True, help="seconds; 0: no limit")
+    p_step.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
     p_stop = sub.add_parser("stop")
@@ -497,6 +530,9 @@ def main(args: list[str] | None = None) -> int:
         help="leave finished runs' archives (RUN.tar.gz) for collect.yml, which fetches and removes them",
     )
     opts = parser.parse_args(args)
+    if opts.command == "step":
+        argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
+        return step(argv, opts.timeout) if argv else parser.error("give the step's command after --")
     if opts.command != "stop":
         _hold(opts.dir)
     if opts.command == "run":
