@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab import datasets, runner, validity
+from iolab.backends.base import DATASET_DIR
 from iolab.backends.s3 import S3Backend
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed, UserError
@@ -32,11 +33,10 @@ from iolab.execute import (
     tear_down,
     workload_vars,
 )
-from iolab.host import fio_jobs
 from iolab.progress import Planned, Progress
 from iolab.record import headline, record_run, run_record
 from iolab.samples import ResultStore
-from iolab.workloads.base import DATASET_DIR
+from iolab.shared import fio_options
 from iolab.workloads.fio import FioWorkload
 from iolab.workloads.pytorch import PytorchWorkload
 
@@ -481,18 +481,19 @@ def single_fio(
             f"backend {chosen!r} is not in campaign {spec.name} (it has: {', '.join(names)}); pass --backend NAME"
         )
     workload: dict[str, Any] = {
-        "name": Path(profile).stem if profile not in fio_jobs.PROFILES else profile,
+        "name": Path(profile).stem if profile not in fio_options.PROFILES else profile,
         "type": "fio",
         "runtime": runtime,
         "ramp": ramp,
     }
-    if profile in fio_jobs.PROFILES:
+    if profile in fio_options.PROFILES:
         workload["profile"] = profile
     elif Path(profile).exists():
         workload["jobfile"] = str(Path(profile).resolve())
     else:
         raise UserError(
-            f"--profile {profile!r} is neither a fio profile ({', '.join(fio_jobs.PROFILES)}) nor an existing job file"
+            f"--profile {profile!r} is neither a fio profile ({', '.join(fio_options.PROFILES)}) "
+            "nor an existing job file"
         )
     if size:
         workload["size"] = size
@@ -630,11 +631,11 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
             bssplit = (
                 {"bssplit": "<from the data set's size histogram>"} if variables.get("bench_fio_bssplit_from") else {}
             )
-            job = fio_jobs.render(
+            job = fio_options.render(
                 {
                     **variables["bench_fio_options"],
                     **bssplit,
-                    "filename": "<target>/iolab-<host>/" + fio_jobs.DATA_FILE,
+                    "filename": "<target>/iolab-<host>/" + fio_options.DATA_FILE,
                     "size": str(variables["bench_fio_size"] or "<fits>"),
                 },
                 "iolab",

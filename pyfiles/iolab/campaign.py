@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from iolab import yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
 from iolab.errors import UserError
-from iolab.host import fio_jobfile
-from iolab.host.confine import MOUNT_ROOT, refusal
-from iolab.schema import AbsPath, Duration, Model, Name
+from iolab.schema import AbsPath, Dataset, Duration, Model, Name
+from iolab.shared import fio_jobfile
+from iolab.shared.confine import MOUNT_ROOT, refusal
 from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, presets
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.fio import FioWorkload
@@ -33,21 +33,6 @@ from iolab.workloads.fio import FioWorkload
 MAX_RUNS = 10_000
 MAX_WORKLOADS = 1_000
 MAX_BACKENDS = 100
-
-
-class Dataset(Model):
-    """The generated data set every host gets on every backend (iolab.host.dataset), packed as workloads need."""
-
-    # imagenet-like: JPEGs; unet3d, cosmoflow: MLPerf Storage's samples of those workloads (iolab.host.dataset)
-    kind: Literal["imagenet-like", "unet3d", "cosmoflow"] = "imagenet-like"
-    files: Annotated[int, Field(ge=1, le=100_000_000)]
-    seed: int = 1
-    classes: Annotated[int, Field(ge=1, le=1_000_000)] = 100
-    formats: list[Literal["packed", "wds", "tfrecord"]] = []
-
-    def identity(self) -> dict[str, Any]:
-        """What decides the data set's bytes (formats only add packed copies of them)."""
-        return self.model_dump(exclude={"formats"})
 
 
 class Campaign(Model):

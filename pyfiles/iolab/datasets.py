@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iolab import runner
+from iolab.backends.base import DATASET_DIR
 from iolab.campaign import Campaign, Run
 from iolab.errors import RunFailed, UserError
-from iolab.workloads.base import DATASET_DIR
+from iolab.shared.shapes import FORMATS
 
 if TYPE_CHECKING:
     from iolab.execute import Lab
@@ -54,12 +55,6 @@ def needed(campaign: Campaign, runs: list[Run]) -> bool:
     )
 
 
-def shared_root(backend) -> str:
-    """'' where each host has its own copy (a writable backend; s3's staging copies); `<target>/dataset` on a
-    read-only backend (one copy for all)."""
-    return "" if backend.writable or backend.stages_dataset else f"{backend.target}/{DATASET_DIR}"
-
-
 def step(campaign: Campaign, backend: str, hosts: list[str], no_data: dict[str, str]) -> runner.Step:
     """The dataset phase for `hosts` as a step of a playbook: a host of them whose data set was not made
     goes in `no_data`, with why (`hosts` may shrink before it ends: a host the mount lost is not its)."""
@@ -87,8 +82,6 @@ def gen_on_hosts(
     lab: Lab, path: str, files: int, seed: int, classes: int, formats: list[str], per_host: bool, report_dir: Path
 ) -> dict[str, dict]:
     """`invoke data.gen`: the data set at `path` (or path/<host>) on each host; {host: its report}."""
-    from iolab.host.dataset.pack import FORMATS
-
     if not path.startswith("/") or "{" in path or "\n" in path:
         raise UserError(f"--path {path!r}: give an absolute directory (without template markers)")
     unknown = [f for f in formats if f not in FORMATS]

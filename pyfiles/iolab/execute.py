@@ -20,9 +20,8 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from iolab import datasets, live, release, runner
+from iolab import ceph, live, release, runner
 from iolab.campaign import Campaign, Run
-from iolab.host import ceph_osds
 from iolab.hosts import Inventory
 from iolab.samples import DISK_ERRORS, StoreError
 
@@ -115,7 +114,7 @@ def workload_vars(run: Run) -> dict[str, Any]:
     """The bench role of the run's tool, and the role's variables (as the backend needs them)."""
     variables = {**run.workload.role_vars(run.backend.target), **run.workload.repetition_vars(run.repetition)}
     if run.workload.uses_dataset:  # each host's own copy, or the one a read-only backend holds
-        variables.update(run.workload.dataset_vars(datasets.shared_root(run.backend)))
+        variables.update(run.workload.dataset_vars(run.backend.shared_dataset_root))
     return {"run_role": f"bench_{run.workload.tool}", **run.backend.run_vars(run.workload, variables)}
 
 
@@ -139,7 +138,7 @@ def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
             "run_profilers": run.workload.profilers,
             **(warm if warm_command else {}),
             **variables,
-            **ceph_osds.run_vars(run.backend),
+            **ceph.run_vars(run.backend),
         },
     )
 

@@ -4,7 +4,7 @@
         run_campaign(...)
 
 Before a command touches its hosts it takes a lease on each (one host-side process
-per host for the command's life, started in parallel: iolab.host.leasehold over the
+per host for the command's life, started in parallel: iolab.shared.leasehold over the
 host's own SSH settings from the inventory, or a plain process for a host reached
 without SSH). A host that another campaign holds stops the command before anything
 runs on any host, with one line: which campaign holds it, since when, from where.
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from iolab import execute, paths
 from iolab.errors import UserError
 from iolab.execute import HOST_DIR, OWNER
-from iolab.host import leasehold
+from iolab.shared import leasehold
 
 if TYPE_CHECKING:
     from iolab.execute import Lab

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from iolab.host.live import FILE
 from iolab.hosts import Inventory
+from iolab.shared.protocol import LIVE_FILE
 from iolab.units import human
 
 
@@ -125,7 +125,7 @@ class Watch:
 def _first_live(run_dir: str, listdir: Callable[[str], list[str]], opener: Callable[..., Any]) -> dict[str, Any] | None:
     """RUN_DIR/live.json, or a phase's (checkpoint: RUN_DIR/write/live.json) when the run has none: one read
     while the tool runs, a listing only when that read finds nothing."""
-    found = _load(posixpath.join(run_dir, FILE), opener)
+    found = _load(posixpath.join(run_dir, LIVE_FILE), opener)
     if found is not None:
         return found
     try:
@@ -133,7 +133,7 @@ def _first_live(run_dir: str, listdir: Callable[[str], list[str]], opener: Calla
     except OSError:
         return None  # the run's directory is not there yet
     for name in sorted(n for n in names if "." not in n):
-        found = _load(posixpath.join(run_dir, name, FILE), opener)
+        found = _load(posixpath.join(run_dir, name, LIVE_FILE), opener)
         if found is not None:
             return found
     return None

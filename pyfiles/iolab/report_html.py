@@ -27,8 +27,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from iolab import history, report, svg, validity
-from iolab.host import ceph_osds
+from iolab import ceph, history, report, svg, validity
 from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.units import printable
@@ -424,7 +423,7 @@ class _Page:
             ("python", lambda m: (m.get("host") or {}).get("python")),
             ("iolab", lambda m: (m.get("host") or {}).get("iolab_version")),
             ("fio", lambda m: m.get("fio_version")),
-            ("cache state", ceph_osds.cache_state),
+            ("cache state", ceph.cache_state),
         ]
         hosts = sorted(per_host)
         rows, differ = [], []
@@ -524,7 +523,7 @@ def load_telemetry(host_dir: Path) -> dict[str, list[tuple[float, float]]]:
         series = {}
     if not series:
         series = _generic_series(host_dir / TELEMETRY_FILE)
-    series.update(ceph_osds.load_series(host_dir))  # a Ceph backend's OSDs, sampled from this host
+    series.update(ceph.load_series(host_dir))  # a Ceph backend's OSDs, sampled from this host
     if not series:
         return {}
     t0 = min(t for points in series.values() for t, _ in points)

@@ -32,8 +32,8 @@ from rich.table import Table
 
 from iolab import paths
 from iolab.errors import Terminated
-from iolab.host.hostrun import ARCHIVE_LINE, end_processes
-from iolab.host.telemetry import ToolTree
+from iolab.shared.processes import ToolTree, end_processes
+from iolab.shared.protocol import ARCHIVE_LINE
 
 
 @dataclasses.dataclass(frozen=True)

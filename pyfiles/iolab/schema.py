@@ -1,4 +1,5 @@
-"""The field types of campaign files, with their checks: names, sizes, durations, paths, mount options.
+"""The field types of campaign files, with their checks: names, sizes, durations, paths, mount options;
+and the campaign's data set, which backends and the campaign both describe.
 
 Every model of a campaign (iolab.campaign, iolab.backends, iolab.workloads) builds on these, so a
 value means the same and is refused the same way wherever it appears.
@@ -7,9 +8,9 @@ value means the same and is refused the same way wherever it appears.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from iolab.units import parse_duration, parse_size
 
@@ -107,3 +108,18 @@ MountOption = Annotated[str, AfterValidator(_mount_option)]
 CephPath = Annotated[str, AfterValidator(_absolute), AfterValidator(_no_blank)]
 HostName = Annotated[str, AfterValidator(_host_name)]
 FsPath = Annotated[str, AfterValidator(_fs_path)]
+
+
+class Dataset(Model):
+    """The generated data set every host gets on every backend (iolab.host.dataset), packed as workloads need."""
+
+    # imagenet-like: JPEGs; unet3d, cosmoflow: MLPerf Storage's samples of those workloads (iolab.host.dataset)
+    kind: Literal["imagenet-like", "unet3d", "cosmoflow"] = "imagenet-like"
+    files: Annotated[int, Field(ge=1, le=100_000_000)]
+    seed: int = 1
+    classes: Annotated[int, Field(ge=1, le=1_000_000)] = 100
+    formats: list[Literal["packed", "wds", "tfrecord"]] = []
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the data set's bytes (formats only add packed copies of them)."""
+        return self.model_dump(exclude={"formats"})

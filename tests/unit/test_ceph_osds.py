@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 
+from iolab import ceph
 from iolab.host import ceph_osds
 from support import ROOT
 
@@ -62,12 +63,12 @@ def test_the_report_reads_the_series_by_osd(tmp_path):
         {"type": "sample", "t": 12.0, "dt": 1.0, "osd": {"0": {"read_bw": 6.0}}},
         {"type": "end", "t": 12.1, "errors": []},
     ]
-    (tmp_path / ceph_osds.OSD_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines) + "{torn")
-    series = ceph_osds.load_series(tmp_path)
+    (tmp_path / ceph.OSD_FILE).write_text("".join(json.dumps(r) + "\n" for r in lines) + "{torn")
+    series = ceph.load_series(tmp_path)
     assert series["osd_read_bw{osd=0}"] == [(11.0, 5.0), (12.0, 6.0)]
     assert series["osd_read_bw{osd=3}"] == [(11.0, 7.0)]
     assert series["osd_op_await{osd=0}"] == [(11.0, 0.01)]
-    assert ceph_osds.load_series(tmp_path / "missing") == {}
+    assert ceph.load_series(tmp_path / "missing") == {}
 
 
 @pytest.mark.parametrize(
@@ -81,12 +82,12 @@ def test_the_report_reads_the_series_by_osd(tmp_path):
     ],
 )
 def test_the_cache_state_says_what_the_drop_reached(storage, expected):
-    assert ceph_osds.cache_state({"cache_state": "dropped", "storage_cache_state": storage}) == expected
+    assert ceph.cache_state({"cache_state": "dropped", "storage_cache_state": storage}) == expected
 
 
 def test_a_kept_cache_is_not_called_dropped():
     meta = {"cache_state": "not dropped (cache: keep)", "storage_cache_state": {"ceph": {"dropped": True}}}
-    assert ceph_osds.cache_state(meta) == "not dropped (cache: keep)"
+    assert ceph.cache_state(meta) == "not dropped (cache: keep)"
 
 
 def test_only_ceph_backends_get_a_cluster_for_the_run():
@@ -104,11 +105,11 @@ def test_only_ceph_backends_get_a_cluster_for_the_run():
         }
     )
     fs, blk, mem = campaign.backends
-    assert ceph_osds.run_vars(fs) == {
+    assert ceph.run_vars(fs) == {
         "run_ceph": {"conf": "/c/ceph.conf", "keyring": "/c/k", "client": "admin", "mds": True}
     }
-    assert ceph_osds.run_vars(blk)["run_ceph"]["mds"] is False
-    assert ceph_osds.run_vars(mem) == {}
+    assert ceph.run_vars(blk)["run_ceph"]["mds"] is False
+    assert ceph.run_vars(mem) == {}
 
 
 def host_command(*args: str) -> subprocess.CompletedProcess:

@@ -355,7 +355,8 @@ def test_tfrecord_shards_hold_examples_with_image_and_label(dataset, packs):
 
 
 def test_default_tfrecord_shards_hold_1251_samples(gen, tmp_path):
-    from iolab.host.dataset.pack import SAMPLES_PER_SHARD, pack
+    from iolab.host.dataset.pack import pack
+    from iolab.shared.shapes import SAMPLES_PER_SHARD
 
     assert SAMPLES_PER_SHARD == 1251
     root = tmp_path / "ds"

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from iolab import accelerators, report_html, validity
-from iolab.host import fio_jobs
-from iolab.host.dataset import gen, pack
-from iolab.host.loader import dataset_state
+from iolab.host.dataset import gen
+from iolab.shared import fio_options, shapes
 from iolab.workloads import accelerator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,11 +98,11 @@ def figure_row(constant: str) -> str:
 @pytest.mark.parametrize(
     "constant, stated",
     [
-        ("host.fio_jobs.IMAGENET_BSSPLIT", fio_jobs.IMAGENET_BSSPLIT),
+        ("shared.fio_options.IMAGENET_BSSPLIT", fio_options.IMAGENET_BSSPLIT),
         ("host.dataset.gen.REFERENCE_BSSPLIT", gen.REFERENCE_BSSPLIT),
         ("host.dataset.gen.TARGET_MEAN", f"{gen.TARGET_MEAN:,} B"),
-        ("host.loader.dataset_state.MEAN_SIZE", f"{dataset_state.MEAN_SIZE:,} B"),
-        ("host.dataset.pack.SAMPLES_PER_SHARD", f"{pack.SAMPLES_PER_SHARD:,}"),
+        ("shared.shapes.MEAN_SIZE", f"{shapes.MEAN_SIZE:,} B"),
+        ("shared.shapes.SAMPLES_PER_SHARD", f"{shapes.SAMPLES_PER_SHARD:,}"),
         ("workloads.accelerator.REFERENCE_BATCH", f"{accelerator.REFERENCE_BATCH}"),
         ("accelerators.THRESHOLD", f"{accelerators.THRESHOLD:g} %"),
         ("report_html.AU_THRESHOLD", f"{report_html.AU_THRESHOLD:g} %"),
@@ -121,4 +120,4 @@ def test_reference_figures_state_what_the_code_uses(constant, stated):
 
 def test_the_two_imagenet_bssplits_agree():
     """fio's read mix and the generator's file sizes follow one histogram."""
-    assert gen.REFERENCE_BSSPLIT == fio_jobs.IMAGENET_BSSPLIT
+    assert gen.REFERENCE_BSSPLIT == fio_options.IMAGENET_BSSPLIT

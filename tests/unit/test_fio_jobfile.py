@@ -14,7 +14,8 @@ import yaml
 
 from iolab import bench, campaign
 from iolab.errors import UserError
-from iolab.host import fio_jobfile, fio_jobs
+from iolab.host import fio_jobs
+from iolab.shared import fio_jobfile
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
 

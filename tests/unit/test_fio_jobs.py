@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from iolab.host import fio_jobs
+from iolab.shared import fio_options
 
 MIB = 1 << 20
 
@@ -27,10 +28,10 @@ def test_an_explicit_size_that_does_not_fit_is_an_error_before_fio_runs():
 
 
 def test_profiles_follow_the_field_report():
-    bssplit = fio_jobs.profile_options("imagenet-bssplit", {})
+    bssplit = fio_options.profile_options("imagenet-bssplit", {})
     assert bssplit["bssplit"] == "2K/1:4K/2:8K/4:16K/8:32K/13:64K/38:128K/33:256K/1"
     assert (bssplit["iodepth"], bssplit["rw"], bssplit["norandommap"]) == ("128", "randread", "1")
-    seq = fio_jobs.profile_options("seq-read-1m", {"iodepth": 8})
+    seq = fio_options.profile_options("seq-read-1m", {"iodepth": 8})
     assert (seq["bs"], seq["direct"], seq["ioengine"], seq["iodepth"]) == ("1M", "1", "libaio", "8")
 
 
@@ -39,20 +40,20 @@ def test_profiles_follow_the_field_report():
 )
 def test_options_that_could_run_commands_are_refused(key, value):
     with pytest.raises(ValueError, match="not allowed"):
-        fio_jobs.profile_options("seq-read-1m", {key: value})
+        fio_options.profile_options("seq-read-1m", {key: value})
 
 
 def test_prepare_writes_a_job_that_fio_accepts(tmp_path):
     chosen = fio_jobs.prepare(
         tmp_path / "run",
         tmp_path / "work",
-        fio_jobs.profile_options("rand-read-16k", {"runtime": "1", "time_based": "1"}),
+        fio_options.profile_options("rand-read-16k", {"runtime": "1", "time_based": "1"}),
         wanted=4 * MIB,
         jobfile=None,
     )
     job = (tmp_path / "run" / "job.fio").read_text()
-    assert f"filename={tmp_path / 'work' / fio_jobs.DATA_FILE}" in job and "size=4194304" in job
-    assert (tmp_path / "work" / fio_jobs.DATA_FILE).stat().st_size == 4 * MIB  # laid out before the timed run
+    assert f"filename={tmp_path / 'work' / fio_options.DATA_FILE}" in job and "size=4194304" in job
+    assert (tmp_path / "work" / fio_options.DATA_FILE).stat().st_size == 4 * MIB  # laid out before the timed run
     assert chosen["size"] == 4 * MIB and chosen["size_chosen"] == "campaign"
 
 
@@ -84,7 +85,7 @@ def test_prepare_drops_the_caches_after_laying_the_file_out(tmp_path):
             "--drop-caches",
         ]
         subprocess.run(argv, capture_output=True, text=True, check=True)
-        data = work / fio_jobs.DATA_FILE
+        data = work / fio_options.DATA_FILE
         dropped = json.loads((tmp_path / "drop_caches.json").read_text())
         assert dropped["dropped_at"] >= data.stat().st_mtime and dropped["method"].startswith("sync;")
         assert _resident(data) == 0

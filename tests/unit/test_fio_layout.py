@@ -11,7 +11,8 @@ import pytest
 
 from iolab.campaign import load
 from iolab.errors import UserError
-from iolab.host import fio_jobfile, fio_jobs
+from iolab.host import fio_jobs
+from iolab.shared import fio_jobfile, fio_options
 
 MIB = 1 << 20
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
@@ -76,10 +77,10 @@ def test_a_size_iolab_cannot_read_is_refused_not_guessed():
 def test_a_job_file_above_the_workloads_size_or_the_room_is_refused():
     big = fio_jobfile.parse_text("[global]\nsize=10G\n[a]\nrw=read\n", "big.fio")
     with pytest.raises(ValueError, match="lays out 10240 MiB per host, more than the workload's size of 256 MiB"):
-        fio_jobs.jobfile_room(big, 256 * MIB, None, "the target")
+        fio_options.jobfile_room(big, 256 * MIB, None, "the target")
     with pytest.raises(ValueError, match="lays out 10240 MiB but the target has 1024 MiB free"):
-        fio_jobs.jobfile_room(big, 0, 1024 * MIB, "the target")
-    assert fio_jobs.jobfile_room(big, 0, None, "the target") == 10 << 30  # room unknown on the controller
+        fio_options.jobfile_room(big, 0, 1024 * MIB, "the target")
+    assert fio_options.jobfile_room(big, 0, None, "the target") == 10 << 30  # room unknown on the controller
 
 
 @pytest.fixture

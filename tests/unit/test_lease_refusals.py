@@ -1,6 +1,6 @@
 """A host lease that cannot be taken for sure refuses the command; a lease is let go only after teardown.
 
-The holders here are real (iolab.host.leasehold on this machine, as for the local inventory), in a
+The holders here are real (iolab.shared.leasehold on this machine, as for the local inventory), in a
 lease directory of the test's own instead of /opt/iolab/leases.
 """
 

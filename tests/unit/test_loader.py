@@ -37,10 +37,11 @@ from iolab.host.dataset.manifest import Manifest  # noqa: E402
 from iolab.host.dataset.pack import pack  # noqa: E402
 from iolab.host.loader import dataset_state, metadata, proctree  # noqa: E402
 from iolab.host.loader.readers import Samples, collate  # noqa: E402
-from iolab.host.loader.syscalls import SummaryError, Tracer, parse_summary  # noqa: E402
+from iolab.host.loader.syscalls import Tracer  # noqa: E402
 from iolab.parsers import ParseError  # noqa: E402
 from iolab.parsers import metadata as metadata_parser  # noqa: E402
 from iolab.parsers import pytorch as parser  # noqa: E402
+from iolab.shared.syscalls import SummaryError, parse_summary  # noqa: E402
 
 FILES = 96
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

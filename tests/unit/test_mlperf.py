@@ -17,8 +17,8 @@ import yaml
 from iolab import campaign as campaign_mod
 from iolab import validity
 from iolab.errors import UserError
-from iolab.host.dataset import shapes
 from iolab.samples import Sample
+from iolab.shared import shapes
 from iolab.workloads import accelerator, dlio, mlperf, presets
 from iolab.workloads.checkpoint import CHECKPOINT_MODELS
 
@@ -156,7 +156,7 @@ def test_reference_figures_state_the_compute_times(model, kind):
 @pytest.mark.parametrize("kind", list(shapes.SHAPES))
 def test_reference_figures_state_the_sample_sizes(kind):
     mean, stdev, _ = shapes.SHAPES[kind]
-    row = figure_row(f'host.dataset.shapes.SHAPES["{kind}"]')
+    row = figure_row(f'shared.shapes.SHAPES["{kind}"]')
     assert f"{mean:,} B" in row and f"{stdev:,} B" in row
 
 

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 from iolab.errors import UserError
-from iolab.host.dataset import samples, shapes
+from iolab.host.dataset import samples
 from iolab.host.dataset.__main__ import main as dataset_main
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.manifest import Manifest
 from iolab.host.dataset.pack import PackInfo
 from iolab.host.dataset.tfrecord import decode_example, read_records
 from iolab.host.loader import dataset_state
+from iolab.shared import shapes
 
 
 @pytest.mark.parametrize("kind", list(shapes.SHAPES))

@@ -22,6 +22,7 @@ from iolab.host import telemetry
 from iolab.parsers import ParseError, fio
 from iolab.parsers import telemetry as tparser
 from iolab.samples import UNITS
+from iolab.shared import processes
 from support import hostrun
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
@@ -140,7 +141,7 @@ BUSY_CHILD = textwrap.dedent("""
 
 def test_the_tool_tree_counts_descendants_that_left_the_session_and_the_reaped_tool(tmp_path):
     tool = subprocess.Popen([sys.executable, "-c", BUSY_CHILD, "0.6", "0.3"], start_new_session=True)
-    tree = telemetry.ToolTree(tool.pid)
+    tree = processes.ToolTree(tool.pid)
     time.sleep(0.3)
     assert tree.cpu_seconds() > 0.05 and tree.processes == 2  # the tool and its busy, setsid child
     tool.wait()  # reaped: its total is now our RUSAGE_CHILDREN

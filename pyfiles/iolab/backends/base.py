@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from iolab.host.confine import MOUNT_ROOT
 from iolab.schema import Model
+from iolab.shared.confine import MOUNT_ROOT
+
+DATASET_DIR = "dataset"  # each host's data set: <target>/iolab-<inventory_hostname>/dataset
 
 if TYPE_CHECKING:
-    from iolab.campaign import Dataset
+    from iolab.schema import Dataset
 
 
 class Backend(Model):
@@ -32,7 +34,7 @@ class Backend(Model):
 
     def places(self) -> list[tuple[str, str, bool]]:
         """(field, path, holds data) for each host directory the backend mounts on or writes into, which the
-        campaign checks against the system's own (iolab.host.confine.refusal). `holds data`: a directory in
+        campaign checks against the system's own (iolab.shared.confine.refusal). `holds data`: a directory in
         use already, where benchmarks write only into their iolab-<host> subdirectory, not a mount point."""
         return [("mountpoint", self.target, False)]
 
@@ -40,6 +42,12 @@ class Backend(Model):
     def writable(self) -> bool:
         """Whether workloads may write there (data set mounts are read-only)."""
         return not getattr(self, "readonly", False)
+
+    @property
+    def shared_dataset_root(self) -> str:
+        """'' where each host has its own copy of the data set (a writable backend; s3's staging copies);
+        `<target>/dataset` on a read-only backend (one copy for all)."""
+        return "" if self.writable or self.stages_dataset else f"{self.target}/{DATASET_DIR}"
 
     def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
         """The storage role's variables: its state (mounted, kept, unmounted, absent) and the backend's fields."""

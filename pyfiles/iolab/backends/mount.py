@@ -19,7 +19,7 @@ from iolab.schema import (
 )
 
 if TYPE_CHECKING:
-    from iolab.campaign import Dataset
+    from iolab.schema import Dataset
 
 
 class MountBackend(Backend):

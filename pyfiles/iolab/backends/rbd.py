@@ -6,16 +6,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from iolab.backends.base import LAB_CEPH, Backend
-from iolab.host import fio_jobs
 from iolab.schema import (
     AbsPath,
     CephPath,
     Name,
     Size,
 )
+from iolab.shared import fio_options
 
 if TYPE_CHECKING:
-    from iolab.campaign import Dataset
+    from iolab.schema import Dataset
 
 
 class RbdBackend(Backend):
@@ -58,7 +58,7 @@ class RbdBackend(Backend):
         return None
 
     def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
-        options = {**variables["bench_fio_options"], **fio_jobs.rbd_options(self.pool, self.image_name, self.client)}
+        options = {**variables["bench_fio_options"], **fio_options.rbd_options(self.pool, self.image_name, self.client)}
         # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS.
         return {
             **variables,

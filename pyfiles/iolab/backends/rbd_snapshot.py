@@ -15,7 +15,7 @@ from iolab.schema import (
 )
 
 if TYPE_CHECKING:
-    from iolab.campaign import Dataset
+    from iolab.schema import Dataset
 
 
 class RbdSnapshotBackend(Backend):

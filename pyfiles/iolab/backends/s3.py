@@ -28,7 +28,7 @@ from iolab.backends.base import LAB_CEPH_DIR, Backend
 from iolab.schema import AbsPath, Name
 
 if TYPE_CHECKING:
-    from iolab.campaign import Dataset
+    from iolab.schema import Dataset
 
 # What `invoke lab.services-up` publishes (roles/service_ceph, defaults): radosgw on loopback.
 LAB_S3 = {

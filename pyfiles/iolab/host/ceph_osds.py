@@ -20,8 +20,7 @@ its cache and from the device (hits and misses), into `osd_telemetry.jsonl` besi
 host's telemetry, on the run's first host only ($IOLAB_CEPH, set by playbooks/run.yml). One
 persistent connection, no process per sample: the ceph CLI costs a Python start-up each call.
 
-On the controller: `load_series` gives the report the file's series, and `cache_state`
-says what a run's drop reached ("dropped: clients + OSDs").
+On the controller, iolab.ceph reads what they wrote.
 """
 
 from __future__ import annotations
@@ -37,7 +36,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-OSD_FILE = "osd_telemetry.jsonl"
+from iolab.shared.protocol import OSD_FILE
+
 # The BlueStore caches that `cache drop` empties (dump_mempools' pool names).
 CACHE_POOLS = ("bluestore_cache_data", "bluestore_cache_onode", "bluestore_cache_meta", "bluestore_cache_other")
 # perf dump's `osd` counters: operations, bytes to and from clients, latencies {avgcount, sum}.
@@ -126,16 +126,6 @@ class Connection:
         )
 
 
-CEPH_BACKENDS = ("rbd", "rbd_snapshot", "cephfs")
-
-
-def run_vars(backend: Any) -> dict[str, Any]:
-    """A run's `run_ceph` (playbooks/run.yml) on a Ceph backend: its cluster as the hosts reach it; else nothing."""
-    if backend.type not in CEPH_BACKENDS:
-        return {}
-    return {"run_ceph": asdict(Cluster(backend.ceph_conf, backend.keyring, backend.client, backend.type == "cephfs"))}
-
-
 # --- the cache drop ---------------------------------------------------------------------------------
 
 
@@ -203,22 +193,6 @@ def drop(cluster: Cluster) -> dict[str, Any]:
     record["dropped_at"] = time.time()
     record["seconds"] = record["dropped_at"] - started
     return record
-
-
-def cache_state(metadata: dict[str, Any]) -> str | None:
-    """A sample's cache state with what the drop reached: 'dropped: clients + OSDs' (+ MDS, + storage hosts)."""
-    state = metadata.get("cache_state")
-    storage = metadata.get("storage_cache_state")
-    if state != "dropped" or not isinstance(storage, dict):
-        return state
-    parts = ["clients"]
-    ceph = storage.get("ceph") or {}
-    if ceph.get("dropped"):
-        parts.append("OSDs + MDS" if ceph.get("mds") else "OSDs")
-    if storage.get("dropped_on"):
-        parts.append("storage hosts")
-    failed = " (not the OSDs: " + ceph["error"] + ")" if ceph.get("error") else ""
-    return "dropped: " + " + ".join(parts) + failed
 
 
 # --- the OSDs' counters while the tool runs -----------------------------------------------------------
@@ -353,38 +327,6 @@ def started_from_env(run_dir: Path, after: float | None) -> Sampler | None:
     sampler = Sampler(run_dir / OSD_FILE, Cluster.from_json(text), after)
     sampler.start()
     return sampler
-
-
-SERIES = (
-    ("osd_read_bw", "read_bw"),
-    ("osd_write_bw", "write_bw"),
-    ("osd_iops", "iops"),
-    ("osd_op_await", "op_await"),
-    ("osd_cache_hit_bw", "cache_hit_bw"),
-    ("osd_cache_miss_bw", "cache_miss_bw"),
-)
-
-
-def load_series(host_dir: Path) -> dict[str, list[tuple[float, float]]]:
-    """{`osd_read_bw{osd=0}` (B/s), `osd_write_bw{...}`, `osd_iops{...}`, `osd_op_await{...}` (s),
-    `osd_cache_hit_bw{...}`, `osd_cache_miss_bw{...}` (B/s): [(t, v), ...]} of the host's OSD telemetry."""
-    series: dict[str, list[tuple[float, float]]] = {}
-    try:
-        lines = (host_dir / OSD_FILE).read_text().splitlines()
-    except OSError:
-        return series
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict) or record.get("type") != "sample":
-            continue
-        for osd, figures in record.get("osd", {}).items():
-            for name, key in SERIES:
-                if isinstance(figures.get(key), (int, float)):
-                    series.setdefault(f"{name}{{osd={osd}}}", []).append((float(record["t"]), float(figures[key])))
-    return series
 
 
 def main(args: list[str] | None = None) -> int:

@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab.host.telemetry import ToolTree
+from iolab.shared.processes import ToolTree
+from iolab.shared.protocol import LIVE_FILE
 
-FILE = "live.json"
 PIDS = "tool.pids"  # the tool tree's processes, for hostrun stop: {"pid": start time}, rewritten as it changes
 _UNITS = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 1024, "Mi": 1 << 20, "Gi": 1 << 30}
 _UNITS["Ti"] = 1 << 40
@@ -148,7 +148,7 @@ class Live(threading.Thread):
                 figures.update(said)
             elif self.own_rate:
                 continue  # its counters are not its rate: nothing shown until it says its own
-            tmp = self.path.with_name(f".{FILE}.tmp")
+            tmp = self.path.with_name(f".{LIVE_FILE}.tmp")
             try:
                 tmp.write_text(json.dumps(figures))
                 os.replace(tmp, self.path)

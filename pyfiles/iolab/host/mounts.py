@@ -40,8 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab.host.confine import host_refusal
 from iolab.host.loader.dataset_state import sha256_file
+from iolab.shared.confine import host_refusal
 
 RECORDS = Path("/run/iolab/mounts")
 MODULE_NAMES = ("rbd", "nbd", "ceph", "nfs", "fuse")
@@ -426,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("target")
     c = sub.add_parser("check-readonly", help="exit 0 when a write below TARGET fails as read-only")
     c.add_argument("target")
-    t = sub.add_parser("check-target", help="exit 1 when TARGET is no place to mount (iolab.host.confine)")
+    t = sub.add_parser("check-target", help="exit 1 when TARGET is no place to mount (iolab.shared.confine)")
     t.add_argument("target")
     t.add_argument("--root", required=True, help="iolab's mount root on this host")
     t.add_argument("--existing", action="store_true", help="a directory that holds data, not a mount point")

@@ -29,8 +29,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from iolab.host.loader.syscalls import SummaryError, parse_summary
 from iolab.parsers import Measurement, Parsed, ParseError, load_json
+from iolab.shared.syscalls import SummaryError, parse_summary
 
 KIND = "iolab.host.loader/1"
 _RARE = 0.01  # syscalls per sample below which a syscall is left out

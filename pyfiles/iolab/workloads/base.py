@@ -8,7 +8,6 @@ from pydantic import Field, model_validator
 
 from iolab.schema import Duration, Model, Name
 
-DATASET_DIR = "dataset"  # each host's data set: <target>/iolab-<inventory_hostname>/dataset
 LOADER_TIMEOUT = 1800.0  # seconds a loader or metadata run may take unless the campaign says otherwise
 
 

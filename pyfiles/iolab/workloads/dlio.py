@@ -174,7 +174,7 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         if size is not None and abs(size - preset.sample_bytes) > 0.01 * preset.sample_bytes:
             raise Refused(key, f"iolab's {model} samples are {preset.sample_bytes:,} B on average")
     for key in ("dataset.record_length_bytes_stdev", "dataset.record_length_stdev"):
-        keys.pop(key, None)  # the generator's spread is MLPerf's (host.dataset.shapes)
+        keys.pop(key, None)  # the generator's spread is MLPerf's (shared.shapes)
     per_file = _take(keys, "dataset.num_samples_per_file", preset.samples_per_file)
     if per_file != preset.samples_per_file:
         raise Refused(

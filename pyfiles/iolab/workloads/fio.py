@@ -6,11 +6,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from iolab.backends.base import Backend
+from iolab.backends.base import DATASET_DIR, Backend
 from iolab.backends.tmpfs import TmpfsBackend
-from iolab.host import fio_jobfile, fio_jobs
 from iolab.schema import Duration, Ramp, Size
-from iolab.workloads.base import DATASET_DIR, Workload
+from iolab.shared import fio_jobfile, fio_options
+from iolab.workloads.base import Workload
 
 
 class FioWorkload(Workload):
@@ -42,13 +42,13 @@ class FioWorkload(Workload):
         if (self.profile is None) == (self.jobfile is None):
             raise ValueError(
                 "give either profile (one of: "
-                + ", ".join(fio_jobs.PROFILES)
+                + ", ".join(fio_options.PROFILES)
                 + ") or jobfile: PATH, not both or neither"
             )
-        if self.profile is not None and self.profile not in fio_jobs.PROFILES:
+        if self.profile is not None and self.profile not in fio_options.PROFILES:
             raise ValueError(
                 f"unknown fio profile {self.profile!r} (expected one of: "
-                + ", ".join(fio_jobs.PROFILES)
+                + ", ".join(fio_options.PROFILES)
                 + ", or jobfile: PATH)"
             )
         return self
@@ -57,7 +57,7 @@ class FioWorkload(Workload):
 
     @property
     def uses_dataset(self) -> bool:
-        return self.profile == fio_jobs.BSSPLIT_FROM_DATASET
+        return self.profile == fio_options.BSSPLIT_FROM_DATASET
 
     @property
     def writes(self) -> str:
@@ -65,7 +65,7 @@ class FioWorkload(Workload):
         if self.jobtext:
             option = fio_jobfile.writes(fio_jobfile.parse_text(self.jobtext, "jobtext"))
             return f"job file {self.jobfile}, {option}" if option else ""
-        rw = fio_jobs.PROFILES[self.profile].get("rw", "read") if self.profile else "read"
+        rw = fio_options.PROFILES[self.profile].get("rw", "read") if self.profile else "read"
         return f"profile {self.profile}, rw={rw}" if rw not in ("read", "randread") else ""
 
     def room_refusal(self, backend: Backend) -> str | None:
@@ -76,7 +76,7 @@ class FioWorkload(Workload):
         holds = backend.size if isinstance(backend, TmpfsBackend) else None
         where = f"tmpfs backend {backend.name}"
         try:
-            fio_jobs.jobfile_room(fio_jobfile.parse_text(self.jobtext, "jobtext"), self.size or 0, holds, where)
+            fio_options.jobfile_room(fio_jobfile.parse_text(self.jobtext, "jobtext"), self.size or 0, holds, where)
         except ValueError as exc:
             return f"workload {self.name}, job file {self.jobfile}: {exc}"
         return None
@@ -88,7 +88,7 @@ class FioWorkload(Workload):
             {k: getattr(self, k) for k in ("iodepth", "numjobs", "ioengine") if getattr(self, k) is not None}
         )
         if self.profile:
-            options = fio_jobs.profile_options(self.profile, options)
+            options = fio_options.profile_options(self.profile, options)
         devices = fio_jobfile.devices(fio_jobfile.parse_text(self.jobtext, "jobtext")) if self.jobtext else []
         return {
             "bench_fio_options": options,

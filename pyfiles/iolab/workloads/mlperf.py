@@ -6,8 +6,8 @@ becomes the pytorch (or tensorflow) workload the preset describes — its framew
 batch size and the accelerator's compute time for that workload — with any other key of
 that kind overriding the preset's value. The campaign's data set must be the workload's
 kind (`dataset: {kind: unet3d, files: N, seed: S}`). Figures have one home each: compute
-times and batch sizes in `workloads.accelerator`, sample sizes in `host.dataset.shapes`
-(unet3d, cosmoflow) and `host.loader.dataset_state.MEAN_SIZE` (resnet50), AU thresholds here.
+times and batch sizes in `workloads.accelerator`, sample sizes in `shared.shapes`
+(unet3d, cosmoflow; `MEAN_SIZE` for resnet50), AU thresholds here.
 
 MLPerf's rules travel with the expanded workload (`mlperf:` names the preset) and are
 checked on the results (iolab.validity): the data set's size, five recorded repetitions
@@ -21,10 +21,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from iolab.host.dataset.pack import SAMPLES_PER_SHARD
-from iolab.host.dataset.shapes import SHAPES
-from iolab.host.loader.dataset_state import MEAN_SIZE
 from iolab.schema import Model
+from iolab.shared.shapes import MEAN_SIZE, SAMPLES_PER_SHARD, SHAPES
 from iolab.workloads.accelerator import COMPUTE_TIMES, EMULATED, REFERENCE_BATCHES
 
 # MLPerf Storage's rules (docs/REFERENCE_FIGURES.md): a run is five measured repetitions after one

@@ -104,8 +104,7 @@ def cmd_histogram(args: argparse.Namespace) -> int:
 def _default_per_shard(root: Path) -> int:
     """MLPerf's samples per file for the data set in root: one for cosmoflow's, resnet50's 1,251 otherwise."""
     from iolab.host.dataset.manifest import Manifest
-    from iolab.host.dataset.pack import SAMPLES_PER_SHARD
-    from iolab.host.dataset.shapes import GENERATORS
+    from iolab.shared.shapes import GENERATORS, SAMPLES_PER_SHARD
 
     if Manifest.exists(root) and Manifest.load(root).generator == GENERATORS["cosmoflow"]:
         return 1
@@ -113,7 +112,8 @@ def _default_per_shard(root: Path) -> int:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    from iolab.host.dataset.pack import FORMATS, pack
+    from iolab.host.dataset.pack import pack
+    from iolab.shared.shapes import FORMATS
 
     formats = FORMATS if args.format == "all" else (args.format,)
     per_shard = args.samples_per_shard or _default_per_shard(args.root)
@@ -178,7 +178,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from iolab.host.dataset.pack import FORMATS, SAMPLES_PER_SHARD
+    from iolab.shared.shapes import FORMATS, SAMPLES_PER_SHARD
 
     p = argparse.ArgumentParser(
         prog="python -m iolab.host.dataset",

@@ -52,7 +52,7 @@ from iolab.errors import UserError
 from iolab.host.dataset import samples
 from iolab.host.dataset.manifest import MANIFEST_NAME, Entry, Manifest
 from iolab.host.dataset.pack import pack
-from iolab.host.dataset.shapes import GENERATORS
+from iolab.shared.shapes import GENERATORS
 
 GENERATOR = "iolab.host.dataset.gen/1"  # bump when the same seed would give other bytes
 REFERENCE_BSSPLIT = "2K/1:4K/2:8K/4:16K/8:32K/13:64K/38:128K/33:256K/1"  # ImageNet train JPEGs

@@ -24,11 +24,10 @@ from pathlib import Path
 from iolab.errors import UserError
 from iolab.host.dataset import packed, tfrecord, wds
 from iolab.host.dataset.manifest import Manifest, Record
+from iolab.shared.shapes import FORMATS, SAMPLES_PER_SHARD
 
-FORMATS = ("packed", "wds", "tfrecord")
 PACK_INFO = "pack.json"
 KIND = "iolab.pack/1"
-SAMPLES_PER_SHARD = 1251  # MLPerf Storage resnet50: samples per TFRecord file
 
 Progress = Callable[[int, int], None]
 

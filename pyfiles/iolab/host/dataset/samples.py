@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from iolab.host.dataset.manifest import Entry, Manifest
-from iolab.host.dataset.shapes import GENERATORS, SHAPES
+from iolab.shared.shapes import GENERATORS, SHAPES
 
 _CUT = 2.0  # standard deviations kept either side of the mean
 _SMALLEST = 4096  # no sample below this, whatever the distribution says

@@ -29,13 +29,12 @@ import os
 import sys
 from pathlib import Path
 
-from iolab.host.dataset.shapes import GENERATORS, SHAPES
+from iolab.shared.shapes import GENERATORS, MEAN_SIZE, SHAPES
 
 MANIFEST = "manifest.jsonl"
 IN_PROGRESS = ".iolab-gen.json"
 PACK_INFO = "pack.json"
-MEAN_SIZE = 114_660  # the generator's mean file size (MLPerf Storage resnet50)
-# Each kind's mean sample size and generator (the MLPerf kinds': iolab.host.dataset.shapes, stdlib only).
+# Each kind's mean sample size and generator (iolab.shared.shapes, stdlib only).
 KINDS = {
     "imagenet-like": (MEAN_SIZE, "iolab.host.dataset.gen/1"),
     **{kind: (mean, GENERATORS[kind]) for kind, (mean, _, _) in SHAPES.items()},

@@ -1,4 +1,4 @@
-"""The sample sizes of MLPerf Storage's unet3d and cosmoflow data sets, and the generator of each (stdlib only).
+"""The generated data sets' shapes and pack formats, which the controller plans with and the hosts make (stdlib only).
 
 kind → (mean bytes per sample, standard deviation, file suffix): MLPerf Storage v2's
 record_length_bytes and record_length_bytes_stdev (docs/REFERENCE_FIGURES.md). The generator
@@ -10,3 +10,6 @@ from __future__ import annotations
 
 SHAPES = {"unet3d": (146_600_628, 68_341_808, "npz"), "cosmoflow": (2_828_486, 71_311, "bin")}
 GENERATORS = {kind: f"iolab.host.dataset.samples/1:{kind}" for kind in SHAPES}
+MEAN_SIZE = 114_660  # the imagenet-like generator's mean file size (MLPerf Storage resnet50)
+FORMATS = ("packed", "wds", "tfrecord")  # the packed copies of a data set (iolab.host.dataset.pack)
+SAMPLES_PER_SHARD = 1251  # MLPerf Storage resnet50: samples per TFRecord file

@@ -1,0 +1,124 @@
+"""Process trees on this machine, read from /proc: what a tool started, and ending what is left of it (stdlib only).
+
+The hosts measure and end a tool's tree with them (iolab.host.hostrun, iolab.host.live); the controller
+ends what a cancelled ansible-playbook left (iolab.runner) with the same code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import time
+from pathlib import Path
+
+HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat and /proc/<pid>/stat count in these ticks
+
+
+def _read(path: str) -> str:
+    with open(path, "rb") as handle:
+        return handle.read().decode()
+
+
+class ToolTree:
+    """CPU seconds used by a process and its descendants, live and already reaped.
+
+    Descendants, not the session or the process group: fio's job processes call
+    setsid(). A live process counts its own time and that of the children it has
+    reaped (utime+stime+cutime+cstime); once the owner of this object has reaped
+    the tool, the tool's total moves into our RUSAGE_CHILDREN, counted from the
+    moment this object was made. Descendants reaped by init (orphans) are lost.
+    """
+
+    def __init__(self, root: int, proc_root: str = "/proc"):
+        self.root = root
+        self.proc = proc_root
+        self._outside: set[int] = set()  # PIDs known not to descend from root: never read again
+        self._members: set[int] = set()
+        self._starts: dict[int, int] = {}
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self._reaped0 = usage.ru_utime + usage.ru_stime
+        self._high = 0.0
+        self.processes = 0
+
+    def _stat(self, pid: int) -> list[str] | None:
+        try:
+            text = _read(f"{self.proc}/{pid}/stat")
+        except OSError:
+            return None
+        return text[text.rindex(")") + 2 :].split()  # the command name may hold spaces and parentheses
+
+    def cpu_seconds(self) -> float:
+        alive: set[int] = set()
+        stats: dict[int, list[str]] = {}
+        for entry in os.scandir(self.proc):
+            if entry.name.isdigit():
+                pid = int(entry.name)
+                alive.add(pid)
+                if pid not in self._outside:
+                    fields = self._stat(pid)
+                    if fields is not None:
+                        stats[pid] = fields
+        # A parent's PID may be larger than its child's (PIDs wrap): settle membership until nothing changes.
+        members = (self._members & alive) | ({self.root} & stats.keys())
+        unsettled = {pid: int(fields[1]) for pid, fields in stats.items() if pid not in members}
+        changed = True
+        while changed:
+            changed = False
+            for pid, ppid in list(unsettled.items()):
+                if ppid in members:
+                    members.add(pid)
+                    del unsettled[pid]
+                    changed = True
+        self._outside = (self._outside & alive) | set(unsettled)
+        self._members = members
+        self._starts = {pid: int(stats[pid][19]) for pid in members if pid in stats}  # start times: PIDs recur
+        self.processes = len(members)
+        ticks = sum(int(v) for pid in members if pid in stats for v in stats[pid][11:15])  # u/s/cu/cs time
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # Never backwards: a process caught between its exit and its reaping would otherwise dip and come back.
+        self._high = max(self._high, ticks / HZ + (usage.ru_utime + usage.ru_stime - self._reaped0))
+        return self._high
+
+    def members(self) -> dict[int, int]:
+        """The tree's live processes as of the last cpu_seconds(), each with its start time (clock ticks since
+        boot: a PID reused later is another process). A process stays a member once seen, even after its
+        parent ended: fio's job processes call setsid() and outlive a killed fio main process."""
+        return dict(self._starts)
+
+    def io_bytes(self) -> tuple[int, int]:
+        """Bytes read and written so far by the live processes of the tree, as of the last cpu_seconds():
+        rchar and wchar of /proc/<pid>/io, every read(2) and write(2), from storage or the page cache alike."""
+        read = written = 0
+        for pid in self._members:
+            try:
+                fields = dict(line.split(": ", 1) for line in _read(f"{self.proc}/{pid}/io").splitlines())
+            except (OSError, ValueError):
+                continue  # ended since
+            read, written = read + int(fields.get("rchar", 0)), written + int(fields.get("wchar", 0))
+        return read, written
+
+
+def _running(members: dict[int, int]) -> list[int]:
+    """The processes of `members` (PID → start time) still running (not zombies) as the same processes."""
+    alive = []
+    for pid, started in members.items():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[19]) == started and fields[0] not in ("Z", "X"):
+            alive.append(pid)
+    return alive
+
+
+def end_processes(members: dict[int, int], sig: int = signal.SIGKILL, wait: float = 5.0) -> list[int]:
+    """Send `sig` to what of `members` still runs, wait up to `wait` seconds; return those still running."""
+    for pid in _running(members):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    deadline = time.time() + wait
+    while time.time() < deadline and _running(members):
+        time.sleep(0.05)
+    return _running(members)

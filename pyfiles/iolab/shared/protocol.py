@@ -1,0 +1,7 @@
+"""What the hosts hand the controller: the files a run writes, the lines of a task's output (stdlib only)."""
+
+from __future__ import annotations
+
+ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
+LIVE_FILE = "live.json"  # the running tool's throughput, rewritten as it runs (iolab.host.live, iolab.live)
+OSD_FILE = "osd_telemetry.jsonl"  # a Ceph backend's OSD counters (iolab.host.ceph_osds, iolab.ceph)
