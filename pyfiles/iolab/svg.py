@@ -164,31 +164,8 @@ def bar_chart(
     tilt = longest > group_w - 8
     if tilt:
         bottom = int(24 + min(longest, 220) * 0.55)
-    plot_h = plot_height
-    height = top + plot_h + bottom
-    if log:
-        ticks = log_ticks(min(lows), max(tops))
-        lo_e, hi_e = math.log10(ticks[0]), math.log10(ticks[-1])
-
-        def y_of(v: float) -> float:
-            v = max(v, ticks[0])
-            return top + plot_h * (1 - (math.log10(v) - lo_e) / (hi_e - lo_e or 1))
-
-        def tick_label(v: float) -> str:
-            return human(v, unit)
-
-        axis_title = f"{unit_title(unit)} (log scale)"
-    else:
-        factor, axis_label = axis_unit(unit, max(tops))
-        ticks = [t * factor for t in nice_ticks(max(tops) / factor)]
-
-        def y_of(v: float) -> float:
-            return top + plot_h * (1 - v / ticks[-1])
-
-        def tick_label(v: float) -> str:
-            return _number(v / factor)
-
-        axis_title = axis_label
+    height = top + plot_height + bottom
+    ticks, y_of, tick_label, axis_title = _bar_scale(unit, log, lows, tops, top, plot_height)
     body = _y_axis(ticks, y_of, left, width - right_pad, tick_label, axis_title, top)
     body += legend
     base = y_of(ticks[0])
@@ -197,27 +174,10 @@ def bar_chart(
         gx = left + ci * group_w
         for si, name in enumerate(series):
             bar = values.get((category, name))
-            x = gx + inner + si * bar_w
-            if bar is None:
-                continue
-            y = y_of(bar.value) if (bar.value > 0 or not log) else base
-            hover = f"{name} · {category}: {human(bar.value, unit)}"
-            if bar.low is not None and bar.high is not None:
-                hover += f" (repeats {human(bar.low, unit)} – {human(bar.high, unit)})"
-            if bar.note:
-                hover += f" · {bar.note}"
-            body.append(
-                f'<rect class="bar" data-series="{escape(name)}" data-category="{escape(category)}" '
-                f'x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" height="{max(base - y, 0.5):.1f}" '
-                f'fill="{palette[name]}"><title>{escape(hover)}</title></rect>'
-            )
-            if bar.low is not None and bar.high is not None and bar.high > bar.low:
-                cx = x + bar_w / 2
-                y1, y2 = y_of(bar.low), y_of(bar.high)
-                body.append(
-                    f'<g class="whisker"><line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y1:.1f}" y2="{y2:.1f}"/>'
-                    f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y1:.1f}" y2="{y1:.1f}"/>'
-                    f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y2:.1f}" y2="{y2:.1f}"/></g>'
+            if bar is not None:
+                y = y_of(bar.value) if (bar.value > 0 or not log) else base
+                body += _bar_marks(
+                    bar, unit, name, category, palette[name], gx + inner + si * bar_w, bar_w, y, base, y_of
                 )
         cx = gx + group_w / 2
         text = escape(category if len(category) <= 32 else category[:31] + "…")
@@ -230,6 +190,62 @@ def bar_chart(
             body.append(f'<text class="category" x="{cx:.1f}" y="{base + 18:.1f}" text-anchor="middle">{text}</text>')
     body.append(f'<line class="axis" x1="{left:.1f}" x2="{width - right_pad:.1f}" y1="{base:.1f}" y2="{base:.1f}"/>')
     return _svg(width, height, body, "chart bar-chart", label or "bar chart")
+
+
+def _bar_scale(
+    unit: str, log: bool, lows: list[float], tops: list[float], top: float, plot_h: float
+) -> tuple[list[float], Callable[[float], float], Callable[[float], str], str]:
+    """A bar chart's value axis: its ticks, the y of a value, a tick's label and the axis title."""
+    if log:
+        ticks = log_ticks(min(lows), max(tops))
+        lo_e, hi_e = math.log10(ticks[0]), math.log10(ticks[-1])
+
+        def y_of(v: float) -> float:
+            v = max(v, ticks[0])
+            return top + plot_h * (1 - (math.log10(v) - lo_e) / (hi_e - lo_e or 1))
+
+        return ticks, y_of, lambda v: human(v, unit), f"{unit_title(unit)} (log scale)"
+    factor, axis_label = axis_unit(unit, max(tops))
+    linear = [t * factor for t in nice_ticks(max(tops) / factor)]
+
+    def y_linear(v: float) -> float:
+        return top + plot_h * (1 - v / linear[-1])
+
+    return linear, y_linear, lambda v: _number(v / factor), axis_label
+
+
+def _bar_marks(
+    bar: Bar,
+    unit: str,
+    name: str,
+    category: str,
+    fill: str,
+    x: float,
+    bar_w: float,
+    y: float,
+    base: float,
+    y_of: Callable[[float], float],
+) -> list[str]:
+    """One bar from `y` down to `base`, its figures in its hover, and its min–max whisker when the repeats differ."""
+    hover = f"{name} · {category}: {human(bar.value, unit)}"
+    if bar.low is not None and bar.high is not None:
+        hover += f" (repeats {human(bar.low, unit)} – {human(bar.high, unit)})"
+    if bar.note:
+        hover += f" · {bar.note}"
+    out = [
+        f'<rect class="bar" data-series="{escape(name)}" data-category="{escape(category)}" '
+        f'x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" height="{max(base - y, 0.5):.1f}" '
+        f'fill="{fill}"><title>{escape(hover)}</title></rect>'
+    ]
+    if bar.low is not None and bar.high is not None and bar.high > bar.low:
+        cx = x + bar_w / 2
+        y1, y2 = y_of(bar.low), y_of(bar.high)
+        out.append(
+            f'<g class="whisker"><line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y1:.1f}" y2="{y2:.1f}"/>'
+            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y1:.1f}" y2="{y1:.1f}"/>'
+            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y2:.1f}" y2="{y2:.1f}"/></g>'
+        )
+    return out
 
 
 def unit_title(unit: str) -> str:
