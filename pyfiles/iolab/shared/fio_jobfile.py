@@ -43,9 +43,11 @@ ALIASES = {
     "ss_ramp": "steadystate_ramp_time",
 }
 
-# Options that run commands or change the host outside the target. The trigger options are
-# fio command-line options (fio refuses them in a job file too); they are named here for a clear message.
-_RUNS_COMMANDS = {
+# iolab's one list of the fio options it refuses, wherever fio options come from (a user's job file:
+# check(); a workload's options over a built-in profile: iolab.shared.fio_options.profile_options), and
+# why: they run commands or change the host outside the target. The trigger options are fio command-line
+# options (fio refuses them in a job file too); they are named here for a clear message.
+REFUSED = {
     "exec_prerun": "runs commands on the hosts",
     "exec_postrun": "runs commands on the hosts",
     "trigger": "runs commands on the hosts",
@@ -295,8 +297,8 @@ def check(job: JobFile, allow_devices: tuple[str, ...] | list[str] = ()) -> None
                 raise option.refuse("Ansible would evaluate {{ or {% on the controller; write the value literally")
             if "${" in str(option):
                 raise option.refuse("fio would replace ${...} with the host's environment; write the value literally")
-            if option.name in _RUNS_COMMANDS:
-                raise option.refuse(f"{option.name} {_RUNS_COMMANDS[option.name]}; iolab refuses it in job files")
+            if option.name in REFUSED:
+                raise option.refuse(f"{option.name} {REFUSED[option.name]}; iolab refuses it in job files")
             if option.name == "ioengine":
                 _check_engine(option)
             elif option.name == "name" and "/" in (option.value or ""):

@@ -44,18 +44,18 @@ def rbd_options(pool: str, image: str, client: str) -> dict[str, str]:
     return {"ioengine": "rbd", "clientname": client, "pool": pool, "rbdname": image}
 
 
-# fio options that run commands: never accepted from a campaign or a user's job file.
-_FORBIDDEN = ("exec_prerun", "exec_postrun", "ioscheduler")
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def profile_options(profile: str, overrides: dict[str, str | int]) -> dict[str, str]:
-    """A profile's options with the workload's overrides; values are checked for job-file safety."""
+    """A profile's options with the workload's overrides; values are checked for job-file safety, and
+    options iolab refuses in any job file (fio_jobfile.REFUSED, an alias resolved) are refused here too."""
     options = dict(PROFILES[profile])
     for key, value in overrides.items():
         text = str(value)
-        if not _KEY.match(key) or key in _FORBIDDEN or "\n" in text or "\r" in text:
-            raise ValueError(f"fio option {key}={text!r} is not allowed")
+        why = fio_jobfile.REFUSED.get(fio_jobfile.ALIASES.get(key, key))
+        if not _KEY.match(key) or why or "\n" in text or "\r" in text:
+            raise ValueError(f"fio option {key}={text!r} is not allowed" + (f": it {why}" if why else ""))
         options[key] = text
     return options
 
