@@ -24,10 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iolab import datasets, execute, record, runner
+from iolab import record
 from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
+from iolab.execute import Lab
+from iolab.progress import Progress
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
+from iolab.session import BackendSession, CampaignState
 from iolab.workloads.pytorch import PytorchWorkload
 
 THRESHOLD = 90.0
@@ -106,7 +109,7 @@ def probe_campaign(
 
 def run_search(
     spec: Campaign,
-    lab: execute.Lab,
+    lab: Lab,
     results: Path,
     backend: str,
     accelerator: dict[str, Any],
@@ -115,38 +118,26 @@ def run_search(
     threshold: float = THRESHOLD,
     show: Callable[[str], None] = print,
 ) -> tuple[int, list[Probe]]:
-    """Mount the backend, make the data set, probe N accelerators per host as `search` asks; unmount."""
+    """Provision the hosts, mount the backend and make the data set (one playbook), probe N accelerators per
+    host as `search` asks, unmount: a backend session (iolab.session) of the probes' campaign."""
     first = probe_campaign(spec, backend, accelerator, workload, [1])
-    store = ResultStore(results, first.name)
+    state = CampaignState(first, lab, ResultStore(results, first.name), Progress([], lab.console))
     hosts = list(lab.hosts)
-    setup = lab.play(runner.Phase("setup.yml", {"iolab_host_dl": True}), "setup")
-    if setup.failures() or setup.status != "successful":
-        raise RunFailed(f"provisioning the hosts failed: {setup.summary()}")
-    mount = lab.play(execute.storage_phase(first, backend, "mounted"), f"mount {backend}")
-    try:
-        if mount.failures() or mount.status != "successful":
-            raise RunFailed(f"mounting {backend} failed: {mount.summary()}")
-        missing = datasets.make(lab, first, backend, expand(first), hosts)
-        if missing:
-            raise RunFailed("; ".join(f"{h}: {why}" for h, why in missing.items()))
+    with BackendSession(state, backend, hosts, expand(first)) as session:
+        session.flush()
+        session.require(hosts)
         return probe_until(
-            lab,
-            store,
+            session,
             lambda n: expand(probe_campaign(spec, backend, accelerator, workload, [n]))[0],
             hosts,
             limit,
             threshold,
             show,
         )
-    finally:
-        lab.play(
-            execute.storage_phase(first, backend, "unmounted", stop_tools=True), f"unmount {backend}", cancellable=False
-        )
 
 
 def probe_until(
-    lab: execute.Lab,
-    store: ResultStore,
+    session: BackendSession,
     run_of: Callable[[int], Run],
     hosts: list[str],
     limit: int,
@@ -155,24 +146,17 @@ def probe_until(
 ) -> tuple[int, list[Probe]]:
     """Probe N accelerators per host (the run `run_of(N)`, stored or run now) as `search` asks.
 
-    The backend is mounted and the data set made. Returns search's answer and every
+    The session's backend is mounted and the data set made. Returns search's answer and every
     probe, by N; a failed probe stops the search (RunFailed).
     """
+    store = session.state.store
     probes: dict[int, Probe] = {}
 
     def probe(n: int) -> float:
         run = run_of(n)
         found = _stored(store, run, hosts)
         if found is None:
-            result = execute.play_run(
-                lab,
-                [execute.run_phase(run)],
-                run,
-                store.raw_dir(run.run_id),
-                f"probe: {n} accelerator(s) per host",
-                hosts,
-            )
-            failures, _ = record.record_run(store, run, result, hosts)
+            failures, _, _ = session.measure(run, f"probe: {n} accelerator(s) per host", hosts)
             if failures:
                 raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
             found = _stored(store, run, hosts)
@@ -189,35 +173,57 @@ def probe_until(
     return best, [probes[n] for n in sorted(probes)]
 
 
-def fed(
-    lab: execute.Lab, campaign: Campaign, store: ResultStore, run: Run, hosts: list[str], show: Callable[[str], None]
-) -> tuple[list[str], list[Sample]]:
-    """A campaign's `search: accelerators` run on a mounted backend: probe, then store `accelerators_fed`.
+def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
+    """A campaign's `search: accelerators` run on the session's mounted backend: probe, then store
+    `accelerators_fed` (on each host and for all of them, host "*"); a failure is the session's.
 
     Each probe is a run of the campaign: the run's workload at N accelerators per host
-    (a probe stored by an earlier call is reused). Returns the failures as sentences and
-    the samples stored: accelerators_fed on each host and for all of them (host "*").
+    (a probe stored by an earlier call is reused).
     """
     workload = run.workload
     assert isinstance(workload, PytorchWorkload) and workload.accelerator  # a search's schema asks for both
-    limit = workload.accelerators
+    active = session.admit(run, hosts, batched=False)
+    if not active:
+        return
+    title = session.start(run)
+    console, store = session.state.lab.console, session.state.store
+    console.print(
+        f"{title}: searching the most {workload.accelerator.type} accelerators per host at "
+        f"AU ≥ {THRESHOLD:g} % (up to {workload.accelerators})",
+        soft_wrap=True,
+    )
 
     def run_of(n: int) -> Run:
-        return repetition(campaign, run.backend, workload.model_copy(update={"accelerators": n}), 1, run.hosts)[0]
+        return repetition(
+            session.state.campaign, run.backend, workload.model_copy(update={"accelerators": n}), 1, run.hosts
+        )[0]
 
     started = time.time()
     try:
-        best, probes = probe_until(lab, store, run_of, hosts, limit, THRESHOLD, show)
-    except RunFailed as exc:
-        failure = f"{run.label()}: {exc}"
-        store.add_run_records(
-            [record.run_record(run, host, str(exc)) for host in hosts], f"the status of {run.label()}"
+        best, probes = probe_until(
+            session, run_of, active, workload.accelerators, THRESHOLD, lambda line: console.print(line, soft_wrap=True)
         )
-        return [failure], []
-    samples = fed_samples(run, best, probes, hosts, store.samples(), started, time.time())
+    except RunFailed as exc:
+        store.add_run_records(
+            [record.run_record(run, host, str(exc)) for host in active], f"the status of {run.label()}"
+        )
+        session.finish(run, title, active, [f"{run.label()}: {exc}"], [], None)
+        return
+    samples = fed_samples(run, best, probes, active, store.samples(), started, time.time())
     store.add_samples(samples, f"the accelerators_fed samples of {run.label()}")
-    store.add_run_records([record.run_record(run, host, None) for host in hosts], f"the status of {run.label()}")
-    return [], samples
+    store.add_run_records([record.run_record(run, host, None) for host in active], f"the status of {run.label()}")
+    session.finish(run, title, active, [], samples, None)
+
+
+def answer(best: int, probes: list[Probe], kind: str, backend: str, threshold: float, hosts: int) -> str:
+    """bench.accelerators' last line: the answer, with the AU and throughput at it."""
+    if best == 0:
+        return f"answer: none — even 1 {kind} accelerator per host falls below {threshold:g} % AU on {backend}"
+    held = next(p for p in probes if p.accelerators == best)
+    return (
+        f"answer: {best} {kind} accelerator(s) per host on {backend} (AU {held.au:.1f} %, "
+        f"{held.samples_per_s:.0f} samples/s, {held.read_bw / 2**20:.0f} MiB/s over {hosts} host(s))"
+    )
 
 
 def fed_samples(

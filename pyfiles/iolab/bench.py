@@ -1,44 +1,31 @@
 """Run a campaign: for each backend mount, for each run drop caches → tool → collect, always unmount.
 
 The campaign loop: which runs, on which hosts, in what order (resume, more repetitions
-where repeats disagree, warm-ups), through iolab.execute (phases on the hosts) and
-iolab.record (samples from the runs' files). What a run measured on each host becomes
+where repeats disagree), each backend's through a backend session (iolab.session: the
+mount, the data set, the batches of runs, warm-ups, the unmount). What a run measured on each host becomes
 samples as soon as the run ends, so an interruption loses nothing already gathered, and
 a later call runs only what is missing.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import itertools
 import json
 import shutil
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from iolab import datasets, runner, validity
+from iolab import accelerators, datasets, validity
 from iolab.backends.base import DATASET_DIR
 from iolab.backends.s3 import S3Backend
 from iolab.campaign import Campaign, Run, expand, repetition
-from iolab.errors import RunFailed, UserError
-from iolab.execute import (
-    Lab,
-    left_behind,
-    play_run,
-    play_runs,
-    run_phase,
-    storage_phase,
-    tear_down,
-    workload_vars,
-)
+from iolab.errors import UserError
+from iolab.execute import Lab, workload_vars
 from iolab.progress import Planned, Progress
-from iolab.record import headline, record_run, run_record
 from iolab.samples import ResultStore
+from iolab.session import BackendSession, CampaignState, Entry
 from iolab.shared import fio_options
 from iolab.workloads.fio import FioWorkload
-from iolab.workloads.pytorch import PytorchWorkload
 
 # --- the campaign loop --------------------------------------------------------------------------
 
@@ -75,16 +62,16 @@ def run_campaign(
         console.print(f"[yellow]{note}[/]")
     runs = [r for r in expand(campaign, len(lab.hosts)) if only_repetition in (None, r.repetition)]
     done = store.completed()
-    plan = [(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
-    plan = [(r, hosts) for r, hosts in plan if hosts]
+    plan = [Entry(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
+    plan = [entry for entry in plan if entry.hosts]
     extra = campaign.max_repetitions is not None and campaign.max_repetitions > campaign.repetitions
     queues = {
-        backend: [(r, hosts) for r, hosts in plan if r.backend.name == backend]
-        + ([(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)] if extra else [])
+        backend: [entry for entry in plan if entry.run.backend.name == backend]
+        + ([Entry(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)] if extra else [])
         for backend in dict.fromkeys(r.backend.name for r in runs)
     }  # extra: stored repeats that disagree
     queues = {backend: queue for backend, queue in queues.items() if queue}
-    progress = Progress(_planned([r for queue in queues.values() for r, _ in queue]), console)
+    progress = Progress(_planned([entry.run for queue in queues.values() for entry in queue]), console)
     console.print(
         f"campaign [bold]{campaign.name}[/]: {len(runs)} runs on {len(lab.hosts)} host(s), "
         f"{len(runs) - len(plan)} already stored, {len(plan)} to run"
@@ -95,46 +82,45 @@ def run_campaign(
     if not queues:
         return []
     lab.status = progress.status
-    loop = _Loop(campaign, lab, store, runs, progress, len(plan), extra)
-    loop.ahead.append(_provision(loop))  # played in the first playbook of the campaign
+    state = CampaignState(campaign, lab, store, progress, planned=len(plan))  # provisioning waits for a playbook
     failures: list[str] = []
     for backend, queue in queues.items():
-        failures += _run_backend(loop, backend, queue)
+        failures += _run_backend(state, backend, queue, runs, extra)
     return failures
 
 
-@dataclasses.dataclass
-class _Loop:
-    """What the campaign loop carries from backend to backend."""
+def _run_backend(state: CampaignState, backend: str, queue: list[Entry], runs: list[Run], extra: bool) -> list[str]:
+    """Run one backend's queue, and the extra repetitions its disagreeing repeats earn, in one backend session
+    (iolab.session: mount, data set, batches of runs, unmount); a search (iolab.accelerators) plays alone.
 
-    campaign: Campaign
-    lab: Lab
-    store: ResultStore
-    runs: list[Run]  # the campaign's runs (more repetitions are counted from them)
-    progress: Progress
-    planned: int  # runs planned (the titles' "run 3/18")
-    extra: bool  # more repetitions may follow where repeats disagree
-    lost: dict[str, str] = dataclasses.field(default_factory=dict)  # hosts left out of the rest, and why
-    unprovisioned: set[str] = dataclasses.field(default_factory=set)  # lost before anything was mounted on them
-    counter: Iterator[int] = dataclasses.field(default_factory=lambda: itertools.count(1))
-    # Steps waiting for the next playbook (provisioning, a mount): each playbook's start is paid once for them.
-    ahead: list[runner.Step] = dataclasses.field(default_factory=list)
-
-    def take(self) -> list[runner.Step]:
-        """The steps waiting, for the playbook about to start (none wait after it)."""
-        steps, self.ahead[:] = list(self.ahead), []
-        return steps
-
-    def flush(self, title: str, hosts: list[str]) -> None:
-        """Play the steps waiting, alone."""
-        steps = self.take()
-        if steps:
-            self.lab.play_steps(steps, title, hosts)
+    `runs`: the campaign's runs (more repetitions are counted from them); `extra`: more may follow."""
+    lab = state.lab
+    need = [h for h in lab.hosts if h not in state.lost and any(h in entry.hosts for entry in queue)]
+    tried: set[str] = set()  # run ids run on this mount: an extra repetition that failed is not retried
+    with BackendSession(state, backend, need, [r for r in runs if r.backend.name == backend]) as session:
+        while queue:
+            state.plans.update({entry.run.run_id: _planned([entry.run])[0] for entry in queue})
+            parts = _parts(queue)
+            for number, part in enumerate(parts, 1):
+                if _searches(part[0].run):
+                    accelerators.fed(session, *part[0])
+                else:  # the last runs of the backend: unmounted with them, unless more repetitions may follow
+                    session.play(part, last=number == len(parts) and not extra)
+            tried.update(entry.run.run_id for entry in queue)
+            more = _more_repetitions(state.campaign, state.store, runs, backend)
+            queue = [Entry(r, r.on(lab.hosts)) for r in more if r.run_id not in tried]
+    return session.failures
 
 
-def _alike(run: Run) -> bool:
-    """A run that plays as one run.yml phase among others (no warm-up before it, not a search)."""
-    return not (_searches(run) or _needs_warming(run))
+def _parts(queue: list[Entry]) -> list[list[Entry]]:
+    """The queue cut at its searches: each search alone, the runs between them together."""
+    parts: list[list[Entry]] = []
+    for entry in queue:
+        if parts and not _searches(entry.run) and not _searches(parts[-1][0].run):
+            parts[-1].append(entry)
+        else:
+            parts.append([entry])
+    return parts
 
 
 def _searches(run: Run) -> bool:
@@ -146,248 +132,6 @@ def _planned(runs: list[Run]) -> list[Planned]:
     """The runs as Progress plans them: runs of one workload take alike times; estimates as --dry-run's."""
     warmed: set[tuple] = set()
     return [Planned(run.run_id, run.workload.name, _run_estimate(run, warmed)[0]) for run in runs]
-
-
-def _run_backend(loop: _Loop, backend: str, queue: list[tuple[Run, list[str]]]) -> list[str]:
-    """Mount one backend, run its queue (and the extra repetitions disagreeing repeats earn), unmount.
-
-    The mount (and the data set, when every run of the backend reads it) is played with the first runs,
-    and the unmount with the last, in one playbook, when they are runs alike (execute.play_runs); a host
-    whose mount fails is left out of the runs, recorded with why.
-    """
-    campaign, lab, store, lost, progress = loop.campaign, loop.lab, loop.store, loop.lost, loop.progress
-    console = lab.console
-    failures: list[str] = []
-    need = [h for h in lab.hosts if h not in lost and any(h in hosts for _, hosts in queue)]
-    if loop.ahead and need != lab.hosts:  # provisioning is played on every host
-        loop.flush("setup", lab.hosts)
-        need = [h for h in need if h not in lost]
-    mounted = list(need)  # until the mount says otherwise
-    teardown = list(need)  # every host the mount reached, even if Ctrl-C cut it short
-    no_data: dict[str, str] = {}
-    warmed: set[tuple] = set()  # points that had their warm-up run on this mount
-    previous: tuple[Run, list[str], bool] | None = None  # the run just run, its hosts, whether it succeeded
-    tried: set[str] = set()  # run ids run on this mount: an extra repetition that failed is not retried
-
-    def mount_ended(outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
-        left: dict[str, str] = {}
-        for host in list(mounted):
-            outcome = outcomes.get(host)
-            if outcome is not None and not (outcome.failed or outcome.unreachable):
-                continue
-            mounted.remove(host)
-            if outcome is not None and outcome.unreachable:
-                teardown.remove(host)
-            if host not in lost:
-                lost[host] = f"mounting {backend} failed: {outcome.message if outcome else 'the playbook stopped'}"
-            left[host] = lost[host]
-        return left
-
-    def left_out(run: Run, hosts: list[str]) -> list[str]:
-        """Record `run` as failed on those of its hosts that cannot run it: not mounted, or without the data set."""
-        skipped = _skipped(store, run, [h for h in hosts if h not in mounted], lost)
-        if run.workload.uses_dataset:
-            skipped += _skipped(store, run, [h for h in hosts if h in mounted and h in no_data], no_data)
-        return skipped
-
-    def unmount_ended(outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
-        failures.extend(left_behind(lab, backend, outcomes.values()))  # as tear_down says it
-        teardown[:] = [h for h in teardown if h not in outcomes]  # unmounted and checked, or what is left said
-        return {}
-
-    backend_runs = [r for r in loop.runs if r.backend.name == backend]
-    waiting = list(loop.ahead)  # if nothing of this backend is played, they wait for the next
-    loop.ahead.append(runner.Step(storage_phase(campaign, backend, "mounted"), mount_ended))
-    if datasets.needed(campaign, backend_runs):
-        loop.ahead.append(datasets.step(campaign, backend, mounted, no_data))
-        if not all(r.workload.uses_dataset for r in backend_runs):  # a host without it still runs the others
-            loop.flush(f"mount {backend}", need)
-    try:
-        while queue:
-            pending = list(queue)
-            while pending:
-                run, hosts = pending.pop(0)
-                alike = _alike(run)
-                if loop.ahead and not (alike and set(_active(run, hosts, mounted, no_data)) == set(need)):
-                    loop.flush(f"mount {backend}", need)  # the steps waiting play on every host, alone
-                failures += left_out(run, hosts)
-                active = _active(run, hosts, mounted, no_data)
-                if not active:
-                    progress.drop(run.run_id)
-                    continue
-                if alike:
-                    # Runs alike on the same hosts after it: one ansible-playbook process for them all.
-                    batch = [run]
-                    while (
-                        pending
-                        and _alike(pending[0][0])
-                        and _active(pending[0][0], pending[0][1], mounted, no_data) == active
-                    ):
-                        alike_run, its_hosts = pending.pop(0)
-                        failures += left_out(alike_run, its_hosts)
-                        batch.append(alike_run)
-                    last = not pending and not loop.extra  # nothing can follow on this mount: unmount with them
-                    unmount = storage_phase(campaign, backend, "unmounted") if last else None
-                    ran, last_ok = _run_batch(loop, batch, active, mounted, teardown, unmount, unmount_ended)
-                    failures += ran
-                    previous = (batch[-1], active, last_ok)
-                    continue
-                title = _title(next(loop.counter), loop.planned, run)
-                progress.start(_planned([run])[0])
-                if _searches(run):
-                    from iolab import accelerators
-
-                    searching = run.workload
-                    assert isinstance(searching, PytorchWorkload) and searching.accelerator  # as its schema asks
-                    console.print(
-                        f"{title}: searching the most {searching.accelerator.type} accelerators per "
-                        f"host at AU ≥ {accelerators.THRESHOLD:g} % (up to {searching.accelerators})",
-                        soft_wrap=True,
-                    )
-                    run_failures, stored = accelerators.fed(
-                        lab, campaign, store, run, active, lambda line: console.print(line, soft_wrap=True)
-                    )
-                    result = None
-                else:
-                    warmed_by = _warm(lab, store, run, active, warmed, previous)
-                    warm_command = bool(run.cache_pass == "warm" and run.workload.warm_command)
-                    result = play_run(
-                        lab, [run_phase(run, warm_command)], run, store.raw_dir(run.run_id), title, active
-                    )
-                    run_failures, stored = record_run(
-                        store, run, result, active, complete=active == run.on(lab.hosts), warmed_by=warmed_by
-                    )
-                failures += run_failures
-                previous = (run, active, not run_failures)
-                _lose_unreachable(lab, result, title, lost, mounted, teardown)
-                progress.finish(title, headline(stored, run_failures, run.on(lab.hosts)))
-            tried.update(r.run_id for r, _ in queue)
-            queue = [
-                (r, r.on(lab.hosts))
-                for r in _more_repetitions(campaign, store, loop.runs, backend)
-                if r.run_id not in tried
-            ]
-    finally:
-        if loop.ahead:  # nothing of this backend was played: nothing to tear down
-            loop.ahead[:], teardown[:] = waiting, []
-        teardown[:] = [h for h in teardown if h not in loop.unprovisioned]
-        if teardown:
-            failures += tear_down(lab, campaign, backend, teardown)
-    return failures
-
-
-def _title(number: int, planned: int, run: Run) -> str:
-    """'run 3/18: seq-read on tmpfs, rep 3', or 'extra run: …' past the plan (more repetitions)."""
-    return f"run {number}/{planned}: {run.label()}" if number <= planned else f"extra run: {run.label()}"
-
-
-def _active(run: Run, hosts: list[str], mounted: list[str], no_data: dict[str, str]) -> list[str]:
-    """The hosts of `hosts` that run `run`: mounted, and holding the data set if it reads one."""
-    return [h for h in hosts if h in mounted and not (run.workload.uses_dataset and h in no_data)]
-
-
-def _run_batch(
-    loop: _Loop,
-    batch: list[Run],
-    hosts: list[str],
-    mounted: list[str],
-    teardown: list[str],
-    unmount: runner.Phase | None,
-    unmount_ended: Callable[[dict[str, runner.HostOutcome]], dict[str, str]],
-) -> tuple[list[str], bool]:
-    """Runs alike (no warm-up, no search) on the same mounted hosts, in one playbook (execute.play_runs),
-    each recorded as soon as it ends; the steps waiting (provisioning, mount) play first, and `unmount`
-    (when given) last. Return the failures, and whether the last run succeeded."""
-    store, lab, progress = loop.store, loop.lab, loop.progress
-    failures: list[str] = []
-    last_ok = [False]
-    numbers = [next(loop.counter) for _ in batch]
-    titles = {run.run_id: _title(number, loop.planned, run) for number, run in zip(numbers, batch, strict=True)}
-    which = f"run {numbers[0]}" if len(batch) == 1 else f"runs {numbers[0]}–{numbers[-1]}"
-    title = f"{which}/{loop.planned} on {batch[0].backend.name}, one playbook"
-
-    def ended(run: Run, result: runner.Result) -> None:
-        run_failures, stored = record_run(store, run, result, hosts, complete=hosts == run.on(lab.hosts))
-        failures.extend(run_failures)
-        last_ok[0] = run is batch[-1] and not run_failures
-        _lose_unreachable(lab, result, titles[run.run_id], loop.lost, mounted, teardown)
-        progress.finish(titles[run.run_id], headline(stored, run_failures, run.on(lab.hosts)), run.run_id)
-
-    runs = [(run, store.raw_dir(run.run_id), titles[run.run_id]) for run in batch]
-    before = loop.take()
-    after = [runner.Step(unmount, unmount_ended)] if unmount else []
-    play_runs(lab, runs, title, hosts, lambda run: progress.start(_planned([run])[0]), ended, before, after)
-    return failures, last_ok[0]
-
-
-def _lose_unreachable(
-    lab: Lab, result: runner.Result | None, title: str, lost: dict[str, str], mounted: list[str], teardown: list[str]
-) -> None:
-    """Leave the hosts the run found unreachable out of the rest of the campaign (a later call fills their gap)."""
-    for outcome in result.failures() if result else []:
-        if outcome.unreachable and outcome.host in mounted:
-            lost[outcome.host] = f"unreachable since {title}: {outcome.message}"
-            mounted.remove(outcome.host)
-            teardown.remove(outcome.host)
-            lab.console.print(
-                f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
-                "run bench.all again later to fill its gap"
-            )
-
-
-def _needs_warming(run: Run) -> bool:
-    return run.workload.warmup or run.cache_pass == "warm"
-
-
-def _warm(
-    lab: Lab,
-    store: ResultStore,
-    run: Run,
-    hosts: list[str],
-    warmed: set[tuple],
-    previous: tuple[Run, list[str], bool] | None,
-) -> str | None:
-    """Warm-up before `run` as its workload asks; return how a warm run's cache was warmed (None: cold run).
-
-    `warmup: true`: one unrecorded run of the point before its first measured one on this
-    mount. The warm run of cache: warm follows its warm_command (run.yml runs it), or
-    the cold run of the same repetition when that just ran on the same hosts, or else an
-    unrecorded pass of the workload.
-    """
-    key = (run.point[:3], tuple(hosts))
-    if run.workload.warmup and key not in warmed:
-        _warm_up_pass(lab, store, run, hosts, "warm-up run (warmup: true)")
-        warmed.add(key)
-    if run.cache_pass != "warm":
-        return None
-    if run.workload.warm_command:
-        return "after the warm_command " + " ".join(run.workload.warm_command)
-    if (
-        previous
-        and previous[2]
-        and previous[1] == hosts
-        and previous[0].cache_pass == "cold"
-        and previous[0].point[:3] == run.point[:3]
-        and previous[0].repetition == run.repetition
-    ):
-        return "right after the cold run of the same repetition, caches not dropped"
-    _warm_up_pass(lab, store, run, hosts, "warm-up pass (cache: warm)")
-    return "after an unrecorded pass of the workload, caches not dropped"
-
-
-def _warm_up_pass(lab: Lab, store: ResultStore, run: Run, hosts: list[str], what: str) -> None:
-    """An unrecorded run of `run`'s workload (its files are fetched and discarded); a failure is a warning."""
-    warm = run.model_copy(update={"run_id": f"{run.run_id}-warmup", "cache_pass": "warm"})
-    scratch = store.raw_dir(warm.run_id)
-    try:
-        result = play_run(lab, [run_phase(warm)], warm, scratch, f"{what}: {run.label()}", hosts)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    errors = [o.describe() for o in result.failures()]
-    if errors:
-        lab.console.print(f"[yellow]{what} of {run.label()} failed[/] (the measured run follows): {errors[0]}")
-    else:
-        lab.console.print(f"{what} of {run.label()}: done, not recorded")
 
 
 def _more_repetitions(campaign: Campaign, store: ResultStore, runs: list[Run], backend: str) -> list[Run]:
@@ -428,41 +172,6 @@ def _more_repetitions(campaign: Campaign, store: ResultStore, runs: list[Run], b
         for run_id in g.run_ids
     }
     return [run for point, run in nexts.items() if point in disagreeing]
-
-
-def _provision(loop: _Loop) -> runner.Step:
-    """Setting the hosts up, as a step of the campaign's first playbook: a host that fails is left out (skip),
-    or stops the campaign (abort; or when every host failed)."""
-    hosts, campaign = loop.lab.hosts, loop.campaign
-
-    def ended(outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
-        if not outcomes:
-            raise RunFailed("provisioning the hosts failed: the playbook stopped before it ended (see its output)")
-        failed = [o for o in outcomes.values() if o.failed or o.unreachable]
-        loop.unprovisioned.update(o.host for o in failed)  # nothing to tear down there, even if this stops all
-        if failed and (campaign.on_host_failure == "abort" or len(failed) == len(hosts)):
-            raise RunFailed(
-                f"provisioning failed ({'on_host_failure: abort' if len(failed) < len(hosts) else 'on every host'}): "
-                + "; ".join(o.describe() for o in failed)
-            )
-        for outcome in failed:
-            loop.lost[outcome.host] = outcome.describe().split(": ", 1)[1]
-            loop.lab.console.print(f"[yellow]{outcome.host} left out:[/] {loop.lost[outcome.host]}")
-        return {o.host: f"provisioning failed: {loop.lost[o.host]}" for o in failed}
-
-    return runner.Step(runner.Phase("setup.yml", campaign.setup_vars()), ended)
-
-
-def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str]) -> list[str]:
-    """Record a run as failed on hosts left out of it, with the reason."""
-    if not hosts:
-        return []
-    store.add_run_records([run_record(run, h, f"not run: {lost.get(h, 'host left out')}") for h in hosts])
-    return [
-        f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) not run on {h}: "
-        f"{lost.get(h, 'host left out')}"
-        for h in hosts
-    ]
 
 
 # --- one-off fio runs and dry runs --------------------------------------------------------------

@@ -55,29 +55,6 @@ def needed(campaign: Campaign, runs: list[Run]) -> bool:
     )
 
 
-def step(campaign: Campaign, backend: str, hosts: list[str], no_data: dict[str, str]) -> runner.Step:
-    """The dataset phase for `hosts` as a step of a playbook: a host of them whose data set was not made
-    goes in `no_data`, with why (`hosts` may shrink before it ends: a host the mount lost is not its)."""
-
-    def ended(outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
-        for host in hosts:
-            outcome = outcomes.get(host)
-            if outcome is None or outcome.failed or outcome.unreachable:
-                why = outcome.message if outcome else "the playbook stopped before it"
-                no_data[host] = f"making the data set on {backend} failed: {why}"
-        return dict(no_data)
-
-    return runner.Step(phase(campaign, backend), ended)
-
-
-def make(lab: Lab, campaign: Campaign, backend: str, runs: list[Run], hosts: list[str]) -> dict[str, str]:
-    """Put the data set on `hosts` for the runs that read it; {host: why it has none} for those that failed."""
-    missing: dict[str, str] = {}
-    if hosts and needed(campaign, runs):
-        lab.play_steps([step(campaign, backend, hosts, missing)], f"data set on {backend}", hosts)
-    return missing
-
-
 def gen_on_hosts(
     lab: Lab, path: str, files: int, seed: int, classes: int, formats: list[str], per_host: bool, report_dir: Path
 ) -> dict[str, dict]:

@@ -16,7 +16,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console
 
@@ -79,10 +79,6 @@ class Lab:
             status=self.caption,
             on_phase=on_phase,
         )
-
-    def play_steps(self, steps: list[runner.Step], title: str, hosts: list[str] | None = None) -> None:
-        """Play `steps` in one ansible-playbook process, no run among them (see play_runs)."""
-        play_runs(self, [], title, hosts or self.hosts, lambda _: None, lambda *_: None, before=steps)
 
     def caption(self) -> str:
         """What the live table shows under the hosts: the campaign's progress and the run's throughput now."""
@@ -157,77 +153,121 @@ def play_run(
     return _fetch(lab, result, run, raw_dir, title, _unpack(result, raw_dir, hosts))
 
 
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """A phase played in one playbook with runs, before or after them: provisioning (`setup`), a `mount`, the
+    `dataset`, an `unmount`. Its listener is told its own outcomes per host as it ends (a host left out of it
+    by an earlier failure has none; a phase the playbook never reached gets {}), and says which hosts it leaves
+    out of what follows, and why; what the listener raises stops the playbook."""
+
+    kind: Literal["setup", "mount", "dataset", "unmount"]
+    phase: runner.Phase
+
+
+class Queued(NamedTuple):
+    """A run in a playbook of several: the run, its raw directory and its title."""
+
+    run: Run
+    raw_dir: Path
+    title: str
+
+
+class Listener(Protocol):
+    """What hears a playbook of steps and runs as it goes (iolab.session.BackendSession)."""
+
+    def step_ended(self, step: Step, outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]: ...
+
+    def run_started(self, run: Run) -> None: ...
+
+    def run_ended(self, run: Run, result: runner.Result) -> None: ...
+
+
 def play_runs(
     lab: Lab,
-    runs: list[tuple[Run, Path, str]],
     title: str,
     hosts: list[str],
-    started: Callable[[Run], None],
-    ended: Callable[[Run, runner.Result], None],
-    before: list[runner.Step] | None = None,
-    after: list[runner.Step] | None = None,
+    listener: Listener,
+    before: list[Step] | None = None,
+    runs: list[Queued] | None = None,
+    after: list[Step] | None = None,
 ) -> None:
-    """Play several runs — (run, its raw directory, its title) — on `hosts` in one ansible-playbook process,
-    one run phase after the other, so that Ansible's start is paid once for them all, not once per run;
-    the `before` steps first (provisioning, mount), the `after` steps last (unmount).
+    """Play several runs on `hosts` in one ansible-playbook process, one run phase after the other, so that
+    Ansible's start is paid once for them all, not once per run; the `before` steps first (provisioning,
+    mount), the `after` steps last (unmount).
 
-    As each run's phase ends (the next one already running), its files are put in its raw directory and
-    `ended(run, result)` records it; `started(run)` as each begins. A run whose files must be fetched
-    (collect.yml) is recorded once the playbook has ended. A host that failed outside a run's own rescue
-    (or in a step), or became unreachable, is left out of the later runs by Ansible: they record it as
-    failed, with why; so do the runs a playbook that stopped early never reached.
-    Ctrl-C stops the playbook: the runs already ended are recorded, the one running is not.
+    As each step ends, `listener.step_ended` says which hosts it leaves out; as each run's phase ends (the
+    next one already running), its files are put in its raw directory and `listener.run_ended` records it;
+    `listener.run_started` as each begins. A run whose files must be fetched (collect.yml) is recorded once
+    the playbook has ended. A host that failed outside a run's own rescue (or in a step), or became
+    unreachable, is left out of the later runs by Ansible: they record it as failed, with why; so do the
+    runs a playbook that stopped early never reached. Ctrl-C stops the playbook: the runs already ended are
+    recorded, the one running is not.
     """
-    before, after = before or [], after or []
-    deferred: list[tuple[Run, Path, str, runner.Result, list[str]]] = []
-    left_out: dict[str, str] = {}
-    handed = [0]  # phases handed over so far
-    watch = _Watch(lab, hosts, runs[0][0]) if runs else None
+    plays: list[Step | Queued] = [*(before or []), *(runs or []), *(after or [])]
+    if plays:
+        _Playbook(lab, hosts, listener, plays).play(title)
 
-    def on_phase(index: int, outcomes: dict[str, runner.HostOutcome]) -> None:
-        handed[0] = index + 1
-        if index < len(before) or index >= len(before) + len(runs):
-            step = before[index] if index < len(before) else after[index - len(before) - len(runs)]
-            left_out.update(step.ended(outcomes))
-            if index + 1 == len(before) and runs:
-                started(runs[0][0])
-            return
-        run, raw_dir, title = runs[index - len(before)]
-        for host in hosts:
+
+class _Playbook:
+    """One ansible-playbook process of steps and runs, each handed to the listener as its play ends."""
+
+    def __init__(self, lab: Lab, hosts: list[str], listener: Listener, plays: list[Step | Queued]):
+        self.lab, self.hosts, self.listener, self.plays = lab, hosts, listener, plays
+        self.handed = 0  # plays handed over so far
+        self.left_out: dict[str, str] = {}  # hosts a step or a run left out of the plays after it, and why
+        self.deferred: list[tuple[Queued, runner.Result, list[str]]] = []  # runs whose files must be fetched
+        first = next((play for play in plays if isinstance(play, Queued)), None)
+        self.watch = _Watch(lab, hosts, first.run) if first else None
+
+    def play(self, title: str) -> None:
+        if isinstance(self.plays[0], Queued):
+            self.listener.run_started(self.plays[0].run)
+        phases = [play.phase if isinstance(play, Step) else run_phase(play.run) for play in self.plays]
+        try:
+            with self.watch or contextlib.nullcontext():
+                result = self.lab.play(phases, title, hosts=self.hosts, on_phase=self.ended)
+            if self.handed < len(phases):
+                # The playbook stopped before its end (every host had failed): what it never reached is handed
+                # over with no outcomes, so that no run of it goes unrecorded.
+                why = f"the playbook stopped before it: {result.summary()}"
+                for host in self.hosts:
+                    self.left_out.setdefault(host, why)
+                for index in range(self.handed, len(phases)):
+                    self.ended(index, {})
+        finally:
+            for queued, ended, fetch in self.deferred:
+                self.listener.run_ended(
+                    queued.run, _fetch(self.lab, ended, queued.run, queued.raw_dir, queued.title, fetch)
+                )
+
+    def ended(self, index: int, outcomes: dict[str, runner.HostOutcome]) -> None:
+        """The play `index` ended with these outcomes of its own (runner.run's on_phase)."""
+        self.handed = index + 1
+        play = self.plays[index]
+        if isinstance(play, Step):
+            self.left_out.update(self.listener.step_ended(play, outcomes))
+        else:
+            self._run_ended(play, outcomes)
+        following = self.plays[index + 1] if index + 1 < len(self.plays) else None
+        if isinstance(following, Queued):
+            assert self.watch is not None
+            self.watch.follow(following.run)
+            self.listener.run_started(following.run)
+
+    def _run_ended(self, queued: Queued, outcomes: dict[str, runner.HostOutcome]) -> None:
+        for host in self.hosts:
             if host not in outcomes:
                 outcome = runner.HostOutcome(host, failed=True, task="(not started)")
-                outcome.message = f"left out of this run: {left_out.get(host, 'it failed in an earlier run')}"
+                outcome.message = f"left out of this run: {self.left_out.get(host, 'it failed in an earlier run')}"
                 outcomes[host] = outcome
             elif outcomes[host].unreachable or outcomes[host].failed:
-                left_out[host] = f"{outcomes[host].describe()} (in {title})"
+                self.left_out[host] = f"{outcomes[host].describe()} (in {queued.title})"
         result = runner.Result("successful", 0, outcomes, "")
-        fetch = _unpack(result, raw_dir, hosts)
+        fetch = _unpack(result, queued.raw_dir, self.hosts)
         if fetch:
-            deferred.append((run, raw_dir, title, result, fetch))
+            self.deferred.append((queued, result, fetch))
         else:
-            ended(run, result)
-        if index + 1 < len(before) + len(runs):
-            assert watch is not None
-            watch.follow(runs[index + 1 - len(before)][0])
-            started(runs[index + 1 - len(before)][0])
-
-    if runs and not before:
-        started(runs[0][0])
-    phases = [s.phase for s in before] + [run_phase(run) for run, _, _ in runs] + [s.phase for s in after]
-    try:
-        with watch or contextlib.nullcontext():
-            result = lab.play(phases, title, hosts=hosts, on_phase=on_phase)
-        if handed[0] < len(phases):
-            # The playbook stopped before its end (every host had failed): what it never reached is handed
-            # over with no outcomes, so that no run of it goes unrecorded.
-            why = f"the playbook stopped before it: {result.summary()}"
-            for host in hosts:
-                left_out.setdefault(host, why)
-            for index in range(handed[0], len(phases)):
-                on_phase(index, {})
-    finally:
-        for run, raw_dir, title, result, fetch in deferred:
-            ended(run, _fetch(lab, result, run, raw_dir, title, fetch))
+            self.listener.run_ended(queued.run, result)
 
 
 class _Watch:

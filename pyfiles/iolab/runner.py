@@ -42,19 +42,6 @@ class Phase:
     vars: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """A phase played in one playbook with runs, before or after them (provisioning, mount, data set, unmount).
-
-    `ended(outcomes)` is given the phase's own outcomes per host as it ends (a host left out of it by an
-    earlier failure has none; a phase the playbook never reached gets {}) and returns, for the hosts it
-    leaves out of what follows, why. What it raises stops the playbook.
-    """
-
-    phase: Phase
-    ended: Callable[[dict[str, HostOutcome]], dict[str, str]]
-
-
 @dataclasses.dataclass
 class HostOutcome:
     host: str
