@@ -284,6 +284,25 @@ def _playbook_tree(private: Path) -> dict[int, int]:
     return members
 
 
+def _envvars(private: Path) -> dict[str, str]:
+    """ansible-playbook's environment: this virtualenv's tools, iolab's configuration and roles, and the mark of
+    this call (ENV_MARK) that finds its processes when it is cancelled."""
+    return {
+        "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        "ANSIBLE_CONFIG": str(paths.ANSIBLE_CFG),
+        "ANSIBLE_ROLES_PATH": str(paths.ROLES),
+        "ANSIBLE_NOCOLOR": "1",
+        ENV_MARK: str(private),
+    }
+
+
+def _live(progress: _Progress, console: Console) -> Live | None:
+    """The live table of the hosts, on a terminal; none elsewhere."""
+    if not console.is_terminal:
+        return None
+    return Live(progress.table(), console=console, refresh_per_second=4, transient=False, get_renderable=progress.table)
+
+
 # Playbooks this process started: a command interrupted before its first had nothing to tear down.
 plays_started = 0
 
@@ -320,15 +339,7 @@ def run(
     phases = [phases] if isinstance(phases, Phase) else phases
     console = console or Console(stderr=True)
     progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console, status, on_phase)
-    venv_bin = str(Path(sys.executable).parent)
-    envvars = {
-        "PATH": venv_bin + os.pathsep + os.environ.get("PATH", ""),
-        "ANSIBLE_CONFIG": str(paths.ANSIBLE_CFG),
-        "ANSIBLE_ROLES_PATH": str(paths.ROLES),
-        "ANSIBLE_NOCOLOR": "1",
-    }
     private = Path(tempfile.mkdtemp(prefix="iolab-runner-"))
-    envvars[ENV_MARK] = str(private)
     cancelled: dict[int, int] = {}  # the playbook's processes when it was cancelled: ended once it has been
 
     def cancel() -> bool:
@@ -339,13 +350,7 @@ def run(
 
     try:
         playbook = _project(private, phases)
-        live = (
-            Live(
-                progress.table(), console=console, refresh_per_second=4, transient=False, get_renderable=progress.table
-            )
-            if console.is_terminal
-            else None
-        )
+        live = _live(progress, console)
         with _CtrlC(cancellable, console) as ctrl_c:
             if live:
                 live.start()
@@ -356,7 +361,7 @@ def run(
                     inventory=str(Path(inventory).resolve()),
                     limit=",".join(hosts),
                     extravars=extravars or {},
-                    envvars=envvars,
+                    envvars=_envvars(private),
                     quiet=True,
                     event_handler=progress.handle,
                     cancel_callback=cancel,
