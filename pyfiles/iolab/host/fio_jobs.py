@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{opts.workdir}: {exc}", file=sys.stderr)
         return 1
     if opts.drop_caches:
-        from iolab.host.hostrun import drop_caches
+        from iolab.host import caches
 
-        if drop_caches(opts.dir) != 0:
+        if caches.drop_recorded(opts.dir) != 0:
             return 1
     print(json.dumps({**chosen, "started_at": started_at}))
     return 0

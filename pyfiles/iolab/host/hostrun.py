@@ -3,7 +3,6 @@
     python -m iolab.host.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR]
                                 [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
     python -m iolab.host.hostrun step --timeout SECONDS -- python -m iolab.host.fio_jobs prepare ...
-    python -m iolab.host.hostrun drop-caches --dir RUN_DIR
     python -m iolab.host.hostrun pack --dir RUN_DIR
     python -m iolab.host.hostrun stop --dir HOST_DIR/runs/OWNER/HOST [--orphaned-mounts]
 
@@ -304,28 +303,6 @@ def run(
     return proc.returncode if proc.returncode is not None else 1
 
 
-def drop_caches(run_dir: Path) -> int:
-    """sync, then drop the page cache, dentries and inodes; record that it was done."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    os.sync()
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError as exc:
-        print(f"cannot drop caches ({exc.strerror}): dropping the page cache needs root", file=sys.stderr)
-        return 1
-    _write_json(
-        run_dir / "drop_caches.json",
-        {
-            "dropped_at": time.time(),
-            "seconds": time.time() - started,
-            "method": "sync; echo 3 > /proc/sys/vm/drop_caches",
-            "page_cache_after": facts.meminfo().get("Cached", 0),
-        },
-    )
-    return 0
-
-
 def _group_alive(pgid: int) -> bool:
     """Whether a process of the group still runs (a zombie holds no file system)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -515,7 +492,6 @@ def main(args: list[str] | None = None) -> int:
     p_step = sub.add_parser("step", help="run a step of a run that is not its tool, bounded as the tool is")
     p_step.add_argument("--timeout", type=float, required=True, help="seconds; 0: no limit")
     p_step.add_argument("argv", nargs=argparse.REMAINDER)
-    sub.add_parser("drop-caches").add_argument("--dir", type=Path, required=True)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
     p_stop = sub.add_parser("stop")
     p_stop.add_argument("--dir", type=Path, required=True)
@@ -557,8 +533,6 @@ def main(args: list[str] | None = None) -> int:
         if opts.pack and (opts.dir / "run.json").exists():
             return pack(opts.dir) or rc
         return rc
-    if opts.command == "drop-caches":
-        return drop_caches(opts.dir)
     if opts.command == "pack":
         return pack(opts.dir)
     return stop(opts.dir, opts.orphaned_mounts, opts.keep_archives)

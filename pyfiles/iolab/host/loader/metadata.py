@@ -11,7 +11,7 @@ open over the first --limit files of the manifest when given):
 
 `--threads` workers share each operation (these calls release the GIL; a network
 file system wants several requests in flight). Caches are dropped before each
-operation (sync; echo 3 > drop_caches), so stat does not profit from the dentries
+operation (iolab.host.caches, as role drop_caches), so stat does not profit from the dentries
 and inodes readdir just brought in, nor open from stat's; --no-drop-caches keeps
 them, to measure the warm case. Results go to RUN_DIR/metadata.json.
 """
@@ -27,17 +27,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from iolab.host import caches
+
 KIND = "iolab.metadata/1"
 _CHUNK = 256
-
-
-def _drop_caches() -> bool:
-    os.sync()
-    try:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError:
-        return False
-    return True
 
 
 def _chunks(items: list, size: int = _CHUNK) -> list[list]:
@@ -69,7 +62,7 @@ def _open(paths: list[str]) -> int:
 
 
 def _timed(pool: ThreadPoolExecutor, work, chunks: list[list], drop: bool) -> dict:
-    dropped = _drop_caches() if drop else False
+    dropped = not caches.drop() if drop else False
     started = time.perf_counter()
     ops = sum(pool.map(work, chunks))
     return {"ops": ops, "seconds": time.perf_counter() - started, "caches_dropped": dropped}
@@ -84,7 +77,7 @@ def measure(root: Path, threads: int, limit: int | None = None, drop: bool = Tru
     paths = [str(root / e.path) for e in manifest.entries[:limit]]
     with ThreadPoolExecutor(threads) as pool:
         # readdir: breadth-first, each level's directories shared by the threads.
-        dropped = _drop_caches() if drop else False
+        dropped = not caches.drop() if drop else False
         started = time.perf_counter()
         level, entries, dirs = [str(root)], 0, 0
         while level:
