@@ -1,7 +1,8 @@
 """Process trees on this machine, read from /proc: what a tool started, and ending what is left of it (stdlib only).
 
 The hosts measure and end a tool's tree with them (iolab.host.hostrun, iolab.host.live); the controller
-ends what a cancelled ansible-playbook left (iolab.runner) with the same code.
+ends what a cancelled ansible-playbook left (iolab.runner) with the same code. `terminate` ends processes
+by PID, gently then not: a backend's daemons on a host (iolab.host.mounts), a simulated host's (iolab.sim).
 """
 
 from __future__ import annotations
@@ -122,3 +123,32 @@ def end_processes(members: dict[int, int], sig: int = signal.SIGKILL, wait: floa
     while time.time() < deadline and _running(members):
         time.sleep(0.05)
     return _running(members)
+
+
+def alive(pid: int) -> bool:
+    """True unless the process is gone or a zombie (whoever reaps it may be slow)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def terminate(pids: list[int], grace: float) -> tuple[list[int], list[int]]:
+    """SIGTERM `pids`, wait up to `grace` seconds, SIGKILL what is left and wait up to 5 s more.
+
+    Returns the processes SIGTERM did not end (those SIGKILL was sent to) and those still alive after SIGKILL.
+    """
+    killed: list[int] = []
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while (pids := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not pids:
+            break
+        if sig == signal.SIGTERM:
+            killed = list(pids)
+    return killed, pids
