@@ -15,7 +15,7 @@ from rich.console import Console
 
 from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
-from iolab import direct, lease, paths, provenance, runner, sim
+from iolab import direct, execute, lease, paths, provenance, session, sim
 from iolab import report as report_mod
 from iolab.cli import console, echo, user_errors
 from iolab.cli import lab as make_lab
@@ -54,20 +54,8 @@ task = functools.partial(invoke_task, klass=LabTask)
 def setup(c, inventory=None, hosts=None, dl=False):
     """Provision hosts: packages (fio, sysstat, strace), the iolab package, provenance."""
     lab = make_lab(inventory, hosts)
-    facts_dir = _gather_facts(lab, dl)
+    facts_dir = execute.gather_facts(lab, dl)
     echo(f"provisioned {len(lab.hosts)} host(s); provenance in {facts_dir}")
-
-
-def _gather_facts(lab, dl=False):
-    """Provision the hosts (idempotent) and bring their provenance to results/facts/."""
-    facts_dir = paths.results_root() / "facts"
-    facts_dir.mkdir(parents=True, exist_ok=True)
-    result = lab.play(
-        runner.Phase("setup.yml", {"iolab_host_facts_dest": str(facts_dir), "iolab_host_dl": dl}), "lab.setup"
-    )
-    if result.failures() or result.status != "successful":
-        raise RunFailed(f"lab.setup failed: {result.summary()}")
-    return facts_dir
 
 
 LAB = "simulated lab name, 1-8 of a-z0-9 (default: $IOLAB_LAB, else a short hash of this checkout's path)"
@@ -188,7 +176,7 @@ def _replies(replies):
 def facts(c, inventory=None, hosts=None):
     """Show the hosts' provenance side by side and flag where they differ."""
     lab = make_lab(inventory, hosts)
-    facts_dir = _gather_facts(lab)
+    facts_dir = execute.gather_facts(lab)
     found = provenance.load(facts_dir, lab.hosts)
     Console().print(provenance.table(found))
     differ = provenance.differences(found)
@@ -200,16 +188,6 @@ def facts(c, inventory=None, hosts=None):
 
 
 # --- bench -------------------------------------------------------------------------------
-
-
-def _finish(failures: list[str], store: ResultStore) -> None:
-    if failures:
-        shown = "; ".join(failures[:3]) + (f" (and {len(failures) - 3} more)" if len(failures) > 3 else "")
-        raise RunFailed(
-            f"{len(failures)} failure(s): {shown}. Results so far are in {store.dir}; "
-            "run the same command again to retry what failed"
-        )
-    echo(f"results in {store.dir}; `./lab report --campaign {store.dir.name}` compares them")
 
 
 @task(
@@ -256,7 +234,7 @@ def all_(
         return
     with lease.held(lab, f"campaign {spec.name}", steal):
         store = ResultStore(paths.results_root(), spec.name)
-        _finish(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store)
+        echo(bench_mod.outcome(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store))
 
 
 @task(
@@ -293,7 +271,7 @@ def fio(
     with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
         store = ResultStore(paths.results_root(), one.name)
         one = bench_mod.next_repetition(one, store)
-        _finish(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store)
+        echo(bench_mod.outcome(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store))
 
 
 # --- storage -----------------------------------------------------------------------------
@@ -301,21 +279,11 @@ def fio(
 
 def _storage(state, inventory, hosts, campaign, backend, steal):
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
-    names = [b.name for b in spec.backends]
-    if backend not in names:
-        raise UserError(
-            f"backend {backend!r} is not in {campaign or paths.DEFAULT_CAMPAIGN} "
-            f"(it has: {', '.join(names)}); pass --backend NAME"
-        )
+    phases = session.by_hand(spec, backend, state, campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
-    phases = [runner.Phase("setup.yml"), bench_mod.storage_phase(spec, backend, state, stop_tools=state == "absent")]
     with lease.held(lab, f"storage.{'mount' if state == 'kept' else 'unmount'} of {backend}", steal):
         result = lab.play(phases, f"storage {state}", cancellable=state == "kept")
-    if result.failures() or result.status != "successful":
-        raise RunFailed(f"{backend} {state}: {result.summary()}")
-    target = next(b.target for b in spec.backends if b.name == backend)
-    done = "mounted" if state == "kept" else "unmounted"
-    echo(f"{backend} {done} on {len(lab.hosts)} host(s) at {target}")
+    echo(session.by_hand_done(spec, backend, state, result, len(lab.hosts)))
 
 
 @task(help={"inventory": INVENTORY, "hosts": HOSTS, "campaign": CAMPAIGN, "backend": "backend name", "steal": STEAL})
@@ -561,14 +529,7 @@ def accelerators(
     best, probes = acc.run_search(
         spec, lab, paths.results_root(), backend, accelerator, workload, int(max), float(threshold), show=echo
     )
-    if best == 0:
-        echo(f"answer: none — even 1 {type} accelerator per host falls below {float(threshold):g} % AU on {backend}")
-    else:
-        held = next(p for p in probes if p.accelerators == best)
-        echo(
-            f"answer: {best} {type} accelerator(s) per host on {backend} (AU {held.au:.1f} %, "
-            f"{held.samples_per_s:.0f} samples/s, {held.read_bw / 2**20:.0f} MiB/s over {len(lab.hosts)} host(s))"
-        )
+    echo(acc.answer(best, probes, type, backend, float(threshold), len(lab.hosts)))
 
 
 # --- test --------------------------------------------------------------------------------

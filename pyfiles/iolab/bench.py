@@ -19,7 +19,7 @@ from iolab import accelerators, datasets, validity
 from iolab.backends.base import DATASET_DIR
 from iolab.backends.s3 import S3Backend
 from iolab.campaign import Campaign, Run, expand, repetition
-from iolab.errors import UserError
+from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab, workload_vars
 from iolab.progress import Planned, Progress
 from iolab.samples import ResultStore
@@ -87,6 +87,17 @@ def run_campaign(
     for backend, queue in queues.items():
         failures += _run_backend(state, backend, queue, runs, extra)
     return failures
+
+
+def outcome(failures: list[str], store: ResultStore) -> str:
+    """bench.all's and bench.fio's last line: where the results are; or, after failures, RunFailed saying them."""
+    if failures:
+        shown = "; ".join(failures[:3]) + (f" (and {len(failures) - 3} more)" if len(failures) > 3 else "")
+        raise RunFailed(
+            f"{len(failures)} failure(s): {shown}. Results so far are in {store.dir}; "
+            "run the same command again to retry what failed"
+        )
+    return f"results in {store.dir}; `./lab report --campaign {store.dir.name}` compares them"
 
 
 def _run_backend(state: CampaignState, backend: str, queue: list[Entry], runs: list[Run], extra: bool) -> list[str]:

@@ -20,8 +20,9 @@ from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console
 
-from iolab import ceph, live, release, runner
+from iolab import ceph, live, paths, release, runner
 from iolab.campaign import Campaign, Run
+from iolab.errors import RunFailed
 from iolab.hosts import Inventory
 from iolab.samples import DISK_ERRORS, StoreError
 
@@ -85,6 +86,19 @@ class Lab:
         return " · ".join(
             text for text in (self.status() if self.status else "", self.live() if self.live else "") if text
         )
+
+
+def gather_facts(lab: Lab, dl: bool = False) -> Path:
+    """Provision the hosts (idempotent; `dl`: the deep-learning stack too) and bring their provenance to
+    results/facts/ (lab.setup, lab.facts); return that directory."""
+    facts_dir = paths.results_root() / "facts"
+    facts_dir.mkdir(parents=True, exist_ok=True)
+    result = lab.play(
+        runner.Phase("setup.yml", {"iolab_host_facts_dest": str(facts_dir), "iolab_host_dl": dl}), "lab.setup"
+    )
+    if result.failures() or result.status != "successful":
+        raise RunFailed(f"lab.setup failed: {result.summary()}")
+    return facts_dir
 
 
 # --- phases: what the controller asks of the playbooks ---------------------------------------

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from iolab import datasets, runner
 from iolab.campaign import Campaign, Run
-from iolab.errors import RunFailed
+from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab, Queued, Step, left_behind, play_run, play_runs, run_phase, storage_phase, tear_down
 from iolab.progress import Planned, Progress
 from iolab.record import headline, record_run, run_record
@@ -394,3 +394,20 @@ def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str
         f"{lost.get(h, 'host left out')}"
         for h in hosts
     ]
+
+
+def by_hand(spec: Campaign, backend: str, state: str, source: str) -> list[runner.Phase]:
+    """storage.mount (`state` kept: mounted, and left so) and storage.unmount (absent: its tools stopped too) of
+    a backend of `spec` (read from `source`): provisioning, then the storage phase. A backend not in it is refused."""
+    names = [b.name for b in spec.backends]
+    if backend not in names:
+        raise UserError(f"backend {backend!r} is not in {source} (it has: {', '.join(names)}); pass --backend NAME")
+    return [runner.Phase("setup.yml"), storage_phase(spec, backend, state, stop_tools=state == "absent")]
+
+
+def by_hand_done(spec: Campaign, backend: str, state: str, result: runner.Result, hosts: int) -> str:
+    """What storage.mount or storage.unmount did, in a line; RunFailed where it failed."""
+    if result.failures() or result.status != "successful":
+        raise RunFailed(f"{backend} {state}: {result.summary()}")
+    target = next(b.target for b in spec.backends if b.name == backend)
+    return f"{backend} {'mounted' if state == 'kept' else 'unmounted'} on {hosts} host(s) at {target}"
