@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from typing import Any
 
 from iolab.host.loader.dataset_state import sha256_file
 from iolab.shared.confine import host_refusal
+from iolab.shared.processes import terminate
 
 RECORDS = Path("/run/iolab/mounts")
 MODULE_NAMES = ("rbd", "nbd", "ceph", "nfs", "fuse")
@@ -301,18 +301,8 @@ def check_readonly(target: str) -> tuple[bool, str]:
 def stop(state_dir: str, timeout: float) -> dict[str, Any]:
     """End the processes that name `state_dir` (SIGTERM, then SIGKILL), then unmount what is left below it."""
     pids = [p["pid"] for p in processes(state_dir)]
-    done: dict[str, Any] = {"stopped": pids, "killed": [], "unmounted": []}
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while (pids := [p for p in pids if _alive(p)]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not pids:
-            break
-        if sig == signal.SIGTERM:
-            done["killed"] = list(pids)
+    killed, _ = terminate(pids, grace=timeout)
+    done: dict[str, Any] = {"stopped": pids, "killed": killed, "unmounted": []}
     # A daemon killed outright leaves its FUSE mount behind, its connection gone.
     for mount in mounts_below(state_dir):
         out = subprocess.run(["umount", mount["target"]], capture_output=True, text=True)
@@ -321,14 +311,6 @@ def stop(state_dir: str, timeout: float) -> dict[str, Any]:
         done["unmounted"].append(mount["target"])
     done["left"] = [p["pid"] for p in processes(state_dir)]
     return done
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
 
 
 def state_dir(path: str, keyring: str | None, name: str | None, files: list[str]) -> dict[str, Any]:
@@ -409,7 +391,7 @@ def content_key(source: str | None, extra: dict[str, Any]) -> dict[str, Any]:
 # --- command line -------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m iolab.host.mounts")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("probe", help="what is mounted at TARGET and what the state directory holds")
@@ -443,6 +425,11 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--extra", default="{}")
     m = sub.add_parser("manifest", help="write DIR/manifest.jsonl when DIR has none; print its hash")
     m.add_argument("root", type=Path)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     opts = parser.parse_args(argv)
 
     if opts.command == "probe":
