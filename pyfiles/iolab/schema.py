@@ -8,21 +8,29 @@ value means the same and is refused the same way wherever it appears.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from iolab.units import parse_duration, parse_size
 
 
-def _name(value: str) -> str:
+def _matching(pattern: str, problem: str) -> Callable[[str], str]:
+    """A check that a value matches `pattern` in full; `problem` ({value!r} in it) says why not."""
 
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
-        raise ValueError(
-            f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-' "
-            "(names become directory and mount names)"
-        )
-    return value
+    def check(value: str) -> str:
+        if not re.fullmatch(pattern, value):
+            raise ValueError(problem.format(value=value))
+        return value
+
+    return check
+
+
+_name = _matching(
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
+    "{value!r} is not a valid name: use letters, digits, '.', '_' and '-' (names become directory and mount names)",
+)
 
 
 def _absolute(value: str) -> str:
@@ -48,6 +56,12 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def kinds(union: Any) -> dict[str, Any]:
+    """The models of a discriminated union (`Annotated[A | B | ..., Field(discriminator="type")]`) by their
+    `type: Literal[...]`, in the union's order: the union is the one list of a family's kinds."""
+    return {get_args(model.model_fields["type"].annotation)[0]: model for model in get_args(get_args(union)[0])}
+
+
 def _device(value: str) -> str:
     if not value.startswith("/dev/"):
         raise ValueError(f"{value!r} is not a device (allow_devices names block or character devices in /dev)")
@@ -58,14 +72,10 @@ def _device(value: str) -> str:
 Device = Annotated[str, AfterValidator(_absolute), AfterValidator(_device)]
 
 
-def _mount_option(value: str) -> str:
-
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.=/+@:-]*", value):
-        raise ValueError(
-            f"mount option {value!r}: give one option per list item (no commas or blanks), "
-            "e.g. [noatime, rsize=1048576]"
-        )
-    return value
+_mount_option = _matching(
+    r"[A-Za-z0-9_][A-Za-z0-9_.=/+@:-]*",
+    "mount option {value!r}: give one option per list item (no commas or blanks), e.g. [noatime, rsize=1048576]",
+)
 
 
 def _no_blank(value: str) -> str:
@@ -74,11 +84,7 @@ def _no_blank(value: str) -> str:
     return value
 
 
-def _host_name(value: str) -> str:
-
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}", value):
-        raise ValueError(f"{value!r} is not a host name or address")
-    return value
+_host_name = _matching(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}", "{value!r} is not a host name or address")
 
 
 def _fs_path(value: str) -> str:
@@ -93,11 +99,9 @@ def _source(value: str) -> str:
     return value
 
 
-def _fstype(value: str) -> str:
-
-    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value):
-        raise ValueError(f"{value!r} is not a file system type (e.g. nfs, lustre, beegfs, fuse.curvefs)")
-    return value
+_fstype = _matching(
+    r"[a-z0-9][a-z0-9._-]*", "{value!r} is not a file system type (e.g. nfs, lustre, beegfs, fuse.curvefs)"
+)
 
 
 def _nfs_version(value: object) -> str:

@@ -16,6 +16,7 @@ from iolab.backends.rbd_snapshot import RbdSnapshotBackend
 from iolab.backends.s3 import S3Backend
 from iolab.backends.sshfs import SshfsBackend
 from iolab.backends.tmpfs import TmpfsBackend
+from iolab.schema import kinds
 
 AnyBackend = Annotated[
     TmpfsBackend
@@ -29,14 +30,4 @@ AnyBackend = Annotated[
     | S3Backend,
     Field(discriminator="type"),
 ]
-BACKEND_TYPES: dict[str, type[Backend]] = {
-    "tmpfs": TmpfsBackend,
-    "local": LocalBackend,
-    "rbd_snapshot": RbdSnapshotBackend,
-    "cephfs": CephfsBackend,
-    "nfs": NfsBackend,
-    "sshfs": SshfsBackend,
-    "mount": MountBackend,
-    "rbd": RbdBackend,
-    "s3": S3Backend,
-}
+BACKEND_TYPES: dict[str, type[Backend]] = kinds(AnyBackend)

@@ -7,6 +7,7 @@ from typing import Annotated
 from pydantic import Field
 
 from iolab.parsers import Parser
+from iolab.schema import kinds
 from iolab.workloads.base import Workload
 from iolab.workloads.checkpoint import CheckpointWorkload
 from iolab.workloads.fio import FioWorkload
@@ -19,14 +20,7 @@ AnyWorkload = Annotated[
     FioWorkload | PytorchWorkload | MetadataWorkload | TensorflowWorkload | CheckpointWorkload | ObjectsWorkload,
     Field(discriminator="type"),
 ]
-WORKLOAD_TYPES: dict[str, type[Workload]] = {
-    "fio": FioWorkload,
-    "pytorch": PytorchWorkload,
-    "metadata": MetadataWorkload,
-    "tensorflow": TensorflowWorkload,
-    "checkpoint": CheckpointWorkload,
-    "objects": ObjectsWorkload,
-}
+WORKLOAD_TYPES: dict[str, type[Workload]] = kinds(AnyWorkload)
 
 
 def parser_for(tool: str) -> Parser:
