@@ -15,7 +15,7 @@ from rich.console import Console
 
 from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
-from iolab import direct, execute, lease, paths, provenance, session, sim
+from iolab import direct, execute, lease, metrics, paths, provenance, session, sim
 from iolab import report as report_mod
 from iolab.cli import console, echo, user_errors
 from iolab.cli import lab as make_lab
@@ -368,7 +368,7 @@ def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
     _say_skipped(result.a.store, result.b.store)
     violations = result.violations()
     if format == "table":
-        Console().print(compare_mod.table(result, report_mod.TABLE_METRICS))
+        Console().print(compare_mod.table(result, metrics.ordered("table")))
         for line in violations:
             echo(line)
     else:

@@ -28,8 +28,9 @@ from iolab import record
 from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab
+from iolab.parsers import Measurement
 from iolab.progress import Progress
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
+from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.session import BackendSession, CampaignState
 from iolab.workloads.pytorch import PytorchWorkload
 
@@ -204,14 +205,11 @@ def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
             session, run_of, active, workload.accelerators, THRESHOLD, lambda line: console.print(line, soft_wrap=True)
         )
     except RunFailed as exc:
-        store.add_run_records(
-            [record.run_record(run, host, str(exc)) for host in active], f"the status of {run.label()}"
-        )
+        record.store_run(store, run, [], dict.fromkeys(active, str(exc)))
         session.finish(run, title, active, [f"{run.label()}: {exc}"], [], None)
         return
     samples = fed_samples(run, best, probes, active, store.samples(), started, time.time())
-    store.add_samples(samples, f"the accelerators_fed samples of {run.label()}")
-    store.add_run_records([record.run_record(run, host, None) for host in active], f"the status of {run.label()}")
+    record.store_run(store, run, samples, dict.fromkeys(active))
     session.finish(run, title, active, [], samples, None)
 
 
@@ -252,21 +250,8 @@ def fed_samples(
     }
 
     def sample(host: str, metadata: dict[str, Any]) -> Sample:
-        return Sample(
-            campaign=run.campaign,
-            run_id=run.run_id,
-            repetition=run.repetition,
-            host=host,
-            backend=run.backend.name,
-            workload=run.workload.name,
-            metric="accelerators_fed",
-            value=float(best),
-            unit="count",
-            started_at=utc_iso(started),
-            ended_at=utc_iso(ended),
-            params=params,
-            metadata={**common, **metadata},
-        )
+        answer = Measurement("accelerators_fed", float(best), "count")
+        return record.run_sample(run, host, answer, (started, ended), params, {**common, **metadata})
 
     per_host = []
     for host in hosts:

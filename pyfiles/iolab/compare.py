@@ -68,7 +68,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from iolab import validity, yamlfile
+from iolab import metrics, validity, yamlfile
 from iolab.errors import UserError
 from iolab.samples import ResultStore, Sample
 from iolab.units import human, printable
@@ -301,10 +301,8 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
     measured = {(k[1], k[2]) for k in pb}
     keys = [k for k in pa if k in pb or ((k[1], k[2]) in measured and any(r.matches(k[3]) for r in rules))]
     labels = validity.setting_labels([(k[1], k[2]) for k in keys])
-    from iolab.report import metric_rank
-
     order = {w: i for i, w in enumerate(dict.fromkeys(k[1] for k in keys))}
-    keys.sort(key=lambda k: (order[k[1]], validity.setting_order(k[2]), metric_rank(k[3]), k[0] or ""))
+    keys.sort(key=lambda k: (order[k[1]], validity.setting_order(k[2]), metrics.rank(k[3]), k[0] or ""))
     points = []
     for key in keys:
         va, vb = pa[key].values, pb[key].values if key in pb else []

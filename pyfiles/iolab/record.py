@@ -13,33 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab import runner, validity
+from iolab import metrics, runner, validity
 from iolab.campaign import Run
-from iolab.parsers import Parsed, ParseError
+from iolab.parsers import SUM, Measurement, Parsed, ParseError
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, StoreError, utc_iso
 from iolab.units import human
 from iolab.workloads import parser_for
-
-# Metrics that add up across hosts into the aggregate (host "*").
-ADDITIVE = (
-    "read_bw",
-    "write_bw",
-    "read_iops",
-    "write_iops",
-    "samples_per_s",
-    "stat_per_s",
-    "open_per_s",
-    "readdir_per_s",
-)
-HEADLINE = (
-    "accelerators_fed",
-    "samples_per_s",
-    "read_bw",
-    "write_bw",
-    "read_iops",
-    "stat_per_s",
-    "checkpoint_write_bw",
-)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -84,21 +63,7 @@ def _host_samples(
     metadata.update(telemetry_metadata)
     started, ended = record.get("started_at", time.time()), record.get("ended_at", time.time())
     samples = [
-        Sample(
-            campaign=run.campaign,
-            run_id=run.run_id,
-            repetition=run.repetition,
-            host=host,
-            backend=run.backend.name,
-            workload=run.workload.name,
-            metric=m.metric,
-            value=m.value,
-            unit=m.unit,
-            started_at=utc_iso(started),
-            ended_at=utc_iso(ended),
-            params={**run.params, **m.params},
-            metadata=metadata,
-        )
+        run_sample(run, host, m, (started, ended), {**run.params, **m.params}, metadata)
         for m in [*parsed.measurements, *telemetry_measurements]
     ]
     # The verdict on this host's run as recorded (the repeats rule needs the other
@@ -113,43 +78,31 @@ def _host_samples(
 
 
 def aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
-    """Host "*": additive metrics added up over the hosts, over the window in which all of them ran.
+    """Host "*": each metric made as the catalogue says (iolab.metrics), from every host's sample of it.
 
-    Each host's value is its mean over the common window, from its per-second series
-    (an interval counts when it lies inside the window); a tool without series falls
-    back to the sum of the hosts' own means, and the metadata says which was used.
-    Never a tool's own "all clients" line.
+    SUM: the metric added up over the hosts, over the window in which all of them ran: each
+    host's value is its mean over the common window, from its per-second series (an interval
+    counts when it lies inside the window); a tool without series falls back to the sum of the
+    hosts' own means, and the metadata says which was used. Never a tool's own "all clients"
+    line. A tool's own rule (the checkpoint's) gives the value and what the metadata adds.
     """
-    series = {host: s for host, (_, s) in per_host.items()}
-    starts = [min(t for points in s.values() for t, _ in points) - 1 for s in series.values() if s]
-    ends = [max(t for points in s.values() for t, _ in points) for s in series.values() if s]
-    window = (max(starts), min(ends)) if len(starts) == len(series) and starts else None
+    window = _common_window([s for _, s in per_host.values()])
+    run = [sample for samples, _ in per_host.values() for sample in samples]
     by_metric: dict[str, list[Sample]] = {}
-    for samples, _ in per_host.values():
-        for sample in samples:
-            if sample.metric in ADDITIVE and not sample.params.get("syscall"):
-                by_metric.setdefault(sample.metric, []).append(sample)
+    for sample in run:
+        if metrics.of(sample.metric).hosts and not sample.params.get("syscall"):
+            by_metric.setdefault(sample.metric, []).append(sample)
     out = []
     for metric, group in by_metric.items():
         if len(group) != len(per_host):
             continue
-        in_window = [
-            [
-                v
-                for t, v in series[s.host].get(metric, [])
-                if window and t - 1 >= window[0] - 0.25 and t <= window[1] + 0.25
-            ]
-            for s in group
-        ]
-        if window and all(in_window):
-            value = sum(sum(vs) / len(vs) for vs in in_window)
-            method = f"sum over hosts of each host's mean over the common {window[1] - window[0]:.0f} s window"
-            lo, hi = utc_iso(window[0]), utc_iso(window[1])
+        rule = metrics.of(metric).hosts
+        if rule == SUM:
+            series = {host: s for host, (_, s) in per_host.items()}
+            value, lo, hi, more = _summed(group, series, window)
         else:
-            value = sum(s.value for s in group)
-            method = "sum of the hosts' own means (no per-second series for a common window)"
-            lo, hi = max(s.started_at for s in group), min(s.ended_at for s in group)
-        skews = [s.metadata.get("start_skew_s") or 0.0 for s in group]
+            assert callable(rule)
+            (value, more), lo, hi = rule(group, run), group[0].started_at, group[0].ended_at
         out.append(
             dataclasses.replace(
                 group[0],
@@ -157,16 +110,39 @@ def aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
                 value=value,
                 started_at=lo,
                 ended_at=hi,
-                metadata={
-                    "hosts": sorted(per_host),
-                    "aggregate": method,
-                    "validity": _verdict(group),
-                    "start_late_max_s": max(skews),
-                    "start_spread_s": max(skews) - min(skews),
-                },
+                metadata={"hosts": sorted(per_host), "validity": _verdict(group), **more},
             )
         )
-    return out + _checkpoint_aggregate(per_host)
+    return out
+
+
+def _common_window(series: list[dict]) -> tuple[float, float] | None:
+    """(start, end) of the seconds every host's series covers; None when a host has none."""
+    starts = [min(t for points in s.values() for t, _ in points) - 1 for s in series if s]
+    ends = [max(t for points in s.values() for t, _ in points) for s in series if s]
+    return (max(starts), min(ends)) if len(starts) == len(series) and starts else None
+
+
+def _summed(
+    group: list[Sample], series: dict[str, dict], window: tuple[float, float] | None
+) -> tuple[float, str, str, dict[str, Any]]:
+    """The SUM rule: (value, start, end, what the metadata adds) of one metric over the hosts."""
+    metric = group[0].metric
+    in_window = [
+        [v for t, v in series[s.host].get(metric, []) if window and t - 1 >= window[0] - 0.25 and t <= window[1] + 0.25]
+        for s in group
+    ]
+    if window and all(in_window):
+        value = sum(sum(vs) / len(vs) for vs in in_window)
+        method = f"sum over hosts of each host's mean over the common {window[1] - window[0]:.0f} s window"
+        lo, hi = utc_iso(window[0]), utc_iso(window[1])
+    else:
+        value = sum(s.value for s in group)
+        method = "sum of the hosts' own means (no per-second series for a common window)"
+        lo, hi = max(s.started_at for s in group), min(s.ended_at for s in group)
+    skews = [s.metadata.get("start_skew_s") or 0.0 for s in group]
+    more = {"aggregate": method, "start_late_max_s": max(skews), "start_spread_s": max(skews) - min(skews)}
+    return value, lo, hi, more
 
 
 def _verdict(group: list[Sample]) -> dict[str, Any]:
@@ -177,31 +153,6 @@ def _verdict(group: list[Sample]) -> dict[str, Any]:
         "flags": list(dict.fromkeys(f for v in verdicts for f in v.get("flags", []))),
         "reasons": [r for v in verdicts for r in v.get("reasons", [])],
     }
-
-
-def _checkpoint_aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
-    """A checkpoint over every host: all of its bytes over the slowest rank of all (MLPerf's duration)."""
-    out = []
-    for phase in ("write", "read"):
-        times = [s for samples, _ in per_host.values() for s in samples if s.metric == f"checkpoint_{phase}_s"]
-        if not times or len(times) != len(per_host):
-            continue
-        slowest = max(s.value for s in times)
-        moved = {key: sum(s.metadata["checkpoint"][phase][key] for s in times) for key in ("bytes", "ranks")}
-        metadata = {
-            "hosts": sorted(per_host),
-            "validity": _verdict(times),
-            "checkpoint": {phase: moved},
-            "aggregate": "every host's bytes over the slowest rank of all hosts",
-        }
-        out += [
-            dataclasses.replace(times[0], host=AGGREGATE_HOST, metric=metric, value=value, unit=unit, metadata=metadata)
-            for metric, value, unit in (
-                (f"checkpoint_{phase}_bw", moved["bytes"] / slowest, "B/s"),
-                (f"checkpoint_{phase}_s", slowest, "s"),
-            )
-        ]
-    return out
 
 
 def record_run(
@@ -218,7 +169,8 @@ def record_run(
     (`complete`), never from a resume that filled one host's gap.
     """
     per_host: dict[str, tuple[list[Sample], dict]] = {}
-    records, failures = [], []
+    errors: dict[str, str | None] = {}
+    failures = []
     outcomes = result.hosts if result else {}
     for host in hosts:
         outcome = outcomes.get(host)
@@ -236,21 +188,52 @@ def record_run(
             samples, error, series = _host_samples(run, host, store.raw_dir(run.run_id) / host, warmed_by)
             if not error:
                 per_host[host] = (samples, series)
-        records.append(run_record(run, host, error))
+        errors[host] = error
         if error:
             failures.append(f"{run.label()}: failed on {host}: {error}")
     samples = [s for host_samples, _ in per_host.values() for s in host_samples]
     if per_host and not failures and complete:
         samples += aggregate(per_host)
+    store_run(store, run, samples, errors)
+    return failures, samples
+
+
+def run_sample(
+    run: Run, host: str, m: Measurement, span: tuple[float, float], params: dict[str, Any], metadata: dict[str, Any]
+) -> Sample:
+    """One value a run measured on a host (or host "*"), with the run's context: every sample iolab stores."""
+    return Sample(
+        campaign=run.campaign,
+        run_id=run.run_id,
+        repetition=run.repetition,
+        host=host,
+        backend=run.backend.name,
+        workload=run.workload.name,
+        metric=m.metric,
+        value=m.value,
+        unit=m.unit,
+        started_at=utc_iso(span[0]),
+        ended_at=utc_iso(span[1]),
+        params=params,
+        metadata=metadata,
+    )
+
+
+def store_run(store: ResultStore, run: Run, samples: list[Sample], errors: dict[str, str | None]) -> None:
+    """Store a run's samples, then its status on each host (`errors`: host → why it failed there, or None).
+
+    Samples that cannot be stored leave the run not done (StoreError): runs.jsonl says so where
+    the disk still allows it, and a resume runs it again.
+    """
     try:
         store.add_samples(samples, f"the {len(samples)} samples of {run.label()}")
     except StoreError as exc:
-        # Not stored, so not done: say so in runs.jsonl where the disk still allows it, then stop.
         with contextlib.suppress(StoreError):
-            store.add_run_records([run_record(run, host, f"samples not stored: {exc}") for host in hosts])
+            store.add_run_records([run_record(run, host, f"samples not stored: {exc}") for host in errors])
         raise
-    store.add_run_records(records, f"the status of {run.label()}")
-    return failures, samples
+    store.add_run_records(
+        [run_record(run, host, error) for host, error in errors.items()], f"the status of {run.label()}"
+    )
 
 
 def run_record(run: Run, host: str, error: str | None) -> dict[str, Any]:
@@ -273,7 +256,7 @@ def headline(samples: list[Sample], failures: list[str], hosts: list[str]) -> st
     """
     measured = sorted({s.host for s in samples if s.host != AGGREGATE_HOST})
     line = "no samples"
-    for metric in HEADLINE:
+    for metric in metrics.ordered("headline"):
         aggregate = [s for s in samples if s.metric == metric and s.host == AGGREGATE_HOST]
         per_host = [
             s for s in samples if s.metric == metric and s.host != AGGREGATE_HOST and not s.params.get("syscall")

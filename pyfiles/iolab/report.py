@@ -27,41 +27,12 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from iolab import svg, validity
+from iolab import metrics, svg, validity
 from iolab.errors import UserError
+from iolab.parsers import LOWER
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, parse_line
 from iolab.units import printable
 
-# Shown in the table, in this order; every metric is in the CSV and JSON exports.
-TABLE_METRICS = (
-    "read_bw",
-    "write_bw",
-    "read_iops",
-    "write_iops",
-    "samples_per_s",
-    "au",
-    "checkpoint_write_bw",
-    "checkpoint_read_bw",
-    "checkpoint_write_s",
-    "checkpoint_read_s",
-    "read_clat_p50",
-    "read_clat_p99",
-    "read_clat_p999",
-    "write_clat_p99",
-)
-# Who wins: the figures of merit and the tail latency.
-SUMMARY_METRICS = (
-    "read_bw",
-    "write_bw",
-    "read_iops",
-    "write_iops",
-    "samples_per_s",
-    "au",
-    "checkpoint_write_bw",
-    "checkpoint_read_bw",
-    "read_clat_p99",
-    "write_clat_p99",
-)
 AGREEMENT = validity.AGREEMENT
 # Unit systems for byte figures: iec (binary, the default) and si (decimal).
 UNITS = ("iec", "si")
@@ -136,22 +107,10 @@ def _own_samples(path: Path) -> bool:
     return False
 
 
-def metric_rank(metric: str) -> tuple[int, str]:
-    """Sort key: the table's metrics in the table's order, then the rest by name."""
-    base = validity.base_metric(metric)
-    return (TABLE_METRICS.index(base) if base in TABLE_METRICS else len(TABLE_METRICS), metric)
-
-
 def lower_is_better(metric: str) -> bool:
-    """Latencies, waits and costs win by being small; throughput, IOPS and AU by being large."""
-    name = validity.base_metric(metric)
-    return (
-        "_clat_" in name
-        or "await" in name
-        or name.startswith("cpu")
-        or name == "syscalls_per_sample"
-        or (name.startswith("checkpoint_") and name.endswith("_s"))
-    )
+    """Latencies, waits and costs win by being small; throughput, IOPS and AU by being large (the catalogue's
+    `better`)."""
+    return metrics.of(validity.base_metric(metric)).better == LOWER
 
 
 def summarize(samples: list[Sample], groups: list[validity.Group] | None = None) -> list[dict]:
@@ -180,8 +139,9 @@ def summarize(samples: list[Sample], groups: list[validity.Group] | None = None)
     ]
 
 
-def winners(rows: list[dict], metrics: tuple[str, ...] = SUMMARY_METRICS) -> list[dict]:
-    """Per (workload, setting, metric) with two backends or more: the best, the runner-up, by how much.
+def winners(rows: list[dict]) -> list[dict]:
+    """Per (workload, setting, metric) the catalogue says `wins` compares, with two backends or more: the best,
+    the runner-up, by how much.
 
     `ratio` is how many times better the winner is (≥ 1: best/second for
     throughput, second/best for latency). `sure` says whether the repeats keep
@@ -190,12 +150,12 @@ def winners(rows: list[dict], metrics: tuple[str, ...] = SUMMARY_METRICS) -> lis
     """
     by_point: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
-        if row["metric"] in metrics:
+        if row["metric"] in metrics.named("wins"):
             by_point[(row["workload"], row["setting"], row["metric"])].append(row)
     out = []
     for (workload, setting, metric), contenders in sorted(
         by_point.items(),
-        key=lambda kv: (kv[1][0]["order"], validity.setting_order(kv[0][1]), metric_rank(kv[0][2])),
+        key=lambda kv: (kv[1][0]["order"], validity.setting_order(kv[0][1]), metrics.rank(kv[0][2])),
     ):
         if len(contenders) < 2:
             continue
@@ -390,7 +350,7 @@ def summary_table(store: ResultStore, samples: list[Sample] | None = None, units
 
 def table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table:
     samples = store.samples() if samples is None else samples
-    rows = [r for r in summarize(samples) if r["metric"] in TABLE_METRICS]
+    rows = [r for r in summarize(samples) if r["metric"] in metrics.ordered("table")]
     verdicts = validity.assess(samples)
     backends = list(dict.fromkeys(s.backend for s in samples))
     out = Table(
@@ -410,11 +370,10 @@ def table(store: ResultStore, samples: list[Sample] | None = None, units: str = 
         cells[key][row["backend"]] = (
             f"{number(row['median'] / scales[key][0])} ±{row['spread'] * 100:.1f}% ({row['n']}){mark}"
         )
-    order = {m: i for i, m in enumerate(TABLE_METRICS)}
     workloads = list(dict.fromkeys(s.workload for s in samples))
     settings = {(r["workload"], r["setting_label"]): validity.setting_order(r["setting"]) for r in rows}
     for (workload, label, metric), by_backend in sorted(
-        cells.items(), key=lambda kv: (workloads.index(kv[0][0]), settings[kv[0][:2]], order[kv[0][2]])
+        cells.items(), key=lambda kv: (workloads.index(kv[0][0]), settings[kv[0][:2]], metrics.of(kv[0][2]).table)
     ):
         out.add_row(
             *map(

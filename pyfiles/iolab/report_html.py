@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -27,40 +28,18 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from iolab import ceph, history, report, svg, validity
+from iolab import ceph, history, metrics, report, svg, validity
+from iolab.parsers import BARS, PERCENTILES
 from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.units import printable
 
 FILE = "report.html"
 TEMPLATE = "report.html.j2"  # in templates/, installed with the package
-THROUGHPUT = ("read_bw", "write_bw", "read_iops", "write_iops", "samples_per_s")
-PERCENTILES = ("p50", "p99", "p999")
 AU_THRESHOLD = 90.0  # MLPerf Storage, resnet50 and unet3d (docs/REFERENCE_FIGURES.md)
 TELEMETRY_FILE = "telemetry.jsonl"
 TELEMETRY_RUNS = 8  # runs whose telemetry is drawn; the rest are listed
 TELEMETRY_LINES = 6  # lines per telemetry chart, the busiest first
-# Telemetry charts in this order (others follow by name), and their units.
-TELEMETRY_ORDER = (
-    "dev_read_bw",
-    "dev_write_bw",
-    "dev_util",
-    "cpu_cores",
-    "mem_cached",
-    "mem_dirty",
-    "net_rx_bw",
-    "net_tx_bw",
-    "osd_read_bw",
-    "osd_write_bw",
-    "osd_iops",
-    "osd_op_await",
-    "gpu_util",
-    "gpu_mem_used",
-    "gpu_pcie_rx_bw",
-    "gpu_sm_clock",
-    "gpu_temp",
-    "gpu_power",
-)
 
 
 def write(store: ResultStore, units: str = DEFAULT_UNITS) -> Path:
@@ -266,7 +245,7 @@ class _Page:
 
     def throughput(self) -> list[dict[str, Any]]:
         figures = []
-        for metric in THROUGHPUT:
+        for metric in (m for m in metrics.ordered("table") if metrics.of(m).chart == BARS):
             points = self.points(lambda m, metric=metric: m == metric)
             if points:
                 figures.append({"chart": self._bars(metric, points), "metric": metric})
@@ -275,17 +254,18 @@ class _Page:
     def latency(self) -> list[dict[str, Any]]:
         figures = []
         for direction in ("read", "write"):
-            names = [f"{direction}_clat_{p}" for p in PERCENTILES]
+            names = [n for n, m in metrics.catalogue().items() if m.chart == PERCENTILES and n.startswith(direction)]
+            percentiles = [n.rsplit("_", 1)[1] for n in names]
             for workload, setting, label in self.points(lambda m, names=names: m in names):
                 values, unit = {}, "ns"
-                for name, pct in zip(names, PERCENTILES, strict=False):
+                for name, pct in zip(names, percentiles, strict=False):
                     for b in self.backends:
                         r = self.row(workload, setting, name, b)
                         if r:
                             unit = r["unit"]
                             values[(pct, b)] = svg.Bar(r["median"], r["min"], r["max"], f"n={r['n']}")
                 chart = svg.bar_chart(
-                    list(PERCENTILES),
+                    percentiles,
                     self.backends,
                     values,
                     unit,
@@ -342,7 +322,7 @@ class _Page:
         return {"figures": figures, "fed": fed}
 
     def per_backend(self) -> list[dict[str, Any]]:
-        """Per backend, its figures: those of report.TABLE_METRICS (`main`), then the rest (`extra`)."""
+        """Per backend, its figures: those of the tables (the catalogue's `table`, `main`), then the rest (`extra`)."""
         parts = []
         for b in self.backends:
             main: list[dict[str, Any]] = []
@@ -352,7 +332,7 @@ class _Page:
                 key=lambda r: (
                     self.workloads.index(r["workload"]),
                     r["setting_label"],
-                    report.metric_rank(r["metric"]),
+                    metrics.rank(r["metric"]),
                 ),
             )
             shown = None
@@ -371,7 +351,7 @@ class _Page:
                     "n": r["n"],
                 }
                 shown = point
-                (main if validity.base_metric(r["metric"]) in report.TABLE_METRICS else extra).append(cells)
+                (main if metrics.of(validity.base_metric(r["metric"])).table is not None else extra).append(cells)
             parts.append({"backend": b, "main": main, "extra": extra})
         return parts
 
@@ -487,7 +467,7 @@ class _Page:
                     width=440,
                     markers=False,
                 )
-                (charts if base in TELEMETRY_ORDER or len(charts) < 4 else others).append(
+                (charts if metrics.of(base).timeline is not None or len(charts) < 4 else others).append(
                     {"chart": _chart(chart), "name": base}
                 )
             runs.append(
@@ -578,18 +558,16 @@ def _generic_series(path: Path) -> dict[str, list[tuple[float, float]]]:
 
 
 def _telemetry_unit(base: str) -> str:
-    gpu = {"gpu_sm_clock": "Hz", "gpu_temp": "°C", "gpu_power": "W"}
-    if base in gpu:
-        return gpu[base]
-    if base.endswith("_bw") or base.endswith("B_s"):
+    """A chart's unit: the catalogue's, or for the generic series of a file the parser refused, its name's."""
+    if metrics.of(base) is not metrics.UNDECLARED:
+        return metrics.of(base).unit
+    if base.endswith(("_bw", "B_s")):
         return "B/s"
-    if base.endswith("_iops"):
-        return "IOPS"
-    if base.startswith("mem") or base.endswith("_size") or base.endswith("_bytes") or base == "gpu_mem_used":
+    if base.startswith("mem") or base.endswith(("_size", "_bytes")):
         return "B"
     if base.endswith("util"):
         return "%"
-    if "await" in base:
+    if base.endswith("await"):
         return "s"
     if base.startswith("cpu"):
         return "cores"
@@ -614,9 +592,8 @@ def telemetry_charts(series: dict[str, list[tuple[float, float]]]) -> list[tuple
                 by_base[parts[0]][parts[1]] = points
             else:
                 by_base[f"{parts[0]}.{parts[-1]}"][".".join(parts[1:-1])] = points
-    order = {name: i for i, name in enumerate(TELEMETRY_ORDER)}
     out = []
-    for base in sorted(by_base, key=lambda b: (order.get(b, len(order)), b)):
+    for base in sorted(by_base, key=lambda b: (metrics.of(b).timeline or math.inf, b)):
         lines = by_base[base]
         busiest = sorted(lines, key=lambda k: -statistics.fmean(v for _, v in lines[k]))[:TELEMETRY_LINES]
         out.append((base, {k: lines[k] for k in busiest}, _telemetry_unit(base)))

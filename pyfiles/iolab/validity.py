@@ -13,9 +13,9 @@ Two rules, checked when reading (stored samples need no migration):
   `overridden` (kept, with the reason, but the sample stays valid).
 - **repeats_disagree**: the repetitions of one (backend, workload, setting,
   metric) must lie within 5% of their median (half their range, over the median).
-  It applies to the figures of merit (throughput, IOPS, samples/s, AU), as MLPerf
-  Storage applies it; latency percentiles and CPU show their spread in the
-  report without invalidating a run.
+  It applies to the figures of merit (throughput, IOPS, samples/s, AU: the metrics
+  iolab.metrics declares `judged`), as MLPerf Storage applies it; latency percentiles
+  and CPU show their spread in the report without invalidating a run.
 
 MLPerf Storage's own rules (`mlperf_flags`) are checked on the runs of an MLPerf workload
 (`type: mlperf` or `type: dlio`, params.mlperf): a flag `mlperf_<rule>` for every rule a run
@@ -43,24 +43,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from iolab import metrics
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.units import human, parse_size
 
 RAM_MULTIPLE = 5  # data set ≥ 5× the host's RAM (MLPerf Storage)
 AGREEMENT = 0.05  # repeats within 5% of their median agree (MLPerf Storage)
-# The figures of merit the agreement rule judges; other metrics show their spread only.
-MERIT_METRICS = frozenset(
-    {
-        "read_bw",
-        "write_bw",
-        "read_iops",
-        "write_iops",
-        "samples_per_s",
-        "au",
-        "checkpoint_write_bw",
-        "checkpoint_read_bw",
-    }
-)
+# The figures of merit the agreement rule judges (the catalogue's `judged`); others show their spread only.
+MERIT_METRICS = metrics.named("judged")
 # Parameters that size or time a run without changing what it measures: not part of a setting.
 NOT_SETTINGS = frozenset({"runtime", "ramp", "size", "allow_caching", "timeout", "warmup", "profilers"})
 # Settings that are byte counts: labelled with a unit (object_size=1MiB, not 1048576).

@@ -3,6 +3,10 @@
 A parser reads only files (never a tool's human-readable output) from
 `results/<campaign>/raw/<run_id>/<host>/` and returns a `Parsed`. The caller
 adds the run's context (campaign, run id, host, backend, times) to make samples.
+
+Each parser module declares the metrics it emits in a `METRICS` tuple of `Metric` (what the
+metric means: unit, aggregate over hosts, ...); the names several tools share are declared
+here. iolab.metrics gathers them into the catalogue that records and reports read.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from iolab.samples import Sample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,3 +65,73 @@ def load_json(path: Path, tool: str) -> dict[str, Any]:
     if not isinstance(document, dict):
         raise ParseError(f"{path}: not a result of {tool} (a JSON object)")
     return document
+
+
+# --- what each metric means: declared here and by each parser (the catalogue, iolab.metrics) ---------
+
+HIGHER, LOWER = "higher", "lower"  # which way a metric wins
+SUM = "sum"  # host "*": each host's mean over the window all of them ran, added up (record.aggregate)
+BARS, PERCENTILES = "bars", "percentiles"  # its chart on the HTML page: per point, or the latency chart
+# A tool's own rule for host "*": (the metric's sample on every host, all of the run's host samples)
+# → (the value for all hosts, what the aggregate's metadata adds).
+HostRule = Callable[[list[Sample], list[Sample]], tuple[float, dict[str, Any]]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """What a metric means, declared once, in the METRICS tuple of the parser that emits it."""
+
+    name: str  # or a family's shell pattern, 'dev_*_await' (an exact name wins over a pattern)
+    unit: str  # canonical, as its measurements carry it (and its telemetry chart's axis)
+    about: str  # what it measures, in a few words
+    better: str = HIGHER
+    hosts: str | HostRule | None = None  # how host "*" is made: SUM, the tool's rule, or None (not made)
+    judged: bool = False  # a figure of merit: its repeats must agree (validity's repeats_disagree)
+    table: int | None = None  # its row's place in the report's tables; None: exports and extras only
+    wins: bool = False  # compared in "who wins"
+    headline: int | None = None  # its place among the figures a run's line may name (record.headline)
+    chart: str | None = None  # BARS or PERCENTILES: its chart on the HTML page
+    timeline: int | None = None  # its place among the HTML page's telemetry charts
+
+
+# The names every storage tool shares (fio's, the object benchmark's, the loaders' read_bw), so that
+# their figures meet in one row of the report.
+METRICS = (
+    Metric(
+        "read_bw", "B/s", "bytes read per second", hosts=SUM, judged=True, table=10, wins=True, headline=30, chart=BARS
+    ),
+    Metric(
+        "write_bw",
+        "B/s",
+        "bytes written per second",
+        hosts=SUM,
+        judged=True,
+        table=20,
+        wins=True,
+        headline=40,
+        chart=BARS,
+    ),
+    Metric(
+        "read_iops",
+        "IOPS",
+        "reads completed per second",
+        hosts=SUM,
+        judged=True,
+        table=30,
+        wins=True,
+        headline=50,
+        chart=BARS,
+    ),
+    Metric(
+        "write_iops", "IOPS", "writes completed per second", hosts=SUM, judged=True, table=40, wins=True, chart=BARS
+    ),
+    Metric("read_clat_p50", "ns", "read latency, median", LOWER, table=110, chart=PERCENTILES),
+    Metric("read_clat_p99", "ns", "read latency, 99th percentile", LOWER, table=120, wins=True, chart=PERCENTILES),
+    Metric("read_clat_p999", "ns", "read latency, 99.9th percentile", LOWER, table=130, chart=PERCENTILES),
+    Metric("write_clat_p50", "ns", "write latency, median", LOWER, chart=PERCENTILES),
+    Metric("write_clat_p99", "ns", "write latency, 99th percentile", LOWER, table=140, wins=True, chart=PERCENTILES),
+    Metric("write_clat_p999", "ns", "write latency, 99.9th percentile", LOWER, chart=PERCENTILES),
+    Metric("*_clat_p*", "ns", "request latency at a percentile", LOWER),
+    Metric("cpu_cores", "cores", "CPU busy, in cores", LOWER, timeline=40),
+    Metric("gpu_util", "%", "GPU busy", timeline=130),
+)

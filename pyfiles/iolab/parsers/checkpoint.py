@@ -6,16 +6,56 @@
     checkpoint_read_s     the slowest rank's read time                                               s
 
 The metadata carries each phase's bytes and ranks on the host, so that the aggregate over
-hosts is the whole checkpoint over the slowest rank of all (record.aggregate).
+hosts is the whole checkpoint over the slowest rank of all (`over_hosts`, the metrics' rule).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from iolab.parsers import Measurement, Parsed, ParseError, load_json, stderr_hint
+from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError, load_json, stderr_hint
+from iolab.samples import Sample
 
 PHASES = ("write", "read")
+
+
+def over_hosts(group: list[Sample], run: list[Sample]) -> tuple[float, dict[str, Any]]:
+    """A checkpoint over every host: all of its bytes over the slowest rank of all (MLPerf's duration)."""
+    metric = group[0].metric
+    phase = metric.split("_")[1]
+    times = [s for s in run if s.metric == f"checkpoint_{phase}_s"]
+    slowest = max(s.value for s in times)
+    moved = {key: sum(s.metadata["checkpoint"][phase][key] for s in times) for key in ("bytes", "ranks")}
+    return slowest if metric.endswith("_s") else moved["bytes"] / slowest, {
+        "checkpoint": {phase: moved},
+        "aggregate": "every host's bytes over the slowest rank of all hosts",
+    }
+
+
+METRICS = (
+    Metric(
+        "checkpoint_write_bw",
+        "B/s",
+        "a checkpoint written per second",
+        hosts=over_hosts,
+        judged=True,
+        table=70,
+        wins=True,
+        headline=70,
+    ),
+    Metric(
+        "checkpoint_read_bw",
+        "B/s",
+        "a checkpoint read back per second",
+        hosts=over_hosts,
+        judged=True,
+        table=80,
+        wins=True,
+    ),
+    Metric("checkpoint_write_s", "s", "the slowest rank's write time", LOWER, hosts=over_hosts, table=90),
+    Metric("checkpoint_read_s", "s", "the slowest rank's read time", LOWER, hosts=over_hosts, table=100),
+)
 
 
 def parse(host_dir: Path) -> Parsed:

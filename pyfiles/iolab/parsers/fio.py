@@ -26,11 +26,16 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from iolab.parsers import Measurement, Parsed, ParseError, stderr_hint
+from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError, stderr_hint
 
 # Metric suffix → percentile; exact fractions so 99.9 % of N is not off by a rounding.
 PERCENTILES: dict[str, Fraction] = {"p50": Fraction(50), "p99": Fraction(99), "p999": Fraction(999, 10)}
 DIRECTIONS = ("read", "write")
+# Besides the shared read_bw, read_iops, read_clat_p99, ... (iolab.parsers.METRICS):
+METRICS = (
+    Metric("cpu_usr", "%", "the jobs' user CPU, in percent of one core", LOWER),
+    Metric("cpu_sys", "%", "the jobs' system CPU, in percent of one core", LOWER),
+)
 _JSON_START = re.compile(r"^\{", re.MULTILINE)
 
 

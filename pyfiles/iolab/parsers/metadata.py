@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iolab.parsers import Measurement, Parsed, ParseError, load_json
+from iolab.parsers import SUM, Measurement, Metric, Parsed, ParseError, load_json
 
 KIND = "iolab.metadata/1"
-METRICS = {"readdir": "readdir_per_s", "stat": "stat_per_s", "open": "open_per_s"}
+OPERATIONS = {"readdir": "readdir_per_s", "stat": "stat_per_s", "open": "open_per_s"}
+METRICS = (
+    Metric("readdir_per_s", "ops/s", "directory entries listed per second", hosts=SUM),
+    Metric("stat_per_s", "ops/s", "stat calls per second", hosts=SUM, headline=60),
+    Metric("open_per_s", "ops/s", "open and close pairs per second", hosts=SUM),
+)
 
 
 def parse(host_dir: Path) -> Parsed:
@@ -21,7 +26,7 @@ def parse(host_dir: Path) -> Parsed:
     if not isinstance(document, dict) or document.get("kind") != KIND:
         raise ParseError(f"{path}: not a metadata result (expected kind {KIND!r})")
     out = []
-    for operation, metric in METRICS.items():
+    for operation, metric in OPERATIONS.items():
         found = document.get("operations", {}).get(operation)
         if not found or found.get("seconds", 0) <= 0:
             raise ParseError(f"{path}: operation {operation!r} missing or not timed")

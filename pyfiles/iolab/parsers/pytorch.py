@@ -29,11 +29,30 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from iolab.parsers import Measurement, Parsed, ParseError, load_json
+from iolab.parsers import BARS, LOWER, SUM, Measurement, Metric, Parsed, ParseError, load_json
 from iolab.shared.syscalls import SummaryError, parse_summary
 
 KIND = "iolab.host.loader/1"
 _RARE = 0.01  # syscalls per sample below which a syscall is left out
+# Besides the shared read_bw, cpu_cores and gpu_util (iolab.parsers.METRICS):
+METRICS = (
+    Metric(
+        "samples_per_s",
+        "samples/s",
+        "samples loaded per second",
+        hosts=SUM,
+        judged=True,
+        table=50,
+        wins=True,
+        headline=20,
+        chart=BARS,
+    ),
+    Metric("au", "%", "accelerator utilization: compute time over the window", judged=True, table=60, wins=True),
+    Metric("batch_latency_p50", "s", "wait for a batch, median", LOWER),
+    Metric("batch_latency_p99", "s", "wait for a batch, 99th percentile", LOWER),
+    Metric("epoch_time", "s", "an epoch's time, slowest rank", LOWER),
+    Metric("syscalls_per_sample", "count", "system calls per sample loaded (params.syscall)", LOWER),
+)
 
 
 def nearest_rank(values: list[float], percent: float) -> float:

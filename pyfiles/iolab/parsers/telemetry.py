@@ -30,9 +30,37 @@ import json
 from pathlib import Path
 from typing import Any
 
-from iolab.parsers import Measurement, Parsed, ParseError
+from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError
 
 FILE = "telemetry.jsonl"
+# Its summaries (besides the shared cpu_cores and gpu_util) and its series (`load_series`, and the
+# OSD series iolab.ceph reads beside it); `timeline` orders the HTML page's telemetry charts.
+METRICS = (
+    Metric("dev_read_bw", "B/s", "a device's bytes read per second", timeline=10),
+    Metric("dev_write_bw", "B/s", "a device's bytes written per second", timeline=20),
+    Metric("dev_util", "%", "a device busy", LOWER, timeline=30),
+    Metric("dev_*_iops", "IOPS", "a device's requests per second"),
+    Metric("dev_queue_len", "count", "a device's requests in flight", LOWER),
+    Metric("dev_*_io_size", "B", "a device's mean request size"),
+    Metric("dev_*await", "s", "a device's mean request time", LOWER),
+    Metric("page_cache_growth", "B", "page cache grown over the run", LOWER),
+    Metric("mem_cached", "B", "page cache", timeline=50),
+    Metric("mem_dirty", "B", "dirty pages", timeline=60),
+    Metric("mem_free", "B", "free memory"),
+    Metric("net_rx_bw", "B/s", "an interface's bytes received per second", timeline=70),
+    Metric("net_tx_bw", "B/s", "an interface's bytes sent per second", timeline=80),
+    Metric("osd_read_bw", "B/s", "a Ceph OSD's bytes read per second", timeline=90),
+    Metric("osd_write_bw", "B/s", "a Ceph OSD's bytes written per second", timeline=100),
+    Metric("osd_iops", "IOPS", "a Ceph OSD's operations per second", timeline=110),
+    Metric("osd_op_await", "s", "a Ceph OSD's mean operation time", LOWER, timeline=120),
+    Metric("osd_cache_*_bw", "B/s", "a Ceph OSD's cache hits or misses, bytes per second"),
+    Metric("gpu_mem_used", "B", "a GPU's memory in use, at most", timeline=140),
+    Metric("gpu_pcie_rx_bw", "B/s", "a GPU's PCIe bytes received per second", timeline=150),
+    Metric("gpu_pcie_tx_bw", "B/s", "a GPU's PCIe bytes sent per second"),
+    Metric("gpu_sm_clock", "Hz", "a GPU's SM clock", timeline=160),
+    Metric("gpu_temp", "°C", "a GPU's temperature", LOWER, timeline=170),
+    Metric("gpu_power", "W", "a GPU's power draw", LOWER, timeline=180),
+)
 # Potential caching: "almost no reads" on the devices is less than this share of what the tool read,
 DEVICE_READ_SHARE = 0.10
 # and a run that read less than this is not judged (a write test reads nothing).
