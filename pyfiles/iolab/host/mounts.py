@@ -272,7 +272,7 @@ def probe(
         "mounted": mount,
         "record": found,
         "ours": ours,
-        "kept": bool(ours and found.get("kept")),
+        "kept": bool(ours and found and found.get("kept")),
         "held": held,
         "holds_anything": any(held.values()),
         "state_dir_exists": os.path.isdir(state_dir),

@@ -13,6 +13,9 @@ CPython (bench/tfrecord_crc.py), correct but slow for shards of a large data set
 
 from __future__ import annotations
 
+from types import ModuleType
+
+google_crc32c: ModuleType | None
 try:
     import google_crc32c
 except ImportError:  # not installed on this host: the table loop below, same values
@@ -46,6 +49,7 @@ def crc32c_py(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
 
 def _crc32c_library(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
     """CRC-32C of data, continuing from a previous crc; google-crc32c takes bytes only."""
+    assert google_crc32c is not None  # chosen only where it is installed
     return google_crc32c.extend(crc, data if isinstance(data, bytes) else bytes(data))
 
 

@@ -44,6 +44,7 @@ import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -139,7 +140,7 @@ _pool: np.ndarray | None = None
 
 def _noise_pool(seed: int) -> np.ndarray:
     global _pool_seed, _pool
-    if _pool_seed != seed:
+    if _pool is None or _pool_seed != seed:
         raw = hashlib.shake_256(f"{GENERATOR}/{seed}/noise".encode()).digest(_POOL * _POOL * 3)
         pool = np.frombuffer(raw, dtype=np.uint8).reshape(_POOL, _POOL, 3)
         _pool = ((pool.astype(np.uint16) * _NOISE) >> 8).astype(np.uint8)
@@ -358,10 +359,10 @@ def _existing(root: Path, config: dict, generator: str = GENERATOR) -> Manifest 
     marker = root / IN_PROGRESS
     if marker.is_file():
         try:
-            found = json.loads(marker.read_text())
+            in_progress: Any = json.loads(marker.read_text())
         except (OSError, json.JSONDecodeError):
-            found = None
-        if found != config:
+            in_progress = None
+        if in_progress != config:
             raise UserError(
                 f"{root} holds an interrupted generation of another data set ({marker}): "
                 "use another directory or remove it"

@@ -35,8 +35,8 @@ def histogram(root: Path) -> dict[int, int]:
     stack = [Path(root)]
     while stack:
         directory = stack.pop()
-        with os.scandir(directory) as entries:
-            entries = list(entries)
+        with os.scandir(directory) as scan:
+            entries = list(scan)
         if directory != Path(root) and any(e.name == PACK_MARKER for e in entries):
             continue
         for entry in entries:

@@ -14,6 +14,7 @@ kept, as `gen` keeps a data set.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -39,6 +40,13 @@ class PackInfo:
     samples: int
     samples_per_shard: int | None  # None for "packed": one data file
     files: dict[str, int]  # name -> size in bytes, in sample order
+
+    @property
+    def per_shard(self) -> int:
+        """Samples per shard file (wds, tfrecord); a packed pack has one data file and no shards."""
+        if self.samples_per_shard is None:
+            raise ValueError(f"a {self.format} pack has no shards")
+        return self.samples_per_shard
 
     @property
     def bytes(self) -> int:
@@ -113,9 +121,9 @@ def pack(
     if fmt == "packed":
         names = packed.write(out, records)
     elif fmt == "wds":
-        names = wds.write(out, records, per_shard)
+        names = wds.write(out, records, samples_per_shard)
     else:
-        names = tfrecord.write(out, records, per_shard, total)
+        names = tfrecord.write(out, records, samples_per_shard, total)
 
     info = PackInfo(
         format=fmt,
@@ -187,7 +195,7 @@ def _shards(directory: Path, info: PackInfo) -> Iterator[tuple[str, int, Callabl
     read = wds.read if info.format == "wds" else tfrecord.read
     data_files = list(info.files)
     for k, name in enumerate(data_files):
-        yield name, k * info.samples_per_shard, lambda name=name: read(directory / name)
+        yield name, k * info.per_shard, functools.partial(read, directory / name)
 
 
 def check(
@@ -226,7 +234,7 @@ def check(
         except (OSError, ValueError, tarfile.TarError) as exc:
             problems.append(f"{directory / name}: {exc}")
             continue
-        end = len(entries) if info.format == "packed" else min(len(entries), first + info.samples_per_shard)
+        end = len(entries) if info.format == "packed" else min(len(entries), first + info.per_shard)
         if expected != end:
             problems.append(f"{directory / name}: {expected - first} samples, expected {end - first}")
     if progress:

@@ -42,7 +42,7 @@ def target_sizes(kind: str, files: int, seed: int) -> list[int]:
     """Every sample's size, by index: normal around the workload's mean, cut at ±2 standard deviations."""
     mean, stdev, _ = SHAPES[kind]
     rng = random.Random(_derive(seed, kind, "sizes"))
-    sizes = []
+    sizes: list[int] = []
     while len(sizes) < files:
         u1, u2 = rng.random(), rng.random()
         z = math.sqrt(-2 * math.log(1 - u1)) * math.cos(2 * math.pi * u2)

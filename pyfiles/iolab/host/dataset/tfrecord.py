@@ -105,12 +105,15 @@ def _len_field(number: int, payload: bytes) -> bytes:
 
 def _feature(value: Value) -> bytes:
     values = value if isinstance(value, list) else [value]
-    if all(isinstance(v, (bytes, bytearray)) for v in values):  # Feature.bytes_list = 1
-        return _len_field(1, b"".join(_len_field(1, bytes(v)) for v in values))
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):  # Feature.int64_list = 3, packed
-        return _len_field(3, _len_field(1, b"".join(_varint(v) for v in values)))
-    if all(isinstance(v, float) for v in values):  # Feature.float_list = 2, packed
-        return _len_field(2, _len_field(1, struct.pack(f"<{len(values)}f", *values)))
+    blobs = [bytes(v) for v in values if isinstance(v, (bytes, bytearray))]
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    floats = [v for v in values if isinstance(v, float)]
+    if len(blobs) == len(values):  # Feature.bytes_list = 1
+        return _len_field(1, b"".join(_len_field(1, v) for v in blobs))
+    if len(ints) == len(values):  # Feature.int64_list = 3, packed
+        return _len_field(3, _len_field(1, b"".join(_varint(v) for v in ints)))
+    if len(floats) == len(values):  # Feature.float_list = 2, packed
+        return _len_field(2, _len_field(1, struct.pack(f"<{len(floats)}f", *floats)))
     raise TypeError(f"a feature holds bytes, ints or floats, all of one kind; got {value!r}")
 
 
@@ -140,6 +143,7 @@ def _fields(buf: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
     while pos < len(buf):
         key, pos = _read_varint(buf, pos)
         number, wire = key >> 3, key & 7
+        value: int | memoryview
         if wire == 0:
             value, pos = _read_varint(buf, pos)
         elif wire in (1, 5):
@@ -155,29 +159,38 @@ def _fields(buf: memoryview) -> Iterator[tuple[int, int, int | memoryview]]:
         yield number, wire, value
 
 
-def _signed(value: int) -> int:
+def _signed(value: int | memoryview) -> int:
+    if not isinstance(value, int):
+        raise TFRecordError("an int64 feature holds a field that is not a varint")
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _view(value: int | memoryview) -> memoryview:
+    """A length-delimited (or fixed-size) field's bytes; a varint where bytes belong is a broken Example."""
+    if isinstance(value, int):
+        raise TFRecordError("Example holds a varint where a message or bytes belong")
+    return value
 
 
 def _decode_feature(buf: memoryview) -> list:
     out: list = []
     for kind, _, kind_value in _fields(buf):
-        for number, wire, value in _fields(kind_value):
+        for number, wire, value in _fields(_view(kind_value)):
             if number != 1:
                 continue
             if kind == 1:
-                out.append(bytes(value))
+                out.append(bytes(_view(value)))
             elif kind == 3 and wire == 2:  # packed
-                pos = 0
-                while pos < len(value):
-                    v, pos = _read_varint(value, pos)
+                packed, pos = _view(value), 0
+                while pos < len(packed):
+                    v, pos = _read_varint(packed, pos)
                     out.append(_signed(v))
             elif kind == 3:
                 out.append(_signed(value))
             elif kind == 2 and wire == 2:
-                out.extend(struct.unpack(f"<{len(value) // 4}f", value))
+                out.extend(struct.unpack(f"<{len(_view(value)) // 4}f", _view(value)))
             elif kind == 2:
-                out.append(struct.unpack("<f", value)[0])
+                out.append(struct.unpack("<f", _view(value))[0])
     return out
 
 
@@ -187,15 +200,15 @@ def decode_example(data: bytes) -> dict[str, list]:
     for number, _, value in _fields(memoryview(data)):
         if number != 1:
             continue
-        for entry_number, _, entry in _fields(value):
+        for entry_number, _, entry in _fields(_view(value)):
             if entry_number != 1:
                 continue
             key, feature = "", memoryview(b"")
-            for field, _, field_value in _fields(entry):
+            for field, _, field_value in _fields(_view(entry)):
                 if field == 1:
-                    key = bytes(field_value).decode()
+                    key = bytes(_view(field_value)).decode()
                 elif field == 2:
-                    feature = field_value
+                    feature = _view(field_value)
             features[key] = _decode_feature(feature)
     return dict(sorted(features.items()))
 
@@ -215,6 +228,7 @@ def write(out: Path, records: Iterable[Record], per_shard: int, total: int) -> l
                     f.close()
                 names.append(shard_name(len(names), shards))
                 f = open(Path(out) / names[-1], "wb")
+            assert f is not None and record.path is not None  # the first record opened a shard; packs name paths
             f.write(
                 frame(
                     encode_example(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def verify(
                 problems.append(str(exc))
                 continue
             problems.extend(
-                packing.check(directory, manifest, info, (lambda d, t, n=name: progress(n, d, t)) if progress else None)
+                packing.check(directory, manifest, info, functools.partial(progress, name) if progress else None)
             )
             checked[name] = info.samples
     return Verification(

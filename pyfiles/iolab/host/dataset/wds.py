@@ -32,6 +32,7 @@ def write(out: Path, records: Iterable[Record], per_shard: int) -> list[str]:
                     tar.close()
                 names.append(shard_name(len(names)))
                 tar = tarfile.open(Path(out) / names[-1], "w", format=tarfile.USTAR_FORMAT)
+            assert tar is not None  # the first record opened a shard
             key = f"{record.position:08d}"
             _add(tar, f"{key}.jpg", record.data)
             _add(tar, f"{key}.cls", str(record.label).encode())

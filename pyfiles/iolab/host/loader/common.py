@@ -47,12 +47,16 @@ def launch(module: str, args: argparse.Namespace, argv: list[str]) -> int:
         for i in range(args.accelerators)
     ]
 
-    def stop_all(*_: Any) -> None:
+    def stop_all() -> None:
         for proc in procs:
             if proc.poll() is None:
                 proc.terminate()
 
-    signal.signal(signal.SIGTERM, lambda *a: (stop_all(), sys.exit(143)))
+    def terminated(*_: Any) -> None:
+        stop_all()
+        sys.exit(143)
+
+    signal.signal(signal.SIGTERM, terminated)
     failed = None
     while any(p.poll() is None for p in procs):
         for i, proc in enumerate(procs):
@@ -259,8 +263,8 @@ def check_launch(args: argparse.Namespace) -> list[str]:
             problems.append(
                 "reader dali decodes the images: use --decode (decode: true), or another reader for bytes only"
             )
-        problems.append(missing())
-    return [problem for problem in problems if problem]
+        problems.extend(filter(None, [missing()]))
+    return problems
 
 
 OPTIONS_HELP = (

@@ -28,6 +28,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from iolab.shared.shapes import GENERATORS, MEAN_SIZE, SHAPES
 
@@ -130,10 +131,10 @@ def _state(root: Path, files: int, seed: int, classes: int, formats: list[str], 
     marker = root / IN_PROGRESS
     if marker.is_file():
         try:
-            found = json.loads(marker.read_text())
+            in_progress: Any = json.loads(marker.read_text())
         except (OSError, ValueError):
-            found = None
-        if found != {k: wanted[k] for k in ("files", "seed", "classes")}:
+            in_progress = None
+        if in_progress != {k: wanted[k] for k in ("files", "seed", "classes")}:
             return {
                 **out,
                 "state": "other",
