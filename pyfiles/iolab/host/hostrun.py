@@ -448,7 +448,7 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
     return 0
 
 
-def main(args: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m iolab.host.hostrun")
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run")
@@ -505,6 +505,11 @@ def main(args: list[str] | None = None) -> int:
         action="store_true",
         help="leave finished runs' archives (RUN.tar.gz) for collect.yml, which fetches and removes them",
     )
+    return parser
+
+
+def main(args: list[str] | None = None) -> int:
+    parser = _parser()
     opts = parser.parse_args(args)
     if opts.command == "step":
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
