@@ -218,14 +218,19 @@ class _Page:
             )
         return {"tally": sorted(tally.items(), key=lambda kv: -kv[1]), "rows": rows}
 
-    def _bars(self, metric: str, points: list[tuple[str, str, str]], log: bool = False) -> Markup:
-        values, unit = {}, "B/s"
-        for workload, setting, label in points:
+    def _values(self, cells: list[tuple[str, str, str, str]]) -> tuple[dict[tuple[str, str], svg.Bar], str]:
+        """{(category, backend): its bar} of the rows at each (category, workload, setting, metric); their unit."""
+        values, unit = {}, ""
+        for category, workload, setting, metric in cells:
             for b in self.backends:
                 r = self.row(workload, setting, metric, b)
                 if r:
                     unit = r["unit"]
-                    values[(label, b)] = svg.Bar(r["median"], r["min"], r["max"], f"n={r['n']}")
+                    values[(category, b)] = svg.Bar(r["median"], r["min"], r["max"], f"n={r['n']}")
+        return values, unit
+
+    def _bars(self, metric: str, points: list[tuple[str, str, str]]) -> Markup:
+        values, unit = self._values([(label, workload, setting, metric) for workload, setting, label in points])
         factor, unit = in_units(unit, max((v.high or v.value for v in values.values()), default=1.0), self.units)
         values = {
             k: svg.Bar(v.value / factor, _scaled(v.low, factor), _scaled(v.high, factor), v.note)
@@ -238,7 +243,6 @@ class _Page:
                 values,
                 unit,
                 self.palette,
-                log=log,
                 label=f"{metric} per workload and backend",
             )
         )
@@ -257,13 +261,7 @@ class _Page:
             names = [n for n, m in metrics.catalogue().items() if m.chart == PERCENTILES and n.startswith(direction)]
             percentiles = [n.rsplit("_", 1)[1] for n in names]
             for workload, setting, label in self.points(lambda m, names=names: m in names):
-                values, unit = {}, "ns"
-                for name, pct in zip(names, percentiles, strict=False):
-                    for b in self.backends:
-                        r = self.row(workload, setting, name, b)
-                        if r:
-                            unit = r["unit"]
-                            values[(pct, b)] = svg.Bar(r["median"], r["min"], r["max"], f"n={r['n']}")
+                values, unit = self._values([(n.rsplit("_", 1)[1], workload, setting, n) for n in names])
                 chart = svg.bar_chart(
                     percentiles,
                     self.backends,
