@@ -97,34 +97,10 @@ class Metric:
 # The names every storage tool shares (fio's, the object benchmark's, the loaders' read_bw), so that
 # their figures meet in one row of the report.
 METRICS = (
-    Metric(
-        "read_bw", "B/s", "bytes read per second", hosts=SUM, judged=True, table=10, wins=True, headline=30, chart=BARS
-    ),
-    Metric(
-        "write_bw",
-        "B/s",
-        "bytes written per second",
-        hosts=SUM,
-        judged=True,
-        table=20,
-        wins=True,
-        headline=40,
-        chart=BARS,
-    ),
-    Metric(
-        "read_iops",
-        "IOPS",
-        "reads completed per second",
-        hosts=SUM,
-        judged=True,
-        table=30,
-        wins=True,
-        headline=50,
-        chart=BARS,
-    ),
-    Metric(
-        "write_iops", "IOPS", "writes completed per second", hosts=SUM, judged=True, table=40, wins=True, chart=BARS
-    ),
+    Metric("read_bw", "B/s", "bytes read/s", hosts=SUM, judged=True, table=10, wins=True, headline=30, chart=BARS),
+    Metric("write_bw", "B/s", "bytes written/s", hosts=SUM, judged=True, table=20, wins=True, headline=40, chart=BARS),
+    Metric("read_iops", "IOPS", "reads done/s", hosts=SUM, judged=True, table=30, wins=True, headline=50, chart=BARS),
+    Metric("write_iops", "IOPS", "writes done/s", hosts=SUM, judged=True, table=40, wins=True, chart=BARS),
     Metric("read_clat_p50", "ns", "read latency, median", LOWER, table=110, chart=PERCENTILES),
     Metric("read_clat_p99", "ns", "read latency, 99th percentile", LOWER, table=120, wins=True, chart=PERCENTILES),
     Metric("read_clat_p999", "ns", "read latency, 99.9th percentile", LOWER, table=130, chart=PERCENTILES),

@@ -34,25 +34,8 @@ def over_hosts(group: list[Sample], run: list[Sample]) -> tuple[float, dict[str,
 
 
 METRICS = (
-    Metric(
-        "checkpoint_write_bw",
-        "B/s",
-        "a checkpoint written per second",
-        hosts=over_hosts,
-        judged=True,
-        table=70,
-        wins=True,
-        headline=70,
-    ),
-    Metric(
-        "checkpoint_read_bw",
-        "B/s",
-        "a checkpoint read back per second",
-        hosts=over_hosts,
-        judged=True,
-        table=80,
-        wins=True,
-    ),
+    Metric("checkpoint_write_bw", "B/s", "written/s", hosts=over_hosts, judged=True, table=70, wins=True, headline=70),
+    Metric("checkpoint_read_bw", "B/s", "read back/s", hosts=over_hosts, judged=True, table=80, wins=True),
     Metric("checkpoint_write_s", "s", "the slowest rank's write time", LOWER, hosts=over_hosts, table=90),
     Metric("checkpoint_read_s", "s", "the slowest rank's read time", LOWER, hosts=over_hosts, table=100),
 )

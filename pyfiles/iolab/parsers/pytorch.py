@@ -37,15 +37,7 @@ _RARE = 0.01  # syscalls per sample below which a syscall is left out
 # Besides the shared read_bw, cpu_cores and gpu_util (iolab.parsers.METRICS):
 METRICS = (
     Metric(
-        "samples_per_s",
-        "samples/s",
-        "samples loaded per second",
-        hosts=SUM,
-        judged=True,
-        table=50,
-        wins=True,
-        headline=20,
-        chart=BARS,
+        "samples_per_s", "samples/s", "loaded/s", hosts=SUM, judged=True, table=50, wins=True, headline=20, chart=BARS
     ),
     Metric("au", "%", "accelerator utilization: compute time over the window", judged=True, table=60, wins=True),
     Metric("batch_latency_p50", "s", "wait for a batch, median", LOWER),
