@@ -58,3 +58,25 @@ class Workload(Model):
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
         """Role variables that change with the repetition (a loader's shuffle seed under MLPerf's rules)."""
         return {}
+
+
+class LoaderWorkload(Workload):
+    """A kind whose tool is an iolab loader (iolab.host.loader): its role, roles/bench_<tool>, takes the loader's
+    flags as one object (bench_<tool>_options, `--options JSON`), the target and the data set."""
+
+    def loader_options(self, repetition: int = 1) -> dict[str, Any]:
+        """The loader's flags, named as its flags are (each kind's)."""
+        raise NotImplementedError
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        return {
+            f"bench_{self.tool}_target": target,
+            f"bench_{self.tool}_options": self.loader_options(),
+            f"bench_{self.tool}_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
+
+    def dataset_vars(self, root: str) -> dict[str, Any]:
+        return {f"bench_{self.tool}_dataset": root}
+
+    def repetition_vars(self, repetition: int) -> dict[str, Any]:
+        return {f"bench_{self.tool}_options": self.loader_options(repetition)}

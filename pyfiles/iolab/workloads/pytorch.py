@@ -8,11 +8,11 @@ from pydantic import Field, model_validator
 
 from iolab.schema import Ramp
 from iolab.workloads.accelerator import Accelerator
-from iolab.workloads.base import LOADER_TIMEOUT, Workload
+from iolab.workloads.base import LoaderWorkload
 from iolab.workloads.mlperf import MlperfFields
 
 
-class PytorchWorkload(Workload, MlperfFields):
+class PytorchWorkload(LoaderWorkload, MlperfFields):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
 
     type: Literal["pytorch"]
@@ -102,18 +102,10 @@ class PytorchWorkload(Workload, MlperfFields):
 
     def role_vars(self, target: str) -> dict[str, Any]:
         return {
-            "bench_pytorch_target": target,
-            "bench_pytorch_options": self.loader_options(),
+            **super().role_vars(target),
             "bench_pytorch_packs": sorted(self.formats),
             "bench_pytorch_distributed": self.distributed,
-            "bench_pytorch_timeout": self.run_timeout(LOADER_TIMEOUT),
         }
-
-    def dataset_vars(self, root: str) -> dict[str, Any]:
-        return {"bench_pytorch_dataset": root}
-
-    def repetition_vars(self, repetition: int) -> dict[str, Any]:
-        return {"bench_pytorch_options": self.loader_options(repetition)}
 
     def describe(self) -> str:
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}

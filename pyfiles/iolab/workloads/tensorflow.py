@@ -7,11 +7,11 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from iolab.workloads.accelerator import Accelerator
-from iolab.workloads.base import LOADER_TIMEOUT, Workload
+from iolab.workloads.base import LoaderWorkload
 from iolab.workloads.mlperf import MlperfFields
 
 
-class TensorflowWorkload(Workload, MlperfFields):
+class TensorflowWorkload(LoaderWorkload, MlperfFields):
     """tf.data over the data set's TFRecord shards (interleave, map, prefetch), maybe feeding emulated accelerators."""
 
     type: Literal["tensorflow"]
@@ -59,19 +59,6 @@ class TensorflowWorkload(Workload, MlperfFields):
             "accelerators": self.accelerators,
             "seed": self.repetition_seed(self.seed, repetition),
         }
-
-    def role_vars(self, target: str) -> dict[str, Any]:
-        return {
-            "bench_tensorflow_target": target,
-            "bench_tensorflow_options": self.loader_options(),
-            "bench_tensorflow_timeout": self.run_timeout(LOADER_TIMEOUT),
-        }
-
-    def dataset_vars(self, root: str) -> dict[str, Any]:
-        return {"bench_tensorflow_dataset": root}
-
-    def repetition_vars(self, repetition: int) -> dict[str, Any]:
-        return {"bench_tensorflow_options": self.loader_options(repetition)}
 
     def describe(self) -> str:
         acc = (
