@@ -38,6 +38,31 @@ KIND = "iolab.host.loader/1"
 COLUMNS = ("epoch", "step", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes")
 
 
+def switch(p: argparse.ArgumentParser, flag: str, default: bool, help: str | None = None) -> None:
+    """A --flag / --no-flag option."""
+    p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help)
+
+
+def parser(module: str, description: str, root: str, accelerators: tuple[str, ...]) -> argparse.ArgumentParser:
+    """The flags every loader has (its own come after): the data set (`root` says where its samples are),
+    loader.json's directory, the batches, epochs and steps, the accelerators, the syscall profile; the
+    launcher gives each rank it starts --local-rank."""
+    p = argparse.ArgumentParser(prog=f"python -m {module}", description=description, epilog=OPTIONS_HELP)
+    p.add_argument("--root", type=Path, required=True, help=root)
+    p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
+    p.add_argument("--batch-size", type=int, default=64)
+    switch(p, "--shuffle", True)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--steps", type=int, default=0, help="at most this many batches per epoch and rank (0: all)")
+    p.add_argument("--seed", type=int, default=0, help="shuffle seed")
+    p.add_argument("--accelerator", choices=("none", *accelerators), default="none")
+    p.add_argument("--compute-per-batch", type=float, default=0.0, help="emulated compute, seconds per batch")
+    p.add_argument("--accelerators", type=int, default=1, help="rank processes on this host")
+    switch(p, "--syscall-profile", False, "count syscalls with strace -c -f")
+    p.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    return p
+
+
 def launch(module: str, args: argparse.Namespace, argv: list[str]) -> int:
     """Start args.accelerators ranks of `module` (`--local-rank i` appended), wait, merge loader.json."""
     args.out.mkdir(parents=True, exist_ok=True)

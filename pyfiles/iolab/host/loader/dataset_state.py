@@ -156,6 +156,8 @@ def _describe(config: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from iolab.host.loader.common import switch
+
     p = argparse.ArgumentParser(prog="python -m iolab.host.loader.dataset_state")
     p.add_argument("root", type=Path)
     p.add_argument("--files", type=int, required=True)
@@ -163,12 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--classes", type=int, default=100)
     p.add_argument("--formats", default="", help="comma-separated pack formats wanted")
     p.add_argument("--kind", choices=list(KINDS), default="imagenet-like", help="what the data set holds")
-    p.add_argument(
-        "--replace",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="ROOT is iolab's scratch: another data set there will be replaced (gen --replace)",
-    )
+    switch(p, "--replace", False, "ROOT is iolab's scratch: another data set there will be replaced (gen --replace)")
     args = p.parse_args(argv)
     formats = [f for f in args.formats.split(",") if f]
     found = state(args.root, args.files, args.seed, args.classes, formats, args.kind, args.replace)

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from iolab.host import caches
+from iolab.host.loader.common import switch
 
 KIND = "iolab.metadata/1"
 _CHUNK = 256
@@ -109,12 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="directory that receives metadata.json")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--limit", type=int, default=0, help="stat and open the first N files only (0: all)")
-    p.add_argument(
-        "--drop-caches",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="drop caches before each operation (needs root)",
-    )
+    switch(p, "--drop-caches", True, "drop caches before each operation (needs root)")
     args = p.parse_args(argv)
     if args.threads < 1:
         print("--threads must be at least 1", file=sys.stderr)

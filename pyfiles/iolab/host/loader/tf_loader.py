@@ -23,7 +23,6 @@ import argparse
 import os
 import platform
 import sys
-from pathlib import Path
 
 from iolab.host.loader import common
 from iolab.host.loader.common import run_steps
@@ -33,14 +32,12 @@ PACK_DIR = "tfrecord"
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m iolab.host.loader.tf_loader",
-        description="tf.data throughput on TFRecord shards, with emulated accelerators.",
-        epilog=common.OPTIONS_HELP,
+    p = common.parser(
+        "iolab.host.loader.tf_loader",
+        "tf.data throughput on TFRecord shards, with emulated accelerators.",
+        "the data set; its shards are in ROOT/tfrecord",
+        ("emulated",),
     )
-    p.add_argument("--root", type=Path, required=True, help="the data set; its shards are in ROOT/tfrecord")
-    p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
-    p.add_argument("--batch-size", type=int, default=64)
     p.add_argument(
         "--private-threads", type=int, default=0, help="tf.data private thread pool size (0: TensorFlow's shared pool)"
     )
@@ -51,21 +48,7 @@ def parser() -> argparse.ArgumentParser:
         help="shards read at once by interleave (0: as many as the shards, at most 16)",
     )
     p.add_argument("--shuffle-buffer", type=int, default=1024, help="samples in the shuffle buffer")
-    p.add_argument("--decode", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--steps", type=int, default=0, help="at most this many batches per epoch and rank (0: all)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--accelerator", choices=("none", "emulated"), default="none")
-    p.add_argument("--compute-per-batch", type=float, default=0.0)
-    p.add_argument("--accelerators", type=int, default=1, help="rank processes on this host")
-    p.add_argument(
-        "--syscall-profile",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="count syscalls with strace -c -f",
-    )
-    p.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    common.switch(p, "--decode", True)
     return p
 
 

@@ -20,20 +20,20 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
-from pathlib import Path
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from iolab.host.loader import common
 from iolab.host.loader.common import GpuMonitor, run_steps
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m iolab.host.loader.torch_loader",
-        description="PyTorch DataLoader throughput, with emulated or real accelerators.",
-        epilog=common.OPTIONS_HELP,
+    p = common.parser(
+        "iolab.host.loader.torch_loader",
+        "PyTorch DataLoader throughput, with emulated or real accelerators.",
+        "the data set (its manifest.jsonl)",
+        ("emulated", "gpu"),
     )
-    p.add_argument("--root", type=Path, required=True, help="the data set (its manifest.jsonl)")
-    p.add_argument("--out", type=Path, required=True, help="directory that receives loader.json")
     p.add_argument(
         "--reader",
         choices=("pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3", "dali"),
@@ -53,41 +53,16 @@ def parser() -> argparse.ArgumentParser:
         default="files",
         help="what reader dali reads: the data set's files, or its TFRecord pack (root/tfrecord)",
     )
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=False)
+    common.switch(p, "--pin-memory", False)
     p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
-    p.add_argument(
-        "--decode",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="decode and resize to 224×224 (--no-decode: raw bytes only)",
-    )
-    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--steps", type=int, default=0, help="at most this many batches per epoch and rank (0: all)")
-    p.add_argument("--seed", type=int, default=0, help="shuffle seed")
+    common.switch(p, "--decode", True, "decode and resize to 224×224 (--no-decode: raw bytes only)")
     p.add_argument("--preprocess-time", type=float, default=0.0, help="seconds slept per sample after reading")
-    p.add_argument("--accelerator", choices=("none", "emulated", "gpu"), default="none")
-    p.add_argument("--compute-per-batch", type=float, default=0.0, help="emulated compute, seconds per batch")
-    p.add_argument("--accelerators", type=int, default=1, help="rank processes on this host")
-    p.add_argument(
-        "--distributed",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="one job over --nodes hosts (torch.distributed, gloo)",
-    )
+    common.switch(p, "--distributed", False, "one job over --nodes hosts (torch.distributed, gloo)")
     p.add_argument("--nodes", type=int, default=1, help="hosts of the distributed job")
     p.add_argument("--node-rank", type=int, default=0, help="this host's index among them")
     p.add_argument("--master-addr", default="127.0.0.1")
     p.add_argument("--master-port", type=int, default=29500)
     p.add_argument("--dist-timeout", type=float, default=300.0, help="seconds to wait for every rank")
-    p.add_argument(
-        "--syscall-profile",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="count syscalls with strace -c -f",
-    )
-    p.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p
 
 
@@ -114,73 +89,89 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def run_rank(args: argparse.Namespace) -> int:
+def _accelerator(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The rank's device and, for --accelerator gpu, its ResNet-50 trainer on that GPU (else None); SystemExit 2
+    when this host has fewer CUDA GPUs than ranks."""
     import torch
-    import torch.distributed as dist
+
+    if args.accelerator != "gpu":
+        return torch.device("cpu"), None
+    if not torch.cuda.is_available() or torch.cuda.device_count() < args.accelerators:
+        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        needs = f"accelerator gpu needs {args.accelerators} CUDA GPU(s) on this host"
+        print(f"{needs}; torch sees {found}", file=sys.stderr)
+        raise SystemExit(2)
+    from iolab.host.loader.resnet import Trainer
+
+    device = torch.device("cuda", args.local_rank)
+    torch.cuda.set_device(device)
+    torch.backends.cudnn.benchmark = True
+    return device, Trainer(device)
+
+
+def _batches(
+    args: argparse.Namespace, device: Any, pin: bool, rank: int, replicas: int
+) -> tuple[Any, Callable[[int], Iterator[Any]]]:
+    """The rank's data set (its shard of `replicas`) and what iterates one epoch of its batches: a DALI
+    pipeline (reader dali), else a DataLoader over a DistributedSampler."""
+    import torch
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
 
     from iolab.host.loader.readers import Samples, collate, worker_init
 
-    local = args.local_rank
-    replicas, rank = args.accelerators, local
-    if args.distributed:
-        replicas, rank = args.nodes * args.accelerators, args.node_rank * args.accelerators + local
-    device = torch.device("cpu")
-    trainer = None
-    if args.accelerator == "gpu":
-        if not torch.cuda.is_available() or torch.cuda.device_count() < args.accelerators:
-            found = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            print(
-                f"accelerator gpu needs {args.accelerators} CUDA GPU(s) on this host; torch sees {found}",
-                file=sys.stderr,
-            )
-            return 2
-        from iolab.host.loader.resnet import Trainer
-
-        device = torch.device("cuda", local)
-        torch.cuda.set_device(device)
-        torch.backends.cudnn.benchmark = True
-        trainer = Trainer(device)
-
-    pin = args.pin_memory and device.type == "cuda"  # pinning without a GPU only costs (torch warns)
     if args.reader == "dali":
         from iolab.host.loader.dali_reader import DaliBatches, decoder_for
 
         decoder = decoder_for(args.dali_decoder, torch.cuda.is_available())
-        dataset = DaliBatches(
+        pipeline = DaliBatches(
             args.root,
             batch_size=args.batch_size,
             threads=max(args.workers, 1),
             decoder=decoder,
-            device_id=local if decoder == "mixed" or device.type == "cuda" else None,
+            device_id=args.local_rank if decoder == "mixed" or device.type == "cuda" else None,
             shard=rank,
             shards=replicas,
             shuffle=args.shuffle,
             seed=args.seed,
             source=args.dali_input,
         )
-        epoch_batches = dataset.epoch
-    else:
-        dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
-        dataset.prepare(args.workers, args.batch_size, args.prefetch_factor)
-        sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed)
-        loader = DataLoader(
-            dataset,
-            batch_size=args.batch_size,
-            sampler=sampler,
-            num_workers=args.workers,
-            collate_fn=collate,
-            pin_memory=pin,
-            worker_init_fn=worker_init,
-            prefetch_factor=args.prefetch_factor if args.workers > 0 else None,
-            persistent_workers=args.workers > 0,
-        )
+        return pipeline, pipeline.epoch
+    dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
+    dataset.prepare(args.workers, args.batch_size, args.prefetch_factor)
+    sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed)
+    loader = DataLoader(
+        dataset,
+        batch_size=args.batch_size,
+        sampler=sampler,
+        num_workers=args.workers,
+        collate_fn=collate,
+        pin_memory=pin,
+        worker_init_fn=worker_init,
+        prefetch_factor=args.prefetch_factor if args.workers > 0 else None,
+        persistent_workers=args.workers > 0,
+    )
 
-        def epoch_batches(epoch: int):
-            sampler.set_epoch(epoch)
-            return iter(loader)
+    def epoch_batches(epoch: int) -> Iterator[Any]:
+        sampler.set_epoch(epoch)
+        return iter(loader)
 
+    return dataset, epoch_batches
+
+
+def run_rank(args: argparse.Namespace) -> int:
+    import torch
+    import torch.distributed as dist
+
+    from iolab.host.loader.readers import Samples
+
+    local = args.local_rank
+    replicas, rank = args.accelerators, local
+    if args.distributed:
+        replicas, rank = args.nodes * args.accelerators, args.node_rank * args.accelerators + local
+    device, trainer = _accelerator(args)
+    pin = args.pin_memory and device.type == "cuda"  # pinning without a GPU only costs (torch warns)
+    dataset, epoch_batches = _batches(args, device, pin, rank, replicas)
     if args.distributed:
         from datetime import timedelta
 
