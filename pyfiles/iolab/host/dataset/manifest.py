@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import itertools
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
@@ -43,6 +44,14 @@ class Record(NamedTuple):
     path: str | None  # path of the entry in the manifest
     label: int
     data: bytes
+
+
+def shards(records: Iterable[Record], per_shard: int) -> Iterator[Iterator[Record]]:
+    """The records in runs of `per_shard` (the last may be shorter), one run a shard, as the packed formats
+    write them; streamed: each run is read to its end before the next one starts."""
+    rest = iter(records)
+    for first in rest:
+        yield itertools.chain([first], itertools.islice(rest, per_shard - 1))
 
 
 @dataclasses.dataclass(frozen=True)

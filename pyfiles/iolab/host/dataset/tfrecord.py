@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from iolab.host.dataset.crc32c import masked_crc32c
-from iolab.host.dataset.manifest import Record
+from iolab.host.dataset.manifest import Record, shards
 
 Value = bytes | int | float | list
 
@@ -218,31 +218,16 @@ def decode_example(data: bytes) -> dict[str, list]:
 
 def write(out: Path, records: Iterable[Record], per_shard: int, total: int) -> list[str]:
     """Write total records into ceil(total / per_shard) shards; returns the shard names."""
-    shards = max(1, -(-total // per_shard))
+    count = max(1, -(-total // per_shard))
     names: list[str] = []
-    f = None
-    try:
-        for count, record in enumerate(records):
-            if count % per_shard == 0:
-                if f is not None:
-                    f.close()
-                names.append(shard_name(len(names), shards))
-                f = open(Path(out) / names[-1], "wb")
-            assert f is not None and record.path is not None  # the first record opened a shard; packs name paths
-            f.write(
-                frame(
-                    encode_example(
-                        {
-                            "image/encoded": record.data,
-                            "image/class/label": record.label,
-                            "image/filename": record.path.encode(),
-                        }
-                    )
-                )
-            )
-    finally:
-        if f is not None:
-            f.close()
+    for shard in shards(records, per_shard):
+        names.append(shard_name(len(names), count))
+        with open(Path(out) / names[-1], "wb") as f:
+            for record in shard:
+                assert record.path is not None  # packs name paths
+                example: dict[str, Value] = {"image/encoded": record.data, "image/class/label": record.label}
+                example["image/filename"] = record.path.encode()
+                f.write(frame(encode_example(example)))
     return names
 
 

@@ -14,7 +14,7 @@ import tarfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from iolab.host.dataset.manifest import Record
+from iolab.host.dataset.manifest import Record, shards
 
 
 def shard_name(k: int) -> str:
@@ -24,21 +24,13 @@ def shard_name(k: int) -> str:
 def write(out: Path, records: Iterable[Record], per_shard: int) -> list[str]:
     """Write the records into shards of per_shard samples; returns the shard names."""
     names: list[str] = []
-    tar = None
-    try:
-        for count, record in enumerate(records):
-            if count % per_shard == 0:
-                if tar is not None:
-                    tar.close()
-                names.append(shard_name(len(names)))
-                tar = tarfile.open(Path(out) / names[-1], "w", format=tarfile.USTAR_FORMAT)
-            assert tar is not None  # the first record opened a shard
-            key = f"{record.position:08d}"
-            _add(tar, f"{key}.jpg", record.data)
-            _add(tar, f"{key}.cls", str(record.label).encode())
-    finally:
-        if tar is not None:
-            tar.close()
+    for shard in shards(records, per_shard):
+        names.append(shard_name(len(names)))
+        with tarfile.open(Path(out) / names[-1], "w", format=tarfile.USTAR_FORMAT) as tar:
+            for record in shard:
+                key = f"{record.position:08d}"
+                _add(tar, f"{key}.jpg", record.data)
+                _add(tar, f"{key}.cls", str(record.label).encode())
     return names
 
 
