@@ -257,8 +257,9 @@ class _Page:
 
     def latency(self) -> list[dict[str, Any]]:
         figures = []
-        for direction in ("read", "write"):
-            names = [n for n, m in metrics.catalogue().items() if m.chart == PERCENTILES and n.startswith(direction)]
+        charted = [n for n, m in metrics.catalogue().items() if m.chart == PERCENTILES]  # read_clat_p99, ...
+        for direction in dict.fromkeys(n.split("_", 1)[0] for n in charted):
+            names = [n for n in charted if n.startswith(f"{direction}_")]
             percentiles = [n.rsplit("_", 1)[1] for n in names]
             for workload, setting, label in self.points(lambda m, names=names: m in names):
                 values, unit = self._values([(n.rsplit("_", 1)[1], workload, setting, n) for n in names])
