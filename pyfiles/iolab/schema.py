@@ -117,8 +117,8 @@ FsPath = Annotated[str, AfterValidator(_fs_path)]
 class Dataset(Model):
     """The generated data set every host gets on every backend (iolab.host.dataset), packed as workloads need."""
 
-    # imagenet-like: JPEGs; unet3d, cosmoflow: MLPerf Storage's samples of those workloads (iolab.host.dataset)
-    kind: Literal["imagenet-like", "unet3d", "cosmoflow"] = "imagenet-like"
+    # imagenet-like: JPEGs; unet3d, cosmoflow, retinanet: MLPerf Storage's samples of those (iolab.host.dataset)
+    kind: Literal["imagenet-like", "unet3d", "cosmoflow", "retinanet"] = "imagenet-like"
     files: Annotated[int, Field(ge=1, le=100_000_000)]
     seed: int = 1
     classes: Annotated[int, Field(ge=1, le=1_000_000)] = 100

@@ -11,7 +11,10 @@ threads, epochs and compute time, and its data set; a checkpointing one (llama3)
   samples per file and AU threshold; seeded shuffles; fsync),
 - replaced by what iolab decides itself, for the reason given (REPLACED: where data and
   checkpoints go, that iolab generates the data, DLIO's in-memory resize after a read),
-- or, in a training file with workflow.checkpoint off, a checkpoint setting DLIO does not use either,
+- or, in a training file with workflow.checkpoint off, a checkpoint setting DLIO does not use
+  either (the same for the evaluation section and batch_size_eval with workflow.evaluation off);
+  with it on, a checkpoint DLIO takes only after the last epoch's reads is left out and said
+  (the workload's `file_note`, in the dry run), one during training refused naming the key,
 
 or refused: one line naming the file and the key. Nothing in the file is ignored silently.
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab import yamlfile
-from iolab.workloads.accelerator import COMPUTE_TIMES
+from iolab.workloads.accelerator import COMPUTE_TIMES, reference_batch
 from iolab.workloads.checkpoint import CHECKPOINT_MODELS
 from iolab.workloads.mlperf import PRESETS
 
@@ -41,7 +44,9 @@ REPLACED = {
 # Keys of the llama3 models' description: the checkpoint's size is MLPerf's for the named model.
 LLAMA_DESCRIPTION = ("num_layers", "model_datatype", "optimizer_datatype", "parallelism", "transformer", "type")
 LLAMA = {"llama_8b": "llama3-8b", "llama_70b": "llama3-70b", "llama_405b": "llama3-405b", "llama_1t": "llama3-1t"}
-SECTIONS = ("model", "framework", "workflow", "dataset", "reader", "train", "checkpoint", "metric")
+SECTIONS = ("model", "framework", "workflow", "dataset", "reader", "train", "checkpoint", "evaluation", "metric")
+# What DLIO reads only when it evaluates (workflow.evaluation), besides the evaluation section.
+EVALUATION_KEYS = ("reader.batch_size_eval", "dataset.num_files_eval", "dataset.num_subfolders_eval")
 
 
 class Refused(ValueError):
@@ -153,21 +158,15 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
     preset = PRESETS[model]
     keys.pop("model.name")
     _check(keys, "workflow.train", True, "iolab maps training workloads and llama3 checkpointing")
-    _check(
-        keys,
-        "workflow.checkpoint",
-        False,
-        "iolab does not checkpoint during training: set it False and add a type: checkpoint workload beside this one",
-    )
-    for flag in ("workflow.evaluation", "workflow.do_eval", "workflow.profiling", "workflow.debug"):
-        _check(keys, flag, False, "iolab measures training reads only")
-    for key in [k for k in keys if k.startswith("checkpoint.")]:
-        del keys[key]  # the settings of a checkpoint turned off: DLIO does not use them either
+    note = _other_phases(keys)
     framework = _take(keys, "framework", preset.framework)
     _check(keys, "reader.data_loader", framework, f"the data loader must be the framework ({framework})")
-    fmt = {"unet3d": "npz", "resnet50": "tfrecord" if framework == "tensorflow" else "jpeg", "cosmoflow": "tfrecord"}[
-        model
-    ]
+    fmt = {
+        "unet3d": "npz",
+        "resnet50": "tfrecord" if framework == "tensorflow" else "jpeg",
+        "cosmoflow": "tfrecord",
+        "retinanet": "jpeg",
+    }[model]
     _check(keys, "dataset.format", fmt, f"{model} on {framework} reads {fmt} in iolab")
     for key in ("dataset.record_length_bytes", "dataset.record_length"):
         size = _number(keys, key, 0)
@@ -189,8 +188,12 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
     if batch is not None:
         out["batch_size"] = batch
     if seconds is not None:
-        published = [a for a, s in COMPUTE_TIMES[model].items() if abs(s - float(seconds)) < 1e-9]
-        if published and batch in (None, PRESETS[model].keys(model)["batch_size"]):
+        published = [
+            a
+            for a, s in COMPUTE_TIMES[model].items()
+            if abs(s - float(seconds)) < 1e-9 and batch in (None, reference_batch(model, a))
+        ]
+        if published:
             out["accelerator"] = published[0]
         else:  # out of the table: the file's own time
             out.update(accelerator="custom", compute_per_batch=float(seconds))
@@ -218,8 +221,50 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         keys, "metric.au", preset.au_threshold / 100, f"MLPerf's AU threshold for {model} is {preset.au_threshold:g} %"
     )
     _done(keys)
+    if note:
+        out["file_note"] = note
     dataset = {"kind": preset.dataset, "files": files * per_file if files else 0, "seed": 1}
     return out, dataset, None
+
+
+def _other_phases(keys: dict[str, Any]) -> str | None:
+    """A training file's evaluation (Refused if on), and its checkpoint: None if off; a note if DLIO takes it only
+    after the last epoch's reads (checkpoint_after_epoch ≥ epochs), which iolab leaves out; Refused, naming the
+    key, if it fires during training.
+
+    DLIO checkpoints at the end of epoch checkpoint_after_epoch (default 1), then every
+    epochs_between_checkpoints, or every steps_between_checkpoints steps when that is set (≥ 0).
+    """
+    for flag in ("workflow.evaluation", "workflow.do_eval", "workflow.profiling", "workflow.debug"):
+        _check(keys, flag, False, "iolab measures training reads only (DLIO's evaluation reads another set)")
+    for key in [k for k in keys if k.startswith("evaluation.") or k in EVALUATION_KEYS]:
+        del keys[key]  # the settings of an evaluation turned off: DLIO does not use them either
+    on = keys.pop("workflow.checkpoint", False)
+    if not isinstance(on, bool):
+        raise Refused("workflow.checkpoint", "must be True or False")
+    steps = keys.pop("checkpoint.steps_between_checkpoints", -1)
+    after = keys.pop("checkpoint.checkpoint_after_epoch", 1)
+    for key in [k for k in keys if k.startswith("checkpoint.")]:
+        del keys[key]  # where and how often: no say once iolab leaves the checkpoint out
+    if not on:
+        return None  # the settings of a checkpoint turned off: DLIO does not use them either
+    instead = (
+        "iolab does not checkpoint during training: set workflow.checkpoint False and add a type: checkpoint workload"
+    )
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps >= 0:
+        raise Refused("checkpoint.steps_between_checkpoints", f"checkpoints every so many steps; {instead}")
+    values = keys.get("train.epochs", 1)
+    epochs = max((v for v in (values if isinstance(values, list) else [values]) if isinstance(v, int)), default=1)
+    if isinstance(after, bool) or not isinstance(after, int) or after < epochs:
+        raise Refused(
+            "checkpoint.checkpoint_after_epoch",
+            f"a checkpoint after epoch {after} of {epochs} is taken during training; {instead} (or make it {epochs})",
+        )
+    when = "once, after the last epoch's reads," if after == epochs else "never"
+    return (
+        f"the file's checkpoint (checkpoint_after_epoch {after}, {epochs} epochs) fires {when} in DLIO: "
+        "iolab leaves it out (a type: checkpoint workload measures checkpoints)"
+    )
 
 
 def _checkpoint(keys: dict[str, Any], model: Any, name: str) -> dict[str, Any]:

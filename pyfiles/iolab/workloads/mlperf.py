@@ -1,4 +1,4 @@
-"""Workload type `mlperf`: MLPerf Storage v2's training workloads as presets, expanded into pytorch or tensorflow.
+"""Workload type `mlperf`: MLPerf Storage's training workloads as presets, expanded into pytorch or tensorflow.
 
     {name: u, type: mlperf, workload: unet3d, accelerator: h100, accelerators: 2, workers: 8}
 
@@ -7,7 +7,9 @@ batch size and the accelerator's compute time for that workload — with any oth
 that kind overriding the preset's value. The campaign's data set must be the workload's
 kind (`dataset: {kind: unet3d, files: N, seed: S}`). Figures have one home each: compute
 times and batch sizes in `workloads.accelerator`, sample sizes in `shared.shapes`
-(unet3d, cosmoflow; `MEAN_SIZE` for resnet50), AU thresholds here.
+(unet3d, cosmoflow, retinanet; `MEAN_SIZE` for resnet50), AU thresholds here. v2.0's
+workloads (unet3d, resnet50, cosmoflow) and v3.0's (unet3d, retinanet, on B200 and MI355)
+are all here; an accelerator without a published figure for a workload is refused.
 
 MLPerf's rules travel with the expanded workload (`mlperf:` names the preset) and are
 checked on the results (iolab.validity): the data set's size, five recorded repetitions
@@ -19,11 +21,13 @@ says a data set too small for the rules is meant: every sample is then marked
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from iolab.schema import Model
 from iolab.shared.shapes import MEAN_SIZE, SAMPLES_PER_SHARD, SHAPES
-from iolab.workloads.accelerator import COMPUTE_TIMES, EMULATED, REFERENCE_BATCHES
+from iolab.workloads.accelerator import COMPUTE_TIMES, EMULATED, reference_batch
 
 # MLPerf Storage's rules (docs/REFERENCE_FIGURES.md): a run is five measured repetitions after one
 # unrecorded warm-up, and its data set is at least 5 × the clients' RAM and 500 steps of every accelerator.
@@ -42,8 +46,8 @@ class Preset:
     au_threshold: float  # %, the lowest AU a valid run may have
     reader: dict[str, Any]  # the kind's keys that read the data as the configuration does
 
-    def keys(self, model: str) -> dict[str, Any]:
-        return {"type": self.framework, "batch_size": REFERENCE_BATCHES[model], **self.reader}
+    def keys(self, model: str, kind: str) -> dict[str, Any]:
+        return {"type": self.framework, "batch_size": reference_batch(model, kind), **self.reader}
 
 
 PRESETS = {
@@ -55,6 +59,10 @@ PRESETS = {
     ),
     "cosmoflow": Preset(
         "tensorflow", "cosmoflow", SHAPES["cosmoflow"][0], 1, 70.0, {"decode": False, "shuffle_buffer": 2}
+    ),
+    # DLIO's JPEG reader opens each image with PIL and decodes it; 8 read threads (v3.0's files).
+    "retinanet": Preset(
+        "pytorch", "retinanet", SHAPES["retinanet"][0], 1, 85.0, {"reader": "pil", "workers": 8, "decode": True}
     ),
 }
 # resnet50 also as iolab's PyTorch loader reads it: the JPEG files, one read each, decoded with OpenCV.
@@ -74,7 +82,8 @@ def expand(raw: dict[str, Any]) -> dict[str, Any]:
             f"(expected one of: {', '.join(PRESETS)})"
         )
     preset = PRESETS[model]
-    kind = raw.get("accelerator", "h100")
+    published = COMPUTE_TIMES[model]
+    kind = raw.get("accelerator", "h100" if "h100" in published else next(iter(published)))
     if kind not in (*EMULATED, "custom"):
         raise ValueError(
             f"accelerator: {kind!r} is not an emulated accelerator (expected one of: "
@@ -87,7 +96,7 @@ def expand(raw: dict[str, Any]) -> dict[str, Any]:
             f"accelerator: MLPerf Storage publishes no {kind} compute time for {model} "
             f"(it has: {', '.join(COMPUTE_TIMES[model])})"
         )
-    keys = preset.keys(model)
+    keys = preset.keys(model, kind)
     framework = raw.get("framework", preset.framework)
     if framework != preset.framework:
         if model != "resnet50" or framework != "pytorch":
@@ -115,6 +124,9 @@ class MlperfFields(Model):
     mlperf: str | None = None  # the MLPerf Storage workload whose rules the results are checked against
     lab_scale: bool = False  # a data set below MLPerf's size is meant: samples are mlperf_valid: false
     reseed: bool = False  # a new shuffle seed per repetition: seed + repetition - 1 (MLPerf)
+    # What the workload's DLIO file asks for that iolab leaves out, and why (iolab.workloads.dlio): said in the
+    # description (--dry-run), never a parameter of the samples.
+    file_note: Annotated[str | None, Field(exclude=True)] = None
 
     def repetition_seed(self, seed: int, repetition: int) -> int:
         return seed + repetition - 1 if self.reseed else seed

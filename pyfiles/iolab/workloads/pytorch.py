@@ -122,4 +122,5 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             f"decode {'on' if self.decode else 'off'}, {self.epochs} epoch(s), {acc}"
             + (", one job over all hosts" if self.distributed else "")
             + (", under strace -c" if self.syscall_profile else "")
+            + (f"; {self.file_note}" if self.file_note else "")
         )

@@ -70,5 +70,7 @@ class TensorflowWorkload(LoaderWorkload, MlperfFields):
         return (
             f"tf.data on the TFRecord shards, batch {self.batch_size}, private threads "
             f"{self.private_threads or 'shared pool'}, decode {'on' if self.decode else 'off'}, "
-            f"{self.epochs} epoch(s), {acc}" + (", under strace -c" if self.syscall_profile else "")
+            f"{self.epochs} epoch(s), {acc}"
+            + (", under strace -c" if self.syscall_profile else "")
+            + (f"; {self.file_note}" if self.file_note else "")
         )

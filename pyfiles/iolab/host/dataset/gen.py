@@ -53,7 +53,7 @@ from iolab.errors import UserError
 from iolab.host.dataset import samples
 from iolab.host.dataset.manifest import MANIFEST_NAME, Entry, Manifest
 from iolab.host.dataset.pack import pack
-from iolab.shared.shapes import GENERATORS
+from iolab.shared.shapes import GENERATORS, JPEG_KINDS, SHAPES
 
 GENERATOR = "iolab.host.dataset.gen/1"  # bump when the same seed would give other bytes
 REFERENCE_BSSPLIT = "2K/1:4K/2:8K/4:16K/8:32K/13:64K/38:128K/33:256K/1"  # ImageNet train JPEGs
@@ -254,8 +254,8 @@ def gen(
 ) -> Manifest:
     """Generate the data set in root, or return the one already there if it has this config.
 
-    `kind`: imagenet-like (JPEGs, here), or an MLPerf workload's samples (iolab.host.dataset.samples:
-    unet3d's NPZ files; cosmoflow's samples, packed here one per TFRecord file as MLPerf lays them out).
+    `kind`: imagenet-like or retinanet (JPEGs, here; retinanet's of MLPerf's one size), or an MLPerf workload's
+    samples (iolab.host.dataset.samples: unet3d's NPZ files; cosmoflow's, one per TFRecord file as MLPerf has them).
     `file_size`: every JPEG about this many bytes instead of ImageNet's size mix (iolab's own benchmarks).
     `replace`: root is iolab's own scratch (an s3 backend's staging copy): another data set there is
     removed, not refused.
@@ -284,7 +284,7 @@ def gen(
 
     root.mkdir(parents=True, exist_ok=True)
     (root / IN_PROGRESS).write_text(json.dumps(config, sort_keys=True) + "\n")
-    if kind != "imagenet-like":
+    if kind not in ("imagenet-like", *JPEG_KINDS):
         manifest = samples.generate(root, kind, files, seed, classes, workers or default_workers(), progress)
         manifest.write(root)
         if kind == "cosmoflow":  # MLPerf's layout: one sample per TFRecord file
@@ -295,7 +295,7 @@ def gen(
     for label in range(min(classes, files)):
         (root / path_of(label)).parent.mkdir(parents=True, exist_ok=True)
 
-    targets = [file_size] * files if file_size else target_sizes(files, seed)
+    targets = [file_size or SHAPES[kind][0]] * files if file_size or kind in JPEG_KINDS else target_sizes(files, seed)
     plan = [(i, path_of(i), targets[i]) for i in range(files)]
     workers = max(1, min(workers or default_workers(), files))
     per_batch = max(1, min(64, files // (workers * 16)))
