@@ -256,7 +256,7 @@ def run(
         )
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
         # What it moves each second, for the controller to show while the run's task runs; and its processes
-        watched = live.Live(run_dir / LIVE_FILE, proc.pid, run_dir / "stdout.txt")
+        watched = live.Live(run_dir / LIVE_FILE, proc.pid, run_dir / "stdout.txt", command=argv[0])
         watched.start()
         signal.signal(signal.SIGTERM, lambda *_: _stop_group(proc, watched.tree))
         profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None

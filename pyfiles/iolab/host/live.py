@@ -73,28 +73,26 @@ def tool_status(tail: str) -> dict[str, Any] | None:
     return figures
 
 
-def _command(proc_root: str, pid: int) -> str:
-    """The base name of a process's argv[0] ('' when it is gone)."""
-    try:
-        with open(f"{proc_root}/{pid}/cmdline", "rb") as handle:
-            return os.path.basename(handle.read().split(b"\0")[0]).decode(errors="replace")
-    except OSError:
-        return ""
-
-
 class Live(threading.Thread):
     """Rewrites `path` every `interval` seconds with the tool tree's read/write rates, until stop()."""
 
     def __init__(
-        self, path: Path, tool_pid: int, stdout: Path | None = None, interval: float = 1.0, proc_root: str = "/proc"
+        self,
+        path: Path,
+        tool_pid: int,
+        stdout: Path | None = None,
+        interval: float = 1.0,
+        proc_root: str = "/proc",
+        command: str = "",
     ):
         super().__init__(name="live", daemon=True)
         self.path = Path(path)
         self.stdout = stdout  # the tool's stdout, for a status line of its own
         self.interval = interval
         self.tree = ToolTree(tool_pid, proc_root)
-        # fio (the tool started, Popen has returned: it has exec'd): only its status line says its rate
-        self.own_rate = stdout is not None and _command(proc_root, tool_pid) == "fio"
+        # fio (`command`: the tool's argv[0]) says its rate only in its status line. Not read from /proc: a vfork'd
+        # child's exec lets Popen return before the kernel has set its new cmdline, which then reads empty.
+        self.own_rate = stdout is not None and os.path.basename(command) == "fio"
         self._stopped = threading.Event()
 
     def stop(self) -> None:
