@@ -159,3 +159,18 @@ def test_the_report_and_the_page_open_with_the_verdict(tmp_path):
 
 def test_a_campaign_without_a_search_has_no_verdict(tmp_path):
     assert report.verdict_rows([]) == [] and report.verdict_table(ResultStore(tmp_path, "none"), []) is None
+
+
+@pytest.mark.parametrize(
+    ("model", "accelerator", "expected"),
+    [("retinanet", "b200", 85.0), ("unet3d", "b200", 90.0), ("resnet50", "h100", 90.0)],
+)
+def test_a_search_holds_its_models_mlperf_threshold(model, accelerator, expected):
+    """retinanet's AU threshold is 85 % in MLPerf Storage v3.0: its search must not ask for 90 %, and its
+    accelerators_fed sample says which threshold it held."""
+    workload = {**RAW["workloads"][1], "accelerator": {"type": accelerator, "model": model}}
+    run = next(r for r in campaign.expand(spec({**RAW, "workloads": [workload]})))
+    assert accelerators.threshold_of(run.workload) == expected
+    probe, stored = probe_samples(run, 1, {"gpu01": 87.0, "gpu02": 86.0}, 1e6)
+    fed = accelerators.fed_samples(run, 1, [probe], HOSTS, stored, 0.0, 10.0)
+    assert {s.params["au_threshold"] for s in fed} == {expected}
