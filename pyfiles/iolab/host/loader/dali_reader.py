@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ class DaliBatches:
         self.total_bytes = manifest.total_bytes
         self.samples = len(manifest.entries)
         self.delivered = 0
-        shard_of = {"shard_id": shard, "num_shards": shards, "random_shuffle": shuffle, "pad_last_batch": True}
+        shard_of: dict[str, Any] = dict(shard_id=shard, num_shards=shards, random_shuffle=shuffle, pad_last_batch=True)
         if source == "tfrecord":
             pack = self.root / "tfrecord"
             info = PackInfo.of(self.root, "tfrecord", manifest.hash)
@@ -98,12 +98,13 @@ class DaliBatches:
             for path, index in zip(paths, indexes, strict=True):
                 tfrecord.write_index(path, index)
             features = {
-                "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+                "image/encoded": tfrec.FixedLenFeature([], tfrec.string, ""),
                 "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
             }
 
-            def read() -> tuple[Any, Any]:
-                record = fn.readers.tfrecord(
+            def read() -> Sequence[Any]:
+                # Given features, the reader returns its outputs by feature name: a dict, which DALI's stub lacks.
+                record: dict[str, Any] = fn.readers.tfrecord(  # type: ignore[assignment]
                     path=[str(p) for p in paths],
                     index_path=[str(i) for i in indexes],
                     features=features,
@@ -116,11 +117,12 @@ class DaliBatches:
             files = [str(self.root / entry.path) for entry in manifest.entries]
             labels = [entry.label for entry in manifest.entries]
 
-            def read() -> tuple[Any, Any]:
+            def read() -> Sequence[Any]:
                 return fn.readers.file(files=files, labels=labels, name=READER_NAME, **shard_of)
 
-        # device_id None: a pipeline without a GPU (decoder "cpu" on a host without one).
-        @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=seed)
+        # device_id None: a pipeline without a GPU (decoder "cpu" on a host without one). DALI documents None
+        # (Pipeline's device_id); its stub of pipeline_def takes an int only.
+        @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=seed)  # type: ignore[arg-type]
         def read_decode_resize():
             encoded, label = read()
             nbytes = encoded.shape()  # [length] of each encoded file

@@ -109,7 +109,7 @@ def _square(width: int, height: int) -> tuple[int, int, int, int]:
     return left, top, left + side, top + side
 
 
-def _cv2_fit(image: np.ndarray, size: int) -> np.ndarray:
+def _cv2_fit(image: np.ndarray | None, size: int) -> np.ndarray:
     import cv2
 
     if image is None:
@@ -124,7 +124,7 @@ def decode_pil(path: str, size: int) -> np.ndarray:
 
     with Image.open(path) as image:
         rgb = image.convert("RGB")
-    return np.array(rgb.resize((size, size), Image.BILINEAR, box=_square(*rgb.size)))
+    return np.array(rgb.resize((size, size), Image.Resampling.BILINEAR, box=_square(*rgb.size)))
 
 
 def decode_cv2_file(path: str, size: int) -> np.ndarray:
@@ -299,8 +299,12 @@ class Samples(Dataset):
         offset = self._slot(total)
         if offset is None and self.decode:
             return [self[i] for i in indices]  # npz: collate concatenates the files' bytes
-        data = self._buffer(total) if offset is None else None
-        view = memoryview(data.numpy()) if data is not None else memoryview(self._memory)[offset : offset + total]
+        data = None
+        if offset is None:
+            data = self._buffer(total)
+            view = data.numpy().data
+        else:
+            view = memoryview(self._memory)[offset : offset + total]
         at = 0
         for i, length in zip(indices, lengths, strict=False):
             part = view[at : at + length]
@@ -317,7 +321,7 @@ class Samples(Dataset):
                 time.sleep(self.preprocess_time)
         self._count(n)
         return {
-            "data": data if data is not None else self._ship(offset, (total,)),
+            "data": data if offset is None else self._ship(offset, (total,)),
             "lengths": _values(lengths),
             "labels": _values(labels),
             "bytes": total,

@@ -77,7 +77,8 @@ class Trainer:
     def __init__(self, device: torch.device, classes: int = 1000, lr: float = 0.1):
         self.device = device
         self.cuda = device.type == "cuda"
-        self.model = ResNet50(classes).to(device, memory_format=torch.channels_last)
+        # torch documents Module.to(..., memory_format=) and takes it; its overloads of Module.to leave it out
+        self.model = ResNet50(classes).to(device, memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.model.train()
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.cuda)

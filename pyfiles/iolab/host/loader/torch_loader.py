@@ -139,7 +139,9 @@ def _batches(
         return pipeline, pipeline.epoch
     dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
     dataset.prepare(args.workers, args.batch_size, args.prefetch_factor)
-    sampler = DistributedSampler(dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed)
+    sampler: DistributedSampler[int] = DistributedSampler(
+        dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed
+    )
     loader = DataLoader(
         dataset,
         batch_size=args.batch_size,
