@@ -218,3 +218,28 @@ def test_an_image_smaller_than_the_backend_is_refused_in_one_line_before_its_pre
     ), said
     assert [r["status"] for r in cli.runs("itest-rbd-size-big")] == ["failed"]
     assert mounted() == []
+
+
+def test_a_pool_that_does_not_exist_is_named_with_the_pools_that_do(lab, cli, write_campaign):
+    """A Ceph backend naming a pool the cluster lacks: the run says the pool is missing and which pools exist
+    (rbd ls answered ENOENT), not that the cluster does not answer (issue 23)."""
+    ceph = {**ceph_fields(lab), "pool": "itest-no-pool"}
+    campaign = write_campaign(
+        {
+            "name": "itest-no-pool",
+            "backends": [
+                {"name": "itest-nopool-blk", "type": "rbd", "size": "64MiB", **ceph},
+                {"name": "itest-nopool-snap", "type": "rbd_snapshot", "fio_size": "64MiB", "size": "128MiB", **ceph},
+            ],
+            "workloads": [FIO],
+        }
+    )
+    done = bench(cli, campaign, check=False)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stdout + done.stderr
+    pools = lab.ceph("osd", "pool", "ls")
+    errors = [r["error"] for r in cli.runs("itest-no-pool")]
+    assert len(errors) == 2, done.stdout[-3000:] + done.stderr
+    for error in errors:
+        assert f"pool itest-no-pool does not exist in the Ceph cluster of {ceph['ceph_conf']}" in error, error
+        assert f"its pools: {', '.join(pools)}" in error and "does not answer" not in error, error
+        assert "ceph osd pool create itest-no-pool" in error
