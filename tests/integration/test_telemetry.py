@@ -87,6 +87,12 @@ def fio_under_hostrun(run_dir: Path, target: Path, telemetry_after: float, *fio_
     assert done.returncode == 0, done.stderr
 
 
+# The sampler's own CPU, a budget and not a benchmark (docs/PERFORMANCE.md has the figure): 0.9-1.5 % of a core
+# on these 2 cores in a 3 s run (its first sample's set-up included), more when the machine is busy; a sampler
+# that spun, or walked more than it should each second, would be far above.
+SAMPLER_BUDGET_PCT = 5.0
+
+
 def report_sampler(run_dir: Path, what: str) -> float:
     end = json.loads((run_dir / tparser.FILE).read_text().splitlines()[-1])
     print(
@@ -127,7 +133,7 @@ def test_the_loop_device_shows_fios_reads_in_its_block_size(loop_fs, tmp_path):
     assert got["dev_read_io_size"] == pytest.approx(65536, rel=0.10)
     assert got["dev_read_bw"] == pytest.approx(fio_bw, rel=0.25)
     assert metadata["flags"] == [], metadata["flag_reasons"]
-    assert report_sampler(run_dir, "direct 64k reads") < 1.0
+    assert report_sampler(run_dir, "direct 64k reads") < SAMPLER_BUDGET_PCT
 
 
 def test_reading_the_same_data_twice_without_a_cache_drop_is_flagged(loop_fs, tmp_path):
@@ -147,4 +153,4 @@ def test_reading_the_same_data_twice_without_a_cache_drop_is_flagged(loop_fs, tm
     assert metadata["flags"] == ["potential_caching"]
     assert metadata["caching_evidence"]["device_read_bytes"] < 0.1 * metadata["caching_evidence"]["tool_read_bytes"]
     assert any(reason.startswith("the tool read") and device in reason for reason in metadata["flag_reasons"])
-    assert report_sampler(warm, "cached buffered reads") < 1.0
+    assert report_sampler(warm, "cached buffered reads") < SAMPLER_BUDGET_PCT
