@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import time
 
+from iolab.shared.processes import alive
 from support import hostrun
 
 
@@ -117,14 +118,6 @@ def _recorded(run_dir, timeout: float = 20) -> dict[str, int]:
     raise AssertionError(f"no tool tree recorded in {run_dir}")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 def test_no_process_of_the_tool_outlives_stop_not_even_fios_jobs_in_sessions_of_their_own(tmp_path):
     """fio's job processes call setsid(): killing fio's process group leaves them reading the storage,
     which then cannot be unmounted ('target is busy'). stop ends every process of the tool's tree."""
@@ -142,7 +135,7 @@ def test_no_process_of_the_tool_outlives_stop_not_even_fios_jobs_in_sessions_of_
         assert len({os.getsid(pid) for pid in members}) >= 2  # fio's job runs in a session of its own
         done = hostrun("stop", "--dir", str(mine))
         assert done.returncode == 0, done.stderr
-        assert not [pid for pid in members if _alive(pid)]
+        assert not [pid for pid in members if alive(pid)]
     finally:
         wrapper.kill()
         wrapper.wait()

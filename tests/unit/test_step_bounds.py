@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 
+from iolab.shared.processes import alive
 from support import hostrun
 
 # A step whose tree hangs: it starts a child in a session of its own (as fio's job processes do), writes
@@ -26,14 +27,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 def _tree(pids_file) -> list[int]:
     return [int(pid) for pid in pids_file.read_text().split()]
 
@@ -41,7 +34,7 @@ def _tree(pids_file) -> list[int]:
 def _end(pids_file) -> None:
     """Clean up after a failing test: the hung tree it started, by its PIDs."""
     for pid in _tree(pids_file) if pids_file.exists() else []:
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -76,7 +69,7 @@ def test_fios_prepare_that_hangs_ends_at_the_runs_timeout_with_its_tree(tmp_path
             "iolab.host.fio_jobs prepare stopped: it ran past its timeout of 2 s"
         )
         assert took < 2 + 15, took  # the timeout, SIGTERM's grace and no more
-        assert not [pid for pid in pids if _alive(pid)]  # its setsid()'d child too
+        assert not [pid for pid in pids if alive(pid)]  # its setsid()'d child too
     finally:
         _end(pids_file)
 
@@ -98,7 +91,7 @@ def test_a_before_step_that_hangs_ends_at_the_runs_timeout_and_the_tool_never_st
             "python3", os.path.basename(sys.executable)
         )
         assert took < 2 + 15, took
-        assert not [pid for pid in pids if _alive(pid)]
+        assert not [pid for pid in pids if alive(pid)]
         assert not (tmp_path / "tool-ran").exists()
     finally:
         _end(pids_file)
