@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 # A tool of known rate: reads 4 MiB from /dev/zero and writes it to /dev/null every 0.25 s (16 MiB/s each way)
 # for argv[1] seconds: `python3 -c PACED 8`.
@@ -57,3 +59,12 @@ def mounted(prefix: str = "/mnt/iolab/itest") -> list[str]:
     """Mount points under `prefix` (what a test must leave behind: none)."""
     out = subprocess.run(["findmnt", "-rn", "-o", "TARGET"], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if line.startswith(prefix)]
+
+
+def tmpfs_campaign(directory: Path, name: str, workloads: list[dict], repetitions: int = 1) -> Path:
+    """A campaign `name` of `workloads` on one 48 MiB tmpfs backend (itest-<name>), as <directory>/<name>.yml."""
+    path = directory / f"{name}.yml"
+    backend = {"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}
+    campaign = {"name": name, "repetitions": repetitions, "workloads": workloads, "backends": [backend]}
+    path.write_text(yaml.safe_dump(campaign))
+    return path

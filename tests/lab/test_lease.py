@@ -10,12 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from iolab import cli as cli_mod
 from iolab import lease
 from iolab.errors import UserError
-from support import ROOT, Cli
+from support import ROOT, Cli, tmpfs_campaign
 
 pytestmark = pytest.mark.lab
 
@@ -42,17 +41,7 @@ def cli(results) -> Cli:
 def test_two_campaigns_at_once_on_one_host_the_second_stops_in_one_line(sim_hosts, cli, tmp_path):
     argvs = {}
     for name in ("lease-a", "lease-b"):
-        path = tmp_path / f"{name}.yml"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "name": name,
-                    "repetitions": 1,
-                    "workloads": [FIO],
-                    "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}],
-                }
-            )
-        )
+        path = tmpfs_campaign(tmp_path, name, [FIO])
         argvs[name] = cli.argv(
             "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu04", "--campaign", str(path)
         )
@@ -144,17 +133,7 @@ def test_steal_takes_only_a_lease_whose_campaign_is_gone(sim_hosts):
 
 
 def test_sigterm_releases_the_lease_after_teardown(sim_hosts, cli, tmp_path):
-    path = tmp_path / "lease-term.yml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "name": "lease-term",
-                "repetitions": 3,
-                "workloads": [FIO],
-                "backends": [{"name": "itest-lease-term", "type": "tmpfs", "size": "48MiB"}],
-            }
-        )
-    )
+    path = tmpfs_campaign(tmp_path, "lease-term", [FIO], repetitions=3)
     argv = cli.argv("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu01", "--campaign", str(path))
     proc = subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -174,17 +153,7 @@ def test_a_damaged_lease_record_refuses_a_second_campaign_and_leaves_the_first_i
     """The second campaign's holder crashed on the record, and the campaign ran anyway ("no lease taken")."""
     argvs = {}
     for name, runtime in (("lease-dmg-a", "12s"), ("lease-dmg-b", "2s")):
-        path = tmp_path / f"{name}.yml"
-        path.write_text(
-            yaml.safe_dump(
-                {
-                    "name": name,
-                    "repetitions": 1,
-                    "workloads": [{**FIO, "runtime": runtime}],
-                    "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}],
-                }
-            )
-        )
+        path = tmpfs_campaign(tmp_path, name, [{**FIO, "runtime": runtime}])
         argvs[name] = cli.argv(
             "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu03", "--campaign", str(path)
         )

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from iolab import sim
-from support import ROOT, Cli
+from iolab.shared.processes import alive
+from support import ROOT, Cli, tmpfs_campaign
 
 pytestmark = pytest.mark.lab
 
@@ -21,17 +21,7 @@ FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "ramp": "0s", "si
 
 
 def _start(cli: Cli, tmp_path: Path, name: str, inventory: Path, runtime: str) -> subprocess.Popen:
-    path = tmp_path / f"{name}.yml"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "name": name,
-                "repetitions": 1,
-                "workloads": [{**FIO, "runtime": runtime}],
-                "backends": [{"name": f"itest-{name}", "type": "tmpfs", "size": "48MiB"}],
-            }
-        )
-    )
+    path = tmpfs_campaign(tmp_path, name, [{**FIO, "runtime": runtime}])
     return subprocess.Popen(
         cli.argv("bench.all", "--inventory", str(inventory), "--hosts", "gpu01", "--campaign", str(path)),
         cwd=ROOT,
@@ -40,13 +30,6 @@ def _start(cli: Cli, tmp_path: Path, name: str, inventory: Path, runtime: str) -
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def _tool(before: set[Path], proc: subprocess.Popen) -> Path:
