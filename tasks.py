@@ -573,8 +573,8 @@ def test(c, args=""):
         _stage([*pytest, *shlex.split(args)])
         return
     lint(c)
-    _stage([*pytest, "-x", "tests/unit"])
-    _stage([*pytest, "tests/integration", "tests/lab"])
+    _stage([*pytest, "-x", "--durations=15", "tests/unit"])  # the slowest tests, named in the log
+    _stage([*pytest, "--durations=25", "tests/integration", "tests/lab"])
 
 
 lab = Collection("lab", setup, sim_up, sim_down, services_up, services_down, ping, exec_, facts)
