@@ -102,7 +102,9 @@ def _gpus(nvml: Any = "pynvml") -> list[dict[str, str]]:
         nvml.nvmlShutdown()
 
 
-def collect(target: str | None = None) -> dict[str, Any]:
+def collect(target: str | None = None, results: str | Path | None = None) -> dict[str, Any]:
+    """The host's facts, the mount under `target` (the data) and under `results` (where the run's files go:
+    MLPerf Storage's rules want them on another file system than the data)."""
     mem = meminfo()
     facts: dict[str, Any] = {
         "hostname": platform.node(),
@@ -120,6 +122,8 @@ def collect(target: str | None = None) -> dict[str, Any]:
     if target:
         facts["mount"] = _mount(target)
         facts["block"] = _block_queue(target)
+    if results:
+        facts["results_mount"] = {k: v for k, v in _mount(str(results)).items() if k != "iolab"}
     return facts
 
 

@@ -291,7 +291,7 @@ def run(
         "start_skew_s": None if start_at is None else started - start_at,
         "page_cache_before": cached_before,
         "page_cache_after": facts.meminfo().get("Cached", 0),
-        "facts": facts.collect(None if reason else target),  # a stopped tool's storage may hang
+        "facts": facts.collect(None if reason else target, run_dir),  # a stopped tool's storage may hang
         "profiling": profiled,
     }
     _write_json(run_dir / "run.json", record)
