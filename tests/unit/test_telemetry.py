@@ -105,7 +105,8 @@ def test_which_devices_are_sampled():
 
 
 def test_cpu_memory_and_network_from_the_captured_files():
-    """/proc/stat: user 119855 → 119985, system 47541 → 47607, softirq 561 → 564 ticks (USER_HZ 100)."""
+    """/proc/stat: user 119855 → 119985, system 47541 → 47607, softirq 561 → 564 ticks (USER_HZ 100);
+    procs_running 8 in the first."""
     assert telemetry.HZ == 100
     cpu = telemetry.cpu_interval(
         telemetry.parse_cpu(proc_file(1, "stat")), telemetry.parse_cpu(proc_file(2, "stat")), interval()
@@ -115,7 +116,15 @@ def test_cpu_memory_and_network_from_the_captured_files():
     assert cpu["softirq"] == pytest.approx(0.03 / interval(), rel=1e-5)
     assert cpu["idle"] == cpu["iowait"] == 0.0
     mem = telemetry.parse_meminfo(proc_file(1, "meminfo"))
-    assert mem == {"MemFree": 23334852 * 1024, "Buffers": 16020 * 1024, "Cached": 497112 * 1024, "Dirty": 2536 * 1024}
+    assert mem == {
+        "MemFree": 23334852 * 1024,
+        "Buffers": 16020 * 1024,
+        "Cached": 497112 * 1024,
+        "Dirty": 2536 * 1024,
+        "MemAvailable": 23469660 * 1024,
+        "MemTotal": 24684092 * 1024,
+    }
+    assert telemetry.parse_procs_running(proc_file(1, "stat")) == 8
     net = {i: telemetry.parse_net_dev(proc_file(i, "net_dev")) for i in (1, 2)}
     lo = telemetry.net_interval(net[1]["lo"], net[2]["lo"], interval())
     assert (lo["rx"], lo["tx"]) == (143224566 - 143193682, 143224566 - 143193682)
@@ -426,6 +435,35 @@ def test_summaries_are_sums_over_the_window(case):
     start = raw_records(case)[0]
     assert got[("page_cache_growth", "{}")] == samples[-1]["mem"]["Cached"] - start["mem"]["Cached"]
     assert all(m.unit in UNITS for m in tparser.parse(FIXTURES / case).measurements)
+
+
+@pytest.mark.parametrize("case", ["limits-tool-saturates", "limits-foreign-hog", "limits-throttled-seq-read-1m"])
+def test_foreign_cpu_run_queue_and_memory_over_the_window(case):
+    """foreign_cpu: busy cores (all modes but idle, iowait, steal) less the tool's, per interval and over the
+    window; the run queue's mean (weighted by the intervals) and peak; MemAvailable's lowest; the tool's RSS."""
+    samples = [r for r in raw_records(case) if r["type"] == "sample"]
+    window = sum(s["dt"] for s in samples)
+    busy = [sum(c for m, c in s["cpu"].items() if m not in ("idle", "iowait", "steal")) for s in samples]
+    got = summary(case)
+    tool = sum(s["tool"]["cpu_s"] for s in samples) / window
+    assert got[("foreign_cpu", "{}")] == pytest.approx(
+        sum(b * s["dt"] for b, s in zip(busy, samples, strict=True)) / window - tool
+    )
+    per_interval = [max(0.0, b - s["tool"]["cores"]) for b, s in zip(busy, samples, strict=True)]
+    assert got[("foreign_cpu_peak", "{}")] == pytest.approx(max(per_interval))
+    assert got[("run_queue", "{}")] == pytest.approx(sum(s["run_queue"] * s["dt"] for s in samples) / window)
+    assert got[("run_queue_peak", "{}")] == max(s["run_queue"] for s in samples)
+    assert got[("mem_available_min", "{}")] == min(s["mem"]["MemAvailable"] for s in samples)
+    assert got[("tool_rss_peak", "{}")] == max(s["tool"]["rss"] for s in samples) > 0
+    series = tparser.load_series(FIXTURES / case)
+    assert [v for _, v in series["foreign_cpu"]] == pytest.approx(per_interval)
+    assert [v for _, v in series["run_queue"]] == [s["run_queue"] for s in samples]
+    info = tparser.parse(FIXTURES / case).metadata["telemetry"]
+    assert info["cpus"] == 2 and info["mem_total"] > 0 and len(info["boot_id"]) == 36
+
+
+def test_older_telemetry_without_the_run_queue_and_memavailable_gives_none_of_them():
+    assert not {"run_queue", "mem_available_min", "tool_rss_peak"} & {m for m, _ in summary("tmpfs-seq-read-1m")}
 
 
 def test_the_device_shows_the_reads_in_fios_block_size():

@@ -17,8 +17,12 @@ What each interval records, with the arithmetic of the usual tools:
 - **CPU** by mode (`/proc/stat`), in cores; and the CPU of the tool's process tree:
   the tool and its descendants (`/proc/<pid>/stat`), plus what the processes this
   one has reaped used, so the tool's last second still counts after hostrun has
-  collected its exit status.
-- **memory**: `Cached`, `Dirty`, `MemFree`, `Buffers` (`/proc/meminfo`), in bytes.
+  collected its exit status; the tree's resident memory (the sum of its processes'
+  RSS, in bytes: a page several of them map counts once for each, so an upper bound).
+- **run queue**: `procs_running` of `/proc/stat` at the interval's end, less the
+  sampler's own thread (running while it reads): tasks running or waiting for a CPU.
+- **memory**: `Cached`, `Dirty`, `MemFree`, `Buffers`, `MemAvailable`, `MemTotal`
+  (`/proc/meminfo`), in bytes.
 - **network**: bytes per interface (`/proc/net/dev`), interfaces that never moved a byte left out.
 - **GPUs**, through NVML (the `pynvml` module of the `nvidia-ml-py` package, which
   loads the driver's libnvidia-ml): per GPU, utilization and memory-controller
@@ -33,13 +37,16 @@ What each interval records, with the arithmetic of the usual tools:
 The file `telemetry.jsonl`, one JSON object a line, each written whole and at once:
 
     {"type": "start", "t": ..., "interval": 1.0, "after": 2.0, "target": {...}, "mem": {...},
-     "gpu": {"source": "nvml", "count": 8, "driver": "...", "names": [...]} or {"absent": "why"}, ...}
+     "gpu": {"source": "nvml", "count": 8, "driver": "...", "names": [...]} or {"absent": "why"},
+     "cpus": 2, "boot_id": "...", ...}
     {"type": "sample", "t": ..., "dt": 1.0003, "disk": {"loop0": {...}}, "cpu": {...}, "tool": {...},
-     "mem": {...}, "net": {...}, "gpu": [...]}
+     "run_queue": 3, "mem": {...}, "net": {...}, "gpu": [...]}
     {"type": "end", "t": ..., "window_s": ..., "sampler_cpu_s": ..., "sampler_cpu_pct": ..., "errors": [...]}
 
 `t` is seconds since the epoch at the end of the interval, `dt` the interval's
-length from a monotonic clock. The sampler's own cost is measured with its
+length from a monotonic clock. `boot_id` names the kernel: simulated hosts (network
+namespaces of one machine) share it, and with it the CPU and memory figures, which are
+then the whole machine's. The sampler's own cost is measured with its
 threads' CPU clocks (`time.thread_time`), the NVML thread's included.
 """
 
@@ -61,7 +68,7 @@ SCHEMA = "iolab.host.telemetry/1"
 FILE = "telemetry.jsonl"
 SECTOR = 512  # /proc/diskstats counts 512-byte sectors whatever the device's block size
 CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")  # guest is inside user
-MEMINFO_KEYS = ("Cached", "Dirty", "MemFree", "Buffers")
+MEMINFO_KEYS = ("Cached", "Dirty", "MemFree", "Buffers", "MemAvailable", "MemTotal")
 # Devices that exist by the dozen and matter only once used; RAM disks are memory, not storage.
 IDLE_UNLESS_USED = ("loop", "zram", "nbd")
 NEVER = ("ram",)
@@ -177,6 +184,14 @@ def parse_cpu(text: str) -> dict[str, int]:
             values = [int(v) for v in line.split()[1:]]
             return dict(zip(CPU_MODES, values, strict=False))
     raise ValueError("/proc/stat has no 'cpu' line")
+
+
+def parse_procs_running(text: str) -> int:
+    """`procs_running` of /proc/stat: tasks running or runnable now, the reader included."""
+    for line in text.splitlines():
+        if line.startswith("procs_running "):
+            return int(line.split()[1])
+    raise ValueError("/proc/stat has no 'procs_running' line")
 
 
 def cpu_interval(prev: dict[str, int], cur: dict[str, int], seconds: float) -> dict[str, float]:
@@ -396,6 +411,8 @@ class _Snapshot(NamedTuple):
     mem: dict[str, int]
     net: dict[str, tuple[int, int]]
     tool_s: float
+    tool_rss: int
+    running: int
 
 
 class Sampler(threading.Thread):
@@ -471,6 +488,7 @@ class Sampler(threading.Thread):
                     "target": storage,
                     "hz": HZ,
                     "cpus": os.cpu_count(),
+                    "boot_id": _read(f"{self.proc}/sys/kernel/random/boot_id").strip(),
                     "mem": first.mem,
                     "gpu": gpu_info,
                 }
@@ -518,14 +536,17 @@ class Sampler(threading.Thread):
         return self._partition[name]
 
     def _snapshot(self) -> _Snapshot:
+        proc_stat = _read(f"{self.proc}/stat")
         return _Snapshot(
             wall=time.time(),
             mono=time.monotonic(),
             disks=parse_diskstats(_read(f"{self.proc}/diskstats")),
-            cpu=parse_cpu(_read(f"{self.proc}/stat")),
+            cpu=parse_cpu(proc_stat),
             mem=parse_meminfo(_read(f"{self.proc}/meminfo")),
             net=parse_net_dev(_read(f"{self.proc}/net/dev")),
             tool_s=self.tree.cpu_seconds(),
+            tool_rss=self.tree.rss_bytes,
+            running=max(0, parse_procs_running(proc_stat) - 1),  # less this thread, running as it reads
         )
 
     def _sample(self, prev: _Snapshot, cur: _Snapshot, gpu: GpuProbe | None) -> dict[str, Any]:
@@ -547,7 +568,13 @@ class Sampler(threading.Thread):
             "dt": _round(seconds),
             "disk": disks,
             "cpu": cpu_interval(prev.cpu, cur.cpu, seconds),
-            "tool": {"cpu_s": _round(tool_s), "cores": _round(tool_s / seconds), "processes": self.tree.processes},
+            "tool": {
+                "cpu_s": _round(tool_s),
+                "cores": _round(tool_s / seconds),
+                "processes": self.tree.processes,
+                "rss": cur.tool_rss,
+            },
+            "run_queue": cur.running,
             "mem": cur.mem,
             "net": net,
         }

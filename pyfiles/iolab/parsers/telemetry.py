@@ -15,12 +15,20 @@ IO in the window and for the devices under the target (whose silence is evidence
     dev_await, dev_read_await, dev_write_await  s                 dev_util    %
 
 and `cpu_cores` (`params.scope` "host" with `params.mode` user/system/iowait/...,
-or "tool": the tool's process tree), `page_cache_growth` (B, `Cached` at the end
-less at the start), `net_rx_bw` / `net_tx_bw` (`params.interface`), and per GPU
+or "tool": the tool's process tree), `foreign_cpu` (cores: the host's busy cores, every
+mode but idle, iowait and steal, less the tool's, over the window; `foreign_cpu_peak`
+its busiest interval), `run_queue` (count, tasks running or waiting for a CPU, mean;
+`run_queue_peak` the most), `mem_available_min` (B, MemAvailable at its lowest),
+`tool_rss_peak` (B, the tool tree's summed RSS at its highest), `page_cache_growth` (B,
+`Cached` at the end less at the start), `net_rx_bw` / `net_tx_bw` (`params.interface`), and per GPU
 (`params.gpu`) `gpu_util` (%, mean), `gpu_mem_used` (B, peak), `gpu_pcie_rx_bw` /
 `gpu_pcie_tx_bw` (B/s, mean) when NVML reported them. The GPUs' SM clock, temperature
 and power are in the time series only (`load_series`). Why a host has no GPU figures
 is in the metadata (`telemetry.gpu.absent`).
+
+Simulated hosts share one kernel: there the host CPU, run queue and memory are the whole
+machine's, and foreign_cpu counts the other hosts' tools (iolab.limits takes them out; the
+metadata's `telemetry.boot_id` tells hosts on one kernel).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any
 from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError
 
 FILE = "telemetry.jsonl"
+IDLE_MODES = ("idle", "iowait", "steal")  # a CPU in these is not busy: waiting, or taken by the hypervisor
 # Its summaries (besides the shared cpu_cores and gpu_util) and its series (`load_series`, and the
 # OSD series iolab.ceph reads beside it); `timeline` orders the HTML page's telemetry charts.
 METRICS = (
@@ -47,6 +56,14 @@ METRICS = (
     Metric("mem_cached", "B", "page cache", timeline=50),
     Metric("mem_dirty", "B", "dirty pages", timeline=60),
     Metric("mem_free", "B", "free memory"),
+    Metric("mem_available", "B", "memory available without swapping (MemAvailable)", timeline=65),
+    Metric("mem_available_min", "B", "memory available at its lowest"),
+    Metric("tool_rss", "B", "the tool's processes' resident memory, summed", LOWER),
+    Metric("tool_rss_peak", "B", "the tool's processes' resident memory at its highest", LOWER),
+    Metric("foreign_cpu", "cores", "CPU busy outside the tool's processes", LOWER, timeline=45),
+    Metric("foreign_cpu_peak", "cores", "CPU busy outside the tool's processes, busiest interval", LOWER),
+    Metric("run_queue", "count", "tasks running or waiting for a CPU", LOWER, timeline=47),
+    Metric("run_queue_peak", "count", "tasks running or waiting for a CPU, at most", LOWER),
     Metric("net_rx_bw", "B/s", "an interface's bytes received per second", timeline=70),
     Metric("net_tx_bw", "B/s", "an interface's bytes sent per second", timeline=80),
     Metric("osd_read_bw", "B/s", "a Ceph OSD's bytes read per second", timeline=90),
@@ -151,6 +168,7 @@ def summarize(tel: Telemetry) -> list[Measurement]:
         if name in under_target or t["r_ios"] or t["w_ios"] or t["d_ios"]:
             out += _device(name, t, window)
     out += _cpu(tel, window)
+    out += _load(tel, window)
     growth = tel.page_cache_growth
     if growth is not None:
         out.append(Measurement("page_cache_growth", float(growth), "B"))
@@ -181,6 +199,12 @@ def _device(name: str, t: dict[str, float], window: float) -> list[Measurement]:
     return out
 
 
+def foreign_cores(sample: dict[str, Any]) -> float:
+    """Cores one interval kept busy outside the tool's tree: busy modes (all but IDLE_MODES) less the tool's."""
+    busy = sum(cores for mode, cores in sample.get("cpu", {}).items() if mode not in IDLE_MODES)
+    return max(0.0, busy - sample.get("tool", {}).get("cores", 0.0))
+
+
 def _cpu(tel: Telemetry, window: float) -> list[Measurement]:
     modes: dict[str, float] = {}
     tool = 0.0
@@ -193,6 +217,27 @@ def _cpu(tel: Telemetry, window: float) -> list[Measurement]:
         for mode, seconds in modes.items()
     ]
     out.append(Measurement("cpu_cores", tool / window, "cores", {"scope": "tool"}))
+    if modes:
+        busy = sum(seconds for mode, seconds in modes.items() if mode not in IDLE_MODES)
+        out.append(Measurement("foreign_cpu", max(0.0, busy - tool) / window, "cores"))
+        out.append(Measurement("foreign_cpu_peak", max(foreign_cores(s) for s in tel.samples), "cores"))
+    return out
+
+
+def _load(tel: Telemetry, window: float) -> list[Measurement]:
+    """The run queue (mean over the window, weighted by each interval's length, and peak), MemAvailable at its
+    lowest and the tool tree's RSS at its highest: of the samples that carry them (older files do not)."""
+    queue = [(s["run_queue"], s["dt"]) for s in tel.samples if "run_queue" in s]
+    available = [s["mem"]["MemAvailable"] for s in tel.samples if "MemAvailable" in s.get("mem", {})]
+    rss = [s["tool"]["rss"] for s in tel.samples if "rss" in s.get("tool", {})]
+    out = []
+    if queue:
+        out.append(Measurement("run_queue", sum(n * dt for n, dt in queue) / window, "count"))
+        out.append(Measurement("run_queue_peak", float(max(n for n, _ in queue)), "count"))
+    if available:
+        out.append(Measurement("mem_available_min", float(min(available)), "B"))
+    if rss:
+        out.append(Measurement("tool_rss_peak", float(max(rss)), "B"))
     return out
 
 
@@ -243,6 +288,9 @@ def _info(tel: Telemetry) -> dict[str, Any]:
         "sampler_cpu_pct": tel.end.get("sampler_cpu_pct"),
         "errors": tel.end.get("errors", []),
         "gpu": tel.start.get("gpu"),
+        "cpus": tel.start.get("cpus"),
+        "mem_total": tel.start.get("mem", {}).get("MemTotal"),
+        "boot_id": tel.start.get("boot_id"),
     }
 
 
@@ -361,7 +409,8 @@ def load_series(run_host_dir: Path) -> dict[str, list[tuple[float, float]]]:
     `dev_read_bw{device=loop0}` (B/s), `dev_write_bw{...}`, `dev_read_iops{...}`,
     `dev_write_iops{...}`, `dev_read_io_size{...}` (B), `dev_queue_len{...}`, `dev_await{...}` (s),
     `dev_util{...}` (%), `cpu_cores{mode=user}` ... and `cpu_cores{scope=tool}` (cores),
-    `mem_cached`, `mem_dirty`, `mem_free` (B), `net_rx_bw{interface=eth0}`, `net_tx_bw{...}` (B/s),
+    `foreign_cpu` (cores), `run_queue` (count), `tool_rss` (B),
+    `mem_cached`, `mem_dirty`, `mem_free`, `mem_available` (B), `net_rx_bw{interface=eth0}`, `net_tx_bw{...}` (B/s),
     `gpu_util{gpu=0}` (%), `gpu_mem_used{gpu=0}` (B), `gpu_pcie_rx_bw{gpu=0}`, `gpu_pcie_tx_bw{gpu=0}` (B/s),
     `gpu_sm_clock{gpu=0}` (Hz), `gpu_temp{gpu=0}` (°C), `gpu_power{gpu=0}` (W).
     A device that joins late (a loop device's first IO) starts late. Empty without telemetry.
@@ -394,7 +443,16 @@ def load_series(run_host_dir: Path) -> dict[str, list[tuple[float, float]]]:
         for mode, cores in s.get("cpu", {}).items():
             add(f"cpu_cores{{mode={mode}}}", t, cores)
         add("cpu_cores{scope=tool}", t, s.get("tool", {}).get("cores"))
-        for key, name in (("Cached", "mem_cached"), ("Dirty", "mem_dirty"), ("MemFree", "mem_free")):
+        if s.get("cpu"):
+            add("foreign_cpu", t, foreign_cores(s))
+        add("run_queue", t, s.get("run_queue"))
+        add("tool_rss", t, s.get("tool", {}).get("rss"))
+        for key, name in (
+            ("Cached", "mem_cached"),
+            ("Dirty", "mem_dirty"),
+            ("MemFree", "mem_free"),
+            ("MemAvailable", "mem_available"),
+        ):
             add(name, t, s.get("mem", {}).get(key))
         for name, nic in s.get("net", {}).items():
             add(f"net_rx_bw{{interface={name}}}", t, nic.get("rx_bw"))

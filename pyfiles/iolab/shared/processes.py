@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat and /proc/<pid>/stat count in these ticks
+PAGE = os.sysconf("SC_PAGE_SIZE")  # /proc/<pid>/stat's rss counts pages
 
 
 def _read(path: str) -> str:
@@ -42,6 +43,7 @@ class ToolTree:
         self._reaped0 = usage.ru_utime + usage.ru_stime
         self._high = 0.0
         self.processes = 0
+        self.rss_bytes = 0  # the live processes' resident memory summed, as of the last cpu_seconds()
 
     def _stat(self, pid: int) -> list[str] | None:
         try:
@@ -76,6 +78,7 @@ class ToolTree:
         self._members = members
         self._starts = {pid: int(stats[pid][19]) for pid in members if pid in stats}  # start times: PIDs recur
         self.processes = len(members)
+        self.rss_bytes = sum(int(stats[pid][21]) for pid in members if pid in stats) * PAGE
         ticks = sum(int(v) for pid in members if pid in stats for v in stats[pid][11:15])  # u/s/cu/cs time
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         # Never backwards: a process caught between its exit and its reaping would otherwise dip and come back.

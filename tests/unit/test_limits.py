@@ -1,0 +1,169 @@
+"""What limited a probe (iolab.limits), from real telemetry: runs captured on this machine under
+iolab.host.hostrun (tests/fixtures/telemetry/README.md, the limits-* cases), parsed as bench parses
+them; and a loader run on a loop device whose reader a blkio/io cgroup throttles, live.
+
+The captures' figures differ from one capture to the next (the machine was shared when they were
+taken: its other work is in their foreign CPU); the tests read their expectations from the files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from iolab import limits
+from iolab.parsers import Measurement, Parsed, fio
+from iolab.parsers import telemetry as tparser
+from iolab.samples import Sample
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
+SHARED = ("h1", "h2")
+
+
+def host_samples(
+    host_dir: Path, host: str = "h1", run_id: str = "probe", workload: str = "resnet50", tool: Parsed | None = None
+) -> list[Sample]:
+    """A host's samples of one run as iolab.record makes them: the tool's figures and the telemetry's summaries,
+    each with the tool's metadata and the telemetry's."""
+    measured: list[Measurement] = tool.measurements if tool else []
+    found, metadata = tparser.merge(host_dir, measured)
+    metadata = {**(tool.metadata if tool else {}), **metadata}
+    return [
+        Sample("limits", run_id, 1, host, "loop", workload, m.metric, m.value, m.unit, "", "", m.params, metadata)
+        for m in [*measured, *found]
+    ]
+
+
+def fio_samples(case: str, **kwargs) -> list[Sample]:
+    return host_samples(FIXTURES / case, tool=fio.parse(FIXTURES / case), **kwargs)
+
+
+def window_figures(host_dir: Path) -> dict[str, float]:
+    """Busy and tool cores over the window, and the run queue's mean, from the raw intervals."""
+    lines = (host_dir / "telemetry.jsonl").read_text().splitlines()
+    samples = [r for r in map(json.loads, lines) if r["type"] == "sample"]
+    window = sum(s["dt"] for s in samples)
+    busy = sum(sum(c for m, c in s["cpu"].items() if m not in ("idle", "iowait", "steal")) * s["dt"] for s in samples)
+    return {
+        "busy": busy / window,
+        "tool": sum(s["tool"]["cpu_s"] for s in samples) / window,
+        "queue": sum(s["run_queue"] * s["dt"] for s in samples) / window,
+        "rss": max(s["tool"]["rss"] for s in samples),
+        "available": min(s["mem"]["MemAvailable"] for s in samples),
+    }
+
+
+def test_a_tool_that_keeps_every_core_busy_is_limited_by_this_hosts_cpu():
+    """limits-tool-saturates: one busy process per core, as the tool."""
+    case = FIXTURES / "limits-tool-saturates"
+    raw = window_figures(case)
+    ev = limits.evidence(host_samples(case), ["h1"])
+    assert (ev.hosts, ev.cores) == (("h1",), 2)
+    assert ev.busy_cores == pytest.approx(raw["busy"], rel=1e-3) and ev.busy_cores >= 0.9 * 2
+    assert ev.tool_cores == pytest.approx(raw["tool"], rel=1e-3)
+    assert ev.foreign_cores == pytest.approx(raw["busy"] - raw["tool"], abs=2e-3)
+    assert ev.run_queue == pytest.approx(raw["queue"], rel=1e-3)
+    assert (ev.tool_rss, ev.mem_available_min) == (raw["rss"], raw["available"])
+    assert ev.device == "vda" and ev.baseline_bw is None
+    verdict = limits.limited_by(ev)
+    assert verdict.side == "client"
+    assert verdict.reason.startswith(
+        f"this host's CPU: {raw['busy']:.2f} of 2 cores busy, run queue {raw['queue']:.1f} (the emulator "
+    )
+    assert "no fio read baseline in the campaign" in verdict.reason
+
+
+def test_a_busy_process_outside_the_tool_is_foreign_load():
+    """limits-foreign-hog: the tool sleeps 3 s while a busy process outside its tree runs."""
+    case = FIXTURES / "limits-foreign-hog"
+    raw = window_figures(case)
+    ev = limits.evidence(host_samples(case), ["h1"])
+    assert ev.tool_cores < 0.01 and ev.foreign_cores == pytest.approx(raw["busy"] - raw["tool"], abs=2e-3)
+    assert ev.foreign_peak >= ev.foreign_cores
+    why = limits.disturbed(ev)
+    assert why is not None and why.startswith(f"foreign load: {ev.foreign_cores:.2f} of 2 cores busy outside")
+    # The same host with its foreign load under a quarter of a core: not disturbed.
+    quiet = dataclasses.replace(ev, busy_cores=0.3, foreign_cores=0.2, foreign_peak=0.4)
+    assert limits.disturbed(quiet) is None
+
+
+def test_simulated_hosts_on_one_kernel_count_each_others_tools_as_the_emulators():
+    """limits-shared-kernel: two hostruns at once, each tool one busy process: each host's own foreign_cpu
+    holds the other's tool; judged together, only what neither tool used is foreign."""
+    dirs = [FIXTURES / "limits-shared-kernel" / h for h in SHARED]
+    raw = [window_figures(d) for d in dirs]
+    samples = [s for d, h in zip(dirs, SHARED, strict=True) for s in host_samples(d, host=h)]
+    own = {s.host: s.value for s in samples if s.metric == "foreign_cpu"}
+    ev = limits.evidence(samples, list(SHARED))
+    assert ev.hosts == SHARED
+    assert ev.tool_cores == pytest.approx(raw[0]["tool"] + raw[1]["tool"], rel=1e-3)
+    assert ev.foreign_cores == pytest.approx(own["h1"] - raw[1]["tool"], abs=0.05)
+    assert ev.foreign_cores < min(own.values()) - 0.2
+    assert ev.tool_rss == raw[0]["rss"] + raw[1]["rss"]
+    reason = limits.limited_by(ev).reason
+    assert "this machine's (simulated hosts h1, h2 on one kernel) CPU: " in reason
+    # Four ranks on the machine at two per host: each host can hold half of what the machine can.
+    per_rank = ev.tool_cores / 4
+    assert limits.capacity(ev, 2) == math.floor(limits.CPU_SATURATED * 2 / per_rank / 2)
+    # Hosts of two machines (no boot_id in common) are judged apart: the busier share of its cores.
+    apart = [
+        dataclasses.replace(s, metadata={**s.metadata, "telemetry": {**s.metadata["telemetry"], "boot_id": s.host}})
+        for s in samples
+    ]
+    alone = limits.evidence(apart, list(SHARED))
+    assert len(alone.hosts) == 1 and alone.tool_cores == pytest.approx(
+        raw[SHARED.index(alone.hosts[0])]["tool"], rel=1e-3
+    )
+
+
+def test_a_throttled_device_that_gives_its_fio_baseline_limits_the_probe():
+    """limits-throttled-*: fio on ext4 on a loop device whose reader a blkio cgroup holds at 16 MiB/s; the
+    device is neither busy nor slow (the throttle holds bios before the device counts them), the read rate
+    is the baseline's: storage, whatever the host's CPU."""
+    baseline = fio_samples("limits-throttled-seq-read-1m", run_id="fio", workload="seq-read")
+    probe = fio_samples("limits-throttled-randread-64k")
+    ev = limits.evidence(probe, ["h1"], baseline=baseline)
+    fio_bw = next(s.value for s in baseline if s.metric == "read_bw")
+    assert (ev.baseline_bw, ev.baseline_workload) == (fio_bw, "seq-read")
+    assert ev.device == "loop0" and ev.device_util < 10 and ev.device_read_await < 0.005
+    assert ev.read_bw >= limits.BASELINE_SHARE * fio_bw
+    verdict = limits.limited_by(ev)
+    assert verdict.side == "storage"
+    assert verdict.reason.startswith(
+        f"storage: device loop0 {ev.device_util:.0f} % busy, read await {ev.device_read_await * 1000:.3g} ms, "
+        f"{ev.read_bw / 2**20:.3g} MiB/s of a {fio_bw / 2**20:.3g} MiB/s fio baseline (seq-read)"
+    )
+    # Without the baseline the same figures name no storage limit.
+    assert limits.limited_by(limits.evidence(probe, ["h1"])).side != "storage"
+
+
+def test_each_rule_on_its_own():
+    """One real probe's evidence (limits-throttled-randread-64k), each figure moved past its threshold alone."""
+    ev = limits.evidence(fio_samples("limits-throttled-randread-64k"), ["h1"])
+    quiet = dataclasses.replace(ev, busy_cores=0.5, foreign_cores=0.45, run_queue=0.6, device_util=20.0)
+    assert limits.limited_by(quiet).side == "undetermined"
+    assert limits.limited_by(quiet).reason.startswith("neither side at its limit: this host's CPU: 0.50 of 2 cores")
+    assert limits.limited_by(dataclasses.replace(quiet, run_queue=2.5)).side == "client"
+    short = dataclasses.replace(quiet, mem_available_min=0.05 * quiet.mem_total)
+    assert limits.limited_by(short).reason.startswith("this host's memory: ")
+    busy = limits.limited_by(dataclasses.replace(quiet, device_util=100.0))
+    assert busy.side == "storage" and busy.reason.startswith("storage: device loop0 100 % busy")
+    # A busy device on a saturated client: the client (util is weak evidence); a slow one: the storage.
+    assert limits.limited_by(dataclasses.replace(quiet, device_util=100.0, busy_cores=1.95)).side == "client"
+    slow = limits.limited_by(dataclasses.replace(quiet, device_read_await=0.038, busy_cores=1.95))
+    assert slow.side == "storage" and "read await 38 ms" in slow.reason and "this host's CPU: 1.95 of 2" in slow.reason
+    assert limits.limited_by(dataclasses.replace(quiet, cores=0)).side == "undetermined"
+
+
+def test_capacity_is_what_the_cpu_and_the_memory_per_rank_allow():
+    ev = limits.evidence(host_samples(FIXTURES / "limits-tool-saturates"), ["h1"])
+    by_cpu = math.floor(limits.CPU_SATURATED * 2 / (ev.tool_cores / 2))
+    assert limits.capacity(ev, 2) == by_cpu  # the memory (MiB of RSS against GiB available) is far from it
+    # 1 GiB per rank at 2 ranks, 1.5 GiB more available of a 16 GiB host (1.6 GiB kept): 1 rank more fits.
+    tight = dataclasses.replace(ev, tool_cores=0.1, tool_rss=2 << 30, mem_available_min=1.5 * 2**30, mem_total=16 << 30)
+    assert limits.capacity(tight, 2) == math.floor((2 + 1.5 - 1.6) / 1)
+    assert limits.capacity(dataclasses.replace(ev, cores=0, tool_cores=0.0, tool_rss=None), 4) == 4
