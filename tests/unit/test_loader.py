@@ -30,7 +30,6 @@ import pytest
 torch = pytest.importorskip("torch", reason="the loader needs torch (pip install torch==2.13.0)")
 pytest.importorskip("cv2", reason="the loader needs opencv-python-headless")
 
-from iolab import accelerators  # noqa: E402
 from iolab import campaign as campaign_mod  # noqa: E402
 from iolab.host.dataset.gen import gen  # noqa: E402
 from iolab.host.dataset.manifest import Manifest  # noqa: E402
@@ -422,28 +421,6 @@ def test_the_parser_says_what_is_missing(tmp_path):
         parser.parse(tmp_path)
 
 
-def test_the_first_batch_is_left_out_of_every_rate(tmp_path):
-    columns = ["epoch", "step", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes"]
-    records = [
-        [0, 0, 100.0, 105.0, 0.5, 0, 10, 1000],  # start-up: 5 s for the first batch
-        [0, 1, 105.5, 105.6, 0.5, 0, 10, 1000],
-        [0, 2, 106.1, 106.2, 0.5, 0, 10, 1000],
-    ]
-    document = {
-        "kind": parser.KIND,
-        "columns": columns,
-        "config": {"accelerator": "emulated"},
-        "ranks": [{"rank": 0, "records": records, "window": {"start": 105.5, "end": 106.7}, "cpu_seconds": 0.6}],
-    }
-    (tmp_path / "loader.json").write_text(json.dumps(document))
-    parsed = parser.parse(tmp_path)
-    assert metric(parsed, "samples_per_s") == pytest.approx(20 / 1.2)
-    assert metric(parsed, "read_bw") == pytest.approx(2000 / 1.2)
-    assert metric(parsed, "au") == pytest.approx(100 * 1.0 / 1.2)
-    assert metric(parsed, "batch_latency_p99") == pytest.approx(0.1)
-    assert metric(parsed, "cpu_cores") == pytest.approx(0.5)
-
-
 def test_per_second_series_add_ranks_up_over_whole_seconds():
     columns = ["epoch", "step", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes"]
 
@@ -620,12 +597,3 @@ def test_read_only_backends_hold_one_data_set_for_every_host():
     assert execute.workload_vars(runs["snap", "m"])["bench_metadata_dataset"] == shared
     assert execute.workload_vars(runs["snap", "b"])["bench_fio_bssplit_from"] == shared
     assert not datasets.needed(spec, [r for (b, _), r in runs.items() if b == "snap"])
-
-
-def test_accelerator_search_doubles_then_bisects():
-    assert accelerators.search(lambda n: 95 if n <= 6 else 80) == (
-        6,
-        [(1, 95), (2, 95), (4, 95), (8, 80), (6, 95), (7, 80)],
-    )
-    assert accelerators.search(lambda n: 50)[0] == 0
-    assert accelerators.search(lambda n: 99, limit=5) == (5, [(1, 99), (2, 99), (4, 99), (5, 99)])

@@ -1,25 +1,30 @@
 """loader.json (iolab.host.loader.torch_loader) on one host → samples/s, read bandwidth, latency, CPU, AU, syscalls.
 
-Every rate is over each rank's measured window — from the end of its first step to
-the end of its last — and counts the batches after the first. The first batch pays
-for forking the loader's workers, their first opens and the prefetch queue filling
-up: a one-off start-up cost (seconds on a cold cache or a slow file system) that
-steady-state training does not pay again and that would otherwise dominate a short
-run. It is kept in the metadata (`first_batch_s`). A host's figures add up its
-ranks (one per accelerator):
+Counted as MLPerf Storage counts them (DLIO 2.0.0's statscounter): the rates are what was
+delivered — every sample of every step, the first steps' included, over the rank's whole
+run, from the start of its first epoch to the end of its last step. AU leaves out each
+epoch's first step: its compute, and its time (the epoch's measured span runs from the end
+of its first step to the end of its last), since the first batch of an epoch pays for the
+loader's start-up or its refill (DLIO: `total_time - proc[0]` per epoch). The steady-state
+rate, over those spans only, is a second figure with its own name. A host's figures add up
+its ranks (one per accelerator):
 
-    samples_per_s        Σ ranks  samples / window                         samples/s
-    read_bw              Σ ranks  bytes read / window                       B/s
-    batch_latency_p50/99 nearest rank over every batch of every rank:     s
-                         the time the training loop waited for the batch
-    cpu_cores            Σ ranks  CPU time of the rank's process tree / window   cores
-    epoch_time           the slowest rank's epoch, one sample per epoch      s (params.epoch)
-    au                   mean over ranks of 100 · compute time / window     % (with an accelerator)
-    gpu_util             mean of NVML's utilization in the window        % (GPU mode)
-    syscalls_per_sample  calls of each syscall / samples loaded while traced   count (params.syscall)
+    samples_per_s         Σ ranks  samples / run                             samples/s (delivered)
+    read_bw               Σ ranks  bytes read / run                          B/s (delivered)
+    steady_samples_per_s  Σ ranks  samples / measured spans, first steps out  samples/s
+    batch_latency_p50/99  nearest rank over the measured batches of every rank:   s
+                          the time the training loop waited for the batch
+    cpu_cores             Σ ranks  CPU time of the rank's process tree / window   cores
+                          (window: the end of its first step to the end of its last)
+    epoch_time            the slowest rank's epoch, one sample per epoch      s (params.epoch)
+    au                    mean over ranks of 100 · compute time / measured spans   % (with an accelerator)
+    gpu_util              mean of NVML's utilization in the window        % (GPU mode)
+    syscalls_per_sample   calls of each syscall / samples loaded while traced   count (params.syscall)
 
-syscalls_per_sample lists the syscalls made at least once per hundred samples, and
-their sum as syscall "total".
+The metadata says how long the figures are: `steps_per_rank`, the measured steps (first
+steps out) of the rank with the fewest (MLPerf asks for at least 500), and each rank's
+`first_batch_s`. syscalls_per_sample lists the syscalls made at least once per hundred
+samples, and their sum as syscall "total".
 """
 
 from __future__ import annotations
@@ -37,9 +42,25 @@ _RARE = 0.01  # syscalls per sample below which a syscall is left out
 # Besides the shared read_bw, cpu_cores and gpu_util (iolab.parsers.METRICS):
 METRICS = (
     Metric(
-        "samples_per_s", "samples/s", "loaded/s", hosts=SUM, judged=True, table=50, wins=True, headline=20, chart=BARS
+        "samples_per_s",
+        "samples/s",
+        "delivered/s",
+        hosts=SUM,
+        judged=True,
+        table=50,
+        wins=True,
+        headline=20,
+        chart=BARS,
     ),
-    Metric("au", "%", "accelerator utilization: compute time over the window", judged=True, table=60, wins=True),
+    Metric("steady_samples_per_s", "samples/s", "loaded/s, each epoch's first step left out", hosts=SUM),
+    Metric(
+        "au",
+        "%",
+        "accelerator utilization: compute over time, each epoch's first step out",
+        judged=True,
+        table=60,
+        wins=True,
+    ),
     Metric("batch_latency_p50", "s", "wait for a batch, median", LOWER),
     Metric("batch_latency_p99", "s", "wait for a batch, 99th percentile", LOWER),
     Metric("epoch_time", "s", "an epoch's time, slowest rank", LOWER),
@@ -69,79 +90,99 @@ def parse(host_dir: Path) -> Parsed:
     document = load(host_dir)
     columns = document.get("columns", [])
     try:
-        col = {name: columns.index(name) for name in ("ready_at", "requested_at", "compute_s", "samples", "bytes")}
+        col = {name: columns.index(name) for name in COUNTED}
     except ValueError as exc:
         raise ParseError(f"{host_dir / 'loader.json'}: records lack a column ({exc})") from None
     config = document.get("config", {})
     accelerated = config.get("accelerator", "none") != "none"
 
-    rates, bandwidths, cores, aus, latencies, per_rank = [], [], [], [], [], []
-    traced_samples = bytes_read = 0
-    for rank in document["ranks"]:
-        records = rank["records"]
-        if len(records) < 2:
-            raise ParseError(
-                f"{host_dir / 'loader.json'}: rank {rank['rank']} has {len(records)} batch(es); "
-                "rates need at least 2 (the first is excluded): raise steps or the data set's size"
-            )
-        window = rank["window"]["end"] - rank["window"]["start"]
-        if window <= 0:
-            raise ParseError(f"{host_dir / 'loader.json'}: rank {rank['rank']} has an empty measured window")
-        counted = records[1:]
-        samples = sum(r[col["samples"]] for r in counted)
-        rates.append(samples / window)
-        bytes_read += sum(r[col["bytes"]] for r in counted)
-        bandwidths.append(sum(r[col["bytes"]] for r in counted) / window)
-        cores.append(rank["cpu_seconds"] / window)
-        latencies += [r[col["ready_at"]] - r[col["requested_at"]] for r in counted]
-        compute = sum(r[col["compute_s"]] for r in counted)
-        aus.append(100 * compute / window)
-        # Traced: every sample read while strace ran, batches prefetched past the last step included.
-        traced_samples += rank.get("samples_read") or sum(r[col["samples"]] for r in records)
-        per_rank.append(
-            {
-                "rank": rank["rank"],
-                "samples_per_s": samples / window,
-                "window_s": window,
-                "au": 100 * compute / window if accelerated else None,
-                "first_batch_s": records[0][col["ready_at"]] - records[0][col["requested_at"]],
-                "batches": len(records),
-            }
-        )
-
+    ranks = [_rank(host_dir, rank, col) for rank in document["ranks"]]
+    latencies = [latency for r in ranks for latency in r.pop("latencies")]
+    # Traced: every sample read while strace ran, batches prefetched past the last step included.
+    traced_samples = sum(
+        rank.get("samples_read") or sum(r[col["samples"]] for r in rank["records"]) for rank in document["ranks"]
+    )
     out = [
-        Measurement("samples_per_s", sum(rates), "samples/s"),
-        Measurement("read_bw", sum(bandwidths), "B/s"),
+        Measurement("samples_per_s", sum(r["samples"] / r["run_s"] for r in ranks), "samples/s"),
+        Measurement("read_bw", sum(r["bytes"] / r["run_s"] for r in ranks), "B/s"),
+        Measurement("steady_samples_per_s", sum(r["steady_samples_per_s"] for r in ranks), "samples/s"),
         Measurement("batch_latency_p50", nearest_rank(latencies, 50), "s"),
         Measurement("batch_latency_p99", nearest_rank(latencies, 99), "s"),
-        Measurement("cpu_cores", sum(cores), "cores"),
+        Measurement("cpu_cores", sum(r.pop("cores") for r in ranks), "cores"),
     ]
     out += _epochs(document["ranks"])
     if accelerated:
-        out.append(Measurement("au", statistics.fmean(aus), "%"))
+        out.append(Measurement("au", statistics.fmean(r["au"] for r in ranks), "%"))
+    else:
+        for r in ranks:
+            r["au"] = None
     gpu = _gpu_util(document["ranks"])
     if gpu is not None:
         out.append(Measurement("gpu_util", gpu, "%"))
-    syscalls = _syscalls(host_dir, document["ranks"], traced_samples)
-    out += syscalls
+    out += _syscalls(host_dir, document["ranks"], traced_samples)
 
     dataset = document.get("dataset", {})
     metadata = {
         "dataset_manifest_hash": dataset.get("manifest_hash"),
         "dataset_samples": dataset.get("samples"),
         "dataset_bytes": dataset.get("bytes"),
-        "bytes_read": bytes_read,  # in the measured windows, every rank: what the caching rule weighs
+        # in the measured steps (first steps out), every rank: what the caching rule weighs
+        "bytes_read": sum(r.pop("measured_bytes") for r in ranks),
         # The loader's settings, every flag (a new one too) but where this host's files and peers are
         "loader": {k: v for k, v in config.items() if k not in WHERE},
         "pin_memory_effective": document["ranks"][0].get("pin_memory"),
         "devices": sorted({r.get("device") for r in document["ranks"]}),
-        "ranks": per_rank,
+        "ranks": ranks,
         "versions": document.get("versions", {}),
-        "first_step_excluded": True,
+        "first_step_excluded": True,  # each epoch's, from AU and the steady rate
+        "steps_per_rank": min(r["steps"] for r in ranks),
+        # What the loader read was dropped from the page cache after each read (None: a loader that did not say)
+        "page_cache_evicted": document["ranks"][0].get("page_cache_evicted"),
     }
     if document["ranks"][0].get("gpu"):
         metadata["gpu_model"] = document["ranks"][0]["gpu"].get("name")
     return Parsed(measurements=out, metadata=metadata, series=_series(document["ranks"], col))
+
+
+COUNTED = ("epoch", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes")  # the columns read
+
+
+def _rank(host_dir: Path, rank: dict[str, Any], col: dict[str, int]) -> dict[str, Any]:
+    """One rank's figures as MLPerf counts them (see the module's doc); the rank's measured `latencies`, `cores`
+    and `measured_bytes` are taken out by parse, the rest is its line of the metadata's `ranks`."""
+    records = rank["records"]
+
+    def end(r: list[float]) -> float:
+        return r[col["ready_at"]] + r[col["compute_s"]] + r[col["sync_s"]]
+
+    by_epoch: dict[int, list[list[float]]] = {}
+    for r in records:
+        by_epoch.setdefault(int(r[col["epoch"]]), []).append(r)
+    measured = [r for steps in by_epoch.values() for r in steps[1:]]
+    span = sum(end(steps[-1]) - end(steps[0]) for steps in by_epoch.values())
+    window = rank["window"]["end"] - rank["window"]["start"]
+    if not measured or span <= 0 or window <= 0:
+        raise ParseError(
+            f"{host_dir / 'loader.json'}: rank {rank['rank']} has {len(records)} batch(es) in {len(by_epoch)} "
+            "epoch(s); rates need at least 2 in an epoch (each epoch's first is left out of AU): raise steps or "
+            "the data set's size"
+        )
+    epochs = rank.get("epochs") or [{"started_at": records[0][col["requested_at"]]}]
+    samples = sum(r[col["samples"]] for r in measured)
+    return {
+        "rank": rank["rank"],
+        "samples": sum(r[col["samples"]] for r in records),
+        "bytes": sum(r[col["bytes"]] for r in records),
+        "run_s": end(records[-1]) - epochs[0]["started_at"],
+        "steady_samples_per_s": samples / span,
+        "au": 100 * sum(r[col["compute_s"]] for r in measured) / span,
+        "steps": len(measured),
+        "first_batch_s": records[0][col["ready_at"]] - records[0][col["requested_at"]],
+        "batches": len(records),
+        "latencies": [r[col["ready_at"]] - r[col["requested_at"]] for r in measured],
+        "cores": rank["cpu_seconds"] / window,
+        "measured_bytes": sum(r[col["bytes"]] for r in measured),
+    }
 
 
 def _series(ranks: list[dict[str, Any]], col: dict[str, int]) -> dict[str, list[tuple[float, float]]]:

@@ -4,7 +4,7 @@
     cv2-imread    cv2.imread(path) → BGR → RGB                   OpenCV reads the file its own way
     cv2-imdecode  one read of the whole file → cv2.imdecode     the field report's fix for imread
     packed        one pread from the packed data file → imdecode no open, no stat per sample
-    npz           one read of the whole file → numpy.load       unet3d's NPZ files, as DLIO's NPZ reader
+    npz           numpy.load(file)['x'] → its first NPZ_SIDE²   unet3d's NPZ files, as DLIO 2.0.0's NPZ reader
     s3            one GET of the sample's object → imdecode    straight from an s3 backend's bucket (S3Objects)
 
 Decoded samples are cropped to the centre square and resized to SIZE×SIZE (224, as
@@ -26,13 +26,24 @@ let go of the batch it held (see _Arena). On fast storage, fresh shared memory p
 and a file descriptor passed per tensor cost more than the reads, and a good part of a decode.
 `preprocess_time` sleeps that long per sample after reading (DLIO's reader.preprocess_time),
 which gives the accelerator-emulation tests a loader of known speed.
+
+A decoded npz sample is what DLIO 2.0.0 hands the training loop for unet3d: its NPZ reader
+loads the file's `x` (`np.load(file)['x']`: the zip member read, its CRC checked, one array)
+and hands on a square uint8 array of record_length_bytes_resize (2 MiB) instead, so a batch
+of 7 is 14.7 MB, not the files' 1.1 GB. Here the sample is x's first NPZ_SIDE² bytes, written
+into the batch's arena slot; x itself is let go at once (a worker holds one file's array).
+
+With `evict` every reader that reads through the page cache drops what it read from it right
+after the read (drop_cached: POSIX_FADV_DONTNEED on the file, or on a packed sample's byte
+range), so each epoch of a data set smaller than the host's memory reads from storage again, as
+MLPerf's data sets (5 × the host's memory) do. tmpfs and other memory-backed file systems keep
+their pages (their files live there): there it does nothing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-import io
 import itertools
 import math
 import mmap
@@ -56,8 +67,29 @@ SIZE = 224
 PACKED_DIR = "packed"
 
 
-def read_exact(path: str, size: int) -> bytes:
-    """The file's bytes with one open, one read (more only if the file system returns less), one close."""
+# MLPerf Storage's unet3d sample as DLIO 2.0.0 hands it on: record_length_bytes_resize (2,097,152) as a square
+# uint8 array of int(sqrt(it)) a side (DLIO's ConfigArguments.resized_image).
+NPZ_SIDE = math.isqrt(2_097_152)
+
+
+def drop_cached(fd: int, offset: int = 0, length: int = 0) -> None:
+    """Drop from the page cache what was just read from `fd` (the whole file with length 0): one
+    posix_fadvise(POSIX_FADV_DONTNEED), so the next read goes to storage. tmpfs keeps its pages."""
+    os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
+def drop_file(path: str) -> None:
+    """drop_cached for a file a library read by its path (open, fadvise, close)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        drop_cached(fd)
+    finally:
+        os.close(fd)
+
+
+def read_exact(path: str, size: int, evict: bool = False) -> bytes:
+    """The file's bytes with one open, one read (more only if the file system returns less), one close;
+    with `evict`, dropped from the page cache after the read."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         data = os.read(fd, size)
@@ -71,13 +103,16 @@ def read_exact(path: str, size: int) -> bytes:
                 parts.append(more)
                 got += len(more)
             data = b"".join(parts)
+        if evict:
+            drop_cached(fd)
         return data
     finally:
         os.close(fd)
 
 
-def read_into(path: str, view: memoryview) -> None:
-    """Read the file's len(view) bytes into `view`: one open, one read, one close, no allocation."""
+def read_into(path: str, view: memoryview, evict: bool = False) -> None:
+    """Read the file's len(view) bytes into `view`: one open, one read, one close, no allocation; with `evict`,
+    dropped from the page cache after the read."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         got = os.readv(fd, [view])
@@ -86,20 +121,35 @@ def read_into(path: str, view: memoryview) -> None:
             if not more:
                 raise OSError(f"{path}: {got} bytes, the manifest says {len(view)}")
             got += more
+        if evict:
+            drop_cached(fd)
     finally:
         os.close(fd)
 
 
 class _Packed(PackedReader):
-    """A PackedReader that can also read a sample into a buffer it is given (one preadv)."""
+    """A PackedReader that can also read a sample into a buffer it is given (one preadv), and with `evict` drops
+    each sample's byte range from the page cache after reading it."""
+
+    evict = False
 
     def length(self, i: int) -> int:
         return self._lengths[i]
+
+    def read(self, i: int) -> bytes:
+        data = super().read(i)
+        self._dropped(i)
+        return data
 
     def read_into(self, i: int, view: memoryview) -> None:
         got = os.preadv(self._fd, [view], self._offsets[i])
         if got != len(view):
             raise OSError(f"{self.directory / 'data.bin'}: short read of sample {i} ({got} of {len(view)} bytes)")
+        self._dropped(i)
+
+    def _dropped(self, i: int) -> None:
+        if self.evict:
+            drop_cached(self._fd, self._offsets[i], self._lengths[i])
 
 
 def _square(width: int, height: int) -> tuple[int, int, int, int]:
@@ -119,11 +169,13 @@ def _cv2_fit(image: np.ndarray | None, size: int) -> np.ndarray:
     return cv2.cvtColor(cv2.resize(crop, (size, size), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
 
 
-def decode_pil(path: str, size: int) -> np.ndarray:
+def decode_pil(path: str, size: int, evict: bool = False) -> np.ndarray:
     from PIL import Image
 
-    with Image.open(path) as image:
+    with open(path, "rb") as f, Image.open(f) as image:  # the file object PIL would open itself
         rgb = image.convert("RGB")
+        if evict:
+            drop_cached(f.fileno())
     return np.array(rgb.resize((size, size), Image.Resampling.BILINEAR, box=_square(*rgb.size)))
 
 
@@ -139,20 +191,31 @@ def decode_cv2_bytes(data: bytes, size: int) -> np.ndarray:
     return _cv2_fit(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), size)
 
 
-def decode_npz(data: bytes) -> bytes:
-    """Load every array of an NPZ file read whole (unet3d's x and y), as DLIO's NPZ reader does; the batch
-    carries the file's bytes (the arrays vary in size and stack into no tensor)."""
-    with np.load(io.BytesIO(data)) as arrays:
-        for name in arrays.files:
-            arrays[name]
-    return data
+def load_npz(path: str, evict: bool = False) -> np.ndarray:
+    """unet3d's sample as DLIO 2.0.0's NPZ reader makes it: the file's x loaded as it loads it (np.load(file)['x'])
+    and the sample handed on at record_length_bytes_resize: an NPZ_SIDE × NPZ_SIDE view of x's first bytes
+    (zeros after a shorter x). The view keeps x alive: copy it where it goes and let it go."""
+    with open(path, "rb") as f:
+        x = np.load(f)["x"]
+        if evict:
+            drop_cached(f.fileno())
+    flat = x.ravel(order="K").view(np.uint8)[: NPZ_SIDE * NPZ_SIDE]
+    if flat.size < NPZ_SIDE * NPZ_SIDE:
+        flat = np.concatenate([flat, np.zeros(NPZ_SIDE * NPZ_SIDE - flat.size, np.uint8)])
+    return flat.reshape(NPZ_SIDE, NPZ_SIDE)
 
 
 class Samples(Dataset):
     """Sample i of the data set at `root` as (uint8 tensor, label, bytes read)."""
 
     def __init__(
-        self, root: str | Path, reader: str, decode: bool = True, size: int = SIZE, preprocess_time: float = 0.0
+        self,
+        root: str | Path,
+        reader: str,
+        decode: bool = True,
+        size: int = SIZE,
+        preprocess_time: float = 0.0,
+        evict: bool = False,
     ):
         if reader not in READERS:
             raise ValueError(f"unknown reader {reader!r}: choose one of {', '.join(READERS)}")
@@ -163,6 +226,8 @@ class Samples(Dataset):
         self.decode = decode
         self.size = size
         self.preprocess_time = preprocess_time
+        # Drop what was read from the page cache (see drop_cached); an s3 bucket's objects never were in it.
+        self.evict = evict and reader != "s3"
         self.arena: _Arena | None = None  # where workers build batches (see prepare)
         self._next = 0  # a worker's next slot of its ring in the arena: each worker's copy
         # Import the decoders here, in the parent: forked workers inherit them instead of each
@@ -182,6 +247,7 @@ class Samples(Dataset):
         if reader == "packed":
             self.objects = None
             self.packed: _Packed | None = _Packed(self.root / PACKED_DIR)
+            self.packed.evict = self.evict
             if len(self.packed) != manifest.files:
                 raise ValueError(
                     f"{self.root / PACKED_DIR} holds {len(self.packed)} samples, the manifest "
@@ -220,8 +286,8 @@ class Samples(Dataset):
         self.arena = None
         if workers < 1:
             return
-        if self._images:
-            slot = batch_size * self.size * self.size * 3
+        if self._shape:
+            slot = batch_size * math.prod(self._shape)
         else:
             lengths = [self.packed.length(i) for i in range(len(self))] if self.packed is not None else self.sizes
             slot = sum(heapq.nlargest(batch_size, lengths))  # no batch of the data set holds more
@@ -232,23 +298,28 @@ class Samples(Dataset):
         self.arena = _Arena(mmap.mmap(-1, total), slot, workers, ring)
 
     @property
-    def _images(self) -> bool:
-        """Whether a sample is a decoded SIZE×SIZE×3 image (else bytes: raw, or an NPZ file's after loading it)."""
-        return self.decode and self.reader != "npz"
+    def _shape(self) -> tuple[int, ...] | None:
+        """A decoded sample's shape: a SIZE×SIZE×3 image, or unet3d's NPZ_SIDE² sample; None for bytes."""
+        if not self.decode:
+            return None
+        return (NPZ_SIDE, NPZ_SIDE) if self.reader == "npz" else (self.size, self.size, 3)
 
     def _load(self, i: int) -> tuple[np.ndarray | bytes, int]:
-        """Sample i, read (and decoded): (image or bytes, bytes read)."""
+        """Sample i, read (and decoded): (image, npz sample or bytes; bytes read)."""
         if self.packed is not None:
             data = self.packed.read(i)
             return (decode_cv2_bytes(data, self.size) if self.decode else data), len(data)
+        if self.reader == "npz" and self.decode:
+            return load_npz(self.paths[i], self.evict), self.sizes[i]
         if self.reader == "pil" and self.decode:
-            return decode_pil(self.paths[i], self.size), self.sizes[i]
+            return decode_pil(self.paths[i], self.size, self.evict), self.sizes[i]
         if self.reader == "cv2-imread":
-            return decode_cv2_file(self.paths[i], self.size), self.sizes[i]
-        data = self.objects.read(i) if self.objects else read_exact(self.paths[i], self.sizes[i])
-        if not self.decode:
-            return data, len(data)
-        return (decode_npz(data) if self.reader == "npz" else decode_cv2_bytes(data, self.size)), len(data)
+            image = decode_cv2_file(self.paths[i], self.size)
+            if self.evict:
+                drop_file(self.paths[i])
+            return image, self.sizes[i]
+        data = self.objects.read(i) if self.objects else read_exact(self.paths[i], self.sizes[i], self.evict)
+        return (decode_cv2_bytes(data, self.size) if self.decode else data), len(data)
 
     def _count(self, samples: int) -> None:
         worker = get_worker_info()
@@ -264,23 +335,23 @@ class Samples(Dataset):
                 warnings.filterwarnings("ignore", message="The given buffer is not writable")
                 tensor = torch.frombuffer(out, dtype=torch.uint8)
         else:
-            tensor = torch.from_numpy(out)
+            tensor = torch.from_numpy(out.copy() if self.reader == "npz" else out)  # not a view keeping all of x
         return tensor, self.labels[i], nbytes
 
     def __getitems__(self, indices: list[int]) -> dict[str, Any] | list[tuple[torch.Tensor, int, int]]:
         """A batch (the DataLoader asks for one at a time when a dataset has this method).
 
         In a worker, the batch is built in this worker's next slot of the arena: each decoded
-        image written into its place, each bytes-only sample read straight into its place (a
-        byte copied once, by the read itself). It crosses to the training process as where it
-        lies, its labels and lengths as values (see _Arena). Decoded batches without a slot
-        go one sample at a time through __getitem__ (collate stacks them); bytes-only batches
-        without one are read into fresh shared memory (see _buffer).
+        image (npz sample) written into its place, each bytes-only sample read straight into its
+        place (a byte copied once, by the read itself). It crosses to the training process as
+        where it lies, its labels and lengths as values (see _Arena). Decoded batches without a
+        slot go one sample at a time through __getitem__ (collate stacks them); bytes-only
+        batches without one are read into fresh shared memory (see _buffer).
         """
         n = len(indices)
         labels = [self.labels[i] for i in indices]
-        if self._images:
-            shape = (n, self.size, self.size, 3)
+        if self._shape:
+            shape = (n, *self._shape)
             offset = self._slot(math.prod(shape))
             if offset is None:
                 return [self[i] for i in indices]
@@ -289,6 +360,7 @@ class Samples(Dataset):
             for j, i in enumerate(indices):
                 image, nbytes = self._load(i)
                 images[j] = image
+                del image  # an npz sample's view: its x goes before the next file is loaded
                 total += nbytes
                 if self.preprocess_time:
                     time.sleep(self.preprocess_time)
@@ -297,8 +369,6 @@ class Samples(Dataset):
         lengths = [self.packed.length(i) if self.packed is not None else self.sizes[i] for i in indices]
         total = sum(lengths)
         offset = self._slot(total)
-        if offset is None and self.decode:
-            return [self[i] for i in indices]  # npz: collate concatenates the files' bytes
         data = None
         if offset is None:
             data = self._buffer(total)
@@ -312,10 +382,8 @@ class Samples(Dataset):
                 self.packed.read_into(i, part)
             elif self.objects:
                 self.objects.read_into(i, part)
-            elif self.decode:  # npz: the file loaded, its bytes kept
-                part[:] = decode_npz(read_exact(self.paths[i], length))
             else:
-                read_into(self.paths[i], part)
+                read_into(self.paths[i], part, self.evict)
             at += length
             if self.preprocess_time:
                 time.sleep(self.preprocess_time)
@@ -517,13 +585,14 @@ class S3Objects:
 
 
 def collate(batch: list[tuple[torch.Tensor, int, int]]) -> dict[str, Any]:
-    """Decoded images stack into [B, H, W, C]; raw bytes are concatenated, with their lengths."""
+    """Decoded images stack into [B, H, W, C] (npz samples into [B, NPZ_SIDE, NPZ_SIDE]); raw bytes are
+    concatenated, with their lengths."""
     if isinstance(batch, dict):
         return batch  # made whole by Samples.__getitems__
     tensors = [t for t, _, _ in batch]
     labels = _values([label for _, label, _ in batch])
     nbytes = sum(n for _, _, n in batch)
-    if tensors[0].dim() == 3:
+    if tensors[0].dim() > 1:
         out = _shared(len(tensors) * tensors[0].numel(), tensors[0])
         if out is not None:
             out = out.resize_(len(tensors), *tensors[0].shape)

@@ -57,6 +57,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
     common.switch(p, "--decode", True, "decode and resize to 224×224 (--no-decode: raw bytes only)")
     p.add_argument("--preprocess-time", type=float, default=0.0, help="seconds slept per sample after reading")
+    common.switch(
+        p,
+        "--evict",
+        True,
+        "drop each file (packed: sample's byte range) from the page cache once read, so every epoch reads storage",
+    )
     common.switch(p, "--distributed", False, "one job over --nodes hosts (torch.distributed, gloo)")
     p.add_argument("--nodes", type=int, default=1, help="hosts of the distributed job")
     p.add_argument("--node-rank", type=int, default=0, help="this host's index among them")
@@ -137,7 +143,9 @@ def _batches(
             source=args.dali_input,
         )
         return pipeline, pipeline.epoch
-    dataset = Samples(args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time)
+    dataset = Samples(
+        args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time, evict=args.evict
+    )
     dataset.prepare(args.workers, args.batch_size, args.prefetch_factor)
     sampler: DistributedSampler[int] = DistributedSampler(
         dataset, num_replicas=replicas, rank=rank, shuffle=args.shuffle, seed=args.seed
@@ -221,6 +229,8 @@ def run_rank(args: argparse.Namespace) -> int:
         samples_read=traced_reads,
         # Batches the training loop held every arena slot for, which went through fresh shared memory.
         batches_copied=dataset.batches_copied if isinstance(dataset, Samples) else None,
+        # What it read was dropped from the page cache after each read (DALI reads on its own: never).
+        page_cache_evicted=dataset.evict if isinstance(dataset, Samples) else False,
         gpu=({"name": torch.cuda.get_device_name(device), "utilization": monitor.samples} if monitor else None),
         versions=_versions(),
         dataset={
