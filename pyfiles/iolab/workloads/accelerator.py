@@ -24,8 +24,8 @@ REFERENCE_BATCHES = {"resnet50": REFERENCE_BATCH, "unet3d": 7, "cosmoflow": 1, "
 # A figure published at another batch than the workload's (MLPerf Storage v3.0's retinanet on MI355).
 OWN_BATCHES = {("retinanet", "mi355"): 32}
 EMULATED = ("a100", "h100", "b200", "mi355")
-# Each emulated accelerator's memory, bytes, where MLPerf Storage v3.0 gives it: what holds a checkpoint.
-ACCELERATOR_MEMORY = {"b200": 180 * 10**9, "mi355": 288 * 10**9}
+# Each emulated accelerator's memory, bytes, as MLPerf Storage v3.0 gives it (its rules, table 3): holds a checkpoint.
+ACCELERATOR_MEMORY = {"b200": 180 * 10**9, "mi355": 288 * 10**9, "h100": 80 * 10**9, "a100": 80 * 10**9}
 
 
 def reference_batch(model: str, kind: str) -> int:
