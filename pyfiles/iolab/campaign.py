@@ -19,13 +19,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from iolab import yamlfile
+from iolab import validity, yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
 from iolab.errors import UserError
 from iolab.schema import AbsPath, Dataset, Duration, Model, Name
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
-from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, presets
+from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, mlperf, presets
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.fio import FioWorkload
 
@@ -57,6 +57,8 @@ class Campaign(Model):
     hosts_sweep: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] | None = None
     # A host unreachable at the start: leave it out (skip) or stop the campaign (abort).
     on_host_failure: Literal["skip", "abort"] = "skip"
+    # MLPerf Storage v3.0's rules for every workload (each may say `mlperf: true` itself): iolab.workloads.mlperf.
+    mlperf: bool = False
     backends: Annotated[list[AnyBackend], Field(min_length=1)]
     dataset: Dataset | None = None
     workloads: Annotated[list[AnyWorkload], Field(min_length=1)]
@@ -391,6 +393,25 @@ def _check_size(data: dict[str, Any], source: str, max_runs: int) -> None:
         )
 
 
+def _rules_mode(data: dict[str, Any]) -> dict[str, Any]:
+    """`mlperf: true` (a workload's, or the campaign's for all of them) as each workload's `mlperf_rules`.
+
+    A pytorch or tensorflow workload's `mlperf: <preset>` (what a type: mlperf entry becomes) is left as it is.
+    """
+    workloads = data.get("workloads")
+    if not isinstance(workloads, list):
+        return data
+    everywhere = data.get("mlperf") is True
+    out = []
+    for entry in workloads:
+        if isinstance(entry, dict) and (everywhere or isinstance(entry.get("mlperf"), bool)):
+            own = entry.get("mlperf")
+            entry = {k: v for k, v in entry.items() if k != "mlperf" or not isinstance(v, bool)}
+            entry["mlperf_rules"] = own if isinstance(own, bool) else True
+        out.append(entry)
+    return {**data, "workloads": out}
+
+
 def parse(
     raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS, memory: Callable[[], list[int]] | None = None
 ) -> Campaign:
@@ -403,8 +424,9 @@ def parse(
             f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), got {type(raw).__name__}"
         )
     _check_size(raw, source, max_runs)  # before a DLIO file is read or a host asked
-    try:  # type: mlperf and type: dlio entries become the workloads they stand for
-        data = presets.expand(dict(raw), base_dir, memory)
+    try:  # type: mlperf and type: dlio entries become the workloads they stand for; then MLPerf's rules mode
+        data = presets.expand(_rules_mode(dict(raw)), base_dir, memory)
+        data = mlperf.apply_rules(data, validity.RAM_MULTIPLE, memory)
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
     _check_size(data, source, max_runs)  # again with the lists a DLIO file sweeps

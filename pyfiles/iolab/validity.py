@@ -327,6 +327,7 @@ def host_run_check(samples: list[Sample]) -> tuple[list[Flag], list[str]]:
     first = samples[0]
     read_bw = next((s.value for s in samples if s.metric == "read_bw" and not s.params.get("syscall")), None)
     flags, notes = _size_check(first.metadata, read_bw, first.host)
+    flags += [_mlperf_flag(name, why, first.host) for name, why in _host_rules(first)]
     recorded = _recorded(first.metadata, first.host, {f.reason for f in flags} | set(notes))
     # The size check and the evidence check may both fire: one flag, both reasons.
     merged: dict[str, Flag] = {}
@@ -419,7 +420,7 @@ def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[di
             flags=[f.name for f in mine],
             reasons=[f.reason for f in mine] + notes,
         )
-        if s.params.get("mlperf"):
+        if s.params.get("mlperf") or s.params.get("mlperf_rules"):
             row["mlperf_valid"] = not any(f.name.startswith(MLPERF_PREFIX) for f in mine)
         out.append(row)
     return out
@@ -436,6 +437,39 @@ MLPERF_SEED = "mlperf_seed"
 MLPERF_AU = "mlperf_au"
 
 
+def _mlperf_flag(name: str, why: str, host: str | None = None) -> Flag:
+    """A flag of MLPerf's rule `name`, its reason led by the rule's number in MLPerf Storage's rules document."""
+    from iolab.workloads.mlperf import rule_of
+
+    rule = rule_of(name)
+    return Flag(name, f"MLPerf Storage {rule}: {why}" if rule else why, host=host)
+
+
+def _host_rules(sample: Sample) -> list[tuple[str, str]]:
+    from iolab.workloads.mlperf import host_rules
+
+    return host_rules(sample.metadata, sample.params, sample.host)
+
+
+def _consecutive(runs: dict[str, list[Sample]], samples: list[Sample], all_groups: list[Group]) -> dict[str, str]:
+    """run_id → why its point's measured runs were not consecutive: another run on the backend between them."""
+    windows: dict[str, tuple[str, str, str]] = {}
+    for s in samples:
+        lo, hi, backend = windows.get(s.run_id, (s.started_at, s.ended_at, s.backend))
+        windows[s.run_id] = (min(lo, s.started_at), max(hi, s.ended_at), backend)
+    out = {}
+    for g in all_groups:
+        if g.metric != "samples_per_s" or not set(g.run_ids) & set(runs):
+            continue
+        mine = set(g.run_ids)
+        first, last = min(windows[r][0] for r in mine), max(windows[r][1] for r in mine)
+        between = [r for r, (lo, _, b) in windows.items() if r not in mine and b == g.backend and first < lo < last]
+        for run_id in mine:
+            if between:
+                out[run_id] = f"{g.workload}: {len(between)} other run(s) on {g.backend} between its measured runs"
+    return out
+
+
 def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, list[Flag]]:
     """The MLPerf Storage rules each run of an MLPerf workload (params.mlperf) breaks, one flag per rule.
 
@@ -443,20 +477,31 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
     unless lab_scale says a smaller one is meant (flagged all the same); five recorded repetitions
     after an unrecorded warm-up; a new shuffle seed per repetition; AU at the workload's threshold.
     """
-    from iolab.workloads.mlperf import MIN_STEPS, PRESETS, REPETITIONS, required_samples
+    from iolab.workloads.mlperf import MIN_STEPS, PRESETS, REPETITIONS, checkpoint_run_rules, required_samples
 
     flags: dict[str, list[Flag]] = defaultdict(list)
     runs: dict[str, list[Sample]] = defaultdict(list)
+    jobs: dict[str, list[Sample]] = defaultdict(list)  # a checkpoint run's hosts: the whole job's processes
     for s in samples:
         if s.params.get("mlperf") in PRESETS:
             runs[s.run_id].append(s)
+        elif s.host != AGGREGATE_HOST and s.metric == "checkpoint_write_bw":
+            jobs[s.run_id].append(s)
+    for run_id, hosts in jobs.items():
+        ranks = sum(int(s.metadata.get("checkpoint", {}).get("write", {}).get("ranks", 0)) for s in hosts)
+        flags[run_id] += [_mlperf_flag(n, why) for n, why in checkpoint_run_rules(hosts[0].params, ranks)]
+    for run_id, why in _consecutive(runs, samples, all_groups).items():
+        flags[run_id].append(_mlperf_flag("mlperf_consecutive", why))
     repeats = {run_id: len(g.values) for g in all_groups if g.metric == "samples_per_s" for run_id in g.run_ids}
     for run_id, mine in runs.items():
         params = mine[0].params
         model, batch = params["mlperf"], int(params.get("batch_size", 1))
         accelerators = int(params.get("accelerators", 1))
         preset = PRESETS[model]
-        add = flags[run_id].append
+
+        def add(flag: Flag, run_id: str = run_id) -> None:
+            flags[run_id].append(_mlperf_flag(flag.name, flag.reason, flag.host))
+
         if params.get("lab_scale"):
             add(Flag(MLPERF_LAB_SCALE, f"{model}: lab_scale: true, a data set below MLPerf's size is meant"))
         hosts = {s.host: s for s in mine if s.host != AGGREGATE_HOST}

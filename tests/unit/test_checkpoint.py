@@ -39,6 +39,7 @@ def test_the_model_sets_the_size_and_the_scale_shrinks_it(tmp_path):
         "bench_checkpoint_bytes": 912_000_000,
         "bench_checkpoint_writers": 4,
         "bench_checkpoint_ranks": 0,
+        "bench_checkpoint_count": 1,
         "bench_checkpoint_timeout": 1800.0,
     }
 
@@ -90,7 +91,7 @@ def test_the_host_program_writes_fsyncs_and_reads_every_rank(tmp_path):
     env = {"PYTHONPATH": str(ROOT / "pyfiles")}
     subprocess.run([*common[:3], "write", *common[3:], "--bytes-per-rank", str(3 << 20)], check=True, env=env)
     shards = sorted(work.iterdir())
-    assert [p.name for p in shards] == ["ckpt-rank00006.bin", "ckpt-rank00007.bin", "ckpt-rank00008.bin"]
+    assert [p.name for p in shards] == ["ckpt-rank00006-01.bin", "ckpt-rank00007-01.bin", "ckpt-rank00008-01.bin"]
     assert shards[0].read_bytes()[:4096] != shards[1].read_bytes()[:4096]  # no two shards alike
     subprocess.run([*common[:3], "read", *common[3:], "--remove"], check=True, env=env)
     assert not any(work.iterdir())

@@ -4,15 +4,18 @@
     python -m iolab.host.checkpoint write --dir WORKDIR --out RUN_DIR --world W --hosts H --index I --bytes-per-rank B
     python -m iolab.host.checkpoint read  --dir WORKDIR --out RUN_DIR --world W --hosts H --index I [--remove]
 
+(each also takes --count N: N checkpoints, MLPerf Storage's 10, written one after the other, then read back.)
+
 The job's W ranks are spread over its H hosts (`share`); host I runs its share. Each rank is
 a process of its own (as each emulated accelerator is a process in DLIO): `write` has every
-rank write its shard, `ckpt-rank<R>.bin`, in pieces of up to 64 MiB and fsync it; `read` first
-records how much of the shards is still in this host's page cache (fincore: a cold read starts
-at 0 %), then has every rank read its shard back. All ranks of a host start together (a
-barrier). Each rank's bytes and times go to RUN_DIR/checkpoint.json (one entry per phase),
-from which the controller derives the figures: duration = the slowest rank, throughput =
+rank write its shard of each checkpoint K, `ckpt-rank<R>-<K>.bin`, in pieces of up to 64 MiB
+and fsync it; `read` first records how much of the shards is still in this host's page cache
+(fincore: a cold read starts at 0 %), then has every rank read its shards back, checkpoint by
+checkpoint. All ranks of a host start each checkpoint together (a barrier). Each rank's bytes
+and times, per checkpoint, go to RUN_DIR/checkpoint.json (one entry per phase), from which the
+controller derives the figures: a checkpoint's duration = its slowest rank, throughput =
 bytes / that duration. `check` (and `write`, first) refuses in one line when this host's ranks
-would not fit its memory (MemAvailable) or their shards the target's free space.
+would not fit its memory (MemAvailable) or all their shards the target's free space.
 
 The data is random and every piece starts at another, 4 KiB-unaligned offset of a random
 pool, so neither compression nor block-level deduplication shrinks it.
@@ -64,8 +67,9 @@ def memory_available() -> int | None:
     return None
 
 
-def refusal(directory: Path, ranks: int, shard_bytes: int) -> str | None:
-    """Why this host cannot run `ranks` ranks of `shard_bytes` shards: its memory or the target's space; or None."""
+def refusal(directory: Path, ranks: int, shard_bytes: int, count: int = 1) -> str | None:
+    """Why this host cannot run `ranks` ranks writing `count` shards of `shard_bytes` each: its memory or the
+    target's space; or None."""
     each = RANK_OVERHEAD + pool_bytes(shard_bytes)
     available = memory_available()
     if available is None or ranks * each > available:
@@ -75,54 +79,60 @@ def refusal(directory: Path, ranks: int, shard_bytes: int) -> str | None:
             f"and it has {has}; give fewer writers or ranks, or spread them over more hosts"
         )
     free = shutil.disk_usage(directory).free
-    if ranks * shard_bytes > free * 0.95:
+    if count * ranks * shard_bytes > free * 0.95:
         return (
-            f"{directory}: the checkpoint needs {ranks * shard_bytes >> 20} MiB on this host but the target has "
+            f"{directory}: the {count} checkpoint(s) need {count * ranks * shard_bytes >> 20} MiB on this host but "
+            f"the target has "
             f"{free >> 20} MiB free; lower the workload's scale or give the backend more space"
         )
     return None
 
 
-def shard(directory: Path, rank: int) -> Path:
-    return directory / f"ckpt-rank{rank:05d}.bin"
+def shard(directory: Path, rank: int, checkpoint: int = 1) -> Path:
+    return directory / f"ckpt-rank{rank:05d}-{checkpoint:02d}.bin"
 
 
-def _write_rank(path: Path, size: int, barrier, queue) -> None:
+def _write_rank(directory: Path, rank: int, size: int, count: int, barrier, queue) -> None:
     piece_bytes = min(PIECE, size)
     view = memoryview(os.urandom(pool_bytes(size)))
-    rank = int(path.stem.rsplit("rank", 1)[1])
-    barrier.wait()
-    started = time.time()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        written, piece = 0, 0
-        while written < size:
-            offset = (piece * 4099 + rank * 7919) % SLACK  # 4 KiB-unaligned: no two pieces alike
-            chunk = view[offset : offset + min(piece_bytes, size - written)]
-            while chunk:
-                done = os.write(fd, chunk)
-                written += done
-                chunk = chunk[done:]
-            piece += 1
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    queue.put({"rank": rank, "bytes": size, "started_at": started, "ended_at": time.time()})
+    for checkpoint in range(1, count + 1):
+        barrier.wait()
+        started = time.time()
+        fd = os.open(shard(directory, rank, checkpoint), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            written, piece = 0, 0
+            while written < size:
+                # 4 KiB-unaligned: no two pieces alike, nor two checkpoints
+                offset = (piece * 4099 + rank * 7919 + checkpoint * 4111) % SLACK
+                chunk = view[offset : offset + min(piece_bytes, size - written)]
+                while chunk:
+                    done = os.write(fd, chunk)
+                    written += done
+                    chunk = chunk[done:]
+                piece += 1
+            os.fsync(fd)  # each checkpoint ends in fsync (MLPerf Storage rule 4.3.2)
+        finally:
+            os.close(fd)
+        queue.put(
+            {"rank": rank, "checkpoint": checkpoint, "bytes": size, "started_at": started, "ended_at": time.time()}
+        )
 
 
-def _read_rank(path: Path, barrier, queue) -> None:
-    rank = int(path.stem.rsplit("rank", 1)[1])
-    buffer = bytearray(min(PIECE, path.stat().st_size) or 1)
-    barrier.wait()
-    started = time.time()
-    total = 0
-    with open(path, "rb", buffering=0) as handle:
-        while True:
-            got = handle.readinto(buffer)
-            if not got:
-                break
-            total += got
-    queue.put({"rank": rank, "bytes": total, "started_at": started, "ended_at": time.time()})
+def _read_rank(directory: Path, rank: int, count: int, barrier, queue) -> None:
+    buffer = bytearray(min(PIECE, shard(directory, rank).stat().st_size) or 1)
+    for checkpoint in range(1, count + 1):
+        barrier.wait()
+        started = time.time()
+        total = 0
+        with open(shard(directory, rank, checkpoint), "rb", buffering=0) as handle:
+            while True:
+                got = handle.readinto(buffer)
+                if not got:
+                    break
+                total += got
+        queue.put(
+            {"rank": rank, "checkpoint": checkpoint, "bytes": total, "started_at": started, "ended_at": time.time()}
+        )
 
 
 def resident_bytes(paths: list[Path]) -> int | None:
@@ -137,7 +147,8 @@ def resident_bytes(paths: list[Path]) -> int | None:
     return sum(int(line) for line in out.stdout.split())
 
 
-def _run_ranks(target, args_per_rank: list[tuple]) -> list[dict]:
+def _run_ranks(target, args_per_rank: list[tuple], count: int) -> list[dict]:
+    """Each rank's entries, one per checkpoint, by checkpoint and rank."""
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(len(args_per_rank), timeout=600)
     queue = context.Queue()
@@ -146,7 +157,7 @@ def _run_ranks(target, args_per_rank: list[tuple]) -> list[dict]:
         proc.start()
     results: list[dict] = []
     try:
-        while len(results) < len(procs):
+        while len(results) < len(procs) * count:
             try:
                 results.append(queue.get(timeout=1.0))
             except queue_module.Empty:
@@ -155,10 +166,10 @@ def _run_ranks(target, args_per_rank: list[tuple]) -> list[dict]:
                     raise RuntimeError(f"{len(failed)} rank process(es) failed (exit {failed[0]})") from None
     finally:
         for proc in procs:
-            if proc.exitcode is None and len(results) < len(procs):
+            if proc.exitcode is None and len(results) < len(procs) * count:
                 proc.terminate()
             proc.join()
-    return sorted(results, key=lambda r: r["rank"])
+    return sorted(results, key=lambda r: (r["checkpoint"], r["rank"]))
 
 
 def _record(out: Path, phase: str, ranks: list[dict], **extra: object) -> None:
@@ -179,10 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=1, help="the hosts the ranks are spread over")
     parser.add_argument("--index", type=int, default=0, help="this host's place among them, from 0")
     parser.add_argument("--bytes-per-rank", type=int, help="check, write: each shard's size in bytes")
+    parser.add_argument("--count", type=int, default=1, help="checkpoints written, then read (MLPerf: 10)")
     parser.add_argument("--remove", action="store_true", help="read: remove the shards afterwards")
     opts = parser.parse_args(argv)
     if not 0 <= opts.index < opts.hosts:
         parser.error("--index is this host's place among --hosts, from 0")
+    if opts.count < 1:
+        parser.error("--count is how many checkpoints, at least 1")
     if opts.world < opts.hosts:
         print(
             f"{opts.world} checkpoint ranks leave some of the {opts.hosts} hosts without one; "
@@ -192,18 +206,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if opts.phase != "read" and (not opts.bytes_per_rank or opts.bytes_per_rank < 1):
         parser.error(f"{opts.phase} needs --bytes-per-rank (a positive number of bytes)")
-    paths = [shard(opts.dir, rank) for rank in share(opts.world, opts.hosts, opts.index)]
+    ranks = share(opts.world, opts.hosts, opts.index)
+    paths = [shard(opts.dir, rank, k) for rank in ranks for k in range(1, opts.count + 1)]
     opts.out.mkdir(parents=True, exist_ok=True)
     try:
         if opts.phase in ("check", "write"):
             opts.dir.mkdir(parents=True, exist_ok=True)
-            refused = refusal(opts.dir, len(paths), opts.bytes_per_rank)
+            refused = refusal(opts.dir, len(ranks), opts.bytes_per_rank, opts.count)
             if refused or opts.phase == "check":
-                print(refused or f"{len(paths)} ranks fit this host's memory and the target's space", file=sys.stderr)
+                print(refused or f"{len(ranks)} ranks fit this host's memory and the target's space", file=sys.stderr)
                 return 1 if refused else 0
             hostrun.note_scratch(opts.out, paths)  # for `hostrun stop`, should the run not end as it should
-            ranks = _run_ranks(_write_rank, [(p, opts.bytes_per_rank) for p in paths])
-            _record(opts.out, "write", ranks, fsync=True)
+            args = [(opts.dir, rank, opts.bytes_per_rank, opts.count) for rank in ranks]
+            _record(opts.out, "write", _run_ranks(_write_rank, args, opts.count), fsync=True, count=opts.count)
         else:
             missing = [str(p) for p in paths if not p.is_file()]
             if missing:
@@ -212,13 +227,14 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 return 1
             resident = resident_bytes(paths)
-            ranks = _run_ranks(_read_rank, [(p,) for p in paths])
+            read = _run_ranks(_read_rank, [(opts.dir, rank, opts.count) for rank in ranks], opts.count)
             _record(
                 opts.out,
                 "read",
-                ranks,
+                read,
                 resident_before_bytes=resident,
                 shard_bytes=sum(p.stat().st_size for p in paths),
+                count=opts.count,
             )
             if opts.remove:
                 for path in paths:

@@ -26,6 +26,9 @@ class Workload(Model):
     warmup: bool = False  # one unrecorded run before a point's first measured one, per mount
     allow_caching: bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
     timeout: Duration | None = None  # per run: the tool is stopped and the run recorded as failed after it
+    # MLPerf Storage v3.0's rules mode (`mlperf: true` in the campaign file, iolab.workloads.mlperf.apply_rules):
+    # the run does what the rules ask and its samples are checked against them (iolab.validity).
+    mlperf_rules: bool = False
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
     # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
     profilers: list[Literal["perf", "py-spy"]] = []

@@ -25,6 +25,9 @@ class CheckpointWorkload(Workload):
     the checkpoint is shared by every rank of every host: `writers` processes per host, or `ranks`
     processes in all, spread over the run's hosts (MLPerf's counts are of the whole job; a DLIO
     file's llama3 workload sets them so). Each host checks its ranks fit its memory before they start.
+    `checkpoints` are written one after the other, then read back (MLPerf's rules: 10, `mlperf: true`);
+    `accelerator` is the emulated accelerator whose memory must hold the checkpoint (rule 4.3.4), and
+    `subset: true` MLPerf's subset run, defined for llama3-8b on 8 processes only (rule 4.3.5).
     """
 
     type: Literal["checkpoint"]
@@ -32,6 +35,9 @@ class CheckpointWorkload(Workload):
     scale: Annotated[float, Field(gt=0, le=1)] = 1.0
     writers: Annotated[int, Field(ge=1, le=1024, strict=True)] = 8  # strict: `true` is not a count
     ranks: Annotated[int, Field(ge=1, le=65536, strict=True)] | None = None
+    checkpoints: Annotated[int, Field(ge=1, le=100, strict=True)] = 1
+    accelerator: Literal["b200", "mi355", "h100", "a100"] = "b200"
+    subset: bool = False
 
     tool: ClassVar[str] = "checkpoint"
     uses_dataset: ClassVar[bool] = False
@@ -41,6 +47,11 @@ class CheckpointWorkload(Workload):
     def _at_least_a_mebibyte(self) -> CheckpointWorkload:
         if self.ranks is not None and "writers" in self.model_fields_set:
             raise ValueError("give writers (per host) or ranks (in all, spread over the hosts), not both")
+        if self.subset and (self.model != "llama3-8b" or self.ranks != CHECKPOINT_MODELS["llama3-8b"][1]):
+            raise ValueError(
+                "subset: MLPerf Storage defines a subset run for llama3-8b on 8 processes only (rule 4.3.5): "
+                "give model: llama3-8b and ranks: 8, or drop subset"
+            )
         if self.bytes < (self.ranks or self.writers) << 20:
             raise ValueError(
                 f"scale {self.scale:g} leaves {self.bytes} bytes of {self.model}'s checkpoint, less "
@@ -64,6 +75,7 @@ class CheckpointWorkload(Workload):
             "bench_checkpoint_bytes": self.bytes,
             "bench_checkpoint_writers": self.writers,
             "bench_checkpoint_ranks": self.ranks or 0,
+            "bench_checkpoint_count": self.checkpoints,
             "bench_checkpoint_timeout": self.run_timeout(LOADER_TIMEOUT),
         }
 
@@ -73,6 +85,11 @@ class CheckpointWorkload(Workload):
             f"checkpoint of {self.model} at scale {self.scale:g} ({self.bytes / 1e9:.3g} GB of {size / 1e9:.4g} GB; "
             f"MLPerf writes it with {processes} processes), "
             + (f"{self.ranks} ranks spread over the hosts" if self.ranks else f"{self.writers} writers per host")
-            + ": write + fsync, "
-            "caches dropped on every host, read back"
+            + (
+                f": {self.checkpoints} checkpoints written, each ending in fsync, "
+                if self.checkpoints > 1
+                else ": write + fsync, "
+            )
+            + "caches dropped on every host, read back"
+            + (f"; MLPerf Storage's rules checked ({self.accelerator} accelerators)" if self.mlperf_rules else "")
         )

@@ -21,13 +21,16 @@ says a data set too small for the rules is meant: every sample is then marked
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from iolab.schema import Model
 from iolab.shared.shapes import MEAN_SIZE, SAMPLES_PER_SHARD, SHAPES
-from iolab.workloads.accelerator import COMPUTE_TIMES, EMULATED, reference_batch
+from iolab.units import human
+from iolab.workloads.accelerator import ACCELERATOR_MEMORY, COMPUTE_TIMES, EMULATED, reference_batch
+from iolab.workloads.checkpoint import CHECKPOINT_MODELS
 
 # MLPerf Storage's rules (docs/REFERENCE_FIGURES.md): a run is five measured repetitions after one
 # unrecorded warm-up, and its data set is at least 5 × the clients' RAM and 500 steps of every accelerator.
@@ -130,3 +133,199 @@ class MlperfFields(Model):
 
     def repetition_seed(self, seed: int, repetition: int) -> int:
         return seed + repetition - 1 if self.reseed else seed
+
+
+# --- MLPerf Storage v3.0's rules as a mode: `mlperf: true` on a workload or on the campaign ----------------------
+
+# The rules iolab applies, by flag, with their number and name in mlcommons/storage's rules document
+# (docs/REFERENCE_FIGURES.md, "MLPerf Storage's rules"). The shuffle seed is iolab's reading of
+# DLIO's procedure, not a numbered rule.
+RULES = {
+    "mlperf_lab_scale": "3.1.2 trainingRecalculateDatasetSize",
+    "mlperf_dataset_size": "3.1.2 trainingRecalculateDatasetSize",
+    "mlperf_repetitions": "2.1.17 runTimestamps",
+    "mlperf_warmup": "2.1.17 runTimestamps",
+    "mlperf_consecutive": "2.1.18 runTimestampGap",
+    "mlperf_au": "3.3.2 trainingAcceleratorUtilizationCheck",
+    "mlperf_filesystems": "3.4.2/4.4.2 trainingMlpstorageFilesystemCheck, checkpointFilesystemCheck",
+    "mlperf_cache_cleared": "4.3.1 checkpointDataSizeRatio",
+    "mlperf_fsync": "4.3.2 checkpointFsyncVerification",
+    "mlperf_accelerator_memory": "4.3.4 checkpointAggregateAcceleratorMemory",
+    "mlperf_processes": "4.6.1 checkpointClosedMpiProcesses",
+    "mlperf_per_host": "4.6.2 checkpointClosedAcceleratorsPerHost",
+    "mlperf_checkpoints": "4.7.1 checkpointCacheFlushValidation",
+    "mlperf_read_gap": "4.7.1 checkpointCacheFlushValidation",
+}
+CHECKPOINTS = 10  # written, each ending in fsync, then read back
+CACHE_MULTIPLE = 3  # a client that writes less than 3× its RAM has its caches cleared before the read
+READ_GAP_S = 30.0  # the read starts within 30 s of the write's end
+MIN_PER_HOST = 4  # simulated accelerators (processes) on each host
+
+
+def rule_of(flag: str) -> str:
+    """'rule 4.7.1 (checkpointCacheFlushValidation)' for an MLPerf flag; '' for one without a number."""
+    number, _, name = RULES.get(flag, "").partition(" ")
+    return f"rule {number} ({name})" if number else ""
+
+
+def apply_rules(data: dict[str, Any], ram_multiple: int, memory: Callable[[], list[int]] | None) -> dict[str, Any]:
+    """The campaign mapping (its entries already expanded) with what `mlperf_rules` asks filled in where the file
+    leaves it: 5 repetitions after a warm-up (training), 10 checkpoints of the model's process count; ValueError
+    naming the entry when its data set is below the rules' size for the hosts' RAM (`memory()`, bytes each)."""
+    workloads = data.get("workloads")
+    if not isinstance(workloads, list):
+        return data
+    out, training = [], False
+    for index, entry in enumerate(workloads):
+        if not isinstance(entry, dict) or not entry.get("mlperf_rules"):
+            out.append(entry)
+            continue
+        if entry.get("type") == "checkpoint":
+            processes = CHECKPOINT_MODELS.get(entry.get("model", "llama3-8b"), (0, None))[1]
+            wide = {} if "writers" in entry or "ranks" in entry or processes is None else {"ranks": processes}
+            out.append({"checkpoints": CHECKPOINTS, **wide, **entry})
+        elif entry.get("mlperf") in PRESETS:
+            training = True
+            if not entry.get("lab_scale"):
+                _dataset_size_rule(f"workloads[{index}]", entry, data.get("dataset"), ram_multiple, memory)
+            out.append({"warmup": True, **entry})
+        else:
+            raise ValueError(
+                f"workloads[{index}]: mlperf: true applies MLPerf Storage's rules to its workloads (type: mlperf, "
+                f"dlio or checkpoint); {entry.get('type')!r} has none"
+            )
+    if training and "repetitions" not in data:
+        data = {**data, "repetitions": REPETITIONS}
+    return {**data, "workloads": out}
+
+
+def _dataset_size_rule(
+    where: str, entry: dict[str, Any], dataset: Any, ram_multiple: int, memory: Callable[[], list[int]] | None
+) -> None:
+    """Rule 3.1.2 before anything runs: the data set holds MLPerf's smallest for the selected hosts' RAM."""
+    files = dataset.get("files") if isinstance(dataset, dict) else None
+    if not isinstance(files, int) or isinstance(files, bool):
+        return  # the campaign's own check names a missing or wrong data set
+    if memory is None:
+        raise ValueError(
+            f"{where}: mlperf: true sizes the data set by the hosts' RAM, which bench.all reads; "
+            "run it there, or give lab_scale: true"
+        )
+    ram = memory()
+    batch, accelerators = int(entry.get("batch_size", 1)), int(entry.get("accelerators", 1))
+    needed = required_samples(entry["mlperf"], batch, accelerators, ram, ram_multiple)
+    if files < needed:
+        raise ValueError(
+            f"{where}: mlperf: true: the data set has {files:,} files; MLPerf Storage's "
+            f"{rule_of('mlperf_dataset_size')} "
+            f"asks for {needed:,} on the {len(ram)} selected host(s) ({sum(ram) >> 30} GiB of RAM): "
+            "give dataset files: auto (or more), or lab_scale: true for a smaller one, flagged"
+        )
+
+
+def _same_filesystem(host_facts: dict[str, Any]) -> bool | None:
+    """Whether the data (the target's mount) and the run's results are on one file system; None: not recorded."""
+    data, results = host_facts.get("mount") or {}, host_facts.get("results_mount") or {}
+    if not data.get("target") or not results.get("target"):
+        return None
+    return (data["target"], data.get("source")) == (results["target"], results.get("source"))
+
+
+def host_rules(meta: dict[str, Any], params: dict[str, Any], host: str) -> list[tuple[str, str]]:
+    """(flag, why) for each of MLPerf's rules one host's run breaks, from its metadata: where the data and the
+    results lie, and a checkpoint's count, fsync, cache clearing and read gap. Only under `mlperf_rules`."""
+    if not params.get("mlperf_rules"):
+        return []
+    host_facts = meta.get("host") or {}
+    broken = []
+    same = _same_filesystem(host_facts)
+    if same is not False:
+        mount = (host_facts.get("mount") or {}).get("target")
+        broken.append(
+            (
+                "mlperf_filesystems",
+                f"{host}: the data ({mount}) and the run's results are on one file system"
+                if same
+                else f"{host}: where the data and the results lie was not recorded",
+            )
+        )
+    if "checkpoint_count" in meta:
+        broken += _checkpoint_host_rules(meta, host_facts, host)
+    return broken
+
+
+def _checkpoint_host_rules(meta: dict[str, Any], host_facts: dict[str, Any], host: str) -> list[tuple[str, str]]:
+    broken = []
+    counts = meta["checkpoint_count"]
+    if counts.get("write") != CHECKPOINTS or counts.get("read") != CHECKPOINTS:
+        broken.append(
+            (
+                "mlperf_checkpoints",
+                f"{host}: {counts.get('write')} checkpoint(s) written and {counts.get('read')} read; "
+                f"MLPerf asks for {CHECKPOINTS} written, then {CHECKPOINTS} read",
+            )
+        )
+    if not meta.get("checkpoint_fsync"):
+        broken.append(("mlperf_fsync", f"{host}: the checkpoint writes did not end in fsync"))
+    written = (meta.get("checkpoint") or {}).get("write", {}).get("bytes", 0) * counts.get("write", 0)
+    memory = host_facts.get("memory_bytes") or 0
+    resident = meta.get("checkpoint_resident_before_read_bytes")
+    if not memory or written < CACHE_MULTIPLE * memory:
+        cleared = meta.get("cache_state") == "dropped" and resident == 0
+        if not cleared:
+            why = (
+                f"{human(resident, 'B')} of it still in the page cache as the read began (fincore)"
+                if resident
+                else "the caches were not dropped"
+                if meta.get("cache_state") != "dropped"
+                else "no record of what the page cache held (fincore missing)"
+            )
+            broken.append(
+                (
+                    "mlperf_cache_cleared",
+                    f"{host} wrote {human(written, 'B')}, less than {CACHE_MULTIPLE}× its {human(memory, 'B')} of RAM, "
+                    "and the read "
+                    f"was not cold: {why}",
+                )
+            )
+    gap = meta.get("checkpoint_read_gap_s")
+    if gap is None or gap > READ_GAP_S:
+        said = "not recorded" if gap is None else f"{gap:.1f} s"
+        broken.append(
+            (
+                "mlperf_read_gap",
+                f"{host}: the read began {said} after the write ended; MLPerf asks for ≤ {READ_GAP_S:g} s",
+            )
+        )
+    per_host = (meta.get("checkpoint") or {}).get("write", {}).get("ranks", 0)
+    if per_host < MIN_PER_HOST:
+        broken.append(
+            (
+                "mlperf_per_host",
+                f"{host} ran {per_host} checkpoint process(es); MLPerf asks for at least {MIN_PER_HOST}",
+            )
+        )
+    return broken
+
+
+def checkpoint_run_rules(params: dict[str, Any], ranks: int) -> list[tuple[str, str]]:
+    """(flag, why) for MLPerf's rules on a checkpoint run's whole job of `ranks` processes: its process count and
+    its accelerators' memory against the model's checkpoint. Only under `mlperf_rules`."""
+    if not params.get("mlperf_rules") or params.get("model") not in CHECKPOINT_MODELS:
+        return []
+    model = params["model"]
+    size, processes = CHECKPOINT_MODELS[model]
+    broken = []
+    if ranks != processes:
+        broken.append(("mlperf_processes", f"{model}: {ranks} processes in all; MLPerf asks for {processes}"))
+    accelerator = params.get("accelerator", "b200")
+    memory = ACCELERATOR_MEMORY.get(accelerator, 0) * ranks
+    if memory < size:
+        broken.append(
+            (
+                "mlperf_accelerator_memory",
+                f"{model}: {ranks} {accelerator} accelerators hold {memory / 1e9:,.0f} GB, less than its "
+                f"{size / 1e9:,.0f} GB checkpoint",
+            )
+        )
+    return broken

@@ -1,0 +1,142 @@
+"""`./lab report --format mlperf`: a campaign's MLPerf workloads in the columns of MLPerf Storage's results.
+
+MLPerf Storage reports a training result as the client nodes, the simulated accelerators (their
+type and count) and the storage's read throughput, samples per second subject to the workload's
+AU; a checkpointing result as the model, the client nodes, the processes and the write and read
+throughput and duration of a checkpoint; each the mean of the measured runs (the submission
+guidelines of the mlcommons/storage repository, "Metrics and Results Reporting" and "Performance
+Metrics"; docs/REFERENCE_FIGURES.md). This module lays a lab's figures out the same way, one row
+per workload point and backend, so that they sit beside published rows: every figure is the mean
+of the point's stored runs (the warm-up is never stored), named so in the header, with the MLPerf
+rules the runs break by number (iolab.validity, workloads.mlperf.RULES).
+
+    text(samples) → two pipe tables (training, checkpointing), GiB/s and s in their headers
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+
+from iolab import validity
+from iolab.samples import AGGREGATE_HOST, Sample
+from iolab.units import printable
+from iolab.workloads.mlperf import RULES
+
+GIB = 1 << 30
+TRAINING = (
+    "workload",
+    "backend",
+    "accelerator",
+    "client nodes",
+    "simulated accelerators",
+    "read GiB/s",
+    "samples/s",
+    "lowest host AU %",
+    "runs",
+    "MLPerf rules broken",
+)
+CHECKPOINTING = (
+    "workload",
+    "backend",
+    "model",
+    "client nodes",
+    "processes",
+    "write GiB/s",
+    "read GiB/s",
+    "write s",
+    "read s",
+    "runs",
+    "MLPerf rules broken",
+)
+
+
+def _run_value(samples: list[Sample], metric: str, combine=statistics.fmean) -> float | None:
+    """One run's figure: its aggregate over hosts (host "*") where there is one, else its hosts' combined."""
+    mine = [s for s in samples if s.metric == metric and not s.params.get("syscall")]
+    total = [s.value for s in mine if s.host == AGGREGATE_HOST]
+    hosts = [s.value for s in mine if s.host != AGGREGATE_HOST]
+    return total[0] if total else combine(hosts) if hosts else None
+
+
+def mean_of_runs(runs: Iterable[list[Sample]], metric: str, combine=statistics.fmean) -> float | None:
+    """MLPerf's result: the mean over the measured runs of each run's figure; None where no run has one."""
+    values = [v for run in runs if (v := _run_value(run, metric, combine)) is not None]
+    return statistics.fmean(values) if values else None
+
+
+def points(samples: list[Sample]) -> dict[tuple[str, str, str], list[list[Sample]]]:
+    """(workload, setting, backend) → its runs' samples, for the runs of MLPerf workloads."""
+    common = validity.run_params(samples)
+    runs: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        if s.params.get("mlperf") or s.params.get("mlperf_rules"):
+            runs[s.run_id].append(s)
+    out: dict[tuple[str, str, str], list[list[Sample]]] = defaultdict(list)
+    for run_id, mine in runs.items():
+        out[(mine[0].workload, validity.setting_of(common[run_id]), mine[0].backend)].append(mine)
+    return out
+
+
+def _figure(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
+    return "—" if value is None else f"{value / scale:,.{digits}f}"
+
+
+def rows(samples: list[Sample]) -> tuple[list[list[str]], list[list[str]]]:
+    """(training rows, checkpointing rows), in TRAINING's and CHECKPOINTING's columns."""
+    verdicts = validity.assess(samples)
+    training, checkpointing = [], []
+    for (workload, _, backend), runs in points(samples).items():
+        params = runs[0][0].params
+        nodes = len({s.host for s in runs[0] if s.host != AGGREGATE_HOST})
+        broken = sorted({rule for run in runs for f in verdicts.of(run[0].run_id) if (rule := _rule(f.name))})
+        tail = [str(len(runs)), ", ".join(broken) or "none"]
+        if "checkpoint_count" in runs[0][0].metadata:
+            processes = sum(
+                s.metadata["checkpoint"]["write"]["ranks"]
+                for s in runs[0]
+                if s.host != AGGREGATE_HOST and s.metric == "checkpoint_write_bw"
+            )
+            figures = [mean_of_runs(runs, f"checkpoint_{m}") for m in ("write_bw", "read_bw", "write_s", "read_s")]
+            checkpointing.append(
+                [workload, backend, str(params.get("model")), str(nodes), str(processes)]
+                + [_figure(f, GIB) for f in figures[:2]]
+                + [_figure(f) for f in figures[2:]]
+                + tail
+            )
+        else:
+            accelerator = params.get("accelerator") or {}
+            per_host = int(params.get("accelerators", 1))
+            training.append(
+                [workload, backend, str(accelerator.get("type", "—")), str(nodes), str(per_host * nodes)]
+                + [_figure(mean_of_runs(runs, "read_bw"), GIB), _figure(mean_of_runs(runs, "samples_per_s"), 1, 1)]
+                + [_figure(mean_of_runs(runs, "au", min), 1, 1)]
+                + tail
+            )
+    return training, checkpointing
+
+
+def _rule(flag: str) -> str:
+    return RULES.get(flag, "").split(" ")[0]
+
+
+def _pipe_table(title: str, columns: tuple[str, ...], body: list[list[str]]) -> str:
+    lines = [f"{title} (each figure the mean of the point's measured runs)", "| " + " | ".join(columns) + " |"]
+    lines.append("|" + "---|" * len(columns))
+    lines += ["| " + " | ".join(printable(cell) for cell in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def text(samples: list[Sample]) -> str:
+    """The MLPerf-shaped tables of a campaign's samples; one line saying so when it has no MLPerf workload."""
+    training, checkpointing = rows(samples)
+    if not training and not checkpointing:
+        return (
+            "no MLPerf workload in this campaign (type: mlperf, dlio, or mlperf: true on a checkpoint workload); "
+            "use --format table"
+        )
+    parts = [_pipe_table("MLPerf Storage training", TRAINING, training)] if training else []
+    if checkpointing:
+        parts.append(_pipe_table("MLPerf Storage checkpointing", CHECKPOINTING, checkpointing))
+    return "\n\n".join(parts)
