@@ -307,7 +307,8 @@ def unmount(c, backend, inventory=None, hosts=None, campaign=None, steal=False):
     default=True,
     help={
         "campaign": "campaign name (default: the latest with results)",
-        "format": "table | html (writes results/<campaign>/report.html) | csv | json",
+        "format": "table | html (writes results/<campaign>/report.html) | csv | json | mlperf (MLPerf Storage's "
+        "results columns)",
         "units": "byte figures of table and html: iec (GiB/s, the default) | si (GB/s)",
     },
 )
@@ -330,8 +331,12 @@ def show(c, campaign=None, format="table", units=None):
         echo(str(report_html.write(store, units)))
     elif format in ("csv", "json"):
         echo(report_mod.export(store, format))
+    elif format == "mlperf":
+        from iolab import report_mlperf
+
+        echo(report_mlperf.text(store.samples()))
     else:
-        raise UserError(f"unknown report format {format!r}; use table, html, csv or json")
+        raise UserError(f"unknown report format {format!r}; use table, html, csv, json or mlperf")
     _say_skipped(store)
 
 
