@@ -492,7 +492,7 @@ def pack_(c, path, format="all", out=None, samples_per_shard=None):
         "batch_size": "samples per batch (default 400)",
         "steps": "batches per probe and accelerator (default 20)",
         "decode": "decode images (default yes)",
-        "max": "most accelerators per host to try (default 64)",
+        "max": "the ceiling: most accelerators per host to try (default 64); reaching it answers ≥ N",
         "threshold": "AU to hold, % (default 90)",
     }
 )
@@ -531,10 +531,10 @@ def accelerators(
         f"searching the most {type} accelerators per host on {backend} at AU ≥ {float(threshold):g} % "
         f"({len(lab.hosts)} host(s); doubling, then bisection):"
     )
-    best, probes = acc.run_search(
+    found = acc.run_search(
         spec, lab, paths.results_root(), backend, accelerator, workload, int(max), float(threshold), show=echo
     )
-    echo(acc.answer(best, probes, type, backend, float(threshold), len(lab.hosts)))
+    echo(acc.answer(found, type, backend, len(lab.hosts)))
 
 
 # --- test --------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ campaign (the workload at 1, 2, 4 … accelerators), and the answer is the sampl
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,18 +32,61 @@ from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab
 from iolab.parsers import Measurement
 from iolab.progress import Progress
+from iolab.report import fed_label
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.session import BackendSession, CampaignState
 from iolab.workloads.mlperf import PRESETS
 from iolab.workloads.pytorch import PytorchWorkload
 
 THRESHOLD = 90.0  # % AU, where the workload names no MLPerf model with a threshold of its own
+STEP_FLOOR = 500  # measured steps per rank a probe needs (MLPerf Storage's floor), first steps excluded
+REPEATS = 3  # probes of each point next to the boundary, at least
+DISTURBED_RETRIES = 2  # a probe disturbed by foreign CPU is run again up to this many times
+# Test-only: a lower floor (a tiny data set at a test's time). It is stored with the answer, which is then flagged.
+FLOOR_ENV = "IOLAB_PROBE_STEPS"
 
 
 def threshold_of(workload: PytorchWorkload) -> float:
     """The AU a probe must hold: MLPerf's threshold for the accelerator's model (retinanet 85 %), else THRESHOLD."""
     preset = PRESETS.get(workload.accelerator.model) if workload.accelerator else None
     return preset.au_threshold if preset else THRESHOLD
+
+
+def step_floor() -> int:
+    """The measured steps per rank each probe needs: STEP_FLOOR, or a test's lower floor (FLOOR_ENV)."""
+    raw = os.environ.get(FLOOR_ENV, "")
+    if not raw:
+        return STEP_FLOOR
+    if not raw.isdigit() or not 1 <= int(raw) <= STEP_FLOOR:
+        raise UserError(f"{FLOOR_ENV}={raw!r}: a test's step floor is a whole number from 1 to {STEP_FLOOR}")
+    return int(raw)
+
+
+def probe_epochs(workload: PytorchWorkload, files: int, accelerators: int, hosts: int, floor: int) -> int:
+    """The epochs of the data set a probe at `accelerators` per host runs so that each rank measures `floor` steps.
+
+    A rank gets ceil(files / ranks) files (DistributedSampler pads), in ceil(that / batch) steps per epoch
+    (at most the workload's `steps`); the first step of each epoch is not measured (MLPerf Storage), so an
+    epoch measures one step fewer. A rank needs two batches per epoch: else the search is refused.
+    """
+    ranks = accelerators * (hosts if workload.distributed else 1)
+    per_rank = -(-files // ranks)
+    if per_rank < 2 * workload.batch_size:
+        raise UserError(
+            f"dataset.files {files} gives each of {ranks} rank(s) at {accelerators} accelerator(s) per host "
+            f"{per_rank} files, under 2 batches of {workload.batch_size}: raise dataset.files to at least "
+            f"{2 * workload.batch_size * ranks}, or lower batch_size or the workload's accelerators (the ceiling)"
+        )
+    steps = -(-per_rank // workload.batch_size)
+    if workload.steps:
+        steps = min(steps, workload.steps)
+    return -(-floor // (steps - 1))
+
+
+def probed(workload: PytorchWorkload, accelerators: int, epochs: int) -> PytorchWorkload:
+    """A search's workload as one probe runs it: N accelerators per host over `epochs`, a measurement, not a search
+    (so that no probe shares the search's run id)."""
+    return workload.model_copy(update={"accelerators": accelerators, "epochs": epochs, "search": None})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,42 +96,73 @@ class Probe:
     samples_per_s: float  # all hosts together
     read_bw: float  # all hosts together, B/s
     run_id: str = ""
+    repeat: int = 1  # the how-manieth run of this point (its repetition in the store)
+    steps_per_rank: int | None = None  # measured steps of the slowest rank (the au samples' metadata)
+    counted: bool = True  # False: disturbed by foreign CPU and run again
+    disturbed: str | None = None  # why foreign CPU disturbed it (iolab.limits)
+    limited_by: dict[str, str] | None = None  # {"side": storage | client | undetermined, "reason": ...}
+    capacity: int | None = None  # the most ranks per host this host can emulate, from this probe
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a search found: the interval (held, failed) and why it stopped without a failure (bound)."""
+
+    held: int  # the most accelerators per host that held every probe (0: even 1 failed)
+    failed: int | None  # the fewest that failed a probe; None: the search stopped without a failure
+    bound: str | None  # "host" (what this host can emulate) or "ceiling" (the workload's): where it stopped
+    history: tuple[tuple[int, float], ...]  # every (N, AU) counted, in order
 
 
 def search(
-    probe: Callable[[int], float], threshold: float = THRESHOLD, limit: int = 64
-) -> tuple[int, list[tuple[int, float]]]:
-    """The largest N ≤ limit with probe(N) ≥ threshold (0 if even 1 fails), and every (N, AU) probed.
+    probe: Callable[[int], float],
+    threshold: float = THRESHOLD,
+    ceiling: int = 64,
+    capacity: Callable[[], int] | None = None,
+    repeats: int = REPEATS,
+) -> Outcome:
+    """The most N ≤ min(ceiling, capacity()) whose every probe(N) is ≥ threshold, with its interval.
 
-    >>> search(lambda n: 100 if n <= 5 else 50)
-    (5, [(1, 100), (2, 100), (4, 100), (8, 50), (6, 50), (5, 100)])
+    Doubles N (1, 2, 4, …) until a probe fails or N reaches the ceiling or what this host can emulate
+    (`capacity()`, read after each probe), then bisects between the most that held and the fewest
+    that failed. Those two points are probed again, interleaved, until each has `repeats` probes;
+    a point holds only when every probe of it held. A repeat that fails the point that held moves
+    the boundary down, and the search bisects and repeats again: a point is probed only between
+    the most that held and the fewest that failed, so no N+1 is taken above an N that failed.
+
+    >>> search(lambda n: 100 if n <= 5 else 50, ceiling=8).history
+    ((1, 100), (2, 100), (4, 100), (8, 50), (6, 50), (5, 100), (5, 100), (6, 50), (5, 100), (6, 50))
     """
+    aus: dict[int, list[float]] = {}
     history: list[tuple[int, float]] = []
 
-    def holds(n: int) -> bool:
+    def run(n: int) -> None:
         au = probe(n)
+        aus.setdefault(n, []).append(au)
         history.append((n, au))
-        return au >= threshold
 
-    good, bad, n = 0, None, 1
-    while n <= limit:
-        if not holds(n):
-            bad = n
+    def holds(n: int) -> bool:
+        return all(au >= threshold for au in aus[n])
+
+    n = 1
+    while True:
+        run(n)
+        top = min(ceiling, capacity() if capacity else ceiling)
+        if not holds(n) or n >= top:
             break
-        good, n = n, n * 2
-    if bad is None:
-        if good == limit:
-            return good, history
-        if holds(limit):
-            return limit, history
-        bad = limit
-    while bad - good > 1:
-        mid = (good + bad) // 2
-        if holds(mid):
-            good = mid
-        else:
-            bad = mid
-    return good, history
+        n = min(n * 2, top)
+    while True:
+        failed = min((m for m in aus if not holds(m)), default=None)
+        held = max((m for m in aus if holds(m) and (failed is None or m < failed)), default=0)
+        if failed is not None and failed - held > 1:
+            run((held + failed) // 2)
+            continue
+        pending = [m for m in (held, failed) if m and len(aus[m]) < repeats]
+        if not pending:
+            break
+        run(min(pending, key=lambda m: (len(aus[m]), m == history[-1][0])))  # the fewer probes, else the other
+    bound = None if failed is not None else "ceiling" if held >= ceiling else "host"
+    return Outcome(held, failed, bound, tuple(history))
 
 
 def probe_campaign(
@@ -123,74 +198,114 @@ def run_search(
     backend: str,
     accelerator: dict[str, Any],
     workload: dict[str, Any],
-    limit: int,
+    ceiling: int,
     threshold: float = THRESHOLD,
     show: Callable[[str], None] = print,
-) -> tuple[int, list[Probe]]:
+) -> dict[str, Any]:
     """Provision the hosts, mount the backend and make the data set (one playbook), probe N accelerators per
-    host as `search` asks, unmount: a backend session (iolab.session) of the probes' campaign."""
+    host as `search` asks, unmount: a backend session (iolab.session) of the probes' campaign. Returns the
+    answer's `summary`."""
     first = probe_campaign(spec, backend, accelerator, workload, [1])
     state = CampaignState(first, lab, ResultStore(results, first.name), Progress([], lab.console))
     hosts = list(lab.hosts)
+    floor = step_floor()
+    template = expand(first)[0].workload
+    assert isinstance(template, PytorchWorkload) and first.dataset  # probe_campaign made both
+    files = first.dataset.files
+    probe_epochs(template, files, ceiling, len(hosts), floor)  # refused before anything runs
+
+    def run_of(n: int, repeat: int) -> Run:
+        counted = {**workload, "epochs": probe_epochs(template, files, n, len(hosts), floor)}
+        point = expand(probe_campaign(spec, backend, accelerator, counted, [n]))[0]
+        return repetition(first, point.backend, point.workload, repeat)[0]
+
     with BackendSession(state, backend, hosts, expand(first)) as session:
         session.flush()
         session.require(hosts)
-        return probe_until(
-            session,
-            lambda n: expand(probe_campaign(spec, backend, accelerator, workload, [n]))[0],
-            hosts,
-            limit,
-            threshold,
-            show,
-        )
+        outcome, probes = probe_until(session, run_of, hosts, ceiling, threshold, show, floor)
+    return summary(outcome, probes, threshold, ceiling, floor)
 
 
 def probe_until(
     session: BackendSession,
-    run_of: Callable[[int], Run],
+    run_of: Callable[[int, int], Run],
     hosts: list[str],
-    limit: int,
+    ceiling: int,
     threshold: float = THRESHOLD,
     show: Callable[[str], None] = print,
-) -> tuple[int, list[Probe]]:
-    """Probe N accelerators per host (the run `run_of(N)`, stored or run now) as `search` asks.
+    floor: int = STEP_FLOOR,
+) -> tuple[Outcome, list[Probe]]:
+    """Probe N accelerators per host (the run `run_of(N, repeat)`, stored or run now) as `search` asks.
 
-    The session's backend is mounted and the data set made. Returns search's answer and every
-    probe, by N; a failed probe stops the search (RunFailed).
+    The session's backend is mounted and the data set made. Each probe of a point is its own run (its
+    repeat is the run's repetition), so a search run again reuses what it stored. A probe measuring
+    fewer than `floor` steps per rank, or a failed one, stops the search (RunFailed).
     """
     store = session.state.store
-    probes: dict[int, Probe] = {}
+    probes: list[Probe] = []
 
-    def probe(n: int) -> float:
-        run = run_of(n)
-        found = _stored(store, run, hosts)
-        if found is None:
-            failures, _, _ = session.measure(run, f"probe: {n} accelerator(s) per host", hosts)
+    def measured(n: int) -> Probe:
+        repeat = 1 + sum(1 for p in probes if p.accelerators == n)
+        run = run_of(n, repeat)
+        samples = _stored(store, run, hosts)
+        if samples is None:
+            title = f"probe: {n} accelerator(s) per host" + (f", repeat {repeat}" if repeat > 1 else "")
+            failures, _, _ = session.measure(run, title, hosts)
             if failures:
                 raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
-            found = _stored(store, run, hosts)
-            assert found is not None
-        probes[n] = Probe(n, *found, run_id=run.run_id)
-        show(
-            f"  {n:>4} accelerator(s) per host: AU {found[0]:5.1f} %  "
-            f"{'ok' if found[0] >= threshold else 'below ' + format(threshold, 'g') + ' %'}  "
-            f"({found[1]:.0f} samples/s, {found[2] / 2**20:.0f} MiB/s over {len(hosts)} host(s))"
-        )
-        return found[0]
+            samples = _stored(store, run, hosts)
+            assert samples is not None
+        found = _probe(n, repeat, run.run_id, samples, hosts)
+        if found.steps_per_rank is None or found.steps_per_rank < floor:
+            raise RunFailed(
+                f"the probe with {n} accelerator(s) per host measured "
+                f"{found.steps_per_rank if found.steps_per_rank is not None else 'no'} steps per rank "
+                f"(metadata.steps_per_rank), under the floor of {floor}: its AU is no answer; run {run.run_id}"
+            )
+        return found
 
-    best, _ = search(probe, threshold, limit)
-    return best, [probes[n] for n in sorted(probes)]
+    def probe(n: int) -> float:
+        for attempt in range(1 + DISTURBED_RETRIES):
+            found = measured(n)
+            found = dataclasses.replace(found, counted=not found.disturbed or attempt == DISTURBED_RETRIES)
+            probes.append(found)
+            show(_line(found, threshold, len(hosts)))
+            if found.counted:
+                break
+        return found.au
+
+    def capacity() -> int:
+        return probes[-1].capacity or ceiling
+
+    return search(probe, threshold, ceiling, capacity), probes
+
+
+def _line(p: Probe, threshold: float, hosts: int) -> str:
+    """One probe as the search shows it."""
+    verdict = "ok" if p.au >= threshold else f"below {threshold:g} %"
+    if not p.counted:
+        verdict = f"disturbed ({p.disturbed}), run again"
+    return (
+        f"  {p.accelerators:>4} accelerator(s) per host, probe {p.repeat}: AU {p.au:5.1f} %  {verdict}  "
+        f"({p.samples_per_s:.0f} samples/s, {p.read_bw / 2**20:.0f} MiB/s over {hosts} host(s), "
+        f"{p.steps_per_rank} steps per rank)"
+    )
 
 
 def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
     """A campaign's `search: accelerators` run on the session's mounted backend: probe, then store
     `accelerators_fed` (on each host and for all of them, host "*"); a failure is the session's.
 
-    Each probe is a run of the campaign: the run's workload at N accelerators per host
-    (a probe stored by an earlier call is reused).
+    Each probe is a run of the campaign: the run's workload at N accelerators per host, over as
+    many epochs as give each rank the step floor (a probe stored by an earlier call is reused).
+    The workload's `accelerators` is the ceiling the search may reach, not a cap it hides.
     """
     workload = run.workload
     assert isinstance(workload, PytorchWorkload) and workload.accelerator  # a search's schema asks for both
+    campaign = session.state.campaign
+    assert campaign.dataset  # a pytorch workload's campaign has one
+    files, floor = campaign.dataset.files, step_floor()
+    probe_epochs(workload, files, workload.accelerators, len(hosts), floor)  # refused before any probe
     active = session.admit(run, hosts, batched=False)
     if not active:
         return
@@ -199,67 +314,129 @@ def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
     threshold = threshold_of(workload)
     console.print(
         f"{title}: searching the most {workload.accelerator.type} accelerators per host at "
-        f"AU ≥ {threshold:g} % (up to {workload.accelerators})",
+        f"AU ≥ {threshold:g} % (ceiling {workload.accelerators}; {floor} steps per rank per probe)",
         soft_wrap=True,
     )
 
-    def run_of(n: int) -> Run:
-        return repetition(
-            session.state.campaign, run.backend, workload.model_copy(update={"accelerators": n}), 1, run.hosts
-        )[0]
+    def run_of(n: int, repeat: int) -> Run:
+        point = probed(workload, n, probe_epochs(workload, files, n, len(active), floor))
+        return repetition(campaign, run.backend, point, repeat, run.hosts)[0]
 
     started = time.time()
     try:
-        best, probes = probe_until(
-            session, run_of, active, workload.accelerators, threshold, lambda line: console.print(line, soft_wrap=True)
+        outcome, probes = probe_until(
+            session,
+            run_of,
+            active,
+            workload.accelerators,
+            threshold,
+            lambda line: console.print(line, soft_wrap=True),
+            floor,
         )
     except RunFailed as exc:
         record.store_run(store, run, [], dict.fromkeys(active, str(exc)))
         session.finish(run, title, active, [f"{run.label()}: {exc}"], [], None)
         return
-    samples = fed_samples(run, best, probes, active, store.samples(), started, time.time())
+    samples = fed_samples(run, outcome, probes, active, store.samples(), started, time.time(), floor)
     record.store_run(store, run, samples, dict.fromkeys(active))
     session.finish(run, title, active, [], samples, None)
 
 
-def answer(best: int, probes: list[Probe], kind: str, backend: str, threshold: float, hosts: int) -> str:
-    """bench.accelerators' last line: the answer, with the AU and throughput at it."""
-    if best == 0:
-        return f"answer: none — even 1 {kind} accelerator per host falls below {threshold:g} % AU on {backend}"
-    held = next(p for p in probes if p.accelerators == best)
+def answer(meta: dict[str, Any], kind: str, backend: str, hosts: int) -> str:
+    """bench.accelerators' last line: the answer (`summary`) with its interval, the AU and throughput at it."""
+    at, limit = meta["at"], meta["limited_by"]
+    if meta["held"] == 0:
+        return (
+            f"answer: none — even 1 {kind} accelerator per host falls below {meta['threshold']:g} % AU on {backend}; "
+            f"limited by {limit['side']}: {limit['reason']}"
+        )
     return (
-        f"answer: {best} {kind} accelerator(s) per host on {backend} (AU {held.au:.1f} %, "
-        f"{held.samples_per_s:.0f} samples/s, {held.read_bw / 2**20:.0f} MiB/s over {hosts} host(s))"
+        f"answer: {fed_label(meta['held'], meta, kind)} accelerator(s) per host on {backend} (AU {at['au']:.1f} %, "
+        f"{at['samples_per_s']:.0f} samples/s, {at['read_bw'] / 2**20:.0f} MiB/s over {hosts} host(s)); "
+        f"limited by {limit['side']}: {limit['reason']}"
     )
 
 
-def fed_samples(
-    run: Run, best: int, probes: list[Probe], hosts: list[str], stored: list[Sample], started: float, ended: float
-) -> list[Sample]:
-    """accelerators_fed of a search: on each host and for all of them (host "*").
+def summary(outcome: Outcome, probes: list[Probe], threshold: float, ceiling: int, floor: int) -> dict[str, Any]:
+    """The metadata of an answer: its interval, each point's probes and AU spread, what limited it, its flags."""
+    counted = [p for p in probes if p.counted]
+    points = []
+    for n in sorted({p.accelerators for p in counted}):
+        aus = [p.au for p in counted if p.accelerators == n]
+        points.append(
+            {
+                "accelerators": n,
+                "probes": len(aus),
+                "au": aus,
+                "au_spread": max(aus) - min(aus),
+                "held": min(aus) >= threshold,
+                "disturbed": sum(1 for p in probes if p.accelerators == n and not p.counted),
+            }
+        )
+    at = min((p for p in counted if p.accelerators == max(outcome.held, 1)), key=lambda p: p.au)
+    limit = _limit(outcome, counted, threshold, ceiling)
+    disturbed = next((p.disturbed for p in counted if p.disturbed), None)
+    flags = [f"disturbed: {disturbed}"] if disturbed else []
+    if limit["side"] == "client":
+        flags.append("measures this host, not the storage")
+    if floor < STEP_FLOOR:
+        flags.append(f"probes of {floor} steps per rank, under MLPerf's {STEP_FLOOR}")
+    return {
+        "at": dataclasses.asdict(at),
+        "held": outcome.held,
+        "failed": outcome.failed,
+        "threshold": threshold,
+        "bound": outcome.bound,
+        "ceiling": ceiling,
+        "limited_by": limit,
+        "disturbed": disturbed,
+        "step_floor": floor,
+        "steps_per_rank": min((p.steps_per_rank or 0 for p in counted), default=0),
+        "points": points,
+        "probes": [dataclasses.asdict(p) for p in probes],
+        "flags": flags,
+    }
 
-    The metadata holds the point it stands for (`at`: the answer, or the 1-accelerator
-    probe when even that fell below the threshold) with its AU and throughput, and
-    every probe; a host's sample adds that host's figures and its run's validity.
+
+def _limit(outcome: Outcome, counted: list[Probe], threshold: float, ceiling: int) -> dict[str, str]:
+    """What stopped the search: the failing boundary probe's limit, what this host can emulate, or the ceiling."""
+    if outcome.bound == "ceiling":
+        return {"side": "undetermined", "reason": f"the workload's ceiling of {ceiling} accelerator(s) per host held"}
+    if outcome.bound == "host":
+        top = max((p for p in counted if p.accelerators == outcome.held), key=lambda p: p.au)
+        why = top.limited_by["reason"] if top.limited_by else "no evidence recorded"
+        return {"side": "client", "reason": f"this host emulates at most {outcome.held} rank(s) ({why})"}
+    failing = next(p for p in counted if p.accelerators == outcome.failed and p.au < threshold)
+    return failing.limited_by or {"side": "undetermined", "reason": "the probes recorded no evidence of a limit"}
+
+
+def fed_samples(
+    run: Run,
+    outcome: Outcome,
+    probes: list[Probe],
+    hosts: list[str],
+    stored: list[Sample],
+    started: float,
+    ended: float,
+    floor: int = STEP_FLOOR,
+) -> list[Sample]:
+    """accelerators_fed of a search: on each host and for all of them (host "*"); its value is the most that held.
+
+    The metadata (`summary`) holds the interval (held, failed, bound), the point it stands for (`at`: the
+    lowest-AU probe of the answer, or of 1 accelerator when even that failed), every point's probes and AU
+    spread, what limited the search and its flags; a host's sample adds that host's figures at `at` and
+    its run's validity.
     """
     workload = run.workload
     assert isinstance(workload, PytorchWorkload) and workload.accelerator  # a search's schema asks for both
-    at = next(p for p in probes if p.accelerators == max(best, 1))
-    point = [s for s in stored if s.run_id == at.run_id and not s.params.get("syscall")]
+    threshold = threshold_of(workload)
+    common = summary(outcome, probes, threshold, workload.accelerators, floor)
+    point = [s for s in stored if s.run_id == common["at"]["run_id"] and not s.params.get("syscall")]
     params = {k: v for k, v in run.params.items() if k != "accelerators"}
-    params |= {
-        "workload": run.workload.name,
-        "accelerator_type": workload.accelerator.type,
-        "au_threshold": threshold_of(workload),
-    }
-    common = {
-        "at": dataclasses.asdict(at),
-        "probes": [dataclasses.asdict(p) for p in probes],
-        "limit": workload.accelerators,
-    }
+    params |= {"workload": run.workload.name, "accelerator_type": workload.accelerator.type, "au_threshold": threshold}
 
     def sample(host: str, metadata: dict[str, Any]) -> Sample:
-        answer = Measurement("accelerators_fed", float(best), "count")
+        answer = Measurement("accelerators_fed", float(outcome.held), "count")
         return record.run_sample(run, host, answer, (started, ended), params, {**common, **metadata})
 
     per_host = []
@@ -272,11 +449,25 @@ def fed_samples(
     return per_host + [sample(AGGREGATE_HOST, {"hosts": hosts})]
 
 
-def _stored(store: ResultStore, run: Run, hosts: list[str]) -> tuple[float, float, float] | None:
-    """(lowest host AU, total samples/s, total B/s) of a stored run on every host, or None."""
-    samples = [s for s in store.samples() if s.run_id == run.run_id and s.host in hosts]
-    au = {s.host: s.value for s in samples if s.metric == "au"}
-    if set(au) != set(hosts):
-        return None
-    total = {m: sum(s.value for s in samples if s.metric == m) for m in ("samples_per_s", "read_bw")}
-    return min(au.values()), total["samples_per_s"], total["read_bw"]
+def _stored(store: ResultStore, run: Run, hosts: list[str]) -> list[Sample] | None:
+    """A stored run's samples on `hosts` (its syscall pass left out), or None unless every host has its AU."""
+    samples = [s for s in store.samples() if s.run_id == run.run_id and not s.params.get("syscall")]
+    found = {s.host for s in samples if s.metric == "au"}
+    return samples if set(hosts) <= found else None
+
+
+def _probe(n: int, repeat: int, run_id: str, samples: list[Sample], hosts: list[str]) -> Probe:
+    """A probe from its run's samples: the lowest host AU, total samples/s and B/s, the slowest rank's steps."""
+    mine = [s for s in samples if s.host in hosts]
+    au = [s for s in mine if s.metric == "au"]
+    steps = [s.metadata.get("steps_per_rank") for s in au]
+    total = {m: sum(s.value for s in mine if s.metric == m) for m in ("samples_per_s", "read_bw")}
+    return Probe(
+        n,
+        min(s.value for s in au),
+        total["samples_per_s"],
+        total["read_bw"],
+        run_id,
+        repeat,
+        None if None in steps else min(int(x) for x in steps if x is not None),
+    )

@@ -51,6 +51,8 @@ are only ever added, never renamed, under this schema name):
                  "baseline": {"median": ..., "n": 3, "values": [...]}, "candidate": {...},
                  "ratio": 0.9, "change": -0.1, "low": 0.85, "high": 0.95 (null: unknown or no ratio),
                  "lost": false (true: B has no value, or its median fell to 0),
+                 "answers": {"baseline": ["6 h100 (6–7)"], "candidate": ["≥ 4 h100 (limited by this host)"]}
+                            (accelerators_fed only, as the report writes each answer; else null),
                  "checks": [{"rule": "read_bw >= -5%", "outcome": "failed", "message": "REGRESSION ..."}]}]}
 """
 
@@ -70,7 +72,7 @@ from rich.table import Table
 
 from iolab import metrics, validity, yamlfile
 from iolab.errors import UserError
-from iolab.samples import ResultStore, Sample
+from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.units import human, printable
 
 LEVEL = 0.95
@@ -204,6 +206,7 @@ class Point:
     b: list[float]  # empty: B has no value of this metric
     ratio: Ratio | None  # None when a value is 0 or negative, or B has none
     violations: list[Rule] = dataclasses.field(default_factory=list)
+    answers: tuple[list[str], list[str]] = ([], [])  # accelerators_fed: A's and B's answers with their interval
 
     @property
     def lost(self) -> bool:
@@ -292,6 +295,21 @@ def _points(side: Side, by_backend: bool) -> dict[tuple, validity.Group]:
     return out
 
 
+def _answers(side: Side, group: validity.Group) -> list[str]:
+    """A search's answers (accelerators_fed, all hosts) as the report writes them, with their interval and flags;
+    none for another metric."""
+    from iolab.report import VERDICT_METRIC, fed_label
+
+    if group.metric != VERDICT_METRIC:
+        return []
+    runs = set(group.run_ids)
+    return [
+        fed_label(s.value, s.metadata, s.params.get("accelerator_type", ""))
+        for s in side.samples
+        if s.run_id in runs and s.metric == VERDICT_METRIC and s.host == AGGREGATE_HOST
+    ]
+
+
 def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
     by_backend = a.backend is None and b.backend is None
     pa, pb = _points(a, by_backend), _points(b, by_backend)
@@ -308,6 +326,7 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
         va, vb = pa[key].values, pb[key].values if key in pb else []
         ratio = ratio_ci(va, vb) if vb and min(va + vb) > 0 else None
         point = Point(key[0], key[1], key[2], labels[(key[1], key[2])], key[3], pa[key].unit, va, vb, ratio)
+        point.answers = (_answers(a, pa[key]), _answers(b, pb[key]) if key in pb else [])
         ruled = [r for r in rules if r.matches(point.metric)]
         point.violations = ruled if point.lost else [r for r in ruled if ratio and not r.holds(ratio.change)]
         points.append(point)
@@ -390,8 +409,8 @@ def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Tab
             f"{p.workload} {p.setting_label}".strip(),
             p.metric,
             *([p.backend or ""] if with_backend else []),
-            f"{human(statistics.median(p.a), p.unit)} ({len(p.a)})",
-            f"{human(statistics.median(p.b), p.unit)} ({len(p.b)})" if p.b else "none (0)",
+            "; ".join(p.answers[0]) or f"{human(statistics.median(p.a), p.unit)} ({len(p.a)})",
+            "; ".join(p.answers[1]) or (f"{human(statistics.median(p.b), p.unit)} ({len(p.b)})" if p.b else "none (0)"),
             f"{ratio.ratio:.3g}" if ratio else ("lost" if p.lost else "—"),
             ratio.interval() if ratio else "—",
             verdict,
@@ -445,6 +464,7 @@ def to_dict(comparison: Comparison) -> dict:
                 "low": r.low if r else None,
                 "high": r.high if r else None,
                 "lost": p.lost,
+                "answers": {"baseline": p.answers[0], "candidate": p.answers[1]} if p.answers[0] else None,
                 "checks": [
                     {"rule": c.rule.text, "outcome": c.outcome, "message": c.message} for c in checks.get(id(p), [])
                 ],

@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -219,13 +220,38 @@ def figures(samples: list[Sample]) -> list[Sample]:
     return [s for s in samples if s.metric != VERDICT_METRIC]
 
 
+def fed_label(value: float, metadata: dict[str, Any], kind: str = "") -> str:
+    """An accelerators_fed answer (iolab.accelerators) as it is shown: `6 h100 (6–7)` (the most that held, the
+    fewest that failed), `≥ 4 h100 (limited by this host)`, `≥ 8 h100 (the workload's ceiling)`, then its flags
+    (⚑); no interval for an answer stored before the search kept one."""
+    held, failed, bound = int(value), metadata.get("failed"), metadata.get("bound")
+    text = f"{held} {kind}".strip()
+    if bound == "host":
+        text = f"≥ {text} (limited by this host)"
+    elif bound == "ceiling":
+        text = f"≥ {text} (the workload's ceiling)"
+    elif failed is not None:
+        text += f" ({held}–{failed})"
+    return text + "".join(f" ⚑ {flag}" for flag in metadata.get("flags", []))
+
+
+def limit_line(row: dict) -> str:
+    """What limited a backend's search, as the first line of its answer (a client verdict says what it measures)."""
+    limit = row["limited_by"]
+    if not limit:
+        return f"{row['backend']} ({row['workload']}): what limited it was not recorded"
+    note = " — measures this host, not the storage" if limit["side"] == "client" else ""
+    return f"{row['backend']} ({row['workload']}): limited by {limit['side']}: {limit['reason']}{note}"
+
+
 def verdict_rows(samples: list[Sample]) -> list[dict]:
     """The campaign's answer: per workload and backend, the accelerators fed (`search: accelerators`).
 
     One row per (workload, backend) with an accelerators_fed sample for all hosts (the
-    latest, if searched more than once): `fed` accelerators per host, and at that point
-    (`at`; the 1-accelerator probe when none held) the total read B/s, samples/s and the
-    lowest host's AU, with the probe's run id.
+    latest, if searched more than once): `fed` accelerators per host, `label` with its interval
+    and flags, what limited it, and at that point (`at`; the 1-accelerator probe when none held)
+    the total read B/s, samples/s and the lowest host's AU, with the probe's run id and the AU
+    spread of that point's probes.
     """
     latest: dict[tuple[str, str], Sample] = {}
     for s in samples:
@@ -234,17 +260,22 @@ def verdict_rows(samples: list[Sample]) -> list[dict]:
     rows = []
     for (workload, backend), s in latest.items():
         at = s.metadata.get("at", {})
+        points: list[dict[str, Any]] = s.metadata.get("points", [])
+        point = next((p for p in points if p["accelerators"] == at.get("accelerators")), None)
         rows.append(
             {
                 "workload": workload,
                 "backend": backend,
                 "fed": int(s.value),
+                "label": fed_label(s.value, s.metadata, s.params.get("accelerator_type", "")),
+                "limited_by": s.metadata.get("limited_by"),
                 "accelerator": s.params.get("accelerator_type", ""),
                 "threshold": s.params.get("au_threshold"),
                 "at": at.get("accelerators"),
                 "read_bw": at.get("read_bw"),
                 "samples_per_s": at.get("samples_per_s"),
                 "au": at.get("au"),
+                "au_range": (min(point["au"]), max(point["au"]), len(point["au"])) if point else None,
                 "run_id": at.get("run_id", ""),
                 "hosts": len(s.metadata.get("hosts", [])),
             }
@@ -255,20 +286,29 @@ def verdict_rows(samples: list[Sample]) -> list[dict]:
 def verdict_cells(rows: list[dict], units: str = DEFAULT_UNITS) -> tuple[list[str], list[list[str]]]:
     """The verdict table as text: its header and one row of cells per verdict_rows row.
 
-    Throughput and AU are at the answer (with none fed: at one accelerator per host).
+    Throughput and AU are at the answer (with none fed: at one accelerator per host); the AU's
+    range over that point's probes follows it.
     """
     factor, label = unit_scale("B/s", max((r["read_bw"] or 0.0 for r in rows), default=0.0), units)
-    head = ["workload", "backend", "accelerators fed (per host)", f"read_bw ({label}, all hosts)", "AU (%)"]
+    head = [
+        "workload",
+        "backend",
+        "accelerators fed (per host; held–failed)",
+        f"read_bw ({label}, all hosts)",
+        "AU (%)",
+        "AU over the probes (%)",
+    ]
     cells = []
     for r in rows:
-        fed = f"{r['fed']} {r['accelerator']}" + ("" if r["fed"] else f" (1 is below {r['threshold']:g}%)")
+        low_high = r["au_range"]
         cells.append(
             [
                 r["workload"],
                 r["backend"],
-                fed,
+                r["label"],
                 number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
                 f"{r['au']:.1f}" if r["au"] is not None else "—",
+                f"{low_high[0]:.1f}–{low_high[1]:.1f} ({low_high[2]} probes)" if low_high else "—",
             ]
         )
     return head, cells
@@ -281,8 +321,9 @@ LAB_SCALE = (
 )
 
 
-def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table | None:
-    """Backend × workload → accelerators fed, total read throughput and AU there; None without a search."""
+def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Group | None:
+    """Backend × workload → what limited the search (its first line), then the accelerators fed with their
+    interval, total read throughput and AU there; None without a search."""
     samples = store.samples() if samples is None else samples
     rows = verdict_rows(samples)
     if not rows:
@@ -290,19 +331,14 @@ def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units
     verdicts = validity.assess(samples)
     head, cells = verdict_cells(rows, units)
     threshold = rows[0]["threshold"]
-    out = Table(
-        title=plain(
-            f"campaign {store.dir.name}: how many emulated accelerators each backend keeps at AU ≥ {threshold:g}%"
-        ),
-        title_justify="left",
-        caption=LAB_SCALE,
-    )
+    out = Table(caption=LAB_SCALE)
     for index, column in enumerate(head):
         out.add_column(column, justify="right" if index >= 2 else "left")
     for row, line in zip(rows, cells, strict=False):
         flagged = " ⚑" if run_flagged(verdicts, [row["run_id"]]) else ""
         out.add_row(*map(plain, [*line[:2], line[2] + flagged, *line[3:]]))
-    return out
+    title = f"campaign {store.dir.name}: how many emulated accelerators each backend keeps at AU ≥ {threshold:g}%"
+    return Group(plain(title), *(plain(limit_line(r)) for r in rows), out)
 
 
 def summary_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table | None:

@@ -177,19 +177,14 @@ class _Page:
         if not rows:
             return None
         head, cells = report.verdict_cells(rows, self.units)
+        flagged = [report.run_flagged(self.verdicts, [row["run_id"]]) for row in rows]
         return {
             "threshold": f"{rows[0]['threshold']:g}",
             "head": head,
+            "limits": [(report.limit_line(r), (r["limited_by"] or {}).get("side") == "client") for r in rows],
             "rows": [
-                {
-                    "workload": line[0],
-                    "backend": row["backend"],
-                    "fed": line[2],
-                    "flagged": report.run_flagged(self.verdicts, [row["run_id"]]),
-                    "read_bw": line[3],
-                    "au": line[4],
-                }
-                for row, line in zip(rows, cells, strict=False)
+                {"backend": r["backend"], "cells": c, "flagged": f}
+                for r, c, f in zip(rows, cells, flagged, strict=True)
             ],
             "note": report.LAB_SCALE,
         }

@@ -1,19 +1,23 @@
-"""A campaign's `search: accelerators`: the campaign file, the accelerators_fed samples and the verdict table.
+"""A campaign's `search: accelerators`: the search's decision rule, the accelerators_fed samples and the verdict.
 
 The probes' samples here are written by hand in the shape the pytorch parser
-stores (au per host, read_bw and samples_per_s per host and for all hosts); the
-search on real hosts is tests/integration/test_accelerators_campaign.py.
+stores (au per host with the slowest rank's steps, read_bw and samples_per_s per
+host and for all hosts); the search on real hosts is
+tests/integration/test_accelerators_campaign.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
 
-from iolab import accelerators, campaign, report, report_html
-from iolab.errors import UserError
+from iolab import accelerators, campaign, compare, report, report_html
+from iolab.errors import RunFailed, UserError
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
 HOSTS = ["gpu01", "gpu02"]
@@ -24,7 +28,7 @@ RAW = {
         {"name": "fast", "type": "tmpfs", "size": "1GiB"},
         {"name": "slow", "type": "local", "path": "/var/tmp"},
     ],
-    "dataset": {"kind": "imagenet-like", "files": 100, "seed": 1},
+    "dataset": {"kind": "imagenet-like", "files": 1536, "seed": 1},
     "workloads": [
         {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "2s"},
         {
@@ -38,6 +42,8 @@ RAW = {
         },
     ],
 }
+CLIENT = {"side": "client", "reason": "this host's CPU: 1.97 of 2 cores busy, run queue 5.1"}
+STORAGE = {"side": "storage", "reason": "storage: device loop3 100 % busy, read await 38 ms"}
 
 
 def spec(raw: dict = RAW) -> campaign.Campaign:
@@ -48,24 +54,28 @@ def search_run(backend: str) -> campaign.Run:
     return next(r for r in campaign.expand(spec()) if r.backend.name == backend and r.workload.name == "resnet50-h100")
 
 
-def probe_samples(run: campaign.Run, n: int, au: dict[str, float], bw: float) -> tuple[accelerators.Probe, list]:
-    """A stored probe at n accelerators per host: each host reads bw B/s at its AU."""
-    probe = campaign.repetition(spec(), run.backend, run.workload.model_copy(update={"accelerators": n}), 1)[0]
+def probe_run(run: campaign.Run, n: int, repeat: int) -> campaign.Run:
+    return campaign.repetition(spec(), run.backend, accelerators.probed(run.workload, n, 1), repeat)[0]
+
+
+def probe_samples(probe: campaign.Run, au: dict[str, float], bw: float, steps: int = 500) -> list[Sample]:
+    """A stored probe: each host reads bw B/s at its AU, its slowest rank measured `steps` steps."""
 
     def sample(host: str, metric: str, value: float, unit: str) -> Sample:
         return Sample(
             campaign="verdict",
             run_id=probe.run_id,
-            repetition=1,
+            repetition=probe.repetition,
             host=host,
-            backend=run.backend.name,
-            workload=run.workload.name,
+            backend=probe.backend.name,
+            workload=probe.workload.name,
             metric=metric,
             value=value,
             unit=unit,
             started_at="2026-11-23T10:00:00Z",
             ended_at="2026-11-23T10:00:10Z",
             params=probe.params,
+            metadata={"steps_per_rank": steps, "cache_state": "dropped"} if metric == "au" else {},
         )
 
     samples = [
@@ -73,18 +83,178 @@ def probe_samples(run: campaign.Run, n: int, au: dict[str, float], bw: float) ->
         for h in HOSTS
         for m, v, u in (("au", au[h], "%"), ("read_bw", bw, "B/s"), ("samples_per_s", bw / 1e5, "samples/s"))
     ]
-    samples += [sample(AGGREGATE_HOST, "read_bw", bw * len(HOSTS), "B/s")]
-    return accelerators.Probe(n, min(au.values()), bw / 1e5 * len(HOSTS), bw * len(HOSTS), probe.run_id), samples
+    return samples + [sample(AGGREGATE_HOST, "read_bw", bw * len(HOSTS), "B/s")]
 
 
-def searched(backend: str, answers: dict[int, dict[str, float]], bw: float) -> list[Sample]:
-    """The samples a search stores: its probes' and its accelerators_fed ones."""
+def searched(
+    backend: str,
+    au_of: Callable[[int, int], dict[str, float]],
+    bw: float,
+    limit: Callable[[int], dict[str, str] | None] = lambda n: None,
+    **search: object,
+) -> list[Sample]:
+    """The samples a search stores: its probes' (AU au_of(N, repeat)) and its accelerators_fed ones."""
     run = search_run(backend)
-    made = [probe_samples(run, n, au, bw * n) for n, au in answers.items()]
-    probes = sorted((p for p, _ in made), key=lambda p: p.accelerators)
-    stored = [s for _, samples in made for s in samples]
-    best, _ = accelerators.search(lambda n: next(p.au for p in probes if p.accelerators == n), limit=8)
-    return stored + accelerators.fed_samples(run, best, probes, HOSTS, stored, 0.0, 10.0)
+    probes: list[accelerators.Probe] = []
+    stored: list[Sample] = []
+
+    def probe(n: int) -> float:
+        repeat = 1 + sum(1 for p in probes if p.accelerators == n)
+        made = probe_run(run, n, repeat)
+        samples = probe_samples(made, au_of(n, repeat), bw * n)
+        found = accelerators._probe(n, repeat, made.run_id, samples, HOSTS)
+        probes.append(dataclasses.replace(found, limited_by=limit(n)))
+        stored.extend(samples)
+        return found.au
+
+    outcome = accelerators.search(probe, **search)  # type: ignore[arg-type]
+    return stored + accelerators.fed_samples(run, outcome, probes, HOSTS, stored, 0.0, 10.0)
+
+
+def table(aus: dict[int, float]) -> Callable[[int], float]:
+    """A deterministic probe: the AU of N is the table's for the largest key ≤ N."""
+    return lambda n: aus[max(k for k in aus if k <= n)]
+
+
+def fed_of(samples: list[Sample]) -> Sample:
+    return next(s for s in samples if s.metric == "accelerators_fed" and s.host == AGGREGATE_HOST)
+
+
+# --- the decision rule ------------------------------------------------------------------------------
+
+
+def test_the_search_doubles_bisects_then_probes_each_boundary_point_three_times_interleaved():
+    outcome = accelerators.search(table({1: 95, 7: 80}), ceiling=64)
+    assert [n for n, _ in outcome.history] == [1, 2, 4, 8, 6, 7, 6, 7, 6, 7]
+    assert (outcome.held, outcome.failed, outcome.bound) == (6, 7, None)
+    # Even 1 fails: the interval is (0–1), 1 probed three times.
+    none = accelerators.search(lambda n: 50.0, ceiling=8)
+    assert (none.held, none.failed, [n for n, _ in none.history]) == (0, 1, [1, 1, 1])
+
+
+def test_a_boundary_point_that_fails_one_repeat_fails_and_the_search_bisects_again():
+    """Every probe must hold: 6 held once, then fell to 85 % on its repeat, so 6 fails and 5 is probed."""
+    seen: dict[int, int] = {}
+
+    def flaky(n: int) -> float:
+        seen[n] = seen.get(n, 0) + 1
+        if n == 6:
+            return [95.0, 85.0, 95.0][seen[n] - 1]
+        return 95.0 if n <= 6 else 80.0
+
+    outcome = accelerators.search(flaky, ceiling=64)
+    assert [n for n, _ in outcome.history] == [1, 2, 4, 8, 6, 7, 6, 5, 5, 6, 5]
+    assert (outcome.held, outcome.failed) == (5, 6)
+
+
+def test_no_silent_cap_the_ceiling_and_what_this_host_can_emulate_answer_at_least():
+    ceiling = accelerators.search(lambda n: 99.0, ceiling=5)
+    assert (ceiling.held, ceiling.failed, ceiling.bound) == (5, None, "ceiling")
+    assert [n for n, _ in ceiling.history] == [1, 2, 4, 5, 5, 5]
+    host = accelerators.search(lambda n: 99.0, ceiling=64, capacity=lambda: 3)
+    assert (host.held, host.failed, host.bound) == (3, None, "host")
+    assert [n for n, _ in host.history] == [1, 2, 3, 3, 3]
+
+
+def test_the_answer_stores_its_interval_each_points_probes_and_au_spread_and_what_limited_it():
+    aus = {(6, 1): 93.0, (6, 2): 91.0, (6, 3): 96.0}
+    samples = searched(
+        "fast",
+        lambda n, k: dict.fromkeys(HOSTS, aus.get((n, k), 99.0 if n <= 6 else 70.0)),
+        100e6,
+        lambda n: STORAGE if n >= 7 else CLIENT,
+        ceiling=8,
+    )
+    fed = fed_of(samples)
+    assert fed.value == 6 and fed.unit == "count"
+    meta = fed.metadata
+    assert (meta["held"], meta["failed"], meta["bound"], meta["ceiling"]) == (6, 7, None, 8)
+    six = next(p for p in meta["points"] if p["accelerators"] == 6)
+    assert six["probes"] == 3 and six["au"] == [93.0, 91.0, 96.0] and six["au_spread"] == 5.0 and six["held"]
+    assert next(p for p in meta["points"] if p["accelerators"] == 7)["probes"] == 3
+    # The answer stands for the lowest-AU probe of 6, its third repeat a distinct run.
+    assert meta["at"]["au"] == 91.0 and meta["at"]["repeat"] == 2
+    runs = [p["run_id"] for p in meta["probes"] if p["accelerators"] == 6]
+    assert len(set(runs)) == 3
+    assert meta["limited_by"] == STORAGE and meta["flags"] == [] and meta["steps_per_rank"] == 500
+    assert report.fed_label(fed.value, meta, "h100") == "6 h100 (6–7)"
+
+
+def test_a_host_bound_answer_is_at_least_n_limited_by_the_client_and_flagged():
+    samples = searched("fast", lambda n, k: dict.fromkeys(HOSTS, 99.0), 100e6, lambda n: CLIENT, capacity=lambda: 2)
+    meta = fed_of(samples).metadata
+    assert meta["bound"] == "host" and meta["limited_by"]["side"] == "client"
+    assert "this host emulates at most 2 rank(s) (this host's CPU: 1.97 of 2 cores" in meta["limited_by"]["reason"]
+    assert report.fed_label(2, meta, "h100") == "≥ 2 h100 (limited by this host) ⚑ measures this host, not the storage"
+    ceiling = fed_of(searched("fast", lambda n, k: dict.fromkeys(HOSTS, 99.0), 100e6, ceiling=8)).metadata
+    assert report.fed_label(8, ceiling, "h100").startswith("≥ 8 h100 (the workload's ceiling)")
+
+
+def test_probe_epochs_give_each_rank_the_step_floor_and_refuse_less_than_two_batches_a_rank():
+    workload = search_run("fast").workload
+    # 1,536 files over 8 ranks: 192 each, 6 batches of 32, 5 measured per epoch (the first is not): 100 epochs.
+    assert accelerators.probe_epochs(workload, 1536, 8, 1, 500) == 100
+    assert accelerators.probe_epochs(workload, 1536, 1, 1, 500) == 11  # 48 steps, 47 measured
+    with pytest.raises(UserError, match=r"dataset.files 1536 gives each of 32 rank\(s\) .* 48 files, under 2"):
+        accelerators.probe_epochs(workload, 1536, 32, 1, 500)
+
+
+def test_a_lower_step_floor_is_for_tests_only_and_flags_the_answer(monkeypatch):
+    assert accelerators.step_floor() == accelerators.STEP_FLOOR == 500
+    monkeypatch.setenv(accelerators.FLOOR_ENV, "20")
+    assert accelerators.step_floor() == 20
+    run = search_run("fast")
+    made = probe_run(run, 1, 1)
+    stored = probe_samples(made, dict.fromkeys(HOSTS, 99.0), 1e6, steps=20)
+    probe = accelerators._probe(1, 1, made.run_id, stored, HOSTS)
+    outcome = accelerators.search(lambda n: probe.au, ceiling=1)
+    meta = fed_of(accelerators.fed_samples(run, outcome, [probe] * 3, HOSTS, stored, 0.0, 1.0, 20)).metadata
+    assert meta["step_floor"] == 20 and "probes of 20 steps per rank, under MLPerf's 500" in meta["flags"]
+    monkeypatch.setenv(accelerators.FLOOR_ENV, "900")
+    with pytest.raises(UserError, match="IOLAB_PROBE_STEPS='900'"):
+        accelerators.step_floor()
+
+
+# --- probe_until: each repeat its own run, a resumed search reuses them ------------------------------
+
+
+class Probing:
+    """Stands in for a BackendSession (whose measure() plays a probe on real hosts: the integration test):
+    measure() stores the samples of a probe at au_of(N, repeat) in a real result store."""
+
+    def __init__(self, store: ResultStore, au_of: Callable[[int, int], float], steps: int = 500):
+        self.state = SimpleNamespace(store=store)
+        self.au_of, self.steps, self.measured = au_of, steps, []
+
+    def measure(self, run: campaign.Run, title: str, hosts: list[str]):
+        n = run.workload.accelerators
+        self.measured.append((n, run.repetition))
+        samples = probe_samples(run, dict.fromkeys(hosts, self.au_of(n, run.repetition)), 1e6, self.steps)
+        self.state.store.add_samples(samples)
+        return [], samples, None
+
+
+def test_each_probe_of_a_point_is_its_own_run_and_a_search_run_again_reuses_them(tmp_path):
+    store = ResultStore(tmp_path, "verdict")
+    run = search_run("fast")
+    session = Probing(store, lambda n, k: 95.0 if n <= 2 else 60.0)
+    outcome, probes = accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 8, show=str)
+    assert (outcome.held, outcome.failed) == (2, 3)
+    assert session.measured == [(1, 1), (2, 1), (4, 1), (3, 1), (2, 2), (3, 2), (2, 3), (3, 3)]
+    assert len({p.run_id for p in probes}) == len(probes) == 8
+    again = Probing(store, lambda n, k: 0.0)
+    second, _ = accelerators.probe_until(again, lambda n, k: probe_run(run, n, k), HOSTS, 8, show=str)
+    assert again.measured == [] and second == outcome
+
+
+def test_a_probe_under_the_step_floor_is_no_answer(tmp_path):
+    run = search_run("fast")
+    session = Probing(ResultStore(tmp_path, "verdict"), lambda n, k: 99.0, steps=120)
+    with pytest.raises(RunFailed, match="measured 120 steps per rank .* under the floor of 500"):
+        accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 8, show=str)
+
+
+# --- the report, the page and report.compare -----------------------------------------------------------
 
 
 def test_a_search_workload_runs_once_per_backend_whatever_the_repetitions():
@@ -99,62 +269,65 @@ def test_a_search_needs_an_accelerator():
         spec(raw)
 
 
-def test_accelerators_fed_is_the_answer_on_each_host_and_for_all_with_the_point_it_stands_for():
-    # 1, 2, 4 hold; 8 does not (gpu02 falls behind); 6 does not; 5 holds: the answer is 5.
-    answers = {
-        1: {"gpu01": 99, "gpu02": 98},
-        2: {"gpu01": 97, "gpu02": 96},
-        4: {"gpu01": 95, "gpu02": 91},
-        8: {"gpu01": 93, "gpu02": 60},
-        6: {"gpu01": 92, "gpu02": 85},
-        5: {"gpu01": 94, "gpu02": 90},
-    }
-    samples = searched("fast", answers, 100e6)
-    fed = [s for s in samples if s.metric == "accelerators_fed"]
-    assert {s.host for s in fed} == {*HOSTS, AGGREGATE_HOST} and {s.value for s in fed} == {5.0}
-    assert {s.unit for s in fed} == {"count"}
-    total = next(s for s in fed if s.host == AGGREGATE_HOST)
-    assert total.params["workload"] == "resnet50-h100" and total.params["accelerator_type"] == "h100"
-    assert total.params["au_threshold"] == accelerators.THRESHOLD == 90.0
-    assert total.metadata["at"]["accelerators"] == 5 and total.metadata["at"]["au"] == 90
-    assert total.metadata["at"]["read_bw"] == 5 * 100e6 * len(HOSTS)
-    assert [p["accelerators"] for p in total.metadata["probes"]] == [1, 2, 4, 5, 6, 8]
-    assert next(s for s in fed if s.host == "gpu01").metadata["host_at"]["au"] == 94
-
-
-def test_the_verdict_has_one_row_per_backend_and_workload_with_throughput_and_au_at_the_answer():
+def test_the_verdict_row_has_the_interval_the_au_over_the_probes_and_the_limit():
     samples = searched(
-        "fast",
-        {
-            1: {"gpu01": 99, "gpu02": 99},
-            2: {"gpu01": 95, "gpu02": 94},
-            4: {"gpu01": 70, "gpu02": 80},
-            3: {"gpu01": 89, "gpu02": 92},
-        },
-        200e6,
-    ) + searched("slow", {1: {"gpu01": 40, "gpu02": 50}}, 10e6)
+        "fast", lambda n, k: dict.fromkeys(HOSTS, 95.0 - k if n <= 2 else 80.0), 200e6, lambda n: STORAGE, ceiling=8
+    ) + searched("slow", lambda n, k: {"gpu01": 40.0, "gpu02": 50.0}, 10e6, lambda n: CLIENT, ceiling=8)
     rows = {r["backend"]: r for r in report.verdict_rows(samples)}
-    assert rows["fast"]["fed"] == 2 and rows["fast"]["au"] == 94
+    assert rows["fast"]["fed"] == 2 and rows["fast"]["au"] == 92.0 and rows["fast"]["limited_by"] == STORAGE
     assert rows["fast"]["read_bw"] == 2 * 200e6 * len(HOSTS)
-    # None held: 0, with the figures of the one-accelerator probe.
     assert rows["slow"]["fed"] == 0 and rows["slow"]["au"] == 40 and rows["slow"]["at"] == 1
     head, cells = report.verdict_cells(list(rows.values()), "si")
-    assert head[3] == "read_bw (MB/s, all hosts)"
-    assert cells[0] == ["resnet50-h100", "fast", "2 h100", "800", "94.0"]
-    assert cells[1][2] == "0 h100 (1 is below 90%)" and cells[1][3] == "20"
+    assert head[2] == "accelerators fed (per host; held–failed)" and head[3] == "read_bw (MB/s, all hosts)"
+    assert cells[0] == ["resnet50-h100", "fast", "2 h100 (2–3)", "800", "92.0", "92.0–94.0 (3 probes)"]
+    assert cells[1][2] == "0 h100 (0–1) ⚑ measures this host, not the storage" and cells[1][3] == "20"
+    assert report.limit_line(rows["slow"]) == (
+        "slow (resnet50-h100): limited by client: this host's CPU: 1.97 of 2 cores busy, run queue 5.1 "
+        "— measures this host, not the storage"
+    )
 
 
-def test_the_report_and_the_page_open_with_the_verdict(tmp_path):
+def test_the_report_and_the_page_open_with_what_limited_each_backend_then_the_interval(tmp_path):
     store = ResultStore(tmp_path, "verdict")
-    store.add_samples(searched("fast", {1: {"gpu01": 99, "gpu02": 99}, 2: {"gpu01": 80, "gpu02": 80}}, 50e6))
-    console = Console(record=True, width=200)
+    store.add_samples(
+        searched("fast", lambda n, k: dict.fromkeys(HOSTS, 99.0 if n == 1 else 80.0), 50e6, lambda n: CLIENT)
+    )
+    console = Console(record=True, width=250)
     report.print_report(store, console)
-    text = console.export_text()
+    lines = console.export_text().splitlines()
+    assert lines[0].startswith("campaign verdict: how many emulated accelerators each backend keeps at AU ≥ 90%")
+    assert lines[1].startswith("fast (resnet50-h100): limited by client: this host's CPU")
+    text = "\n".join(lines)
+    assert "1 h100 (1–2)" in text and "lab-scale" in text and "MLPerf-valid" in text
     assert text.index("how many emulated accelerators") < text.index("median ± half-range")
-    assert "1 h100" in text and "lab-scale" in text and "MLPerf-valid" in text
     page = report_html.build(store)
     assert page.index('id="verdict"') < page.index('id="summary"') < page.index('id="throughput"')
-    assert "<b>1 h100</b>" in page and "5× each host" in page
+    verdict = page[page.index('id="verdict"') : page.index('id="summary"')]
+    assert verdict.index("limited by client") < verdict.index("<b>1 h100 (1–2)")
+    assert "this measures the host, not the storage" in verdict and "5× each host" in page
+
+
+def test_report_compare_shows_each_sides_answer_with_its_interval(tmp_path):
+    store = ResultStore(tmp_path, "verdict")
+    store.add_samples(searched("fast", lambda n, k: dict.fromkeys(HOSTS, 95.0 if n <= 6 else 80.0), 1e8, ceiling=8))
+    store.add_samples(
+        searched("slow", lambda n, k: dict.fromkeys(HOSTS, 95.0), 1e7, lambda n: CLIENT, capacity=lambda: 2)
+    )
+    samples = store.samples()
+    result = compare.compare(
+        compare.Side("fast", samples, "fast", store), compare.Side("slow", samples, "slow", store), []
+    )
+    point = next(p for p in result.points if p.metric == "accelerators_fed")
+    assert point.answers == (
+        ["6 h100 (6–7)"],
+        ["≥ 2 h100 (limited by this host) ⚑ measures this host, not the storage"],
+    )
+    console = Console(record=True, width=300)
+    console.print(compare.table(result))
+    row = next(line for line in console.export_text().splitlines() if "accelerators_fed" in line)
+    assert "6 h100 (6–7)" in row and "≥ 2 h100 (limited by this host)" in row
+    shown = next(p for p in compare.to_dict(result)["points"] if p["metric"] == "accelerators_fed")
+    assert shown["answers"]["baseline"] == ["6 h100 (6–7)"]
 
 
 def test_a_campaign_without_a_search_has_no_verdict(tmp_path):
@@ -171,6 +344,9 @@ def test_a_search_holds_its_models_mlperf_threshold(model, accelerator, expected
     workload = {**RAW["workloads"][1], "accelerator": {"type": accelerator, "model": model}}
     run = next(r for r in campaign.expand(spec({**RAW, "workloads": [workload]})))
     assert accelerators.threshold_of(run.workload) == expected
-    probe, stored = probe_samples(run, 1, {"gpu01": 87.0, "gpu02": 86.0}, 1e6)
-    fed = accelerators.fed_samples(run, 1, [probe], HOSTS, stored, 0.0, 10.0)
+    made = probe_run(run, 1, 1)
+    stored = probe_samples(made, {"gpu01": 87.0, "gpu02": 86.0}, 1e6)
+    probe = accelerators._probe(1, 1, made.run_id, stored, HOSTS)
+    outcome = accelerators.search(lambda n: probe.au, threshold=expected, ceiling=1)
+    fed = accelerators.fed_samples(run, outcome, [probe] * 3, HOSTS, stored, 0.0, 10.0)
     assert {s.params["au_threshold"] for s in fed} == {expected}

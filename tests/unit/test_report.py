@@ -540,8 +540,10 @@ def test_compare_as_json_has_the_documented_shape_and_the_same_exit_status(resul
         "low",
         "high",
         "lost",
+        "answers",
         "checks",
     }
+    assert all(p["answers"] is None for p in doc["points"])  # a search's answers only
     read_bw = [p for p in doc["points"] if p["metric"] == "read_bw"]
     assert len(read_bw) == 6 and all(p["checks"][0]["outcome"] == "failed" for p in read_bw)
     assert all(
