@@ -22,9 +22,9 @@ class TmpfsBackend(Backend):
 
     def refuse(self, workload: Any) -> str | None:
         """Also a checkpoint the tmpfs cannot hold: a run on one host writes all of it there."""
-        if workload.tool == "checkpoint" and workload.bytes > self.size:
+        if workload.tool == "checkpoint" and workload.room > self.size:
             return (
-                f"workload {workload.name}: its checkpoint ({workload.bytes / 1e6:.4g} MB) does not fit tmpfs backend "
+                f"workload {workload.name}: its checkpoint ({workload.room / 1e6:.4g} MB) does not fit tmpfs backend "
                 f"{self.name} ({self.size / 2**20:.4g} MiB), which holds all of it in a run on one host; lower the "
                 "workload's scale or raise the backend's size"
             )
