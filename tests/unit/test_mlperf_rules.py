@@ -304,3 +304,12 @@ def test_report_format_mlperf_lays_out_training_and_checkpointing_rows(ten_check
     # one host of 4 ranks, both below rule 4.6.1's 8 processes for llama3-8b
     assert "| ck | b | llama3-8b | 1 | 4 | 2.00 | 4.00 | 2.00 | 1.00 | 1 | 4.6.1 |" in checkpointing
     assert report_mlperf.text([]).startswith("no MLPerf workload in this campaign")
+
+
+def test_a_tmpfs_must_hold_all_ten_checkpoints_at_once():
+    """Every checkpoint is written before the first is read: ten of 10.5 MB need 105 MB, more than 64 MiB."""
+    small = [{"name": "m", "type": "tmpfs", "size": "64MiB"}]
+    ck = {"name": "ck", "type": "checkpoint", "scale": 0.0001}
+    assert campaign_mod.parse({"name": "t", "backends": small, "workloads": [ck]}, "t.yml", ROOT).workloads
+    with pytest.raises(UserError, match=r"its checkpoint \(105 MB\) does not fit tmpfs backend m \(64 MiB\)"):
+        campaign_mod.parse({"name": "t", "backends": small, "workloads": [ck], "mlperf": True}, "t.yml", ROOT)

@@ -66,6 +66,11 @@ class CheckpointWorkload(Workload):
         return int(CHECKPOINT_MODELS[self.model][0] * self.scale)
 
     @property
+    def room(self) -> int:
+        """Bytes its checkpoints hold on the target at once: every one is written before the first is read."""
+        return self.bytes * self.checkpoints
+
+    @property
     def writes(self) -> str:
         return f"checkpoint {self.model}"
 
