@@ -8,15 +8,21 @@ taken: its other work is in their foreign CPU); the tests read their expectation
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from iolab import limits
-from iolab.parsers import Measurement, Parsed, fio
+from iolab.parsers import Measurement, Parsed, fio, pytorch
 from iolab.parsers import telemetry as tparser
 from iolab.samples import Sample
 
@@ -167,3 +173,138 @@ def test_capacity_is_what_the_cpu_and_the_memory_per_rank_allow():
     tight = dataclasses.replace(ev, tool_cores=0.1, tool_rss=2 << 30, mem_available_min=1.5 * 2**30, mem_total=16 << 30)
     assert limits.capacity(tight, 2) == math.floor((2 + 1.5 - 1.6) / 1)
     assert limits.capacity(dataclasses.replace(ev, cores=0, tool_cores=0.0, tool_rss=None), 4) == 4
+
+
+# --- live: the loader on a throttled loop device, and on the same data beside a CPU hog ------------------------
+
+THROTTLE = 4 << 20  # B/s: the data set (≈ 10 MiB) takes a few seconds
+HOG = "import time\nend = time.time() + 60\nwhile time.time() < end: pass"
+LAUNCH = "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); os.execvp(sys.argv[2], sys.argv[2:])"
+
+
+def _blkio() -> Path | None:
+    """Where a throttled cgroup is made: cgroup v1's blkio hierarchy, or v2's with the io controller; None."""
+    v1 = Path("/sys/fs/cgroup/blkio")
+    if (v1 / "blkio.throttle.read_bps_device").exists():
+        return v1
+    for v2 in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+        with contextlib.suppress(OSError):
+            if "io" in (v2 / "cgroup.controllers").read_text().split():
+                return v2
+    return None
+
+
+@contextlib.contextmanager
+def throttled(device: str, rate: int):
+    """A cgroup whose processes read `device` at most `rate` B/s; removed on the way out."""
+    root = _blkio()
+    assert root is not None
+    group = root / f"iolab-test-limits-{os.getpid()}"
+    majmin = f"{os.major(os.stat(device).st_rdev)}:{os.minor(os.stat(device).st_rdev)}"
+    group.mkdir()
+    try:
+        if (root / "blkio.throttle.read_bps_device").exists():
+            (group / "blkio.throttle.read_bps_device").write_text(f"{majmin} {rate}")
+        else:
+            (root / "cgroup.subtree_control").write_text("+io")
+            (group / "io.max").write_text(f"{majmin} rbps={rate}")
+        yield group / "cgroup.procs"
+    finally:
+        for _ in range(50):  # the last process of the group may take a moment to leave it
+            with contextlib.suppress(OSError):
+                group.rmdir()
+                break
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def loop_dataset(tmp_path_factory):
+    """A generated image data set on ext4 on a loop device of this host; unmounted and detached after."""
+    if os.geteuid() != 0 or _blkio() is None or not shutil.which("losetup") or not shutil.which("fio"):
+        pytest.skip("needs root, losetup, fio and a cgroup with a read throttle (v1 blkio or v2 io)")
+    pytest.importorskip("torch", reason="the loader needs torch")
+    from iolab.host.dataset.gen import gen
+
+    work = tmp_path_factory.mktemp("limits-loop")
+    image, mnt = work / "fs.img", work / "mnt"
+    mnt.mkdir()
+    with image.open("wb") as handle:
+        handle.truncate(64 << 20)
+    loop = subprocess.run(["losetup", "-f", "--show", str(image)], capture_output=True, text=True, check=True)
+    device = loop.stdout.strip()
+    try:
+        subprocess.run(["mkfs.ext4", "-q", "-F", device], check=True)
+        subprocess.run(["mount", device, str(mnt)], check=True)
+        try:
+            gen(mnt / "ds", files=96, seed=3, classes=4, workers=2)
+            with (mnt / "fio.dat").open("wb") as handle:
+                handle.write(os.urandom(16 << 20))
+            yield device, mnt
+        finally:
+            subprocess.run(["umount", str(mnt)], check=True)
+    finally:
+        subprocess.run(["losetup", "-d", device], check=True)
+
+
+def evict(root: Path) -> None:
+    """Drop the files under root from the page cache, so that the next run reads the device."""
+    os.sync()
+    for path in root.rglob("*"):
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def measured(mnt: Path, out: Path, procs: Path | None) -> tuple[list[Sample], list[Sample]]:
+    """fio's read baseline (2 s, 1 MiB direct reads) and the loader run under hostrun with telemetry, as the
+    bench roles run them, in the cgroup `procs` when given: the baseline's samples and the probe's."""
+    launch = [sys.executable, "-c", LAUNCH, str(procs)] if procs else []
+    env = {**os.environ, "PYTHONPATH": str(Path(limits.__file__).parents[1])}
+    (out / "fio").mkdir(parents=True)
+    evict(mnt)
+    fio_argv = ["fio", "--name=seq", f"--filename={mnt / 'fio.dat'}", "--rw=read", "--bs=1M", "--direct=1"]
+    fio_argv += ["--time_based=1", "--runtime=2", "--output-format=json+", f"--output={out / 'fio' / 'fio.json'}"]
+    subprocess.run([*launch, *fio_argv], check=True, capture_output=True)
+    evict(mnt)
+    loader = [sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(mnt / "ds"), "--out", str(out)]
+    loader += ["--accelerator", "emulated", "--compute-per-batch", "0.01", "--batch-size", "8", "--workers", "2"]
+    loader += ["--reader", "pil", "--no-decode", "--epochs", "1"]
+    hostrun = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(out), "--telemetry-after", "0"]
+    hostrun += ["--target", str(mnt / "ds"), "--"]
+    done = subprocess.run([*launch, *hostrun, *loader], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    baseline = host_samples(out / "fio", run_id="fio", workload="seq-read", tool=fio.parse(out / "fio"))
+    return baseline, host_samples(out, tool=pytorch.parse(out))
+
+
+def test_the_loader_on_a_throttled_device_is_limited_by_the_storage_and_beside_a_cpu_hog_by_the_client(
+    loop_dataset, tmp_path
+):
+    """The issue's "done when": a loader reading a loop device whose reader a cgroup holds at 4 MiB/s reads at
+    the rate fio got under the same throttle: storage (the device is neither busy nor slow: the throttle holds
+    bios before the device counts them). The same data unthrottled, beside a busy process per core: the client,
+    and disturbed."""
+    device, mnt = loop_dataset
+    with throttled(device, THROTTLE) as procs:
+        baseline, probe = measured(mnt, tmp_path / "throttled", procs)
+    ev = limits.evidence(probe, ["h1"], baseline=baseline)
+    verdict = limits.limited_by(ev)
+    assert verdict.side == "storage", (verdict, ev)
+    assert ev.baseline_bw < 1.2 * THROTTLE and ev.read_bw >= limits.BASELINE_SHARE * ev.baseline_bw
+    assert verdict.reason.startswith(f"storage: device {Path(device).name} ")
+
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(os.cpu_count() or 1)]
+    try:
+        baseline, probe = measured(mnt, tmp_path / "hogged", None)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    ev = limits.evidence(probe, ["h1"], baseline=baseline)
+    verdict = limits.limited_by(ev)
+    assert verdict.side == "client", (verdict, ev)
+    assert verdict.reason.startswith("this host's CPU: ")
+    assert limits.disturbed(ev) is not None and ev.foreign_cores >= 0.5 * (os.cpu_count() or 1)
