@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iolab import record
+from iolab import limits, record
 from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab
@@ -255,7 +255,7 @@ def probe_until(
                 raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
             samples = _stored(store, run, hosts)
             assert samples is not None
-        found = _probe(n, repeat, run.run_id, samples, hosts)
+        found = _judged(_probe(n, repeat, run.run_id, samples, hosts), samples, hosts, store.samples())
         if found.steps_per_rank is None or found.steps_per_rank < floor:
             raise RunFailed(
                 f"the probe with {n} accelerator(s) per host measured "
@@ -275,7 +275,8 @@ def probe_until(
         return found.au
 
     def capacity() -> int:
-        return probes[-1].capacity or ceiling
+        known = probes[-1].capacity
+        return ceiling if known is None else known
 
     return search(probe, threshold, ceiling, capacity), probes
 
@@ -449,8 +450,21 @@ def fed_samples(
     return per_host + [sample(AGGREGATE_HOST, {"hosts": hosts})]
 
 
+def _judged(probe: Probe, samples: list[Sample], hosts: list[str], stored: list[Sample]) -> Probe:
+    """The probe with what limited it, whether foreign CPU disturbed it and how many ranks this host can emulate
+    (iolab.limits, from the run's telemetry and the backend's fio baseline in `stored`; no capacity without
+    telemetry)."""
+    ev = limits.evidence(samples, hosts, baseline=stored)
+    return dataclasses.replace(
+        probe,
+        limited_by=dataclasses.asdict(limits.limited_by(ev)),
+        disturbed=limits.disturbed(ev),
+        capacity=limits.capacity(ev, probe.accelerators) if ev.cores else None,
+    )
+
+
 def _stored(store: ResultStore, run: Run, hosts: list[str]) -> list[Sample] | None:
-    """A stored run's samples on `hosts` (its syscall pass left out), or None unless every host has its AU."""
+    """A stored run's samples (its syscall pass left out), or None unless every host in `hosts` has its AU."""
     samples = [s for s in store.samples() if s.run_id == run.run_id and not s.params.get("syscall")]
     found = {s.host for s in samples if s.metric == "au"}
     return samples if set(hosts) <= found else None

@@ -218,18 +218,40 @@ def test_a_lower_step_floor_is_for_tests_only_and_flags_the_answer(monkeypatch):
 # --- probe_until: each repeat its own run, a resumed search reuses them ------------------------------
 
 
+def telemetry(probe: campaign.Run, host: str, busy: float, tool: float) -> list[Sample]:
+    """A host's telemetry summaries as iolab.parsers.telemetry stores them: 2 cores, `busy` of them busy, `tool`
+    of them the emulator's."""
+    base = probe_samples(probe, dict.fromkeys(HOSTS, 0.0), 0.0)[0]
+    cpu = {"host": host, "metric": "cpu_cores", "unit": "cores"}
+    host_params = {**probe.params, "scope": "host", "mode": "user"}
+    kernel = {"telemetry": {"cpus": 2, "boot_id": host, "mem_total": 8 << 30}}
+    return [
+        dataclasses.replace(base, **cpu, value=busy, params=host_params, metadata=kernel),
+        dataclasses.replace(base, **cpu, value=tool, params={**probe.params, "scope": "tool"}, metadata={}),
+    ]
+
+
 class Probing:
     """Stands in for a BackendSession (whose measure() plays a probe on real hosts: the integration test):
-    measure() stores the samples of a probe at au_of(N, repeat) in a real result store."""
+    measure() stores the samples of a probe at au_of(N, repeat) in a real result store, with the host telemetry
+    cpu(N, repeat) gives: (busy cores, the emulator's cores) of 2."""
 
-    def __init__(self, store: ResultStore, au_of: Callable[[int, int], float], steps: int = 500):
+    def __init__(
+        self,
+        store: ResultStore,
+        au_of: Callable[[int, int], float],
+        steps: int = 500,
+        cpu: Callable[[int, int], tuple[float, float]] | None = None,
+    ):
         self.state = SimpleNamespace(store=store)
-        self.au_of, self.steps, self.measured = au_of, steps, []
+        self.au_of, self.steps, self.cpu, self.measured = au_of, steps, cpu, []
 
     def measure(self, run: campaign.Run, title: str, hosts: list[str]):
         n = run.workload.accelerators
         self.measured.append((n, run.repetition))
         samples = probe_samples(run, dict.fromkeys(hosts, self.au_of(n, run.repetition)), 1e6, self.steps)
+        if self.cpu:
+            samples += [t for h in hosts for t in telemetry(run, h, *self.cpu(n, run.repetition))]
         self.state.store.add_samples(samples)
         return [], samples, None
 
@@ -252,6 +274,38 @@ def test_a_probe_under_the_step_floor_is_no_answer(tmp_path):
     session = Probing(ResultStore(tmp_path, "verdict"), lambda n, k: 99.0, steps=120)
     with pytest.raises(RunFailed, match="measured 120 steps per rank .* under the floor of 500"):
         accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 8, show=str)
+
+
+def test_a_disturbed_probe_is_run_again_and_if_it_stays_disturbed_the_answer_says_so(tmp_path):
+    """Foreign CPU (busy less the emulator's: iolab.limits) of a core or more disturbs a probe of 2 cores."""
+    run = search_run("fast")
+
+    def cpu(n: int, k: int) -> tuple[float, float]:
+        hog = 1.0 if (n, k) in {(1, 1), (2, 1), (2, 2), (2, 3)} else 0.0  # 2's first three runs: all disturbed
+        return 0.2 * n + hog, 0.2 * n
+
+    session = Probing(ResultStore(tmp_path, "verdict"), lambda n, k: 95.0 if n <= 2 else 60.0, cpu=cpu)
+    lines: list[str] = []
+    outcome, probes = accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 8, show=lines.append)
+    assert session.measured[:5] == [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3)]  # 1 again once, 2 twice
+    assert [p.counted for p in probes[:5]] == [False, True, False, False, True]
+    assert "foreign load: 1.00 of 2 cores busy outside the emulator" in probes[0].disturbed
+    assert "disturbed (foreign load" in lines[0] and (outcome.held, outcome.failed) == (2, 3)
+    meta = accelerators.summary(outcome, probes, 90.0, 8, 500)
+    assert meta["disturbed"].startswith("foreign load") and meta["flags"][0].startswith("disturbed: foreign load")
+    assert next(p for p in meta["points"] if p["accelerators"] == 2)["disturbed"] == 2
+
+
+def test_the_search_stops_where_this_host_can_emulate_no_more_and_says_so(tmp_path):
+    """The emulator costs 0.45 of a core per rank on 2 cores: this host emulates 4 (iolab.limits.capacity)."""
+    run = search_run("fast")
+    session = Probing(ResultStore(tmp_path, "verdict"), lambda n, k: 99.0, cpu=lambda n, k: (0.45 * n, 0.45 * n))
+    outcome, probes = accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 16, show=str)
+    assert (outcome.held, outcome.failed, outcome.bound) == (4, None, "host")
+    assert [p.accelerators for p in probes] == [1, 2, 4, 4, 4] and probes[-1].capacity == 4
+    meta = accelerators.summary(outcome, probes, 90.0, 16, 500)
+    assert meta["limited_by"]["side"] == "client"
+    assert report.fed_label(4, meta, "h100").startswith("≥ 4 h100 (limited by this host)")
 
 
 # --- the report, the page and report.compare -----------------------------------------------------------
