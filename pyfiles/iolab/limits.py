@@ -73,6 +73,7 @@ class Evidence:
     mem_available_min: float | None  # B, MemAvailable at its lowest
     mem_total: float | None  # B
     tool_rss: float | None  # B, the emulator's processes' summed RSS at its highest (every host's on the kernel)
+    mem_taken: float | None  # B, MemAvailable at the window's start less at its lowest (the kernel's)
     device: str | None  # the busiest block device under the data set (None: tmpfs, NFS, no telemetry)
     device_util: float | None  # %
     device_read_await: float | None  # s
@@ -87,6 +88,9 @@ class Limit:
     reason: str  # the figures behind it, with units
 
 
+_FIGURES = ("foreign_cpu_peak", "run_queue", "run_queue_peak", "mem_available_min", "mem_taken_peak", "tool_rss_peak")
+
+
 def _host_figures(samples: list[Sample]) -> dict[str, Any]:
     """One host's client-side figures from its samples (its telemetry's summaries and metadata)."""
     fig: dict[str, Any] = {"busy": 0.0, "tool": 0.0}
@@ -97,7 +101,7 @@ def _host_figures(samples: list[Sample]) -> dict[str, Any]:
                 fig["busy"] += s.value
         elif s.metric == "cpu_cores" and scope == "tool":
             fig["tool"] = s.value
-        elif s.metric in ("foreign_cpu_peak", "run_queue", "run_queue_peak", "mem_available_min", "tool_rss_peak"):
+        elif s.metric in _FIGURES:
             fig[s.metric] = s.value
         if "telemetry" in s.metadata:
             fig["telemetry"] = s.metadata["telemetry"]
@@ -114,6 +118,7 @@ def _kernel(hosts: list[str], figures: dict[str, dict[str, Any]]) -> dict[str, A
     peaks = [f.get("foreign_cpu_peak", 0.0) - (tool - f["tool"]) for f in one]
     lows = [f["mem_available_min"] for f in one if "mem_available_min" in f]
     rss = [f["tool_rss_peak"] for f in one if "tool_rss_peak" in f]
+    taken = [f["mem_taken_peak"] for f in one if "mem_taken_peak" in f]
     return {
         "hosts": tuple(hosts),
         "cores": int(tel.get("cpus") or 0),
@@ -126,6 +131,7 @@ def _kernel(hosts: list[str], figures: dict[str, dict[str, Any]]) -> dict[str, A
         "mem_available_min": min(lows) if lows else None,
         "mem_total": tel.get("mem_total"),
         "tool_rss": sum(rss) if rss else None,
+        "mem_taken": max(taken) if taken else None,
     }
 
 
@@ -275,16 +281,19 @@ def disturbed(ev: Evidence) -> str | None:
 
 def capacity(ev: Evidence, accelerators: int) -> int:
     """The most ranks per host this host can emulate, from this probe's cost per rank at `accelerators` per host:
-    CPU (the emulator's cores per rank against CPU_SATURATED of the cores) and memory (its RSS per rank
-    against what it held plus what stayed available, less MEM_SHORT of the total), shared by the hosts on one
-    kernel. `accelerators` when the probe measured neither (no telemetry)."""
+    CPU (the emulator's cores per rank against CPU_SATURATED of the cores) and memory (what the run took per
+    rank against what it took plus what stayed available, less MEM_SHORT of the total), shared by the hosts
+    on one kernel. What the run took is how far MemAvailable fell from the window's start (a loader's window
+    opens with it: shared memory counted once); the emulator's summed RSS where that is not known (an upper
+    bound: a page several processes map counts for each). `accelerators` when the probe measured neither."""
     ranks = accelerators * len(ev.hosts)
     fits = []
     if ev.tool_cores > 0 and ev.cores:
         fits.append(CPU_SATURATED * ev.cores / (ev.tool_cores / ranks))
-    if ev.tool_rss and ev.mem_available_min is not None and ev.mem_total:
-        usable = ev.mem_available_min + ev.tool_rss - MEM_SHORT * ev.mem_total
-        fits.append(max(0.0, usable) / (ev.tool_rss / ranks))
+    taken = ev.mem_taken or ev.tool_rss
+    if taken and ev.mem_available_min is not None and ev.mem_total:
+        usable = ev.mem_available_min + taken - MEM_SHORT * ev.mem_total
+        fits.append(max(0.0, usable) / (taken / ranks))
     if not fits:
         return accelerators
     return math.floor(min(fits) / len(ev.hosts))

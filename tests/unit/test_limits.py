@@ -60,6 +60,7 @@ def window_figures(host_dir: Path) -> dict[str, float]:
         "queue": sum(s["run_queue"] * s["dt"] for s in samples) / window,
         "rss": max(s["tool"]["rss"] for s in samples),
         "available": min(s["mem"]["MemAvailable"] for s in samples),
+        "start_available": json.loads(lines[0])["mem"]["MemAvailable"],
     }
 
 
@@ -74,6 +75,7 @@ def test_a_tool_that_keeps_every_core_busy_is_limited_by_this_hosts_cpu():
     assert ev.foreign_cores == pytest.approx(raw["busy"] - raw["tool"], abs=2e-3)
     assert ev.run_queue == pytest.approx(raw["queue"], rel=1e-3)
     assert (ev.tool_rss, ev.mem_available_min) == (raw["rss"], raw["available"])
+    assert ev.mem_taken == max(0, raw["start_available"] - raw["available"])
     assert ev.device == "vda" and ev.baseline_bw is None
     verdict = limits.limited_by(ev)
     assert verdict.side == "client"
@@ -169,10 +171,15 @@ def test_capacity_is_what_the_cpu_and_the_memory_per_rank_allow():
     ev = limits.evidence(host_samples(FIXTURES / "limits-tool-saturates"), ["h1"])
     by_cpu = math.floor(limits.CPU_SATURATED * 2 / (ev.tool_cores / 2))
     assert limits.capacity(ev, 2) == by_cpu  # the memory (MiB of RSS against GiB available) is far from it
-    # 1 GiB per rank at 2 ranks, 1.5 GiB more available of a 16 GiB host (1.6 GiB kept): 1 rank more fits.
-    tight = dataclasses.replace(ev, tool_cores=0.1, tool_rss=2 << 30, mem_available_min=1.5 * 2**30, mem_total=16 << 30)
-    assert limits.capacity(tight, 2) == math.floor((2 + 1.5 - 1.6) / 1)
-    assert limits.capacity(dataclasses.replace(ev, cores=0, tool_cores=0.0, tool_rss=None), 4) == 4
+    # The run took 2 GiB at 2 ranks; 3.5 GiB stayed available of 16 GiB, of which 1.6 GiB (MEM_SHORT) is kept:
+    # 3.9 GiB for ranks of 1 GiB, 3 ranks. The emulator's RSS (a shared page once per process that maps it)
+    # counts only where what the run took is unknown: 6 GiB, 3 GiB a rank, 2 ranks.
+    tight = dataclasses.replace(
+        ev, tool_cores=0.1, mem_taken=2 << 30, tool_rss=6 << 30, mem_available_min=3.5 * 2**30, mem_total=16 << 30
+    )
+    assert limits.capacity(tight, 2) == 3
+    assert limits.capacity(dataclasses.replace(tight, mem_taken=None), 2) == 2
+    assert limits.capacity(dataclasses.replace(ev, cores=0, tool_cores=0.0, tool_rss=None, mem_taken=None), 4) == 4
 
 
 # --- live: the loader on a throttled loop device, and on the same data beside a CPU hog ------------------------

@@ -454,6 +454,8 @@ def test_foreign_cpu_run_queue_and_memory_over_the_window(case):
     assert got[("run_queue", "{}")] == pytest.approx(sum(s["run_queue"] * s["dt"] for s in samples) / window)
     assert got[("run_queue_peak", "{}")] == max(s["run_queue"] for s in samples)
     assert got[("mem_available_min", "{}")] == min(s["mem"]["MemAvailable"] for s in samples)
+    start = raw_records(case)[0]["mem"]["MemAvailable"]
+    assert got[("mem_taken_peak", "{}")] == max(0, start - got[("mem_available_min", "{}")])
     assert got[("tool_rss_peak", "{}")] == max(s["tool"]["rss"] for s in samples) > 0
     series = tparser.load_series(FIXTURES / case)
     assert [v for _, v in series["foreign_cpu"]] == pytest.approx(per_interval)

@@ -18,7 +18,8 @@ and `cpu_cores` (`params.scope` "host" with `params.mode` user/system/iowait/...
 or "tool": the tool's process tree), `foreign_cpu` (cores: the host's busy cores, every
 mode but idle, iowait and steal, less the tool's, over the window; `foreign_cpu_peak`
 its busiest interval), `run_queue` (count, tasks running or waiting for a CPU, mean;
-`run_queue_peak` the most), `mem_available_min` (B, MemAvailable at its lowest),
+`run_queue_peak` the most), `mem_available_min` (B, MemAvailable at its lowest;
+`mem_taken_peak` how far below its value at the window's start),
 `tool_rss_peak` (B, the tool tree's summed RSS at its highest), `page_cache_growth` (B,
 `Cached` at the end less at the start), `net_rx_bw` / `net_tx_bw` (`params.interface`), and per GPU
 (`params.gpu`) `gpu_util` (%, mean), `gpu_mem_used` (B, peak), `gpu_pcie_rx_bw` /
@@ -58,6 +59,7 @@ METRICS = (
     Metric("mem_free", "B", "free memory"),
     Metric("mem_available", "B", "memory available without swapping (MemAvailable)", timeline=65),
     Metric("mem_available_min", "B", "memory available at its lowest"),
+    Metric("mem_taken_peak", "B", "memory available at the start less at its lowest", LOWER),
     Metric("tool_rss", "B", "the tool's processes' resident memory, summed", LOWER),
     Metric("tool_rss_peak", "B", "the tool's processes' resident memory at its highest", LOWER),
     Metric("foreign_cpu", "cores", "CPU busy outside the tool's processes", LOWER, timeline=45),
@@ -226,7 +228,8 @@ def _cpu(tel: Telemetry, window: float) -> list[Measurement]:
 
 def _load(tel: Telemetry, window: float) -> list[Measurement]:
     """The run queue (mean over the window, weighted by each interval's length, and peak), MemAvailable at its
-    lowest and the tool tree's RSS at its highest: of the samples that carry them (older files do not)."""
+    lowest and how far it fell from the window's start, and the tool tree's RSS at its highest: of the samples
+    that carry them (older files do not)."""
     queue = [(s["run_queue"], s["dt"]) for s in tel.samples if "run_queue" in s]
     available = [s["mem"]["MemAvailable"] for s in tel.samples if "MemAvailable" in s.get("mem", {})]
     rss = [s["tool"]["rss"] for s in tel.samples if "rss" in s.get("tool", {})]
@@ -236,6 +239,9 @@ def _load(tel: Telemetry, window: float) -> list[Measurement]:
         out.append(Measurement("run_queue_peak", float(max(n for n, _ in queue)), "count"))
     if available:
         out.append(Measurement("mem_available_min", float(min(available)), "B"))
+        if "MemAvailable" in tel.start.get("mem", {}):
+            taken = tel.start["mem"]["MemAvailable"] - min(available)
+            out.append(Measurement("mem_taken_peak", float(max(0, taken)), "B"))
     if rss:
         out.append(Measurement("tool_rss_peak", float(max(rss)), "B"))
     return out
