@@ -160,16 +160,16 @@ def _read_bw(samples: list[Sample], hosts: list[str]) -> float:
 def fio_baseline(stored: list[Sample], backend: str) -> tuple[float, str] | None:
     """(B/s, workload) of the backend's fastest fio read workload in the store: each of its runs' read rate over
     its hosts, averaged over the runs of the workload; None when the campaign has none."""
-    runs: dict[str, str] = {}  # run id → workload
+    runs: dict[str, list[Sample]] = {}
     for s in stored:
-        rw = s.metadata.get("fio_options", {}).get("rw") if isinstance(s.metadata.get("fio_options"), dict) else None
-        if s.backend == backend and s.metric == "read_bw" and rw in READS:
-            runs[s.run_id] = s.workload
+        runs.setdefault(s.run_id, []).append(s)
     by_workload: dict[str, list[float]] = {}
-    for run_id, workload in runs.items():
-        mine = [s for s in stored if s.run_id == run_id]
+    for mine in runs.values():
+        options = next((s.metadata.get("fio_options") for s in mine if "fio_options" in s.metadata), None)
+        if mine[0].backend != backend or not isinstance(options, dict) or options.get("rw") not in READS:
+            continue
         hosts = sorted({s.host for s in mine if s.host != AGGREGATE_HOST})
-        by_workload.setdefault(workload, []).append(_read_bw(mine, hosts))
+        by_workload.setdefault(mine[0].workload, []).append(_read_bw(mine, hosts))
     if not by_workload:
         return None
     workload, rates = max(by_workload.items(), key=lambda item: statistics.fmean(item[1]))

@@ -137,6 +137,7 @@ def test_a_throttled_device_that_gives_its_fio_baseline_limits_the_probe():
     ev = limits.evidence(probe, ["h1"], baseline=baseline)
     fio_bw = next(s.value for s in baseline if s.metric == "read_bw")
     assert (ev.baseline_bw, ev.baseline_workload) == (fio_bw, "seq-read")
+    assert limits.fio_baseline([*baseline, *probe], "tmpfs") is None  # another backend's fio is no baseline
     assert ev.device == "loop0" and ev.device_util < 10 and ev.device_read_await < 0.005
     assert ev.read_bw >= limits.BASELINE_SHARE * fio_bw
     verdict = limits.limited_by(ev)
