@@ -63,6 +63,7 @@ class Evidence:
     """One probe's figures. The client side is that of the tightest kernel (the busiest share of its cores)."""
 
     hosts: tuple[str, ...]  # the probe's hosts on that kernel (several: simulated hosts, one machine)
+    kernels: int  # how many kernels the probe's hosts ran on (1: one machine)
     cores: int  # CPUs of that kernel (0: no telemetry)
     busy_cores: float  # cores busy, every mode but idle, iowait and steal (cores, mean over the window)
     tool_cores: float  # the emulator's processes on that kernel, every host's tool (cores)
@@ -191,6 +192,7 @@ def evidence(samples: list[Sample], hosts: list[str], baseline: list[Sample] | N
     fio = fio_baseline(baseline, backend) if baseline else None
     return Evidence(
         **client,
+        kernels=len(kernels),
         device=device,
         device_util=util,
         device_read_await=wait,
@@ -201,9 +203,10 @@ def evidence(samples: list[Sample], hosts: list[str], baseline: list[Sample] | N
 
 
 def _whose(ev: Evidence) -> str:
+    """Whose client side the verdict names: this host, the machine of simulated hosts, or one of several hosts."""
     if len(ev.hosts) > 1:
         return f"this machine's (simulated hosts {', '.join(ev.hosts)} on one kernel)"
-    return "this host's"
+    return f"host {ev.hosts[0]}'s" if ev.kernels > 1 else "this host's"
 
 
 def _cpu(ev: Evidence) -> str:

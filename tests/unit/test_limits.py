@@ -126,6 +126,7 @@ def test_simulated_hosts_on_one_kernel_count_each_others_tools_as_the_emulators(
     assert len(alone.hosts) == 1 and alone.tool_cores == pytest.approx(
         raw[SHARED.index(alone.hosts[0])]["tool"], rel=1e-3
     )
+    assert alone.kernels == 2 and f"host {alone.hosts[0]}'s CPU: " in limits.limited_by(alone).reason
 
 
 def test_a_throttled_device_that_gives_its_fio_baseline_limits_the_probe():
