@@ -233,3 +233,22 @@ def test_an_epoch_of_one_step_measures_nothing(tmp_path):
     )
     with pytest.raises(parser.ParseError, match="at least 2 in an epoch"):
         parser.parse(tmp_path)
+
+
+def test_the_tensorflow_loader_drops_its_shards_from_the_page_cache(on_disk, tmp_path):
+    """tf.data reads the TFRecord shards in its own threads: with evict (the default) the rank drops its shards
+    before each epoch and after the last, so none of their pages is left cached after a run."""
+    pytest.importorskip("tensorflow", reason="tensorflow workloads need tensorflow-cpu (pip install 'iolab[tf]')")
+    npz_dataset(on_disk, files=4)
+    pack(on_disk, "tfrecord", samples_per_shard=2)
+    os.sync()
+    shards = sorted((on_disk / "tfrecord").glob("*.tfrecord"))
+    assert len(shards) == 2 and all(fincore_pages(p) > 0 for p in shards)  # just written: cached
+    done = subprocess.run(
+        [sys.executable, "-m", "iolab.host.loader.tf_loader", "--root", str(on_disk), "--out", str(tmp_path),
+         "--no-decode", "--batch-size", "1", "--epochs", "2", "--private-threads", "1"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [fincore_pages(p) for p in shards] == [0, 0]
+    assert parser.parse(tmp_path).metadata["page_cache_evicted"] is True

@@ -59,6 +59,7 @@ def parser(module: str, description: str, root: str, accelerators: tuple[str, ..
     p.add_argument("--compute-per-batch", type=float, default=0.0, help="emulated compute, seconds per batch")
     p.add_argument("--accelerators", type=int, default=1, help="rank processes on this host")
     switch(p, "--syscall-profile", False, "count syscalls with strace -c -f")
+    switch(p, "--evict", True, "drop what was read from the page cache, so that every epoch reads the storage")
     p.add_argument("--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p
 
@@ -120,6 +121,21 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data))
     tmp.replace(path)
+
+
+def drop_cached(fd: int, offset: int = 0, length: int = 0) -> None:
+    """Drop from the page cache what was just read from `fd` (the whole file with length 0): one
+    posix_fadvise(POSIX_FADV_DONTNEED), so the next read goes to storage. tmpfs keeps its pages."""
+    os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
+def drop_file(path: str) -> None:
+    """drop_cached for a file a library read by its path (open, fadvise, close)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        drop_cached(fd)
+    finally:
+        os.close(fd)
 
 
 def syscall_tracer(args: argparse.Namespace, rank: int) -> Any:

@@ -61,6 +61,7 @@ from torch.utils.data import Dataset, get_worker_info
 
 from iolab.host.dataset.manifest import Manifest
 from iolab.host.dataset.packed import PackedReader
+from iolab.host.loader.common import drop_cached, drop_file
 
 READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed", "npz", "s3")
 SIZE = 224
@@ -70,21 +71,6 @@ PACKED_DIR = "packed"
 # MLPerf Storage's unet3d sample as DLIO 2.0.0 hands it on: record_length_bytes_resize (2,097,152) as a square
 # uint8 array of int(sqrt(it)) a side (DLIO's ConfigArguments.resized_image).
 NPZ_SIDE = math.isqrt(2_097_152)
-
-
-def drop_cached(fd: int, offset: int = 0, length: int = 0) -> None:
-    """Drop from the page cache what was just read from `fd` (the whole file with length 0): one
-    posix_fadvise(POSIX_FADV_DONTNEED), so the next read goes to storage. tmpfs keeps its pages."""
-    os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
-
-
-def drop_file(path: str) -> None:
-    """drop_cached for a file a library read by its path (open, fadvise, close)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        drop_cached(fd)
-    finally:
-        os.close(fd)
 
 
 def read_exact(path: str, size: int, evict: bool = False) -> bytes:

@@ -112,12 +112,25 @@ def run_rank(args: argparse.Namespace) -> int:
         return 2
     files = [str(directory / name) for name in info.files]
     dataset = pipeline(tf, files, args, rank, replicas)
+    mine = files[rank::replicas] if len(files) >= replicas else files  # the shards this rank reads (pipeline)
+
+    def evict() -> None:
+        """With --evict, drop the rank's shards from the page cache: tf.data reads them in its own threads, so
+        what an epoch read goes before the next epoch starts, and after the last."""
+        if args.evict:
+            for path in mine:
+                common.drop_file(path)
+
+    def epoch_batches(_: int):
+        evict()
+        return iter(dataset)
+
     tracer = common.syscall_tracer(args, rank)
     try:
         done = run_steps(
             args.epochs,
             args.steps,
-            lambda epoch: iter(dataset),
+            epoch_batches,
             size=lambda batch: (int(batch[1].shape[0]), int(tf.reduce_sum(batch[2]))),
             compute=None,
             compute_per_batch=args.compute_per_batch,
@@ -126,6 +139,7 @@ def run_rank(args: argparse.Namespace) -> int:
     finally:
         if tracer:
             tracer.stop()
+    evict()
     import numpy
 
     return common.finish_rank(
@@ -138,6 +152,7 @@ def run_rank(args: argparse.Namespace) -> int:
         compute_per_batch=args.compute_per_batch,
         # Samples produced while traced (TensorFlow's reads are its own: prefetched ones are not counted).
         samples_read=sum(r[6] for r in done["records"]),
+        page_cache_evicted=args.evict,
         gpu=None,
         versions={"python": platform.python_version(), "tensorflow": tf.__version__, "numpy": numpy.__version__},
         dataset={

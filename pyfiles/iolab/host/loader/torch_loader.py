@@ -57,12 +57,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
     common.switch(p, "--decode", True, "decode and resize to 224×224 (--no-decode: raw bytes only)")
     p.add_argument("--preprocess-time", type=float, default=0.0, help="seconds slept per sample after reading")
-    common.switch(
-        p,
-        "--evict",
-        True,
-        "drop each file (packed: sample's byte range) from the page cache once read, so every epoch reads storage",
-    )
     common.switch(p, "--distributed", False, "one job over --nodes hosts (torch.distributed, gloo)")
     p.add_argument("--nodes", type=int, default=1, help="hosts of the distributed job")
     p.add_argument("--node-rank", type=int, default=0, help="this host's index among them")
