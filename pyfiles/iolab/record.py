@@ -110,7 +110,13 @@ def aggregate(per_host: dict[str, tuple[list[Sample], dict]]) -> list[Sample]:
                 value=value,
                 started_at=lo,
                 ended_at=hi,
-                metadata={"hosts": sorted(per_host), "validity": _verdict(group), **more},
+                # "last_done": the host whose run ended last, the one the others waited for
+                metadata={
+                    "hosts": sorted(per_host),
+                    "last_done": max(group, key=lambda s: s.ended_at).host,
+                    "validity": _verdict(group),
+                    **more,
+                },
             )
         )
     return out
