@@ -20,7 +20,7 @@ from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console
 
-from iolab import ceph, live, paths, release, runner
+from iolab import ceph, fanout, live, paths, release, runner
 from iolab.campaign import Campaign, Run
 from iolab.errors import RunFailed
 from iolab.hosts import Inventory
@@ -126,6 +126,12 @@ def workload_vars(run: Run) -> dict[str, Any]:
     if run.workload.uses_dataset:  # each host's own copy, or the one a read-only backend holds
         variables.update(run.workload.dataset_vars(run.backend.shared_dataset_root))
     return {"run_role": f"bench_{run.workload.tool}", **run.backend.run_vars(run.workload, variables)}
+
+
+def fan_vars(run: Run) -> dict[str, Any]:
+    """What decides whether a run of a playbook of several can go through ClusterShell (iolab.fanout.refusal),
+    and the fio role's variables it is run with there."""
+    return {**workload_vars(run), **ceph.run_vars(run.backend)}
 
 
 def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
@@ -234,25 +240,71 @@ class _Playbook:
         self.watch = _Watch(lab, hosts, first.run) if first else None
 
     def play(self, title: str) -> None:
-        if isinstance(self.plays[0], Queued):
-            self.listener.run_started(self.plays[0].run)
-        phases = [play.phase if isinstance(play, Step) else run_phase(play.run) for play in self.plays]
+        """Every play in one ansible-playbook process; or, when every run of them can (iolab.fanout.refusal), the
+        runs through ClusterShell and the steps before and after them in a playbook each."""
+        queued = [i for i, play in enumerate(self.plays) if isinstance(play, Queued)]
+        runs = [play.run for play in self.plays if isinstance(play, Queued)]
+        fanned = bool(runs) and not any(fanout.refusal(self.lab.inventory, self.hosts, fan_vars(run)) for run in runs)
         try:
             with self.watch or contextlib.nullcontext():
-                result = self.lab.play(phases, title, hosts=self.hosts, on_phase=self.ended)
-            if self.handed < len(phases):
-                # The playbook stopped before its end (every host had failed): what it never reached is handed
-                # over with no outcomes, so that no run of it goes unrecorded.
-                why = f"the playbook stopped before it: {result.summary()}"
-                for host in self.hosts:
-                    self.left_out.setdefault(host, why)
-                for index in range(self.handed, len(phases)):
-                    self.ended(index, {})
+                if not fanned:
+                    self._ansible(0, len(self.plays), title)
+                else:
+                    self._ansible(0, queued[0], title)
+                    self._fan(queued[0], queued[-1] + 1)
+                    self._ansible(queued[-1] + 1, len(self.plays), title)
         finally:
-            for queued, ended, fetch in self.deferred:
-                self.listener.run_ended(
-                    queued.run, _fetch(self.lab, ended, queued.run, queued.raw_dir, queued.title, fetch)
-                )
+            for run, ended, fetch in self.deferred:
+                self.listener.run_ended(run.run, _fetch(self.lab, ended, run.run, run.raw_dir, run.title, fetch))
+
+    def _ansible(self, start: int, stop: int, title: str) -> None:
+        """Play self.plays[start:stop] in one ansible-playbook process, on the hosts nothing left out before it."""
+        if start == stop:
+            return
+        if start == 0 and isinstance(self.plays[0], Queued):
+            self.listener.run_started(self.plays[0].run)
+        hosts = [h for h in self.hosts if h not in self.left_out]
+        phases = [play.phase if isinstance(play, Step) else run_phase(play.run) for play in self.plays[start:stop]]
+        result = (
+            self.lab.play(phases, title, hosts=hosts, on_phase=lambda index, o: self.ended(start + index, o))
+            if hosts
+            else runner.Result("failed", 1, {}, "no host left")
+        )
+        if self.handed < stop:
+            # The playbook stopped before its end (every host had failed): what it never reached is handed
+            # over with no outcomes, so that no run of it goes unrecorded.
+            why = f"the playbook stopped before it: {result.summary()}"
+            for host in self.hosts:
+                self.left_out.setdefault(host, why)
+            for index in range(self.handed, stop):
+                self.ended(index, {})
+
+    def _fan(self, start: int, stop: int) -> None:
+        """The runs self.plays[start:stop] through ClusterShell (iolab.fanout), each handed over as it ends, on the
+        hosts nothing left out before it."""
+        engine = fanout.Engine(self.lab.inventory, self.hosts, self.lab.console)
+        extra = self.lab.extravars()
+        try:
+            for index in range(start, stop):
+                play = self.plays[index]
+                assert isinstance(play, Queued)
+                run = play.run
+                if index == 0:
+                    self.listener.run_started(run)
+                hosts = [h for h in self.hosts if h not in self.left_out]
+                variables = fan_vars(run)
+                env = ["env", f"PYTHONPATH={HOST_DIR}/releases/{extra['iolab_release']}", "IOLAB_PACK_RUN=1"]
+                env.append("IOLAB_LAUNCHER=clustershell")
+                env.append(f"IOLAB_PROFILERS={','.join(run.workload.profilers)}")
+                dirs = {h: f"{HOST_DIR}/runs/{OWNER}/{h}/{run.run_id}" for h in hosts}
+                kwargs = {name: variables[f"bench_fio_{name}"] for name in fanout.FIO_VARS}
+                argvs = {
+                    h: fanout.fio_argvs(HOST_PYTHON, h, dirs[h], **kwargs, drop_caches=run.drop_caches) for h in hosts
+                }
+                outcomes = fanout.run_fio(engine, env, dirs, argvs, float(kwargs["timeout"])) if hosts else {}
+                self.ended(index, outcomes)
+        finally:
+            engine.close()
 
     def ended(self, index: int, outcomes: dict[str, runner.HostOutcome]) -> None:
         """The play `index` ended with these outcomes of its own (runner.run's on_phase)."""

@@ -214,8 +214,9 @@ class _Progress:
         return table
 
 
-class _CtrlC:
-    """While a playbook runs, Ctrl-C (or SIGTERM) asks ansible-runner to cancel instead of raising mid-way."""
+class CtrlC:
+    """While a playbook (or a round of iolab.fanout) runs, Ctrl-C (or SIGTERM) asks it to cancel instead of
+    raising mid-way."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -224,7 +225,7 @@ class _CtrlC:
         self.cancellable = cancellable
         self.console = console
 
-    def __enter__(self) -> _CtrlC:
+    def __enter__(self) -> CtrlC:
         if threading_is_main():
             self.previous = {sig: signal.signal(sig, self._on_signal) for sig in self.SIGNALS}
         return self
@@ -351,7 +352,7 @@ def run(
     try:
         playbook = _project(private, phases)
         live = _live(progress, console)
-        with _CtrlC(cancellable, console) as ctrl_c:
+        with CtrlC(cancellable, console) as ctrl_c:
             if live:
                 live.start()
             try:

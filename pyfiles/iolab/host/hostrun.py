@@ -289,6 +289,7 @@ def run(
         "started_at": started,
         "ended_at": ended,
         "start_skew_s": None if start_at is None else started - start_at,
+        "launcher": os.environ.get("IOLAB_LAUNCHER", "ansible"),  # clustershell: iolab.fanout started it
         "page_cache_before": cached_before,
         "page_cache_after": facts.meminfo().get("Cached", 0),
         "facts": facts.collect(None if reason else target, run_dir),  # a stopped tool's storage may hang

@@ -1,0 +1,354 @@
+"""The run path through ClusterShell: hand each host its run, start every host at one time, bring its files back.
+
+Ansible changes the hosts (provisioning, the mounts, the data set, teardown: playbooks/); a run that only
+starts iolab.host.hostrun on each host goes through ClusterShell's task/worker API instead, which pays no
+playbook, module or fact machinery per host: one ssh session per host per round, `FANOUT` at a time, through
+the control sockets Ansible opened (the same ssh options: ansible.cfg's ssh_args, the inventory's
+ansible_ssh_common_args, and each host's address, user, port and key, written as one ssh_config). With a
+ClusterShell topology file (the inventory variable `iolab_topology`; its root is this controller's short host
+name), the sessions go through its gateways (tree mode: ClusterShell's gateway, `python -m ClusterShell.Gateway`,
+runs on each gateway under the python the inventory variable `iolab_gateway_python` names, default python3, which
+must have ClusterShell; it reads the same ssh_config, at the same path: a file system the gateway shares, or a copy).
+
+A fio run is two rounds on several hosts: the prepare (iolab.host.fio_jobs: size, lay out, drop caches),
+then `hostrun run --start-at T` with T a margin ahead (`margin`: sized to the host count and to how long
+the prepare took to reach the last host); each host waits on its own clock and records its start skew.
+One host does both in one call (`--before`). Each host's archive comes back in its output; a failed
+run's record (error.json, as playbooks/run.yml's rescue writes it) is added on the controller. The
+remote command is an argv joined with shlex.join here: no value reaches a shell otherwise.
+"""
+
+from __future__ import annotations
+
+import base64
+import configparser
+import io
+import json
+import os
+import shlex
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ClusterShell.Event import EventHandler
+from ClusterShell.Propagation import RouteResolvingError
+from ClusterShell.Task import Task, task_self
+
+from iolab import paths, runner
+from iolab.hosts import Inventory
+from iolab.shared.protocol import ARCHIVE_LINE
+
+FANOUT = 256  # ssh sessions (or gateway channels) open at once
+START_LEAD = 0.3  # s: the least margin of the common start (as iolab_host_start_lead)
+START_PER_HOST = 0.002  # s of margin per host: each host's session is started one after the other
+SLACK = 120.0  # s past a run's timeout (and its start) after which a host that has not answered is given up
+PREPARE_TASK = "Size, write and lay out the job, then drop the caches"  # the bench_fio role's task names
+RUN_TASK = "Run fio"
+# What fio's bench role takes from the controller (execute.workload_vars), by the name fio_argvs gives it.
+FIO_VARS = ("options", "jobtext", "allow_devices", "size", "target", "timeout", "bssplit_from", "telemetry_after")
+# Inventory variables the ssh_config says as Ansible does (and their aliases); a host with a variable that changes how
+# Ansible reaches or runs on it otherwise (a connection other than ssh, become, a password, extra ssh arguments,
+# another ssh or shell) is run through Ansible (`refusal`).
+_SSH_VARS = {
+    "ansible_host": "HostName",
+    "ansible_ssh_host": "HostName",
+    "ansible_user": "User",
+    "ansible_ssh_user": "User",
+    "ansible_port": "Port",
+    "ansible_ssh_port": "Port",
+    "ansible_ssh_private_key_file": "IdentityFile",
+    "ansible_private_key_file": "IdentityFile",
+    "ansible_timeout": "ConnectTimeout",
+    "ansible_ssh_timeout": "ConnectTimeout",
+}
+_ANSIBLES = ("ansible_become", "ansible_password", "ansible_ssh_pass", "ansible_ssh_extra_args", "ansible_ssh_args")
+_ANSIBLES += ("ansible_ssh_executable", "ansible_shell_type", "ansible_shell_executable", "ansible_sftp_extra_args")
+
+
+def fio_argvs(
+    python: str,
+    host: str,
+    run_dir: str,
+    *,
+    options: dict[str, Any],
+    jobtext: str,
+    allow_devices: list[str],
+    size: int,
+    target: str,
+    timeout: float,
+    bssplit_from: str,
+    telemetry_after: float,
+    drop_caches: bool,
+) -> dict[str, list[str]]:
+    """A fio run's commands on `host`, for both paths (the bench_fio role's filter, and this module):
+    `prepare` (iolab.host.fio_jobs), `run` (iolab.host.hostrun run's options, before its start: --start-at
+    or --before) and `tool` (fio, after --). Each host works in <target>/iolab-<host> (hosts may share it)."""
+    workdir = f"{target}/iolab-{host}"
+    prepare = [python, "-m", "iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir]
+    prepare += ["--options", json.dumps(options), "--size", str(size)]
+    prepare += ["--jobfile", f"{run_dir}/user.fio"] if jobtext else []
+    prepare += [f"--allow-device={device}" for device in allow_devices]
+    prepare += ["--bssplit-from", bssplit_from] if bssplit_from else []
+    prepare += ["--drop-caches"] if drop_caches else []
+    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
+    run += ["--timeout", str(timeout), "--cwd", workdir, "--telemetry-after", str(telemetry_after)]
+    tool = ["fio", f"--output={run_dir}/fio.json", "--output-format=json+", "--eta=always", f"{run_dir}/job.fio"]
+    return {"prepare": prepare, "run": run, "tool": tool}
+
+
+def margin(hosts: int, dispatch: float = 0.0) -> float:
+    """Seconds between sending the start and the start itself: START_LEAD plus START_PER_HOST per host, and
+    at least 1.5 times (plus 0.1 s) what the previous round took to reach its last host (`dispatch`)."""
+    return max(START_LEAD + START_PER_HOST * hosts, 1.5 * dispatch + 0.1)
+
+
+def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
+    """Why this run goes through Ansible rather than here; None when it can fan out here. Only fio's runs come
+    here, with nothing Ansible must do around the tool: no job file to copy, no warm-up command, no storage side
+    to drop (group ceph_osd, a Ceph backend), no more environment, every host reached by ssh as this module says
+    it (a local connection, become or other connection variables stay Ansible's)."""
+    if inventory is None:  # a stand-in lab of the unit tests plays every phase itself
+        return "no inventory to reach the hosts by"
+    if variables.get("run_role") != "bench_fio":
+        return f"{variables.get('run_role')} runs through Ansible"
+    if variables.get("bench_fio_jobtext") or variables.get("run_warm_command"):
+        return "a job file or a warm-up command runs through Ansible"
+    unknown = sorted(
+        k for k in variables if k.startswith("bench_fio_") and k.removeprefix("bench_fio_") not in FIO_VARS
+    )
+    if unknown:
+        return f"a run with {', '.join(unknown)} runs through Ansible"
+    if inventory.groups.get("ceph_osd") or variables.get("run_ceph") or variables.get("run_environment"):
+        return "a run with a storage side or an environment of its own runs through Ansible"
+    for host in hosts:
+        hostvars = inventory.hostvars.get(host, {})
+        other = sorted(k for k in hostvars if k.startswith(_ANSIBLES))
+        if hostvars.get("ansible_connection", "ssh") not in ("ssh", "smart"):
+            other.append(f"ansible_connection: {hostvars['ansible_connection']}")
+        if other:
+            return f"{host}'s {', '.join(other)} is Ansible's to apply"
+    common = {str(inventory.hostvars.get(h, {}).get("ansible_ssh_common_args", "")) for h in hosts}
+    topologies = {str(inventory.hostvars.get(h, {}).get("iolab_topology", "")) for h in hosts}
+    if len(common) > 1 or len(topologies) > 1:
+        return "the hosts differ in ansible_ssh_common_args or iolab_topology"
+    return None
+
+
+def ssh_config(inventory: Inventory, hosts: list[str]) -> str:
+    """One ssh_config block per host: its address, user, port, key and connect timeout as the inventory gives them
+    (ansible.cfg's timeout where it gives none); the user's own ssh config is read after them."""
+    defaults = configparser.ConfigParser(interpolation=None)
+    defaults.read(paths.ANSIBLE_CFG)
+    lines = []
+    for host in hosts:
+        values = {"ConnectTimeout": defaults.get("defaults", "timeout", fallback="10")}
+        values.update({_SSH_VARS[k]: str(v) for k, v in inventory.hostvars.get(host, {}).items() if k in _SSH_VARS})
+        lines.append(f"Host {host}")
+        lines += [f"  {key} {json.dumps(value)}" for key, value in values.items()]
+    lines += ["Match all", "  Include config"]  # ~/.ssh/config, for what the inventory leaves to it
+    return "\n".join(lines) + "\n"
+
+
+def _ssh_options(inventory: Inventory, hosts: list[str], config: Path) -> str:
+    """ClusterShell's ssh_options: ansible.cfg's ssh_args, the inventory's common arguments, then the ssh_config."""
+    defaults = configparser.ConfigParser(interpolation=None)
+    defaults.read(paths.ANSIBLE_CFG)
+    common = str(inventory.hostvars.get(hosts[0], {}).get("ansible_ssh_common_args", ""))
+    argv = [*shlex.split(common), *shlex.split(defaults.get("ssh_connection", "ssh_args", fallback=""))]
+    return shlex.join([*argv, "-T", "-o", "LogLevel=ERROR", "-F", str(config)])
+
+
+class Reply:
+    """What one host's command gave: its exit status (None: no answer), its output lines and its error lines."""
+
+    def __init__(self) -> None:
+        self.rc: int | None = None
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.timed_out = False
+
+    @property
+    def reached(self) -> bool:
+        """Whether the command ran there: ssh exits 255 when it could not connect, or lost the connection."""
+        return self.rc is not None and self.rc != 255
+
+
+class _Collect(EventHandler):
+    def __init__(self, replies: dict[str, Reply]):
+        self.replies = replies
+        self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
+
+    def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
+        reply = self.replies.get(str(node)) or self.gateways.setdefault(str(node), Reply())  # a gateway's own
+        (reply.err if sname == "stderr" else reply.out).append(msg.decode(errors="replace"))
+
+    def ev_hup(self, worker: Any, node: str, rc: int) -> None:
+        if str(node) in self.replies:
+            self.replies[str(node)].rc = rc
+
+    def ev_close(self, worker: Any, timedout: bool) -> None:
+        if timedout:
+            for node in worker.iter_keys_timeout():
+                self.replies[str(node)].timed_out = True
+
+
+class Engine:
+    """ClusterShell for one batch of runs on `hosts`: its ssh_config (and topology) in a directory of its own."""
+
+    def __init__(self, inventory: Inventory, hosts: list[str], console: Any):
+        self.console = console
+        self.private = Path(tempfile.mkdtemp(prefix="iolab-fanout-"))
+        config = self.private / "ssh_config"
+        config.write_text(ssh_config(inventory, list(inventory.hosts)))  # a gateway need not run anything
+        self.options = _ssh_options(inventory, hosts, config)
+        hostvars = inventory.hostvars.get(hosts[0], {}) if hosts else {}
+        self.topology = str(hostvars.get("iolab_topology", ""))
+        # The python that runs ClusterShell's gateway on each gateway (ClusterShell reads it from the environment).
+        self.gateway_python = str(hostvars.get("iolab_gateway_python", "python3"))
+
+    def close(self) -> None:
+        for path in self.private.iterdir():
+            path.unlink()
+        self.private.rmdir()
+
+    def call(self, commands: dict[str, list[str]], timeout: float | None) -> dict[str, Reply]:
+        """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
+        each gave. Ctrl-C or SIGTERM ends every session (each host's hostrun then stops its tool, as when an
+        Ansible task goes away) and is raised once they have ended."""
+        replies = {host: Reply() for host in commands}
+        box: dict[str, Any] = {}
+        thread = threading.Thread(target=self._serve, args=(commands, timeout, replies, box), daemon=True)
+        with runner.CtrlC(True, self.console) as ctrl:
+            thread.start()
+            while thread.is_alive():
+                thread.join(0.1)
+                if ctrl.pressed and "task" in box and not box.get("aborted"):
+                    box["aborted"] = True
+                    box["task"].abort(kill=True)
+        if "error" in box:
+            raise box["error"]
+        return replies
+
+    def _serve(
+        self, commands: dict[str, list[str]], timeout: float | None, replies: dict[str, Reply], box: dict
+    ) -> None:
+        try:
+            task: Task = task_self()
+            box["task"] = task
+            task.set_info("fanout", FANOUT)
+            task.set_info("ssh_options", self.options)
+            task.set_info("connect_timeout", 0)  # the ssh_config's, per host
+            for key in ("stderr", "stdout_msgtree", "stderr_msgtree"):
+                task.set_default(key, key == "stderr")
+                task.set_info(f"tree_default:{key}", key == "stderr")
+            if self.topology:
+                os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
+                task.load_topology(self.topology)
+            handler = _Collect(replies)
+            for host, argv in commands.items():
+                task.shell(shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology))
+            try:
+                task.run()
+            except RouteResolvingError as exc:  # every gateway to a host was lost: the hosts not answered are
+                handler.gateways.setdefault("(none left)", Reply()).err.append(str(exc))
+            said = [f"through gateway {g}: {r.err[-1]}" for g, r in handler.gateways.items() if r.err]
+            for reply in replies.values():
+                if not reply.reached and not reply.err:
+                    reply.err = said[-1:]
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            box["error"] = exc
+
+
+# --- one fio run ----------------------------------------------------------------------------------
+
+
+def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dict[str, dict], timeout: float):
+    """Run fio on every host of `argvs` (its commands: fio_argvs) and return each host's outcome, its archives
+    among them. `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH)."""
+    hosts = list(argvs)
+    outcomes = {host: runner.HostOutcome(host, task=RUN_TASK) for host in hosts}
+    bound = timeout + SLACK if timeout else None
+    if len(hosts) == 1:
+        host, argv = hosts[0], argvs[hosts[0]]
+        starts = {host: [*argv["run"], "--before", json.dumps(argv["prepare"]), "--", *argv["tool"]]}
+    else:
+        python = argvs[hosts[0]]["prepare"][0]
+        prepare = [python, "-m", "iolab.host.hostrun", "step", "--timeout", str(timeout), "--"]
+        sent = time.time()
+        prepared = engine.call({h: [*env, *prepare, *argvs[h]["prepare"]] for h in hosts}, bound)
+        reached = {h: _note(outcomes[h], prepared[h], PREPARE_TASK) for h in hosts}
+        ready = [h for h in hosts if reached[h] and prepared[h].rc == 0]
+        dispatch = max((_started_at(prepared[h]) for h in ready), default=sent) - sent
+        start_at = time.time() + margin(len(ready), dispatch)
+        starts = {h: [*argvs[h]["run"], "--start-at", repr(start_at), "--", *argvs[h]["tool"]] for h in ready}
+    ran = engine.call({h: [*env, *argv] for h, argv in starts.items()}, bound + margin(len(starts)) if bound else None)
+    for host, reply in ran.items():
+        _note(outcomes[host], reply, RUN_TASK)
+    _pack_failed(engine, env, argvs[hosts[0]]["prepare"][0], run_dirs, outcomes)
+    return outcomes
+
+
+def _started_at(reply: Reply) -> float:
+    """When fio's prepare reached the host (its JSON line's started_at)."""
+    try:
+        return float(json.loads(reply.out[-1])["started_at"])
+    except (IndexError, ValueError, KeyError, TypeError):
+        return time.time()
+
+
+def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
+    """One round's reply into the host's outcome; return whether the host answered. A command that failed is the
+    run's failure, recorded (error.json) as playbooks/run.yml's rescue records it; the host stays in the batch."""
+    outcome.task, outcome.ended = task, time.monotonic()
+    if not reply.reached:
+        outcome.unreachable = True
+        why = f"no answer within {SLACK:.0f} s past the run's timeout" if reply.timed_out else "ssh failed"
+        outcome.message = (reply.err[-1] if reply.err else why) if not reply.timed_out else why
+        return False
+    lines = []
+    for line in reply.out:
+        if line.startswith(ARCHIVE_LINE):
+            outcome.archives.append(base64.b64decode(line[len(ARCHIVE_LINE) :]))
+        else:
+            lines.append(line)
+    outcome.ok += 1
+    if reply.rc != 0:
+        result = {"rc": reply.rc, "msg": "non-zero return code", "stdout": "\n".join(lines), "stdout_lines": lines}
+        result["stderr"] = "\n".join(reply.err)
+        outcome.archives.append(_error_archive({"task": task, "result": result}))
+    return True
+
+
+def _error_archive(record: dict[str, Any]) -> bytes:
+    """An archive holding error.json: the failed task's record, beside the run's files once unpacked."""
+    data = json.dumps(record).encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("./error.json")
+        info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _pack_failed(engine: Engine, env: list[str], python: str, run_dirs: dict[str, str], outcomes: dict) -> None:
+    """Pack the files of a host whose run failed before hostrun packed them (its prepare, say): they come back
+    with the failure's record, and nothing of the run stays on the host (as the rescue's pack)."""
+    hosts = [h for h, o in outcomes.items() if not o.unreachable and len(o.archives) == 1 and _failed_only(o)]
+    if not hosts:
+        return
+    packed = engine.call({h: [*env, *_pack_argv(python, run_dirs[h])] for h in hosts}, SLACK)
+    for host in hosts:
+        _note(outcomes[host], packed[host], "Pack the run's files with the failure record")
+
+
+def _failed_only(outcome: runner.HostOutcome) -> bool:
+    """Whether the host's only archive is the failure's record (the run's files did not come back)."""
+    with tarfile.open(fileobj=io.BytesIO(outcome.archives[0])) as tar:
+        return tar.getnames() == ["./error.json"]
+
+
+def _pack_argv(python: str, run_dir: str) -> list[str]:
+    return [python, "-m", "iolab.host.hostrun", "pack", "--dir", run_dir]

@@ -1,0 +1,100 @@
+"""iolab.fanout's parts that need no host: what fans out, the ssh_config, the start margin, a reply's record."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import yaml
+
+from iolab import fanout, runner
+from iolab.hosts import load_inventory
+from iolab.shared.protocol import ARCHIVE_LINE
+
+FIO = {
+    "run_role": "bench_fio",
+    **{f"bench_fio_{name}": value for name, value in [("options", {}), ("jobtext", ""), ("allow_devices", [])]},
+    **{f"bench_fio_{name}": value for name, value in [("size", 0), ("target", "/mnt/t"), ("timeout", 60.0)]},
+    **{f"bench_fio_{name}": value for name, value in [("bssplit_from", ""), ("telemetry_after", 0.0)]},
+}
+
+
+def inventory(tmp_path: Path, **host: object):
+    hosts = {
+        "gpu01": {"ansible_host": "10.0.0.11", "ansible_user": "root", "ansible_ssh_private_key_file": "/k/id", **host},
+        "gpu02": {"ansible_host": "10.0.0.12", "ansible_port": 2222},
+    }
+    data = {
+        "all": {"children": {"gpu": {"hosts": hosts, "vars": {"ansible_ssh_common_args": "-o ControlPath=/cp/%C"}}}}
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(data))
+    return load_inventory(tmp_path / "inventory.yml")
+
+
+def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_path):
+    plain = inventory(tmp_path)
+    assert fanout.refusal(plain, ["gpu01", "gpu02"], FIO) is None
+    assert "bench_pytorch" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "run_role": "bench_pytorch"}))
+    assert fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": "[job]\n"})
+    assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_ceph": {"conf": "/c"}})
+    assert "bench_fio_s3" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_s3": {}}))
+    assert "ansible_become" in str(fanout.refusal(inventory(tmp_path, ansible_become=True), ["gpu01"], FIO))
+    local = inventory(tmp_path, ansible_connection="local")
+    assert "ansible_connection: local" in str(fanout.refusal(local, ["gpu01"], FIO))
+
+
+def test_the_ssh_config_reaches_each_host_as_the_inventory_says(tmp_path):
+    text = fanout.ssh_config(inventory(tmp_path), ["gpu01", "gpu02"])
+    blocks = text.split("Host ")[1:]
+    assert blocks[0].splitlines()[0] == "gpu01" and '  HostName "10.0.0.11"' in blocks[0]
+    assert '  IdentityFile "/k/id"' in blocks[0] and '  User "root"' in blocks[0]
+    assert '  Port "2222"' in blocks[1] and '  ConnectTimeout "20"' in blocks[1]  # ansible.cfg's timeout
+
+
+def test_the_start_margin_grows_with_the_host_count_and_covers_the_dispatch():
+    assert fanout.margin(1) == fanout.START_LEAD + fanout.START_PER_HOST
+    assert fanout.margin(1000) > fanout.margin(16) > fanout.margin(1)
+    assert fanout.margin(4, dispatch=2.0) == 1.5 * 2.0 + 0.1
+
+
+def test_the_commands_are_argv_lists_with_values_as_they_are():
+    argvs = fanout.fio_argvs(
+        "/py", "gpu01", "/runs/r1", **{k.removeprefix("bench_fio_"): v for k, v in FIO.items() if k != "run_role"},
+        drop_caches=True,
+    )  # fmt: skip
+    assert argvs["prepare"][:4] == ["/py", "-m", "iolab.host.fio_jobs", "prepare"]
+    assert "--workdir" in argvs["prepare"] and "/mnt/t/iolab-gpu01" in argvs["prepare"]
+    assert argvs["prepare"][-1] == "--drop-caches"
+    assert argvs["tool"][-1] == "/runs/r1/job.fio"
+
+
+def reply(rc: int | None, out: list[str], err: list[str]) -> fanout.Reply:
+    answer = fanout.Reply()
+    answer.rc, answer.out, answer.err = rc, out, err
+    return answer
+
+
+def test_a_failed_run_comes_back_with_its_record_and_an_unreachable_host_is_said_so():
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        tar.addfile(tarfile.TarInfo("./run.json"), io.BytesIO(b""))
+    line = ARCHIVE_LINE + base64.b64encode(archive.getvalue()).decode()
+
+    ok = runner.HostOutcome("gpu01")
+    assert fanout._note(ok, reply(0, ["progress", line], []), fanout.RUN_TASK)
+    assert not ok.failed and len(ok.archives) == 1
+
+    failed = runner.HostOutcome("gpu02")
+    assert fanout._note(failed, reply(1, [line], ["fio exited 1: no space left"]), fanout.RUN_TASK)
+    assert not failed.failed  # the run failed, recorded as the rescue records it; the host goes on
+    with tarfile.open(fileobj=io.BytesIO(failed.archives[1])) as tar:
+        record = json.load(tar.extractfile("./error.json"))  # type: ignore[arg-type]
+    assert record["task"] == fanout.RUN_TASK
+    assert runner.failure_message(record["result"]) == "fio exited 1: no space left (rc 1)"
+
+    lost = runner.HostOutcome("gpu03")
+    assert not fanout._note(lost, reply(255, [], ["ssh: connect to host 10.0.0.13: No route to host"]), "x")
+    assert lost.unreachable and "No route to host" in lost.message
