@@ -487,9 +487,9 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
             runs[s.run_id].append(s)
         elif s.host != AGGREGATE_HOST and s.metric == "checkpoint_write_bw":
             jobs[s.run_id].append(s)
-    for run_id, hosts in jobs.items():
-        ranks = sum(int(s.metadata.get("checkpoint", {}).get("write", {}).get("ranks", 0)) for s in hosts)
-        flags[run_id] += [_mlperf_flag(n, why) for n, why in checkpoint_run_rules(hosts[0].params, ranks)]
+    for run_id, job in jobs.items():
+        ranks = sum(int(s.metadata.get("checkpoint", {}).get("write", {}).get("ranks", 0)) for s in job)
+        flags[run_id] += [_mlperf_flag(n, why) for n, why in checkpoint_run_rules(job[0].params, ranks)]
     for run_id, why in _consecutive(runs, samples, all_groups).items():
         flags[run_id].append(_mlperf_flag("mlperf_consecutive", why))
     repeats = {run_id: len(g.values) for g in all_groups if g.metric == "samples_per_s" for run_id in g.run_ids}
