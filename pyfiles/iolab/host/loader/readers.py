@@ -28,16 +28,13 @@ and a file descriptor passed per tensor cost more than the reads, and a good par
 which gives the accelerator-emulation tests a loader of known speed.
 
 A decoded npz sample is what DLIO 2.0.0 hands the training loop for unet3d: its NPZ reader
-loads the file's `x` (`np.load(file)['x']`: the zip member read, its CRC checked, one array)
-and hands on a square uint8 array of record_length_bytes_resize (2 MiB) instead, so a batch
-of 7 is 14.7 MB, not the files' 1.1 GB. Here the sample is x's first NPZ_SIDE² bytes, written
-into the batch's arena slot; x itself is let go at once (a worker holds one file's array).
+loads the file's `x` (`np.load(file)['x']`: the zip member read, CRC checked, one array) and
+hands on record_length_bytes_resize (2 MiB) instead: a batch of 7 is 14.7 MB, not 1.1 GB. Here
+the sample is x's first NPZ_SIDE² bytes, written into the arena slot; x is let go at once.
 
-With `evict` every reader that reads through the page cache drops what it read from it right
-after the read (drop_cached: POSIX_FADV_DONTNEED on the file, or on a packed sample's byte
-range), so each epoch of a data set smaller than the host's memory reads from storage again, as
-MLPerf's data sets (5 × the host's memory) do. tmpfs and other memory-backed file systems keep
-their pages (their files live there): there it does nothing.
+With `evict` a reader drops what it read from the page cache right after the read (drop_cached:
+the file, or a packed sample's byte range), so each epoch reads storage again, as MLPerf's data
+sets (5 × the host's memory) make it. tmpfs keeps its pages (its files live there).
 """
 
 from __future__ import annotations
