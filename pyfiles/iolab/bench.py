@@ -323,6 +323,12 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
     ]
     if spec.max_repetitions and spec.max_repetitions > spec.repetitions:
         lines.append(f"  repeats that disagree (more than 5% apart) get more repetitions, up to {spec.max_repetitions}")
+    ruled = sorted({w.name for w in spec.workloads if w.mlperf_rules})
+    if ruled:
+        lines.append(
+            f"  MLPerf Storage v3.0's rules (mlperf: true) for {', '.join(ruled)}: each rule a run breaks is "
+            "flagged with its number (docs/REFERENCE_FIGURES.md)"
+        )
     lines += _dataset_lines(spec, files_at_run_time)
     values: dict[tuple[str, str], set[str]] = {}
     for run in runs:

@@ -313,3 +313,15 @@ def test_a_tmpfs_must_hold_all_ten_checkpoints_at_once():
     assert campaign_mod.parse({"name": "t", "backends": small, "workloads": [ck]}, "t.yml", ROOT).workloads
     with pytest.raises(UserError, match=r"its checkpoint \(105 MB\) does not fit tmpfs backend m \(64 MiB\)"):
         campaign_mod.parse({"name": "t", "backends": small, "workloads": [ck], "mlperf": True}, "t.yml", ROOT)
+
+
+def test_the_dry_run_says_which_workloads_the_rules_apply_to(tmp_path):
+    from iolab import bench
+    from iolab.execute import Lab
+
+    spec = load([{"name": "ck", "type": "checkpoint", "scale": 0.0001, "mlperf": True}])
+    lab = Lab.__new__(Lab)
+    lab.hosts = ["localhost"]
+    said = bench.describe(spec, lab)
+    assert "MLPerf Storage v3.0's rules (mlperf: true) for ck: each rule a run breaks is flagged" in said
+    assert "bench_checkpoint_count: 10" in said and "bench_checkpoint_ranks: 8" in said
