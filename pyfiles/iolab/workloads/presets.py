@@ -122,7 +122,8 @@ def _from_file(entry: dict[str, Any], data: dict[str, Any], base_dir: Path) -> t
         mapped, dataset, repetitions = dlio.workload(dlio.load(file), str(entry.get("name")))
     except dlio.Refused as exc:
         raise ValueError(f"config: {file}: {exc}") from None
-    if repetitions is not None and data.get("repetitions", 1) != repetitions:
+    # Under MLPerf's rules (mlperf_rules) one run writes the file's checkpoints, then reads them (mlperf.apply_rules).
+    if repetitions is not None and not entry.get("mlperf_rules") and data.get("repetitions", 1) != repetitions:
         raise ValueError(
             f"config: {file} asks for {repetitions} checkpoints (checkpoint.num_checkpoints_write): "
             f"set the campaign's repetitions: {repetitions}"
