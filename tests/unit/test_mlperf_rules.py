@@ -325,3 +325,15 @@ def test_the_dry_run_says_which_workloads_the_rules_apply_to(tmp_path):
     said = bench.describe(spec, lab)
     assert "MLPerf Storage v3.0's rules (mlperf: true) for ck: each rule a run breaks is flagged" in said
     assert "bench_checkpoint_count: 10" in said and "bench_checkpoint_ranks: 8" in said
+
+
+def test_mlperf_v3s_llama3_file_under_the_rules_is_one_run_of_ten_checkpoints():
+    """The file's num_checkpoints_write: 10 asks for ten repetitions of one checkpoint; under the rules one run
+    writes its ten, then reads them back."""
+    entry = {"name": "ck", "type": "dlio", "config": "mlperf-v3-llama3_8b.yaml", "scale": 0.001, "mlperf": True}
+    raw = {"name": "t", "backends": [{"name": "m", "type": "tmpfs", "size": "4GiB"}], "workloads": [entry]}
+    spec = campaign_mod.parse(raw, "t.yml", ROOT / "tests" / "fixtures" / "dlio")
+    workload = spec.workloads[0]
+    assert (spec.repetitions, workload.checkpoints, workload.ranks, workload.mlperf_rules) == (1, 10, 8, True)
+    with pytest.raises(UserError, match="set the campaign's repetitions: 10"):  # without the rules, as before
+        campaign_mod.parse({**raw, "workloads": [{**entry, "mlperf": False}]}, "t.yml", ROOT / "tests/fixtures/dlio")
