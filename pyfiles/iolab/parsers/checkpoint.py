@@ -63,7 +63,7 @@ def parse(host_dir: Path) -> Parsed:
         total = sum(r["bytes"] for r in ranks) // len(by_checkpoint)
         if seconds <= 0 or total <= 0:
             raise ParseError(f"{path}: the {phase} phase moved {total} bytes in {seconds} s")
-        moved[phase] = {"bytes": total, "ranks": len({r["rank"] for r in ranks})}
+        moved[phase] = {"bytes": total, "ranks": max(len(c) for c in by_checkpoint.values())}  # a checkpoint's
         counts[phase] = len(by_checkpoint)
         out += [
             Measurement(f"checkpoint_{phase}_bw", total / seconds, "B/s"),
