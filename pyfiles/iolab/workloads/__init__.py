@@ -25,7 +25,7 @@ WORKLOAD_TYPES: dict[str, type[Workload]] = kinds(AnyWorkload)
 
 def parser_for(tool: str) -> Parser:
     """The parser of a workload kind's raw files (one per tool: iolab.parsers.<tool>)."""
-    from iolab.parsers import checkpoint, fio, metadata, objects, pytorch
+    from iolab.parsers import checkpoint, dlio, fio, metadata, objects, pytorch
 
     # tensorflow: iolab.host.loader.tf_loader writes the loader.json of every iolab loader.
     parsers: dict[str, Parser] = {
@@ -35,5 +35,6 @@ def parser_for(tool: str) -> Parser:
         "metadata": metadata.parse,
         "checkpoint": checkpoint.parse,
         "objects": objects.parse,
+        "dlio": dlio.parse,  # a pytorch workload with engine: dlio
     }
     return parsers[tool]

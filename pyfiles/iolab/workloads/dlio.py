@@ -297,6 +297,37 @@ def _repetitions(keys: dict[str, Any]) -> int | None:
     return writes
 
 
+def training_file(
+    model: str, batch_size: int, threads: int, prefetch: int, epochs: int, compute: float, seed: int | None, **more: Any
+) -> dict[str, Any]:
+    """The other way: an iolab training workload (`engine: dlio`) as DLIO's workload file, for DLIO to run.
+
+    `seed` None: no shuffle. more: steps (0: every batch), au_threshold (%). Where the data set is,
+    its format, files and sizes, and where DLIO writes, each host adds from its own copy
+    (iolab.host.dlio.workload_file): the controller does not know them.
+    """
+    shuffle = "off" if seed is None else "seed"
+    train: dict[str, Any] = {"epochs": epochs, "computation_time": compute, "seed": seed or 0}
+    if more.get("steps"):
+        train["total_training_steps"] = more["steps"]  # DLIO's bound counts each epoch's steps
+    return {
+        "model": model,
+        "framework": "pytorch",
+        "workflow": {"generate_data": False, "train": True, "checkpoint": False, "evaluation": False},
+        "dataset": {},
+        "reader": {
+            "data_loader": "pytorch",
+            "batch_size": batch_size,
+            "read_threads": threads,
+            "prefetch_size": prefetch,
+            "file_shuffle": shuffle,
+            "sample_shuffle": shuffle,
+        },
+        "train": train,
+        "metric": {"au": more.get("au_threshold", 90.0) / 100},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """python -m iolab.workloads.dlio FILE...: what each DLIO workload file maps to, or the key refused."""
     import sys

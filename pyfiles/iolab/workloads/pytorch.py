@@ -8,8 +8,12 @@ from pydantic import Field, model_validator
 
 from iolab.schema import Ramp
 from iolab.workloads.accelerator import Accelerator
-from iolab.workloads.base import LoaderWorkload
-from iolab.workloads.mlperf import MlperfFields
+from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
+from iolab.workloads.dlio import training_file
+from iolab.workloads.mlperf import PRESETS, MlperfFields
+
+# What DLIO reads as iolab's readers read it: unet3d's NPZ files (np.load), JPEG files opened with PIL.
+DLIO_READERS = ("npz", "pil")
 
 
 class PytorchWorkload(LoaderWorkload, MlperfFields):
@@ -37,8 +41,13 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     # search: accelerators finds the most accelerators per host, up to `accelerators`, that hold AU ≥ 90%
     # (iolab.accelerators); one search per backend, whatever the campaign's repetitions.
     search: Literal["accelerators"] | None = None
+    # dlio: DLIO itself (dlio_benchmark, MLPerf Storage's reference) runs the workload instead of iolab's loader,
+    # one MPI job over the run's hosts (roles/bench_dlio, iolab.host.dlio), a reference leg beside iolab's figures.
+    engine: Literal["iolab", "dlio"] = "iolab"
+    # What pip installs DLIO from on the hosts instead of PyPI's dlio-benchmark==2.0.0 (a wheel's path or URL, a
+    # requirement: MLCommons' fork on a lab's mirror); installed without its declared dependencies, as that one is.
+    dlio_requirement: str | None = None
 
-    tool: ClassVar[str] = "pytorch"
     uses_dataset: ClassVar[bool] = True
 
     @model_validator(mode="after")
@@ -51,12 +60,22 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             raise ValueError("dali_input is what reader dali reads: set reader: dali or drop dali_input")
         if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
             raise ValueError("accelerator gpu trains on images: it needs decode: true")
+        if self.engine == "dlio":
+            _dlio_consistent(self)
+        elif self.dlio_requirement:
+            raise ValueError("dlio_requirement is what engine dlio installs: set engine: dlio or drop it")
         if self.search and self.accelerator is None:
             raise ValueError(
                 "search: accelerators searches how many accelerators the backend feeds: "
                 "add accelerator: {type: h100} (or a100, custom)"
             )
         return self
+
+    # Workload's ClassVar, a property here: the engine picks the role (bench_<tool>) and the parser.
+    @property
+    def tool(self) -> str:  # type: ignore[override]
+        """pytorch (roles/bench_pytorch, iolab's loader), or dlio (roles/bench_dlio, DLIO under MPI)."""
+        return "dlio" if self.engine == "dlio" else "pytorch"
 
     @property
     def needs_s3(self) -> bool:
@@ -68,6 +87,21 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         if self.reader == "dali" and self.dali_input == "tfrecord":
             return {"tfrecord"}
         return {"packed"} if self.reader == "packed" else set()
+
+    def dlio_file(self, repetition: int = 1) -> dict[str, Any]:
+        """DLIO's workload file for engine dlio (the hosts add their data set's place, files and sizes)."""
+        assert self.accelerator is not None  # _dlio_consistent
+        return training_file(
+            self.accelerator.model,
+            self.batch_size,
+            self.workers,
+            self.prefetch_factor,
+            self.epochs,
+            self.accelerator.compute_time(self.batch_size),
+            self.repetition_seed(self.seed, repetition) if self.shuffle else None,
+            steps=self.steps,
+            au_threshold=PRESETS[self.mlperf].au_threshold if self.mlperf in PRESETS else 90.0,
+        )
 
     def loader_options(self, repetition: int = 1) -> dict[str, Any]:
         """The loader's flags (python -m iolab.host.loader.torch_loader), named as its flags are: the role passes
@@ -94,20 +128,42 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         }
 
     def params(self) -> dict[str, Any]:
-        """dali_input only where reader dali reads it (other readers' settings stay as they were)."""
+        """dali_input only where reader dali reads it, engine only when dlio (other samples stay as they were)."""
         params = super().params()
         if self.reader != "dali":
             del params["dali_input"]
+        if self.engine == "iolab":  # the samples of iolab's loader carry what they carried before engine dlio
+            del params["engine"]
         return params
 
     def role_vars(self, target: str) -> dict[str, Any]:
+        if self.engine == "dlio":
+            return {
+                "bench_dlio_target": target,
+                "bench_dlio_workload": self.dlio_file(),
+                "bench_dlio_ranks": self.accelerators,
+                "bench_dlio_timeout": self.run_timeout(LOADER_TIMEOUT),
+                **({"bench_dlio_requirement": self.dlio_requirement} if self.dlio_requirement else {}),
+            }
         return {
             **super().role_vars(target),
             "bench_pytorch_packs": sorted(self.formats),
             "bench_pytorch_distributed": self.distributed,
         }
 
+    def repetition_vars(self, repetition: int) -> dict[str, Any]:
+        if self.engine == "dlio":
+            return {"bench_dlio_workload": self.dlio_file(repetition)}
+        return super().repetition_vars(repetition)
+
     def describe(self) -> str:
+        if self.engine == "dlio":
+            assert self.accelerator is not None
+            return (
+                f"DLIO (dlio_benchmark under mpirun, one job over the hosts), reader threads {self.workers}, "
+                f"batch {self.batch_size}, {self.epochs} epoch(s), {self.accelerators} emulated "
+                f"{self.accelerator.type} per host ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+            )
         what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}
         kind = "none" if self.accelerator is None else self.accelerator.type
         acc = what.get(kind) or (
@@ -124,3 +180,16 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             + (", under strace -c" if self.syscall_profile else "")
             + (f"; {self.file_note}" if self.file_note else "")
         )
+
+
+def _dlio_consistent(w: PytorchWorkload) -> None:
+    """engine dlio runs what DLIO can: emulated accelerators, a reader DLIO has, one job over the hosts."""
+    if w.accelerator is None or w.accelerator.type == "gpu":
+        raise ValueError("engine dlio emulates accelerators: add accelerator: {type: h100, model: unet3d} (or custom)")
+    if w.reader not in DLIO_READERS:
+        raise ValueError(f"engine dlio reads files as DLIO does: reader npz (unet3d) or pil (JPEG), not {w.reader}")
+    for key in ("search", "syscall_profile", "pin_memory", "preprocess_time"):
+        if getattr(w, key):
+            raise ValueError(f"engine dlio runs DLIO as it is: {key} is iolab's loader's; drop it")
+    if not w.decode:
+        raise ValueError("engine dlio decodes as DLIO does: drop decode: false")

@@ -1,0 +1,175 @@
+"""DLIO itself (dlio_benchmark, MLPerf Storage's reference) as one MPI job over the run's hosts (host side).
+
+    python -m iolab.host.dlio config --root DATASET --dir RUN_DIR --workload JSON
+    python -m iolab.host.dlio launch --hosts JSON [--rsh SSH_ARGV_JSON]        (the first host, under hostrun)
+    python -m iolab.host.dlio wait --dir RUN_DIR --ranks N [--appear SECONDS]  (every other host, under hostrun)
+
+`config` writes DLIO's workload file, RUN_DIR/dlio/workload/iolab.yaml: the controller's settings
+(iolab.workloads.pytorch.PytorchWorkload.dlio_file) completed with what this host's copy of the data set says (its
+files, its class folders, its mean file size). DLIO reads it through Hydra
+(`--config-dir RUN_DIR/dlio workload=iolab`): no value goes through Hydra's override grammar.
+
+`launch` replaces itself with `mpirun`: one application context per host (`-np N --host ADDR:N
+--wdir ITS_RUN_DIR python -m dlio_benchmark.main --config-dir ...`), so that each host's ranks read
+its own workload file (its data set, its run directory); Open MPI starts its daemons on the other
+hosts over ssh (`--rsh`, plm_rsh_agent). hostrun watches mpirun: its timeout and a Ctrl-C end the
+whole job (mpirun ends its remote daemons and their ranks).
+
+`wait` is the tool of every other host: it lives while this host's ranks run (processes whose
+arguments name RUN_DIR/dlio) and succeeds when they have written their results
+(RUN_DIR/<rank>_output.json, one per rank), so hostrun's telemetry, timeout and archive cover the
+host's part of the job. Ranks that do not appear within --appear seconds, or end without their
+results, fail it in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+CONFIG_NAME = "iolab"  # RUN_DIR/dlio/workload/iolab.yaml
+FORMATS = {"npz": "npz", "jpg": "jpeg"}  # iolab's file suffix → DLIO's format (and the suffix it lists)
+
+
+def config_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "dlio"
+
+
+def workload_file(run_dir: Path, root: Path, workload: dict[str, Any]) -> dict[str, Any]:
+    """DLIO's workload section for this host: the controller's, with this data set's files, folders and sizes."""
+    from iolab.host.dataset.manifest import Manifest
+
+    manifest = Manifest.load(root)
+    suffixes = {Path(e.path).suffix.lstrip(".") for e in manifest.entries}
+    if len(suffixes) != 1 or next(iter(suffixes)) not in FORMATS:
+        raise SystemExit(f"{root}: files of suffix {sorted(suffixes)}; DLIO reads one of {sorted(FORMATS)}")
+    folders = {Path(e.path).parent for e in manifest.entries}
+    if any(folder.parent != Path("train") for folder in folders):
+        raise SystemExit(f"{root}: DLIO reads train/<folder>/<file>; this data set is laid out otherwise")
+    suffix = next(iter(suffixes))
+    dataset = {
+        **workload.get("dataset", {}),
+        "data_folder": str(_view(run_dir, root, [e.path for e in manifest.entries])),
+        "format": FORMATS[suffix],
+        "num_files_train": manifest.files,
+        "num_samples_per_file": 1,
+        "num_subfolders_train": len(folders),
+        "record_length": manifest.total_bytes // manifest.files,
+        "record_length_stdev": 0,
+    }
+    return {**workload, "dataset": dataset, "output": {"folder": str(run_dir), "log_file": "dlio.log"}}
+
+
+def _view(run_dir: Path, root: Path, paths: list[str]) -> Path:
+    """RUN_DIR.dlio-data, the folder DLIO lists: train/ with the data set's files under DLIO's names for its
+    format (x.jpg as x.jpeg: DLIO lists train/*/*.jpeg; NPZ files keep theirs: train/ is a link to the data
+    set's), and the empty valid/ DLIO lists too. DLIO reads the data set's own files on the storage under test.
+    Beside the run's directory, not in it: the run's archive takes no links (teardown removes it with the
+    command's directory)."""
+    view = Path(run_dir).with_name(Path(run_dir).name + ".dlio-data")
+    (view / "valid").mkdir(parents=True, exist_ok=True)
+    suffixes = {Path(path).suffix.lstrip(".") for path in paths}
+    if suffixes == {"npz"}:
+        (view / "train").unlink(missing_ok=True)
+        (view / "train").symlink_to(Path(root) / "train", target_is_directory=True)
+        return view
+    for path in paths:
+        link = (view / path).with_suffix("." + FORMATS[Path(path).suffix.lstrip(".")])
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(Path(root) / path)
+    return view
+
+
+def write_config(run_dir: Path, root: Path, workload: dict[str, Any]) -> Path:
+    """RUN_DIR/dlio/workload/iolab.yaml, and RUN_DIR/dlio/iolab.json: the DLIO that runs it."""
+    from importlib import metadata
+
+    path = config_dir(run_dir) / "workload" / f"{CONFIG_NAME}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        version = metadata.version("dlio-benchmark")
+    except metadata.PackageNotFoundError:
+        raise SystemExit(f"DLIO is not installed in {sys.prefix} (role iolab_host, tasks/dlio.yml)") from None
+    (config_dir(run_dir) / "iolab.json").write_text(json.dumps({"dlio_version": version}) + "\n")
+    # JSON is YAML: Hydra reads it as written, and the host side needs no YAML library.
+    path.write_text(json.dumps(workload_file(run_dir, root, workload), indent=2) + "\n")
+    return path
+
+
+def mpirun_argv(hosts: list[dict[str, Any]], rsh: list[str], python: str, root: bool) -> list[str]:
+    """mpirun with one application context per host: {addr, ranks, dir} each."""
+    argv = ["mpirun", "--bind-to", "none", "--mca", "plm_rsh_agent", " ".join(rsh)]
+    argv += ["--allow-run-as-root"] if root else []
+    for i, host in enumerate(hosts):
+        run_dir = str(host["dir"])
+        argv += [":"] if i else []
+        argv += ["-np", str(host["ranks"]), "--host", f"{host['addr']}:{host['ranks']}", "--wdir", run_dir]
+        argv += [python, "-m", "dlio_benchmark.main", "--config-dir", str(config_dir(Path(run_dir)))]
+        argv += [f"workload={CONFIG_NAME}", f"hydra.run.dir={run_dir}/hydra"]
+    return argv
+
+
+def _ranks_alive(marker: str) -> int:
+    """How many processes name `marker` in their arguments (this host's DLIO ranks)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            args = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        count += any(marker.encode() == a for a in args) and b"dlio_benchmark.main" in args
+    return count
+
+
+def wait(run_dir: Path, ranks: int, appear: float, poll: float = 0.2) -> int:
+    """0 once this host's ranks have ended with their results; 1, with a line, when they do not."""
+    marker, seen, started = str(config_dir(run_dir)), False, time.monotonic()
+    while True:
+        alive = _ranks_alive(marker)
+        seen = seen or alive > 0
+        done = len(list(Path(run_dir).glob("*_output.json")))
+        if not alive and done >= ranks:
+            return 0
+        if seen and not alive:
+            print(f"DLIO's ranks on this host ended with {done} of {ranks} results in {run_dir}", file=sys.stderr)
+            return 1
+        if not seen and time.monotonic() - started > appear:
+            print(f"no DLIO rank started on this host within {appear:g} s (see the first host's stderr.txt)")
+            return 1
+        time.sleep(poll)
+
+
+def main(args: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m iolab.host.dlio", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("config", help="write DLIO's workload file for this host")
+    c.add_argument("--root", type=Path, required=True)
+    c.add_argument("--dir", type=Path, required=True)
+    c.add_argument("--workload", type=json.loads, required=True)
+    la = sub.add_parser("launch", help="run the job: mpirun over every host (replaces this process)")
+    la.add_argument("--hosts", type=json.loads, required=True)
+    la.add_argument("--rsh", type=json.loads, default=["ssh"])
+    w = sub.add_parser("wait", help="live while this host's ranks run; fail if they leave no result")
+    w.add_argument("--dir", type=Path, required=True)
+    w.add_argument("--ranks", type=int, required=True)
+    w.add_argument("--appear", type=float, default=120.0)
+    ns = p.parse_args(args)
+    if ns.cmd == "config":
+        write_config(ns.dir, ns.root, ns.workload)
+        return 0
+    if ns.cmd == "launch":
+        argv = mpirun_argv(ns.hosts, ns.rsh, sys.executable, os.geteuid() == 0)
+        os.execvp(argv[0], argv)
+    return wait(ns.dir, ns.ranks, ns.appear)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

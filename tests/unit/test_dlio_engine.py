@@ -1,0 +1,158 @@
+"""engine: dlio: DLIO's workload file from iolab's workload, the host's part of it, mpirun's argv, DLIO's results."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from iolab.host import dlio as host_dlio
+from iolab.host.dataset.gen import gen
+from iolab.host.dataset.manifest import Entry, Manifest
+from iolab.parsers import ParseError
+from iolab.parsers import dlio as parser
+from iolab.workloads import parser_for
+from iolab.workloads.pytorch import PytorchWorkload
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "dlio_output" / "retinanet-1host-2ranks"
+
+
+def workload(**keys) -> PytorchWorkload:
+    base = {
+        "name": "d",
+        "type": "pytorch",
+        "reader": "pil",
+        "engine": "dlio",
+        "accelerator": {"type": "b200", "model": "retinanet"},
+        "batch_size": 24,
+        "workers": 8,
+        "accelerators": 2,
+    }
+    return PytorchWorkload.model_validate(base | keys)
+
+
+def test_the_engine_picks_dlio_s_role_and_parser_and_its_samples_say_so():
+    dlio, own = workload(), workload(engine="iolab")
+    assert dlio.tool == "dlio" and own.tool == "pytorch"
+    assert parser_for(dlio.tool) is parser.parse
+    assert dlio.params()["engine"] == "dlio" and "engine" not in own.params()
+    variables = dlio.role_vars("/mnt/t")
+    assert variables["bench_dlio_target"] == "/mnt/t" and variables["bench_dlio_ranks"] == 2
+    assert "bench_pytorch_options" not in variables
+
+
+def test_dlio_s_workload_file_says_what_the_workload_does():
+    config = workload(epochs=3, steps=5, prefetch_factor=4, seed=7, reseed=True).dlio_file(repetition=2)
+    assert config["reader"] == {
+        "data_loader": "pytorch",
+        "batch_size": 24,
+        "read_threads": 8,
+        "prefetch_size": 4,
+        "file_shuffle": "seed",
+        "sample_shuffle": "seed",
+    }
+    # MLPerf Storage v3.0's retinanet on B200: 0.04755 s per batch of 24; a new seed per repetition.
+    assert config["train"] == {"epochs": 3, "computation_time": 0.04755, "seed": 8, "total_training_steps": 5}
+    assert config["workflow"] == {"generate_data": False, "train": True, "checkpoint": False, "evaluation": False}
+    assert config["model"] == "retinanet" and config["dataset"] == {}
+    assert workload(shuffle=False).dlio_file()["reader"]["file_shuffle"] == "off"
+    assert workload(mlperf="retinanet").dlio_file()["metric"] == {"au": 0.85}
+
+
+@pytest.mark.parametrize(
+    ("keys", "says"),
+    [
+        ({"accelerator": None}, "engine dlio emulates accelerators"),
+        ({"reader": "packed"}, "reader npz (unet3d) or pil (JPEG), not packed"),
+        ({"search": "accelerators"}, "search is iolab's loader's"),
+        ({"decode": False}, "drop decode: false"),
+        ({"engine": "iolab", "dlio_requirement": "x.whl"}, "dlio_requirement is what engine dlio installs"),
+    ],
+)
+def test_what_dlio_cannot_run_is_refused_in_one_line(keys, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        workload(**keys)
+
+
+def test_each_host_completes_the_file_from_its_own_copy_of_a_jpeg_data_set(tmp_path):
+    root, run = tmp_path / "ds", tmp_path / "run"
+    gen(root, files=6, seed=3, classes=2, workers=1, kind="retinanet")
+    host_dlio.write_config(run, root, workload().dlio_file())
+    written = json.loads((run / "dlio" / "workload" / "iolab.yaml").read_text())
+    manifest = Manifest.load(root)
+    view = Path(written["dataset"].pop("data_folder"))
+    assert written["dataset"] == {
+        "format": "jpeg",
+        "num_files_train": 6,
+        "num_samples_per_file": 1,
+        "num_subfolders_train": 2,
+        "record_length": manifest.total_bytes // 6,
+        "record_length_stdev": 0,
+    }
+    assert written["output"] == {"folder": str(run), "log_file": "dlio.log"}
+    # DLIO lists train/*/*.jpeg and valid/: each name is a link to the data set's own file.
+    links = sorted(view.glob("train/*/*.jpeg"))
+    assert [link.resolve() for link in links] == sorted((root / e.path).resolve() for e in manifest.entries)
+    assert (view / "valid").is_dir() and not list((view / "valid").iterdir())
+    assert json.loads((run / "dlio" / "iolab.json").read_text())["dlio_version"] == "2.0.0"
+
+
+def test_an_npz_data_set_is_read_where_it_lies(tmp_path):
+    root, run = tmp_path / "ds", tmp_path / "run"
+    (root / "train" / "n000").mkdir(parents=True)
+    entries = tuple(Entry(f"train/n000/{i:08d}.npz", 1000 + i, "0" * 64, 0) for i in range(3))
+    Manifest(files=3, seed=1, classes=1, generator="t", entries=entries).write(root)
+    config = host_dlio.workload_file(run, root, workload(reader="npz").dlio_file())
+    view = Path(config["dataset"]["data_folder"])
+    assert (view / "train").resolve() == (root / "train").resolve()
+    assert config["dataset"]["format"] == "npz" and config["dataset"]["record_length"] == 1001
+
+
+def test_mpirun_runs_one_context_per_host_each_with_its_own_workload_file():
+    hosts = [{"addr": "10.0.0.1", "ranks": 2, "dir": "/r/a"}, {"addr": "10.0.0.2", "ranks": 2, "dir": "/r/b"}]
+    argv = host_dlio.mpirun_argv(hosts, ["ssh", "-i", "/k"], "/v/python", root=True)
+    assert argv[:6] == ["mpirun", "--bind-to", "none", "--mca", "plm_rsh_agent", "ssh -i /k"]
+    assert "--allow-run-as-root" in argv
+    first, second = " ".join(argv).split(" : ")
+    for context, host, run in ((first, "10.0.0.1", "/r/a"), (second, "10.0.0.2", "/r/b")):
+        assert f"-np 2 --host {host}:2 --wdir {run} /v/python -m dlio_benchmark.main --config-dir {run}/dlio" in context
+        assert context.endswith(f"workload=iolab hydra.run.dir={run}/hydra")
+
+
+def test_another_host_s_wait_fails_in_one_line_when_no_rank_starts(tmp_path, capsys):
+    assert host_dlio.wait(tmp_path, ranks=2, appear=0.3, poll=0.05) == 1
+    assert "no DLIO rank started on this host within 0.3 s" in capsys.readouterr().out
+    for rank in (2, 3):
+        (tmp_path / f"{rank}_output.json").write_text("{}")
+    assert host_dlio.wait(tmp_path, ranks=2, appear=0.3, poll=0.05) == 0
+
+
+def test_a_host_s_figures_are_its_ranks_counted_as_dlio_counts_them():
+    """Real DLIO output (tests/fixtures/dlio_output/README.md): one host of two ranks, so the host's figures are
+    the job's, which DLIO's summary.json states itself."""
+    parsed = parser.parse(FIXTURE)
+    values = {m.metric: m.value for m in parsed.measurements}
+    summary = json.loads((FIXTURE / "summary.json").read_text())["metric"]
+    assert values["au"] == pytest.approx(summary["train_au_mean_percentage"], rel=1e-12)
+    assert values["samples_per_s"] == pytest.approx(summary["train_throughput_mean_samples_per_second"], rel=1e-12)
+    # DLIO's "I/O Throughput" is its samples/s times record_length, in MiB/s.
+    assert values["read_bw"] == pytest.approx(summary["train_io_mean_MB_per_second"] * 2**20, rel=1e-9)
+    assert {m.unit for m in parsed.measurements} == {"%", "samples/s", "B/s"}
+    assert parsed.metadata["engine"] == "dlio" and parsed.metadata["dlio_version"] == "2.0.0"
+    assert [r["rank"] for r in parsed.metadata["ranks"]] == [0, 1]
+    assert parsed.metadata["dlio_summary"]["accelerators"] == 2
+
+
+def test_a_host_without_its_ranks_results_is_a_parse_error(tmp_path):
+    host = tmp_path / "h"
+    shutil.copytree(FIXTURE, host)
+    for path in host.glob("*_output.json"):
+        path.unlink()
+    with pytest.raises(ParseError, match="no DLIO rank wrote its result"):
+        parser.parse(host)
+    (host / "0_output.json").write_text('{"hostname": "x"}')
+    with pytest.raises(ParseError, match="not a DLIO rank's result"):
+        parser.parse(host)
