@@ -337,3 +337,18 @@ def test_mlperf_v3s_llama3_file_under_the_rules_is_one_run_of_ten_checkpoints():
     assert (spec.repetitions, workload.checkpoints, workload.ranks, workload.mlperf_rules) == (1, 10, 8, True)
     with pytest.raises(UserError, match="set the campaign's repetitions: 10"):  # without the rules, as before
         campaign_mod.parse({**raw, "workloads": [{**entry, "mlperf": False}]}, "t.yml", ROOT / "tests/fixtures/dlio")
+
+
+def test_the_data_set_rule_takes_the_largest_point_of_a_sweep():
+    entry = {"name": "u", "type": "mlperf", "workload": "unet3d", "accelerators": [1, 4], "mlperf": True}
+    needed = mlperf.required_samples("unet3d", 7, 4, RAM, validity.RAM_MULTIPLE)
+    with pytest.raises(UserError, match=f"asks for {needed:,} on the 1 selected host"):
+        load([entry], {"kind": "unet3d", "files": needed - 1}, memory=lambda: RAM)
+    assert len(load([entry], {"kind": "unet3d", "files": needed}, memory=lambda: RAM).workloads) == 2
+    swept = load(
+        [{"name": "ck", "type": "checkpoint", "model": ["llama3-8b", "llama3-70b"], "scale": 0.0001}], mlperf=True
+    )
+    assert [(w.model, w.writers, w.checkpoints) for w in swept.workloads] == [
+        ("llama3-8b", 8, 10),
+        ("llama3-70b", 8, 10),
+    ]

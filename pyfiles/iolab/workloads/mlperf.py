@@ -181,7 +181,8 @@ def apply_rules(data: dict[str, Any], ram_multiple: int, memory: Callable[[], li
             out.append(entry)
             continue
         if entry.get("type") == "checkpoint":
-            processes = CHECKPOINT_MODELS.get(entry.get("model", "llama3-8b"), (0, None))[1]
+            model = entry.get("model", "llama3-8b")  # a sweep of models keeps its writers: flagged if not MLPerf's
+            processes = CHECKPOINT_MODELS[model][1] if isinstance(model, str) and model in CHECKPOINT_MODELS else None
             wide = {} if "writers" in entry or "ranks" in entry or processes is None else {"ranks": processes}
             out.append({"checkpoints": CHECKPOINTS, **wide, **entry})
         elif entry.get("mlperf") in PRESETS:
@@ -212,7 +213,7 @@ def _dataset_size_rule(
             "run it there, or give lab_scale: true"
         )
     ram = memory()
-    batch, accelerators = int(entry.get("batch_size", 1)), int(entry.get("accelerators", 1))
+    batch, accelerators = (_largest(entry.get(key, 1)) for key in ("batch_size", "accelerators"))
     needed = required_samples(entry["mlperf"], batch, accelerators, ram, ram_multiple)
     if files < needed:
         raise ValueError(
@@ -221,6 +222,15 @@ def _dataset_size_rule(
             f"asks for {needed:,} on the {len(ram)} selected host(s) ({sum(ram) >> 30} GiB of RAM): "
             "give dataset files: auto (or more), or lab_scale: true for a smaller one, flagged"
         )
+
+
+def _largest(value: Any) -> int:
+    """A key's value, or the largest point of its sweep (a list): the data set must hold the largest."""
+    values = value if isinstance(value, list) else [value]
+    try:
+        return max(int(v) for v in values)
+    except (TypeError, ValueError):
+        raise ValueError(f"{value!r} is not a whole number") from None
 
 
 def _same_filesystem(host_facts: dict[str, Any]) -> bool | None:
