@@ -1,6 +1,6 @@
 """unet3d: iolab's emulation against DLIO 2.0.0 on the same NPZ files — samples/s, AU and memory per rank.
 
-    sudo .venv/bin/python bench/unet3d_dlio.py [--files 42] [--epochs 2] [--ranks 1 2 3] [--no-dlio]
+    sudo .venv/bin/python bench/unet3d_dlio.py [--files 42] [--epochs 2] [--ranks 1 2 3] [--repeat 1] [--no-dlio]
 
 A private tmpfs holds a lab-scale unet3d data set made by iolab's own generator
 (`python -m iolab.host.dataset gen --kind unet3d`, one class folder: ≈146.6 MB per file),
@@ -8,11 +8,12 @@ so storage is never the limit and both tools pay only their CPU. Then, one after
 
 - iolab's unet3d preset (the loader command its workload runs: reader npz, 4 workers, batch
   7, emulated H100 at 0.323 s per batch) at each of --ranks emulated accelerators;
-- DLIO 2.0.0 itself, `mpirun -np 1 dlio_benchmark workload=unet3d_h100` over the same files
+- DLIO 2.0.0 itself, `mpirun --bind-to none -np 1 dlio_benchmark workload=unet3d_h100` over the same files
   (its data_folder the data set's root, the files in its one subfolder), checkpointing off.
 
-Each prints samples/s (iolab: delivered over the run, MLPerf's; DLIO: its
-train_throughput_mean_samples_per_second), AU, and the peak memory of each rank — the rank
+Each prints samples/s (iolab: delivered over the run; DLIO: its
+train_throughput_mean_samples_per_second, the mean of its epochs' rates, which both print
+too), AU, and the peak memory of each rank — the rank
 process and its loader workers together, Σ PSS (shared pages split among the processes that
 map them) and Σ RSS (shared pages counted in each) — and of the whole process tree, sampled
 every 0.2 s from /proc. Needs root (mount) and dlio_benchmark with mpirun (the DL stack's dlio
@@ -141,24 +142,37 @@ def iolab(root: Path, out: Path, ranks: int, epochs: int) -> None:
     wall, memory = run(argv, "--local-rank")
     parsed = pytorch.parse(out)
     value = {m.metric: m.value for m in parsed.measurements if m.metric != "epoch_time"}
+    document = json.loads((out / "loader.json").read_text())
+    epochs: dict[int, float] = {}  # samples/s of each epoch, ranks added (as DLIO reports it)
+    for rank in document["ranks"]:
+        for e in rank["epochs"]:
+            epochs[e["epoch"]] = epochs.get(e["epoch"], 0.0) + e["samples"] / (e["ended_at"] - e["started_at"])
     print(
         f"iolab unet3d, {ranks} rank(s): {value['samples_per_s']:.2f} samples/s delivered "
-        f"(steady {value['steady_samples_per_s']:.2f}), AU {value['au']:.1f} %, "
+        f"(steady {value['steady_samples_per_s']:.2f}; {_per_epoch(list(epochs.values()))}), AU {value['au']:.1f} %, "
         f"{parsed.metadata['steps_per_rank']} measured steps per rank, {memory.line()}, wall {wall:.0f} s",
         flush=True,
     )
 
 
+def _per_epoch(rates: list[float]) -> str:
+    """Each epoch's samples/s and their mean: DLIO's figure is that mean, not the run's samples over its time."""
+    return f"per epoch {', '.join(f'{r:.2f}' for r in rates)}, mean {sum(rates) / len(rates):.2f}"
+
+
 def dlio(root: Path, files: int, epochs: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="unet3d-dlio-"))
     try:
-        argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "1"]
+        # --bind-to none: Open MPI binds a job of one or two ranks to a core each by default, and the
+        # DataLoader workers a rank forks inherit it: DLIO's 4 workers would share one core, iolab's two.
+        argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "1"]
         argv += [str(Path(sys.executable).parent / "dlio_benchmark"), "workload=unet3d_h100"]
         argv += [f"++workload.{key}={value}" for key, value in _dlio_settings(root, files, epochs, work).items()]
         wall, memory = run(argv, "dlio_benchmark", cwd=work)
         metric = json.loads((work / "out" / "summary.json").read_text())["metric"]
         print(
-            f"DLIO 2.0.0 unet3d, 1 rank: {metric['train_throughput_mean_samples_per_second']:.2f} samples/s, "
+            f"DLIO 2.0.0 unet3d, 1 rank: {metric['train_throughput_mean_samples_per_second']:.2f} samples/s "
+            f"({_per_epoch(metric['train_throughput_samples_per_second'])}), "
             f"AU {metric['train_au_mean_percentage']:.1f} %, {memory.line()}, wall {wall:.0f} s",
             flush=True,
         )
@@ -185,6 +199,7 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 3], help="iolab's emulated accelerators")
     p.add_argument("--dlio", action=argparse.BooleanOptionalAction, default=True, help="run DLIO 2.0.0 too")
+    p.add_argument("--repeat", type=int, default=1, help="rounds of iolab's runs, then DLIO's")
     p.add_argument("--tmpfs", default="", help="the tmpfs's size (default: 180 MB per file)")
     args = p.parse_args()
     size = args.tmpfs or f"{args.files * 180}m"
@@ -194,10 +209,11 @@ def main() -> int:
         gen += ["--files", str(args.files), "--seed", "1", "--classes", "1", "--workers", "2"]
         subprocess.run(gen, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
         (root / "valid").mkdir()  # DLIO lists it (empty: no evaluation)
-        for ranks in args.ranks:
-            iolab(root, mount / f"iolab-{ranks}", ranks, args.epochs)
-        if args.dlio:
-            dlio(root, args.files, args.epochs)
+        for repetition in range(args.repeat):  # interleaved: a loaded machine's drift falls on both tools
+            for ranks in args.ranks:
+                iolab(root, mount / f"iolab-{ranks}-{repetition}", ranks, args.epochs)
+            if args.dlio:
+                dlio(root, args.files, args.epochs)
     return 0
 
 
