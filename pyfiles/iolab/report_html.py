@@ -272,17 +272,21 @@ class _Page:
         return figures
 
     def accelerators(self) -> dict[str, Any] | None:
-        """AU against the number of emulated accelerators (params.accelerators), per workload and backend."""
+        """AU (the repeats' median) against the number of emulated accelerators (params.accelerators; a search's
+        probes run as many epochs as each N needs), per workload and backend; the most N whose every repeat held."""
         curves: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
         thresholds: dict[tuple[str, str], float] = {}
+        lowest: dict[tuple[tuple[str, str], str, float], float] = {}
         for r in self.rows:
             if r["metric"] != "au":
                 continue
             setting = json.loads(r["setting"])
             count = setting.pop("accelerators", None)
+            setting.pop("epochs", None)
             if count is None:
                 continue
             key = (r["workload"], json.dumps(setting, sort_keys=True))
+            lowest[(key, r["backend"], float(count))] = r["min"]
             thresholds[key] = float(setting.get("au_threshold", AU_THRESHOLD))
             curves[key][r["backend"]].append((float(count), r["median"]))
         if not curves:
@@ -304,7 +308,7 @@ class _Page:
             label = report.point_label(key[0], labels[key])
             figures.append({"chart": _chart(chart), "label": label})
             for backend, line in lines.items():
-                ok = [int(x) for x, y in line if y >= threshold]
+                ok = [int(x) for x, _ in line if lowest[(key, backend, x)] >= threshold]
                 fed.append(
                     {
                         "label": label,

@@ -361,6 +361,19 @@ def test_the_report_and_the_page_open_with_what_limited_each_backend_then_the_in
     assert "this measures the host, not the storage" in verdict and "5× each host" in page
 
 
+def test_the_pages_au_chart_is_one_curve_per_search_and_its_most_is_what_held_every_repeat(tmp_path):
+    """A search's probes run as many epochs as each N needs: one curve still; 3 held by its median (95 %) but
+    not in every repeat (85 % once), so the most that held is 2, as the verdict says."""
+    store = ResultStore(tmp_path, "verdict")
+    aus = {1: [95.0] * 3, 2: [95.0] * 3, 3: [95.0, 85.0, 95.0]}
+    store.add_samples(searched("fast", lambda n, k: dict.fromkeys(HOSTS, aus[n][k - 1] if n in aus else 80.0), 1e8))
+    page = report_html.build(store)
+    section = page[page.index('id="au"') :]
+    assert section.count("accelerator utilization (AU) against emulated accelerators") == 1
+    assert "<td class=num>2</td><td>90%</td>" in section
+    assert "<b>2 h100 (2–3)</b>" in page
+
+
 def test_report_compare_shows_each_sides_answer_with_its_interval(tmp_path):
     store = ResultStore(tmp_path, "verdict")
     store.add_samples(searched("fast", lambda n, k: dict.fromkeys(HOSTS, 95.0 if n <= 6 else 80.0), 1e8, ceiling=8))
