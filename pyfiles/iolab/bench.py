@@ -61,6 +61,8 @@ def run_campaign(
     for note in store.preflight():  # writable, with room, no torn line: before anything runs
         console.print(f"[yellow]{note}[/]")
     runs = [r for r in expand(campaign, len(lab.hosts)) if only_repetition in (None, r.repetition)]
+    for run in filter(_searches, runs):  # a search whose ranks get under two batches: refused before anything runs
+        accelerators.admissible(run, campaign, len(lab.hosts))
     done = store.completed()
     plan = [Entry(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
     plan = [entry for entry in plan if entry.hosts]
