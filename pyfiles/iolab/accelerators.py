@@ -89,6 +89,14 @@ def probed(workload: PytorchWorkload, accelerators: int, epochs: int) -> Pytorch
     return workload.model_copy(update={"accelerators": accelerators, "epochs": epochs, "search": None})
 
 
+def admissible(run: Run, campaign: Campaign, hosts: int) -> None:
+    """Refuse (UserError, one line) a campaign's search whose probes could not each measure the step floor: a
+    rank under two batches an epoch at the ceiling (`probe_epochs`); before anything runs."""
+    workload = run.workload
+    assert isinstance(workload, PytorchWorkload) and campaign.dataset  # a search is pytorch: the parse asks for both
+    probe_epochs(workload, campaign.dataset.files, workload.accelerators, hosts, step_floor())
+
+
 @dataclasses.dataclass(frozen=True)
 class Probe:
     accelerators: int
@@ -304,9 +312,8 @@ def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
     workload = run.workload
     assert isinstance(workload, PytorchWorkload) and workload.accelerator  # a search's schema asks for both
     campaign = session.state.campaign
-    assert campaign.dataset  # a pytorch workload's campaign has one
+    assert campaign.dataset  # a pytorch workload's campaign has one (bench.run_campaign checked it: admissible)
     files, floor = campaign.dataset.files, step_floor()
-    probe_epochs(workload, files, workload.accelerators, len(hosts), floor)  # refused before any probe
     active = session.admit(run, hosts, batched=False)
     if not active:
         return

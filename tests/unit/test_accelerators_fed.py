@@ -9,6 +9,7 @@ tests/integration/test_accelerators_campaign.py.
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,8 +17,9 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from iolab import accelerators, campaign, compare, report, report_html
+from iolab import accelerators, bench, campaign, compare, report, report_html
 from iolab.errors import RunFailed, UserError
+from iolab.execute import Lab
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
 HOSTS = ["gpu01", "gpu02"]
@@ -197,6 +199,19 @@ def test_probe_epochs_give_each_rank_the_step_floor_and_refuse_less_than_two_bat
     assert accelerators.probe_epochs(workload, 1536, 1, 1, 500) == 11  # 48 steps, 47 measured
     with pytest.raises(UserError, match=r"dataset.files 1536 gives each of 32 rank\(s\) .* 48 files, under 2"):
         accelerators.probe_epochs(workload, 1536, 32, 1, 500)
+
+
+def test_a_campaign_whose_search_gives_a_rank_under_two_batches_is_refused_before_anything_runs(tmp_path):
+    class NoAnsible(Lab):
+        def play(self, *args, **kwargs):
+            raise AssertionError("nothing may run: the search is refused first")
+
+    raw = {**RAW, "dataset": {"kind": "imagenet-like", "files": 100, "seed": 1}}  # 8 ranks: 13 files each
+    lab = NoAnsible(inventory=None, hosts=["h1"], console=Console(file=io.StringIO()))  # type: ignore[arg-type]
+    store = ResultStore(tmp_path, "verdict")
+    with pytest.raises(UserError, match=r"^dataset.files 100 gives each of 8 rank\(s\) .* under 2 batches of 32") as no:
+        bench.run_campaign(spec(raw), lab, store)
+    assert "\n" not in str(no.value) and not store.samples_path.exists()
 
 
 def test_a_lower_step_floor_is_for_tests_only_and_flags_the_answer(monkeypatch):
