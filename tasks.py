@@ -489,10 +489,11 @@ def pack_(c, path, format="all", out=None, samples_per_shard=None):
         "hosts": HOSTS,
         "reader": "pil | cv2-imread | cv2-imdecode | packed (default packed)",
         "workers": "loader workers per accelerator (default 4)",
-        "batch_size": "samples per batch (default 400)",
-        "steps": "batches per probe and accelerator (default 20)",
+        "batch_size": "samples per batch (default 32, as campaigns/quick.yml)",
+        "steps": "batches per epoch and accelerator, at most (default: the data set's; a probe runs the epochs "
+        "that give 500 measured steps)",
         "decode": "decode images (default yes)",
-        "max": "the ceiling: most accelerators per host to try (default 64); reaching it answers ≥ N",
+        "max": "the ceiling: most accelerators per host to try (default 16); reaching it answers ≥ N",
         "threshold": "AU to hold, % (default 90)",
     }
 )
@@ -507,10 +508,10 @@ def accelerators(
     hosts=None,
     reader="packed",
     workers=4,
-    batch_size=400,
-    steps=20,
+    batch_size=32,
+    steps=0,
     decode=True,
-    max=64,
+    max=16,
     threshold=90.0,
 ):
     """Find the most emulated accelerators per host that a backend keeps at AU ≥ 90%."""
@@ -523,7 +524,7 @@ def accelerators(
         "reader": reader,
         "workers": int(workers),
         "batch_size": int(batch_size),
-        "steps": int(steps),
+        **({"steps": int(steps)} if int(steps) else {}),
         "decode": decode,
         "shuffle": True,
     }

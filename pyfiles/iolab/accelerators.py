@@ -351,17 +351,19 @@ def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
 
 
 def answer(meta: dict[str, Any], kind: str, backend: str, hosts: int) -> str:
-    """bench.accelerators' last line: the answer (`summary`) with its interval, the AU and throughput at it."""
+    """bench.accelerators' last line: the answer (`summary`) with its interval, the AU and throughput at it,
+    what limited it, then its flags."""
     at, limit = meta["at"], meta["limited_by"]
+    flags = "".join(f"; ⚑ {flag}" for flag in meta["flags"])
     if meta["held"] == 0:
         return (
             f"answer: none — even 1 {kind} accelerator per host falls below {meta['threshold']:g} % AU on {backend}; "
-            f"limited by {limit['side']}: {limit['reason']}"
+            f"limited by {limit['side']}: {limit['reason']}{flags}"
         )
     return (
-        f"answer: {fed_label(meta['held'], meta, kind)} accelerator(s) per host on {backend} (AU {at['au']:.1f} %, "
-        f"{at['samples_per_s']:.0f} samples/s, {at['read_bw'] / 2**20:.0f} MiB/s over {hosts} host(s)); "
-        f"limited by {limit['side']}: {limit['reason']}"
+        f"answer: {fed_label(meta['held'], {**meta, 'flags': []}, kind)} accelerator(s) per host on {backend} "
+        f"(AU {at['au']:.1f} %, {at['samples_per_s']:.0f} samples/s, {at['read_bw'] / 2**20:.0f} MiB/s over "
+        f"{hosts} host(s)); limited by {limit['side']}: {limit['reason']}{flags}"
     )
 
 
