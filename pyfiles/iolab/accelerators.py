@@ -139,7 +139,7 @@ def search(
     the most that held and the fewest that failed, so no N+1 is taken above an N that failed.
 
     >>> search(lambda n: 100 if n <= 5 else 50, ceiling=8).history
-    ((1, 100), (2, 100), (4, 100), (8, 50), (6, 50), (5, 100), (5, 100), (6, 50), (5, 100), (6, 50))
+    ((1, 100), (2, 100), (4, 100), (8, 50), (6, 50), (5, 100), (6, 50), (5, 100), (6, 50), (5, 100))
     """
     aus: dict[int, list[float]] = {}
     history: list[tuple[int, float]] = []
