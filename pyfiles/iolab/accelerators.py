@@ -3,18 +3,25 @@
 MLPerf Storage's figure of merit: how many accelerators a storage system feeds while
 each stays busy at least its model's AU threshold of the time (90 % for unet3d and
 resnet50, 85 % for retinanet, 70 % for cosmoflow: docs/REFERENCE_FIGURES.md). The search doubles
-N (1, 2, 4, …) until a probe falls below the threshold, then bisects between the
-last N that held and the first that did not. Each probe is one short run of the
-PyTorch loader with N emulated accelerators on every selected host (one rank
-process each, as DLIO runs one MPI rank per accelerator); its AU is the lowest of
-the hosts' (a host's AU is the mean of its ranks'). The backend is mounted and the
-data set made once for the whole search. Probes are stored as runs of the campaign
-`accelerators-<backend>-<type>`, so a search that is run again reuses them.
+N (1, 2, 4, …) until a probe falls below the threshold, or N reaches what this host can
+emulate (iolab.limits.capacity) or the workload's ceiling, then bisects between the most
+that held and the fewest that failed, and probes those two points again until each has
+three probes: a point holds only when every probe of it held (`search`; the rule and why:
+docs/DESIGN.md, "How the accelerator search decides"). Each probe is one run of the
+PyTorch loader with N emulated accelerators on every selected host (one rank process
+each, as DLIO runs one MPI rank per accelerator), over as many epochs as give every rank
+500 measured steps; its AU is the lowest of the hosts' (a host's AU is the mean of its
+ranks'), and iolab.limits says from its telemetry what limited it and whether foreign
+CPU disturbed it (then it is run again). The backend is mounted and the data set made
+once for the whole search. Probes are stored as runs of the campaign
+`accelerators-<backend>-<type>` (a repeat is the run's repetition), so a search that is
+run again reuses them.
 
 In a campaign, a pytorch workload with `search: accelerators` is the same search on
-each backend, up to its `accelerators` per host (`fed`): the probes are runs of that
-campaign (the workload at 1, 2, 4 … accelerators), and the answer is the sample
-`accelerators_fed` (unit count) with the AU and throughput at that point.
+each backend, with its `accelerators` per host as the ceiling (`fed`): the probes are runs
+of that campaign, and the answer is the sample `accelerators_fed` (unit count: the most
+that held) with its interval, what limited it, its flags, and the AU and throughput at
+that point (`summary`).
 """
 
 from __future__ import annotations
