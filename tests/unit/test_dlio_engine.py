@@ -122,6 +122,12 @@ def test_mpirun_runs_one_context_per_host_each_with_its_own_workload_file():
         assert context.endswith(f"workload=iolab hydra.run.dir={run}/hydra")
 
 
+def test_an_ssh_argument_that_open_mpi_would_split_is_refused():
+    hosts = [{"addr": "10.0.0.1", "ranks": 1, "dir": "/r/a"}]
+    with pytest.raises(SystemExit, match="an empty argument or one with a blank"):
+        host_dlio.mpirun_argv(hosts, ["ssh", "-i", "/my keys/id"], "/v/python", root=False)
+
+
 def test_another_host_s_wait_fails_in_one_line_when_no_rank_starts(tmp_path, capsys):
     assert host_dlio.wait(tmp_path, ranks=2, appear=0.3, poll=0.05) == 1
     assert "no DLIO rank started on this host within 0.3 s" in capsys.readouterr().out

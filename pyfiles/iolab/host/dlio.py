@@ -104,6 +104,9 @@ def write_config(run_dir: Path, root: Path, workload: dict[str, Any]) -> Path:
 
 def mpirun_argv(hosts: list[dict[str, Any]], rsh: list[str], python: str, root: bool) -> list[str]:
     """mpirun with one application context per host: {addr, ranks, dir} each."""
+    if any(not part or part.split() != [part] for part in rsh):
+        # Open MPI splits plm_rsh_agent at blanks itself: such an argument would reach ssh in pieces.
+        raise SystemExit(f"the ssh command for mpirun has an empty argument or one with a blank: {rsh}")
     argv = ["mpirun", "--bind-to", "none", "--mca", "plm_rsh_agent", " ".join(rsh)]
     argv += ["--allow-run-as-root"] if root else []
     for i, host in enumerate(hosts):
