@@ -50,7 +50,7 @@ def test_dlio_s_workload_file_says_what_the_workload_does():
         "data_loader": "pytorch",
         "batch_size": 24,
         "read_threads": 8,
-        "prefetch_size": 4,
+        "prefetch_size": 32,  # DLIO's is the rank's: 4 batches for each of 8 threads, as torch's prefetch_factor 4
         "file_shuffle": "seed",
         "sample_shuffle": "seed",
     }
@@ -58,6 +58,9 @@ def test_dlio_s_workload_file_says_what_the_workload_does():
     assert config["train"] == {"epochs": 3, "computation_time": 0.04755, "seed": 8, "total_training_steps": 5}
     assert config["workflow"] == {"generate_data": False, "train": True, "checkpoint": False, "evaluation": False}
     assert config["model"] == "retinanet" and config["dataset"] == {}
+    # unet3d as MLPerf Storage's files run it: a 2 MiB array per sample reaches the training loop, not the volume.
+    unet3d = workload(reader="npz", accelerator={"type": "b200", "model": "unet3d"}).dlio_file()
+    assert unet3d["dataset"] == {"record_length_resize": 2097152}
     assert workload(shuffle=False).dlio_file()["reader"]["file_shuffle"] == "off"
     assert workload(mlperf="retinanet").dlio_file()["metric"] == {"au": 0.85}
 
@@ -105,10 +108,12 @@ def test_an_npz_data_set_is_read_where_it_lies(tmp_path):
     (root / "train" / "n000").mkdir(parents=True)
     entries = tuple(Entry(f"train/n000/{i:08d}.npz", 1000 + i, "0" * 64, 0) for i in range(3))
     Manifest(files=3, seed=1, classes=1, generator="t", entries=entries).write(root)
-    config = host_dlio.workload_file(run, root, workload(reader="npz").dlio_file())
+    unet3d = workload(reader="npz", accelerator={"type": "b200", "model": "unet3d"})
+    config = host_dlio.workload_file(run, root, unet3d.dlio_file())
     view = Path(config["dataset"]["data_folder"])
     assert (view / "train").resolve() == (root / "train").resolve()
     assert config["dataset"]["format"] == "npz" and config["dataset"]["record_length"] == 1001
+    assert config["dataset"]["record_length_resize"] == 2097152  # the controller's, kept
 
 
 def test_mpirun_runs_one_context_per_host_each_with_its_own_workload_file():
