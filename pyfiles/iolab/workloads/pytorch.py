@@ -188,7 +188,7 @@ def _dlio_consistent(w: PytorchWorkload) -> None:
         raise ValueError("engine dlio emulates accelerators: add accelerator: {type: h100, model: unet3d} (or custom)")
     if w.reader not in DLIO_READERS:
         raise ValueError(f"engine dlio reads files as DLIO does: reader npz (unet3d) or pil (JPEG), not {w.reader}")
-    for key in ("search", "syscall_profile", "pin_memory", "preprocess_time"):
+    for key in ("search", "syscall_profile", "preprocess_time"):  # (DLIO pins memory whatever pin_memory says)
         if getattr(w, key):
             raise ValueError(f"engine dlio runs DLIO as it is: {key} is iolab's loader's; drop it")
     if not w.decode:
