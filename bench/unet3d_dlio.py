@@ -16,8 +16,10 @@ train_throughput_mean_samples_per_second, the mean of its epochs' rates, which b
 too), AU, and the peak memory of each rank — the rank
 process and its loader workers together, Σ PSS (shared pages split among the processes that
 map them) and Σ RSS (shared pages counted in each) — and of the whole process tree, sampled
-every 0.2 s from /proc. Needs root (mount) and dlio_benchmark with mpirun (the DL stack's dlio
-extra).
+every 0.2 s from /proc, and the CPU seconds per sample of the whole run (every process of the
+tool, its start-up included; DLIO reads files // 7 × 7 samples an epoch, dropping the last
+partial batch): the figure a loaded machine moves least. Needs root (mount) and dlio_benchmark
+with mpirun (the DL stack's dlio extra).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -125,21 +128,28 @@ class Memory:
         )
 
 
-def run(argv: list[str], marker: str, cwd: Path | None = None) -> tuple[float, Memory]:
-    """Run `argv`, its memory sampled; (wall seconds, Memory). Exits on failure."""
+def run(argv: list[str], marker: str, cwd: Path | None = None) -> tuple[float, float, Memory]:
+    """Run `argv`, its memory sampled; (wall seconds, CPU seconds of its whole tree, Memory). Exits on failure."""
     print("$", " ".join(argv), flush=True)
+    cpu = _children_cpu()
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with Memory(proc.pid, marker) as memory:
         output, _ = proc.communicate()
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}):\n{output[-3000:]}")
-    return time.monotonic() - started, memory
+    return time.monotonic() - started, _children_cpu() - cpu, memory
+
+
+def _children_cpu() -> float:
+    """User + system seconds of every descendant waited for so far (ranks and loader workers included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def iolab(root: Path, out: Path, ranks: int, epochs: int) -> None:
     argv = [*loader_argv(root, out), *PRESET, "--epochs", str(epochs), "--accelerators", str(ranks)]
-    wall, memory = run(argv, "--local-rank")
+    wall, cpu, memory = run(argv, "--local-rank")
     parsed = pytorch.parse(out)
     value = {m.metric: m.value for m in parsed.measurements if m.metric != "epoch_time"}
     document = json.loads((out / "loader.json").read_text())
@@ -150,7 +160,8 @@ def iolab(root: Path, out: Path, ranks: int, epochs: int) -> None:
     print(
         f"iolab unet3d, {ranks} rank(s): {value['samples_per_s']:.2f} samples/s delivered "
         f"(steady {value['steady_samples_per_s']:.2f}; {_per_epoch(list(epochs.values()))}), AU {value['au']:.1f} %, "
-        f"{parsed.metadata['steps_per_rank']} measured steps per rank, {memory.line()}, wall {wall:.0f} s",
+        f"{parsed.metadata['steps_per_rank']} measured steps per rank, {memory.line()}, "
+        f"CPU {cpu / sum(r['samples'] for r in parsed.metadata['ranks']):.3f} s per sample, wall {wall:.0f} s",
         flush=True,
     )
 
@@ -168,12 +179,14 @@ def dlio(root: Path, files: int, epochs: int) -> None:
         argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "1"]
         argv += [str(Path(sys.executable).parent / "dlio_benchmark"), "workload=unet3d_h100"]
         argv += [f"++workload.{key}={value}" for key, value in _dlio_settings(root, files, epochs, work).items()]
-        wall, memory = run(argv, "dlio_benchmark", cwd=work)
-        metric = json.loads((work / "out" / "summary.json").read_text())["metric"]
+        wall, cpu, memory = run(argv, "dlio_benchmark", cwd=work)
+        summary = json.loads((work / "out" / "summary.json").read_text())
+        metric = summary["metric"]
         print(
             f"DLIO 2.0.0 unet3d, 1 rank: {metric['train_throughput_mean_samples_per_second']:.2f} samples/s "
             f"({_per_epoch(metric['train_throughput_samples_per_second'])}), "
-            f"AU {metric['train_au_mean_percentage']:.1f} %, {memory.line()}, wall {wall:.0f} s",
+            f"AU {metric['train_au_mean_percentage']:.1f} %, {memory.line()}, "
+            f"CPU {cpu / (epochs * (files // 7 * 7)):.3f} s per sample, wall {wall:.0f} s",
             flush=True,
         )
     finally:
