@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import yaml
 
-from support import Cli, tmpfs_campaign
+from iolab.shared.processes import alive
+from support import ROOT, Cli, tmpfs_campaign
 
 pytestmark = pytest.mark.lab
 
+RUNS = Path("/opt/iolab/runs")  # runs/<command>/<host>/<run>/ (one file system for every host)
 FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "ramp": "0s", "size": "8MiB"}
 
 
@@ -41,3 +47,30 @@ def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_pat
             record = results / "lab-gateway" / "raw" / sample["run_id"] / sample["host"] / "run.json"
             assert json.loads(record.read_text())["launcher"] == "clustershell"
     assert sim_hosts.mounts_left() == {}
+
+
+def test_ctrl_c_during_a_run_through_clustershell_leaves_no_tool_mount_or_lease(sim_hosts, results, tmp_path):
+    """Ctrl-C ends every ssh session of the round; each host's hostrun then stops its fio, and teardown unmounts."""
+    cli = Cli(results)
+    path = tmpfs_campaign(tmp_path, "lab-fan-int", [{**FIO, "runtime": "5m"}])
+    argv = cli.argv(
+        "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-02]", "--campaign", str(path)
+    )
+    proc = subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        pidfiles: list[Path] = []
+        while len(pidfiles) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            pidfiles = [p for name in ("gpu01", "gpu02") for p in RUNS.glob(f"*/{name}/*/hostrun.pid")]
+            time.sleep(0.1)
+        assert len(pidfiles) == 2, proc.communicate()
+        tools = [int(p.read_text()) for p in pidfiles]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "interrupted: teardown done" in " ".join(err.split()), err
+    assert not any(alive(pid) for pid in tools)
+    assert sim_hosts.mounts_left() == {}
+    assert not [p for p in Path("/opt/iolab/leases").glob("*.json") if "lab-fan-int" in p.read_text()]
