@@ -64,8 +64,17 @@ _SSH_VARS = {
     "ansible_timeout": "ConnectTimeout",
     "ansible_ssh_timeout": "ConnectTimeout",
 }
-_ANSIBLES = ("ansible_become", "ansible_password", "ansible_ssh_pass", "ansible_ssh_extra_args", "ansible_ssh_args")
-_ANSIBLES += ("ansible_ssh_executable", "ansible_shell_type", "ansible_shell_executable", "ansible_sftp_extra_args")
+_ANSIBLES = (
+    "ansible_become",
+    "ansible_password",
+    "ansible_ssh_pass",
+    "ansible_ssh_extra_args",
+    "ansible_ssh_args",
+    "ansible_ssh_executable",
+    "ansible_shell_type",
+    "ansible_shell_executable",
+    "ansible_sftp_extra_args",
+)
 
 
 def fio_argvs(
@@ -271,6 +280,7 @@ def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dic
     hosts = list(argvs)
     outcomes = {host: runner.HostOutcome(host, task=RUN_TASK) for host in hosts}
     bound = timeout + SLACK if timeout else None
+    lead = 0.0  # s until the common start
     if len(hosts) == 1:
         host, argv = hosts[0], argvs[hosts[0]]
         starts = {host: [*argv["run"], "--before", json.dumps(argv["prepare"]), "--", *argv["tool"]]}
@@ -282,9 +292,10 @@ def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dic
         reached = {h: _note(outcomes[h], prepared[h], PREPARE_TASK) for h in hosts}
         ready = [h for h in hosts if reached[h] and prepared[h].rc == 0]
         dispatch = max((_started_at(prepared[h]) for h in ready), default=sent) - sent
-        start_at = time.time() + margin(len(ready), dispatch)
+        lead = margin(len(ready), dispatch)
+        start_at = time.time() + lead
         starts = {h: [*argvs[h]["run"], "--start-at", repr(start_at), "--", *argvs[h]["tool"]] for h in ready}
-    ran = engine.call({h: [*env, *argv] for h, argv in starts.items()}, bound + margin(len(starts)) if bound else None)
+    ran = engine.call({h: [*env, *argv] for h, argv in starts.items()}, bound + lead if bound else None)
     for host, reply in ran.items():
         _note(outcomes[host], reply, RUN_TASK)
     _pack_failed(engine, env, argvs[hosts[0]]["prepare"][0], run_dirs, outcomes)
@@ -305,8 +316,10 @@ def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
     outcome.task, outcome.ended = task, time.monotonic()
     if not reply.reached:
         outcome.unreachable = True
-        why = f"no answer within {SLACK:.0f} s past the run's timeout" if reply.timed_out else "ssh failed"
-        outcome.message = (reply.err[-1] if reply.err else why) if not reply.timed_out else why
+        if reply.timed_out:
+            outcome.message = f"no answer within {SLACK:.0f} s past the run's timeout"
+        else:
+            outcome.message = reply.err[-1] if reply.err else f"ssh ended without an answer (exit {reply.rc})"
         return False
     lines = []
     for line in reply.out:
