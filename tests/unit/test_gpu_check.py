@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+# Before any test of this process reads an inventory in-process: Ansible then replaces sys.intern with an object,
+# and torch._dynamo (which the optimizer's first use imports) refuses to load beside it ("substitute_in_graph
+# expects a function"). A test process's concern only: iolab's controller never imports torch.
+import torch._dynamo  # noqa: F401
 from fake_nvml import FakeNvml
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
