@@ -1,8 +1,9 @@
 """Fan-out cost on simulated hosts (issue 26): a fio campaign on 1, 4, 16 and 32 hosts, and one through a gateway.
 
 For each host count N: a one-run campaign and an R-run campaign (fio, --runtime s, --size files, tmpfs),
-after one campaign on every host that is not measured (the first provisioning), so that the fixed cost
-(provisioning, mount, unmount: Ansible plays) cancels out of the per-run figures:
+each after a one-run campaign on the same hosts that is not measured (the first provisioning, the first ssh
+connections), so that the fixed cost (provisioning, mount, unmount: Ansible plays) cancels out of the per-run
+figures:
 
     wall per run                 (wall of R runs − wall of 1 run) / (R − 1)
     controller CPU per run/host  (CPU of R runs − CPU of 1) / (R − 1) / N; the CPU of `./lab` and what it
@@ -127,15 +128,16 @@ def main() -> None:
         sim.up(max(counts), simlab)
         print(f"fio seq-read-1m, {opts.runtime:g} s, {opts.size} per host, tmpfs; {opts.runs}-run campaign vs 1-run")
         print("hosts         wall R   ×1 host   wall/run   CPU/run/host   late max   spread    bytes/host/run")
-        measure(simlab.inventory, max(counts), 1, opts, work, simlab.dir, "warm-up")  # provisioning, not measured
         base = None
         for hosts in counts:
+            measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up")  # not measured
             one = measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-1")
             many = measure(simlab.inventory, hosts, opts.runs, opts, work, simlab.dir, f"{hosts}-{opts.runs}")
             base = base or (many["wall"] if hosts == 1 else None)
             report(hosts, one, many, opts.runs, base)
         if opts.gateway:
             hosts, gated = max(counts), gated_inventory(simlab.inventory, work, max(counts))
+            measure(gated, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up-gw")
             one = measure(gated, hosts, 1, opts, work, simlab.dir, f"{hosts}-1-gw")
             many = measure(gated, hosts, opts.runs, opts, work, simlab.dir, f"{hosts}-{opts.runs}-gw")
             report(hosts, one, many, opts.runs, base, gated=True)
