@@ -91,19 +91,17 @@ def test_cosmoflow_data_set_has_one_sample_per_tfrecord_file(tmp_path):
     assert PackInfo.load(root / "tfrecord").samples_per_shard == 1
 
 
-def test_the_npz_reader_loads_each_file_whole(tmp_path):
-    torch = pytest.importorskip("torch", reason="the loader needs torch")
+def test_the_npz_reader_refuses_a_file_that_is_not_npz(tmp_path):
+    """What an npz sample is (DLIO's resized sample of x) is held in test_loader_npz; here: a damaged file fails."""
+    pytest.importorskip("torch", reason="the loader needs torch")
     pytest.importorskip("cv2", reason="the readers import OpenCV")
-    from iolab.host.loader.readers import Samples, collate
+    from iolab.host.loader.readers import Samples
 
     root = tmp_path / "u"
     gen(root, files=2, seed=1, classes=2, kind="unet3d")
     manifest = Manifest.load(root)
     dataset = Samples(root, "npz")
-    batch = collate([dataset[0], dataset[1]])
-    assert batch["bytes"] == manifest.total_bytes and batch["lengths"].tolist() == [e.size for e in manifest.entries]
-    assert bytes(batch["data"][: manifest.entries[0].size].numpy()) == (root / manifest.entries[0].path).read_bytes()
-    assert isinstance(batch["data"], torch.Tensor)
+    dataset[0]  # a good file reads
     broken = root / manifest.entries[0].path
     broken.write_bytes(b"\0" * manifest.entries[0].size)  # the right size, not an NPZ: decoding fails
     with pytest.raises(ValueError):
