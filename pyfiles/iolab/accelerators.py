@@ -365,12 +365,12 @@ def answer(meta: dict[str, Any], kind: str, backend: str, hosts: int) -> str:
     if meta["held"] == 0:
         return (
             f"answer: none — even 1 {kind} accelerator per host falls below {meta['threshold']:g} % AU on {backend}; "
-            f"limited by {limit['side']}: {limit['reason']}{flags}"
+            f"{limits.said(limit)}{flags}"
         )
     return (
         f"answer: {fed_label(meta['held'], {**meta, 'flags': []}, kind)} accelerator(s) per host on {backend} "
         f"(AU {at['au']:.1f} %, {at['samples_per_s']:.0f} samples/s, {at['read_bw'] / 2**20:.0f} MiB/s over "
-        f"{hosts} host(s)); limited by {limit['side']}: {limit['reason']}{flags}"
+        f"{hosts} host(s)); {limits.said(limit)}{flags}"
     )
 
 
@@ -422,7 +422,7 @@ def _limit(outcome: Outcome, counted: list[Probe], threshold: float, ceiling: in
     if outcome.bound == "host":
         top = max((p for p in counted if p.accelerators == outcome.held), key=lambda p: p.au)
         why = top.limited_by["reason"] if top.limited_by else "no evidence recorded"
-        return {"side": "client", "reason": f"this host emulates at most {outcome.held} rank(s) ({why})"}
+        return {"side": "client", "reason": f"this host's capacity: it emulates at most {outcome.held} rank(s) ({why})"}
     failing = next(p for p in counted if p.accelerators == outcome.failed and p.au < threshold)
     return failing.limited_by or {"side": "undetermined", "reason": "the probes recorded no evidence of a limit"}
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections.abc import Mapping
 from typing import Any
 
 from iolab.parsers.telemetry import IDLE_MODES
@@ -87,6 +88,12 @@ class Evidence:
 class Limit:
     side: str  # "client", "storage" or "undetermined"
     reason: str  # the figures behind it, with units
+
+
+def said(limit: Mapping[str, str]) -> str:
+    """A stored Limit as a line says it: "limited by storage: …", "limited by this host's CPU: …"; an undetermined
+    one by its reason alone ("neither side at its limit: …"). Each reason opens with what it names."""
+    return f"limited by {limit['reason']}" if limit["side"] != "undetermined" else limit["reason"]
 
 
 _FIGURES = ("foreign_cpu_peak", "run_queue", "run_queue_peak", "mem_available_min", "mem_taken_peak", "tool_rss_peak")

@@ -28,7 +28,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from iolab import metrics, svg, validity
+from iolab import limits, metrics, svg, validity
 from iolab.errors import UserError
 from iolab.parsers import LOWER
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, parse_line
@@ -241,7 +241,7 @@ def limit_line(row: dict) -> str:
     if not limit:
         return f"{row['backend']} ({row['workload']}): what limited it was not recorded"
     note = " — measures this host, not the storage" if limit["side"] == "client" else ""
-    return f"{row['backend']} ({row['workload']}): limited by {limit['side']}: {limit['reason']}{note}"
+    return f"{row['backend']} ({row['workload']}): {limits.said(limit)}{note}"
 
 
 def verdict_rows(samples: list[Sample]) -> list[dict]:

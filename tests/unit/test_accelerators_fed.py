@@ -186,7 +186,10 @@ def test_a_host_bound_answer_is_at_least_n_limited_by_the_client_and_flagged():
     samples = searched("fast", lambda n, k: dict.fromkeys(HOSTS, 99.0), 100e6, lambda n: CLIENT, capacity=lambda: 2)
     meta = fed_of(samples).metadata
     assert meta["bound"] == "host" and meta["limited_by"]["side"] == "client"
-    assert "this host emulates at most 2 rank(s) (this host's CPU: 1.97 of 2 cores" in meta["limited_by"]["reason"]
+    assert (
+        "this host's capacity: it emulates at most 2 rank(s) (this host's CPU: 1.97 of 2 cores"
+        in meta["limited_by"]["reason"]
+    )
     assert report.fed_label(2, meta, "h100") == "≥ 2 h100 (limited by this host) ⚑ measures this host, not the storage"
     ceiling = fed_of(searched("fast", lambda n, k: dict.fromkeys(HOSTS, 99.0), 100e6, ceiling=8)).metadata
     assert report.fed_label(8, ceiling, "h100").startswith("≥ 8 h100 (the workload's ceiling)")
@@ -351,7 +354,7 @@ def test_the_verdict_row_has_the_interval_the_au_over_the_probes_and_the_limit()
     assert cells[0] == ["resnet50-h100", "fast", "2 h100 (2–3)", "800", "92.0", "92.0–94.0 (3 probes)"]
     assert cells[1][2] == "0 h100 (0–1) ⚑ measures this host, not the storage" and cells[1][3] == "20"
     assert report.limit_line(rows["slow"]) == (
-        "slow (resnet50-h100): limited by client: this host's CPU: 1.97 of 2 cores busy, run queue 5.1 "
+        "slow (resnet50-h100): limited by this host's CPU: 1.97 of 2 cores busy, run queue 5.1 "
         "— measures this host, not the storage"
     )
 
@@ -365,14 +368,14 @@ def test_the_report_and_the_page_open_with_what_limited_each_backend_then_the_in
     report.print_report(store, console)
     lines = console.export_text().splitlines()
     assert lines[0].startswith("campaign verdict: how many emulated accelerators each backend keeps at AU ≥ 90%")
-    assert lines[1].startswith("fast (resnet50-h100): limited by client: this host's CPU")
+    assert lines[1].startswith("fast (resnet50-h100): limited by this host's CPU")
     text = "\n".join(lines)
     assert "1 h100 (1–2)" in text and "lab-scale" in text and "MLPerf-valid" in text
     assert text.index("how many emulated accelerators") < text.index("median ± half-range")
     page = report_html.build(store)
     assert page.index('id="verdict"') < page.index('id="summary"') < page.index('id="throughput"')
     verdict = page[page.index('id="verdict"') : page.index('id="summary"')]
-    assert verdict.index("limited by client") < verdict.index("<b>1 h100 (1–2)")
+    assert verdict.index("limited by this host") < verdict.index("<b>1 h100 (1–2)")
     assert "this measures the host, not the storage" in verdict and "5× each host" in page
 
 
