@@ -74,3 +74,22 @@ def test_ctrl_c_during_a_run_through_clustershell_leaves_no_tool_mount_or_lease(
     assert not any(alive(pid) for pid in tools)
     assert sim_hosts.mounts_left() == {}
     assert not [p for p in Path("/opt/iolab/leases").glob("*.json") if "lab-fan-int" in p.read_text()]
+
+
+def test_a_run_that_fails_on_the_hosts_is_recorded_as_the_playbooks_rescue_records_it(sim_hosts, results, tmp_path):
+    """fio's prepare refuses a file larger than the target on both hosts: each host's run is failed with the task
+    and the host's own line, its error.json beside its files, and nothing of the run stays on the hosts."""
+    cli = Cli(results)
+    path = tmpfs_campaign(tmp_path, "lab-fan-fail", [{**FIO, "size": "200MiB"}])
+    args = ["bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-02]", "--campaign", str(path)]
+    done = cli(*args, check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    runs = cli.runs("lab-fan-fail")
+    assert sorted((r["host"], r["status"]) for r in runs) == [("gpu01", "failed"), ("gpu02", "failed")]
+    for run in runs:
+        assert run["error"].startswith("Size, write and lay out the job, then drop the caches: ")
+        assert "the job needs 200 MiB but the target has" in run["error"]
+        assert (results / "lab-fan-fail" / "raw" / run["run_id"] / run["host"] / "error.json").exists()
+        assert not list(RUNS.glob(f"*/{run['host']}/{run['run_id']}*"))  # packed and gone, as the rescue leaves it
+    assert cli.samples("lab-fan-fail") == []
+    assert sim_hosts.mounts_left() == {}
