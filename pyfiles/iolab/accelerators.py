@@ -418,13 +418,19 @@ def summary(outcome: Outcome, probes: list[Probe], threshold: float, ceiling: in
 def _limit(outcome: Outcome, counted: list[Probe], threshold: float, ceiling: int) -> dict[str, str]:
     """What stopped the search: the failing boundary probe's limit, what this host can emulate, or the ceiling."""
     if outcome.bound == "ceiling":
-        return {"side": "undetermined", "reason": f"the workload's ceiling of {ceiling} accelerator(s) per host held"}
+        return {
+            "side": "undetermined",
+            "reason": f"the workload's ceiling of {ceiling} accelerator(s) per host, which held",
+        }
     if outcome.bound == "host":
         top = max((p for p in counted if p.accelerators == outcome.held), key=lambda p: p.au)
         why = top.limited_by["reason"] if top.limited_by else "no evidence recorded"
         return {"side": "client", "reason": f"this host's capacity: it emulates at most {outcome.held} rank(s) ({why})"}
     failing = next(p for p in counted if p.accelerators == outcome.failed and p.au < threshold)
-    return failing.limited_by or {"side": "undetermined", "reason": "the probes recorded no evidence of a limit"}
+    return failing.limited_by or {
+        "side": "undetermined",
+        "reason": "an unknown: the probes recorded no evidence of a limit",
+    }
 
 
 def fed_samples(

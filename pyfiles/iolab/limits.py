@@ -91,9 +91,9 @@ class Limit:
 
 
 def said(limit: Mapping[str, str]) -> str:
-    """A stored Limit as a line says it: "limited by storage: …", "limited by this host's CPU: …"; an undetermined
-    one by its reason alone ("neither side at its limit: …"). Each reason opens with what it names."""
-    return f"limited by {limit['reason']}" if limit["side"] != "undetermined" else limit["reason"]
+    """A stored Limit as a line says it: "limited by storage: …", "limited by this host's CPU: …", "limited by
+    neither side: …". Each reason opens with what it names, so that it reads after "limited by"."""
+    return f"limited by {limit['reason']}"
 
 
 _FIGURES = ("foreign_cpu_peak", "run_queue", "run_queue_peak", "mem_available_min", "mem_taken_peak", "tool_rss_peak")
@@ -264,7 +264,7 @@ def limited_by(ev: Evidence) -> Limit:
     with headroom). Else undetermined.
     """
     if not ev.cores:
-        return Limit("undetermined", "no host telemetry in the probe's samples")
+        return Limit("undetermined", "an unknown: no host telemetry in the probe's samples")
     client = _client(ev)
     saturated, busy, storage = _storage(ev)
     if saturated:
@@ -274,7 +274,7 @@ def limited_by(ev: Evidence) -> Limit:
         return Limit("client", f"{client}; storage: {storage}")
     if busy:
         return Limit("storage", f"storage: {storage}; {_whose(ev)} CPU: {_cpu(ev)}")
-    return Limit("undetermined", f"neither side at its limit: {_whose(ev)} CPU: {_cpu(ev)}; storage: {storage}")
+    return Limit("undetermined", f"neither side: {_whose(ev)} CPU: {_cpu(ev)}; storage: {storage}")
 
 
 def disturbed(ev: Evidence) -> str | None:

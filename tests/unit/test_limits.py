@@ -156,7 +156,7 @@ def test_each_rule_on_its_own():
     ev = limits.evidence(fio_samples("limits-throttled-randread-64k"), ["h1"])
     quiet = dataclasses.replace(ev, busy_cores=0.5, foreign_cores=0.45, run_queue=0.6, device_util=20.0)
     assert limits.limited_by(quiet).side == "undetermined"
-    assert limits.limited_by(quiet).reason.startswith("neither side at its limit: this host's CPU: 0.50 of 2 cores")
+    assert limits.limited_by(quiet).reason.startswith("neither side: this host's CPU: 0.50 of 2 cores")
     assert limits.limited_by(dataclasses.replace(quiet, run_queue=2.5)).side == "client"
     short = dataclasses.replace(quiet, mem_available_min=0.05 * quiet.mem_total)
     assert limits.limited_by(short).reason.startswith("this host's memory: ")
