@@ -17,7 +17,7 @@ from pathlib import Path
 
 from _common import lab
 
-from iolab import report
+from iolab import limits, report
 from iolab.samples import AGGREGATE_HOST, ResultStore
 
 
@@ -28,10 +28,10 @@ def round_lines(results: Path, campaign: str) -> list[str]:
         if s.metric != report.VERDICT_METRIC or s.host != AGGREGATE_HOST:
             continue
         meta = s.metadata
-        limit = meta.get("limited_by") or {}
+        limit = meta.get("limited_by")
         lines.append(
             f"  {s.backend}: {report.fed_label(s.value, meta, s.params.get('accelerator_type', ''))}; "
-            f"limited by {limit.get('side', '?')}: {limit.get('reason', 'not recorded')}"
+            + (limits.said(limit) if limit else "what limited it was not recorded")
         )
         lines += [
             f"    {p['accelerators']:>3} per host: {p['probes']} probe(s), AU {min(p['au']):.1f}–{max(p['au']):.1f} % "
