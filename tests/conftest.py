@@ -18,5 +18,13 @@ def results(tmp_path, monkeypatch) -> Path:
     return path
 
 
+@pytest.fixture
+def cli(results):
+    """`./lab TASK ...` as a user runs it, with this test's private results (support.Cli)."""
+    from support import Cli
+
+    return Cli(results)
+
+
 def needs_root():
     return pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mounts, cache drops)")

@@ -68,3 +68,20 @@ def tmpfs_campaign(directory: Path, name: str, workloads: list[dict], repetition
     campaign = {"name": name, "repetitions": repetitions, "workloads": workloads, "backends": [backend]}
     path.write_text(yaml.safe_dump(campaign))
     return path
+
+
+def two_workers(samples):
+    """Batches of 7 of a loader's Samples from 2 persistent workers, each with 2 batches in flight, shuffled."""
+    from torch.utils.data import DataLoader
+
+    from iolab.host.loader.readers import collate
+
+    return DataLoader(
+        samples,
+        batch_size=7,
+        shuffle=True,
+        num_workers=2,
+        prefetch_factor=2,
+        collate_fn=collate,
+        persistent_workers=True,
+    )

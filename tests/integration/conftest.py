@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from support import Cli
-
 
 def pytest_collection_modifyitems(items):
     for item in items:
@@ -17,11 +15,6 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.integration)
             if os.geteuid() != 0:
                 item.add_marker(pytest.mark.skip(reason="needs root: mounts and cache drops"))
-
-
-@pytest.fixture
-def cli(results) -> Cli:
-    return Cli(results)
 
 
 @pytest.fixture

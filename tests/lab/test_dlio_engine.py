@@ -7,17 +7,10 @@ import shutil
 import pytest
 import yaml
 
-from support import Cli
-
 pytestmark = pytest.mark.lab
 pytest.importorskip("torch", reason="loader workloads need torch (pip install torch==2.13.0)")
 if shutil.which("mpirun") is None:
     pytest.skip("engine dlio needs Open MPI's mpirun (apt-get install openmpi-bin)", allow_module_level=True)
-
-
-@pytest.fixture
-def cli(results) -> Cli:
-    return Cli(results)
 
 
 def test_dlio_runs_under_mpi_on_two_hosts_and_lands_beside_iolab(sim_hosts, cli, tmp_path):

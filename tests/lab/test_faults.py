@@ -72,11 +72,6 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture
-def cli(results) -> Cli:
-    return Cli(results)
-
-
 # --- a full results disk ---------------------------------------------------------------------------
 
 

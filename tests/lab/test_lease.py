@@ -14,7 +14,7 @@ import pytest
 from iolab import cli as cli_mod
 from iolab import lease
 from iolab.errors import UserError
-from support import ROOT, Cli, tmpfs_campaign
+from support import ROOT, tmpfs_campaign
 
 pytestmark = pytest.mark.lab
 
@@ -31,11 +31,6 @@ def records(host_pid: int | None = None) -> list[dict]:
 def record_files() -> list[Path]:
     directory = Path(lease.LEASE_DIR)
     return sorted(directory.glob("*.json")) if directory.is_dir() else []
-
-
-@pytest.fixture
-def cli(results) -> Cli:
-    return Cli(results)
 
 
 def test_two_campaigns_at_once_on_one_host_the_second_stops_in_one_line(sim_hosts, cli, tmp_path):

@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from support import Cli
-
 pytestmark = pytest.mark.lab
 pytest.importorskip("torch", reason="loader workloads need torch (pip install torch==2.13.0)")
-
-
-@pytest.fixture
-def cli(results) -> Cli:
-    return Cli(results)
 
 
 def test_one_job_spans_two_hosts_each_reading_its_shard(sim_hosts, cli, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from iolab import sim
-from support import ROOT, Cli
+from support import ROOT
 
 pytestmark = pytest.mark.lab
 
@@ -29,11 +29,6 @@ def campaign(tmp_path, name, **extra) -> str:
     path = tmp_path / f"{name}.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return str(path)
-
-
-@pytest.fixture
-def cli(results) -> Cli:
-    return Cli(results)
 
 
 def test_a_campaign_fans_out_to_every_host_with_a_common_window_aggregate(sim_hosts, cli, tmp_path):

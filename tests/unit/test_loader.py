@@ -41,6 +41,7 @@ from iolab.parsers import ParseError  # noqa: E402
 from iolab.parsers import metadata as metadata_parser  # noqa: E402
 from iolab.parsers import pytorch as parser  # noqa: E402
 from iolab.shared.syscalls import SummaryError, parse_summary  # noqa: E402
+from support import two_workers  # noqa: E402
 
 FILES = 96
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -109,21 +110,6 @@ def test_bytes_only_readers_return_each_files_exact_bytes(dataset):
             assert nbytes == manifest.entries[i].size
     with pytest.raises(ValueError, match="always decodes"):
         Samples(dataset, "cv2-imread", decode=False)
-
-
-def two_workers(samples: Samples):
-    """Batches of 7 from 2 persistent workers, each with 2 batches in flight, shuffled."""
-    from torch.utils.data import DataLoader
-
-    return DataLoader(
-        samples,
-        batch_size=7,
-        shuffle=True,
-        num_workers=2,
-        prefetch_factor=2,
-        collate_fn=collate,
-        persistent_workers=True,
-    )
 
 
 @pytest.mark.parametrize("reader", ["packed", "cv2-imdecode"])

@@ -28,6 +28,7 @@ from iolab.host.dataset.samples import render  # noqa: E402
 from iolab.host.loader.readers import NPZ_SIDE, Samples, collate, read_exact  # noqa: E402
 from iolab.parsers import pytorch as parser  # noqa: E402
 from iolab.shared.shapes import GENERATORS  # noqa: E402
+from support import two_workers  # noqa: E402
 
 SIDE2 = NPZ_SIDE * NPZ_SIDE
 # Bytes of each sample: most above DLIO's 2 MiB resize, one below it (its sample is padded with zeros).
@@ -83,8 +84,6 @@ def test_npz_batches_are_built_in_the_arena_and_never_copied(dataset):
     files' size); no batch goes through fresh shared memory; every sample arrives once per epoch, intact."""
     import ctypes
 
-    from torch.utils.data import DataLoader
-
     manifest = Manifest.load(dataset)
     expected = {hashlib.sha256(expected_sample(dataset, e).tobytes()).hexdigest(): e.label for e in manifest.entries}
     samples = Samples(dataset, "npz")
@@ -92,15 +91,7 @@ def test_npz_batches_are_built_in_the_arena_and_never_copied(dataset):
     assert samples.arena is not None and samples.arena.slot == 7 * SIDE2
     low = ctypes.addressof(ctypes.c_char.from_buffer(samples.arena.memory))
     high = low + len(samples.arena.memory)
-    batches = DataLoader(
-        samples,
-        batch_size=7,
-        shuffle=True,
-        num_workers=2,
-        prefetch_factor=2,
-        collate_fn=collate,
-        persistent_workers=True,
-    )
+    batches = two_workers(samples)
     seen = []
     for _ in range(2):
         for batch in batches:
