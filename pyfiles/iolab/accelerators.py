@@ -262,15 +262,17 @@ def probe_until(
     def measured(n: int) -> Probe:
         repeat = 1 + sum(1 for p in probes if p.accelerators == n)
         run = run_of(n, repeat)
-        samples = _stored(store, run, hosts)
+        stored = store.samples()  # read once per probe: its own samples and the campaign's fio baseline
+        samples = _stored(stored, run, hosts)
         if samples is None:
             title = f"probe: {n} accelerator(s) per host" + (f", repeat {repeat}" if repeat > 1 else "")
             failures, _, _ = session.measure(run, title, hosts)
             if failures:
                 raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
-            samples = _stored(store, run, hosts)
+            stored = store.samples()
+            samples = _stored(stored, run, hosts)
             assert samples is not None
-        found = _judged(_probe(n, repeat, run.run_id, samples, hosts), samples, hosts, store.samples())
+        found = _judged(_probe(n, repeat, run.run_id, samples, hosts), samples, hosts, stored)
         if found.steps_per_rank is None or found.steps_per_rank < floor:
             raise RunFailed(
                 f"the probe with {n} accelerator(s) per host measured "
@@ -485,9 +487,9 @@ def _judged(probe: Probe, samples: list[Sample], hosts: list[str], stored: list[
     )
 
 
-def _stored(store: ResultStore, run: Run, hosts: list[str]) -> list[Sample] | None:
-    """A stored run's samples (its syscall pass left out), or None unless every host in `hosts` has its AU."""
-    samples = [s for s in store.samples() if s.run_id == run.run_id and not s.params.get("syscall")]
+def _stored(stored: list[Sample], run: Run, hosts: list[str]) -> list[Sample] | None:
+    """A run's samples among `stored` (its syscall pass left out), or None unless every host in `hosts` has its AU."""
+    samples = [s for s in stored if s.run_id == run.run_id and not s.params.get("syscall")]
     found = {s.host for s in samples if s.metric == "au"}
     return samples if set(hosts) <= found else None
 
