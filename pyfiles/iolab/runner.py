@@ -33,7 +33,7 @@ from rich.table import Table
 from iolab import paths
 from iolab.errors import Terminated
 from iolab.shared.processes import ToolTree, end_processes
-from iolab.shared.protocol import ARCHIVE_LINE
+from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,6 +293,10 @@ def _envvars(private: Path) -> dict[str, str]:
         "ANSIBLE_CONFIG": str(paths.ANSIBLE_CFG),
         "ANSIBLE_ROLES_PATH": str(paths.ROLES),
         "ANSIBLE_NOCOLOR": "1",
+        # ansible-runner's callback empties an event's result when its repr is over MAX_EVENT_RES characters
+        # (700,000 by default): a returned archive (base64, in the task's stdout and again in stdout_lines) over
+        # ≈ 260 KB was dropped without a word, and collect.yml then found nothing to fetch.
+        "MAX_EVENT_RES": str(3 * INLINE_MAX + (2 << 20)),
         ENV_MARK: str(private),
     }
 

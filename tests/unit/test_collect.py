@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import io
+import sys
 import tarfile
 
+import yaml
+
 from iolab import execute, runner
-from support import hostrun
+from support import ROOT, hostrun
 
 
 def _members(archive: bytes) -> dict[str, bytes]:
@@ -27,8 +30,28 @@ def test_hostrun_returns_a_small_run_in_its_output_and_leaves_nothing_on_the_hos
     assert {"./run.json", "./stdout.txt", "./stderr.txt"} <= set(files) and files["./stdout.txt"] == b"hello\n"
 
 
+def test_an_archive_near_the_inline_limit_comes_back_through_ansible_runner(tmp_path):
+    """ansible-runner empties a task's result over MAX_EVENT_RES characters (700,000 by default): a 1 MiB archive
+    returned in the output (base64, twice: stdout and stdout_lines) was dropped without a word before iolab.runner
+    raised that limit above what a run returns."""
+    run_dir = tmp_path / "run-1"
+    hostrun_argv = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(run_dir), "--pack", "--"]
+    task = {
+        "name": "A run with 1 MiB of incompressible files",
+        "ansible.builtin.command": {"argv": [*hostrun_argv, "dd", "if=/dev/urandom", "of=big", "bs=64k", "count=16"]},
+        "environment": {"PYTHONPATH": str(ROOT / "pyfiles")},
+    }
+    playbook = tmp_path / "big.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [task]}]))
+    result = runner.run(runner.Phase(str(playbook)), ROOT / "inventory" / "local.yml", ["localhost"])
+    outcome = result.hosts["localhost"]
+    assert outcome.ok == 1 and not outcome.failed
+    assert len(outcome.archives) == 1 and len(_members(outcome.archives[0])["./big"]) == 2**20
+    assert not run_dir.exists() and not (tmp_path / "run-1.tar.gz").exists()
+
+
 def test_a_large_run_stays_for_collect_and_pack_merges_a_later_failure_record(tmp_path):
-    from iolab.host.hostrun import INLINE_MAX
+    from iolab.shared.protocol import INLINE_MAX
 
     run_dir = tmp_path / "run-1"
     count = INLINE_MAX // 2**20 + 1  # MiB of incompressible data: an archive too large to return

@@ -59,12 +59,10 @@ from typing import BinaryIO
 
 from iolab.host import ceph_osds, facts, live, mounts, profilers, telemetry
 from iolab.shared.processes import end_processes
-from iolab.shared.protocol import ARCHIVE_LINE, LIVE_FILE
+from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE
 
 PIDFILE = "hostrun.pid"
 SCRATCH = "scratch.json"  # RUN.scratch.json, beside a run's directory: what it writes on the storage (note_scratch)
-# Bytes of archive returned in the output; larger ones are fetched ($IOLAB_INLINE_MAX overrides).
-INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
 STUCK_AFTER = 15.0  # seconds a stopped tool may take to end before `run` gives up waiting for it
 
 

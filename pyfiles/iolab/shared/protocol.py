@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
+# Bytes of archive a run returns in that line; a larger one is fetched by collect.yml ($IOLAB_INLINE_MAX overrides).
+INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
 LIVE_FILE = "live.json"  # the running tool's throughput, rewritten as it runs (iolab.host.live, iolab.live)
 OSD_FILE = "osd_telemetry.jsonl"  # a Ceph backend's OSD counters (iolab.host.ceph_osds, iolab.ceph)
