@@ -2,7 +2,10 @@
 
 The launcher starts one rank process per accelerator (as DLIO runs one MPI rank per
 emulated accelerator), stops them all when one fails, and merges what each wrote
-into RUN_DIR/loader.json. A rank runs `run_steps`: per batch it waits for the
+into RUN_DIR/loader.json. Each rank is a fork of the launcher, which first makes the
+imports every rank needs (a loader's `preload`: torch's cost ≈ 3 s of CPU), so N ranks
+pay for one import, not N: twelve ranks on two cores took 13–31 s to their first step
+when each imported torch itself, 2–4 s forked. A rank runs `run_steps`: per batch it waits for the
 batch (the time the training loop starved), computes (a sleep of the emulated
 compute time, as DLIO does, or a real training step), syncs (distributed mode) and
 records the times. Its measured window runs from the end of its first step to the
@@ -20,9 +23,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -64,18 +67,34 @@ def parser(module: str, description: str, root: str, accelerators: tuple[str, ..
     return p
 
 
-def launch(module: str, args: argparse.Namespace, argv: list[str]) -> int:
-    """Start args.accelerators ranks of `module` (`--local-rank i` appended), wait, merge loader.json."""
+def _rank(
+    parser: Callable[[], argparse.ArgumentParser], run_rank: Callable[[argparse.Namespace], int], argv: list[str]
+) -> None:
+    """A forked rank's body: its exit status is run_rank's."""
+    sys.exit(run_rank(parser().parse_args(argv)))
+
+
+def launch(
+    module: str,
+    args: argparse.Namespace,
+    argv: list[str],
+    parser: Callable[[], argparse.ArgumentParser],
+    run_rank: Callable[[argparse.Namespace], int],
+) -> int:
+    """Fork args.accelerators ranks (`run_rank` of `argv` with `--local-rank i`), wait, merge loader.json."""
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
+    fork = multiprocessing.get_context("fork")
     procs = [
-        subprocess.Popen([sys.executable, "-m", module, *argv, "--local-rank", str(i)], stdin=subprocess.DEVNULL)
+        fork.Process(target=_rank, args=(parser, run_rank, [*argv, "--local-rank", str(i)]), name=f"rank-{i}")
         for i in range(args.accelerators)
     ]
+    for proc in procs:
+        proc.start()
 
     def stop_all() -> None:
         for proc in procs:
-            if proc.poll() is None:
+            if proc.is_alive():
                 proc.terminate()
 
     def terminated(*_: Any) -> None:
@@ -84,15 +103,16 @@ def launch(module: str, args: argparse.Namespace, argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, terminated)
     failed = None
-    while any(p.poll() is None for p in procs):
+    while any(p.is_alive() for p in procs):
         for i, proc in enumerate(procs):
-            if proc.poll() not in (None, 0) and failed is None:
-                failed = (i, proc.returncode)
+            code = proc.exitcode
+            if code is not None and code != 0 and failed is None:
+                failed = (i, code)
                 stop_all()  # one rank down: the others would wait for it forever
         time.sleep(0.1)
     for i, proc in enumerate(procs):
-        if proc.returncode != 0 and failed is None:
-            failed = (i, proc.returncode)
+        if proc.exitcode != 0 and failed is None:
+            failed = (i, -1 if proc.exitcode is None else proc.exitcode)
     if failed is not None:
         print(f"loader rank {failed[0]} of this host exited {failed[1]}", file=sys.stderr)
         return 1
@@ -349,8 +369,10 @@ def main(
     parser: Callable[[], argparse.ArgumentParser],
     run_rank: Callable[[argparse.Namespace], int],
     argv: list[str] | None = None,
+    preload: Callable[[], None] | None = None,
 ) -> int:
-    """A loader's command line: the launcher (no --local-rank) checks and starts the ranks; a rank runs."""
+    """A loader's command line: the launcher (no --local-rank) checks, makes the ranks' imports (`preload`)
+    and forks the ranks; with --local-rank, one rank runs in this process (a test's or a profiler's)."""
     argv = options_argv(list(sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(argv)
     if args.local_rank is None:
@@ -358,5 +380,7 @@ def main(
         if problems:
             print("; ".join(problems), file=sys.stderr)
             return 2
-        return launch(module, args, argv)
+        if preload:
+            preload()
+        return launch(module, args, argv, parser, run_rank)
     return run_rank(args)

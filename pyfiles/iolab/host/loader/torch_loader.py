@@ -3,8 +3,8 @@
     python -m iolab.host.loader.torch_loader --root DS --out RUN_DIR --reader packed --workers 4 \\
         --batch-size 400 --accelerator emulated --compute-per-batch 0.224 --accelerators 2
 
-The command is a launcher (it never imports torch) that starts one rank process per
-accelerator and merges what they write into RUN_DIR/loader.json (iolab.host.loader.common,
+The command is a launcher that imports torch once and forks one rank process per
+accelerator from itself, and merges what they write into RUN_DIR/loader.json (iolab.host.loader.common,
 which also holds the step loop and what its window measures). Each rank has its own
 DataLoader with --workers worker processes over its shard of the data set (a
 DistributedSampler over all ranks: this host's, or with --distributed every host's),
@@ -237,8 +237,15 @@ def run_rank(args: argparse.Namespace) -> int:
     )
 
 
+def _preload() -> None:
+    """What every rank imports, made once in the launcher before it forks them (no CUDA is touched)."""
+    import torch.distributed  # noqa: F401
+
+    import iolab.host.loader.readers  # noqa: F401
+
+
 def main(argv: list[str] | None = None) -> int:
-    return common.main("iolab.host.loader.torch_loader", parser, run_rank, argv)
+    return common.main("iolab.host.loader.torch_loader", parser, run_rank, argv, preload=_preload)
 
 
 if __name__ == "__main__":
