@@ -7,15 +7,24 @@ included; every backend's answer within 1 of the other rounds'.
 
     .venv/bin/python bench/main_job.py --times 5                       the figures of docs/PERFORMANCE.md
     .venv/bin/python bench/main_job.py --times 1 --campaign tiny.yml   a check of the script itself
+    .venv/bin/python bench/main_job.py --backend local --hog           local's search beside one busy core
+
+`--backend NAME` keeps only that backend's accelerator search (no fio baselines); `--hog` runs a busy
+loop (one core, a process of this script's, ended by its PID) for each round's whole duration: the
+search must run its disturbed probes again and land within 1 of the quiet answer, or flag the answer.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-from _common import lab
+import yaml
+from _common import ROOT, lab, write_campaign
 
 from iolab import limits, report
 from iolab.samples import AGGREGATE_HOST, ResultStore
@@ -42,14 +51,42 @@ def round_lines(results: Path, campaign: str) -> list[str]:
     return lines
 
 
+def search_only(campaign: Path, backend: str) -> Path:
+    """The campaign with only `backend` and its accelerator search."""
+    data = yaml.safe_load(campaign.read_text())
+    data["backends"] = [b for b in data["backends"] if b["name"] == backend]
+    data["workloads"] = [w for w in data["workloads"] if w.get("search") == "accelerators"]
+    if not data["backends"] or not data["workloads"]:
+        sys.exit(f"{campaign} has no backend {backend!r} or no accelerator search")
+    return write_campaign(data)
+
+
+@contextlib.contextmanager
+def busy_core(on: bool):
+    """One core kept busy by a process of ours for the block's duration, ended by its PID."""
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if on else None
+    try:
+        yield
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--times", type=int, default=1, help="rounds in a row (default 1; the figures: 5)")
     parser.add_argument("--campaign", help="a campaign file (default: the embedded campaigns/quick.yml)")
+    parser.add_argument("--backend", help="only this backend's accelerator search")
+    parser.add_argument("--hog", action="store_true", help="beside one busy core for each round's duration")
     args = parser.parse_args()
+    campaign = Path(args.campaign) if args.campaign else ROOT / "campaigns" / "quick.yml"
+    if args.backend:
+        campaign = search_only(campaign, args.backend)
     for number in range(1, args.times + 1):
         results = Path(tempfile.mkdtemp(prefix="iolab-bench-"))
-        wall, done = lab("bench.all", *(["--campaign", args.campaign] if args.campaign else []), results=results)
+        with busy_core(args.hog):
+            wall, done = lab("bench.all", "--campaign", str(campaign), results=results)
         name = next(p.name for p in results.iterdir() if (p / "samples.jsonl").exists())
         runs = {s.run_id for s in ResultStore(results, name).samples()}
         print(f"round {number}/{args.times}: bench.all of {name}: {wall:.0f} s for {len(runs)} runs   target ≤ 600 s")
