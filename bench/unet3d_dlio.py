@@ -59,10 +59,11 @@ def _field(path: str, name: str) -> int:
 
 
 class Memory:
-    """Peak Σ PSS and Σ RSS of each rank's tree (a child of `top` whose command line holds `marker`) and of the
-    whole tree under `top`, sampled every 0.2 s."""
+    """Peak Σ PSS and Σ RSS of each rank's tree (a descendant of `top` whose command line holds `marker`; without
+    a marker, each child of `top`: iolab's launcher forks its ranks) and of the whole tree under `top`, sampled
+    every 0.2 s."""
 
-    def __init__(self, top: int, marker: str):
+    def __init__(self, top: int, marker: str | None):
         self.top, self.marker = top, marker
         self.ranks: dict[int, tuple[int, int]] = {}
         self.tree = (0, 0)
@@ -88,6 +89,8 @@ class Memory:
         return pss, rss
 
     def _ranks(self, children: dict[int, list[int]]) -> list[int]:
+        if self.marker is None:
+            return list(children.get(self.top, []))
         found, stack = [], list(children.get(self.top, []))
         while stack:
             pid = stack.pop()
@@ -128,7 +131,7 @@ class Memory:
         )
 
 
-def run(argv: list[str], marker: str, cwd: Path | None = None) -> tuple[float, float, Memory]:
+def run(argv: list[str], marker: str | None, cwd: Path | None = None) -> tuple[float, float, Memory]:
     """Run `argv`, its memory sampled; (wall seconds, CPU seconds of its whole tree, Memory). Exits on failure."""
     print("$", " ".join(argv), flush=True)
     cpu = _children_cpu()
@@ -149,7 +152,7 @@ def _children_cpu() -> float:
 
 def iolab(root: Path, out: Path, ranks: int, epochs: int) -> None:
     argv = [*loader_argv(root, out), *PRESET, "--epochs", str(epochs), "--accelerators", str(ranks)]
-    wall, cpu, memory = run(argv, "--local-rank")
+    wall, cpu, memory = run(argv, None)
     parsed = pytorch.parse(out)
     value = {m.metric: m.value for m in parsed.measurements if m.metric != "epoch_time"}
     document = json.loads((out / "loader.json").read_text())
