@@ -24,9 +24,9 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from _common import ROOT, lab, write_campaign
+from _common import lab, write_campaign
 
-from iolab import limits, report
+from iolab import limits, paths, report
 from iolab.samples import AGGREGATE_HOST, ResultStore
 
 
@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--backend", help="only this backend's accelerator search")
     parser.add_argument("--hog", action="store_true", help="beside one busy core for each round's duration")
     args = parser.parse_args()
-    campaign = Path(args.campaign) if args.campaign else ROOT / "campaigns" / "quick.yml"
+    campaign = Path(args.campaign) if args.campaign else paths.DEFAULT_CAMPAIGN
     if args.backend:
         campaign = search_only(campaign, args.backend)
     for number in range(1, args.times + 1):

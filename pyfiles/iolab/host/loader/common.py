@@ -67,26 +67,19 @@ def parser(module: str, description: str, root: str, accelerators: tuple[str, ..
     return p
 
 
-def _rank(
-    parser: Callable[[], argparse.ArgumentParser], run_rank: Callable[[argparse.Namespace], int], argv: list[str]
-) -> None:
+def _rank(run_rank: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> None:
     """A forked rank's body: its exit status is run_rank's."""
-    sys.exit(run_rank(parser().parse_args(argv)))
+    sys.exit(run_rank(args))
 
 
-def launch(
-    module: str,
-    args: argparse.Namespace,
-    argv: list[str],
-    parser: Callable[[], argparse.ArgumentParser],
-    run_rank: Callable[[argparse.Namespace], int],
-) -> int:
-    """Fork args.accelerators ranks (`run_rank` of `argv` with `--local-rank i`), wait, merge loader.json."""
+def launch(module: str, args: argparse.Namespace, run_rank: Callable[[argparse.Namespace], int]) -> int:
+    """Fork args.accelerators ranks (`run_rank` of the launcher's arguments with local_rank i), wait, merge
+    loader.json."""
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     fork = multiprocessing.get_context("fork")
     procs = [
-        fork.Process(target=_rank, args=(parser, run_rank, [*argv, "--local-rank", str(i)]), name=f"rank-{i}")
+        fork.Process(target=_rank, args=(run_rank, argparse.Namespace(**{**vars(args), "local_rank": i})))
         for i in range(args.accelerators)
     ]
     for proc in procs:
@@ -105,14 +98,11 @@ def launch(
     failed = None
     while any(p.is_alive() for p in procs):
         for i, proc in enumerate(procs):
-            code = proc.exitcode
-            if code is not None and code != 0 and failed is None:
-                failed = (i, code)
+            if proc.exitcode and failed is None:  # None while it runs
+                failed = (i, proc.exitcode)
                 stop_all()  # one rank down: the others would wait for it forever
         time.sleep(0.1)
-    for i, proc in enumerate(procs):
-        if proc.exitcode != 0 and failed is None:
-            failed = (i, -1 if proc.exitcode is None else proc.exitcode)
+    failed = failed or next(((i, p.exitcode) for i, p in enumerate(procs) if p.exitcode), None)
     if failed is not None:
         print(f"loader rank {failed[0]} of this host exited {failed[1]}", file=sys.stderr)
         return 1
@@ -382,5 +372,5 @@ def main(
             return 2
         if preload:
             preload()
-        return launch(module, args, argv, parser, run_rank)
+        return launch(module, args, run_rank)
     return run_rank(args)
