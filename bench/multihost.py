@@ -11,6 +11,11 @@ figures:
     start skew                   each run's aggregate start_late_max_s (the latest host after T) and
                                  start_spread_s (latest − earliest)
     bytes back                   the run's files per host as unpacked on the controller (raw/<run>/<host>/)
+    where a run's time goes      from each host's run.json (median over the R runs, the latest host each):
+                                 reach (its hostrun started, after the first host's), prepare (hostrun's
+                                 start to ready: fio's prepare, its cache drop), ready→T (the last ready host
+                                 to the common start: the controller's start line and its notice), tool (T
+                                 to fio's end)
 
 and the R-run campaign's wall against one host's (the issue's target: ≤ 1.5 at 16 hosts, the 6-run
 campaign at 4 hosts ≤ 1.15). `--gateway`: the R-run campaign once more on the largest count, gpu01 the
@@ -23,9 +28,11 @@ down after.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -63,6 +70,15 @@ def campaign(directory: Path, name: str, runs: int, opts: argparse.Namespace) ->
     return path
 
 
+# A run's phases from its hosts' run.json (hostrun run --start-when-told's timeline), the latest host each.
+PHASES = {
+    "reach": lambda rs: max(r["called_at"] for r in rs) - min(r["called_at"] for r in rs),
+    "prepare": lambda rs: max(r["ready_at"] - r["called_at"] for r in rs),
+    "ready→T": lambda rs: rs[0]["start_at"] - max(r["ready_at"] for r in rs),
+    "tool": lambda rs: max(r["ended_at"] for r in rs) - rs[0]["start_at"],
+}
+
+
 def measure(inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: Path, tag: str) -> dict:
     """Run an R-run campaign on `hosts` hosts; its wall, controller CPU, start skews and bytes back."""
     results = work / f"results-{tag}"
@@ -79,7 +95,9 @@ def measure(inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: P
     aggregates = [s for s in samples(results, name) if s["host"] == "*" and s["metric"] == "read_bw"]
     raw = results / name / "raw"
     files = [f for f in raw.rglob("*") if f.is_file()]
+    timelines = [[json.loads(f.read_text()) for f in run.glob("*/run.json")] for run in raw.iterdir()]
     return {
+        "phases": {name: statistics.median(phase(records) for records in timelines) for name, phase in PHASES.items()},
         "wall": wall,
         "cpu": cpu,
         "late": [s["metadata"]["start_late_max_s"] for s in aggregates],
@@ -96,7 +114,8 @@ def report(hosts: int, one: dict, many: dict, runs: int, base: float | None, gat
     ratio = f"{many['wall'] / base:.2f}" if base else "—"
     print(
         f"{hosts:>5}{' (gw)' if gated else '     '}  {many['wall']:8.1f} s  {ratio:>6}  {per_run:7.2f} s  "
-        f"{cpu:8.3f} s  {late:7.1f} ms  {spread:7.1f} ms  {many['bytes'] / 1024:8.0f} KiB"
+        f"{cpu:8.3f} s  {late:7.1f} ms  {spread:7.1f} ms  {many['bytes'] / 1024:8.0f} KiB   "
+        + "  ".join(f"{name} {seconds:.2f} s" for name, seconds in many["phases"].items())
     )
 
 
@@ -127,7 +146,10 @@ def main() -> None:
     try:
         sim.up(max(counts), simlab)
         print(f"fio seq-read-1m, {opts.runtime:g} s, {opts.size} per host, tmpfs; {opts.runs}-run campaign vs 1-run")
-        print("hosts         wall R   ×1 host   wall/run   CPU/run/host   late max   spread    bytes/host/run")
+        print(
+            "hosts         wall R   ×1 host   wall/run   CPU/run/host   late max   spread    bytes/host/run   "
+            "where a run's time goes (median run, latest host)"
+        )
         base = None
         for hosts in counts:
             measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up")  # not measured

@@ -10,12 +10,14 @@ name), the sessions go through its gateways (tree mode: ClusterShell's gateway, 
 runs on each gateway under the python the inventory variable `iolab_gateway_python` names, default python3, which
 must have ClusterShell; it reads the same ssh_config, at the same path: a file system the gateway shares, or a copy).
 
-A fio run is two rounds on several hosts: the prepare (iolab.host.fio_jobs: size, lay out, drop caches),
-then `hostrun run --start-at T` with T a margin ahead (`margin`: sized to the host count and to how long
-the prepare took to reach the last host); each host waits on its own clock and records its start skew.
-One host does both in one call (`--before`). Each host's archive comes back in its output; a failed
-run's record (error.json, as playbooks/run.yml's rescue writes it) is added on the controller. The
-remote command is an argv joined with shlex.join here: no value reaches a shell otherwise.
+A fio run is one call per host: `hostrun run --start-when-told --before PREPARE` does the prepare
+(iolab.host.fio_jobs: size, lay out, drop caches), says it is ready, and waits for the start time; once
+every host has said so (or ended), the controller writes T = now + `margin` (sized to the host count) to
+each ready host's session (through gateways, whose channel passes stdin to one command only, it runs
+`touch -d @T RUN_DIR/start_at` there instead), and each host waits for T on its own clock and records its
+start skew and when T came. Each host's archive comes back in its output; a failed run's record (error.json, as
+playbooks/run.yml's rescue writes it) is added on the controller. The remote command is an argv joined with
+shlex.join here: no value reaches a shell otherwise.
 """
 
 from __future__ import annotations
@@ -39,11 +41,12 @@ from ClusterShell.Task import Task, task_self
 
 from iolab import paths, runner
 from iolab.hosts import Inventory
-from iolab.shared.protocol import ARCHIVE_LINE
+from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE, START_FILE
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
-START_LEAD = 0.3  # s: the least margin of the common start (as iolab_host_start_lead)
-START_PER_HOST = 0.002  # s of margin per host: each host's session is started one after the other
+START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
+START_PER_HOST = 0.002  # s of notice per host: the start line is written to each host's session in turn
+TREE_PER_HOST = 0.03  # s of notice per host through gateways: a command (`touch`) each
 SLACK = 120.0  # s past a run's timeout (and its start) after which a host that has not answered is given up
 PREPARE_TASK = "Size, write and lay out the job, then drop the caches"  # the bench_fio role's task names
 RUN_TASK = "Run fio"
@@ -93,8 +96,9 @@ def fio_argvs(
     drop_caches: bool,
 ) -> dict[str, list[str]]:
     """A fio run's commands on `host`, for both paths (the bench_fio role's filter, and this module):
-    `prepare` (iolab.host.fio_jobs), `run` (iolab.host.hostrun run's options, before its start: --start-at
-    or --before) and `tool` (fio, after --). Each host works in <target>/iolab-<host> (hosts may share it)."""
+    `prepare` (iolab.host.fio_jobs), `run` (iolab.host.hostrun run's options, before its start: --start-at,
+    --start-when-told or --before) and `tool` (fio, after --). Each host works in <target>/iolab-<host> (hosts
+    may share it)."""
     workdir = f"{target}/iolab-{host}"
     prepare = [python, "-m", "iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir]
     prepare += ["--options", json.dumps(options), "--size", str(size)]
@@ -108,10 +112,10 @@ def fio_argvs(
     return {"prepare": prepare, "run": run, "tool": tool}
 
 
-def margin(hosts: int, dispatch: float = 0.0) -> float:
-    """Seconds between sending the start and the start itself: START_LEAD plus START_PER_HOST per host, and
-    at least 1.5 times (plus 0.1 s) what the previous round took to reach its last host (`dispatch`)."""
-    return max(START_LEAD + START_PER_HOST * hosts, 1.5 * dispatch + 0.1)
+def margin(hosts: int, tree: bool = False) -> float:
+    """Seconds between sending the start time to `hosts` ready hosts and the start itself: on the open sessions,
+    or through gateways (`tree`) as a command each."""
+    return START_LEAD + (TREE_PER_HOST if tree else START_PER_HOST) * hosts
 
 
 def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
@@ -171,13 +175,16 @@ def _ssh_options(inventory: Inventory, hosts: list[str], config: Path) -> str:
 
 
 class Reply:
-    """What one host's command gave: its exit status (None: no answer), its output lines and its error lines."""
+    """What one host's command gave: its exit status (None: no answer), its output lines and its error lines;
+    when it said it was ready (READY_LINE), and the worker that reaches it."""
 
     def __init__(self) -> None:
         self.rc: int | None = None
         self.out: list[str] = []
         self.err: list[str] = []
         self.timed_out = False
+        self.ready: float | None = None
+        self.worker: Any = None
 
     @property
     def reached(self) -> bool:
@@ -186,17 +193,58 @@ class Reply:
 
 
 class _Collect(EventHandler):
-    def __init__(self, replies: dict[str, Reply]):
+    """Each host's reply; with `start` (each host's start file), the common start sent to every ready host once
+    none is left to wait for (each has said it is ready, or ended): on its stdin, or through gateways (`tree`)
+    as its start file's time."""
+
+    def __init__(self, replies: dict[str, Reply], start: dict[str, str] | None, tree: bool):
         self.replies = replies
         self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
+        self.start_files, self.tree = start or {}, tree
+        self.waiting = start is not None
+        self.start_at: float | None = None
 
     def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
         reply = self.replies.get(str(node)) or self.gateways.setdefault(str(node), Reply())  # a gateway's own
-        (reply.err if sname == "stderr" else reply.out).append(msg.decode(errors="replace"))
+        line = msg.decode(errors="replace")
+        if self.waiting and sname != "stderr" and line.startswith(READY_LINE) and str(node) in self.replies:
+            reply.ready, reply.worker = time.time(), worker
+            self._start()
+            return
+        (reply.err if sname == "stderr" else reply.out).append(line)
 
     def ev_hup(self, worker: Any, node: str, rc: int) -> None:
         if str(node) in self.replies:
             self.replies[str(node)].rc = rc
+            self._start()
+
+    def _start(self) -> None:
+        if not self.waiting or any(r.ready is None and r.rc is None for r in self.replies.values()):
+            return
+        self.waiting = False
+        ready = {h: r for h, r in self.replies.items() if r.ready is not None and r.rc is None}
+        self.start_at = time.time() + margin(len(ready), self.tree)
+        for host, reply in ready.items():
+            if not self.tree:
+                reply.worker.write(f"{self.start_at!r}\n".encode())
+                continue
+            touch = ["touch", "-d", f"@{self.start_at!r}", self.start_files[host]]
+            reply.worker.task.shell(shlex.join(touch), nodes=host, handler=_Said(reply), tree=True)
+
+
+class _Said(EventHandler):
+    """A start file's `touch` through a gateway: what went wrong, to the run's reply (the host then waits for
+    its timeout)."""
+
+    def __init__(self, reply: Reply):
+        self.reply = reply
+
+    def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
+        self.reply.err.append(msg.decode(errors="replace"))
+
+    def ev_hup(self, worker: Any, node: str, rc: int) -> None:
+        if rc != 0:
+            self.reply.err.append(f"the start could not be sent (touch through the gateway exited {rc})")
 
     def ev_close(self, worker: Any, timedout: bool) -> None:
         if timedout:
@@ -223,13 +271,16 @@ class Engine:
             path.unlink()
         self.private.rmdir()
 
-    def call(self, commands: dict[str, list[str]], timeout: float | None) -> dict[str, Reply]:
+    def call(
+        self, commands: dict[str, list[str]], timeout: float | None, start: dict[str, str] | None = None
+    ) -> dict[str, Reply]:
         """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
-        each gave. Ctrl-C or SIGTERM ends every session (each host's hostrun then stops its tool, as when an
-        Ansible task goes away) and is raised once they have ended."""
+        each gave. `start` (each host's start file): the commands say when they are ready (hostrun run
+        --start-when-told) and are sent the common start. Ctrl-C or SIGTERM ends every session (each host's
+        hostrun then stops its tool, as when an Ansible task goes away) and is raised once they have ended."""
         replies = {host: Reply() for host in commands}
         box: dict[str, Any] = {}
-        thread = threading.Thread(target=self._serve, args=(commands, timeout, replies, box), daemon=True)
+        thread = threading.Thread(target=self._serve, args=(commands, timeout, replies, box, start), daemon=True)
         with runner.CtrlC(True, self.console) as ctrl:
             thread.start()
             while thread.is_alive():
@@ -242,7 +293,12 @@ class Engine:
         return replies
 
     def _serve(
-        self, commands: dict[str, list[str]], timeout: float | None, replies: dict[str, Reply], box: dict
+        self,
+        commands: dict[str, list[str]],
+        timeout: float | None,
+        replies: dict[str, Reply],
+        box: dict,
+        start: dict[str, str] | None,
     ) -> None:
         try:
             task: Task = task_self()
@@ -256,7 +312,7 @@ class Engine:
             if self.topology:
                 os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
                 task.load_topology(self.topology)
-            handler = _Collect(replies)
+            handler = _Collect(replies, start, bool(self.topology))
             for host, argv in commands.items():
                 task.shell(shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology))
             try:
@@ -277,37 +333,17 @@ class Engine:
 def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dict[str, dict], timeout: float):
     """Run fio on every host of `argvs` (its commands: fio_argvs) and return each host's outcome, its archives
     among them. `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH)."""
-    hosts = list(argvs)
-    outcomes = {host: runner.HostOutcome(host, task=RUN_TASK) for host in hosts}
-    bound = timeout + SLACK if timeout else None
-    lead = 0.0  # s until the common start
-    if len(hosts) == 1:
-        host, argv = hosts[0], argvs[hosts[0]]
-        starts = {host: [*argv["run"], "--before", json.dumps(argv["prepare"]), "--", *argv["tool"]]}
-    else:
-        python = argvs[hosts[0]]["prepare"][0]
-        prepare = [python, "-m", "iolab.host.hostrun", "step", "--timeout", str(timeout), "--"]
-        sent = time.time()
-        prepared = engine.call({h: [*env, *prepare, *argvs[h]["prepare"]] for h in hosts}, bound)
-        reached = {h: _note(outcomes[h], prepared[h], PREPARE_TASK) for h in hosts}
-        ready = [h for h in hosts if reached[h] and prepared[h].rc == 0]
-        dispatch = max((_started_at(prepared[h]) for h in ready), default=sent) - sent
-        lead = margin(len(ready), dispatch)
-        start_at = time.time() + lead
-        starts = {h: [*argvs[h]["run"], "--start-at", repr(start_at), "--", *argvs[h]["tool"]] for h in ready}
-    ran = engine.call({h: [*env, *argv] for h, argv in starts.items()}, bound + lead if bound else None)
+    outcomes = {host: runner.HostOutcome(host, task=RUN_TASK) for host in argvs}
+    commands = {
+        h: [*env, *a["run"], "--start-when-told", "--before", json.dumps(a["prepare"]), "--", *a["tool"]]
+        for h, a in argvs.items()
+    }
+    starts = {h: f"{run_dirs[h]}/{START_FILE}" for h in argvs}
+    ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, starts)  # the prepare, then the run
     for host, reply in ran.items():
-        _note(outcomes[host], reply, RUN_TASK)
-    _pack_failed(engine, env, argvs[hosts[0]]["prepare"][0], run_dirs, outcomes)
+        _note(outcomes[host], reply, RUN_TASK if reply.ready is not None else PREPARE_TASK)
+    _pack_failed(engine, env, next(iter(argvs.values()))["prepare"][0], run_dirs, outcomes)
     return outcomes
-
-
-def _started_at(reply: Reply) -> float:
-    """When fio's prepare reached the host (its JSON line's started_at)."""
-    try:
-        return float(json.loads(reply.out[-1])["started_at"])
-    except (IndexError, ValueError, KeyError, TypeError):
-        return time.time()
 
 
 def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:

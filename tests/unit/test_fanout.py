@@ -54,10 +54,9 @@ def test_the_ssh_config_reaches_each_host_as_the_inventory_says(tmp_path):
     assert '  Port "2222"' in blocks[1] and '  ConnectTimeout "20"' in blocks[1]  # ansible.cfg's timeout
 
 
-def test_the_start_margin_grows_with_the_host_count_and_covers_the_dispatch():
+def test_the_start_margin_grows_with_the_host_count():
     assert fanout.margin(1) == fanout.START_LEAD + fanout.START_PER_HOST
     assert fanout.margin(1000) > fanout.margin(16) > fanout.margin(1)
-    assert fanout.margin(4, dispatch=2.0) == 1.5 * 2.0 + 0.1
 
 
 def test_the_commands_are_argv_lists_with_values_as_they_are():

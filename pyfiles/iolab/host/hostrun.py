@@ -1,6 +1,6 @@
 """Run one benchmark tool on a host, on time, and leave a record (host side, stdlib only).
 
-    python -m iolab.host.hostrun run --dir RUN_DIR --start-at EPOCH --target PATH [--cwd DIR]
+    python -m iolab.host.hostrun run --dir RUN_DIR (--start-at EPOCH | --start-when-told) --target PATH [--cwd DIR]
                                 [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
     python -m iolab.host.hostrun step --timeout SECONDS -- python -m iolab.host.fio_jobs prepare ...
     python -m iolab.host.hostrun pack --dir RUN_DIR
@@ -17,7 +17,13 @@ process tree (fio's job processes call setsid(); iolab.host.live records the tre
 the PIDs it recorded, waits for that command's other hostrun calls to finish (an flock
 on its run directory), and removes its files (and, after a crashed campaign, its mounts). `--before` runs a step
 that must succeed first, in the same call: on a single host, where no common start is
-needed, fio's prepare (size, lay out, drop caches) and the run are one task. `step` runs
+needed, fio's prepare (size, lay out, drop caches) and the run are one task. With
+`--start-when-told` (iolab.fanout's runs), `run` prints `iolab-ready:<epoch>` once `--before` has
+succeeded, then waits for the start time: a line on its stdin (an epoch), or RUN_DIR/start_at, whose
+modification time is the start (`touch -d @EPOCH`: through a ClusterShell gateway, which passes stdin
+to one command of a channel only). The controller sends it once every host of the run is ready, so that
+one call per host does the prepare and the common start. Without a start (stdin closed and the session
+gone, or `--timeout` s), the tool is not started. `step` runs
 any other step of a run (fio's prepare on several hosts, a cache drop, a check on the
 target) as the tool is run and its output passed on; each step, `--before`'s too, is ended
 with its process tree at the run's `--timeout`.
@@ -48,6 +54,7 @@ import contextlib
 import fcntl
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -59,8 +66,9 @@ from typing import BinaryIO
 
 from iolab.host import ceph_osds, facts, live, mounts, profilers, telemetry
 from iolab.shared.processes import end_processes
-from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE
+from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LINE, START_FILE
 
+CALLED_AT = time.time()  # when this command started (its imports done)
 PIDFILE = "hostrun.pid"
 SCRATCH = "scratch.json"  # RUN.scratch.json, beside a run's directory: what it writes on the storage (note_scratch)
 STUCK_AFTER = 15.0  # seconds a stopped tool may take to end before `run` gives up waiting for it
@@ -233,6 +241,7 @@ def run(
     telemetry_after: float | None = None,
     before: list[str] | None = None,
     profile: list[str] | None = None,
+    told: bool = False,
 ) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     parent = os.getppid()
@@ -240,14 +249,15 @@ def run(
     if problems:
         print("; ".join(problems), file=sys.stderr)
         return 1
-    if before:  # a step that must succeed first (fio's prepare, on a single host: one call, no start lead)
-        rc = step(before, timeout, stdout=None)
-        if rc != 0:
-            return rc
+    if before and (rc := step(before, timeout, stdout=None)) != 0:  # a step that must succeed first: fio's prepare
+        return rc
+    timeline = {"called_at": CALLED_AT, "ready_at": None, "told_at": None}  # a --start-when-told run's
+    if told and (start_at := _start_when_told(run_dir / START_FILE, timeout, parent, timeline)) is None:
+        return 1
     cached_before = facts.meminfo().get("Cached", 0)
-    if start_at is not None:
-        time.sleep(max(0.0, start_at - time.time()))
     with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
+        if start_at is not None:
+            time.sleep(max(0.0, start_at - time.time()))
         started = time.time()
         proc = subprocess.Popen(
             argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
@@ -287,6 +297,7 @@ def run(
         "started_at": started,
         "ended_at": ended,
         "start_skew_s": None if start_at is None else started - start_at,
+        **timeline,  # called, ready (prepared), told the start: start_at - told_at is the start's notice
         "launcher": os.environ.get("IOLAB_LAUNCHER", "ansible"),  # clustershell: iolab.fanout started it
         "page_cache_before": cached_before,
         "page_cache_after": facts.meminfo().get("Cached", 0),
@@ -300,6 +311,30 @@ def run(
         tail = (run_dir / "stderr.txt").read_text(errors="replace").strip().splitlines()
         print(f"{argv[0]} exited {proc.returncode}: {tail[-1] if tail else 'no message'}", file=sys.stderr)
     return proc.returncode if proc.returncode is not None else 1
+
+
+def _start_when_told(start_file: Path, timeout: float | None, parent: int, timeline: dict) -> float | None:
+    """Say this host is ready (READY_LINE and the time), then wait for the start time, on stdin or as start_file's
+    modification time; note when in `timeline`. None, and why on stderr, when none came."""
+    ready = timeline["ready_at"] = time.time()
+    print(f"{READY_LINE}{ready!r}", flush=True)
+    start_at, reading = None, True  # stdin, until it is closed (the start may still come as the file)
+    while start_at is None and os.getppid() == parent and not (timeout and time.time() - ready > timeout):
+        if not reading:
+            time.sleep(0.01)
+        elif select.select([sys.stdin], [], [], 0.01)[0]:
+            line = sys.stdin.readline()
+            reading = bool(line)
+            with contextlib.suppress(ValueError):
+                start_at = float(line) if line else None
+            if line and start_at is None:
+                break
+        with contextlib.suppress(FileNotFoundError):
+            start_at = start_at or start_file.stat().st_mtime_ns / 1e9
+    timeline["told_at"] = time.time()
+    if start_at is None:
+        print("no start time came (the session ended, or --timeout passed): the tool was not started", file=sys.stderr)
+    return start_at
 
 
 def _group_alive(pgid: int) -> bool:
@@ -452,7 +487,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run")
     p_run.add_argument("--dir", type=Path, required=True)
-    p_run.add_argument("--start-at", type=float)
+    starts = p_run.add_mutually_exclusive_group()
+    starts.add_argument("--start-at", type=float, metavar="EPOCH", help="start the tool at this time")
+    starts.add_argument(
+        "--start-when-told",
+        action="store_true",
+        help=f"once ready, print {READY_LINE}EPOCH and read the start time (an epoch) from stdin",
+    )
     p_run.add_argument("--target")
     p_run.add_argument("--timeout", type=float)
     p_run.add_argument("--cwd", type=Path, help="the tool's working directory (default: the run's)")
@@ -533,6 +574,7 @@ def main(args: list[str] | None = None) -> int:
             opts.telemetry_after,
             opts.before,
             chosen,
+            opts.start_when_told,
         )
         if opts.pack and (opts.dir / "run.json").exists():
             return pack(opts.dir) or rc

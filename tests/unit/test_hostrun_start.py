@@ -1,0 +1,71 @@
+"""`hostrun run --start-when-told` (issue 26): one call per host does fio's prepare, says it is ready, and starts
+the tool at the time the controller then writes to its stdin; without a start time the tool never starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from iolab.shared.protocol import READY_LINE
+from support import ROOT
+
+
+def _told(tmp_path, before: str, timeout: float = 60) -> subprocess.Popen:
+    marker = tmp_path / "tool-ran"
+    argv = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(tmp_path / "run"), "--start-when-told"]
+    argv += ["--timeout", str(timeout), "--before", json.dumps([sys.executable, "-c", before]), "--"]
+    argv += [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x')"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
+    return subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_the_tool_starts_at_the_time_written_once_the_host_said_it_is_ready(tmp_path):
+    proc = _told(tmp_path, "print('prepared')")
+    assert proc.stdout and proc.stdin
+    line = proc.stdout.readline().decode()
+    assert line.startswith(READY_LINE)  # the prepare's own output is not passed on
+    start_at = time.time() + 0.5
+    proc.stdin.write(f"{start_at!r}\n".encode())
+    proc.stdin.flush()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["start_at"] == start_at and 0 <= record["start_skew_s"] < 0.2
+    assert record["called_at"] <= record["ready_at"] == float(line[len(READY_LINE) :]) <= record["told_at"] < start_at
+    assert (tmp_path / "tool-ran").exists()
+
+
+def test_the_start_may_come_as_the_start_files_time(tmp_path):
+    """Through a ClusterShell gateway, which passes stdin to one command of a channel only: `touch -d @T`."""
+    proc = _told(tmp_path, "pass")
+    assert proc.stdout and proc.stdin
+    assert proc.stdout.readline().decode().startswith(READY_LINE)
+    proc.stdin.close()  # closed: the start may still come as the file
+    proc.stdin = None
+    start_at = round(time.time() + 0.5, 3)
+    subprocess.run(["touch", "-d", f"@{start_at}", str(tmp_path / "run" / "start_at")], check=True)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert abs(record["start_at"] - start_at) < 1e-6 and 0 <= record["start_skew_s"] < 0.2
+
+
+def test_without_a_start_time_the_tool_is_not_started(tmp_path):
+    proc = _told(tmp_path, "pass", timeout=1)
+    assert proc.stdout and proc.stdin
+    assert proc.stdout.readline().decode().startswith(READY_LINE)
+    proc.stdin.close()  # and no start file: the wait ends at the timeout (or when the session's process ends)
+    proc.stdin = None
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "no start time came" in err.decode()
+    assert not (tmp_path / "tool-ran").exists()
+
+
+def test_a_failed_prepare_never_says_ready(tmp_path):
+    proc = _told(tmp_path, "import sys; sys.exit('the job needs more room')")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and READY_LINE not in out.decode() and "the job needs more room" in err.decode()
+    assert not (tmp_path / "tool-ran").exists()
