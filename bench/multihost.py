@@ -8,6 +8,9 @@ figures:
     wall per run                 (wall of R runs − wall of 1 run) / (R − 1)
     controller CPU per run/host  (CPU of R runs − CPU of 1) / (R − 1) / N; the CPU of `./lab` and what it
                                  waited for (ansible-playbook, ssh) plus the lab's ssh control masters
+    host CPU per run/host        the same for every process of the simulated hosts (their network namespaces:
+                                 sshd, sessions, hostrun, fio, Ansible's modules, a gateway's ClusterShell),
+                                 the side real hosts run on cores of their own
     start skew                   each run's aggregate start_late_max_s (the latest host after T) and
                                  start_spread_s (latest − earliest)
     bytes back                   the run's files per host as unpacked on the controller (raw/<run>/<host>/)
@@ -57,6 +60,21 @@ def cpu_of_masters(lab_dir: Path) -> float:
     return total
 
 
+def cpu_of_hosts(namespaces: list[str]) -> float:
+    """CPU seconds of every process in the simulated hosts' network namespaces (their sshd, sessions, hostrun,
+    fio, Ansible's modules) with what they reaped: the hosts' side, which real hosts run on cores of their own."""
+    inodes = {f"net:[{os.stat(f'/run/netns/{namespace}').st_ino}]" for namespace in namespaces}
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        try:
+            if os.readlink(proc / "ns" / "net") in inodes:
+                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
 def campaign(directory: Path, name: str, runs: int, opts: argparse.Namespace) -> Path:
     fio = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": f"{opts.runtime:g}s", "ramp": "0s"}
     data = {
@@ -79,12 +97,13 @@ PHASES = {
 }
 
 
-def measure(inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: Path, tag: str) -> dict:
-    """Run an R-run campaign on `hosts` hosts; its wall, controller CPU, start skews and bytes back."""
+def measure(inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: Path, tag: str, sims: list) -> dict:
+    """Run an R-run campaign on `hosts` hosts; its wall, controller and hosts' CPU, start skews and bytes back."""
     results = work / f"results-{tag}"
     name = f"bench-fanout-{tag}"
     path = campaign(work, name, runs, opts)
-    before_children, before_masters = os.times(), cpu_of_masters(lab_dir)
+    namespaces = [sim.namespace for sim in sims]
+    before_children, before_masters, before_hosts = os.times(), cpu_of_masters(lab_dir), cpu_of_hosts(namespaces)
     pattern = "gpu01" if hosts == 1 else f"gpu[01-{hosts:02d}]"
     wall, _ = lab(
         "bench.all", "--inventory", str(inventory), "--hosts", pattern, "--campaign", str(path), results=results
@@ -92,6 +111,7 @@ def measure(inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: P
     after = os.times()
     cpu = after.children_user + after.children_system - before_children.children_user - before_children.children_system
     cpu += cpu_of_masters(lab_dir) - before_masters
+    host_cpu = cpu_of_hosts(namespaces) - before_hosts
     aggregates = [s for s in samples(results, name) if s["host"] == "*" and s["metric"] == "read_bw"]
     raw = results / name / "raw"
     files = [f for f in raw.rglob("*") if f.is_file()]
@@ -100,6 +120,7 @@ def measure(inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: P
         "phases": {name: statistics.median(phase(records) for records in timelines) for name, phase in PHASES.items()},
         "wall": wall,
         "cpu": cpu,
+        "host_cpu": host_cpu,
         "late": [s["metadata"]["start_late_max_s"] for s in aggregates],
         "spread": [s["metadata"]["start_spread_s"] for s in aggregates],
         "bytes": sum(f.stat().st_size for f in files) / max(1, runs * hosts),
@@ -109,12 +130,13 @@ def measure(inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: P
 def report(hosts: int, one: dict, many: dict, runs: int, base: float | None, gated: bool = False) -> None:
     per_run = (many["wall"] - one["wall"]) / (runs - 1)
     cpu = (many["cpu"] - one["cpu"]) / (runs - 1) / hosts
+    host_cpu = (many["host_cpu"] - one["host_cpu"]) / (runs - 1) / hosts
     late = max(many["late"], default=0.0) * 1000
     spread = max(many["spread"], default=0.0) * 1000
     ratio = f"{many['wall'] / base:.2f}" if base else "—"
     print(
         f"{hosts:>5}{' (gw)' if gated else '     '}  {many['wall']:8.1f} s  {ratio:>6}  {per_run:7.2f} s  "
-        f"{cpu:8.3f} s  {late:7.1f} ms  {spread:7.1f} ms  {many['bytes'] / 1024:8.0f} KiB   "
+        f"{cpu:8.3f} s  {host_cpu:8.3f} s  {late:7.1f} ms  {spread:7.1f} ms  {many['bytes'] / 1024:8.0f} KiB   "
         + "  ".join(f"{name} {seconds:.2f} s" for name, seconds in many["phases"].items())
     )
 
@@ -144,24 +166,25 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="iolab-bench-fanout-", dir="/tmp"))
     simlab = sim.Lab(name=f"b{os.getpid()}"[:8], dir=work / "lab", inventory=work / "lab" / "sim.yml")
     try:
-        sim.up(max(counts), simlab)
+        sims = sim.up(max(counts), simlab)
         print(f"fio seq-read-1m, {opts.runtime:g} s, {opts.size} per host, tmpfs; {opts.runs}-run campaign vs 1-run")
         print(
-            "hosts         wall R   ×1 host   wall/run   CPU/run/host   late max   spread    bytes/host/run   "
+            "hosts         wall R   ×1 host   wall/run   CPU/run/host  host CPU/run/host  late max   spread  "
+            "bytes/host/run   "
             "where a run's time goes (median run, latest host)"
         )
         base = None
         for hosts in counts:
-            measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up")  # not measured
-            one = measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-1")
-            many = measure(simlab.inventory, hosts, opts.runs, opts, work, simlab.dir, f"{hosts}-{opts.runs}")
+            measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up", sims)  # not measured
+            one = measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-1", sims)
+            many = measure(simlab.inventory, hosts, opts.runs, opts, work, simlab.dir, f"{hosts}-{opts.runs}", sims)
             base = base or (many["wall"] if hosts == 1 else None)
             report(hosts, one, many, opts.runs, base)
         if opts.gateway:
             hosts, gated = max(counts), gated_inventory(simlab.inventory, work, max(counts))
-            measure(gated, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up-gw")
-            one = measure(gated, hosts, 1, opts, work, simlab.dir, f"{hosts}-1-gw")
-            many = measure(gated, hosts, opts.runs, opts, work, simlab.dir, f"{hosts}-{opts.runs}-gw")
+            measure(gated, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up-gw", sims)
+            one = measure(gated, hosts, 1, opts, work, simlab.dir, f"{hosts}-1-gw", sims)
+            many = measure(gated, hosts, opts.runs, opts, work, simlab.dir, f"{hosts}-{opts.runs}-gw", sims)
             report(hosts, one, many, opts.runs, base, gated=True)
     finally:
         sim.down(simlab)
