@@ -32,21 +32,22 @@ import tarfile
 import tempfile
 import threading
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ClusterShell.Event import EventHandler
+from ClusterShell.NodeSet import NodeSet
 from ClusterShell.Propagation import RouteResolvingError
 from ClusterShell.Task import Task, task_self
 
 from iolab import paths, runner
 from iolab.hosts import Inventory
-from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE, START_FILE
+from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE, START_SUFFIX
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
 START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
 START_PER_HOST = 0.002  # s of notice per host: the start line is written to each host's session in turn
-TREE_PER_HOST = 0.03  # s of notice per host through gateways: a command (`touch`) each
+TREE_PER_HOST = 0.01  # s of notice per host through gateways: the gateway's ssh session to each for `touch`
 SLACK = 120.0  # s past a run's timeout (and its start) after which a host that has not answered is given up
 PREPARE_TASK = "Size, write and lay out the job, then drop the caches"  # the bench_fio role's task names
 RUN_TASK = "Run fio"
@@ -193,15 +194,15 @@ class Reply:
 
 
 class _Collect(EventHandler):
-    """Each host's reply; with `start` (each host's start file), the common start sent to every ready host once
-    none is left to wait for (each has said it is ready, or ended): on its stdin, or through gateways (`tree`)
-    as its start file's time."""
+    """Each host's reply; with `start_file`, the common start sent to every ready host once none is left to wait
+    for (each has said it is ready, or ended): on its stdin, or through gateways (`tree`) as the start file's
+    time, by one `touch` to all of them."""
 
-    def __init__(self, replies: dict[str, Reply], start: dict[str, str] | None, tree: bool):
+    def __init__(self, replies: dict[str, Reply], start_file: str | None, tree: bool):
         self.replies = replies
         self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
-        self.start_files, self.tree = start or {}, tree
-        self.waiting = start is not None
+        self.start_file, self.tree = start_file, tree
+        self.waiting = start_file is not None
         self.start_at: float | None = None
 
     def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
@@ -218,38 +219,42 @@ class _Collect(EventHandler):
             self.replies[str(node)].rc = rc
             self._start()
 
+    def ev_close(self, worker: Any, timedout: bool) -> None:
+        if timedout:
+            for node in worker.iter_keys_timeout():
+                self.replies[str(node)].timed_out = True
+
     def _start(self) -> None:
         if not self.waiting or any(r.ready is None and r.rc is None for r in self.replies.values()):
             return
         self.waiting = False
         ready = {h: r for h, r in self.replies.items() if r.ready is not None and r.rc is None}
+        if not ready:
+            return
         self.start_at = time.time() + margin(len(ready), self.tree)
-        for host, reply in ready.items():
-            if not self.tree:
+        if not self.tree:
+            for reply in ready.values():
                 reply.worker.write(f"{self.start_at!r}\n".encode())
-                continue
-            touch = ["touch", "-d", f"@{self.start_at!r}", self.start_files[host]]
-            reply.worker.task.shell(shlex.join(touch), nodes=host, handler=_Said(reply), tree=True)
+            return
+        touch = shlex.join(["touch", "-d", f"@{self.start_at!r}", str(self.start_file)])
+        task = next(iter(ready.values())).worker.task
+        task.shell(touch, nodes=NodeSet.fromlist(list(ready)), handler=_Said(self.replies), tree=True)
 
 
 class _Said(EventHandler):
-    """A start file's `touch` through a gateway: what went wrong, to the run's reply (the host then waits for
-    its timeout)."""
+    """The start file's `touch` through gateways: what went wrong, to each host's reply (the host then waits
+    for the run's timeout)."""
 
-    def __init__(self, reply: Reply):
-        self.reply = reply
+    def __init__(self, replies: dict[str, Reply]):
+        self.replies = replies
 
     def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
-        self.reply.err.append(msg.decode(errors="replace"))
+        if str(node) in self.replies:
+            self.replies[str(node)].err.append(msg.decode(errors="replace"))
 
     def ev_hup(self, worker: Any, node: str, rc: int) -> None:
-        if rc != 0:
-            self.reply.err.append(f"the start could not be sent (touch through the gateway exited {rc})")
-
-    def ev_close(self, worker: Any, timedout: bool) -> None:
-        if timedout:
-            for node in worker.iter_keys_timeout():
-                self.replies[str(node)].timed_out = True
+        if rc != 0 and str(node) in self.replies:
+            self.replies[str(node)].err.append(f"the start could not be sent (touch exited {rc})")
 
 
 class Engine:
@@ -271,16 +276,14 @@ class Engine:
             path.unlink()
         self.private.rmdir()
 
-    def call(
-        self, commands: dict[str, list[str]], timeout: float | None, start: dict[str, str] | None = None
-    ) -> dict[str, Reply]:
+    def call(self, commands: dict[str, list[str]], timeout: float | None, start_file: str | None = None) -> dict:
         """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
-        each gave. `start` (each host's start file): the commands say when they are ready (hostrun run
-        --start-when-told) and are sent the common start. Ctrl-C or SIGTERM ends every session (each host's
+        each gave. `start_file`: the commands say when they are ready (hostrun run --start-when-told
+        START_FILE) and are sent the common start. Ctrl-C or SIGTERM ends every session (each host's
         hostrun then stops its tool, as when an Ansible task goes away) and is raised once they have ended."""
         replies = {host: Reply() for host in commands}
         box: dict[str, Any] = {}
-        thread = threading.Thread(target=self._serve, args=(commands, timeout, replies, box, start), daemon=True)
+        thread = threading.Thread(target=self._serve, args=(commands, timeout, replies, box, start_file), daemon=True)
         with runner.CtrlC(True, self.console) as ctrl:
             thread.start()
             while thread.is_alive():
@@ -298,7 +301,7 @@ class Engine:
         timeout: float | None,
         replies: dict[str, Reply],
         box: dict,
-        start: dict[str, str] | None,
+        start_file: str | None,
     ) -> None:
         try:
             task: Task = task_self()
@@ -312,7 +315,7 @@ class Engine:
             if self.topology:
                 os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
                 task.load_topology(self.topology)
-            handler = _Collect(replies, start, bool(self.topology))
+            handler = _Collect(replies, start_file, bool(self.topology))
             for host, argv in commands.items():
                 task.shell(shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology))
             try:
@@ -332,14 +335,17 @@ class Engine:
 
 def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dict[str, dict], timeout: float):
     """Run fio on every host of `argvs` (its commands: fio_argvs) and return each host's outcome, its archives
-    among them. `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH)."""
+    among them. `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH). The start
+    file is the run's, beside the hosts' directories (RUNS/OWNER/HOST/RUN → RUNS/OWNER/RUN.start): one path for
+    every host, so that one `touch` through the gateways reaches them all; `hostrun stop` removes it."""
     outcomes = {host: runner.HostOutcome(host, task=RUN_TASK) for host in argvs}
+    run_dir = PurePosixPath(next(iter(run_dirs.values())))
+    start_file = str(run_dir.parent.parent / f"{run_dir.name}{START_SUFFIX}")
     commands = {
-        h: [*env, *a["run"], "--start-when-told", "--before", json.dumps(a["prepare"]), "--", *a["tool"]]
+        h: [*env, *a["run"], "--start-when-told", start_file, "--before", json.dumps(a["prepare"]), "--", *a["tool"]]
         for h, a in argvs.items()
     }
-    starts = {h: f"{run_dirs[h]}/{START_FILE}" for h in argvs}
-    ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, starts)  # the prepare, then the run
+    ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, start_file)  # the prepare, then the run
     for host, reply in ran.items():
         _note(outcomes[host], reply, RUN_TASK if reply.ready is not None else PREPARE_TASK)
     _pack_failed(engine, env, next(iter(argvs.values()))["prepare"][0], run_dirs, outcomes)

@@ -15,7 +15,8 @@ from support import ROOT
 
 def _told(tmp_path, before: str, timeout: float = 60) -> subprocess.Popen:
     marker = tmp_path / "tool-ran"
-    argv = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(tmp_path / "run"), "--start-when-told"]
+    argv = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(tmp_path / "run")]
+    argv += ["--start-when-told", str(tmp_path / "run.start")]
     argv += ["--timeout", str(timeout), "--before", json.dumps([sys.executable, "-c", before]), "--"]
     argv += [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x')"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
@@ -46,7 +47,7 @@ def test_the_start_may_come_as_the_start_files_time(tmp_path):
     proc.stdin.close()  # closed: the start may still come as the file
     proc.stdin = None
     start_at = round(time.time() + 0.5, 3)
-    subprocess.run(["touch", "-d", f"@{start_at}", str(tmp_path / "run" / "start_at")], check=True)
+    subprocess.run(["touch", "-d", f"@{start_at}", str(tmp_path / "run.start")], check=True)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     record = json.loads((tmp_path / "run" / "run.json").read_text())

@@ -23,6 +23,8 @@ def test_stop_ends_and_removes_its_own_runs_and_leaves_another_commands(tmp_path
     runs = tmp_path / "runs"
     mine, theirs = runs / "ctl-100-1" / "gpu01", runs / "ctl-200-2" / "gpu01"  # two labs' gpu01, one file system
     mine_proc, theirs_proc = _left_running(mine, "run-a"), _left_running(theirs, "run-a")
+    for owner in (mine.parent, theirs.parent):
+        (owner / "run-a.start").touch()  # each run's start file, beside its hosts' directories (iolab.fanout)
     try:
         done = hostrun("stop", "--dir", str(mine))
         assert done.returncode == 0, done.stderr
@@ -31,7 +33,7 @@ def test_stop_ends_and_removes_its_own_runs_and_leaves_another_commands(tmp_path
         assert mine_proc.wait(timeout=10) is not None
         assert not (runs / "ctl-100-1").exists()  # the command's directory goes with its last host
         assert theirs_proc.poll() is None  # the other command's tool still runs
-        assert (theirs / "run-a" / "hostrun.pid").exists()
+        assert (theirs / "run-a" / "hostrun.pid").exists() and (theirs.parent / "run-a.start").exists()
     finally:
         for proc in (mine_proc, theirs_proc):
             proc.kill()

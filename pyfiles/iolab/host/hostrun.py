@@ -1,7 +1,7 @@
 """Run one benchmark tool on a host, on time, and leave a record (host side, stdlib only).
 
-    python -m iolab.host.hostrun run --dir RUN_DIR (--start-at EPOCH | --start-when-told) --target PATH [--cwd DIR]
-                                [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
+    python -m iolab.host.hostrun run --dir RUN_DIR (--start-at EPOCH | --start-when-told START_FILE) --target PATH
+                                [--cwd DIR] [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
     python -m iolab.host.hostrun step --timeout SECONDS -- python -m iolab.host.fio_jobs prepare ...
     python -m iolab.host.hostrun pack --dir RUN_DIR
     python -m iolab.host.hostrun stop --dir HOST_DIR/runs/OWNER/HOST [--orphaned-mounts]
@@ -19,10 +19,11 @@ on its run directory), and removes its files (and, after a crashed campaign, its
 that must succeed first, in the same call: on a single host, where no common start is
 needed, fio's prepare (size, lay out, drop caches) and the run are one task. With
 `--start-when-told` (iolab.fanout's runs), `run` prints `iolab-ready:<epoch>` once `--before` has
-succeeded, then waits for the start time: a line on its stdin (an epoch), or RUN_DIR/start_at, whose
+succeeded, then waits for the start time: a line on its stdin (an epoch), or START_FILE, whose
 modification time is the start (`touch -d @EPOCH`: through a ClusterShell gateway, which passes stdin
-to one command of a channel only). The controller sends it once every host of the run is ready, so that
-one call per host does the prepare and the common start. Without a start (stdin closed and the session
+to one command of a channel only; one file for all the hosts of a run, which `stop` removes). The
+controller sends it once every host of the run is ready, so that one call per host does the prepare
+and the common start. Without a start (stdin closed and the session
 gone, or `--timeout` s), the tool is not started. `step` runs
 any other step of a run (fio's prepare on several hosts, a cache drop, a check on the
 target) as the tool is run and its output passed on; each step, `--before`'s too, is ended
@@ -66,7 +67,7 @@ from typing import BinaryIO
 
 from iolab.host import ceph_osds, facts, live, mounts, profilers, telemetry
 from iolab.shared.processes import end_processes
-from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LINE, START_FILE
+from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LINE, START_SUFFIX
 
 CALLED_AT = time.time()  # when this command started (its imports done)
 PIDFILE = "hostrun.pid"
@@ -241,7 +242,7 @@ def run(
     telemetry_after: float | None = None,
     before: list[str] | None = None,
     profile: list[str] | None = None,
-    told: bool = False,
+    told: Path | None = None,
 ) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     parent = os.getppid()
@@ -252,7 +253,7 @@ def run(
     if before and (rc := step(before, timeout, stdout=None)) != 0:  # a step that must succeed first: fio's prepare
         return rc
     timeline = {"called_at": CALLED_AT, "ready_at": None, "told_at": None}  # a --start-when-told run's
-    if told and (start_at := _start_when_told(run_dir / START_FILE, timeout, parent, timeline)) is None:
+    if told and (start_at := _start_when_told(told, timeout, parent, timeline)) is None:
         return 1
     cached_before = facts.meminfo().get("Cached", 0)
     with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
@@ -468,6 +469,8 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
                 path.unlink(missing_ok=True)
     elif not left:
         shutil.rmtree(runs_dir, ignore_errors=True)
+        for start_file in runs_dir.parent.glob(f"*{START_SUFFIX}"):  # its runs' start files (iolab.fanout)
+            start_file.unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # the command's directory, once no host of it has files there
             runs_dir.parent.rmdir()
     if runs:
@@ -491,8 +494,10 @@ def _parser() -> argparse.ArgumentParser:
     starts.add_argument("--start-at", type=float, metavar="EPOCH", help="start the tool at this time")
     starts.add_argument(
         "--start-when-told",
-        action="store_true",
-        help=f"once ready, print {READY_LINE}EPOCH and read the start time (an epoch) from stdin",
+        type=Path,
+        metavar="START_FILE",
+        help=f"once ready, print {READY_LINE}EPOCH and take the start time (an epoch) from stdin, or as "
+        "START_FILE's modification time",
     )
     p_run.add_argument("--target")
     p_run.add_argument("--timeout", type=float)
