@@ -10,11 +10,11 @@ name), the sessions go through its gateways (tree mode: ClusterShell's gateway, 
 runs on each gateway under the python the inventory variable `iolab_gateway_python` names, default python3, which
 must have ClusterShell; it reads the same ssh_config, at the same path: a file system the gateway shares, or a copy).
 
-A fio run is one call per host: `hostrun run --start-when-told --before PREPARE` does the prepare
-(iolab.host.fio_jobs: size, lay out, drop caches), says it is ready, and waits for the start time; once
-every host has said so (or ended), the controller writes T = now + `margin` (sized to the host count) to
-each ready host's session (through gateways, whose channel passes stdin to one command only, it runs
-`touch -d @T RUN_DIR/start_at` there instead), and each host waits for T on its own clock and records its
+A fio run is one call per host: `hostrun run --start-when-told START_FILE --before PREPARE` does the
+prepare (iolab.host.fio_jobs: size, lay out, drop caches), says it is ready, and waits for the start time;
+once every host has said so (or ended), the controller writes T = now + `margin` (sized to the host count)
+to each ready host's session (through gateways, whose channel passes stdin to one command only, it runs one
+`touch -d @T START_FILE` on all of them instead), and each host waits for T on its own clock and records its
 start skew and when T came. Each host's archive comes back in its output; a failed run's record (error.json, as
 playbooks/run.yml's rescue writes it) is added on the controller. The remote command is an argv joined with
 shlex.join here: no value reaches a shell otherwise.
@@ -115,7 +115,7 @@ def fio_argvs(
 
 def margin(hosts: int, tree: bool = False) -> float:
     """Seconds between sending the start time to `hosts` ready hosts and the start itself: on the open sessions,
-    or through gateways (`tree`) as a command each."""
+    or through gateways (`tree`) as the start file's `touch`, which each gateway runs on its hosts."""
     return START_LEAD + (TREE_PER_HOST if tree else START_PER_HOST) * hosts
 
 
@@ -202,8 +202,7 @@ class _Collect(EventHandler):
         self.replies = replies
         self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
         self.start_file, self.tree = start_file, tree
-        self.waiting = start_file is not None
-        self.start_at: float | None = None
+        self.waiting = start_file is not None  # until the start is sent
 
     def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
         reply = self.replies.get(str(node)) or self.gateways.setdefault(str(node), Reply())  # a gateway's own
@@ -231,12 +230,12 @@ class _Collect(EventHandler):
         ready = {h: r for h, r in self.replies.items() if r.ready is not None and r.rc is None}
         if not ready:
             return
-        self.start_at = time.time() + margin(len(ready), self.tree)
+        start_at = time.time() + margin(len(ready), self.tree)
         if not self.tree:
             for reply in ready.values():
-                reply.worker.write(f"{self.start_at!r}\n".encode())
+                reply.worker.write(f"{start_at!r}\n".encode())
             return
-        touch = shlex.join(["touch", "-d", f"@{self.start_at!r}", str(self.start_file)])
+        touch = shlex.join(["touch", "-d", f"@{start_at!r}", str(self.start_file)])
         task = next(iter(ready.values())).worker.task
         task.shell(touch, nodes=NodeSet.fromlist(list(ready)), handler=_Said(self.replies), tree=True)
 
@@ -276,7 +275,9 @@ class Engine:
             path.unlink()
         self.private.rmdir()
 
-    def call(self, commands: dict[str, list[str]], timeout: float | None, start_file: str | None = None) -> dict:
+    def call(
+        self, commands: dict[str, list[str]], timeout: float | None, start_file: str | None = None
+    ) -> dict[str, Reply]:
         """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
         each gave. `start_file`: the commands say when they are ready (hostrun run --start-when-told
         START_FILE) and are sent the common start. Ctrl-C or SIGTERM ends every session (each host's

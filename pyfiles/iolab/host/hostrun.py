@@ -321,17 +321,17 @@ def _start_when_told(start_file: Path, timeout: float | None, parent: int, timel
     print(f"{READY_LINE}{ready!r}", flush=True)
     start_at, reading = None, True  # stdin, until it is closed (the start may still come as the file)
     while start_at is None and os.getppid() == parent and not (timeout and time.time() - ready > timeout):
-        if not reading:
-            time.sleep(0.01)
-        elif select.select([sys.stdin], [], [], 0.01)[0]:
+        if reading and select.select([sys.stdin], [], [], 0.01)[0]:
             line = sys.stdin.readline()
-            reading = bool(line)
-            with contextlib.suppress(ValueError):
-                start_at = float(line) if line else None
-            if line and start_at is None:
+            if line:  # the start time; a line that is none ends the wait without one
+                with contextlib.suppress(ValueError):
+                    start_at = float(line)
                 break
+            reading = False
+        elif not reading:
+            time.sleep(0.01)
         with contextlib.suppress(FileNotFoundError):
-            start_at = start_at or start_file.stat().st_mtime_ns / 1e9
+            start_at = start_file.stat().st_mtime_ns / 1e9
     timeline["told_at"] = time.time()
     if start_at is None:
         print("no start time came (the session ended, or --timeout passed): the tool was not started", file=sys.stderr)
