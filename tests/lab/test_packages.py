@@ -30,6 +30,8 @@ pytestmark = pytest.mark.lab
 
 PACKAGE = "hello"
 ARCHIVES = Path("/var/cache/apt/archives")
+APT_LISTS = Path("/var/lib/apt/lists")
+APT_STAMP = Path("/var/lib/apt/periodic/update-success-stamp")
 # Measured: this playbook on two simulated hosts without a route fails after 12-15 s
 # (668 s before apt's retries and timeouts were bounded: the second host waited for the
 # first's lock); the margin is for a loaded machine.
@@ -162,7 +164,24 @@ def test_hosts_sharing_the_root_get_their_package_once_from_the_controller(sim_h
     print(f"second run, nothing to install: {seconds:.1f} s")
 
 
-def test_a_host_without_a_route_to_the_mirror_fails_in_seconds(sim_hosts, package_absent, tmp_path):
+@pytest.fixture(params=["lists-fresh", "lists-stale"])
+def apt_lists(request) -> Iterator[str]:
+    """apt's package lists made to look refreshed a minute ago, or two hours ago, and their times restored
+    afterwards. The role refreshes lists over an hour old: without a route to the mirror, a host then fails
+    at the refresh, and with fresh lists at the download of the package; each must say so in one line."""
+    marks = [mark for mark in (APT_STAMP, APT_LISTS) if mark.exists()]  # apt's module reads the first there is
+    before = {mark: mark.stat() for mark in marks}
+    when = time.time() - (60 if request.param == "lists-fresh" else 7200)
+    for mark in marks:
+        os.utime(mark, (when, when))
+    try:
+        yield request.param
+    finally:
+        for mark, stat in before.items():
+            os.utime(mark, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_host_without_a_route_to_the_mirror_fails_in_seconds(sim_hosts, package_absent, apt_lists, tmp_path):
     # A real inventory: no iolab_host_shared_root, so each host installs on itself.
     inventory = yaml.safe_load(sim_hosts.inventory.read_text())
     inventory["all"]["children"]["gpu"]["vars"].pop("iolab_host_shared_root")
@@ -195,4 +214,5 @@ def test_a_host_without_a_route_to_the_mirror_fails_in_seconds(sim_hosts, packag
         assert "\n" not in msg
         assert msg.startswith(f"{host}: installing {package_absent} failed ("), msg
         assert "can it reach its package mirror?" in msg, msg
+        assert ("apt cache" in msg) == (apt_lists == "lists-stale"), msg  # where it failed: refresh or download
     assert not installed(package_absent)

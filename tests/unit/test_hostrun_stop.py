@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -44,9 +45,44 @@ def test_stop_keeps_the_commands_directory_while_another_host_of_it_has_files(tm
     owner = tmp_path / "runs" / "ctl-100-1"
     (owner / "gpu02" / "run-b").mkdir(parents=True)  # simulated hosts share one file system
     (owner / "gpu01").mkdir()
+    (owner / "run-b.start").touch()  # gpu02 may still wait for it
     done = hostrun("stop", "--dir", str(owner / "gpu01"))
     assert done.returncode == 0 and done.stdout == ""  # nothing to say: a clean teardown
     assert not (owner / "gpu01").exists() and (owner / "gpu02" / "run-b").exists()
+    assert (owner / "run-b.start").exists()
+    done = hostrun("stop", "--dir", str(owner / "gpu02"))  # the command's last host
+    assert done.returncode == 0, done.stderr
+    assert not owner.exists()
+
+
+def test_stop_does_not_fail_when_another_host_removes_the_commands_directory_first(tmp_path, monkeypatch, capsys):
+    """Simulated hosts stop at the same time on one file system: another host's stop may remove the command's
+    directory just as this one reads what is left there (here: gpu02's, at the moment gpu01's lists it)."""
+    import shutil
+
+    from iolab.host import hostrun as module
+
+    owner = tmp_path / "runs" / "ctl-100-1"
+    for host in ("gpu01", "gpu02"):
+        (owner / host / "run-a").mkdir(parents=True)
+    (owner / "run-a.start").touch()
+    listings = {name: getattr(os, name) for name in ("scandir", "listdir")}
+
+    def gpu02s_stop_first(name):
+        def listing(path="."):
+            if not isinstance(path, int) and os.fspath(path) == os.fspath(owner) and owner.exists():
+                shutil.rmtree(owner / "gpu02")
+                os.unlink(owner / "run-a.start")
+                os.rmdir(owner)
+            return listings[name](path)
+
+        return listing
+
+    for name in listings:
+        monkeypatch.setattr(os, name, gpu02s_stop_first(name))
+    assert module.stop(owner / "gpu01") == 0
+    assert capsys.readouterr().err == ""
+    assert not owner.exists()
 
 
 def test_stop_on_a_command_that_left_nothing_says_nothing(tmp_path):

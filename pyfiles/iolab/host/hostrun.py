@@ -6,28 +6,23 @@
     python -m iolab.host.hostrun pack --dir RUN_DIR
     python -m iolab.host.hostrun stop --dir HOST_DIR/runs/OWNER/HOST [--orphaned-mounts]
 
-`run` waits for the start time every host of the run was given (so hosts start
-together), runs the tool's argv (never through a shell) with its stdout and
-stderr in files, and writes `run.json`: the times, the start skew, the exit
-status, the page cache before and after, and the host's provenance. If the
-Ansible task that started it goes away (Ctrl-C, a lost SSH session), the tool
-is stopped rather than left holding the mount: its process group and its whole
-process tree (fio's job processes call setsid(); iolab.host.live records the tree in
-`tool.pids`). `stop` ends tools that an interrupted run of one command left behind, by
-the PIDs it recorded, waits for that command's other hostrun calls to finish (an flock
-on its run directory), and removes its files (and, after a crashed campaign, its mounts). `--before` runs a step
-that must succeed first, in the same call: on a single host, where no common start is
-needed, fio's prepare (size, lay out, drop caches) and the run are one task. With
-`--start-when-told` (iolab.fanout's runs), `run` prints `iolab-ready:<epoch>` once `--before` has
-succeeded, then waits for the start time: a line on its stdin (an epoch), or START_FILE, whose
-modification time is the start (`touch -d @EPOCH`: through a ClusterShell gateway, which passes stdin
-to one command of a channel only; one file for all the hosts of a run, which `stop` removes). The
-controller sends it once every host of the run is ready, so that one call per host does the prepare
-and the common start. Without a start (stdin closed and the session
-gone, or `--timeout` s), the tool is not started. `step` runs
-any other step of a run (fio's prepare on several hosts, a cache drop, a check on the
-target) as the tool is run and its output passed on; each step, `--before`'s too, is ended
-with its process tree at the run's `--timeout`.
+`run` waits for the start time every host of the run was given (so hosts start together), runs the tool's argv
+(never through a shell) with its stdout and stderr in files, and writes `run.json`: the times, the start skew,
+the exit status, the page cache before and after, and the host's provenance. If the Ansible task that started it
+goes away (Ctrl-C, a lost SSH session), the tool is stopped rather than left holding the mount: its process
+group and its whole process tree (fio's job processes call setsid(); iolab.host.live records the tree in
+`tool.pids`). `stop` ends tools that an interrupted run of one command left behind, by the PIDs it recorded,
+waits for that command's other hostrun calls to finish (an flock on its run directory), and removes its files
+(and, after a crashed campaign, its mounts). `--before` runs a step that must succeed first, in the same call:
+on a single host, where no common start is needed, fio's prepare (size, lay out, drop caches) and the run are
+one task. With `--start-when-told` (iolab.fanout's runs), `run` prints `iolab-ready:<epoch>` once `--before` has
+succeeded, then waits for the start time: a line on its stdin (an epoch), or START_FILE, whose modification time
+is the start (`touch -d @EPOCH`: through a ClusterShell gateway, which passes stdin to one command of a channel
+only; one file for all the hosts of a run, which `stop` removes). The controller sends it once every host of the
+run is ready, so that one call per host does the prepare and the common start. Without a start (stdin closed and
+the session gone, or `--timeout` s), the tool is not started. `step` runs any other step of a run (fio's prepare
+on several hosts, a cache drop, a check on the target) as the tool is run and its output passed on; each step,
+`--before`'s too, is ended with its process tree at the run's `--timeout`.
 
 With `--profilers perf,py-spy` (or $IOLAB_PROFILERS, which playbooks/run.yml sets from
 the workload's `profilers`), iolab.host.profilers samples the tool while it runs. With
@@ -424,6 +419,21 @@ def _run_of(pidfile: Path) -> str:
     return pidfile.name.removesuffix(f".{PIDFILE}") if pidfile.name != PIDFILE else pidfile.parent.name
 
 
+def _remove_command_dir(command_dir: Path) -> None:
+    """Remove a command's directory (HOST_DIR/runs/OWNER) and its runs' start files (iolab.fanout) once no host
+    of it has files there; hosts on one file system (simulated ones) stop at once, and may remove it first."""
+    try:
+        entries = list(command_dir.iterdir())
+    except FileNotFoundError:
+        return
+    if any(not entry.name.endswith(START_SUFFIX) for entry in entries):
+        return  # another host of the command has files here, and may still wait for a start
+    for entry in entries:
+        entry.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # gone already, or a host of the command wrote there since
+        command_dir.rmdir()
+
+
 def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = False) -> int:
     """End the tools that this command's runs under `runs_dir` left running (by their recorded PIDs), then
     remove `runs_dir`: a finished run's files have gone to the controller, and an interrupted run is
@@ -469,10 +479,7 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
                 path.unlink(missing_ok=True)
     elif not left:
         shutil.rmtree(runs_dir, ignore_errors=True)
-        for start_file in runs_dir.parent.glob(f"*{START_SUFFIX}"):  # its runs' start files (iolab.fanout)
-            start_file.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # the command's directory, once no host of it has files there
-            runs_dir.parent.rmdir()
+        _remove_command_dir(runs_dir.parent)
     if runs:
         print(f"removed what {len(runs)} interrupted run(s) left in {runs_dir}")
     for line in scratch:
