@@ -69,6 +69,12 @@ def _started_as_lab_starts_it():
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 
+def _started_from_a_terminal():
+    """SIGINT as a command started from a terminal has it: handled by default, not blocked."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_while_a_command_starts_with_sigint_ignored_is_not_lost(tmp_path):
     """A SIGINT in the first 0.3 s (Python's start, invoke, imports) was dropped: the command ran to its end, rc 0."""
     proc = subprocess.Popen(
@@ -114,5 +120,11 @@ def test_lab_blocks_sigint_for_a_command_started_with_it_ignored(tmp_path):
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     assert _sigint_bits(ignored.stdout) == {"SigBlk": True, "SigIgn": True}, ignored.stderr
-    normal = subprocess.run([str(lab), "report.history"], capture_output=True, text=True, timeout=60)
+    normal = subprocess.run(  # as a terminal starts it, whatever this test's own start left it (`nohup … &`)
+        [str(lab), "report.history"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_started_from_a_terminal,
+    )
     assert _sigint_bits(normal.stdout) == {"SigBlk": False, "SigIgn": False}, normal.stderr
