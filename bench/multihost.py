@@ -38,41 +38,40 @@ import socket
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 from _common import lab, samples  # puts this checkout's pyfiles on the path
 
 from iolab import sim
+from iolab.shared import processes
+
+
+def cpu_of(selected: Callable[[Path], bool], with_reaped: bool = False) -> float:
+    """CPU seconds of this machine's processes that `selected` picks (given /proc/PID), and with `with_reaped`
+    those of the children they reaped."""
+    last = 15 if with_reaped else 13  # /proc/PID/stat after the name: utime, stime, then cutime, cstime at 11..14
+    ticks = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            if selected(proc):
+                ticks += sum(int(f) for f in (proc / "stat").read_text().rsplit(")", 1)[1].split()[11:last])
+        except (OSError, IndexError, ValueError):
+            continue
+    return ticks / processes.HZ
 
 
 def cpu_of_masters(lab_dir: Path) -> float:
     """CPU seconds of the ssh control masters of the lab (daemons: no one waits for them)."""
-    total = 0.0
-    for proc in Path("/proc").iterdir():
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            if b"[mux]" in cmdline and str(lab_dir).encode() in cmdline:
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
+    return cpu_of(lambda proc: b"[mux]" in (cmd := (proc / "cmdline").read_bytes()) and str(lab_dir).encode() in cmd)
 
 
 def cpu_of_hosts(namespaces: list[str]) -> float:
     """CPU seconds of every process in the simulated hosts' network namespaces (their sshd, sessions, hostrun,
     fio, Ansible's modules) with what they reaped: the hosts' side, which real hosts run on cores of their own."""
     inodes = {f"net:[{os.stat(f'/run/netns/{namespace}').st_ino}]" for namespace in namespaces}
-    total = 0.0
-    for proc in Path("/proc").iterdir():
-        try:
-            if os.readlink(proc / "ns" / "net") in inodes:
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-                total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
+    return cpu_of(lambda proc: os.readlink(proc / "ns" / "net") in inodes, with_reaped=True)
 
 
 def campaign(directory: Path, name: str, runs: int, opts: argparse.Namespace) -> Path:
@@ -97,12 +96,13 @@ PHASES = {
 }
 
 
-def measure(inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: Path, tag: str, sims: list) -> dict:
+def measure(
+    inventory: Path, hosts: int, runs: int, opts, work: Path, lab_dir: Path, tag: str, namespaces: list[str]
+) -> dict:
     """Run an R-run campaign on `hosts` hosts; its wall, controller and hosts' CPU, start skews and bytes back."""
     results = work / f"results-{tag}"
     name = f"bench-fanout-{tag}"
     path = campaign(work, name, runs, opts)
-    namespaces = [sim.namespace for sim in sims]
     before_children, before_masters, before_hosts = os.times(), cpu_of_masters(lab_dir), cpu_of_hosts(namespaces)
     pattern = "gpu01" if hosts == 1 else f"gpu[01-{hosts:02d}]"
     wall, _ = lab(
@@ -173,18 +173,25 @@ def main() -> None:
             "bytes/host/run   "
             "where a run's time goes (median run, latest host)"
         )
+        namespaces = [host.namespace for host in sims]
+
+        def one_and_many(inventory: Path, hosts: int, suffix: str = "") -> tuple[dict, dict]:
+            """An unmeasured 1-run campaign on `hosts` hosts, then the measured 1-run and R-run ones."""
+
+            def of(runs: int, tag: str) -> dict:
+                return measure(inventory, hosts, runs, opts, work, simlab.dir, f"{hosts}-{tag}{suffix}", namespaces)
+
+            of(1, "warm-up")  # not measured
+            return of(1, "1"), of(opts.runs, str(opts.runs))
+
         base = None
         for hosts in counts:
-            measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up", sims)  # not measured
-            one = measure(simlab.inventory, hosts, 1, opts, work, simlab.dir, f"{hosts}-1", sims)
-            many = measure(simlab.inventory, hosts, opts.runs, opts, work, simlab.dir, f"{hosts}-{opts.runs}", sims)
+            one, many = one_and_many(simlab.inventory, hosts)
             base = base or (many["wall"] if hosts == 1 else None)
             report(hosts, one, many, opts.runs, base)
         if opts.gateway:
-            hosts, gated = max(counts), gated_inventory(simlab.inventory, work, max(counts))
-            measure(gated, hosts, 1, opts, work, simlab.dir, f"{hosts}-warm-up-gw", sims)
-            one = measure(gated, hosts, 1, opts, work, simlab.dir, f"{hosts}-1-gw", sims)
-            many = measure(gated, hosts, opts.runs, opts, work, simlab.dir, f"{hosts}-{opts.runs}-gw", sims)
+            hosts = max(counts)
+            one, many = one_and_many(gated_inventory(simlab.inventory, work, hosts), hosts, "-gw")
             report(hosts, one, many, opts.runs, base, gated=True)
     finally:
         sim.down(simlab)

@@ -419,11 +419,11 @@ def _run_of(pidfile: Path) -> str:
     return pidfile.name.removesuffix(f".{PIDFILE}") if pidfile.name != PIDFILE else pidfile.parent.name
 
 
-def _remove_command_dir(command_dir: Path) -> None:
-    """Remove a command's directory (HOST_DIR/runs/OWNER) and its runs' start files (iolab.fanout) once no host
-    of it has files there; hosts on one file system (simulated ones) stop at once, and may remove it first."""
+def _remove_owner_dir(owner_dir: Path) -> None:
+    """Remove the directory of a command's hosts (HOST_DIR/runs/OWNER) and its runs' start files (iolab.fanout)
+    once no host has files there; hosts on one file system (simulated ones) stop at once, and may remove it first."""
     try:
-        entries = list(command_dir.iterdir())
+        entries = list(owner_dir.iterdir())
     except FileNotFoundError:
         return
     if any(not entry.name.endswith(START_SUFFIX) for entry in entries):
@@ -431,7 +431,7 @@ def _remove_command_dir(command_dir: Path) -> None:
     for entry in entries:
         entry.unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # gone already, or a host of the command wrote there since
-        command_dir.rmdir()
+        owner_dir.rmdir()
 
 
 def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = False) -> int:
@@ -479,7 +479,7 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
                 path.unlink(missing_ok=True)
     elif not left:
         shutil.rmtree(runs_dir, ignore_errors=True)
-        _remove_command_dir(runs_dir.parent)
+        _remove_owner_dir(runs_dir.parent)
     if runs:
         print(f"removed what {len(runs)} interrupted run(s) left in {runs_dir}")
     for line in scratch:
