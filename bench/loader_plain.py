@@ -5,7 +5,7 @@
 The plain loop is the loader's ceiling: N processes (N = the loader's workers), each
 taking its share of a shuffled epoch and, per file, doing exactly what the loader's
 pil reader does — with decode, PIL open and decode, convert to RGB, resize the centre
-square to 224×224 (iolab.host.loader.readers.decode_pil, the reader's own function);
+square to 224×224 (iolab.host.loader.decode.decode_pil, the reader's own function);
 without decode, read the file's bytes (read_exact: one open, one read, one close).
 No batches, no queues, no training loop. The loader runs as the other bench scripts
 run it (its command line, its loader.json, the parser's samples/s over the measured
@@ -40,7 +40,7 @@ from _common import ROOT, drop_caches, loader_argv, private_tmpfs, spread
 
 from iolab.host.dataset import gen as gen_module
 from iolab.host.dataset.manifest import Manifest
-from iolab.host.loader.readers import SIZE, decode_pil, read_exact
+from iolab.host.loader.decode import SIZE, decode_pil, read_exact
 from iolab.parsers import pytorch
 
 KIB = 1024

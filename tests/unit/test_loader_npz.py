@@ -25,7 +25,8 @@ np = pytest.importorskip("numpy")
 from iolab.host.dataset.manifest import Entry, Manifest  # noqa: E402
 from iolab.host.dataset.pack import pack  # noqa: E402
 from iolab.host.dataset.samples import render  # noqa: E402
-from iolab.host.loader.readers import NPZ_SIDE, Samples, collate, read_exact  # noqa: E402
+from iolab.host.loader.decode import NPZ_SIDE, read_exact  # noqa: E402
+from iolab.host.loader.readers import Samples, collate  # noqa: E402
 from iolab.parsers import pytorch as parser  # noqa: E402
 from iolab.shared.shapes import GENERATORS  # noqa: E402
 from support import two_workers  # noqa: E402

@@ -79,7 +79,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
 
     @property
     def needs_s3(self) -> bool:
-        """Reader s3 reads an s3 backend's bucket (iolab.host.loader.readers.S3Objects)."""
+        """Reader s3 reads an s3 backend's bucket (iolab.host.loader.s3_objects.S3Objects)."""
         return self.reader == "s3"
 
     @property

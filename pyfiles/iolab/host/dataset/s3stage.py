@@ -21,7 +21,7 @@ from pathlib import Path
 from iolab.host import s3client
 from iolab.host.dataset.manifest import MANIFEST_NAME, Manifest
 
-DATASET = "dataset"  # the data set's keys under the backend's prefix (iolab.host.loader.readers.S3_DATASET)
+DATASET = "dataset"  # the data set's keys under the backend's prefix (iolab.host.loader.s3_objects reads them)
 
 
 def stored_manifest(s3, bucket: str, key: str) -> bytes | None:
