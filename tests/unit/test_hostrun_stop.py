@@ -60,7 +60,7 @@ def test_stop_does_not_fail_when_another_host_removes_the_commands_directory_fir
     directory just as this one reads what is left there (here: gpu02's, at the moment gpu01's lists it)."""
     import shutil
 
-    from iolab.host import hostrun as module
+    from iolab.host import runstop as module
 
     owner = tmp_path / "runs" / "ctl-100-1"
     for host in ("gpu01", "gpu02"):

@@ -109,7 +109,7 @@ def test_the_checks_see_a_violation(tmp_path):
     a shared module reaching the controller, and a cycle through an import under TYPE_CHECKING are each seen."""
     edges = graph()
     assert (
-        "iolab.shared.fio_options" in edges["iolab.bench"] and "iolab.shared.processes" in edges["iolab.host.hostrun"]
+        "iolab.shared.fio_options" in edges["iolab.bench"] and "iolab.shared.processes" in edges["iolab.host.watch"]
     )
     wrong = {
         **edges,

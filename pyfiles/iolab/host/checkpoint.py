@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from iolab.host import hostrun
+from iolab.host import runs
 
 PIECE = 64 << 20
 SLACK = 4 << 20  # the pool is a piece and this: each piece starts at another offset of it
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             if refused or opts.phase == "check":
                 print(refused or f"{len(ranks)} ranks fit this host's memory and the target's space", file=sys.stderr)
                 return 1 if refused else 0
-            hostrun.note_scratch(opts.out, paths)  # for `hostrun stop`, should the run not end as it should
+            runs.note_scratch(opts.out, paths)  # for `hostrun stop`, should the run not end as it should
             args = [(opts.dir, rank, opts.bytes_per_rank, opts.count) for rank in ranks]
             _record(opts.out, "write", _run_ranks(_write_rank, args, opts.count), fsync=True, count=opts.count)
         else:
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             if opts.remove:
                 for path in paths:
                     path.unlink(missing_ok=True)
-                hostrun.note_scratch(opts.out, [])
+                runs.note_scratch(opts.out, [])
     except (OSError, RuntimeError) as exc:
         print(f"checkpoint {opts.phase} on {opts.dir}: {exc}", file=sys.stderr)
         return 1

@@ -103,7 +103,7 @@ class Live(threading.Thread):
         self.path.with_name(PIDS).unlink(missing_ok=True)
 
     def _record(self, members: dict[int, int]) -> None:
-        """Keep the tree's processes beside the run, for `hostrun stop` (hostrun.kill_recorded)."""
+        """Keep the tree's processes beside the run, for `hostrun stop` (iolab.host.watch.kill_recorded)."""
         tmp = self.path.with_name(f".{PIDS}.tmp")
         tmp.write_text(json.dumps(members))
         os.replace(tmp, self.path.with_name(PIDS))

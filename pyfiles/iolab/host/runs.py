@@ -1,0 +1,50 @@
+"""A command's runs on a host, as files: where they lie, who writes there, what they wrote on the storage.
+
+HOST_DIR/runs/OWNER/HOST/RUN is one run's directory (OWNER: the controller command, iolab.lease's holder);
+RUN.scratch.json beside it lists what the run writes outside it (note_scratch), for `hostrun stop`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+
+PIDFILE = "hostrun.pid"
+SCRATCH = "scratch.json"  # RUN.scratch.json, beside a run's directory: what it writes on the storage (note_scratch)
+
+
+def command_dir(run_dir: Path) -> Path:
+    """The directory of the command that a run (or a phase of one) belongs to: HOST_DIR/runs/OWNER/HOST, the
+    ancestor whose grandparent is `runs`; a run directory outside that layout is its own command's."""
+    for path in [run_dir, *run_dir.parents]:
+        if path.parent.parent.name == "runs":
+            return path
+    return run_dir.parent
+
+
+def hold(run_dir: Path) -> None:
+    """Share the lock of the run's command directory for this process's life: `stop` takes it exclusively
+    before it removes that directory, so that no call of the command writes there afterwards (a call whose
+    tool `stop` ended still records and packs its run)."""
+    directory = command_dir(run_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    fcntl.flock(os.open(directory, os.O_RDONLY | os.O_DIRECTORY), fcntl.LOCK_SH)
+
+
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def note_scratch(run_dir: Path, files: list[Path]) -> None:
+    """Record that the run writes `files` outside its directory (on the storage under test: a checkpoint's shards),
+    so that `stop` removes them after an interrupted run, or the run's command killed outright (a takeover);
+    no files: the run removed them itself, and the record goes."""
+    record = run_dir.with_name(f"{run_dir.name}.{SCRATCH}")
+    if files:
+        write_json(record, {"files": [str(f) for f in files]})
+    else:
+        record.unlink(missing_ok=True)
