@@ -75,7 +75,7 @@ def _release_orphaned_mounts(wait: float = 10.0) -> list[str]:
 
 
 def _quiet(runs_dir: Path, wait: float) -> bool:
-    """Whether, within `wait` seconds, no call of the command writes in `runs_dir` any more (see iolab.host.runs.hold)."""
+    """Whether, within `wait` seconds, no call of the command writes in `runs_dir` any more (runs.hold)."""
     try:
         fd = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
