@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from iolab import validity, yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
 from iolab.errors import UserError
-from iolab.schema import AbsPath, Dataset, Duration, Model, Name
+from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
 from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, mlperf, presets
@@ -50,15 +50,15 @@ class Campaign(Model):
     # Defaults for every workload that does not set its own (see _Workload).
     cache: Literal["drop", "keep", "warm"] | None = None
     warm_command: list[str] | None = None
-    warmup: bool | None = None
-    allow_caching: bool | None = None
+    warmup: Bool | None = None
+    allow_caching: Bool | None = None
     timeout: Duration | None = None
     # Client-count sweep: each run also on the first 1, 2, 4 … selected hosts, to find saturation.
     hosts_sweep: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] | None = None
     # A host unreachable at the start: leave it out (skip) or stop the campaign (abort).
     on_host_failure: Literal["skip", "abort"] = "skip"
     # MLPerf Storage v3.0's rules for every workload (each may say `mlperf: true` itself): iolab.workloads.mlperf.
-    mlperf: bool = False
+    mlperf: Bool = False
     backends: Annotated[list[AnyBackend], Field(min_length=1)]
     dataset: Dataset | None = None
     workloads: Annotated[list[AnyWorkload], Field(min_length=1)]
@@ -335,6 +335,8 @@ def _message(error: Any, raw: dict[str, Any], origin: Sequence[int]) -> str:
         return f"{where}: missing key 'type'"
     if kind == "missing":
         return f"{where}: missing required key"
+    if kind == "bool_type":
+        return f"{where}: expected true or false, got {error['input']!r}"
     message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     return f"{where}: {message}" if loc else message  # a check across keys names its keys itself
 
@@ -399,11 +401,18 @@ def _rules_mode(data: dict[str, Any]) -> dict[str, Any]:
     A pytorch or tensorflow workload's `mlperf: <preset>` (what a type: mlperf entry becomes) is left as it is.
     """
     workloads = data.get("workloads")
+    if "mlperf" in data and not isinstance(data["mlperf"], bool):
+        raise ValueError(f"mlperf: expected true or false (MLPerf Storage's rules), got {data['mlperf']!r}")
     if not isinstance(workloads, list):
         return data
     everywhere = data.get("mlperf") is True
     out = []
-    for entry in workloads:
+    for index, entry in enumerate(workloads):
+        own = entry.get("mlperf") if isinstance(entry, dict) else None
+        if own is not None and not isinstance(own, bool | str):
+            raise ValueError(
+                f"workloads[{index}].mlperf: expected true or false (MLPerf Storage's rules), got {own!r}"
+            )
         if isinstance(entry, dict) and (everywhere or isinstance(entry.get("mlperf"), bool)):
             own = entry.get("mlperf")
             entry = {k: v for k, v in entry.items() if k != "mlperf" or not isinstance(v, bool)}

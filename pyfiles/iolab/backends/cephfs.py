@@ -7,6 +7,7 @@ from typing import Literal
 from iolab.backends.base import LAB_CEPH, Backend
 from iolab.schema import (
     AbsPath,
+    Bool,
     CephPath,
     FsPath,
     MountOption,
@@ -24,7 +25,7 @@ class CephfsBackend(Backend):
     ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
     keyring: CephPath = LAB_CEPH["keyring"]
     client: Name = LAB_CEPH["client"]
-    readonly: bool = False
+    readonly: Bool = False
     method: Literal["auto", "kernel", "fuse"] = "auto"
     options: list[MountOption] = []
     mountpoint: AbsPath | None = None

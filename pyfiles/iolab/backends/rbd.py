@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from iolab.backends.base import LAB_CEPH, Backend
 from iolab.schema import (
     AbsPath,
+    Bool,
     CephPath,
     Name,
     Size,
@@ -30,7 +31,7 @@ class RbdBackend(Backend):
     pool: Name = LAB_CEPH["pool"]
     image: Name | None = None  # default: iolab-<name>
     size: Size = 1 << 30
-    prefill: bool = True
+    prefill: Bool = True
     ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
     keyring: CephPath = LAB_CEPH["keyring"]
     client: Name = LAB_CEPH["client"]

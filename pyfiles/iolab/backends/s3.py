@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator
 
 from iolab.backends.base import LAB_CEPH_DIR, Backend
-from iolab.schema import AbsPath, Name
+from iolab.schema import AbsPath, Bool, Name
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
@@ -86,7 +86,7 @@ class S3Backend(Backend):
     prefix: Annotated[str, AfterValidator(_prefix)] = ""
     region: Annotated[str, AfterValidator(_region)] = LAB_S3["region"]
     credentials: AbsPath | Literal["env"] = LAB_S3["credentials"]
-    readonly: bool = False
+    readonly: Bool = False
 
     @property
     def target(self) -> str:

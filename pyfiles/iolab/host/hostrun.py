@@ -60,7 +60,7 @@ from pathlib import Path
 
 from iolab.host import ceph_osds, facts, live, profilers, telemetry
 from iolab.host.runs import PIDFILE, hold, write_json
-from iolab.host.runstart import wait_for_start
+from iolab.host.runstart import wait_for_start, wait_until
 from iolab.host.runstop import stop
 from iolab.host.watch import group_alive, step, stop_group, watch
 from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LINE
@@ -91,10 +91,10 @@ def run(
     timeline = {"called_at": CALLED_AT, "ready_at": None, "told_at": None}  # a --start-when-told run's
     if told and (start_at := wait_for_start(told, timeout, parent, timeline)) is None:
         return 1
+    if start_at is not None and not wait_until(start_at, timeout, parent):
+        return 1
     cached_before = facts.meminfo().get("Cached", 0)
     with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
-        if start_at is not None:
-            time.sleep(max(0.0, start_at - time.time()))
         started = time.time()
         proc = subprocess.Popen(
             argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True

@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from iolab.schema import Duration, Model, Name
+from iolab.schema import Bool, Duration, Model, Name
 
 LOADER_TIMEOUT = 1800.0  # seconds a loader or metadata run may take unless the campaign says otherwise
 
@@ -23,12 +23,12 @@ class Workload(Model):
     name: Name
     cache: Literal["drop", "keep", "warm"] = "drop"
     warm_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
-    warmup: bool = False  # one unrecorded run before a point's first measured one, per mount
-    allow_caching: bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
+    warmup: Bool = False  # one unrecorded run before a point's first measured one, per mount
+    allow_caching: Bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
     timeout: Duration | None = None  # per run: the tool is stopped and the run recorded as failed after it
     # MLPerf Storage v3.0's rules mode (`mlperf: true` in the campaign file, iolab.workloads.mlperf.apply_rules):
     # the run does what the rules ask and its samples are checked against them (iolab.validity).
-    mlperf_rules: bool = False
+    mlperf_rules: Bool = False
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
     # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
     profilers: list[Literal["perf", "py-spy"]] = []

@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from iolab.schema import Bool
 from iolab.workloads.base import LOADER_TIMEOUT, Workload
 
 # MLPerf Storage v2's checkpointing models: the whole checkpoint (model and optimizer state) and the
@@ -37,7 +38,7 @@ class CheckpointWorkload(Workload):
     ranks: Annotated[int, Field(ge=1, le=65536, strict=True)] | None = None
     checkpoints: Annotated[int, Field(ge=1, le=100, strict=True)] = 1
     accelerator: Literal["b200", "mi355", "h100", "a100"] = "b200"
-    subset: bool = False
+    subset: Bool = False
 
     tool: ClassVar[str] = "checkpoint"
     uses_dataset: ClassVar[bool] = False

@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from iolab.schema import Model
+from iolab.schema import Bool, Model
 from iolab.shared.shapes import MEAN_SIZE, SAMPLES_PER_SHARD, SHAPES
 from iolab.units import human
 from iolab.workloads.accelerator import ACCELERATOR_MEMORY, COMPUTE_TIMES, EMULATED, reference_batch
@@ -79,7 +79,12 @@ def expand(raw: dict[str, Any]) -> dict[str, Any]:
     Keys other than workload, accelerator and framework override the preset's.
     """
     model = raw.get("workload")
-    if model not in PRESETS:
+    if isinstance(model, list):
+        raise ValueError(
+            f"workload: one MLPerf Storage workload per entry, got {model!r}: write an entry for each "
+            "(a campaign reads one data set, so workloads of other data set kinds go in campaigns of their own)"
+        )
+    if not isinstance(model, str) or model not in PRESETS:
         raise ValueError(
             f"workload: {model!r} is not an MLPerf Storage training workload iolab knows "
             f"(expected one of: {', '.join(PRESETS)})"
@@ -125,8 +130,8 @@ class MlperfFields(Model):
     """The MLPerf keys of a pytorch or tensorflow workload (set by `type: mlperf` and `type: dlio`)."""
 
     mlperf: str | None = None  # the MLPerf Storage workload whose rules the results are checked against
-    lab_scale: bool = False  # a data set below MLPerf's size is meant: samples are mlperf_valid: false
-    reseed: bool = False  # a new shuffle seed per repetition: seed + repetition - 1 (MLPerf)
+    lab_scale: Bool = False  # a data set below MLPerf's size is meant: samples are mlperf_valid: false
+    reseed: Bool = False  # a new shuffle seed per repetition: seed + repetition - 1 (MLPerf)
     # What the workload's DLIO file asks for that iolab leaves out, and why (iolab.workloads.dlio): said in the
     # description (--dry-run), never a parameter of the samples.
     file_note: Annotated[str | None, Field(exclude=True)] = None

@@ -6,7 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from iolab.schema import Ramp
+from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
 from iolab.workloads.dlio import training_file
@@ -26,17 +26,17 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     dali_input: Literal["files", "tfrecord"] = "files"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
-    pin_memory: bool = False
+    pin_memory: Bool = False
     prefetch_factor: Annotated[int, Field(ge=1, le=64)] = 2
-    decode: bool = True
-    shuffle: bool = True
+    decode: Bool = True
+    shuffle: Bool = True
     epochs: Annotated[int, Field(ge=1, le=1000)] = 1
     steps: Annotated[int, Field(ge=2)] | None = None  # batches per epoch and accelerator, at most
-    syscall_profile: bool = False
+    syscall_profile: Bool = False
     preprocess_time: Ramp = 0.0  # slept per sample after reading (DLIO's)
     accelerator: Accelerator | None = None
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
-    distributed: bool = False
+    distributed: Bool = False
     seed: int = 0
     # search: accelerators finds the most accelerators per host, up to `accelerators`, that hold AU ≥ 90%
     # (iolab.accelerators); one search per backend, whatever the campaign's repetitions.
