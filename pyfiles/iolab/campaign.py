@@ -410,9 +410,7 @@ def _rules_mode(data: dict[str, Any]) -> dict[str, Any]:
     for index, entry in enumerate(workloads):
         own = entry.get("mlperf") if isinstance(entry, dict) else None
         if own is not None and not isinstance(own, bool | str):
-            raise ValueError(
-                f"workloads[{index}].mlperf: expected true or false (MLPerf Storage's rules), got {own!r}"
-            )
+            raise ValueError(f"workloads[{index}].mlperf: expected true or false (MLPerf Storage's rules), got {own!r}")
         if isinstance(entry, dict) and (everywhere or isinstance(entry.get("mlperf"), bool)):
             own = entry.get("mlperf")
             entry = {k: v for k, v in entry.items() if k != "mlperf" or not isinstance(v, bool)}

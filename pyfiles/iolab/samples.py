@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from iolab import metrics
 from iolab.errors import RunFailed, UserError
 
 SCHEMA = "iolab.sample/1"
@@ -117,7 +118,11 @@ class Sample:
             raise ValueError(f"value {data['value']!r} is not a finite number")
         if data.get("schema", SCHEMA) != SCHEMA:
             raise ValueError(f"schema {data['schema']!r:.40}, not {SCHEMA}")
-        return cls(**data)
+        sample = cls(**data)
+        declared = metrics.of(sample.metric).unit  # "" for a metric another version declares
+        if declared and sample.unit != declared:
+            raise ValueError(f"{sample.metric} in {sample.unit}: the catalogue's unit for it is {declared}")
+        return sample
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Sample))

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from iolab.samples import Sample
+from typing import Any, Protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +70,24 @@ def load_json(path: Path, tool: str) -> dict[str, Any]:
 HIGHER, LOWER = "higher", "lower"  # which way a metric wins
 SUM = "sum"  # host "*": each host's mean over the window all of them ran, added up (record.aggregate)
 BARS, PERCENTILES = "bars", "percentiles"  # its chart on the HTML page: per point, or the latency chart
+
+
+class Stored(Protocol):
+    """What a host rule reads of a stored sample (iolab.samples.Sample, which reads the catalogue's units)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def value(self) -> float: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+
 # A tool's own rule for host "*": (the metric's sample on every host, all of the run's host samples)
 # → (the value for all hosts, what the aggregate's metadata adds).
-HostRule = Callable[[list[Sample], list[Sample]], tuple[float, dict[str, Any]]]
+HostRule = Callable[[Sequence[Stored], Sequence[Stored]], tuple[float, dict[str, Any]]]
 
 
 @dataclasses.dataclass(frozen=True)
