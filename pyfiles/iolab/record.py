@@ -249,6 +249,7 @@ def run_record(run: Run, host: str, error: str | None) -> dict[str, Any]:
         "backend": run.backend.name,
         "workload": run.workload.name,
         "repetition": run.repetition,
+        "params": run.params,  # the point it was run at: a failed run has no sample that says it
         "status": "failed" if error else "ok",
         "error": error,
         "at": utc_iso(time.time()),
