@@ -22,7 +22,6 @@ from iolab.cli import lab as make_lab
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
 from iolab.units import printable
-from iolab.workloads import presets
 
 HOSTS = "host pattern: gpu[01-04], gpu01,gpu03, gpu[01-04]:!gpu02 (default: all hosts)"
 INVENTORY = "inventory file (default: inventory/local.yml, this machine)"
@@ -221,11 +220,11 @@ def all_(
     path = campaign or paths.DEFAULT_CAMPAIGN
     sized_without_ram = []
 
-    def memory() -> list[int]:  # asked only by dataset.files: auto
+    def memory() -> list[int | None]:  # asked only by dataset.files: auto and MLPerf's size rule
         if dry_run:  # a dry run touches no host: MLPerf's floor without the RAM, and it says so
             sized_without_ram.append(True)
-            return [0] * len(lab.hosts)
-        return presets.host_memory(lab.inventory, lab.hosts)
+            return [None] * len(lab.hosts)
+        return direct.memory(lab.inventory, lab.hosts)
 
     spec = campaign_mod.load(path, max_runs=int(max_runs), workload_file=workload_file, memory=memory)
     campaign_mod.check_commands(spec, path, allow_commands)

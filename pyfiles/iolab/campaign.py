@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -420,7 +420,7 @@ def _rules_mode(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse(
-    raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS, memory: Callable[[], list[int]] | None = None
+    raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS, memory: mlperf.HostMemory | None = None
 ) -> Campaign:
     """Validate a campaign mapping; `source` names the file in errors.
 
@@ -514,7 +514,7 @@ def load(
     path: str | Path,
     max_runs: int = MAX_RUNS,
     workload_file: str | Path | None = None,
-    memory: Callable[[], list[int]] | None = None,
+    memory: mlperf.HostMemory | None = None,
 ) -> Campaign:
     """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key.
 

@@ -121,6 +121,28 @@ def _argv(host: str, hostvars: dict[str, Any], args: list[str]) -> list[str]:
     return [*argv, f"{user}@{target}" if user else str(target), shlex.join(remote)]
 
 
+def _machine(host: str, hostvars: dict[str, Any]) -> tuple[str, str]:
+    """The machine an inventory name reaches: its address and port (this one, for a local connection)."""
+    if hostvars.get("ansible_connection") == "local":
+        return ("this controller", "")
+    return (str(hostvars.get("ansible_host", host)), str(hostvars.get("ansible_port", 22)))
+
+
+def _one_name_each(lab: Lab) -> None:
+    """Two inventory names for one machine would take its lease twice, the second refused as held by this very
+    command: refuse them first, naming both."""
+    seen: dict[tuple[str, str], str] = {}
+    for host in lab.hosts:
+        machine = _machine(host, lab.inventory.hostvars.get(host, {}))
+        if machine in seen:
+            where = f"{machine[0]} port {machine[1]}" if machine[1] else machine[0]
+            raise UserError(
+                f"{seen[machine]} and {host} are one machine ({where}): a command takes each host once; "
+                "select one of them (--hosts), or give each its own address in the inventory"
+            )
+        seen[machine] = host
+
+
 class Holder:
     """One host's holder process and its answer."""
 
@@ -215,6 +237,7 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
     """
     # What this command's runs leave on a host (iolab.execute.OWNER, its release): a command that takes the
     # lease after this one was killed outright cleans it.
+    _one_name_each(lab)
     info = {**record(what), "owner": OWNER, "release": lab.extravars()["iolab_release"]}
     holders = _take(lab, lab.hosts, info, {})
     try:

@@ -82,3 +82,20 @@ def test_a_lease_is_kept_for_the_next_command_where_teardown_is_incomplete(lab, 
         pass
     assert "the lease of campaign first" in lab.console.end_capture()  # taken over, and cleaned after
     assert not list((tmp_path / "leases").glob("netns-*.json"))  # the second ended with its teardown complete
+
+
+def test_two_inventory_names_for_one_machine_are_refused_naming_both(tmp_path, monkeypatch):
+    """Issue 37: the second name's lease was refused as held by the command itself ("held by ... PID <its own>")."""
+    monkeypatch.setattr(lease, "LEASE_DIR", str(tmp_path / "leases"))
+    inventory = tmp_path / "twice.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n"
+        "    gpu01: {ansible_host: 10.9.9.1}\n"
+        "    gpu05: {ansible_host: 10.9.9.1, ansible_port: 22}\n"
+        "    gpu06: {ansible_host: 10.9.9.1, ansible_port: 2222}\n"
+    )
+    with pytest.raises(UserError) as refused:
+        with lease.held(cli_mod.lab(str(inventory), "gpu01,gpu05,gpu06"), "campaign twice"):
+            pass
+    assert str(refused.value).startswith("gpu01 and gpu05 are one machine (10.9.9.1 port 22): ")
+    assert not (tmp_path / "leases").exists()  # refused before any holder started

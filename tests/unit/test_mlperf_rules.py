@@ -303,7 +303,20 @@ def test_report_format_mlperf_lays_out_training_and_checkpointing_rows(ten_check
     assert checkpointing.splitlines()[0].startswith("MLPerf Storage checkpointing (each figure the mean")
     # one host of 4 ranks, both below rule 4.6.1's 8 processes for llama3-8b
     assert "| ck | b | llama3-8b | 1 | 4 | 2.00 | 4.00 | 2.00 | 1.00 | 1 | 4.6.1 |" in checkpointing
-    assert report_mlperf.text([]).startswith("no MLPerf workload in this campaign")
+    with pytest.raises(UserError, match="^no MLPerf workload in this campaign \\(0 samples;"):
+        report_mlperf.text([])  # issue 37: an empty store was exit 0
+
+
+def test_a_resumed_run_without_an_aggregate_adds_its_hosts_up_as_the_catalogue_does():
+    """Issue 37: a run resumed to fill one host's gap has no host "*": its hosts' read_bw was averaged."""
+    meta = {"validity": {"valid": True, "flags": [], "reasons": []}}
+    run = [
+        Sample("c", "r1", 1, host, "b", "u", metric, value, unit, "t0", "t1", RULES_ON, meta)
+        for host in ("h1", "h2")
+        for metric, value, unit in (("read_bw", float(1 << 30), "B/s"), ("au", 95.0 if host == "h1" else 91.0, "%"))
+    ]
+    assert report_mlperf.mean_of_runs([run], "read_bw") == 2 * (1 << 30)  # summed, not their mean
+    assert report_mlperf.mean_of_runs([run], "au", min) == 91.0  # not added up: the lowest host
 
 
 def test_a_tmpfs_must_hold_all_ten_checkpoints_at_once():

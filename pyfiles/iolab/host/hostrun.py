@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import math
 import os
 import signal
 import subprocess
@@ -96,9 +97,13 @@ def run(
     cached_before = facts.meminfo().get("Cached", 0)
     with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
         started = time.time()
-        proc = subprocess.Popen(
-            argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
-        )
+        try:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
+            )
+        except OSError as exc:
+            print(f"{argv[0]} could not start: {exc.strerror}", file=sys.stderr)
+            return 127
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
         # What it moves each second, for the controller to show while the run's task runs; and its processes
         watched = live.Live(run_dir / LIVE_FILE, proc.pid, run_dir / "stdout.txt", command=argv[0])
@@ -178,6 +183,17 @@ def pack(run_dir: Path) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    """A --timeout: seconds, a finite number ≥ 0 (0: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds ≥ 0 (0: no limit)")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m iolab.host.hostrun")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -193,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
         "START_FILE's modification time",
     )
     p_run.add_argument("--target")
-    p_run.add_argument("--timeout", type=float)
+    p_run.add_argument("--timeout", type=_seconds, help="seconds; 0: no limit")
     p_run.add_argument("--cwd", type=Path, help="the tool's working directory (default: the run's)")
     p_run.add_argument(
         "--telemetry-after",
@@ -228,7 +244,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     p_step = sub.add_parser("step", help="run a step of a run that is not its tool, bounded as the tool is")
-    p_step.add_argument("--timeout", type=float, required=True, help="seconds; 0: no limit")
+    p_step.add_argument("--timeout", type=_seconds, required=True, help="seconds; 0: no limit")
     p_step.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
     p_stop = sub.add_parser("stop")

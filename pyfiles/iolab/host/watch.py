@@ -73,7 +73,7 @@ def watch(
         if os.getppid() != parent:
             reason = "the task that started it went away (Ctrl-C or a lost connection)"
         elif timeout and time.time() - started > timeout:
-            reason = f"it ran past its timeout of {timeout:.0f} s"
+            reason = f"it ran past its timeout of {timeout:g} s"
         if reason:
             stopping = stopping or time.time()
             stop_group(proc, tree)
@@ -120,7 +120,11 @@ def step(
     `stdout` and `stderr` once it has ended (files meanwhile: a process stuck on its storage holds no pipe)."""
     parent = os.getppid()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            print(f"{_step_name(argv)} could not start: {exc.strerror} ({argv[0]})", file=sys.stderr, flush=True)
+            return 127
         reason = watch(proc, telemetry.ToolTree(proc.pid), timeout, time.time(), parent, scan=True)
         for kept, to in ((out, stdout), (err, stderr)):
             if to is not None:

@@ -21,7 +21,7 @@ says a data set too small for the rules is meant: every sample is then marked
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -119,10 +119,17 @@ def expand(raw: dict[str, Any]) -> dict[str, Any]:
     return {**keys, "accelerator": accelerator, "reseed": True, "mlperf": model, **overrides}
 
 
-def required_samples(model: str, batch_size: int, accelerators: int, memory_bytes: list[int], ram_multiple: int) -> int:
+# Each selected host's RAM in bytes, asked only when a rule needs it; None for a host not read (a dry run).
+HostMemory = Callable[[], list[int | None]]
+
+
+def required_samples(
+    model: str, batch_size: int, accelerators: int, memory_bytes: Sequence[int | None], ram_multiple: int
+) -> int:
     """MLPerf's smallest data set in samples: max(ram_multiple (5) × the clients' summed RAM,
-    500 steps × batch × the accelerators of every client); `accelerators` per client."""
-    by_ram = -(-ram_multiple * sum(memory_bytes) // PRESETS[model].sample_bytes)
+    500 steps × batch × the accelerators of every client); `accelerators` per client. A client's RAM is None
+    where it was not read (a dry run): the figure is then the least it can be."""
+    by_ram = -(-ram_multiple * sum(m or 0 for m in memory_bytes) // PRESETS[model].sample_bytes)
     return max(by_ram, MIN_STEPS * batch_size * accelerators * len(memory_bytes))
 
 
@@ -173,7 +180,7 @@ def rule_of(flag: str) -> str:
     return f"rule {number} ({name})" if number else ""
 
 
-def apply_rules(data: dict[str, Any], ram_multiple: int, memory: Callable[[], list[int]] | None) -> dict[str, Any]:
+def apply_rules(data: dict[str, Any], ram_multiple: int, memory: HostMemory | None) -> dict[str, Any]:
     """The campaign mapping (its entries already expanded) with what `mlperf_rules` asks filled in where the file
     leaves it: 5 repetitions after a warm-up (training), 10 checkpoints of the model's process count; ValueError
     naming the entry when its data set is below the rules' size for the hosts' RAM (`memory()`, bytes each)."""
@@ -206,7 +213,7 @@ def apply_rules(data: dict[str, Any], ram_multiple: int, memory: Callable[[], li
 
 
 def _dataset_size_rule(
-    where: str, entry: dict[str, Any], dataset: Any, ram_multiple: int, memory: Callable[[], list[int]] | None
+    where: str, entry: dict[str, Any], dataset: Any, ram_multiple: int, memory: HostMemory | None
 ) -> None:
     """Rule 3.1.2 before anything runs: the data set holds MLPerf's smallest for the selected hosts' RAM."""
     files = dataset.get("files") if isinstance(dataset, dict) else None
@@ -218,18 +225,20 @@ def _dataset_size_rule(
             "run it there, or give lab_scale: true"
         )
     ram = memory()
-    batch, accelerators = (_largest(entry.get(key, 1)) for key in ("batch_size", "accelerators"))
+    batch, accelerators = (largest(entry.get(key, 1)) for key in ("batch_size", "accelerators"))
     needed = required_samples(entry["mlperf"], batch, accelerators, ram, ram_multiple)
     if files < needed:
+        known = None not in ram
+        of_ram = f"{sum(m or 0 for m in ram) >> 30} GiB of RAM" if known else "whatever their RAM: a dry run reads none"
         raise ValueError(
             f"{where}: mlperf: true: the data set has {files:,} files; MLPerf Storage's "
-            f"{rule_of('mlperf_dataset_size')} "
-            f"asks for {needed:,} on the {len(ram)} selected host(s) ({sum(ram) >> 30} GiB of RAM): "
+            f"{rule_of('mlperf_dataset_size')} asks for {'' if known else 'at least '}{needed:,} on the "
+            f"{len(ram)} selected host(s) ({of_ram}): "
             "give dataset files: auto (or more), or lab_scale: true for a smaller one, flagged"
         )
 
 
-def _largest(value: Any) -> int:
+def largest(value: Any) -> int:
     """A key's value, or the largest point of its sweep (a list): the data set must hold the largest."""
     values = value if isinstance(value, list) else [value]
     try:
