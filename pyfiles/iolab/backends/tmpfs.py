@@ -25,8 +25,9 @@ class TmpfsBackend(Backend):
         """Also a checkpoint the tmpfs cannot hold: a run on one host writes all of it there."""
         if workload.tool == "checkpoint" and workload.room > self.size:
             return (
-                f"workload {workload.name}: its checkpoint ({human(workload.room, 'B', si=True)}) does not fit tmpfs backend "
-                f"{self.name} ({human(self.size, 'B')}), which holds all of it in a run on one host; lower the "
+                f"workload {workload.name}: its checkpoint ({human(workload.room, 'B', si=True)}) does not fit "
+                f"tmpfs backend {self.name} ({human(self.size, 'B')}), which holds all of it in a run on one host; "
+                "lower the "
                 "workload's scale or raise the backend's size"
             )
         return super().refuse(workload)
