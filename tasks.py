@@ -227,10 +227,10 @@ def all_(
         return direct.memory(lab.inventory, lab.hosts)
 
     spec = campaign_mod.load(path, max_runs=int(max_runs), workload_file=workload_file, memory=memory)
-    campaign_mod.check_commands(spec, path, allow_commands)
-    if dry_run:
+    if dry_run:  # it names what the campaign would run on the hosts (check_commands refuses it below)
         echo(bench_mod.describe(spec, lab, files_at_run_time=bool(sized_without_ram)))
         return
+    campaign_mod.check_commands(spec, path, allow_commands)
     with lease.held(lab, f"campaign {spec.name}", steal):
         store = ResultStore(paths.results_root(), spec.name)
         echo(bench_mod.outcome(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store))

@@ -331,6 +331,8 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
             f"  MLPerf Storage v3.0's rules (mlperf: true) for {', '.join(ruled)}: each rule a run breaks is "
             "flagged with its number (docs/REFERENCE_FIGURES.md)"
         )
+    for name, command in dict.fromkeys((w.name, c) for w in spec.workloads for c in w.commands()):
+        lines.append(f"  workload {name}: {command} (only with bench.all --allow-commands)")
     lines += _dataset_lines(spec, files_at_run_time)
     values: dict[tuple[str, str], set[str]] = {}
     for run in runs:

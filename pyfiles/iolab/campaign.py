@@ -500,13 +500,12 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
 
 
 def check_commands(campaign: Campaign, source: str | Path, allowed: bool) -> None:
-    """A campaign file is often someone else's: its warm_command (an argv run on every host) runs only when the
-    operator says so on the command line."""
+    """A campaign file is often someone else's: what it would run or install on every host (a warm_command, a DLIO
+    requirement: Workload.commands) runs only when the operator says so on the command line."""
     for workload in campaign.workloads:
-        if workload.warm_command and not allowed:
+        for command in [] if allowed else workload.commands():
             raise UserError(
-                f"{source}: workload {workload.name}: warm_command runs {' '.join(workload.warm_command)!r} on "
-                "every host; pass --allow-commands if you trust this campaign file"
+                f"{source}: workload {workload.name}: {command}; pass --allow-commands if you trust this campaign file"
             )
 
 

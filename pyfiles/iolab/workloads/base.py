@@ -46,6 +46,11 @@ class Workload(Model):
     def run_timeout(self, default: float) -> float:
         return self.timeout or default
 
+    def commands(self) -> list[str]:
+        """What the workload would run or install on every host that the campaign file, not iolab, chose: each a
+        sentence; `bench.all` runs them only with --allow-commands (campaign.check_commands), the dry run says them."""
+        return [f"warm_command runs {' '.join(self.warm_command)!r} on every host"] if self.warm_command else []
+
     def params(self) -> dict[str, Any]:
         """The fields a run's samples carry as parameters (iolab.validity tells settings from run sizes by name)."""
         return self.model_dump(exclude={"name", "type", "warm_command"}, exclude_none=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import Accelerator
@@ -14,6 +14,13 @@ from iolab.workloads.mlperf import PRESETS, MlperfFields
 
 # What DLIO reads as iolab's readers read it: unet3d's NPZ files (np.load), JPEG files opened with PIL.
 DLIO_READERS = ("npz", "pil")
+
+
+def _requirement(value: str) -> str:
+    """One requirement, a wheel's path or a URL, never a pip option (it would change what pip does with the rest)."""
+    if not value.strip() or value.lstrip().startswith("-") or any(c in value for c in "\n\r"):
+        raise ValueError(f"{value!r} is not one requirement, a wheel's path or a URL (a pip option is refused)")
+    return value
 
 
 class PytorchWorkload(LoaderWorkload, MlperfFields):
@@ -46,7 +53,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     engine: Literal["iolab", "dlio"] = "iolab"
     # What pip installs DLIO from on the hosts instead of PyPI's dlio-benchmark==2.0.0 (a wheel's path or URL, a
     # requirement: MLCommons' fork on a lab's mirror); installed without its declared dependencies, as that one is.
-    dlio_requirement: str | None = None
+    dlio_requirement: Annotated[str, AfterValidator(_requirement)] | None = None
 
     uses_dataset: ClassVar[bool] = True
 
@@ -155,6 +162,15 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         if self.engine == "dlio":
             return {"bench_dlio_workload": self.dlio_file(repetition)}
         return super().repetition_vars(repetition)
+
+    def commands(self) -> list[str]:
+        if not self.dlio_requirement:
+            return super().commands()
+        return [
+            *super().commands(),
+            f"dlio_requirement installs {self.dlio_requirement!r} with pip, as root, on every host "
+            "(a local tree's setup.py runs there)",
+        ]
 
     def describe(self) -> str:
         if self.engine == "dlio":
