@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from iolab import execute, paths
 from iolab.errors import UserError
 from iolab.execute import HOST_DIR, OWNER
-from iolab.shared import leasehold
+from iolab.shared import leasehold, processes
 
 if TYPE_CHECKING:
     from iolab.execute import Lab
@@ -51,14 +51,6 @@ def _boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks after boot (/proc/PID/stat field 22): PID and this name one process."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def record(what: str) -> dict[str, Any]:
     """Who takes the lease: the holder's record on each host."""
     return {
@@ -67,7 +59,7 @@ def record(what: str) -> dict[str, Any]:
         "controller": socket.gethostname(),
         "checkout": str(paths.ROOT),
         "pid": os.getpid(),
-        "pid_start": _start_time(os.getpid()),
+        "pid_start": str(processes.started(os.getpid())),
         "boot_id": _boot_id(),
         "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
@@ -82,7 +74,7 @@ def gone(holder: dict[str, Any]) -> str | None:
     pid = holder.get("pid")
     if type(pid) is not int:  # not a record iolab wrote: nothing here can tell
         return None
-    if _start_time(pid) != holder.get("pid_start"):
+    if str(processes.started(pid)) != holder.get("pid_start"):
         return f"PID {holder.get('pid')} on {holder.get('controller')} has ended"
     return None
 

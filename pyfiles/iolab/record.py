@@ -17,6 +17,7 @@ from iolab import metrics, runner, validity
 from iolab.campaign import Run
 from iolab.parsers import SUM, Measurement, Parsed, ParseError
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, StoreError, utc_iso
+from iolab.shared.protocol import START_JSON
 from iolab.units import human
 from iolab.workloads import parser_for
 
@@ -47,6 +48,8 @@ def _host_samples(
         **parsed.metadata,
         "host": record.get("facts", {}),
         "start_skew_s": record.get("start_skew_s"),
+        # A fan-out run's common start (iolab.fanout): the host every host waited for, those it started without
+        "start": _read_json(host_dir / START_JSON) or None,
         "page_cache_growth_bytes": record.get("page_cache_after", 0) - record.get("page_cache_before", 0),
         "cache_state": "dropped" if dropped else f"warm: {warmed_by}" if warmed_by else "not dropped (cache: keep)",
         "caches_dropped_at": dropped.get("dropped_at"),

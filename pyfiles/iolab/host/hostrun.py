@@ -53,7 +53,6 @@ import base64
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -63,7 +62,7 @@ from iolab.host import ceph_osds, facts, live, profilers, telemetry
 from iolab.host.runs import PIDFILE, hold, write_json
 from iolab.host.runstart import wait_for_start, wait_until
 from iolab.host.runstop import stop
-from iolab.host.watch import group_alive, step, stop_group, watch
+from iolab.host.watch import end_left, group_alive, step, watch
 from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LINE
 
 CALLED_AT = time.time()  # when this command started (its imports done)
@@ -108,7 +107,6 @@ def run(
         # What it moves each second, for the controller to show while the run's task runs; and its processes
         watched = live.Live(run_dir / LIVE_FILE, proc.pid, run_dir / "stdout.txt", command=argv[0])
         watched.start()
-        signal.signal(signal.SIGTERM, lambda *_: stop_group(proc, watched.tree))
         profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
         if profiling:
             profiling.start()
@@ -163,6 +161,13 @@ def pack(run_dir: Path) -> int:
     """
     archive = run_dir.with_name(run_dir.name + ".tar.gz")
     run_dir.mkdir(parents=True, exist_ok=True)
+    pidfile = run_dir / PIDFILE
+    if pidfile.exists():  # the call that ran the tool died (the OOM killer): its tool, in a session of its own, lives
+        pid = int(pidfile.read_text().split()[0])
+        left = end_left(pid, run_dir)
+        said = f"still running after SIGKILL: {', '.join(left)}" if left else "ended"
+        print(f"the tool the run's dead call left (process group {pid}): {said}", file=sys.stderr)
+        pidfile.unlink()
     if archive.exists():
         subprocess.run(["tar", "-xzf", str(archive), "-C", str(run_dir)], check=True)
     tmp = archive.with_name(archive.name + ".tmp")
