@@ -68,6 +68,42 @@ from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LIN
 CALLED_AT = time.time()  # when this command started (its imports done)
 
 
+class _Observers:
+    """What watches the tool beside it, started with it: its throughput each second and its process tree (for the
+    controller's live line, and for `stop`), telemetry, a Ceph backend's OSDs ($IOLAB_CEPH), the profilers."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        pid: int,
+        command: str,
+        profile: list[str] | None,
+        telemetry_after: float | None,
+        target: str | None,
+    ):
+        self.live = live.Live(run_dir / LIVE_FILE, pid, run_dir / "stdout.txt", command=command)
+        self.live.start()
+        self.profiling = profilers.Profilers(run_dir, profile, pid) if profile else None
+        if self.profiling:
+            self.profiling.start()
+        self.sampler = None
+        if telemetry_after is not None:
+            self.sampler = telemetry.Sampler(run_dir / telemetry.FILE, pid, after=telemetry_after, target=target)
+            self.sampler.start()
+        self.osds = ceph_osds.started_from_env(run_dir, telemetry_after)
+
+    def stop(self) -> dict | None:
+        """Stop them all, their errors said on stderr; the profilers' record."""
+        self.live.stop()
+        errors = [f"telemetry: {e}" for e in (self.sampler.stop().get("errors", []) if self.sampler else [])]
+        errors += [f"OSD telemetry: {e}" for e in (self.osds.stop()["errors"] if self.osds else [])]
+        profiled = self.profiling.stop() if self.profiling else None
+        errors += [f"profiler: {e}" for e in (profiled or {}).get("errors", [])]
+        for error in errors:
+            print(error, file=sys.stderr)
+        return profiled
+
+
 def run(
     run_dir: Path,
     argv: list[str],
@@ -104,30 +140,12 @@ def run(
             print(f"{argv[0]} could not start: {exc.strerror}", file=sys.stderr)
             return 127
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
-        # What it moves each second, for the controller to show while the run's task runs; and its processes
-        watched = live.Live(run_dir / LIVE_FILE, proc.pid, run_dir / "stdout.txt", command=argv[0])
-        watched.start()
-        profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
-        if profiling:
-            profiling.start()
-        sampler = None
-        if telemetry_after is not None:
-            sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
-            sampler.start()
-        osds = ceph_osds.started_from_env(run_dir, telemetry_after)  # a Ceph backend's OSDs ($IOLAB_CEPH)
-        reason = watch(proc, watched.tree, timeout, started, parent)
+        observers = _Observers(run_dir, proc.pid, argv[0], profile, telemetry_after, target)
+        reason = watch(proc, observers.live.tree, timeout, started, parent)
         if reason and group_alive(proc.pid):  # its PID file stays, outside what is packed, for teardown
             (run_dir.parent / f"{run_dir.name}.{PIDFILE}").write_text(f"{proc.pid}\n")
         ended = time.time()
-        watched.stop()
-        if sampler is not None:
-            for error in sampler.stop().get("errors", []):
-                print(f"telemetry: {error}", file=sys.stderr)
-        for error in osds.stop()["errors"] if osds else []:
-            print(f"OSD telemetry: {error}", file=sys.stderr)
-        profiled = profiling.stop() if profiling else None
-        for error in (profiled or {}).get("errors", []):
-            print(f"profiler: {error}", file=sys.stderr)
+        profiled = observers.stop()
     (run_dir / PIDFILE).unlink(missing_ok=True)
     record = {
         "argv": argv,
