@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from iolab import accelerators, datasets, validity
+from iolab import accelerators, datasets, fanout, validity
 from iolab.backends.base import DATASET_DIR
 from iolab.backends.s3 import S3Backend
 from iolab.campaign import Campaign, Run, expand, repetition
@@ -330,6 +330,11 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
         lines.append(
             f"  MLPerf Storage v3.0's rules (mlperf: true) for {', '.join(ruled)}: each rule a run breaks is "
             "flagged with its number (docs/REFERENCE_FIGURES.md)"
+        )
+    if gated := fanout.topology(lab.inventory, lab.hosts):
+        lines.append(
+            f"  fio's runs go through the ClusterShell gateways {', '.join(gated[1])} (topology {gated[0]}); every "
+            "change to a host (mounts, data set, teardown) and the other tools go through Ansible's own ssh"
         )
     for name, command in dict.fromkeys((w.name, c) for w in spec.workloads for c in w.commands()):
         lines.append(f"  workload {name}: {command} (only with bench.all --allow-commands)")

@@ -63,8 +63,13 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def lab(inventory: str | None, pattern: str | None) -> Lab:
+    """The selected hosts of the inventory; a topology of gateways they name is checked first (fanout.topology)."""
+    from iolab import fanout
+
     inv = hosts.load_inventory(Path(inventory) if inventory else paths.DEFAULT_INVENTORY)
-    return Lab(inventory=inv, hosts=hosts.select_hosts(pattern, inv), console=console)
+    selected = hosts.select_hosts(pattern, inv)
+    fanout.topology(inv, selected)
+    return Lab(inventory=inv, hosts=selected, console=console)
 
 
 def echo(text: str) -> None:

@@ -27,7 +27,9 @@ import configparser
 import io
 import json
 import os
+import re
 import shlex
+import socket
 import tarfile
 import tempfile
 import threading
@@ -39,8 +41,10 @@ from ClusterShell.Event import EventHandler
 from ClusterShell.NodeSet import NodeSet
 from ClusterShell.Propagation import RouteResolvingError
 from ClusterShell.Task import Task, task_self
+from ClusterShell.Topology import TopologyError, TopologyParser
 
 from iolab import paths, runner
+from iolab.errors import UserError
 from iolab.hosts import Inventory
 from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE, START_JSON, START_SUFFIX
 
@@ -151,10 +155,49 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
         if other:
             return f"{host}'s {', '.join(other)} is Ansible's to apply"
     common = {str(inventory.hostvars.get(h, {}).get("ansible_ssh_common_args", "")) for h in hosts}
-    topologies = {str(inventory.hostvars.get(h, {}).get("iolab_topology", "")) for h in hosts}
-    if len(common) > 1 or len(topologies) > 1:
-        return "the hosts differ in ansible_ssh_common_args or iolab_topology"
+    if len(common) > 1:  # (one topology for all: iolab.cli checks it with the hosts, fanout.topology)
+        return "the hosts differ in ansible_ssh_common_args"
     return None
+
+
+_PYTHON = re.compile(r"[\w./+-]+")  # a gateway's python: a program's path or name, never a shell command
+
+
+def topology(inventory: Inventory, hosts: list[str]) -> tuple[str, list[str]] | None:
+    """The selected hosts' ClusterShell topology file and its gateways, checked; None without one. UserError, in one
+    line naming the file and the fix, for what would fail once runs start: a file that cannot be read, is not a
+    topology or has a loop, a root that is not this controller's short name, a selected host no route reaches, a
+    gateway that is not a host of the inventory (its ssh settings come from there), hosts that name different
+    files, a gateway python that is not a program (ClusterShell runs it through the gateway's shell)."""
+    files = {str(inventory.hostvars.get(h, {}).get("iolab_topology", "")) for h in hosts}
+    if files == {""}:
+        return None
+    if len(files) > 1:
+        raise UserError(
+            f"the hosts name different topologies ({', '.join(sorted(files))}): name one, in the group's vars"
+        )
+    (path,) = files
+    root = socket.gethostname().split(".")[0]
+    where = f"iolab_topology {path}"
+    if not Path(path).is_file():
+        raise UserError(f"{where}: no such file; give the path of a ClusterShell topology file (its root: {root})")
+    try:
+        groups = list(TopologyParser(path).tree(root))
+    except (TopologyError, configparser.Error, OSError, ValueError) as exc:
+        raise UserError(f"{where}: not a usable topology for this controller ({root}): {exc}") from None
+    gateways = [str(n) for g in groups if g.parent is not None and g.children_len() > 0 for n in g.nodeset]
+    routed = {str(n) for g in groups if g.parent is not None for n in g.nodeset}
+    if unrouted := [h for h in hosts if h not in routed]:
+        raise UserError(f"{where}: no route from {root} reaches {', '.join(unrouted)}; add them under a gateway")
+    if strangers := [g for g in gateways if g not in inventory.hostvars]:
+        raise UserError(
+            f"{where}: gateway {strangers[0]} is not a host of the inventory, which says how to reach it over ssh; "
+            "add it (it need not be selected)"
+        )
+    python = str(inventory.hostvars.get(hosts[0], {}).get("iolab_gateway_python", "python3"))
+    if not _PYTHON.fullmatch(python):
+        raise UserError(f"iolab_gateway_python {python!r} is not a program's path or name (one word, no shell syntax)")
+    return path, gateways
 
 
 def ssh_config(inventory: Inventory, hosts: list[str]) -> str:

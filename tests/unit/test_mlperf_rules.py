@@ -330,12 +330,10 @@ def test_a_tmpfs_must_hold_all_ten_checkpoints_at_once():
 
 def test_the_dry_run_says_which_workloads_the_rules_apply_to(tmp_path):
     from iolab import bench
-    from iolab.execute import Lab
+    from iolab import cli as cli_mod
 
     spec = load([{"name": "ck", "type": "checkpoint", "scale": 0.0001, "mlperf": True}])
-    lab = Lab.__new__(Lab)
-    lab.hosts = ["localhost"]
-    said = bench.describe(spec, lab)
+    said = bench.describe(spec, cli_mod.lab(None, "localhost"))
     assert "MLPerf Storage v3.0's rules (mlperf: true) for ck: each rule a run breaks is flagged" in said
     assert "bench_checkpoint_count: 10" in said and "bench_checkpoint_ranks: 8" in said
 
