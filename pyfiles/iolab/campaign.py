@@ -53,6 +53,7 @@ class Campaign(Model):
     warmup: Bool | None = None
     allow_caching: Bool | None = None
     timeout: Duration | None = None
+    start_skew_max: Duration | None = None
     # Client-count sweep: each run also on the first 1, 2, 4 … selected hosts, to find saturation.
     hosts_sweep: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] | None = None
     # A host unreachable at the start: leave it out (skip) or stop the campaign (abort).
@@ -138,7 +139,7 @@ def _unique(kind: str, names: list[str]) -> None:
 
 
 # The workload keys a campaign may set for all its workloads.
-WORKLOAD_DEFAULTS = ("cache", "warm_command", "warmup", "allow_caching", "timeout")
+WORKLOAD_DEFAULTS = ("cache", "warm_command", "warmup", "allow_caching", "timeout", "start_skew_max")
 # What a run's samples say of the page cache it started with (params.cache).
 CACHE_STATES = {"drop": "cold", "keep": "kept"}
 

@@ -142,12 +142,14 @@ class Holder:
         self.host = host
         args = [LEASE_DIR, json.dumps({**info, "host": host})] + ([str(steal_pid)] if steal_pid else [])
         self.state, self.detail = "", dict[str, Any]()
+        self.asked = self.answered = 0.0  # this controller's clock around the holder's answer (clock_refusal)
         self.argv = _argv(host, hostvars, args)
         self.ssh = hostvars.get("ansible_connection") != "local"
 
     def answer(self) -> Holder:
         """Start the holder and read its one line: held, busy, error; or (no line) why it could not start:
         `unreachable` when ssh could not connect, else `error`."""
+        self.asked = time.time()
         try:
             # Its own session: a Ctrl-C at the terminal must not release the lease before teardown ends.
             self.proc = subprocess.Popen(
@@ -163,6 +165,7 @@ class Holder:
             return self
         assert self.proc.stdout is not None and self.proc.stderr is not None  # Popen(stdout=PIPE, stderr=PIPE)
         line = self.proc.stdout.readline().split(" ", 2)
+        self.answered = time.time()
         with contextlib.suppress(ValueError):
             if len(line) == 3 and line[0] == leasehold.LINE and line[1] in ("held", "busy", "error"):
                 self.state, self.detail = line[1], json.loads(line[2])
@@ -191,6 +194,30 @@ class Holder:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+CLOCK_AGREEMENT = 1.0  # s: the most a host's clock may differ from the controller's (MinIO warp refuses more too)
+
+
+def clock_refusal(holder: Holder) -> str | None:
+    """Why a host's clock disagrees with this controller's by more than CLOCK_AGREEMENT, or None. The holder read
+    its clock as it started and as it answered (leasehold's `clock`), between this controller's asking and its
+    reading the answer, so the offset lies within [answered_clock - answered, started_clock - asked] whatever the
+    network's delay: refused only when all of that interval lies past the bound (never on a slow answer alone)."""
+    clock = holder.detail.get("clock")
+    if not (isinstance(clock, list) and len(clock) == 2 and all(isinstance(t, int | float) for t in clock)):
+        return None  # a holder of an older release says nothing of its clock
+    low, high = clock[1] - holder.answered, clock[0] - holder.asked
+    if low > CLOCK_AGREEMENT:
+        way, by = "ahead of", low
+    elif high < -CLOCK_AGREEMENT:
+        way, by = "behind", -high
+    else:
+        return None
+    return (
+        f"{holder.host}'s clock is at least {by:.3g} s {way} this controller's (more than {CLOCK_AGREEMENT:g} s): "
+        "its runs would not start together with the others'; sync its clock (chrony or NTP) and run again"
+    )
 
 
 def _takeover(previous: dict[str, Any], answer: dict[str, Any]) -> str:
@@ -259,6 +286,9 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
                 f"{describe(busy[0].host, busy[0].detail)}{more}; wait for it to end, or pass "
                 "--steal if that campaign is gone"
             )
+        if skewed := [off for h in holders if h.state == "held" and (off := clock_refusal(h))]:
+            more = f" (and {len(skewed) - 1} more host(s))" if len(skewed) > 1 else ""
+            raise UserError(skewed[0] + more)
         failed = [h for h in holders if h.state == "error"]
         if failed:
             more = f" (and {len(failed) - 1} more host(s))" if len(failed) > 1 else ""

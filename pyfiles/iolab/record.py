@@ -30,7 +30,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _host_samples(
-    run: Run, host: str, host_dir: Path, warmed_by: str | None = None
+    run: Run, host: str, host_dir: Path, warmed_by: str | None = None, together: bool = False
 ) -> tuple[list[Sample], str | None, dict]:
     """Samples of one host and its per-second series, or the reason there are none."""
     error = _read_json(host_dir / "error.json")
@@ -48,6 +48,8 @@ def _host_samples(
         **parsed.metadata,
         "host": record.get("facts", {}),
         "start_skew_s": record.get("start_skew_s"),
+        # how late a host of a run on several may start before it is flagged (validity: start_skewed)
+        **({"start_skew_max_s": run.workload.start_skew_max or validity.START_SKEW_MAX} if together else {}),
         # A fan-out run's common start (iolab.fanout): the host every host waited for, those it started without
         "start": _read_json(host_dir / START_JSON) or None,
         "page_cache_growth_bytes": record.get("page_cache_after", 0) - record.get("page_cache_before", 0),
@@ -194,7 +196,9 @@ def record_run(
         elif result is None:
             error = "the run did not start"
         else:
-            samples, error, series = _host_samples(run, host, store.raw_dir(run.run_id) / host, warmed_by)
+            samples, error, series = _host_samples(
+                run, host, store.raw_dir(run.run_id) / host, warmed_by, together=len(hosts) > 1
+            )
             if not error:
                 per_host[host] = (samples, series)
         errors[host] = error

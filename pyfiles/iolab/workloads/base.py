@@ -26,6 +26,9 @@ class Workload(Model):
     warmup: Bool = False  # one unrecorded run before a point's first measured one, per mount
     allow_caching: Bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
     timeout: Duration | None = None  # per run: the tool is stopped and the run recorded as failed after it
+    # A host of a run on several that started further than this from the common start is flagged (start_skewed;
+    # None: START_SKEW_MAX). Its clock agrees with the controller's within a second (iolab.lease checks it).
+    start_skew_max: Duration | None = None
     # MLPerf Storage v3.0's rules mode (`mlperf: true` in the campaign file, iolab.workloads.mlperf.apply_rules):
     # the run does what the rules ask and its samples are checked against them (iolab.validity).
     mlperf_rules: Bool = False
