@@ -36,7 +36,7 @@ def test_the_tool_starts_at_the_time_written_once_the_host_said_it_is_ready(tmp_
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     record = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert record["start_at"] == start_at and 0 <= record["start_skew_s"] < 1.0  # on time: not before, not at the timeout
+    assert record["start_at"] == start_at and 0 <= record["start_skew_s"] < 1.0  # on time
     assert record["called_at"] <= record["ready_at"] == float(line[len(READY_LINE) :]) <= record["told_at"] < start_at
     assert (tmp_path / "tool-ran").exists()
 
