@@ -17,7 +17,7 @@ from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
 from iolab import direct, execute, lease, metrics, paths, provenance, session, sim
 from iolab import report as report_mod
-from iolab.cli import console, echo, user_errors
+from iolab.cli import console, echo, here, user_errors
 from iolab.cli import lab as make_lab
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
@@ -434,24 +434,7 @@ def gen(c, path, files, seed=1, classes=100, formats="", per_host=False, invento
 @user_errors
 def histogram(c, path):
     """Show a data set's file sizes by power-of-two bucket and the fio bssplit that reads like them."""
-    from pathlib import Path
-
-    from iolab.host.dataset.histogram import bssplit, table
-    from iolab.host.dataset.histogram import histogram as sizes
-
-    root = Path(path)
-    if not root.is_dir():
-        raise UserError(f"{path} is not a directory")
-    try:
-        found = sizes(root)
-    except OSError as exc:
-        raise UserError(
-            f"cannot read the data set at {path}: {exc.strerror} ({exc.filename}); give the directory of a data set"
-        ) from None
-    if not any(b > 0 for b in found):
-        raise UserError(f"{path} holds no non-empty files")
-    echo(table(found))
-    echo(f"bssplit {bssplit(found)}")
+    here("iolab.host.dataset", "histogram", path)
 
 
 @task(
@@ -466,16 +449,12 @@ def histogram(c, path):
 @user_errors
 def pack_(c, path, format="all", out=None, samples_per_shard=None):
     """Pack a data set on this machine (one file + index, webdataset tar, TFRecord), each checked."""
-    from iolab.host.dataset.__main__ import main as dataset_main
-
-    argv = (
-        ["pack", path, "--format", format]
-        + (["--out", out] if out else [])
-        + (["--samples-per-shard", str(samples_per_shard)] if samples_per_shard else [])
+    here(
+        "iolab.host.dataset",
+        *["pack", path, "--format", format],
+        *(["--out", out] if out else []),
+        *(["--samples-per-shard", str(samples_per_shard)] if samples_per_shard else []),
     )
-    code = dataset_main(argv)
-    if code:
-        raise UserError(f"data.pack {path} failed (see the message above)")
 
 
 @task(

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from iolab import validity, yamlfile
+from iolab import yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
 from iolab.errors import UserError
 from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name
@@ -434,7 +434,7 @@ def parse(
     _check_size(raw, source, max_runs)  # before a DLIO file is read or a host asked
     try:  # type: mlperf and type: dlio entries become the workloads they stand for; then MLPerf's rules mode
         data = presets.expand(_rules_mode(dict(raw)), base_dir, memory)
-        data = mlperf.apply_rules(data, validity.RAM_MULTIPLE, memory)
+        data = mlperf.apply_rules(data, memory)
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
     _check_size(data, source, max_runs)  # again with the lists a DLIO file sweeps

@@ -46,8 +46,8 @@ from typing import Any
 from iolab import metrics
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.units import human, parse_size
+from iolab.workloads.mlperf import RAM_MULTIPLE
 
-RAM_MULTIPLE = 5  # data set ≥ 5× the host's RAM (MLPerf Storage)
 AGREEMENT = 0.05  # repeats within 5% of their median agree (MLPerf Storage)
 # The figures of merit the agreement rule judges (the catalogue's `judged`); others show their spread only.
 MERIT_METRICS = metrics.named("judged")
@@ -529,7 +529,7 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
         memory = [int((s.metadata.get("host") or {}).get("memory_bytes") or 0) for s in hosts.values()]
         held = min((int(s.metadata.get("dataset_samples") or 0) for s in hosts.values()), default=0)
         if hosts and all(memory):
-            needed = required_samples(model, batch, accelerators, memory, RAM_MULTIPLE)
+            needed = required_samples(model, batch, accelerators, memory)
             if held < needed:
                 add(
                     Flag(

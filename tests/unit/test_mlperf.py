@@ -346,13 +346,13 @@ def runs(count: int, au: float, held: int, **params) -> list[Sample]:
 
 
 def test_a_run_that_keeps_every_mlperf_rule_is_mlperf_valid():
-    needed = mlperf.required_samples("unet3d", 7, 1, [1 << 30], validity.RAM_MULTIPLE)
+    needed = mlperf.required_samples("unet3d", 7, 1, [1 << 30])
     rows = validity.annotate(runs(5, 95.0, needed, warmup=True, reseed=True))
     assert all(r["mlperf_valid"] and r["valid"] for r in rows)
 
 
 def test_each_broken_rule_is_a_flag_and_mlperf_valid_false():
-    needed = mlperf.required_samples("unet3d", 7, 1, [1 << 30], validity.RAM_MULTIPLE)
+    needed = mlperf.required_samples("unet3d", 7, 1, [1 << 30])
     assert needed == max(-(-5 * (1 << 30) // shapes.SHAPES["unet3d"][0]), 500 * 7)
     rows = validity.annotate(runs(3, 80.0, needed - 1, lab_scale=True))
     flags = set(rows[0]["flags"]) | set(rows[1]["flags"])
@@ -387,7 +387,7 @@ def test_files_auto_takes_mlperfs_size_for_the_selected_hosts_ram():
     workloads = [{"name": "u", "type": "mlperf", "workload": "unet3d", "accelerators": [1, 4]}]
     raw = {"name": "t", "backends": BACKENDS, "workloads": workloads, "dataset": {"kind": "unet3d", "files": "auto"}}
     spec = campaign_mod.parse(raw, "t.yml", FIXTURES, memory=lambda: ram)
-    assert spec.dataset.files == mlperf.required_samples("unet3d", 7, 4, ram, validity.RAM_MULTIPLE)
+    assert spec.dataset.files == mlperf.required_samples("unet3d", 7, 4, ram)
     with pytest.raises(UserError, match="dataset.files: auto needs the RAM of the hosts"):
         campaign_mod.parse(raw, "t.yml", FIXTURES)
     plain = {**raw, "workloads": [{"name": "p", "type": "pytorch"}], "dataset": {"files": "auto"}}

@@ -61,7 +61,7 @@ def test_rule_3_1_2_refuses_a_data_set_below_the_hosts_ram_before_anything_runs(
     line = str(refused.value)
     assert "\n" not in line and "rule 3.1.2 (trainingRecalculateDatasetSize)" in line
     assert "the data set has 10 files" in line and "files: auto" in line and "lab_scale: true" in line
-    needed = mlperf.required_samples("unet3d", 7, 1, RAM, validity.RAM_MULTIPLE)
+    needed = mlperf.required_samples("unet3d", 7, 1, RAM)
     assert load([entry], {"kind": "unet3d", "files": needed}, memory=lambda: RAM).workloads[0].mlperf_rules
     assert load([{**entry, "lab_scale": True}], {"kind": "unet3d", "files": 10}).workloads[0].lab_scale
 
@@ -352,7 +352,7 @@ def test_mlperf_v3s_llama3_file_under_the_rules_is_one_run_of_ten_checkpoints():
 
 def test_the_data_set_rule_takes_the_largest_point_of_a_sweep():
     entry = {"name": "u", "type": "mlperf", "workload": "unet3d", "accelerators": [1, 4], "mlperf": True}
-    needed = mlperf.required_samples("unet3d", 7, 4, RAM, validity.RAM_MULTIPLE)
+    needed = mlperf.required_samples("unet3d", 7, 4, RAM)
     with pytest.raises(UserError, match=f"asks for {needed:,} on the 1 selected host"):
         load([entry], {"kind": "unet3d", "files": needed - 1}, memory=lambda: RAM)
     assert len(load([entry], {"kind": "unet3d", "files": needed}, memory=lambda: RAM).workloads) == 2

@@ -38,6 +38,10 @@ REPETITIONS = 5
 MIN_STEPS = 500
 
 
+RAM_MULTIPLE = 5  # a data set of at least 5× the clients' RAM defeats their page cache (MLPerf Storage's rule)
+AU_THRESHOLD = 90.0  # % AU: MLPerf Storage's for unet3d and resnet50, and iolab's for a workload that names no model
+
+
 @dataclasses.dataclass(frozen=True)
 class Preset:
     """What MLPerf Storage's configuration of one training workload fixes."""
@@ -55,10 +59,15 @@ class Preset:
 
 PRESETS = {
     "unet3d": Preset(
-        "pytorch", "unet3d", SHAPES["unet3d"][0], 1, 90.0, {"reader": "npz", "workers": 4, "decode": True}
+        "pytorch", "unet3d", SHAPES["unet3d"][0], 1, AU_THRESHOLD, {"reader": "npz", "workers": 4, "decode": True}
     ),
     "resnet50": Preset(
-        "tensorflow", "imagenet-like", MEAN_SIZE, SAMPLES_PER_SHARD, 90.0, {"private_threads": 8, "decode": False}
+        "tensorflow",
+        "imagenet-like",
+        MEAN_SIZE,
+        SAMPLES_PER_SHARD,
+        AU_THRESHOLD,
+        {"private_threads": 8, "decode": False},
     ),
     "cosmoflow": Preset(
         "tensorflow", "cosmoflow", SHAPES["cosmoflow"][0], 1, 70.0, {"decode": False, "shuffle_buffer": 2}
@@ -123,13 +132,11 @@ def expand(raw: dict[str, Any]) -> dict[str, Any]:
 HostMemory = Callable[[], list[int | None]]
 
 
-def required_samples(
-    model: str, batch_size: int, accelerators: int, memory_bytes: Sequence[int | None], ram_multiple: int
-) -> int:
-    """MLPerf's smallest data set in samples: max(ram_multiple (5) × the clients' summed RAM,
+def required_samples(model: str, batch_size: int, accelerators: int, memory_bytes: Sequence[int | None]) -> int:
+    """MLPerf's smallest data set in samples: max(RAM_MULTIPLE (5) × the clients' summed RAM,
     500 steps × batch × the accelerators of every client); `accelerators` per client. A client's RAM is None
     where it was not read (a dry run): the figure is then the least it can be."""
-    by_ram = -(-ram_multiple * sum(m or 0 for m in memory_bytes) // PRESETS[model].sample_bytes)
+    by_ram = -(-RAM_MULTIPLE * sum(m or 0 for m in memory_bytes) // PRESETS[model].sample_bytes)
     return max(by_ram, MIN_STEPS * batch_size * accelerators * len(memory_bytes))
 
 
@@ -180,7 +187,7 @@ def rule_of(flag: str) -> str:
     return f"rule {number} ({name})" if number else ""
 
 
-def apply_rules(data: dict[str, Any], ram_multiple: int, memory: HostMemory | None) -> dict[str, Any]:
+def apply_rules(data: dict[str, Any], memory: HostMemory | None) -> dict[str, Any]:
     """The campaign mapping (its entries already expanded) with what `mlperf_rules` asks filled in where the file
     leaves it: 5 repetitions after a warm-up (training), 10 checkpoints of the model's process count; ValueError
     naming the entry when its data set is below the rules' size for the hosts' RAM (`memory()`, bytes each)."""
@@ -200,7 +207,7 @@ def apply_rules(data: dict[str, Any], ram_multiple: int, memory: HostMemory | No
         elif entry.get("mlperf") in PRESETS:
             training = True
             if not entry.get("lab_scale"):
-                _dataset_size_rule(f"workloads[{index}]", entry, data.get("dataset"), ram_multiple, memory)
+                _dataset_size_rule(f"workloads[{index}]", entry, data.get("dataset"), memory)
             out.append({"warmup": True, **entry})
         else:
             raise ValueError(
@@ -212,9 +219,7 @@ def apply_rules(data: dict[str, Any], ram_multiple: int, memory: HostMemory | No
     return {**data, "workloads": out}
 
 
-def _dataset_size_rule(
-    where: str, entry: dict[str, Any], dataset: Any, ram_multiple: int, memory: HostMemory | None
-) -> None:
+def _dataset_size_rule(where: str, entry: dict[str, Any], dataset: Any, memory: HostMemory | None) -> None:
     """Rule 3.1.2 before anything runs: the data set holds MLPerf's smallest for the selected hosts' RAM."""
     files = dataset.get("files") if isinstance(dataset, dict) else None
     if not isinstance(files, int) or isinstance(files, bool):
@@ -226,7 +231,7 @@ def _dataset_size_rule(
         )
     ram = memory()
     batch, accelerators = (largest(entry.get(key, 1)) for key in ("batch_size", "accelerators"))
-    needed = required_samples(entry["mlperf"], batch, accelerators, ram, ram_multiple)
+    needed = required_samples(entry["mlperf"], batch, accelerators, ram)
     if files < needed:
         known = None not in ram
         of_ram = f"{sum(m or 0 for m in ram) >> 30} GiB of RAM" if known else "whatever their RAM: a dry run reads none"

@@ -67,8 +67,6 @@ def expand(data: dict[str, Any], base_dir: Path, memory: mlperf.HostMemory | Non
 
 def _auto_files(workloads: list[Any], memory: mlperf.HostMemory | None) -> int:
     """MLPerf's smallest data set for the campaign's MLPerf workloads on the selected hosts."""
-    from iolab.validity import RAM_MULTIPLE
-
     try:
         points = [
             (w["mlperf"], mlperf.largest(w.get("batch_size", 1)), mlperf.largest(w.get("accelerators", 1)))
@@ -87,9 +85,7 @@ def _auto_files(workloads: list[Any], memory: mlperf.HostMemory | None) -> int:
             "dataset.files: auto needs the RAM of the hosts, which bench.all reads; give a number of files here"
         )
     ram = memory()
-    return max(
-        mlperf.required_samples(model, batch, accelerators, ram, RAM_MULTIPLE) for model, batch, accelerators in points
-    )
+    return max(mlperf.required_samples(model, batch, accelerators, ram) for model, batch, accelerators in points)
 
 
 def _from_file(entry: dict[str, Any], data: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:

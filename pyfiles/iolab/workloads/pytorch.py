@@ -10,7 +10,7 @@ from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
 from iolab.workloads.dlio import training_file
-from iolab.workloads.mlperf import PRESETS, MlperfFields
+from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
 
 # What DLIO reads as iolab's readers read it: unet3d's NPZ files (np.load), JPEG files opened with PIL.
 DLIO_READERS = ("npz", "pil")
@@ -107,7 +107,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             self.accelerator.compute_time(self.batch_size),
             self.repetition_seed(self.seed, repetition) if self.shuffle else None,
             steps=self.steps,
-            au_threshold=PRESETS[self.mlperf].au_threshold if self.mlperf in PRESETS else 90.0,
+            au_threshold=PRESETS[self.mlperf].au_threshold if self.mlperf in PRESETS else AU_THRESHOLD,
         )
 
     def loader_options(self, repetition: int = 1) -> dict[str, Any]:
