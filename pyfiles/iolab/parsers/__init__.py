@@ -124,3 +124,24 @@ METRICS = (
     Metric("cpu_cores", "cores", "CPU busy, in cores", LOWER, timeline=40),
     Metric("gpu_util", "%", "GPU busy", timeline=130),
 )
+
+
+def modules() -> list[Any]:
+    """This package's parser modules (one per tool: each declares its METRICS, and the tools it parses in TOOLS)."""
+    import importlib
+    import pkgutil
+    import sys
+
+    package = sys.modules[__name__]
+    return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(package.__path__)]
+
+
+def registry() -> dict[str, Parser]:
+    """Each tool's parser, from the modules' TOOLS: the one list of them (a new tool touches its module only)."""
+    found: dict[str, Parser] = {}
+    for module in modules():
+        for tool in getattr(module, "TOOLS", ()):
+            if tool in found:
+                raise ValueError(f"tool {tool} has two parsers")
+            found[tool] = module.parse
+    return found

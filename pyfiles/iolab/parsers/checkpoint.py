@@ -38,6 +38,8 @@ def over_hosts(group: Sequence[Stored], run: Sequence[Stored]) -> tuple[float, d
     }
 
 
+TOOLS = ("checkpoint",)
+
 METRICS = (
     Metric("checkpoint_write_bw", "B/s", "written/s", hosts=over_hosts, judged=True, table=70, wins=True, headline=70),
     Metric("checkpoint_read_bw", "B/s", "read back/s", hosts=over_hosts, judged=True, table=80, wins=True),
