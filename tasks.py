@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from pathlib import Path
 
 from invoke import Collection, Task
 from invoke import task as invoke_task
@@ -266,7 +267,9 @@ def fio(
     """Run one fio job on one backend now; results go to the campaign 'fio-<backend>'."""
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
-    one = bench_mod.single_fio(spec, backend, profile, runtime, ramp, size)
+    one = campaign_mod.parse(
+        fio.single_run(spec.backends, backend, profile, runtime, ramp, size), "bench.fio flags", "."
+    )
     with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
         store = ResultStore(paths.results_root(), one.name)
         one = bench_mod.next_repetition(one, store)
@@ -531,7 +534,6 @@ LINTERS = (
 def _stage(argv: list[str]) -> None:
     """Run one step (argv, in the repository, tools from this virtualenv); stop the command if it fails."""
     import subprocess
-    from pathlib import Path
 
     tool = Path(sys.executable).parent / argv[0]
     echo(f"lab: {' '.join(argv)}")

@@ -320,7 +320,10 @@ def _expected_keys(raw: dict[str, Any], loc: tuple) -> str:
         model = Campaign
     else:
         model = None
-    return f" (expected one of: {', '.join(model.model_fields)})" if model else ""
+    if model is None:
+        return ""
+    own = [f for f in model.model_fields if f in model.__annotations__]  # the kind's own keys, then inherited ones
+    return f" (expected one of: {', '.join(own + [f for f in model.model_fields if f not in own])})"
 
 
 def _message(error: Any, raw: dict[str, Any], origin: Sequence[int]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from iolab.backends.base import Backend
 from iolab.schema import (
@@ -11,6 +11,9 @@ from iolab.schema import (
     Size,
 )
 from iolab.units import human
+
+if TYPE_CHECKING:
+    from iolab.workloads.base import Workload
 
 
 class TmpfsBackend(Backend):
@@ -21,9 +24,11 @@ class TmpfsBackend(Backend):
     size: Size
     mountpoint: AbsPath | None = None
 
-    def refuse(self, workload: Any) -> str | None:
+    def refuse(self, workload: Workload) -> str | None:
         """Also a checkpoint the tmpfs cannot hold: a run on one host writes all of it there."""
-        if workload.tool == "checkpoint" and workload.room > self.size:
+        from iolab.workloads.checkpoint import CheckpointWorkload
+
+        if isinstance(workload, CheckpointWorkload) and workload.room > self.size:
             return (
                 f"workload {workload.name}: its checkpoint ({human(workload.room, 'B', si=True)}) does not fit "
                 f"tmpfs backend {self.name} ({human(self.size, 'B')}), which holds all of it in a run on one host; "

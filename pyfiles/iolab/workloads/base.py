@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -49,6 +50,17 @@ class Workload(Model):
     def run_timeout(self, default: float) -> float:
         return self.timeout or default
 
+    # What a backend asks of a workload (iolab.backends.base.Backend.supports, refuse, run_vars):
+    @property
+    def needs_s3(self) -> bool:
+        """Whether it runs on s3 backends (objects, reader s3) rather than on file systems."""
+        return False
+
+    @property
+    def writes(self) -> str:
+        """What it writes on its target, '' when it only reads: a read-only backend refuses a workload that writes."""
+        return ""
+
     def commands(self) -> list[str]:
         """What the workload would run or install on every host that the campaign file, not iolab, chose: each a
         sentence; `bench.all` runs them only with --allow-commands (campaign.check_commands), the dry run says them."""
@@ -65,6 +77,19 @@ class Workload(Model):
     def describe(self) -> str:
         """What the kind runs on each host, in a line (--dry-run); each kind says more."""
         return self.tool
+
+    def estimate(self) -> float | None:
+        """Seconds its tool runs, where the workload says (fio's runtime and ramp); None where the data set's size
+        and the storage decide (a loader's epochs)."""
+        return None
+
+    def dry_run(self, variables: dict[str, Any]) -> list[str]:
+        """--dry-run's lines on what each host runs: the kind's line, and what its role builds the command from."""
+        return [
+            f"on each host: {self.describe()}; role {variables['run_role']} builds the command "
+            "(python -m iolab.host.loader.…, under iolab.host.hostrun) from:",
+            *[f"  {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"],
+        ]
 
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
         """Role variables that change with the repetition (a loader's shuffle seed under MLPerf's rules)."""
