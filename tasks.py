@@ -397,6 +397,26 @@ def history(c):
     Console().print(history_mod.table(paths.results_root()))
 
 
+# --- results ---------------------------------------------------------------------------------
+
+
+@task(
+    help={
+        "campaign": "campaign name (default: the latest with results)",
+        "write": "store the samples made again (the old ones are kept beside them) where they differ",
+    }
+)
+@user_errors
+def reparse(c, campaign=None, write=False):
+    """Make a campaign's samples again from its runs' files and hold them against its store (exit 1 if they differ)."""
+    from iolab import reparse as reparse_mod
+
+    same, line = reparse_mod.check(report_mod.find_store(paths.results_root(), campaign), write)
+    echo(line)
+    if not same and not write:
+        raise RunFailed("the samples made again differ from the store; --write stores them")
+
+
 # --- data and accelerators (issue 5) ---------------------------------------------------------
 
 
@@ -570,4 +590,5 @@ bench.add_task(accelerators)
 data = Collection("data", gen, histogram, pack_)
 storage = Collection("storage", mount, unmount)
 report = Collection("report", show, compare, history)
-ns = Collection(lab, bench, storage, report, data, test, lint)
+results = Collection("results", reparse)
+ns = Collection(lab, bench, storage, report, results, data, test, lint)

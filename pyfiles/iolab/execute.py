@@ -22,9 +22,8 @@ from rich.console import Console
 
 from iolab import fanout, live, paths, release, runner
 from iolab.campaign import Campaign, Run
-from iolab.errors import RunFailed
+from iolab.errors import DISK_ERRORS, RunFailed, StoreError
 from iolab.hosts import Inventory
-from iolab.samples import DISK_ERRORS, StoreError
 
 HOST_DIR = "/opt/iolab"
 HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"  # made by the iolab_host role

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from iolab import metrics
-from iolab.errors import RunFailed, UserError
+from iolab.errors import StoreError, UserError
 
 SCHEMA = "iolab.sample/1"
 UNITS = frozenset({"B/s", "B", "IOPS", "s", "samples/s", "%", "ns", "cores", "count", "ops/s"})
@@ -46,11 +46,6 @@ T = TypeVar("T")
 # ~0.1–1 MiB; profilers' far more, and they say so when they fail).
 MIN_FREE_BYTES = 64 << 20
 # errno values that say the results disk, not the run, is at fault.
-DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO)
-
-
-class StoreError(RunFailed):
-    """The results could not be written: what was being stored is not, and a resume runs it again."""
 
 
 class CorruptStore(UserError):

@@ -193,7 +193,8 @@ class BackendSession:
         result = play_run(
             self.state.lab, [run_phase(run, warm_command)], run, self.state.store.raw_dir(run.run_id), title, hosts
         )
-        failures, stored = record_run(self.state.store, run, result, hosts, complete=complete, warmed_by=warmed_by)
+        failed = result.failed_hosts() if result else None
+        failures, stored = record_run(self.state.store, run, failed, hosts, complete=complete, warmed_by=warmed_by)
         return failures, stored, result
 
     def finish(
@@ -271,7 +272,7 @@ class BackendSession:
         state, batch = self.state, self.batch
         assert batch is not None
         failures, stored = record_run(
-            state.store, run, result, batch.hosts, complete=batch.hosts == run.on(state.lab.hosts)
+            state.store, run, result.failed_hosts(), batch.hosts, complete=batch.hosts == run.on(state.lab.hosts)
         )
         self.failures += failures
         if run is batch.runs[-1]:

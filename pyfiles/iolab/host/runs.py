@@ -6,6 +6,7 @@ RUN.scratch.json beside it lists what the run writes outside it (note_scratch), 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -38,7 +39,15 @@ def hold(run_dir: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     fcntl.flock(os.open(directory, os.O_RDONLY | os.O_DIRECTORY), fcntl.LOCK_SH)
     (directory / CALLS).mkdir(exist_ok=True)
-    (directory / CALLS / str(os.getpid())).write_text(str(processes.started(os.getpid())))
+    noted = directory / CALLS / str(os.getpid())
+    noted.write_text(str(processes.started(os.getpid())))
+    atexit.register(_forget, noted)  # a call that ends as it should leaves no note; one killed leaves it for `stop`
+
+
+def _forget(noted: Path) -> None:
+    noted.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # other calls' notes there still, or the command's directory gone
+        noted.parent.rmdir()
 
 
 def calls(directory: Path) -> dict[int, int]:

@@ -65,6 +65,21 @@ def load_json(path: Path, tool: str) -> dict[str, Any]:
     return document
 
 
+def failure_message(res: dict[str, Any]) -> str:
+    """The sentence worth showing from a failed task's result (a loop's: its first failed item's): Ansible's, and
+    error.json's beside a run's files (run.yml's rescue, iolab.fanout)."""
+    failed_items = [item for item in res.get("results", []) if isinstance(item, dict) and item.get("failed")]
+    if failed_items:
+        return failure_message(failed_items[0])
+    msg = str(res.get("msg") or "").strip()
+    stderr = str(res.get("stderr") or "").strip().splitlines()
+    stdout = str(res.get("stdout") or "").strip().splitlines()
+    detail = stderr[-1] if stderr else (stdout[-1] if stdout and not msg else "")
+    if msg.startswith("non-zero return code") and detail:
+        return f"{detail} (rc {res.get('rc')})"
+    return f"{msg}: {detail}" if msg and detail else msg or detail or "failed (no message)"
+
+
 # --- what each metric means: declared here and by each parser (the catalogue, iolab.metrics) ---------
 
 HIGHER, LOWER = "higher", "lower"  # which way a metric wins
