@@ -27,6 +27,8 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     pin_memory: bool = False
+    # reader npz: each sample read into its rank's GPU through GPUDirect Storage (kvikio, cuFile; a GPU per rank)
+    gds: bool = False
     prefetch_factor: Annotated[int, Field(ge=1, le=64)] = 2
     decode: bool = True
     shuffle: bool = True
@@ -63,11 +65,18 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             raise ValueError(
                 "reader cv2-imread always decodes: use decode: true, or cv2-imdecode or packed for bytes only"
             )
+        if self.gds and self.reader != "npz":
+            raise ValueError("gds reads unet3d's NPZ files into the GPU (kvikio, cuFile): it needs reader: npz")
         if self.dali_input != "files" and self.reader != "dali":
             raise ValueError("dali_input is what reader dali reads: set reader: dali or drop dali_input")
         real = self.accelerator is not None and self.accelerator.type in REAL
         if real and not self.decode:
             raise ValueError(f"accelerator {self.accelerator.type} trains on images: it needs decode: true")  # type: ignore[union-attr]
+        if real and self.reader == "npz":
+            raise ValueError(
+                f"accelerator {self.accelerator.type} trains ResNet-50 on images; unet3d's NPZ volumes feed emulated "  # type: ignore[union-attr]
+                "or calibrated unet3d accelerators (accelerator: {type: calibrated, model: unet3d})"
+            )
         if real and self.accelerators != 1:
             raise ValueError("a real accelerator's ranks are its GPUs: use gpus: N (a list sweeps), not accelerators")
         if not real and (self.gpus is not None or self.data != "real"):
@@ -134,6 +143,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             "workers": self.workers,
             "batch_size": self.batch_size,
             "pin_memory": self.pin_memory,
+            "gds": self.gds,
             "prefetch_factor": self.prefetch_factor,
             "decode": self.decode,
             "shuffle": self.shuffle,
