@@ -137,7 +137,9 @@ def load_profile(path: Path, where: str = "accelerator.profile") -> dict[str, An
     except (OSError, ValueError) as exc:
         raise UserError(f"{where} {path}: not a readable profile ({exc})") from None
     if not isinstance(document, dict) or document.get("kind") != PROFILE_KIND or not document.get("entries"):
-        raise UserError(f"{where} {path}: not an accelerator profile (kind {PROFILE_KIND!r}, written by bench.calibrate)")
+        raise UserError(
+            f"{where} {path}: not an accelerator profile (kind {PROFILE_KIND!r}, written by bench.calibrate)"
+        )
     return document
 
 

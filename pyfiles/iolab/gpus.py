@@ -41,7 +41,12 @@ def legs(data: dict[str, Any]) -> dict[str, Any]:
     for entry in workloads:
         accelerator = entry.get("accelerator") if isinstance(entry, dict) else None
         kind = accelerator.get("type") if isinstance(accelerator, dict) else accelerator
-        if isinstance(entry, dict) and entry.get("type") == "pytorch" and kind in ("gpu", "cpu") and "data" not in entry:
+        if (
+            isinstance(entry, dict)
+            and entry.get("type") == "pytorch"
+            and kind in ("gpu", "cpu")
+            and "data" not in entry
+        ):
             entry = {**entry, "data": list(LEGS)}
         out.append(entry)
     return {**data, "workloads": out}

@@ -17,7 +17,8 @@ MODELS = ("resnet50", "retinanet", "unet3d")  # iolab.host.loader.models.MODELS:
 
 
 class CalibrateWorkload(Workload):
-    """One model at one batch: warm-up steps out, `blocks` timed blocks of `steps` steps (iolab.host.loader.calibrate)."""
+    """One model at one batch: warm-up steps out, then `blocks` timed blocks of `steps` steps (host side:
+    iolab.host.loader.calibrate)."""
 
     type: Literal["calibrate"]
     model: Literal["resnet50", "retinanet", "unet3d"] = "resnet50"

@@ -175,7 +175,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    low = [f"--{n} must be at least {m}" for n, m in (("steps", 1), ("blocks", 2), ("warmup", 0)) if getattr(args, n) < m]
+    low = [
+        f"--{n} must be at least {m}" for n, m in (("steps", 1), ("blocks", 2), ("warmup", 0)) if getattr(args, n) < m
+    ]
     try:
         batches(args.batch)
     except ValueError as exc:

@@ -23,6 +23,7 @@ and window.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 from collections.abc import Callable, Iterator
@@ -99,14 +100,16 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _accelerator(args: argparse.Namespace, world: int) -> tuple[Any, Any]:
-    """The rank's device and, for a real accelerator, its ResNet-50 trainer (DDP when the job has several ranks;
-    else None); SystemExit 2 when this host has fewer CUDA GPUs than ranks."""
+def _accelerator(args: argparse.Namespace, rank: int, world: int) -> tuple[Any, Any]:
+    """The rank's device and, for a real accelerator, its ResNet-50 trainer, the job's process group joined (DDP
+    when the job has several ranks); else None. SystemExit 2 when this host has fewer CUDA GPUs than ranks."""
     import torch
 
     if args.accelerator not in ("gpu", "cpu"):  # emulated: the CPU, or with --gds the rank's GPU to read into
         return (torch.device("cuda", args.local_rank) if args.gds else torch.device("cpu")), None
     device = torch.device("cpu")
+    if args.accelerator == "cpu":  # the host's cores shared by its ranks: more threads than cores only wait
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.accelerators))
     if args.accelerator == "gpu":
         if not torch.cuda.is_available() or torch.cuda.device_count() < args.accelerators:
             found = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -118,13 +121,13 @@ def _accelerator(args: argparse.Namespace, world: int) -> tuple[Any, Any]:
         torch.backends.cudnn.benchmark = True
     from iolab.host.loader.models import Trainer
 
+    _rendezvous(args, rank, world, device)
     return device, Trainer("resnet50", device, args.scale, ddp=world > 1)
 
 
 def _rendezvous(args: argparse.Namespace, rank: int, world: int, device: Any) -> None:
     """Join the job's process group through env:// (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK): NCCL between GPUs,
     gloo on CPUs."""
-    import os
     from datetime import timedelta
 
     import torch.distributed as dist
@@ -226,9 +229,7 @@ def run_rank(args: argparse.Namespace) -> int:
     replicas, rank = args.accelerators, local
     if args.distributed:
         replicas, rank = args.nodes * args.accelerators, args.node_rank * args.accelerators + local
-    device, trainer = _accelerator(args, replicas)
-    if trainer is not None:
-        _rendezvous(args, rank, replicas, device)
+    device, trainer = _accelerator(args, rank, replicas)
     pin = args.pin_memory and device.type == "cuda"  # pinning without a GPU only costs (torch warns)
     dataset, epoch_batches = _batches(args, device, pin, rank, replicas)
     synthetic = trainer is not None and args.data == "synthetic"

@@ -37,7 +37,9 @@ class UNet3D(nn.Module):
             _block(a, b, stride=2) for a, b in zip(filters, [*filters[1:], filters[-1]], strict=True)
         )
         ups = list(reversed(filters))  # 320, 256, 128, 64, 32
-        self.up = nn.ModuleList(nn.ConvTranspose3d(a, b, 2, stride=2) for a, b in zip([ups[0], *ups], ups, strict=False))
+        self.up = nn.ModuleList(
+            nn.ConvTranspose3d(a, b, 2, stride=2) for a, b in zip([ups[0], *ups], ups, strict=False)
+        )
         self.merge = nn.ModuleList(_block(2 * b, b) for b in ups)
         self.output = nn.Conv3d(filters[0], classes, 1)
 
