@@ -14,8 +14,8 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from iolab import bench as bench_mod
+from iolab import calibration, direct, execute, gpus, lease, metrics, paths, provenance, session, sim
 from iolab import campaign as campaign_mod
-from iolab import direct, execute, lease, metrics, paths, provenance, session, sim
 from iolab import report as report_mod
 from iolab.cli import console, echo, user_errors
 from iolab.cli import lab as make_lab
@@ -229,6 +229,7 @@ def all_(
 
     spec = campaign_mod.load(path, max_runs=int(max_runs), workload_file=workload_file, memory=memory)
     campaign_mod.check_commands(spec, path, allow_commands)
+    gpus.check_hosts(spec, lab.hosts, paths.results_root())  # a GPU count a host is known to lack: refused here
     if dry_run:
         echo(bench_mod.describe(spec, lab, files_at_run_time=bool(sized_without_ram)))
         return
@@ -538,6 +539,13 @@ def accelerators(
     echo(acc.answer(found, type, backend, len(lab.hosts)))
 
 
+@task(help={"inventory": INVENTORY, "hosts": HOSTS, "steal": STEAL, **calibration.FLAGS})
+@user_errors
+def calibrate(c, inventory=None, hosts=None, models="", batch_sizes="", campaign=None, scale="full", steal=False):
+    """Time each model's real training step on each host's GPU (or CPU) and write its accelerator profile."""
+    echo("\n".join(calibration.run(make_lab(inventory, hosts), models, batch_sizes, campaign, scale, steal)))
+
+
 # --- test --------------------------------------------------------------------------------
 
 # The first CI stage: fast, and failing before the slow integration tests start.
@@ -584,9 +592,8 @@ def test(c, args=""):
 
 
 lab = Collection("lab", setup, sim_up, sim_down, services_up, services_down, ping, exec_, facts)
-bench = Collection("bench", fio)
+bench = Collection("bench", fio, accelerators, calibrate)
 bench.add_task(all_, name="all")
-bench.add_task(accelerators)
 data = Collection("data", gen, histogram, pack_)
 storage = Collection("storage", mount, unmount)
 report = Collection("report", show, compare, history)

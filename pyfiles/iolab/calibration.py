@@ -1,25 +1,13 @@
-"""Accelerator profiles: what bench.calibrate measured on each host, as files a campaign names.
+"""bench.calibrate: each model's real training step on each host, stored as samples and written as profiles.
 
     ./lab bench.calibrate --hosts gpu01 [--models resnet50,retinanet,unet3d] [--batch-sizes 400,256]
-    accelerator: {type: calibrated, profile: FILE|latest, model: resnet50}      (a pytorch workload)
 
-`bench.calibrate` is a campaign (`calibration`) of `type: calibrate` workloads, one per
-model and batch, on a `local` backend that is never read (the batch is made on the
-device): each host times the model's real training step (iolab.host.loader.calibrate)
-and its samples (`step_time`, `step_time_spread`, `samples_per_s`) are stored as any
-run's are; each call is one new repetition. Then each host's figures of that call are
-written as one profile, results/calibration/profiles/<host>-<UTC time>.json: the device
-(GPU model and count, driver, torch and CUDA versions, or the CPU's model and cores),
-and per model and batch the seconds per step with their spread and the samples/s.
-
-A campaign's `accelerator: {type: calibrated}` is resolved when the campaign loads
-(`resolve`, before any host is touched): the profile named (a path, relative to the
-campaign file, or `latest`: the newest profile that has the model) is read and its
-step times per batch are written into the accelerator, so the run's id changes with
-the profile and the loader sleeps the calibrated step per batch (an emulated
-accelerator of that device). Refused in one line: a profile that is missing or not
-one, a profile without the model, and (iolab.workloads.accelerator) a batch it has no
-figure for.
+A campaign (`calibration`) of `type: calibrate` workloads, one per model and batch, on a
+`local` backend that is never read (the batch is made on the device): each host times the
+model's real training step (iolab.host.loader.calibrate) and its samples (`step_time`,
+`step_time_spread`, `samples_per_s`) are stored as any run's are; each call is one new
+repetition. Then each host's figures of that call are written as one profile
+(iolab.profiles), which a campaign names as `accelerator: {type: calibrated}`.
 """
 
 from __future__ import annotations
@@ -30,15 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from iolab.errors import UserError
+from iolab.profiles import CAMPAIGN, PROFILE_KIND, device_label, load_profile, profiles_dir
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 
-CAMPAIGN = "calibration"
-PROFILE_KIND = "iolab.profile/1"
 MODELS = ("resnet50", "retinanet", "unet3d")
-
-
-def profiles_dir(results: Path) -> Path:
-    return results / CAMPAIGN / "profiles"
 
 
 def batches_for(models: list[str], sizes: list[int] | None, spec: Any = None) -> list[tuple[str, int]]:
@@ -125,138 +108,63 @@ def write_profiles(store: ResultStore, repetition: int, results: Path) -> list[P
     return written
 
 
-def load_profile(path: Path, where: str = "accelerator.profile") -> dict[str, Any]:
-    """A profile file, or UserError in one line (missing, not JSON, not a profile)."""
+# bench.calibrate's flags (tasks.py): what each says
+FLAGS = {
+    "models": "models to calibrate: resnet50,retinanet,unet3d (default all three)",
+    "batch_sizes": "batch sizes, e.g. 400,256 (default: the campaign's workloads' for each model, else MLPerf's)",
+    "campaign": "a campaign whose pytorch workloads' batch sizes to calibrate",
+    "scale": "full (the real models: 5 warm-up steps, 5 timed blocks of 10) | tiny (every width / 8, 1 warm-up "
+    "step, 2 blocks of 2: a CPU's code path, CI)",
+}
+# Steps per scale: (warm-up, steps per block, blocks); torch.compile on CUDA: both measured, the faster kept
+TIMING = {"full": (5, 10, 5), "tiny": (1, 2, 2)}
+
+
+def run(
+    lab: Any, models: str, batch_sizes: str, campaign_file: str | None, scale: str, steal: bool = False
+) -> list[str]:
+    """bench.calibrate: one new repetition of the calibration campaign on the lab's hosts (leased), then a profile
+    per host; the lines that say what was measured and where the profiles are."""
+    from iolab import bench, lease, paths
+    from iolab.campaign import load
+
+    spec = load(campaign_file) if campaign_file else None
     try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
+        sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
+    except ValueError:
         raise UserError(
-            f"{where} {path}: no such profile; run ./lab bench.calibrate --hosts HOST first, or name a file "
-            f"under {profiles_dir(_results())}"
+            f"--batch-sizes {batch_sizes!r}: give whole numbers separated by commas, e.g. 400,256"
         ) from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{where} {path}: not a readable profile ({exc})") from None
-    if not isinstance(document, dict) or document.get("kind") != PROFILE_KIND or not document.get("entries"):
-        raise UserError(
-            f"{where} {path}: not an accelerator profile (kind {PROFILE_KIND!r}, written by bench.calibrate)"
+    if scale not in TIMING:
+        raise UserError(f"--scale {scale!r}: choose full or tiny")
+    warmup, steps, blocks = TIMING[scale]
+    pairs = batches_for([m for m in (models or ",".join(MODELS)).split(",") if m], sizes or None, spec)
+    one = campaign(pairs, scale, steps, blocks, warmup, "auto")
+    results = paths.results_root()
+    store = ResultStore(results, CAMPAIGN)
+    with lease.held(lab, "bench.calibrate", steal):
+        one = bench.next_repetition(one, store)
+        bench.outcome(bench.run_campaign(one, lab, store, only_repetition=one.repetitions), store)
+    written = write_profiles(store, one.repetitions, results)
+    lines = []
+    for path in written:
+        profile = load_profile(path)
+        device = profile["device"]
+        what = (
+            f"{device.get('count')} × {device_label(profile)}"
+            if device.get("device") == "cuda"
+            else device_label(profile)
         )
-    return document
-
-
-def _results() -> Path:
-    from iolab import paths
-
-    return paths.results_root()
-
-
-def latest(model: str, results: Path | None = None) -> Path | None:
-    """The newest profile (by when it was measured, then its name) that has `model`; None when there is none."""
-    found = []
-    directory = profiles_dir(results or _results())
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(document, dict) and any(e.get("model") == model for e in document.get("entries", [])):
-            found.append((str(document.get("measured_at", "")), path.name, path))
-    return max(found)[2] if found else None
-
-
-def device_label(profile: dict[str, Any]) -> str:
-    """The device a profile emulates, as the report names it: the GPU's model, or the CPU's."""
-    device = profile["device"]
-    return str(device.get("name") or device.get("device") or "unknown device")
-
-
-def accelerator_fields(profile_path: Path, model: str) -> dict[str, Any]:
-    """What a calibrated accelerator carries from its profile (UserError when the profile lacks the model)."""
-    profile = load_profile(profile_path)
-    entries = [e for e in profile["entries"] if e["model"] == model]
-    if not entries:
-        has = ", ".join(sorted({f"{e['model']} (batch {e['batch']})" for e in profile["entries"]}))
-        raise UserError(
-            f"accelerator.profile {profile_path} holds {has}, not {model}: calibrate it "
-            f"(./lab bench.calibrate --models {model}) or name another profile"
-        )
-    return {
-        "profile": str(profile_path),
-        "device": device_label(profile),
-        "calibrated_at": profile["measured_at"],
-        "scale": entries[0].get("scale", "full"),
-        "step_times": {str(e["batch"]): e["step_s"] for e in entries},
-    }
-
-
-def resolve(data: dict[str, Any], base_dir: Path) -> dict[str, Any]:
-    """The campaign mapping with each `accelerator: {type: calibrated}` filled in from its profile (see the
-    module); UserError in one line naming the workload when the profile is missing or lacks the model."""
-    workloads = data.get("workloads")
-    if not isinstance(workloads, list):
-        return data
-    out = []
-    for index, entry in enumerate(workloads):
-        accelerator = entry.get("accelerator") if isinstance(entry, dict) else None
-        if not isinstance(accelerator, dict) or accelerator.get("type") != "calibrated":
-            out.append(entry)
-            continue
-        model = str(accelerator.get("model", "resnet50"))
-        named = str(accelerator.get("profile", "latest"))
-        if named == "latest":
-            path = latest(model)
-            if path is None:
-                raise UserError(
-                    f"workloads[{index}].accelerator.profile latest: no profile of {model} under "
-                    f"{profiles_dir(_results())}; run ./lab bench.calibrate --hosts HOST --models {model} first"
-                )
-        else:
-            path = Path(named) if Path(named).is_absolute() else (base_dir / named).resolve()
-        try:
-            fields = accelerator_fields(path, model)
-        except UserError as exc:
-            raise UserError(f"workloads[{index}].{exc}") from None
-        out.append({**entry, "accelerator": {**accelerator, "model": model, **fields}})
-    return {**data, "workloads": out}
-
-
-def per_sample(step_times: dict[str, float], batch: int) -> tuple[float, int]:
-    """(seconds per step at `batch`, the batch it was measured at): that batch's figure, else the largest batch's
-    scaled per sample (for the report's side by side only: a campaign is refused a batch it lacks)."""
-    if str(batch) in step_times:
-        return step_times[str(batch)], batch
-    measured = max(int(b) for b in step_times)
-    return step_times[str(measured)] * batch / measured, measured
-
-
-def side_by_side(sample: Sample, results: Path | None = None) -> str:
-    """What an accelerators_fed answer is in the user's own GPUs: ` = 1.9 NVIDIA H200 (calibrated 2026-11-28,
-    69 ms per 400)` beside an emulated answer where a profile of its model exists; the device of a calibrated one;
-    '' otherwise."""
-    from iolab.workloads.accelerator import EMULATED, REAL, Accelerator
-
-    spec = sample.params.get("accelerator")
-    batch = sample.params.get("batch_size")
-    if not isinstance(spec, dict) or not isinstance(batch, int):
-        return ""
-    accelerator = Accelerator.model_validate(spec)
-    if accelerator.type == "calibrated":
-        return f" ({accelerator.calibrated_label(batch)})"
-    if accelerator.type in REAL:
-        return ""
-    path = latest(accelerator.model, results)
-    if path is None:
-        return ""
-    try:
-        fields = accelerator_fields(path, accelerator.model)
-    except UserError:
-        return ""
-    step, measured = per_sample(fields["step_times"], batch)
-    emulated = accelerator.compute_time(batch)
-    equivalent = sample.value * step / emulated if emulated > 0 else 0.0
-    when = fields["calibrated_at"][:10]
-    scale = "" if fields["scale"] == "full" else f", {fields['scale']} scale"
-    whose = "MLPerf's" if accelerator.type in EMULATED else "custom"
-    return (
-        f" ({whose}) = {equivalent:.1f} {fields['device']} (calibrated {when}, "
-        f"{step * 1000:.0f} ms per {batch}{'' if measured == batch else f', scaled from {measured}'}{scale})"
+        lines.append(f"{profile['host']}: {what}, torch {device.get('torch')}, driver {device.get('driver') or '—'}")
+        for e in profile["entries"]:
+            lines.append(
+                f"  {e['model']} at batch {e['batch']} ({e['scale']}): {e['step_s'] * 1000:.1f} ms per step "
+                f"({e['step_s_min'] * 1000:.1f}–{e['step_s_max'] * 1000:.1f}, spread {e['spread_pct']:.1f} %), "
+                f"{e['samples_per_s']:,.0f} samples/s{', compiled' if e['compile'] else ''}"
+            )
+        lines.append(f"  profile: {path}")
+    lines.append(
+        "name one in a campaign: accelerator: {type: calibrated, profile: FILE|latest, model: MODEL}; "
+        f"samples in {store.dir}"
     )
+    return lines

@@ -55,7 +55,7 @@ def legs(data: dict[str, Any]) -> dict[str, Any]:
 def known_gpus(host: str, results: Path) -> int | None:
     """How many GPUs `host` has, from its facts (lab.setup, lab.facts) or its newest calibration profile; None
     when neither says."""
-    from iolab.calibration import profiles_dir
+    from iolab.profiles import profiles_dir
 
     facts = results / "facts" / f"{host}.json"
     try:

@@ -5,7 +5,8 @@
     samples_per_s     batch / step_time: the synthetic ceiling      samples/s
 
 A run is one model at one batch (its params say which). The metadata keeps the device
-(GPU model and count, driver, torch and CUDA versions, or the CPU's model and cores), the settings and each entry whole: what iolab.calibration
+(GPU model and count, driver, torch and CUDA versions, or the CPU's model and cores),
+the settings and each entry whole: what iolab.calibration
 writes as the host's accelerator profile.
 """
 

@@ -26,13 +26,13 @@ STANDS_FOR = ("mlperf", "dlio")
 
 def expand(data: dict[str, Any], base_dir: Path, memory: Callable[[], list[int]] | None = None) -> dict[str, Any]:
     """The campaign mapping with its mlperf and dlio entries expanded, `files: auto` sized by the hosts' `memory`
-    (bytes each), calibrated accelerators read from their profiles (iolab.calibration.resolve) and real ones given
+    (bytes each), calibrated accelerators read from their profiles (iolab.profiles.resolve) and real ones given
     their two legs (iolab.gpus.legs); ValueError naming the entry and key."""
-    from iolab import calibration, gpus
+    from iolab import gpus, profiles
     from iolab.errors import UserError
 
     try:
-        data = gpus.legs(calibration.resolve(data, base_dir))
+        data = gpus.legs(profiles.resolve(data, base_dir))
     except UserError as exc:
         raise ValueError(str(exc)) from None
     workloads = data.get("workloads")

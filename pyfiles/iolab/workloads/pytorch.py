@@ -161,9 +161,13 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     def params(self) -> dict[str, Any]:
         """dali_input only where reader dali reads it, engine only when dlio (other samples stay as they were)."""
         params = super().params()
-        if self.gpus is None:  # samples of emulated accelerators carry what they carried before real ones
-            del params["gpus"]
+        if self.accelerator is not None and self.accelerator.type in REAL:
+            params["gpus"] = self.gpus or 1  # the GPUs per host each leg ran on (iolab.gpus reads it)
+        else:  # samples of emulated accelerators carry what they carried before real ones
+            params.pop("gpus", None)
             del params["data"]
+        if not self.gds:
+            del params["gds"]
         if self.reader != "dali":
             del params["dali_input"]
         if self.engine == "iolab":  # the samples of iolab's loader carry what they carried before engine dlio

@@ -9,7 +9,8 @@ when each imported torch itself, 2–4 s forked. A rank runs `run_steps`: per ba
 batch (the time the training loop starved), computes (a sleep of the emulated
 compute time, as DLIO does, or a real training step, whose backward pass all-reduces
 the gradients of a data-parallel job) and records the times. Its measured window
-runs from the end of its first step to the end of its last: the first batch pays for starting the loader's workers and filling
+runs from the end of its first step to the end of its last: the first batch pays for
+starting the loader's workers and filling
 its prefetch queue, a one-off cost that steady-state training does not pay again.
 The CPU time of the rank's whole process tree (itself, its threads and its worker
 processes, from /proc) is taken at both ends of the window.

@@ -109,7 +109,9 @@ def facts(kvikio: Any) -> dict[str, Any]:
 class GdsBatches:
     """Rank `shard` of `shards`: the unet3d data set's samples read into GPU `device` by kvikio, batch by batch."""
 
-    def __init__(self, root: str | Path, *, batch_size: int, device: Any, shard: int, shards: int, seed: int):
+    def __init__(
+        self, root: str | Path, *, batch_size: int, device: Any, shard: int, shards: int, seed: int, side: int
+    ):
         import kvikio
 
         from iolab.host.dataset.manifest import Manifest
@@ -122,6 +124,7 @@ class GdsBatches:
         self.entries = manifest.entries[shard::shards]
         self.samples = len(manifest.entries)
         self.batch_size, self.device, self.seed = batch_size, device, seed
+        self.side = side  # a sample is x's first side² bytes (decode.NPZ_SIDE: what the npz reader hands on)
         self.delivered = 0
         self.facts = {"reader": "npz through kvikio (cuFile)", **facts(kvikio)}
 
@@ -133,19 +136,17 @@ class GdsBatches:
         return self.delivered
 
     def read(self, path: str) -> Any:
-        """One sample's x, read by cuFile into GPU memory: its first NPZ_SIDE² bytes as [NPZ_SIDE, NPZ_SIDE]."""
+        """One sample's x, read by cuFile into GPU memory: its first side² bytes as [side, side]."""
         import torch
-
-        from iolab.host.loader.decode import NPZ_SIDE
 
         offset, nbytes, _, _ = npz_member(path)
         buffer = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
         with self.kvikio.CuFile(path, "r") as f:
             f.pread(buffer, nbytes, file_offset=offset).get()
-        flat = buffer[: NPZ_SIDE * NPZ_SIDE]
-        if flat.numel() < NPZ_SIDE * NPZ_SIDE:
-            flat = torch.nn.functional.pad(flat, (0, NPZ_SIDE * NPZ_SIDE - flat.numel()))
-        return flat.view(NPZ_SIDE, NPZ_SIDE)
+        flat = buffer[: self.side * self.side]
+        if flat.numel() < self.side * self.side:
+            flat = torch.nn.functional.pad(flat, (0, self.side * self.side - flat.numel()))
+        return flat.view(self.side, self.side)
 
     def epoch(self, epoch: int) -> Iterator[dict[str, Any]]:
         import random

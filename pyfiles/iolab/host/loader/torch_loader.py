@@ -170,10 +170,17 @@ def _batches(
     from iolab.host.loader.readers import Samples, collate, worker_init
 
     if args.gds:
+        from iolab.host.loader.decode import NPZ_SIDE
         from iolab.host.loader.gds_reader import GdsBatches
 
         source = GdsBatches(
-            args.root, batch_size=args.batch_size, device=device, shard=rank, shards=replicas, seed=args.seed
+            args.root,
+            batch_size=args.batch_size,
+            device=device,
+            shard=rank,
+            shards=replicas,
+            seed=args.seed,
+            side=NPZ_SIDE,
         )
         return source, source.epoch
     if args.reader == "dali":
