@@ -30,6 +30,9 @@ from iolab.samples import AGGREGATE_HOST, Sample
 
 THRESHOLD = 0.90  # real / ceiling: a GPU count is fed when its real data keeps 90 % of what it eats
 LEGS = ["synthetic", "real"]
+# images/s over each run's measured window (each epoch's first step out: cuDNN's autotuning, the loader's start), the
+# same for both legs; read_bw (GB/s) is what the real leg delivered over its run
+RATE = "steady_samples_per_s"
 
 
 def legs(data: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +95,7 @@ def check_hosts(spec: Any, hosts: list[str], results: Path) -> None:
 
 
 def _rate(samples: list[Sample], run_ids: set[str], metric: str) -> float | None:
+    """The median over the runs of `metric` for all hosts (host "*", or the one host's)."""
     values = [s.value for s in samples if s.run_id in run_ids and s.host == AGGREGATE_HOST and s.metric == metric]
     if not values:  # one host: no aggregate is made
         values = [s.value for s in samples if s.run_id in run_ids and s.metric == metric]
@@ -106,7 +110,7 @@ def answers(samples: list[Sample], threshold: float = THRESHOLD) -> list[dict[st
     runs: dict[tuple[str, str], dict[int, dict[str, set[str]]]] = {}
     for s in samples:
         gpus, leg = s.params.get("gpus"), s.params.get("data")
-        if gpus is None or leg not in LEGS or s.metric != "samples_per_s":
+        if gpus is None or leg not in LEGS or s.metric != RATE:
             continue
         points = runs.setdefault((s.workload, s.backend), {})
         points.setdefault(int(gpus), {"synthetic": set(), "real": set()})[leg].add(s.run_id)
@@ -114,8 +118,8 @@ def answers(samples: list[Sample], threshold: float = THRESHOLD) -> list[dict[st
     for (workload, backend), points in sorted(runs.items()):
         rows, fed, stopped = [], 0, None
         for count in sorted(points):
-            ceiling = _rate(samples, points[count]["synthetic"], "samples_per_s")
-            real = _rate(samples, points[count]["real"], "samples_per_s")
+            ceiling = _rate(samples, points[count]["synthetic"], RATE)
+            real = _rate(samples, points[count]["real"], RATE)
             ratio = real / ceiling if real is not None and ceiling else None
             row = {
                 "gpus": count,
