@@ -44,7 +44,8 @@ from _common import ROOT  # noqa: F401  (puts this checkout's iolab on the path)
 
 from iolab import limits
 from iolab.host import telemetry
-from iolab.parsers import pytorch, telemetry as telemetry_parser
+from iolab.parsers import pytorch
+from iolab.parsers import telemetry as telemetry_parser
 from iolab.samples import Sample
 
 READERS = ("pil", "packed", "dali")

@@ -327,10 +327,10 @@ def _value(samples: list[Sample], metric: str, hosts: list[str]) -> float | None
 
 
 def gpu_verdict(samples: list[Sample], ceiling: float | None, baseline: list[Sample] | None = None) -> dict[str, str]:
-    """What limited a real-GPU run (`samples`: its samples; `ceiling`: steady samples/s of the synthetic leg at the same
-    GPU count, all hosts; both over the runs' measured windows): the GPUs (busy, or the loader keeping up with their ceiling), the client's CPU (the loader's
-    decode: with the cores it would need to feed the ceiling at the CPU it spent per sample), the storage (as a
-    probe's), or undetermined; {"side", "reason"} with the evidence in units."""
+    """What limited a real-GPU run (`samples`: its samples; `ceiling`: steady samples/s of the synthetic leg at the
+    same GPU count, all hosts; both over the runs' measured windows): the GPUs (busy, or the loader keeping up with
+    their ceiling), the client's CPU (the loader's decode: with the cores it would need to feed the ceiling at the
+    CPU it spent per sample), the storage (as a probe's), or undetermined; {"side", "reason"} with the evidence."""
     hosts = sorted({s.host for s in samples if s.host != AGGREGATE_HOST})
     rate = _value(samples, "steady_samples_per_s", hosts) or 0.0  # over the measured window, as the ceiling
     util = _value(samples, "gpu_util", hosts)
