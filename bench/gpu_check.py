@@ -114,13 +114,13 @@ def loader_run(root: Path, out: Path, reader: str, data: str, args: argparse.Nam
     if done.returncode != 0:
         tail = (out / "stderr.txt").read_text()[-600:] if (out / "stderr.txt").exists() else done.stderr[-600:]
         raise RuntimeError(f"the loader ({reader}) exited {done.returncode}: {tail.strip()}")
-    made = []
-    for parsed in (pytorch.parse(out), telemetry_parser.parse(out)):
-        for m in parsed.measurements:
-            made.append(
-                Sample("gpu-check", reader, 1, "this-host", "local", reader, m.metric, m.value, m.unit, "", "",
-                       dict(m.params), dict(parsed.metadata))
-            )  # fmt: skip
+    tool = pytorch.parse(out)
+    found, metadata = telemetry_parser.merge(out, tool.measurements)  # as iolab.record merges a host's files
+    metadata = {**tool.metadata, **metadata}
+    made = [
+        Sample("gpu-check", reader, 1, "this-host", "local", reader, m.metric, m.value, m.unit, "", "", m.params, metadata)
+        for m in [*tool.measurements, *found]
+    ]
     return made
 
 
