@@ -117,10 +117,8 @@ def loader_run(root: Path, out: Path, reader: str, data: str, args: argparse.Nam
     tool = pytorch.parse(out)
     found, metadata = telemetry_parser.merge(out, tool.measurements)  # as iolab.record merges a host's files
     metadata = {**tool.metadata, **metadata}
-    made = [
-        Sample("gpu-check", reader, 1, "this-host", "local", reader, m.metric, m.value, m.unit, "", "", m.params, metadata)
-        for m in [*tool.measurements, *found]
-    ]
+    run = ("gpu-check", reader, 1, "this-host", "local", reader)
+    made = [Sample(*run, m.metric, m.value, m.unit, "", "", m.params, metadata) for m in [*tool.measurements, *found]]
     return made
 
 

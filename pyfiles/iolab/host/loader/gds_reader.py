@@ -1,7 +1,5 @@
 """reader npz through GPUDirect Storage: kvikio (cuFile) reads each sample's array straight into GPU memory.
 
-    python -m iolab.host.loader.gds_reader    exit 0 if kvikio and a CUDA GPU are there, else 2 and one line
-
 unet3d's NPZ files are zip archives whose members are stored, not compressed (numpy's
 savez): the array `x` lies whole at one offset of the file. Its place is read on the CPU
 (the zip's local header and the .npy header: a few hundred bytes, `npz_member`); then one
@@ -19,8 +17,8 @@ compatibility mode", never GDS.
 
 kvikio is optional (pyproject.toml's extra gds: kvikio-cu12 or -cu13 to match the host's CUDA);
 a run that asks for it where it is missing, or where there is no GPU, stops before it starts
-in one line (`missing`). The zip parsing and that refusal are tested without a GPU; the GPU
-read has not run in iolab's tests.
+in one line (`missing`, which the loader's launch check calls). The zip parsing and that
+refusal are tested without a GPU; the GPU read has not run in iolab's tests.
 """
 
 from __future__ import annotations
@@ -162,14 +160,3 @@ class GdsBatches:
             labels = torch.tensor([e.label for e in chosen])
             yield {"images": images, "labels": labels, "bytes": sum(e.size for e in chosen)}
 
-
-def main() -> int:
-    problem = missing()
-    if problem:
-        print(problem, file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
