@@ -159,4 +159,3 @@ class GdsBatches:
             self.delivered += len(chosen)
             labels = torch.tensor([e.label for e in chosen])
             yield {"images": images, "labels": labels, "bytes": sum(e.size for e in chosen)}
-
