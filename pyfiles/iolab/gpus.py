@@ -121,7 +121,7 @@ def answers(samples: list[Sample], threshold: float = THRESHOLD) -> list[dict[st
             ceiling = _rate(samples, points[count]["synthetic"], RATE)
             real = _rate(samples, points[count]["real"], RATE)
             ratio = real / ceiling if real is not None and ceiling else None
-            row = {
+            row: dict[str, Any] = {
                 "gpus": count,
                 "ceiling": ceiling,
                 "real": real,

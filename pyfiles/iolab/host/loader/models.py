@@ -77,7 +77,7 @@ class Trainer:
         self.shape = SHAPES[model][scale] if model in SHAPES and scale in SCALES else None
         self.cuda = device.type == "cuda"
         self.images = model != "unet3d"  # 2D images: channels-last
-        self.model = build(model, scale, classes)
+        self.model: Any = build(model, scale, classes)  # its own methods (loss, synthetic_targets, fc) are used
         fmt = torch.channels_last if self.images else torch.contiguous_format
         # torch documents Module.to(..., memory_format=) and takes it; its overloads of Module.to leave it out
         self.model = self.model.to(device, memory_format=fmt)  # type: ignore[call-overload]

@@ -49,13 +49,13 @@ class RetinaNet(nn.Module):
         self.p7 = nn.Conv2d(pyramid, pyramid, 3, stride=2, padding=1)
         self.cls = _head(pyramid, ANCHORS * classes)
         self.box = _head(pyramid, ANCHORS * 4)
-        for head in (self.cls, self.box):  # torchvision's initialisation: N(0, 0.01), zero biases
-            for conv in head:
-                if isinstance(conv, nn.Conv2d):
-                    nn.init.normal_(conv.weight, std=0.01)
-                    nn.init.zeros_(conv.bias)
+        convs = [conv for head in (self.cls, self.box) for conv in head if isinstance(conv, nn.Conv2d)]
+        for conv in convs:  # torchvision's initialisation: N(0, 0.01), zero biases
+            nn.init.normal_(conv.weight, std=0.01)
+            nn.init.zeros_(conv.bias)  # type: ignore[arg-type]  # every head convolution has one
         # a foreground prior of 1 %, so that the background's focal loss starts small (torchvision's)
-        nn.init.constant_(self.cls[-1].bias, -math.log((1 - PRIOR) / PRIOR))
+        logits = [conv for conv in self.cls if isinstance(conv, nn.Conv2d)][-1]
+        nn.init.constant_(logits.bias, -math.log((1 - PRIOR) / PRIOR))  # type: ignore[arg-type]
 
     def pyramid(self, x: torch.Tensor) -> list[torch.Tensor]:
         c3, c4, c5 = self.backbone.features(x)
