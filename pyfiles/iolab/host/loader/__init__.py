@@ -15,7 +15,7 @@ Modules (this package imports nothing, so the light ones load without torch):
     tf_loader      tf.data on the TFRecord shards + emulated accelerators → loader.json
     resnet         a compact ResNet-50 in torch.nn (also RetinaNet's backbone)
     retinanet      RetinaNet of torchvision's shape; unet3d: MLPerf's 3D U-Net (for calibration)
-    models         the three at two scales and their one training step (AMP, compile, DDP): real accelerators
+    models         the three at two scales (their sizes: model_shapes) and their one training step (AMP, compile, DDP)
     calibrate      the training step timed with the batch on the device → calibration.json (bench.calibrate)
     gds_reader     reader npz through GPUDirect Storage (kvikio, cuFile), what kvikio really did recorded
     proctree       CPU time of a process and all its descendants, from /proc

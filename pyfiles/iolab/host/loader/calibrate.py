@@ -35,7 +35,7 @@ KIND = "iolab.calibration/1"
 
 def batches(specs: list[str]) -> list[tuple[str, int]]:
     """`model:batch` items → (model, batch) pairs, in order, each once; ValueError naming a bad one."""
-    from iolab.host.loader.models import MODELS
+    from iolab.host.loader.model_shapes import MODELS
 
     out: list[tuple[str, int]] = []
     for spec in specs:

@@ -18,33 +18,15 @@ synchronize, so its time is the GPU's, not the launch's.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
 from torch import nn
 
+from iolab.host.loader.model_shapes import MODELS, SCALES, SHAPES
 from iolab.host.loader.resnet import MEAN, STD, ResNet50
 from iolab.host.loader.retinanet import RetinaNet
 from iolab.host.loader.unet3d import UNet3D
-
-SCALES = ("full", "tiny")
-
-
-@dataclasses.dataclass(frozen=True)
-class Shape:
-    """A model at a scale: its channel width and the input of one sample (C, H, W) or (C, D, H, W)."""
-
-    width: int
-    sample: tuple[int, ...]
-
-
-SHAPES: dict[str, dict[str, Shape]] = {
-    "resnet50": {"full": Shape(64, (3, 224, 224)), "tiny": Shape(8, (3, 64, 64))},
-    "retinanet": {"full": Shape(64, (3, 800, 800)), "tiny": Shape(8, (3, 128, 128))},
-    "unet3d": {"full": Shape(32, (1, 128, 128, 128)), "tiny": Shape(4, (1, 64, 64, 64))},
-}
-MODELS = tuple(SHAPES)
 
 
 def build(model: str, scale: str = "full", classes: int | None = None) -> nn.Module:
