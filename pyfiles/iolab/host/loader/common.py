@@ -278,8 +278,14 @@ class GpuMonitor:
         self.absent = info.get("absent") or (None if self._handle is not None else f"NVML sees no GPU {index}")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> GpuMonitor:
         if self._handle is not None:
             self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):

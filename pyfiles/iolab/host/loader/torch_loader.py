@@ -246,7 +246,7 @@ def run_rank(args: argparse.Namespace) -> int:
         dist.barrier()  # every rank of the job is ready: start together
     tracer = common.syscall_tracer(args, rank)
     read_before = dataset.samples_read  # samples counted against the trace: read while it ran
-    monitor = GpuMonitor(local) if device.type == "cuda" else None
+    monitor = GpuMonitor(local).__enter__() if device.type == "cuda" else None  # closed after the steps
 
     def compute(batch: Any) -> None:
         if synthetic:
