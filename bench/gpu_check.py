@@ -1,7 +1,7 @@
 """The one GPU check: calibration, then the loader itself on real data, each run with what limited it; one JSON.
 
     PYTHONPATH=pyfiles python bench/gpu_check.py [--root DS] [--files 24000] [--batch-size 256] [--workers N]
-                                                 [--steps 80] [--budget 360] [--json FILE]
+                                                 [--steps 80] [--compile auto] [--budget 360] [--json FILE]
     PYTHONPATH=pyfiles python bench/gpu_check.py --small        (a CPU's code path: what a unit test runs)
 
 Runs with the machine's own torch and iolab's host side on PYTHONPATH: no network, nothing
@@ -10,7 +10,7 @@ installed (`bench/_common.py` puts this checkout's pyfiles on the path). In orde
 1. facts: the GPUs NVML sees (driver), torch and CUDA;
 2. calibration (iolab.host.loader.calibrate): ResNet-50's step with the batch already on the
    GPU, at --batch-size and at MLPerf's 400, warm-up out, timed blocks, eager and compiled
-   (the faster kept);
+   (the faster kept; `--compile off` saves the compilations' minute or two);
 3. the data set: --root (with its packed copy), else --files JPEGs generated and packed under
    /var/tmp (kept only for this check);
 4. per reader — the synthetic leg first (the loader with `--data synthetic`: its own step
@@ -75,8 +75,9 @@ def calibration(args: argparse.Namespace) -> dict[str, Any]:
 
     sizes = [args.batch_size] + ([MLPERF_BATCH] if args.scale == "full" and args.batch_size != MLPERF_BATCH else [])
     timing = ["--warmup", "1", "--steps", "2", "--blocks", "2"] if args.scale == "tiny" else []
+    batches = sum((["--batch", f"resnet50:{b}"] for b in sizes), [])
     flags = calibrate.parser().parse_args(
-        ["--out", "-", *sum((["--batch", f"resnet50:{b}"] for b in sizes), []), "--scale", args.scale, *timing]
+        ["--out", "-", *batches, "--scale", args.scale, "--compile", args.compile, *timing]
     )
     return calibrate.run(flags, say=lambda line: print(line, flush=True))
 
@@ -102,8 +103,7 @@ def loader_run(root: Path, out: Path, reader: str, data: str, args: argparse.Nam
         *("--reader", "packed" if reader == "synthetic" else reader, "--workers", str(args.workers)),
         *("--batch-size", str(args.batch_size), "--steps", str(args.steps), "--epochs", str(epochs)),
         *("--accelerator", "gpu" if cuda else "cpu", "--scale", args.scale, "--data", data),
-        "--pin-memory" if cuda else "--no-pin-memory",
-    ]
+    ]  # the loader's other settings are a campaign's defaults (no pinned memory, prefetch 2, evict)
     run = [
         *(sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(out), "--start-at", str(time.time())),
         *("--target", str(root), "--cwd", str(root), "--timeout", str(args.budget), "--telemetry-after", "0"),
@@ -210,6 +210,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--steps", type=int, default=80, help="steps per run (the first one is not measured)")
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="DataLoader workers")
+    p.add_argument(
+        "--compile", choices=("auto", "on", "off"), default="auto", help="calibration: torch.compile (auto: both timed)"
+    )
     p.add_argument("--budget", type=float, default=360.0, help="seconds: a stage that would start later is skipped")
     p.add_argument("--small", action="store_true", help="the tiny model, a few steps: a CPU's code path (tests)")
     p.add_argument("--json", type=Path, help="also write the figures to this file")
