@@ -10,7 +10,8 @@ one DDP job per host (or over every host with `distributed: true`). The answer p
 backend (`answers`, shown by `./lab report`): the GPUs fed — the most GPUs per host
 whose real rate held the threshold of the ceiling at that count (real / ceiling ≥ 90 %),
 every fewer count tried holding too — with the images/s and GB/s that took and what
-limited the first count that did not hold (iolab.limits.gpu_verdict).
+limited the first count that did not hold (iolab.limits.gpu_verdict, of its slowest real run, with the
+backend's fio read baseline from the same store).
 
 `check_hosts` refuses, before any host is touched, a GPU count a host is known to lack:
 its facts (results/facts/<host>.json, lab.setup and lab.facts write them) or its latest
@@ -129,9 +130,12 @@ def answers(samples: list[Sample], threshold: float = THRESHOLD) -> list[dict[st
                 "read_bw": _rate(samples, points[count]["real"], "read_bw"),
                 "verdict": None,
             }
-            mine = [s for s in samples if s.run_id in points[count]["real"]]
-            if mine:
-                row["verdict"] = limits.gpu_verdict(mine, ceiling)
+            # The verdict of one run (its evidence is one run's): the slowest real repetition at this count.
+            rates = {run_id: _rate(samples, {run_id}, RATE) or 0.0 for run_id in points[count]["real"]}
+            if rates:
+                slowest = min(rates, key=lambda run_id: rates[run_id])
+                mine = [s for s in samples if s.run_id == slowest]
+                row["verdict"] = limits.gpu_verdict(mine, ceiling, baseline=samples)
             rows.append(row)
             if stopped is None and ratio is not None and ratio >= threshold:
                 fed = count
