@@ -51,8 +51,9 @@ class Accelerator(Model):
     device: str | None = None
     calibrated_at: str | None = None
     step_times: dict[str, float] | None = None  # seconds per step by batch size
-    # A real or calibrated model's size: full (the real model), tiny (every width / 8: a CPU in CI)
-    scale: Literal["full", "tiny"] = "full"
+    # A real or calibrated model's size: full (the real model; None says it too, and keeps an emulated accelerator's
+    # samples as they were), tiny (every width / 8: a CPU in CI)
+    scale: Literal["full", "tiny"] | None = None
 
     @model_validator(mode="after")
     def _compute(self) -> Accelerator:
@@ -69,7 +70,7 @@ class Accelerator(Model):
             raise ValueError("type calibrated takes its step time from its profile: drop compute_per_batch")
         if self.type == "calibrated" and self.step_times is None:
             raise ValueError("type calibrated needs its profile read: name it with profile: FILE or profile: latest")
-        if self.type not in ("calibrated", *REAL) and (self.profile or self.step_times or self.scale != "full"):
+        if self.type not in ("calibrated", *REAL) and (self.profile or self.step_times or self.scale):
             raise ValueError(f"profile and scale are a calibrated or real accelerator's; type {self.type} has neither")
         if self.type in EMULATED and self.compute_per_batch is None and self.type not in COMPUTE_TIMES[self.model]:
             published = ", ".join(COMPUTE_TIMES[self.model])
@@ -100,7 +101,7 @@ class Accelerator(Model):
         """A calibrated accelerator as the report names it: `NVIDIA H200, calibrated 2026-11-28, 69 ms per 400`."""
         step = (self.step_times or {}).get(str(batch_size))
         per = f", {step * 1000:.0f} ms per {batch_size}" if step is not None else ""
-        scale = "" if self.scale == "full" else f", {self.scale} scale"
+        scale = f", {self.scale} scale" if self.scale == "tiny" else ""
         return f"{self.device}, calibrated {(self.calibrated_at or '')[:10]}{per}{scale}"
 
     @property

@@ -155,7 +155,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             "compute_per_batch": compute,
             "accelerators": self.gpus or self.accelerators,
             "seed": self.repetition_seed(self.seed, repetition),
-            **({"scale": acc.scale, "data": self.data} if acc is not None and kind in REAL else {}),
+            **({"scale": acc.scale or "full", "data": self.data} if acc is not None and kind in REAL else {}),
         }
 
     def params(self) -> dict[str, Any]:
