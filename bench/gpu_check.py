@@ -1,42 +1,85 @@
-"""A GPU host's check: ResNet-50 steps fed by the packed and PIL readers, host-to-device copies, NVML.
+"""The one GPU check: calibration, then the loader itself on real data, each run with what limited it; one JSON.
 
-    .venv/bin/python bench/gpu_check.py [--files 512] [--batch-size 64] [--steps 20] [--workers 4]
-                                        [--root DS] [--size 224] [--copy-mib 256] [--json FILE]
+    PYTHONPATH=pyfiles python bench/gpu_check.py [--root DS] [--files 24000] [--batch-size 256] [--workers N]
+                                                 [--steps 80] [--compile auto] [--budget 360] [--json FILE]
+    PYTHONPATH=pyfiles python bench/gpu_check.py --small        (a CPU's code path: what a unit test runs)
 
-What it does, in order, and what it prints (one line per figure):
+Runs with the machine's own torch and iolab's host side on PYTHONPATH: no network, nothing
+installed (`bench/_common.py` puts this checkout's pyfiles on the path). In order:
 
-1. the data set: --root (with its packed copy), else a fresh ImageNet-shaped one of
-   --files JPEGs made in a temporary directory under /var/tmp, packed;
-2. per reader (packed, pil): a DataLoader (iolab.host.loader.readers, --workers processes,
-   pinned memory on a GPU) feeding mixed-precision ResNet-50 training steps
-   (iolab.host.loader.resnet) on cuda:0, or on the CPU without a GPU (bfloat16, as the
-   tests run it): `images/s` over the steps after the first (which builds the
-   kernels), and the GPU's mean utilisation over those steps from NVML;
-3. host-to-device copy: a pinned --copy-mib buffer copied to cuda:0 ten times:
-   `H2D GB/s` (10^9 bytes a second);
-4. NVML: the GPUs it sees, or why it sees none.
+1. facts: the GPUs NVML sees (driver), torch and CUDA;
+2. calibration (iolab.host.loader.calibrate): ResNet-50's step with the batch already on the
+   GPU, at --batch-size and at MLPerf's 400, warm-up out, timed blocks, eager and compiled
+   (the faster kept; `--compile off` saves the compilations' minute or two);
+3. the data set: --root (with its packed copy), else --files JPEGs generated and packed under
+   /var/tmp (kept only for this check);
+4. per reader — the synthetic leg first (the loader with `--data synthetic`: its own step
+   loop on a batch made on the GPU), then pil, packed and, where NVIDIA DALI imports, dali
+   (its mixed decoder on a GPU) — one run of the loader itself at 1 GPU, exactly as a
+   campaign runs it (`python -m iolab.host.loader.torch_loader` under `iolab.host.hostrun`
+   with host telemetry): its images/s and GB/s over its measured window, the GPU's
+   utilisation and memory over that window, and its verdict (iolab.limits.gpu_verdict):
+   GPU-bound, client-CPU-bound (decode, with the cores it would need to feed the ceiling) or
+   storage-bound, with the evidence.
 
-Without a CUDA GPU, steps 2's GPU part, 3 and 4 say `skipped` and why, and the
-CPU path still runs, so the check itself can be tested on any machine.
+A stage that would start past --budget seconds (default 360: six minutes) is skipped and
+says so. Without a CUDA GPU it runs on the CPU (the loader's `--accelerator cpu`; --small:
+the tiny model, a few steps) so the check itself is tested on any machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
+import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from _common import ROOT  # noqa: F401  (puts this checkout's iolab on the path)
 
+from iolab import limits
 from iolab.host import telemetry
+from iolab.parsers import pytorch
+from iolab.parsers import telemetry as telemetry_parser
+from iolab.samples import Sample
 
-READERS = ("packed", "pil")
-COPIES = 10
-NVML_INTERVAL = 0.2  # seconds between NVML readings while the steps run
+READERS = ("pil", "packed", "dali")
+MLPERF_BATCH = 400  # MLPerf Storage's resnet50 batch: the second calibration point
+SMALL = {"files": 32, "batch_size": 4, "steps": 3, "workers": 1, "scale": "tiny"}
+
+
+def facts() -> dict[str, Any]:
+    import torch
+
+    nvml, _, info = telemetry.open_nvml()
+    if nvml is not None:
+        nvml.nvmlShutdown()
+    return {
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "nvml": info,
+        "cores": os.cpu_count(),
+    }
+
+
+def calibration(args: argparse.Namespace) -> dict[str, Any]:
+    from iolab.host.loader import calibrate
+
+    sizes = [args.batch_size] + ([MLPERF_BATCH] if args.scale == "full" and args.batch_size != MLPERF_BATCH else [])
+    timing = ["--warmup", "1", "--steps", "2", "--blocks", "2"] if args.scale == "tiny" else []
+    batches = sum((["--batch", f"resnet50:{b}"] for b in sizes), [])
+    flags = calibrate.parser().parse_args(
+        ["--out", "-", *batches, "--scale", args.scale, "--compile", args.compile, *timing]
+    )
+    return calibrate.run(flags, say=lambda line: print(line, flush=True))
 
 
 def dataset(args: argparse.Namespace, scratch: Path) -> Path:
@@ -47,144 +90,142 @@ def dataset(args: argparse.Namespace, scratch: Path) -> Path:
     if args.root:
         return args.root
     root = scratch / "ds"
-    gen(root, files=args.files, seed=1)
+    gen(root, files=args.files, seed=1, workers=os.cpu_count() or 1)
     pack(root, "packed")
     return root
 
 
-def train(root: Path, reader: str, args: argparse.Namespace, device, gpu) -> dict:
-    """ResNet-50 steps from one reader: images/s after the first step, and NVML's utilisation meanwhile."""
-    from torch.utils.data import DataLoader
+def loader_run(root: Path, out: Path, reader: str, data: str, args: argparse.Namespace, cuda: bool) -> list[Sample]:
+    """One run of the loader at 1 GPU as a campaign runs it (hostrun, telemetry); its samples as iolab stores them."""
+    epochs = 1 + (args.steps * args.batch_size) // args.files_in_root
+    argv = [
+        *(sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out)),
+        *("--reader", "packed" if reader == "synthetic" else reader, "--workers", str(args.workers)),
+        *("--batch-size", str(args.batch_size), "--steps", str(args.steps), "--epochs", str(epochs)),
+        *("--accelerator", "gpu" if cuda else "cpu", "--scale", args.scale, "--data", data),
+    ]  # the loader's other settings are a campaign's defaults (no pinned memory, prefetch 2, evict)
+    run = [
+        *(sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(out), "--start-at", str(time.time())),
+        *("--target", str(root), "--cwd", str(root), "--timeout", str(args.budget), "--telemetry-after", "0"),
+        *("--no-pack", "--profilers", "", "--"),
+        *argv,
+    ]
+    done = subprocess.run(run, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (out / "stderr.txt").read_text()[-600:] if (out / "stderr.txt").exists() else done.stderr[-600:]
+        raise RuntimeError(f"the loader ({reader}) exited {done.returncode}: {tail.strip()}")
+    tool = pytorch.parse(out)
+    found, metadata = telemetry_parser.merge(out, tool.measurements)  # as iolab.record merges a host's files
+    metadata = {**tool.metadata, **metadata}
+    run = ("gpu-check", reader, 1, "this-host", "local", reader)
+    made = [Sample(*run, m.metric, m.value, m.unit, "", "", m.params, metadata) for m in [*tool.measurements, *found]]
+    return made
 
-    from iolab.host.loader.readers import Samples, collate, worker_init
-    from iolab.host.loader.resnet import Trainer
 
-    samples = Samples(root, reader, size=args.size)
-    loader = DataLoader(
-        samples,
-        batch_size=args.batch_size,
-        shuffle=True,
-        num_workers=args.workers,
-        collate_fn=collate,
-        pin_memory=device.type == "cuda",
-        worker_init_fn=worker_init,
-        drop_last=True,
-        persistent_workers=False,
-    )
-    trainer = Trainer(device)
-    batches = iter(loader)
-    first = next(batches)
-    trainer.step(first["images"], first["labels"])  # builds the kernels: not timed
-    utilisation: list[float] = []
-    images, started = 0, time.perf_counter()
-    for _ in range(args.steps):
-        try:
-            batch = next(batches)
-        except StopIteration:
-            batches = iter(loader)
-            batch = next(batches)
-        trainer.step(batch["images"], batch["labels"])
-        images += len(batch["labels"])
-        if gpu is not None:
-            utilisation += [g["util"] for g in gpu.snapshot()[:1] if g["util"] is not None]
-    seconds = time.perf_counter() - started
+def figures(samples: list[Sample]) -> dict[str, Any]:
+    def one(metric: str) -> float | None:
+        found = [s.value for s in samples if s.metric == metric and not s.params]
+        return found[0] if found else None
+
+    meta = next((s.metadata for s in samples if s.metric == "samples_per_s"), {})
     return {
-        "reader": reader,
-        "device": str(device),
-        "steps": args.steps,
-        "images": images,
-        "images_per_s": images / seconds,
-        "gpu_util_pct": statistics.fmean(utilisation) if utilisation else None,
+        "images_per_s": one("steady_samples_per_s"),
+        "delivered_images_per_s": one("samples_per_s"),
+        "gb_per_s": (one("read_bw") or 0.0) / 1e9,
+        "au_pct": one("au"),
+        "gpu_util_pct": one("gpu_util"),
+        "gpu_mem_used": one("gpu_mem_used"),
+        "loader_cores": one("cpu_cores"),
+        "steps": meta.get("steps_per_rank"),
+        "reader_facts": meta.get("reader_facts"),
     }
 
 
-def h2d(device, mib: int) -> dict:
-    """GB/s of copies from a pinned host buffer to the GPU (the copy a pinned DataLoader batch makes)."""
+def check(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    host = torch.empty(mib << 20, dtype=torch.uint8).pin_memory()
-    target = torch.empty_like(host, device=device)
-    target.copy_(host, non_blocking=True)  # the first copy sets up the path: not timed
-    torch.cuda.synchronize(device)
-    started = time.perf_counter()
-    for _ in range(COPIES):
-        target.copy_(host, non_blocking=True)
-    torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - started
-    return {"bytes": COPIES * host.numel(), "seconds": seconds, "gb_per_s": COPIES * host.numel() / seconds / 1e9}
-
-
-def check(args: argparse.Namespace) -> dict:
-    import torch
-
+    started = time.monotonic()
     cuda = torch.cuda.is_available()
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    found: dict = {"device": torch.cuda.get_device_name(device) if cuda else "cpu", "skipped": []}
-    nvml, handles, found["nvml"] = telemetry.open_nvml()
-    gpu = None
-    if nvml is not None:
-        gpu = telemetry.GpuProbe(nvml, handles, NVML_INTERVAL)
-        gpu.start()
-    else:
-        found["skipped"].append(f"GPU utilisation: {found['nvml']['absent']}")
-    if not cuda:
-        found["skipped"].append(
-            "GPU training steps and host-to-device copies: torch sees no CUDA GPU "
-            f"(torch {torch.__version__}); ResNet-50 steps ran on the CPU"
-        )
-    if cuda:
-        torch.backends.cudnn.benchmark = True
-    try:
-        with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="iolab-gpu-check-") as scratch:
-            root = dataset(args, Path(scratch))
-            found["training"] = [train(root, reader, args, device, gpu) for reader in READERS]
-        found["h2d"] = h2d(device, args.copy_mib) if cuda else None
-    finally:
-        if gpu is not None:
-            gpu.close()
+    found: dict[str, Any] = {"facts": facts(), "skipped": [], "runs": {}}
+
+    def within(stage: str) -> bool:
+        spent = time.monotonic() - started
+        if spent < args.budget:
+            return True
+        found["skipped"].append(f"{stage}: the budget of {args.budget:g} s was spent ({spent:.0f} s)")
+        return False
+
+    if within("calibration"):
+        found["calibration"] = calibration(args)
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="iolab-gpu-check-") as scratch:
+        root = dataset(args, Path(scratch))
+        args.files_in_root = sum(1 for _ in open(root / "manifest.jsonl"))
+        ceiling = None
+        for reader in ("synthetic", *READERS):
+            if reader == "dali" and (args.small or _no_dali()):
+                found["skipped"].append(f"dali: {'--small runs pil and packed' if args.small else _no_dali()}")
+                continue
+            if not within(reader):
+                continue
+            out = Path(scratch) / f"run-{reader}"
+            try:
+                samples = loader_run(root, out, reader, "synthetic" if reader == "synthetic" else "real", args, cuda)
+            except RuntimeError as exc:
+                found["runs"][reader] = {"error": str(exc)}
+                continue
+            run = figures(samples)
+            if reader == "synthetic":
+                ceiling = run["images_per_s"]
+            else:
+                run["ratio"] = run["images_per_s"] / ceiling if ceiling and run["images_per_s"] else None
+                run["verdict"] = limits.gpu_verdict(samples, ceiling)
+            found["runs"][reader] = run
+            print(line(reader, run), flush=True)
+    found["seconds"] = time.monotonic() - started
     return found
 
 
-def report(found: dict) -> list[str]:
-    lines = [f"device: {found['device']}"]
-    nvml = found["nvml"]
-    lines.append(
-        f"NVML: {nvml['count']} GPU(s), driver {nvml['driver']}: {', '.join(nvml['names'])}"
-        if "absent" not in nvml
-        else f"NVML: skipped ({nvml['absent']})"
+def _no_dali() -> str | None:
+    from iolab.host.loader.dali_reader import missing
+
+    return missing()
+
+
+def line(reader: str, run: dict[str, Any]) -> str:
+    util = f"{run['gpu_util_pct']:.0f} %" if run.get("gpu_util_pct") is not None else "not measured"
+    text = (
+        f"{reader}: {run['images_per_s'] or 0:,.0f} images/s over {run['steps']} measured steps, "
+        f"{run['gb_per_s']:.2f} GB/s, GPU util {util}, the loader {run['loader_cores'] or 0:.1f} cores"
     )
-    for t in found["training"]:
-        util = f"{t['gpu_util_pct']:.0f} %" if t["gpu_util_pct"] is not None else "not measured"
-        lines.append(
-            f"ResNet-50 on {t['device']}, {t['reader']} reader: {t['images_per_s']:.1f} images/s "
-            f"({t['images']} images in {t['steps']} steps), GPU util {util}"
-        )
-    lines.append(
-        f"H2D: {found['h2d']['gb_per_s']:.1f} GB/s (pinned, {COPIES} copies of "
-        f"{found['h2d']['bytes'] // COPIES >> 20} MiB)"
-        if found["h2d"]
-        else "H2D: skipped, no CUDA GPU"
-    )
-    lines += [f"skipped: {reason}" for reason in found["skipped"]]
-    return lines
+    if "verdict" in run:
+        ratio = f"{run['ratio']:.0%} of the ceiling" if run.get("ratio") is not None else "no ceiling"
+        text += f"; {ratio}; {run['verdict']['side']}-bound: {run['verdict']['reason']}"
+    return text
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", type=Path, help="a data set with its packed copy (default: make one)")
-    p.add_argument("--files", type=int, default=512, help="JPEGs of the data set made when there is no --root")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--steps", type=int, default=20, help="timed steps per reader, after one untimed")
-    p.add_argument("--workers", type=int, default=4, help="DataLoader worker processes")
-    p.add_argument("--size", type=int, default=224, help="image side after decoding (224: ResNet-50's)")
-    p.add_argument("--copy-mib", type=int, default=256, help="MiB per host-to-device copy")
+    p.add_argument("--files", type=int, default=24000, help="JPEGs of the data set made when there is no --root")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--steps", type=int, default=80, help="steps per run (the first one is not measured)")
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1), help="DataLoader workers")
+    p.add_argument(
+        "--compile", choices=("auto", "on", "off"), default="auto", help="calibration: torch.compile (auto: both timed)"
+    )
+    p.add_argument("--budget", type=float, default=360.0, help="seconds: a stage that would start later is skipped")
+    p.add_argument("--small", action="store_true", help="the tiny model, a few steps: a CPU's code path (tests)")
     p.add_argument("--json", type=Path, help="also write the figures to this file")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    for name, low in (("files", 1), ("batch_size", 1), ("steps", 1), ("size", 32), ("copy_mib", 1), ("workers", 0)):
+    args.scale = "full"
+    if args.small:
+        for key, value in SMALL.items():
+            setattr(args, key, value)
+    for name, low in (("files", 1), ("batch_size", 1), ("steps", 2), ("workers", 0)):
         if getattr(args, name) < low:
             print(f"--{name.replace('_', '-')} must be at least {low}", file=sys.stderr)
             return 2
@@ -196,9 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     found = check(args)
-    print("\n".join(report(found)))
+    text = json.dumps(found, indent=1, default=str)
     if args.json:
-        args.json.write_text(json.dumps(found, indent=1) + "\n")
+        args.json.write_text(text + "\n")
+    else:
+        print(text)
     return 0
 
 

@@ -110,7 +110,7 @@ class Campaign(Model):
         """The hosts need the deep-learning stack (data set generation, loaders; boto3 for S3 backends)."""
         return (
             self.dataset is not None
-            or any(w.tool in ("pytorch", "tensorflow") for w in self.workloads)
+            or any(w.tool in ("pytorch", "tensorflow", "calibrate") for w in self.workloads)
             or any(b.type == "s3" for b in self.backends)
         )
 

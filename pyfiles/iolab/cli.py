@@ -1,4 +1,4 @@
-"""What `tasks.py` shares: errors as one line, the lab a command works on."""
+"""What the tasks (tasks/) share: errors as one line, the lab a command works on."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ summed up over the run's window by iolab.parsers.telemetry). From one probe's sa
     limited_by(ev)     → Limit("client" | "storage" | "undetermined", reason naming the figures)
     disturbed(ev)      → why CPU used outside the emulator disturbed the probe, or None
     capacity(ev, n)    → the most ranks per host this host can emulate, from the probe at n per host
+    gpu_verdict(samples, ceiling)  → a real-GPU run's limit: "gpu", "client" (decode), "storage" or "undetermined"
 
 The client side is the host's CPU (busy cores: every mode but idle, iowait and steal), its run
 queue, its memory (MemAvailable at its lowest) and the emulator's own processes (the tool's tree:
@@ -32,6 +33,10 @@ The thresholds, and why:
   or throttled one's (NVMe ≈ 0.1 ms, SATA SSD ≈ 1 ms, a busy disk ≈ 10 ms).
 - BASELINE_SHARE (the probe's read rate ≥ 0.90 of the fastest fio read baseline of the backend):
   the storage gave the loader as much as it gave fio.
+- GPU_BUSY (NVML's utilization ≥ 90 % over the measured window) and CEILING_SHARE (a real-data
+  rate ≥ 0.90 of the synthetic ceiling at the same GPU count): a GPU busy nine tenths of the
+  time, or a loader that keeps up with what the GPUs eat from memory, leaves the GPUs as the
+  limit; then the client's CPU (the loader decodes) and the storage are judged as for a probe.
 - FOREIGN_MIN_CORES (0.25 core) and FOREIGN_SHARE (0.10 of the cores): CPU used outside the
   emulator disturbs a probe when it is at least a quarter of a core (a quiet host's own daemons
   and the sampler stay well under) and either a tenth of the host or taken from a saturated host.
@@ -57,6 +62,8 @@ BASELINE_SHARE = 0.90
 FOREIGN_MIN_CORES = 0.25
 FOREIGN_SHARE = 0.10
 READS = ("read", "randread")  # fio jobs that make a read baseline
+GPU_BUSY = 90.0  # %
+CEILING_SHARE = 0.90
 
 
 @dataclasses.dataclass(frozen=True)
@@ -307,3 +314,54 @@ def capacity(ev: Evidence, accelerators: int) -> int:
     if not fits:
         return accelerators
     return math.floor(min(fits) / len(ev.hosts))
+
+
+def _value(samples: list[Sample], metric: str, hosts: list[str]) -> float | None:
+    """A loader metric over the run's hosts: host "*" when made, else the hosts' sum (or, for a rate per GPU, mean)."""
+    mine = [s for s in samples if s.metric == metric and not s.params.get("syscall") and not s.params.get("gpu")]
+    everywhere = [s.value for s in mine if s.host == AGGREGATE_HOST]
+    per_host = [s.value for s in mine if s.host in hosts]
+    if metric in ("gpu_util", "gpu_mem_used"):
+        return statistics.fmean(per_host) if per_host and metric == "gpu_util" else max(per_host, default=None)
+    return everywhere[0] if everywhere else (sum(per_host) if per_host else None)
+
+
+def gpu_verdict(samples: list[Sample], ceiling: float | None, baseline: list[Sample] | None = None) -> dict[str, str]:
+    """What limited a real-GPU run (`samples`: its samples; `ceiling`: steady samples/s of the synthetic leg at the
+    same GPU count, all hosts; both over the runs' measured windows): the GPUs (busy, or the loader keeping up with
+    their ceiling), the client's CPU (the loader's decode: with the cores it would need to feed the ceiling at the
+    CPU it spent per sample), the storage (as a probe's), or undetermined; {"side", "reason"} with the evidence."""
+    hosts = sorted({s.host for s in samples if s.host != AGGREGATE_HOST})
+    rate = _value(samples, "steady_samples_per_s", hosts) or 0.0  # over the measured window, as the ceiling
+    util = _value(samples, "gpu_util", hosts)
+    memory = _value(samples, "gpu_mem_used", hosts)
+    loader = _value([s for s in samples if s.params.get("scope") is None], "cpu_cores", hosts)
+    ev = evidence(samples, hosts, baseline=baseline)
+    gpu = (f"GPU {util:.0f} % busy" if util is not None else "GPU utilisation not measured (no NVML)") + (
+        f", {human(memory, 'B')} of its memory at most" if memory is not None else ""
+    )
+    keeps = (
+        f"{rate:,.0f} images/s of a {ceiling:,.0f} ceiling ({rate / ceiling:.0%})"
+        if ceiling
+        else f"{rate:,.0f} images/s"
+    )
+    if (util is not None and util >= GPU_BUSY) or (ceiling and rate >= CEILING_SHARE * ceiling):
+        return {"side": "gpu", "reason": f"the GPUs: {gpu}; {keeps}"}
+    cpu = f"the loader {loader:.2f} cores" if loader is not None else "the loader's CPU not measured"
+    need = ""
+    if loader and rate and ceiling:
+        per_sample = loader / rate  # core-seconds per image
+        need = (
+            f"; at {per_sample * 1000:.2f} ms of CPU per image, feeding {ceiling:,.0f} images/s "
+            f"takes {per_sample * ceiling:.1f} cores"
+        )
+    client = _client(ev)
+    saturated, busy, storage = _storage(ev)
+    if saturated:
+        return {"side": "storage", "reason": f"storage: {storage}; {keeps}; {gpu}"}
+    if client:
+        return {"side": "client", "reason": f"{client}, {cpu} (decode){need}; {keeps}; {gpu}"}
+    if busy:
+        return {"side": "storage", "reason": f"storage: {storage}; {keeps}; {gpu}"}
+    side = f"neither side: {_whose(ev)} CPU: {_cpu(ev)}, {cpu}{need}" if ev.cores else f"an unknown: {cpu}{need}"
+    return {"side": "undetermined", "reason": f"{side}; storage: {storage}; {keeps}; {gpu}"}

@@ -28,9 +28,10 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from iolab import limits, metrics, svg, validity
+from iolab import gpus, limits, metrics, svg, validity
 from iolab.errors import UserError
 from iolab.parsers import LOWER
+from iolab.profiles import side_by_side
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, parse_line
 from iolab.units import printable
 
@@ -267,7 +268,8 @@ def verdict_rows(samples: list[Sample]) -> list[dict]:
                 "workload": workload,
                 "backend": backend,
                 "fed": int(s.value),
-                "label": fed_label(s.value, s.metadata, s.params.get("accelerator_type", "")),
+                # where a bench.calibrate profile of its model exists, the same answer in that device too
+                "label": fed_label(s.value, s.metadata, s.params.get("accelerator_type", "")) + side_by_side(s),
                 "limited_by": s.metadata.get("limited_by"),
                 "accelerator": s.params.get("accelerator_type", ""),
                 "threshold": s.params.get("au_threshold"),
@@ -537,6 +539,9 @@ def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -
     verdict = verdict_table(store, samples, units)
     if verdict is not None:
         console.print(verdict)
+    fed = gpus.lines(samples)  # real GPUs: the synthetic ceiling against the real data, per backend
+    if fed:
+        console.print(plain(f"campaign {store.dir.name}: real GPUs fed per host (iolab.gpus)"), *map(plain, fed))
     samples = figures(samples)
     summary = summary_table(store, samples, units)
     if summary is None:

@@ -1,9 +1,8 @@
 """A campaign with a data set and data-loading workloads, through bench.all on localhost.
 
 Real Ansible, a real tmpfs, a data set generated on the host by the dataset phase,
-the PyTorch loader with two emulated accelerators in one gloo job (the distributed
-mode's barrier per step, with both ranks on this host), the metadata walk, and fio
-reading with the data set's own bssplit.
+the PyTorch loader with two emulated accelerators (two ranks on this host), the
+metadata walk, and fio reading with the data set's own bssplit.
 """
 
 from __future__ import annotations
@@ -35,7 +34,6 @@ def test_a_loader_campaign_runs_end_to_end(cli, write_campaign, tmp_path):
                 "batch_size": 10,
                 "accelerator": {"type": "custom", "compute_per_batch": "30ms"},
                 "accelerators": 2,
-                "distributed": True,
             },
             {"name": "meta", "type": "metadata", "threads": 2},
             {

@@ -28,7 +28,7 @@ def test_dlio_runs_under_mpi_on_two_hosts_and_lands_beside_iolab(sim_hosts, cli,
         # 32 JPEGs of MLPerf's retinanet size (≈320 KB) per host: 4 steps of each of the 4 ranks.
         "dataset": {"kind": "retinanet", "files": 32, "seed": 5, "classes": 2},
         "workloads": [
-            {"name": "iolab", **emulated, "distributed": True},
+            {"name": "iolab", **emulated},
             {"name": "dlio", **emulated, "engine": "dlio"},
         ],
     }

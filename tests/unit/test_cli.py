@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -32,9 +33,12 @@ def lab(*args: str) -> subprocess.CompletedProcess:
 
 
 def namespace():
-    """tasks.py's task collection, loaded as invoke loads it."""
-    spec = importlib.util.spec_from_file_location("iolab_lab_tasks", ROOT / "tasks.py")
+    """The tasks package's collection, loaded as invoke loads it."""
+    spec = importlib.util.spec_from_file_location(
+        "iolab_lab_tasks", ROOT / "tasks" / "__init__.py", submodule_search_locations=[str(ROOT / "tasks")]
+    )
     module = importlib.util.module_from_spec(spec)
+    sys.modules["iolab_lab_tasks"] = module
     spec.loader.exec_module(module)
     return module.ns
 

@@ -322,3 +322,61 @@ def test_the_loader_on_a_throttled_device_is_limited_by_the_storage_and_beside_a
     # One hog per core beside the loader: the hogs get what the loader leaves them (a one-core hog was read as 0.96
     # foreign cores under load, issue 37); half a core is already twice what limits.disturbed counts.
     assert limits.disturbed(ev) is not None and ev.foreign_cores >= 0.5
+
+
+# ----------------------------------------------------------------- real GPUs: limits.gpu_verdict, iolab.gpus
+
+
+def gpu_run(case: str, rate: float, util: float | None, loader_cores: float = 1.0, run_id: str = "real") -> list:
+    """A real-GPU run's samples: the loader's figures (made here: there is no GPU on this machine, so the GPU's
+    utilisation is given, as NVML would report it) over a host telemetry captured on this machine."""
+    tool = [Measurement("steady_samples_per_s", rate, "samples/s"), Measurement("cpu_cores", loader_cores, "cores")]
+    if util is not None:
+        tool += [Measurement("gpu_util", util, "%"), Measurement("gpu_mem_used", 30e9, "B")]
+    return host_samples(FIXTURES / case, run_id=run_id, tool=Parsed(tool, {}))
+
+
+def test_a_real_gpu_run_is_gpu_bound_when_the_gpu_is_busy_or_the_loader_keeps_up_with_the_ceiling():
+    busy = limits.gpu_verdict(gpu_run("tmpfs-seq-read-1m", 3000.0, 97.0), 5000.0)
+    assert busy["side"] == "gpu" and busy["reason"].startswith(
+        "the GPUs: GPU 97 % busy, 27.9 GiB of its memory at most; 3,000 images/s"
+    )
+    keeps = limits.gpu_verdict(gpu_run("tmpfs-seq-read-1m", 4700.0, None), 5000.0)
+    assert keeps["side"] == "gpu" and "4,700 images/s of a 5,000 ceiling (94%)" in keeps["reason"]
+
+
+def test_a_loader_that_cannot_feed_the_gpu_on_a_saturated_host_says_how_many_cores_it_would_need():
+    verdict = limits.gpu_verdict(gpu_run("limits-tool-saturates", 1000.0, 40.0, loader_cores=1.9), 5000.0)
+    assert verdict["side"] == "client"
+    assert "this host's CPU: " in verdict["reason"] and "the loader 1.90 cores (decode)" in verdict["reason"]
+    # 1.9 cores for 1,000 images/s: 1.9 ms of CPU per image; 5,000 images/s take 9.5 cores.
+    assert "at 1.90 ms of CPU per image, feeding 5,000 images/s takes 9.5 cores" in verdict["reason"]
+
+
+def test_a_real_gpu_run_is_storage_bound_when_it_reads_what_fio_got_from_the_storage():
+    """limits-throttled-*: the storage held at 16 MiB/s (a blkio cgroup); the run reads at its fio baseline."""
+    baseline = fio_samples("limits-throttled-seq-read-1m", run_id="fio", workload="seq-read")
+    fio_rate = next(s.value for s in baseline if s.metric == "read_bw")
+    run = gpu_run("limits-throttled-randread-64k", 150.0, 30.0, loader_cores=0.2)
+    run += [dataclasses.replace(run[0], metric="read_bw", value=fio_rate, unit="B/s")]
+    verdict = limits.gpu_verdict(run, 5000.0, baseline=baseline)
+    assert verdict["side"] == "storage" and verdict["reason"].startswith("storage: ")
+    assert "fio baseline (seq-read)" in verdict["reason"] and "150 images/s of a 5,000 ceiling" in verdict["reason"]
+    assert limits.gpu_verdict(run, 5000.0)["side"] != "storage"  # without the baseline, no storage limit
+
+
+def test_the_gpus_fed_are_the_most_whose_real_data_held_the_threshold_of_the_ceiling():
+    from iolab import gpus
+
+    def leg(count: int, data: str, rate: float, run_id: str) -> list[Sample]:
+        made = gpu_run("tmpfs-seq-read-1m", rate, 95.0 if data == "synthetic" else 60.0, run_id=run_id)
+        return [dataclasses.replace(s, params={**s.params, "gpus": count, "data": data}) for s in made]
+
+    samples = leg(1, "synthetic", 5000.0, "s1") + leg(1, "real", 4800.0, "r1")
+    samples += leg(2, "synthetic", 10000.0, "s2") + leg(2, "real", 6000.0, "r2")
+    [answer] = gpus.answers(samples)
+    assert answer["fed"] == 1 and answer["stopped"]["gpus"] == 2
+    assert [round(p["ratio"], 2) for p in answer["points"]] == [0.96, 0.6]
+    lines = gpus.lines(samples)
+    assert lines[0].startswith("loop (resnet50): 1 GPU(s) per host fed (real ≥ 90% of the synthetic ceiling) at 4,800")
+    assert "; 2 GPU(s) not fed: " in lines[0]

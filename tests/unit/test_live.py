@@ -146,7 +146,7 @@ def test_the_loaders_step_loop_prints_the_line_live_reads(capsys):
             time.sleep(0.1)  # the loader's part
             yield 8
 
-    run_steps(1, 0, batches, lambda batch: (batch, batch * 1000), None, 0.1, None)  # 0.1 s emulated compute
+    run_steps(1, 0, batches, lambda batch: (batch, batch * 1000), None, 0.1)  # 0.1 s emulated compute
     said = tool_status(capsys.readouterr().out)
     assert said is not None and said["ranks"] == 1, said
     assert 20 <= said["samples_per_s"] <= 48 and 25 <= said["au_pct"] <= 60, said  # 8 per 0.2 s; half computing

@@ -616,6 +616,8 @@ def test_the_loader_gpu_monitor_reads_nvml_and_spawns_nothing(monkeypatch):
         time.sleep(1.3)
     assert spawned == []
     assert len(monitor.samples) >= 2 and all(util == 87.0 for _, util in monitor.samples)
+    assert monitor.memory and all(used == 30000 << 20 for _, used in monitor.memory)  # FakeNvml's GPU 0
+    assert monitor.summary("GPU")["memory_total"] == 81559 << 20
     assert fake.calls["shutdown"] == 1
     without = GpuMonitor(0, nvml=None)
     assert without.absent == "GPU telemetry turned off" and without.samples == []

@@ -40,7 +40,7 @@ def _os_release() -> str:
     return match.group(1) if match else platform.platform()
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     for line in _read("/proc/cpuinfo").splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
@@ -110,7 +110,7 @@ def collect(target: str | None = None, results: str | Path | None = None) -> dic
         "hostname": platform.node(),
         "kernel": platform.release(),
         "os": _os_release(),
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "numa_nodes": len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))),
         "memory_bytes": mem.get("MemTotal"),

@@ -138,6 +138,7 @@ METRICS = (
     Metric("*_clat_p*", "ns", "request latency at a percentile", LOWER),
     Metric("cpu_cores", "cores", "CPU busy, in cores", LOWER, timeline=40),
     Metric("gpu_util", "%", "GPU busy", timeline=130),
+    Metric("gpu_mem_used", "B", "a GPU's memory in use, at most", timeline=140),
 )
 
 

@@ -19,6 +19,7 @@ its ranks (one per accelerator):
     epoch_time            the slowest rank's epoch, one sample per epoch      s (params.epoch)
     au                    mean over ranks of 100 · compute time / measured spans   % (with an accelerator)
     gpu_util              mean of NVML's utilization in the window        % (GPU mode)
+    gpu_mem_used          NVML's memory in use at its most in the window  B (GPU mode)
     syscalls_per_sample   calls of each syscall / samples loaded while traced   count (params.syscall)
 
 The metadata says how long the figures are: `steps_per_rank`, the measured steps (first
@@ -118,9 +119,12 @@ def parse(host_dir: Path) -> Parsed:
     else:
         for r in ranks:
             r["au"] = None
-    gpu = _gpu_util(document["ranks"])
-    if gpu is not None:
-        out.append(Measurement("gpu_util", gpu, "%"))
+    gpu = _gpu_in_window(document["ranks"], "utilization")
+    if gpu:
+        out.append(Measurement("gpu_util", statistics.fmean(gpu), "%"))
+    memory = _gpu_in_window(document["ranks"], "memory")
+    if memory:
+        out.append(Measurement("gpu_mem_used", max(memory), "B"))
     out += _syscalls(host_dir, document["ranks"], traced_samples)
 
     dataset = document.get("dataset", {})
@@ -141,8 +145,16 @@ def parse(host_dir: Path) -> Parsed:
         # What the loader read was dropped from the page cache after each read (None: a loader that did not say)
         "page_cache_evicted": document["ranks"][0].get("page_cache_evicted"),
     }
-    if document["ranks"][0].get("gpu"):
-        metadata["gpu_model"] = document["ranks"][0]["gpu"].get("name")
+    first = document["ranks"][0]
+    if first.get("gpu"):
+        metadata["gpu_model"] = first["gpu"].get("name")
+        metadata["gpu_memory_total"] = first["gpu"].get("memory_total")
+        metadata["gpu_absent"] = first["gpu"].get("absent")
+    if first.get("training"):  # a real accelerator's data-parallel job: each rank's parameters summed at its end
+        metadata["training"] = {k: v for k, v in first["training"].items() if k != "checksum"}
+        metadata["training"]["checksums"] = [r["training"]["checksum"] for r in document["ranks"]]
+    if first.get("reader"):  # what the reader really did: DALI's decoder, kvikio's GPU-direct path or not
+        metadata["reader_facts"] = first["reader"]
     return Parsed(measurements=out, metadata=metadata, series=_series(document["ranks"], col))
 
 
@@ -217,15 +229,16 @@ def _epochs(ranks: list[dict[str, Any]]) -> list[Measurement]:
     return [Measurement("epoch_time", took, "s", {"epoch": epoch}) for epoch, took in sorted(by_epoch.items())]
 
 
-def _gpu_util(ranks: list[dict[str, Any]]) -> float | None:
-    values = []
+def _gpu_in_window(ranks: list[dict[str, Any]], series: str) -> list[float]:
+    """A GPU series' values (utilization %, memory B) inside each rank's measured window, every rank's."""
+    values: list[float] = []
     for rank in ranks:
         gpu = rank.get("gpu")
         if not gpu:
             continue
         start, end = rank["window"]["start"], rank["window"]["end"]
-        values += [u for t, u in gpu.get("utilization", []) if start <= t <= end]
-    return statistics.fmean(values) if values else None
+        values += [v for t, v in gpu.get(series, []) if start <= t <= end]
+    return values
 
 
 def _syscalls(host_dir: Path, ranks: list[dict[str, Any]], samples: int) -> list[Measurement]:

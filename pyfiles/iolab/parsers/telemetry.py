@@ -43,7 +43,7 @@ from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError
 
 FILE = "telemetry.jsonl"
 IDLE_MODES = ("idle", "iowait", "steal")  # a CPU in these is not busy: waiting, or taken by the hypervisor
-# Its summaries (besides the shared cpu_cores and gpu_util) and its series (`load_series`, and the
+# Its summaries (besides the shared cpu_cores, gpu_util and gpu_mem_used) and its series (`load_series`, and the
 # OSD series iolab.ceph reads beside it); `timeline` orders the HTML page's telemetry charts.
 METRICS = (
     Metric("dev_read_bw", "B/s", "a device's bytes read per second", timeline=10),
@@ -73,7 +73,6 @@ METRICS = (
     Metric("osd_iops", "IOPS", "a Ceph OSD's operations per second", timeline=110),
     Metric("osd_op_await", "s", "a Ceph OSD's mean operation time", LOWER, timeline=120),
     Metric("osd_cache_*_bw", "B/s", "a Ceph OSD's cache hits or misses, bytes per second"),
-    Metric("gpu_mem_used", "B", "a GPU's memory in use, at most", timeline=140),
     Metric("gpu_pcie_rx_bw", "B/s", "a GPU's PCIe bytes received per second", timeline=150),
     Metric("gpu_pcie_tx_bw", "B/s", "a GPU's PCIe bytes sent per second"),
     Metric("gpu_sm_clock", "Hz", "a GPU's SM clock", timeline=160),

@@ -9,6 +9,7 @@ from pydantic import Field
 from iolab.parsers import Parser
 from iolab.schema import kinds
 from iolab.workloads.base import Workload
+from iolab.workloads.calibrate import CalibrateWorkload
 from iolab.workloads.checkpoint import CheckpointWorkload
 from iolab.workloads.fio import FioWorkload
 from iolab.workloads.metadata import MetadataWorkload
@@ -17,7 +18,13 @@ from iolab.workloads.pytorch import PytorchWorkload
 from iolab.workloads.tensorflow import TensorflowWorkload
 
 AnyWorkload = Annotated[
-    FioWorkload | PytorchWorkload | MetadataWorkload | TensorflowWorkload | CheckpointWorkload | ObjectsWorkload,
+    FioWorkload
+    | PytorchWorkload
+    | MetadataWorkload
+    | TensorflowWorkload
+    | CheckpointWorkload
+    | ObjectsWorkload
+    | CalibrateWorkload,
     Field(discriminator="type"),
 ]
 WORKLOAD_TYPES: dict[str, type[Workload]] = kinds(AnyWorkload)

@@ -24,8 +24,16 @@ STANDS_FOR = ("mlperf", "dlio")
 
 
 def expand(data: dict[str, Any], base_dir: Path, memory: mlperf.HostMemory | None = None) -> dict[str, Any]:
-    """The campaign mapping with its mlperf and dlio entries expanded, and `files: auto` sized by the
-    hosts' `memory` (bytes each); ValueError naming the entry and key."""
+    """The campaign mapping with its mlperf and dlio entries expanded, `files: auto` sized by the hosts' `memory`
+    (bytes each), calibrated accelerators read from their profiles (iolab.profiles.resolve) and real ones given
+    their two legs (iolab.gpus.legs); ValueError naming the entry and key."""
+    from iolab import gpus, profiles
+    from iolab.errors import UserError
+
+    try:
+        data = gpus.legs(profiles.resolve(data, base_dir))
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
     workloads = data.get("workloads")
     if not isinstance(workloads, list):
         return data

@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from iolab.schema import Bool, Ramp
-from iolab.workloads.accelerator import Accelerator
+from iolab.workloads.accelerator import REAL, Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
 from iolab.workloads.dlio import training_file
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
@@ -34,6 +34,8 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     pin_memory: Bool = False
+    # reader npz: each sample read into its rank's GPU through GPUDirect Storage (kvikio, cuFile; a GPU per rank)
+    gds: Bool = False
     prefetch_factor: Annotated[int, Field(ge=1, le=64)] = 2
     decode: Bool = True
     shuffle: Bool = True
@@ -43,6 +45,13 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     preprocess_time: Ramp = 0.0  # slept per sample after reading (DLIO's)
     accelerator: Accelerator | None = None
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
+    # accelerator gpu (or cpu): the GPUs per host, one rank each (a list sweeps: [1, 2, 4, 8]); on the CPU, ranks
+    gpus: Annotated[int, Field(ge=1, le=64)] | None = None
+    # accelerator gpu (or cpu): synthetic, the batch made on the device (the GPUs' ceiling: no loader), or real,
+    # the data set through the reader; a workload that says neither runs both (iolab.gpus.legs)
+    data: Literal["synthetic", "real"] = "real"
+    # One data-parallel job over every host (DDP over torch.distributed's env:// rendezvous): needs a real
+    # accelerator, whose gradients are all-reduced each step; without it each host's ranks are one job.
     distributed: Bool = False
     seed: int = 0
     # search: accelerators finds the most accelerators per host, up to `accelerators`, that hold AU ≥ 90%
@@ -63,10 +72,29 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             raise ValueError(
                 "reader cv2-imread always decodes: use decode: true, or cv2-imdecode or packed for bytes only"
             )
+        if self.gds and self.reader != "npz":
+            raise ValueError("gds reads unet3d's NPZ files into the GPU (kvikio, cuFile): it needs reader: npz")
         if self.dali_input != "files" and self.reader != "dali":
             raise ValueError("dali_input is what reader dali reads: set reader: dali or drop dali_input")
-        if self.accelerator and self.accelerator.type == "gpu" and not self.decode:
-            raise ValueError("accelerator gpu trains on images: it needs decode: true")
+        real = self.accelerator is not None and self.accelerator.type in REAL
+        if real and not self.decode:
+            raise ValueError(f"accelerator {self.accelerator.type} trains on images: it needs decode: true")  # type: ignore[union-attr]
+        if real and self.reader == "npz":
+            raise ValueError(
+                f"accelerator {self.accelerator.type} trains ResNet-50 on images; unet3d's NPZ volumes feed emulated "  # type: ignore[union-attr]
+                "or calibrated unet3d accelerators (accelerator: {type: calibrated, model: unet3d})"
+            )
+        if real and self.accelerators != 1:
+            raise ValueError("a real accelerator's ranks are its GPUs: use gpus: N (a list sweeps), not accelerators")
+        if not real and (self.gpus is not None or self.data != "real"):
+            raise ValueError("gpus and data are a real accelerator's: add accelerator: {type: gpu} or drop them")
+        if self.distributed and not real:
+            raise ValueError(
+                "distributed: true trains one data-parallel model over every host (DDP, gradients all-reduced): "
+                "it needs accelerator: {type: gpu} (or cpu); emulated accelerators run per host"
+            )
+        if self.accelerator is not None and self.accelerator.type == "calibrated":
+            self.accelerator.compute_time(self.batch_size)  # a batch its profile has no figure for is refused
         if self.engine == "dlio":
             _dlio_consistent(self)
         elif self.dlio_requirement:
@@ -113,14 +141,16 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     def loader_options(self, repetition: int = 1) -> dict[str, Any]:
         """The loader's flags (python -m iolab.host.loader.torch_loader), named as its flags are: the role passes
         them as one object (`--options JSON`), so a new setting is this schema's field and the loader's flag."""
-        kind = "none" if self.accelerator is None else "gpu" if self.accelerator.type == "gpu" else "emulated"
-        compute = self.accelerator.compute_time(self.batch_size) if self.accelerator and kind == "emulated" else 0.0
+        acc = self.accelerator
+        kind = "none" if acc is None else acc.type if acc.type in REAL else "emulated"
+        compute = acc.compute_time(self.batch_size) if acc and kind == "emulated" else 0.0
         return {
             "reader": self.reader,
             "dali_input": self.dali_input,
             "workers": self.workers,
             "batch_size": self.batch_size,
             "pin_memory": self.pin_memory,
+            "gds": self.gds,
             "prefetch_factor": self.prefetch_factor,
             "decode": self.decode,
             "shuffle": self.shuffle,
@@ -130,13 +160,21 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             "preprocess_time": self.preprocess_time,
             "accelerator": kind,
             "compute_per_batch": compute,
-            "accelerators": self.accelerators,
+            "accelerators": self.gpus or self.accelerators,
             "seed": self.repetition_seed(self.seed, repetition),
+            **({"scale": acc.scale or "full", "data": self.data} if acc is not None and kind in REAL else {}),
         }
 
     def params(self) -> dict[str, Any]:
         """dali_input only where reader dali reads it, engine only when dlio (other samples stay as they were)."""
         params = super().params()
+        if self.accelerator is not None and self.accelerator.type in REAL:
+            params["gpus"] = self.gpus or 1  # the GPUs per host each leg ran on (iolab.gpus reads it)
+        else:  # samples of emulated accelerators carry what they carried before real ones
+            params.pop("gpus", None)
+            del params["data"]
+        if not self.gds:
+            del params["gds"]
         if self.reader != "dali":
             del params["dali_input"]
         if self.engine == "iolab":  # the samples of iolab's loader carry what they carried before engine dlio
@@ -180,13 +218,17 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
                 f"batch {self.batch_size}, {self.epochs} epoch(s), {self.accelerators} emulated "
                 f"{self.accelerator.type} per host ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
             )
-        what = {"none": "no accelerator", "gpu": "ResNet-50 training on the host's GPUs"}
+        where = {"gpu": f"{self.gpus or 1} GPU(s) per host (NCCL)", "cpu": f"{self.gpus or 1} CPU rank(s) per host"}
         kind = "none" if self.accelerator is None else self.accelerator.type
-        acc = what.get(kind) or (
-            f"{self.accelerators} emulated {kind} ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
-            if self.accelerator
-            else ""
-        )
+        acc = "no accelerator" if self.accelerator is None else ""
+        if kind in where:
+            leg = "the synthetic ceiling (batch made on the device)" if self.data == "synthetic" else "real data"
+            acc = f"ResNet-50 trained for real on {where[kind]}, DDP, {leg}"
+        elif self.accelerator is not None:
+            acc = (
+                f"{self.accelerators} emulated {self.accelerator.label} "
+                f"({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+            )
         if self.search:
             acc = f"the most emulated {kind} per host at AU ≥ 90 %, up to {self.accelerators}"
         return (
@@ -200,7 +242,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
 
 def _dlio_consistent(w: PytorchWorkload) -> None:
     """engine dlio runs what DLIO can: emulated accelerators, a reader DLIO has, one job over the hosts."""
-    if w.accelerator is None or w.accelerator.type == "gpu":
+    if w.accelerator is None or w.accelerator.type in REAL:
         raise ValueError("engine dlio emulates accelerators: add accelerator: {type: h100, model: unet3d} (or custom)")
     if w.reader not in DLIO_READERS:
         raise ValueError(f"engine dlio reads files as DLIO does: reader npz (unet3d) or pil (JPEG), not {w.reader}")

@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from iolab.schema import Bool
-from iolab.workloads.accelerator import Accelerator
+from iolab.workloads.accelerator import REAL, Accelerator
 from iolab.workloads.base import LoaderWorkload
 from iolab.workloads.mlperf import MlperfFields
 
@@ -35,9 +35,9 @@ class TensorflowWorkload(LoaderWorkload, MlperfFields):
 
     @model_validator(mode="after")
     def _emulated_only(self) -> TensorflowWorkload:
-        if self.accelerator and self.accelerator.type == "gpu":
+        if self.accelerator and self.accelerator.type in REAL:
             raise ValueError(
-                "accelerator gpu (real ResNet-50 training) is a pytorch workload's; "
+                f"accelerator {self.accelerator.type} (real ResNet-50 training) is a pytorch workload's; "
                 "tensorflow emulates accelerators only (a100, h100, custom)"
             )
         return self

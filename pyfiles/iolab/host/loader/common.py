@@ -7,9 +7,10 @@ imports every rank needs (a loader's `preload`: torch's cost ≈ 3 s of CPU), so
 pay for one import, not N: twelve ranks on two cores took 13–31 s to their first step
 when each imported torch itself, 2–4 s forked. A rank runs `run_steps`: per batch it waits for the
 batch (the time the training loop starved), computes (a sleep of the emulated
-compute time, as DLIO does, or a real training step), syncs (distributed mode) and
-records the times. Its measured window runs from the end of its first step to the
-end of its last: the first batch pays for starting the loader's workers and filling
+compute time, as DLIO does, or a real training step, whose backward pass all-reduces
+the gradients of a data-parallel job) and records the times. Its measured window
+runs from the end of its first step to the end of its last: the first batch pays for
+starting the loader's workers and filling
 its prefetch queue, a one-off cost that steady-state training does not pay again.
 The CPU time of the rank's whole process tree (itself, its threads and its worker
 processes, from /proc) is taken at both ends of the window.
@@ -26,6 +27,7 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -76,6 +78,10 @@ def launch(module: str, args: argparse.Namespace, run_rank: Callable[[argparse.N
     """Fork args.accelerators ranks (`run_rank` of the launcher's arguments with local_rank i), wait, merge
     loader.json."""
     args.out.mkdir(parents=True, exist_ok=True)
+    if getattr(args, "master_port", None) == 0:  # one host's DDP job: a port free now, the same for every rank
+        with socket.socket() as probe:
+            probe.bind((args.master_addr, 0))
+            args.master_port = probe.getsockname()[1]
     started = time.time()
     fork = multiprocessing.get_context("fork")
     procs = [
@@ -208,7 +214,6 @@ def run_steps(
     size: Callable[[Any], tuple[int, int]],
     compute: Callable[[Any], None] | None,
     compute_per_batch: float,
-    sync: Callable[[], None] | None,
 ) -> dict[str, Any]:
     """The training loop: `batches(epoch)` iterates an epoch; `size(batch)` is (samples, bytes).
 
@@ -235,12 +240,10 @@ def run_steps(
                 compute(batch)
             elif compute_per_batch > 0:
                 time.sleep(max(0.0, ready + compute_per_batch - time.time()))
-            computed = time.time()
-            if sync is not None:
-                sync()
             ended = time.time()
             samples, nbytes = size(batch)
-            records.append([epoch, step, requested, ready, computed - ready, ended - computed, samples, nbytes])
+            # sync_s stays 0: a data-parallel job's all-reduce is inside its step (DDP's backward pass)
+            records.append([epoch, step, requested, ready, ended - ready, 0.0, samples, nbytes])
             if len(records) == 1:
                 # The window opens once this snapshot (a walk of /proc) is taken: its cost is no step's.
                 cpu_start = tree_cpu_seconds()
@@ -258,26 +261,23 @@ def run_steps(
 
 
 class GpuMonitor:
-    """GPU utilization (%) of one GPU every half second, through NVML (iolab.host.telemetry), while a rank runs.
+    """One GPU's utilization (%) and memory in use (B) every half second, through NVML (iolab.host.telemetry),
+    while a rank runs; the parser keeps what falls inside the measured window (not the start-up).
 
-    Nothing is spawned per sample. Without NVML or without that GPU, `samples` stays empty
+    Nothing is spawned per sample. Without NVML or without that GPU, the samples stay empty
     and `absent` says why.
     """
 
     def __init__(self, index: int, nvml: Any = telemetry.NVML_MODULE):
         self.index = index
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[tuple[float, float]] = []  # (time, utilization %)
+        self.memory: list[tuple[float, int]] = []  # (time, bytes in use)
+        self.total: int | None = None
         self._nvml, handles, info = telemetry.open_nvml(nvml)
         self._handle = handles[index] if index < len(handles) else None
         self.absent = info.get("absent") or (None if self._handle is not None else f"NVML sees no GPU {index}")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            util = telemetry.read_gpu(self._nvml, self.index, self._handle)["util"]
-            if util is not None:
-                self.samples.append((time.time(), util))
 
     def __enter__(self) -> GpuMonitor:
         if self._handle is not None:
@@ -285,6 +285,19 @@ class GpuMonitor:
         return self
 
     def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            found = telemetry.read_gpu(self._nvml, self.index, self._handle)
+            now = time.time()
+            if found["util"] is not None:
+                self.samples.append((now, found["util"]))
+            if found["mem_used"] is not None:
+                self.memory.append((now, found["mem_used"]))
+                self.total = found["mem_total"]
+
+    def close(self) -> None:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
@@ -293,6 +306,16 @@ class GpuMonitor:
                 self._nvml.nvmlShutdown()
             except self._nvml.NVMLError:
                 pass
+
+    def summary(self, name: str) -> dict[str, Any]:
+        """What a rank's record says of its GPU: its name, the samples, the memory's size, or why there are none."""
+        return {
+            "name": name,
+            "utilization": self.samples,
+            "memory": self.memory,
+            "memory_total": self.total,
+            "absent": self.absent,
+        }
 
 
 def check_launch(args: argparse.Namespace) -> list[str]:
@@ -307,6 +330,12 @@ def check_launch(args: argparse.Namespace) -> list[str]:
         ("private-threads", getattr(args, "private_threads", 0), 0),
     ]
     problems = [f"--{name} must be at least {low}" for name, value, low in checks if value < low]
+    if getattr(args, "gds", False):
+        from iolab.host.loader.gds_reader import missing as gds_missing
+
+        if args.reader != "npz":
+            problems.append("--gds reads unet3d's NPZ files into the GPU: it needs --reader npz")
+        problems.extend(filter(None, [gds_missing()]))
     if getattr(args, "reader", None) == "dali":
         from iolab.host.loader.dali_reader import missing
 

@@ -88,6 +88,8 @@ class DaliBatches:
         self.total_bytes = manifest.total_bytes
         self.samples = len(manifest.entries)
         self.delivered = 0
+        # What ran: the decoder's device (mixed: nvJPEG on the GPU), for the run's record
+        self.facts = {"reader": "dali", "decoder": decoder, "device_id": device_id, "input": source}
         shard_of: dict[str, Any] = dict(shard_id=shard, num_shards=shards, random_shuffle=shuffle, pad_last_batch=True)
         if source == "tfrecord":
             pack = self.root / "tfrecord"

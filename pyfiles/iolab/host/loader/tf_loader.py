@@ -134,7 +134,6 @@ def run_rank(args: argparse.Namespace) -> int:
             size=lambda batch: (int(batch[1].shape[0]), int(tf.reduce_sum(batch[2]))),
             compute=None,
             compute_per_batch=args.compute_per_batch,
-            sync=None,
         )
     finally:
         if tracer:

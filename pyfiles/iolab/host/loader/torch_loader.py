@@ -8,16 +8,22 @@ accelerator from itself, and merges what they write into RUN_DIR/loader.json (io
 which also holds the step loop and what its window measures). Each rank has its own
 DataLoader with --workers worker processes over its shard of the data set (a
 DistributedSampler over all ranks: this host's, or with --distributed every host's),
-and per batch computes — sleeps --compute-per-batch (emulated, as DLIO does) or runs a
-real ResNet-50 mixed-precision step on its GPU (--accelerator gpu) — then, with
---distributed, joins an all_reduce of one number over every rank of every host
-(torch.distributed, gloo): a barrier per step, so the slowest host sets the pace, as
-in data-parallel training.
+and per batch computes: sleeps --compute-per-batch (emulated, as DLIO does), or trains
+ResNet-50 for real (iolab.host.loader.models) — on its GPU (--accelerator gpu, one rank
+per GPU) or on the CPU (--accelerator cpu, what a host without a GPU runs: CI). The ranks
+of a real accelerator are one data-parallel job: DistributedDataParallel over
+torch.distributed's env:// rendezvous (NCCL between GPUs, gloo on CPUs), this host's
+ranks, or with --distributed every host's, so every step all-reduces the model's
+gradients and the slowest rank sets the pace, as in data-parallel training. With
+--data synthetic a real accelerator trains on a batch made once on its device instead
+of the data set (the synthetic ceiling: no loader, no storage), in the same step loop
+and window.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 from collections.abc import Callable, Iterator
@@ -32,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
         "iolab.host.loader.torch_loader",
         "PyTorch DataLoader throughput, with emulated or real accelerators.",
         "the data set (its manifest.jsonl)",
-        ("emulated", "gpu"),
+        ("emulated", "gpu", "cpu"),
     )
     p.add_argument(
         "--reader",
@@ -53,15 +59,20 @@ def parser() -> argparse.ArgumentParser:
         default="files",
         help="what reader dali reads: the data set's files, or its TFRecord pack (root/tfrecord)",
     )
+    common.switch(p, "--gds", False, "reader npz: kvikio (cuFile) reads each sample into GPU memory")
     common.switch(p, "--pin-memory", False)
     p.add_argument("--prefetch-factor", type=int, default=2, help="batches in flight per worker")
     common.switch(p, "--decode", True, "decode and resize to 224×224 (--no-decode: raw bytes only)")
     p.add_argument("--preprocess-time", type=float, default=0.0, help="seconds slept per sample after reading")
-    common.switch(p, "--distributed", False, "one job over --nodes hosts (torch.distributed, gloo)")
+    p.add_argument("--scale", choices=("full", "tiny"), default="full", help="a real accelerator's model size")
+    p.add_argument(
+        "--data", choices=("real", "synthetic"), default="real", help="synthetic: a batch made on the device"
+    )
+    common.switch(p, "--distributed", False, "one DDP job over --nodes hosts (a real accelerator's)")
     p.add_argument("--nodes", type=int, default=1, help="hosts of the distributed job")
     p.add_argument("--node-rank", type=int, default=0, help="this host's index among them")
     p.add_argument("--master-addr", default="127.0.0.1")
-    p.add_argument("--master-port", type=int, default=29500)
+    p.add_argument("--master-port", type=int, default=0, help="the rendezvous' port (0: a free one, one host)")
     p.add_argument("--dist-timeout", type=float, default=300.0, help="seconds to wait for every rank")
     return p
 
@@ -89,24 +100,62 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _accelerator(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The rank's device and, for --accelerator gpu, its ResNet-50 trainer on that GPU (else None); SystemExit 2
-    when this host has fewer CUDA GPUs than ranks."""
+def _accelerator(args: argparse.Namespace, rank: int, world: int) -> tuple[Any, Any]:
+    """The rank's device and, for a real accelerator, its ResNet-50 trainer, the job's process group joined (DDP
+    when the job has several ranks); else None. SystemExit 2 when this host has fewer CUDA GPUs than ranks."""
     import torch
 
-    if args.accelerator != "gpu":
-        return torch.device("cpu"), None
-    if not torch.cuda.is_available() or torch.cuda.device_count() < args.accelerators:
-        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        needs = f"accelerator gpu needs {args.accelerators} CUDA GPU(s) on this host"
-        print(f"{needs}; torch sees {found}", file=sys.stderr)
-        raise SystemExit(2)
-    from iolab.host.loader.resnet import Trainer
+    if args.accelerator not in ("gpu", "cpu"):  # emulated: the CPU, or with --gds the rank's GPU to read into
+        return (torch.device("cuda", args.local_rank) if args.gds else torch.device("cpu")), None
+    device = torch.device("cpu")
+    if args.accelerator == "cpu":  # the host's cores shared by its ranks: more threads than cores only wait
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.accelerators))
+    if args.accelerator == "gpu":
+        if not torch.cuda.is_available() or torch.cuda.device_count() < args.accelerators:
+            found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            needs = f"accelerator gpu needs {args.accelerators} CUDA GPU(s) on this host"
+            print(f"{needs}; torch sees {found}", file=sys.stderr)
+            raise SystemExit(2)
+        device = torch.device("cuda", args.local_rank)
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True
+    from iolab.host.loader.models import Trainer
 
-    device = torch.device("cuda", args.local_rank)
-    torch.cuda.set_device(device)
-    torch.backends.cudnn.benchmark = True
-    return device, Trainer(device)
+    _rendezvous(args, rank, world, device)
+    return device, Trainer("resnet50", device, args.scale, ddp=world > 1)
+
+
+def _rendezvous(args: argparse.Namespace, rank: int, world: int, device: Any) -> None:
+    """Join the job's process group through env:// (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK): NCCL between GPUs,
+    gloo on CPUs."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    os.environ.update(
+        MASTER_ADDR=args.master_addr, MASTER_PORT=str(args.master_port), WORLD_SIZE=str(world), RANK=str(rank)
+    )
+    dist.init_process_group(
+        "nccl" if device.type == "cuda" else "gloo",
+        init_method="env://",
+        timeout=timedelta(seconds=args.dist_timeout),
+        **({"device_id": device} if device.type == "cuda" else {}),
+    )
+
+
+def _synthetic(args: argparse.Namespace, trainer: Any, shard: int) -> Callable[[int], Iterator[Any]]:
+    """A real accelerator's synthetic leg: each epoch the steps its shard of the data set would take, every one on
+    the same batch, made once on the device."""
+    x, y = trainer.synthetic(args.batch_size, seed=args.seed)
+    steps = max(1, -(-shard // args.batch_size))
+    if args.steps:
+        steps = min(steps, args.steps)
+
+    def epoch(_: int) -> Iterator[Any]:
+        for _ in range(steps):
+            yield {"x": x, "y": y}
+
+    return epoch
 
 
 def _batches(
@@ -120,6 +169,20 @@ def _batches(
 
     from iolab.host.loader.readers import Samples, collate, worker_init
 
+    if args.gds:
+        from iolab.host.loader.decode import NPZ_SIDE
+        from iolab.host.loader.gds_reader import GdsBatches
+
+        source = GdsBatches(
+            args.root,
+            batch_size=args.batch_size,
+            device=device,
+            shard=rank,
+            shards=replicas,
+            seed=args.seed,
+            side=NPZ_SIDE,
+        )
+        return source, source.epoch
     if args.reader == "dali":
         from iolab.host.loader.dali_reader import DaliBatches, decoder_for
 
@@ -173,43 +236,40 @@ def run_rank(args: argparse.Namespace) -> int:
     replicas, rank = args.accelerators, local
     if args.distributed:
         replicas, rank = args.nodes * args.accelerators, args.node_rank * args.accelerators + local
-    device, trainer = _accelerator(args)
+    device, trainer = _accelerator(args, rank, replicas)
     pin = args.pin_memory and device.type == "cuda"  # pinning without a GPU only costs (torch warns)
     dataset, epoch_batches = _batches(args, device, pin, rank, replicas)
-    if args.distributed:
-        from datetime import timedelta
-
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{args.master_addr}:{args.master_port}",
-            world_size=replicas,
-            rank=rank,
-            timeout=timedelta(seconds=args.dist_timeout),
-        )
-        dist.barrier()  # every rank of every host is ready: start together
+    synthetic = trainer is not None and args.data == "synthetic"
+    if synthetic:
+        epoch_batches = _synthetic(args, trainer, -(-len(dataset) // replicas))
+    if trainer is not None:
+        dist.barrier()  # every rank of the job is ready: start together
     tracer = common.syscall_tracer(args, rank)
     read_before = dataset.samples_read  # samples counted against the trace: read while it ran
-    token = torch.zeros(1)
-    monitor = GpuMonitor(local) if trainer is not None else None
-    if monitor:
-        monitor.__enter__()
+    monitor = GpuMonitor(local).__enter__() if device.type == "cuda" else None  # closed after the steps
+
+    def compute(batch: Any) -> None:
+        if synthetic:
+            trainer.train(batch["x"], batch["y"])
+        else:
+            trainer.step(batch["images"], batch["labels"])
+
     try:
         done = run_steps(
             args.epochs,
             args.steps,
             epoch_batches,
-            size=lambda batch: (len(batch["labels"]), batch["bytes"]),
-            compute=(lambda batch: trainer.step(batch["images"], batch["labels"])) if trainer else None,
+            size=(lambda batch: (args.batch_size, 0)) if synthetic else (lambda b: (len(b["labels"]), b["bytes"])),
+            compute=compute if trainer is not None else None,
             compute_per_batch=args.compute_per_batch,
-            sync=(lambda: dist.all_reduce(token)) if args.distributed else None,
         )
     finally:
         traced_reads = dataset.samples_read - read_before
         if tracer:
             tracer.stop()
         if monitor:
-            monitor.__exit__()
-    if args.distributed:
+            monitor.close()
+    if trainer is not None:
         dist.barrier()
         dist.destroy_process_group()
     return common.finish_rank(
@@ -220,12 +280,20 @@ def run_rank(args: argparse.Namespace) -> int:
         device=str(device),
         pin_memory=pin,
         compute_per_batch=args.compute_per_batch if trainer is None else None,
-        samples_read=traced_reads,
+        samples_read=0 if synthetic else traced_reads,
         # Batches the training loop held every arena slot for, which went through fresh shared memory.
         batches_copied=dataset.batches_copied if isinstance(dataset, Samples) else None,
         # What it read was dropped from the page cache after each read (DALI reads on its own: never).
         page_cache_evicted=dataset.evict if isinstance(dataset, Samples) else False,
-        gpu=({"name": torch.cuda.get_device_name(device), "utilization": monitor.samples} if monitor else None),
+        gpu=monitor.summary(torch.cuda.get_device_name(device)) if monitor else None,
+        # A real accelerator's job: its world, and each rank's parameters summed after the last step (equal on
+        # every rank when DDP all-reduced the gradients)
+        training=(
+            {"world": replicas, "data": args.data, "scale": args.scale, "checksum": trainer.checksum()}
+            if trainer is not None
+            else None
+        ),
+        reader=getattr(dataset, "facts", None),
         versions=_versions(),
         dataset={
             "root": str(args.root),

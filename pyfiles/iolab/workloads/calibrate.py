@@ -1,0 +1,61 @@
+"""Workload kind `calibrate`: one model's real training step at one batch, the batch already on the device.
+
+`./lab bench.calibrate` makes a campaign of these (one per model and batch) and turns
+what each host measured into accelerator profiles (iolab.calibration); a campaign may
+also name one itself. The host side is iolab.host.loader.calibrate.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field
+
+from iolab.workloads.base import LOADER_TIMEOUT, Workload
+
+MODELS = ("resnet50", "retinanet", "unet3d")  # iolab.host.loader.models.MODELS: what iolab trains
+
+
+class CalibrateWorkload(Workload):
+    """One model at one batch: warm-up steps out, then `blocks` timed blocks of `steps` steps (host side:
+    iolab.host.loader.calibrate)."""
+
+    type: Literal["calibrate"]
+    model: Literal["resnet50", "retinanet", "unet3d"] = "resnet50"
+    batch_size: Annotated[int, Field(ge=1, le=65536)] = 400
+    # full: the real model and input; tiny: every width / 8 and a small input (the CPU of CI: the code path only)
+    scale: Literal["full", "tiny"] = "full"
+    warmup_steps: Annotated[int, Field(ge=0, le=1000)] = 5  # untimed steps first (cuDNN autotuning, compilation)
+    steps: Annotated[int, Field(ge=1, le=10000)] = 10
+    blocks: Annotated[int, Field(ge=2, le=100)] = 5
+    compile: Literal["auto", "on", "off"] = "auto"  # torch.compile on CUDA: auto measures both, keeps the faster
+
+    tool: ClassVar[str] = "calibrate"
+    uses_dataset: ClassVar[bool] = False
+    formats: ClassVar[set[str]] = set()
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        return {
+            "bench_calibrate_argv": [
+                "--batch",
+                f"{self.model}:{self.batch_size}",
+                "--scale",
+                self.scale,
+                "--warmup",
+                str(self.warmup_steps),
+                "--steps",
+                str(self.steps),
+                "--blocks",
+                str(self.blocks),
+                "--compile",
+                self.compile,
+            ],
+            "bench_calibrate_timeout": self.run_timeout(LOADER_TIMEOUT),
+        }
+
+    def describe(self) -> str:
+        return (
+            f"{self.model}'s training step at batch {self.batch_size} ({self.scale} scale) on the host's first GPU "
+            f"(or its CPU), the batch on the device: {self.warmup_steps} warm-up steps, {self.blocks} blocks of "
+            f"{self.steps} timed"
+        )

@@ -1,0 +1,173 @@
+"""./lab bench.*: campaigns, one fio run, the accelerator search, calibration."""
+
+from __future__ import annotations
+
+from invoke import Collection
+
+from iolab import bench as bench_mod
+from iolab import calibration, direct, gpus, lease, paths
+from iolab import campaign as campaign_mod
+from iolab.cli import echo, user_errors
+from iolab.cli import lab as make_lab
+from iolab.samples import ResultStore
+
+from .common import CAMPAIGN, HOSTS, INVENTORY, STEAL, task
+
+# --- bench -------------------------------------------------------------------------------
+
+
+@task(
+    help={
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "campaign": CAMPAIGN,
+        "dry_run": "show the runs and their job files; touch no host",
+        "no_resume": "start over (earlier results are moved aside, not deleted)",
+        "max_runs": f"refuse a campaign of more runs than this (default {campaign_mod.MAX_RUNS:,})",
+        "steal": STEAL,
+        "workload_file": "a DLIO/MLPerf Storage workload YAML: its workload and data set replace the campaign's",
+        "allow_commands": "run the campaign's warm_command on the hosts (refused without: trust the file first)",
+    }
+)
+@user_errors
+def all_(
+    c,
+    inventory=None,
+    hosts=None,
+    campaign=None,
+    dry_run=False,
+    no_resume=False,
+    max_runs=campaign_mod.MAX_RUNS,
+    steal=False,
+    workload_file=None,
+    allow_commands=False,
+):
+    """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
+    lab = make_lab(inventory, hosts)
+    path = campaign or paths.DEFAULT_CAMPAIGN
+    sized_without_ram = []
+
+    def memory() -> list[int | None]:  # asked only by dataset.files: auto and MLPerf's size rule
+        if dry_run:  # a dry run touches no host: MLPerf's floor without the RAM, and it says so
+            sized_without_ram.append(True)
+            return [None] * len(lab.hosts)
+        return direct.memory(lab.inventory, lab.hosts)
+
+    spec = campaign_mod.load(path, max_runs=int(max_runs), workload_file=workload_file, memory=memory)
+    gpus.check_hosts(spec, lab.hosts, paths.results_root())  # a GPU count a host is known to lack: refused here
+    if dry_run:  # it names what the campaign would run on the hosts (check_commands refuses it below)
+        echo(bench_mod.describe(spec, lab, files_at_run_time=bool(sized_without_ram)))
+        return
+    campaign_mod.check_commands(spec, path, allow_commands)
+    with lease.held(lab, f"campaign {spec.name}", steal):
+        store = ResultStore(paths.results_root(), spec.name)
+        echo(bench_mod.outcome(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store))
+
+
+@task(
+    help={
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "campaign": "campaign file whose backends to use (default: campaigns/quick.yml)",
+        "backend": "backend name (default: the campaign's first)",
+        "profile": "fio profile name or a fio job file (default: seq-read-1m)",
+        "runtime": "timed part, e.g. 10s",
+        "ramp": "ramp before it, e.g. 2s",
+        "size": "data file per host, e.g. 512MiB (default: what fits, up to 1 GiB); with a job file, the most"
+        " it may lay out per host: its own sizes are not capped, a job file laying out more is refused",
+        "steal": STEAL,
+    }
+)
+@user_errors
+def fio(
+    c,
+    inventory=None,
+    hosts=None,
+    campaign=None,
+    backend=None,
+    profile="seq-read-1m",
+    runtime="10s",
+    ramp="2s",
+    size=None,
+    steal=False,
+):
+    """Run one fio job on one backend now; results go to the campaign 'fio-<backend>'."""
+    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
+    lab = make_lab(inventory, hosts)
+    one = campaign_mod.parse(
+        fio.single_run(spec.backends, backend, profile, runtime, ramp, size), "bench.fio flags", "."
+    )
+    with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
+        store = ResultStore(paths.results_root(), one.name)
+        one = bench_mod.next_repetition(one, store)
+        echo(bench_mod.outcome(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store))
+
+
+@task(
+    help={
+        "backend": "backend name in the campaign",
+        "type": "a100 | h100 | custom (default h100)",
+        "compute": "compute time per batch, e.g. 0.224s (custom, or to override the type's figure)",
+        "campaign": CAMPAIGN + "; its dataset is used",
+        "inventory": INVENTORY,
+        "hosts": HOSTS,
+        "reader": "pil | cv2-imread | cv2-imdecode | packed (default packed)",
+        "workers": "loader workers per accelerator (default 4)",
+        "batch_size": "samples per batch (default 32, as campaigns/quick.yml)",
+        "steps": "batches per epoch and accelerator, at most (default: the data set's; a probe runs the epochs "
+        "that give 500 measured steps)",
+        "decode": "decode images (default yes)",
+        "max": "the ceiling: most accelerators per host to try (default 16); reaching it answers ≥ N",
+        "threshold": "AU to hold, % (default 90)",
+    }
+)
+@user_errors
+def accelerators(
+    c,
+    backend,
+    type="h100",
+    compute=None,
+    campaign=None,
+    inventory=None,
+    hosts=None,
+    reader="packed",
+    workers=4,
+    batch_size=32,
+    steps=0,
+    decode=True,
+    max=16,
+    threshold=90.0,
+):
+    """Find the most emulated accelerators per host that a backend keeps at AU ≥ 90%."""
+    from iolab import accelerators as acc
+
+    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
+    lab = make_lab(inventory, hosts)
+    accelerator = {"type": type, **({"compute_per_batch": compute} if compute else {})}
+    workload = {
+        "reader": reader,
+        "workers": int(workers),
+        "batch_size": int(batch_size),
+        **({"steps": int(steps)} if int(steps) else {}),
+        "decode": decode,
+        "shuffle": True,
+    }
+    echo(
+        f"searching the most {type} accelerators per host on {backend} at AU ≥ {float(threshold):g} % "
+        f"({len(lab.hosts)} host(s); doubling, then bisection):"
+    )
+    found = acc.run_search(
+        spec, lab, paths.results_root(), backend, accelerator, workload, int(max), float(threshold), show=echo
+    )
+    echo(acc.answer(found, type, backend, len(lab.hosts)))
+
+
+@task(help={"inventory": INVENTORY, "hosts": HOSTS, "steal": STEAL, **calibration.FLAGS})
+@user_errors
+def calibrate(c, inventory=None, hosts=None, models="", batch_sizes="", campaign=None, scale="full", steal=False):
+    """Time each model's real training step on each host's GPU (or CPU) and write its accelerator profile."""
+    echo("\n".join(calibration.run(make_lab(inventory, hosts), models, batch_sizes, campaign, scale, steal)))
+
+
+bench = Collection("bench", fio, accelerators, calibrate)
+bench.add_task(all_, name="all")
