@@ -338,8 +338,10 @@ def test_hostrun_samples_from_the_end_of_the_ramp_to_the_end_of_the_tool(tmp_pat
     record = json.loads((tmp_path / "run.json").read_text())
     records = [json.loads(line) for line in (tmp_path / telemetry.FILE).read_text().splitlines()]
     start, end = records[0], records[-1]
-    assert 0.5 <= start["t"] - record["started_at"] < 0.8  # the window opens after the ramp
-    assert 0 <= records[-2]["t"] - record["ended_at"] < 0.3  # and closes with the tool
+    # The window opens after the ramp, while the tool runs, and closes with it (0.9 s after the start was seen
+    # under a load of 19: the sampler's thread waits for a core like everything else).
+    assert 0.5 <= start["t"] - record["started_at"] < record["ended_at"] - record["started_at"]
+    assert 0 <= records[-2]["t"] - record["ended_at"] < 1.0
     assert end["errors"] == [] and end["samples"] == len(records) - 2 >= 2
     tool = next(m for m in tparser.parse(tmp_path).measurements if m.params == {"scope": "tool"})
     # The child burns 1.5 s of CPU, at most 0.5 s of it before the window (less on a busy machine).
