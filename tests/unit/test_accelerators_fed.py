@@ -350,9 +350,12 @@ def test_the_verdict_row_has_the_interval_the_au_over_the_probes_and_the_limit()
     assert rows["fast"]["read_bw"] == 2 * 200e6 * len(HOSTS)
     assert rows["slow"]["fed"] == 0 and rows["slow"]["au"] == 40 and rows["slow"]["at"] == 1
     head, cells = report.verdict_cells(list(rows.values()), "si")
-    assert head[2] == "accelerators fed (per host; held–failed)" and head[3] == "read_bw (MB/s, all hosts)"
-    assert cells[0] == ["resnet50-h100", "fast", "2 h100 (2–3)", "800", "92.0", "92.0–94.0 (3 probes)"]
-    assert cells[1][2] == "0 h100 (0–1) ⚑ measures this host, not the storage" and cells[1][3] == "20"
+    assert head[2] == "accelerators fed (held–failed)" and head[3] == "read_bw (MB/s)"
+    assert head[5] == "AU over the (n) probes (%)"
+    assert cells[0] == ["resnet50-h100", "fast", "2 h100 (2–3)", "800", "92.0", "92.0–94.0 (3)"]
+    assert cells[1][2] == "0 h100 (0–1)" and cells[1][3] == "20"  # its flag is a footnote's: rows' "flags"
+    assert rows["slow"]["flags"] == [("host-bound", "measures this host, not the storage")]
+    assert rows["fast"]["flags"] == []
     assert report.limit_line(rows["slow"]) == (
         "slow (resnet50-h100): limited by this host's CPU: 1.97 of 2 cores busy, run queue 5.1 "
         "— measures this host, not the storage"
@@ -367,7 +370,8 @@ def test_the_report_and_the_page_open_with_what_limited_each_backend_then_the_in
     console = Console(record=True, width=250)
     report.print_report(store, console)
     lines = console.export_text().splitlines()
-    assert lines[0].startswith("campaign verdict: how many emulated accelerators each backend keeps at AU ≥ 90%")
+    assert lines[0].startswith("campaign verdict: how many emulated accelerators per host each backend keeps at AU")
+    assert "AU ≥ 90%" in lines[0]
     assert lines[1].startswith("fast (resnet50-h100): limited by this host's CPU")
     text = "\n".join(lines)
     assert "1 h100 (1–2)" in text and "lab-scale" in text and "MLPerf-valid" in text
