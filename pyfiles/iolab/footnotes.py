@@ -2,14 +2,14 @@
 
 A cell carries a short name and a mark, `potential_caching [2]`; under the table, `[2]` and
 the full text, once however many cells cite it. Any table of the report can use them: the
-terminal prints `rich()` under its table (iolab.columns.Fitted does), the HTML page writes
+terminal prints `rich()` under its table (iolab.report_layout.Fitted does), the HTML page writes
 each cite as a link to its note (macros.html.j2's `cite`) and the notes as a list under the
 table (`notes`), their ids prefixed by the table's name so that two tables' [1] do not meet.
 
     notes = Footnotes("verdict")
-    cell = f"6 h100 {notes.cite('client_bound', 'measures this host, not the storage')}"
+    marks = notes.flags([("host-bound", "measures this host, not the storage")])  # [Cite('host-bound', 1, …)]
     ...
-    console.print(Fitted(table, notes))
+    console.print(Fitted(columns, notes=notes))     # the table, then its notes
 """
 
 from __future__ import annotations
