@@ -61,20 +61,16 @@ def _host_facts() -> dict:
     return json.loads(line)["metadata"]["host"]
 
 
-def _probe_samples(probe: campaign.Run, au: float, bw: float) -> list[Sample]:
-    host = _host_facts()
+def probe_samples(
+    probe: campaign.Run, au: dict[str, float], bw: float, steps: int = 500, facts: dict | None = None
+) -> list[Sample]:
+    """A stored probe in the pytorch parser's shape: each host reads `bw` B/s (100 kB a sample) at its AU, its
+    slowest rank measured `steps` steps; `facts` joins each host's metadata; all hosts' read_bw as host "*"."""
 
     def sample(who: str, metric: str, value: float, unit: str) -> Sample:
-        metadata = {
-            "host": host,
-            "dataset_bytes": DATASET_BYTES,
-            "ranks": [{"window_s": 9.0}],
-            "cache_state": "dropped",
-        }
-        if metric == "au":
-            metadata["steps_per_rank"] = 500
+        metadata = dict(facts or {}) | ({"steps_per_rank": steps, "cache_state": "dropped"} if metric == "au" else {})
         return Sample(
-            campaign=NAME,
+            campaign=probe.campaign,
             run_id=probe.run_id,
             repetition=probe.repetition,
             host=who,
@@ -91,10 +87,10 @@ def _probe_samples(probe: campaign.Run, au: float, bw: float) -> list[Sample]:
 
     per_host = [
         sample(h, m, v, u)
-        for h in HOSTS
-        for m, v, u in (("au", au, "%"), ("read_bw", bw, "B/s"), ("samples_per_s", bw / 114_583, "samples/s"))
+        for h in au
+        for m, v, u in (("au", au[h], "%"), ("read_bw", bw, "B/s"), ("samples_per_s", bw / 1e5, "samples/s"))
     ]
-    return per_host + [sample(AGGREGATE_HOST, "read_bw", bw * len(HOSTS), "B/s")]
+    return per_host + [sample(AGGREGATE_HOST, "read_bw", bw * len(au), "B/s")]
 
 
 def searched(backend: str, au_of: Callable[[int], float], bw_per_accelerator: float, limit: dict, disturbed: str = ""):
@@ -107,7 +103,8 @@ def searched(backend: str, au_of: Callable[[int], float], bw_per_accelerator: fl
     def probe(n: int) -> float:
         repeat = 1 + sum(1 for p in probes if p.accelerators == n)
         made = campaign.repetition(plan, run.backend, accelerators.probed(run.workload, n, 1), repeat)[0]
-        samples = _probe_samples(made, au_of(n), bw_per_accelerator * n)
+        facts = {"host": _host_facts(), "dataset_bytes": DATASET_BYTES, "ranks": [{"window_s": 9.0}]}
+        samples = probe_samples(made, dict.fromkeys(HOSTS, au_of(n)), bw_per_accelerator * n, facts=facts)
         found = accelerators._probe(n, repeat, made.run_id, samples, HOSTS)
         noisy = disturbed if disturbed and n == 1 else None
         probes.append(dataclasses.replace(found, limited_by=limit, disturbed=noisy))

@@ -2,7 +2,7 @@
 
 The probes' samples here are written by hand in the shape the pytorch parser
 stores (au per host with the slowest rank's steps, read_bw and samples_per_s per
-host and for all hosts); the search on real hosts is
+host and for all hosts: tests/report_stores.probe_samples); the search on real hosts is
 tests/integration/test_accelerators_campaign.py.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from report_stores import probe_samples  # a probe's samples in the pytorch parser's shape
 from rich.console import Console
 
 from iolab import accelerators, bench, campaign, compare, report, report_html
@@ -58,34 +59,6 @@ def search_run(backend: str) -> campaign.Run:
 
 def probe_run(run: campaign.Run, n: int, repeat: int) -> campaign.Run:
     return campaign.repetition(spec(), run.backend, accelerators.probed(run.workload, n, 1), repeat)[0]
-
-
-def probe_samples(probe: campaign.Run, au: dict[str, float], bw: float, steps: int = 500) -> list[Sample]:
-    """A stored probe: each host reads bw B/s at its AU, its slowest rank measured `steps` steps."""
-
-    def sample(host: str, metric: str, value: float, unit: str) -> Sample:
-        return Sample(
-            campaign="verdict",
-            run_id=probe.run_id,
-            repetition=probe.repetition,
-            host=host,
-            backend=probe.backend.name,
-            workload=probe.workload.name,
-            metric=metric,
-            value=value,
-            unit=unit,
-            started_at="2026-11-23T10:00:00Z",
-            ended_at="2026-11-23T10:00:10Z",
-            params=probe.params,
-            metadata={"steps_per_rank": steps, "cache_state": "dropped"} if metric == "au" else {},
-        )
-
-    samples = [
-        sample(h, m, v, u)
-        for h in HOSTS
-        for m, v, u in (("au", au[h], "%"), ("read_bw", bw, "B/s"), ("samples_per_s", bw / 1e5, "samples/s"))
-    ]
-    return samples + [sample(AGGREGATE_HOST, "read_bw", bw * len(HOSTS), "B/s")]
 
 
 def searched(
