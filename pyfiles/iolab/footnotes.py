@@ -15,6 +15,7 @@ table (`notes`), their ids prefixed by the table's name so that two tables' [1] 
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from rich.table import Table
 from rich.text import Text
@@ -97,9 +98,10 @@ def note_text(name: str, why: str) -> str:
 
 
 def flag_named(flag: validity.Flag) -> tuple[str, str]:
-    """A run's flag as (name, why): validity's own have both; a search answer's sentences (its metadata.flags,
-    which validity reads as names with no reason) are named here."""
-    return (flag.name, flag.reason) if flag.reason else named(flag.name)
+    """A run's flag as (name, why): validity's own are named by an identifier (`potential_caching`) and have
+    their reason; a search answer's sentences (its metadata.flags, which validity reads as names, their
+    reason only "recorded with the run") are named here."""
+    return (flag.name, flag.reason) if re.fullmatch(r"[a-z][a-z0-9_]*", flag.name) else named(flag.name)
 
 
 def run_flags(verdicts: validity.Verdicts, run_id: str) -> list[tuple[str, str]]:

@@ -107,6 +107,16 @@ def test_who_wins_leaves_out_the_search_probes_measured_once(store, text):
     assert f"Left out: {left_out} point(s) a backend measured once" in flat(wins)
 
 
+def test_a_search_answers_flags_are_named_in_every_flags_table(store):
+    """validity reads an answer's metadata.flags (sentences) as flag names: the flags table (the page lists every
+    run's) shows them by a short name, the sentence its reason."""
+    rows = report.flag_rows(store.samples())
+    assert all(re.fullmatch(r"[a-z_-]+", r["flag"]) for r in rows), {r["flag"] for r in rows}
+    host = next(r for r in rows if r["flag"] == "host-bound")
+    assert host["reason"] == "measures this host, not the storage" and host["backend"] == "tmpfs"
+    assert any(r["flag"] == "disturbed" and r["reason"].startswith("foreign CPU") for r in rows)
+
+
 def test_names_are_whole_at_80_columns_even_a_vendors_longer_ones(tmp_path):
     text = printed(main_job(tmp_path / "results", VENDOR), 80)
     assert max(cell_len(line) for line in text.splitlines()) <= 80 and "…" not in text
