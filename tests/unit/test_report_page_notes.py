@@ -74,6 +74,17 @@ def test_the_flags_table_names_each_flag_and_says_each_reason_once_under_it(stor
     assert set(re.findall(r'href="#([^"]+)"', table)) == set(found)
 
 
+def test_the_header_and_the_flags_table_name_a_searchs_flags_by_their_short_names(page):
+    """A search's flags are sentences in its answer's metadata, which validity reads as flag names: the page
+    names them as the verdict does (host-bound, disturbed), their sentences in the notes."""
+    header = page[page.index("<header>") : page.index("</header>")]
+    flagged = unescape(re.search(r"flagged: (.*?) \(see", header).group(1))
+    assert "1 host-bound" in flagged and "1 disturbed" in flagged and "not the storage" not in flagged
+    table = section(page, "flags").split("</table>", 1)[0]
+    badges = {re.sub(r"<[^>]+>", "", b) for b in re.findall(r'<span class="badge[^"]*">(.*?)</span>', table)}
+    assert {"host-bound", "disturbed"} <= badges and not any(" " in b for b in badges)
+
+
 def test_who_wins_leaves_out_the_searchs_single_probes_and_says_how_many(store, page):
     rows = report.summarize(report.figures(store.samples()))
     single = [k for k, contenders in report.contests(rows).items() if len(contenders) < 2]
