@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
-from iolab import gpus, limits, metrics, svg, validity
+from iolab import footnotes, gpus, limits, metrics, svg, validity
 from iolab.errors import UserError
 from iolab.parsers import LOWER
 from iolab.profiles import side_by_side
+from iolab.report_layout import NUMBER, TEXT, Column, Fitted, cited
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, parse_line
 from iolab.units import printable
 
@@ -141,24 +141,35 @@ def summarize(samples: list[Sample], groups: list[validity.Group] | None = None)
     ]
 
 
-def winners(rows: list[dict]) -> list[dict]:
-    """Per (workload, setting, metric) the catalogue says `wins` compares, with two backends or more: the best,
-    the runner-up, by how much.
-
-    `ratio` is how many times better the winner is (≥ 1: best/second for
-    throughput, second/best for latency). `sure` says whether the repeats keep
-    them apart: 'yes' when the winner's worst repeat beats the runner-up's best,
-    'overlap' when their ranges overlap, 'unknown' with a single repeat.
+def contests(rows: list[dict]) -> dict[tuple, list[dict]]:
+    """(workload, setting, metric) the catalogue says `wins` compares, measured on two backends or more → its rows
+    that were measured at least twice (a range to compare: a search's single probes have none), in campaign order.
     """
     by_point: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         if row["metric"] in metrics.named("wins"):
             by_point[(row["workload"], row["setting"], row["metric"])].append(row)
+    return {
+        point: [r for r in contenders if r["n"] >= 2]
+        for point, contenders in sorted(
+            by_point.items(),
+            key=lambda kv: (kv[1][0]["order"], validity.setting_order(kv[0][1]), metrics.rank(kv[0][2])),
+        )
+        if len(contenders) >= 2
+    }
+
+
+def winners(rows: list[dict]) -> list[dict]:
+    """Per point of `contests` with two backends measured at least twice: the best, the runner-up, by how much.
+
+    `ratio` is how many times better the winner is (≥ 1: best/second for
+    throughput, second/best for latency). `sure` says whether the repeats keep
+    them apart: 'yes' when the winner's worst repeat beats the runner-up's best,
+    'overlap' when their ranges overlap. A point measured once on a backend (a
+    search's probe) compares nothing and is left out.
+    """
     out = []
-    for (workload, setting, metric), contenders in sorted(
-        by_point.items(),
-        key=lambda kv: (kv[1][0]["order"], validity.setting_order(kv[0][1]), metrics.rank(kv[0][2])),
-    ):
+    for (workload, setting, metric), contenders in contests(rows).items():
         if len(contenders) < 2:
             continue
         low = lower_is_better(metric)
@@ -170,7 +181,7 @@ def winners(rows: list[dict]) -> list[dict]:
         else:
             ratio = best["median"] / second["median"] if second["median"] else float("inf")
             apart = best["min"] > second["max"]
-        sure = "unknown" if min(best["n"], second["n"]) < 2 else ("yes" if apart else "overlap")
+        sure = "yes" if apart else "overlap"
         out.append(
             {
                 "workload": workload,
@@ -249,10 +260,10 @@ def verdict_rows(samples: list[Sample]) -> list[dict]:
     """The campaign's answer: per workload and backend, the accelerators fed (`search: accelerators`).
 
     One row per (workload, backend) with an accelerators_fed sample for all hosts (the
-    latest, if searched more than once): `fed` accelerators per host, `label` with its interval
-    and flags, what limited it, and at that point (`at`; the 1-accelerator probe when none held)
-    the total read B/s, samples/s and the lowest host's AU, with the probe's run id and the AU
-    spread of that point's probes.
+    latest, if searched more than once): `fed` accelerators per host, `label` with its interval,
+    its `flags` as (name, why) (footnotes.named), what limited it, and at that point (`at`; the
+    1-accelerator probe when none held) the total read B/s, samples/s and the lowest host's AU, with
+    the probe's run id and the AU spread of that point's probes.
     """
     latest: dict[tuple[str, str], Sample] = {}
     for s in samples:
@@ -269,7 +280,9 @@ def verdict_rows(samples: list[Sample]) -> list[dict]:
                 "backend": backend,
                 "fed": int(s.value),
                 # where a bench.calibrate profile of its model exists, the same answer in that device too
-                "label": fed_label(s.value, s.metadata, s.params.get("accelerator_type", "")) + side_by_side(s),
+                "label": fed_label(s.value, {**s.metadata, "flags": []}, s.params.get("accelerator_type", ""))
+                + side_by_side(s),
+                "flags": [footnotes.named(flag) for flag in s.metadata.get("flags", [])],
                 "limited_by": s.metadata.get("limited_by"),
                 "accelerator": s.params.get("accelerator_type", ""),
                 "threshold": s.params.get("au_threshold"),
@@ -286,20 +299,15 @@ def verdict_rows(samples: list[Sample]) -> list[dict]:
 
 
 def verdict_cells(rows: list[dict], units: str = DEFAULT_UNITS) -> tuple[list[str], list[list[str]]]:
-    """The verdict table as text: its header and one row of cells per verdict_rows row.
+    """The verdict table as text: its header and one row of cells per verdict_rows row (its flags apart:
+    `answer_flags`).
 
-    Throughput and AU are at the answer (with none fed: at one accelerator per host); the AU's
-    range over that point's probes follows it.
+    Accelerators are per host, throughput of all hosts, both at the answer (with none fed: at one
+    accelerator per host); the AU's range over that point's probes follows it, with their number.
     """
     factor, label = unit_scale("B/s", max((r["read_bw"] or 0.0 for r in rows), default=0.0), units)
-    head = [
-        "workload",
-        "backend",
-        "accelerators fed (per host; held–failed)",
-        f"read_bw ({label}, all hosts)",
-        "AU (%)",
-        "AU over the probes (%)",
-    ]
+    head = ["workload", "backend", "accelerators fed (held–failed)", f"read_bw ({label})", "AU (%)"]
+    head.append("AU over the (n) probes (%)")
     cells = []
     for r in rows:
         low_high = r["au_range"]
@@ -310,7 +318,7 @@ def verdict_cells(rows: list[dict], units: str = DEFAULT_UNITS) -> tuple[list[st
                 r["label"],
                 number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
                 f"{r['au']:.1f}" if r["au"] is not None else "—",
-                f"{low_high[0]:.1f}–{low_high[1]:.1f} ({low_high[2]} probes)" if low_high else "—",
+                f"{low_high[0]:.1f}–{low_high[1]:.1f} ({low_high[2]})" if low_high else "—",
             ]
         )
     return head, cells
@@ -318,35 +326,41 @@ def verdict_cells(rows: list[dict], units: str = DEFAULT_UNITS) -> tuple[list[st
 
 LAB_SCALE = (
     "MLPerf Storage counts only a data set of at least 5× each host's RAM; a smaller one gives a "
-    "lab-scale figure, not an MLPerf-valid one. ⚑ the run at that point is flagged (potential_caching "
-    "for a small data set: see the flags)"
+    "lab-scale figure, not an MLPerf-valid one."
 )
+
+
+def answer_flags(row: dict, verdicts: validity.Verdicts) -> list[tuple[str, str]]:
+    """A verdict row's flags as (name, why): the answer's own, then those of the run at its point."""
+    return row["flags"] + footnotes.run_flags(verdicts, row["run_id"])
 
 
 def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Group | None:
     """Backend × workload → what limited the search (its first line), then the accelerators fed with their
-    interval, total read throughput and AU there; None without a search."""
+    interval, total read throughput and AU there, each flag a footnote under the table; None without a search."""
     samples = store.samples() if samples is None else samples
     rows = verdict_rows(samples)
     if not rows:
         return None
     verdicts = validity.assess(samples)
     head, cells = verdict_cells(rows, units)
-    threshold = rows[0]["threshold"]
-    out = Table(caption=LAB_SCALE)
-    for index, column in enumerate(head):
-        out.add_column(column, justify="right" if index >= 2 else "left")
-    for row, line in zip(rows, cells, strict=False):
-        flagged = " ⚑" if run_flagged(verdicts, [row["run_id"]]) else ""
-        out.add_row(*map(plain, [*line[:2], line[2] + flagged, *line[3:]]))
-    title = f"campaign {store.dir.name}: how many emulated accelerators each backend keeps at AU ≥ {threshold:g}%"
+    notes = footnotes.Footnotes("verdict")
+    columns = [Column(f"{head[0]}: {head[1]}"), Column(head[2]), *(Column(h, NUMBER) for h in head[3:])]
+    out = Fitted(columns, notes=notes, after=[LAB_SCALE])
+    for row, line in zip(rows, cells, strict=True):
+        answer = "\n".join(filter(None, (line[2], cited(notes, answer_flags(row, verdicts)))))
+        out.add_row(line[1], answer, *line[3:], group=line[0])
+    title = (
+        f"campaign {store.dir.name}: how many emulated accelerators per host each backend keeps at "
+        f"AU ≥ {rows[0]['threshold']:g}% (read_bw: all hosts)"
+    )
     return Group(plain(title), *(plain(limit_line(r)) for r in rows), out)
 
 
-def summary_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table | None:
+def summary_table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Fitted | None:
     """Which backend wins each workload and metric, by how much, and whether the repeats keep them apart.
 
-    None when the campaign has a single backend (nothing to compare).
+    None when no point has two backends measured at least twice (one backend, or a search's probes only).
     """
     samples = store.samples() if samples is None else samples
     verdicts = validity.assess(samples)
@@ -355,14 +369,17 @@ def summary_table(store: ResultStore, samples: list[Sample] | None = None, units
     found = winners(rows)
     if not found:
         return None
-    out = Table(
-        title=plain(f"campaign {store.dir.name}: who wins (medians over repetitions, {units.upper()} units)"),
-        title_justify="left",
-        caption="sure: yes = every repeat of the winner beats every repeat of the runner-up; "
-        "† repeats differ by more than 5%; ⚑ a run involved is flagged (see the flags)",
+    once = len(contests(rows)) - len(found)
+    out = Fitted(
+        [Column("workload: metric"), Column("winner"), Column("by", TEXT, "right"), Column("median", NUMBER)]
+        + [Column("runner-up"), Column("sure")],
+        title=f"campaign {store.dir.name}: who wins (medians over repetitions, {units.upper()} units)",
+        after=[
+            "sure: yes = every repeat of the winner beats every repeat of the runner-up; † repeats differ by more "
+            "than 5%; ⚑ a run involved is flagged (see the flags)"
+        ]
+        + [f"Left out: {once} point(s) a backend measured once (a search's probes): no range to compare."] * (once > 0),
     )
-    for column in ("workload", "metric", "winner", "by", "median", "runner-up", "sure"):
-        out.add_column(column, justify="right" if column in ("by", "median") else "left")
     for w in found:
         point = (w["workload"], w["setting"], w["metric"])
         marks = ("" if agree[(*point, w["winner"])] and agree[(*point, w["runner_up"])] else " †") + (
@@ -370,58 +387,45 @@ def summary_table(store: ResultStore, samples: list[Sample] | None = None, units
         )
         factor, label = unit_scale(w["unit"], max(w["best"], w["second"]), units)
         out.add_row(
-            *map(
-                plain,
-                (
-                    point_label(w["workload"], w["setting_label"]),
-                    with_unit(w["metric"], label),
-                    w["winner"] + marks,
-                    w["margin"],
-                    number(w["best"] / factor),
-                    f"{w['runner_up']} {number(w['second'] / factor)}",
-                    w["sure"],
-                ),
-            )
+            with_unit(w["metric"], label),
+            w["winner"] + marks,
+            w["margin"],
+            number(w["best"] / factor),
+            f"{w['runner_up']} {number(w['second'] / factor)}",
+            w["sure"],
+            group=point_label(w["workload"], w["setting_label"]),
         )
     return out
 
 
-def table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Table:
+def table(store: ResultStore, samples: list[Sample] | None = None, units: str = DEFAULT_UNITS) -> Fitted:
+    """Every figure: per point and metric a row, per backend a column (median ± half-range (n); a figure
+    measured once has no range)."""
     samples = store.samples() if samples is None else samples
     rows = [r for r in summarize(samples) if r["metric"] in metrics.ordered("table")]
     verdicts = validity.assess(samples)
     backends = list(dict.fromkeys(s.backend for s in samples))
-    out = Table(
-        title=plain(f"campaign {store.dir.name}: median ± half-range over repetitions (n), {units.upper()} units"),
-        caption="† repeats differ by more than 5% of their median; ⚑ a run is flagged",
-        title_justify="left",
+    out = Fitted(
+        [Column("workload: metric"), *(Column(b, NUMBER) for b in backends)],
+        title=f"campaign {store.dir.name}: median ± half-range over repetitions (n), {units.upper()} units",
+        after=["† repeats differ by more than 5% of their median; ⚑ a run is flagged"],
     )
-    out.add_column("workload")
-    out.add_column("metric")
-    for backend in backends:
-        out.add_column(plain(backend), justify="right")
     scales = row_scales(rows, units)
     cells: dict[tuple, dict[str, str]] = defaultdict(dict)
     for row in rows:
         mark = ("" if row["agree"] else " †") + (" ⚑" if run_flagged(verdicts, row["run_ids"]) else "")
         key = (row["workload"], row["setting_label"], row["metric"])
-        cells[key][row["backend"]] = (
-            f"{number(row['median'] / scales[key][0])} ±{row['spread'] * 100:.1f}% ({row['n']}){mark}"
-        )
+        spread = f" ±{row['spread'] * 100:.1f}%" if row["n"] > 1 else ""
+        cells[key][row["backend"]] = f"{number(row['median'] / scales[key][0])}{spread} ({row['n']}){mark}"
     workloads = list(dict.fromkeys(s.workload for s in samples))
     settings = {(r["workload"], r["setting_label"]): validity.setting_order(r["setting"]) for r in rows}
     for (workload, label, metric), by_backend in sorted(
         cells.items(), key=lambda kv: (workloads.index(kv[0][0]), settings[kv[0][:2]], metrics.of(kv[0][2]).table)
     ):
         out.add_row(
-            *map(
-                plain,
-                (
-                    point_label(workload, label),
-                    with_unit(metric, scales[(workload, label, metric)][1]),
-                    *(by_backend.get(b, "—") for b in backends),
-                ),
-            )
+            with_unit(metric, scales[(workload, label, metric)][1]),
+            *(by_backend.get(b, "—") for b in backends),
+            group=point_label(workload, label),
         )
     return out
 
@@ -445,7 +449,8 @@ def flag_rows(samples: list[Sample], verdicts: validity.Verdicts | None = None) 
     for run_id, flags in verdicts.flags.items():
         s = first[run_id]
         for f in flags:
-            key = (f.name, f.reason) if f.name == validity.REPEATS_DISAGREE else (run_id, f.name, f.reason)
+            name, reason = footnotes.flag_named(f)
+            key = (name, reason) if f.name == validity.REPEATS_DISAGREE else (run_id, name, reason)
             row = rows.setdefault(
                 key,
                 {
@@ -453,8 +458,8 @@ def flag_rows(samples: list[Sample], verdicts: validity.Verdicts | None = None) 
                     "backend": s.backend,
                     "workload": s.workload,
                     "repetitions": [],
-                    "flag": f.name,
-                    "reason": f.reason,
+                    "flag": name,
+                    "reason": reason,
                     "blocking": f.blocking,
                 },
             )
@@ -467,28 +472,25 @@ def flag_rows(samples: list[Sample], verdicts: validity.Verdicts | None = None) 
     return list(rows.values())
 
 
-def flags_table(store: ResultStore, samples: list[Sample] | None = None) -> Table | None:
-    """The flagged runs and why (None when every run is comparable)."""
+def flags_table(store: ResultStore, samples: list[Sample] | None = None) -> Fitted | None:
+    """The flagged runs, each flag's reason a footnote under the table (None when every run is comparable)."""
     samples = store.samples() if samples is None else samples
     rows = flag_rows(samples)
     if not rows:
         return None
-    out = Table(title="flags: runs that may not be comparable", title_justify="left")
-    for column in ("run", "backend", "workload", "rep", "flag", "reason"):
-        out.add_column(column)
+    notes = footnotes.Footnotes("flags")
+    out = Fitted(
+        [Column("flag"), Column("backend"), Column("workload"), Column("rep", NUMBER), Column("run")],
+        title="flags: runs that may not be comparable",
+        notes=notes,
+    )
     for row in rows:
         out.add_row(
-            *map(
-                plain,
-                (
-                    " ".join(row["run_ids"]),
-                    row["backend"],
-                    row["workload"],
-                    ",".join(str(r) for r in row["repetitions"]),
-                    row["flag"],
-                    row["reason"],
-                ),
-            )
+            cited(notes, [(row["flag"], row["reason"])]),
+            row["backend"],
+            row["workload"],
+            ",".join(str(r) for r in row["repetitions"]),
+            " ".join(row["run_ids"]),
         )
     return out
 
@@ -530,6 +532,16 @@ def _cell(key: str, value: Any) -> Any:
     return value
 
 
+def nothing_to_compare(campaign: str, backends: list[str]) -> str:
+    """Why a campaign has no "who wins": one backend, or no point two backends measured at least twice."""
+    if len(backends) < 2:
+        return f"campaign {campaign}: one backend ({', '.join(backends)}), nothing to compare; its figures:"
+    return (
+        f"campaign {campaign}: no point measured at least twice on two backends ({', '.join(backends)}), "
+        "nothing to compare; the figures:"
+    )
+
+
 def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -> None:
     """The terminal report: accelerators fed, who wins, every figure, then the flags."""
     from rich.console import Console
@@ -545,8 +557,7 @@ def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -
     samples = figures(samples)
     summary = summary_table(store, samples, units)
     if summary is None:
-        backends = ", ".join(dict.fromkeys(s.backend for s in samples))
-        console.print(plain(f"campaign {store.dir.name}: one backend ({backends}), nothing to compare; its figures:"))
+        console.print(plain(nothing_to_compare(store.dir.name, list(dict.fromkeys(s.backend for s in samples)))))
     else:
         console.print(summary)
     console.print(table(store, samples, units))

@@ -28,7 +28,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from iolab import ceph, history, metrics, report, svg, validity
+from iolab import __version__, ceph, footnotes, history, metrics, report, svg, validity
 from iolab.parsers import BARS, PERCENTILES
 from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
@@ -75,7 +75,7 @@ def build(store: ResultStore, units: str = DEFAULT_UNITS) -> str:
         flags=page.flags(),
         provenance=page.provenance(),
         telemetry=page.telemetry(),
-        version=_iolab_version(),
+        version=__version__,
         generated=f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M}",
         samples_path=str(store.samples_path),
     )
@@ -91,12 +91,6 @@ def _templates() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-
-
-def _iolab_version() -> str:
-    import iolab
-
-    return iolab.__version__
 
 
 def _chart(svg_text: str) -> Markup:
@@ -148,11 +142,9 @@ class _Page:
     def row(self, workload: str, setting: str, metric: str, backend: str) -> dict | None:
         return self._index.get((workload, setting, metric, backend))
 
-    @property
+    @functools.cached_property
     def _index(self) -> dict[tuple, dict]:
-        if not hasattr(self, "_rows_by_key"):
-            self._rows_by_key = {(r["workload"], r["setting"], r["metric"], r["backend"]): r for r in self.rows}
-        return self._rows_by_key
+        return {(r["workload"], r["setting"], r["metric"], r["backend"]): r for r in self.rows}
 
     # --- sections ---------------------------------------------------------------------------------
 
@@ -161,7 +153,7 @@ class _Page:
         runs = sorted({s.run_id for s in self.samples})
         counts: dict[str, int] = defaultdict(int)
         for r in runs:
-            for name in dict.fromkeys(f.name for f in self.verdicts.of(r)):
+            for name in dict.fromkeys(footnotes.flag_named(f)[0] for f in self.verdicts.of(r)):
                 counts[name] += 1
         return {
             "entry": entry,
@@ -172,26 +164,29 @@ class _Page:
         }
 
     def verdict(self) -> dict[str, Any] | None:
-        """The campaign's answer first: accelerators fed per workload and backend (report.verdict_rows)."""
+        """The campaign's answer first: accelerators fed per workload and backend (report.verdict_rows); each
+        flag a name in its cell and a note under the table (the answer's own, then its run's)."""
         rows = report.verdict_rows(self.samples)
         if not rows:
             return None
         head, cells = report.verdict_cells(rows, self.units)
-        flagged = [report.run_flagged(self.verdicts, [row["run_id"]]) for row in rows]
+        notes = footnotes.Footnotes("verdict")
         return {
             "threshold": f"{rows[0]['threshold']:g}",
             "head": head,
             "limits": [(report.limit_line(r), (r["limited_by"] or {}).get("side") == "client") for r in rows],
             "rows": [
-                {"backend": r["backend"], "cells": c, "flagged": f}
-                for r, c, f in zip(rows, cells, flagged, strict=True)
+                {"backend": r["backend"], "cells": c, "cites": notes.flags(report.answer_flags(r, self.verdicts))}
+                for r, c in zip(rows, cells, strict=True)
             ],
+            "notes": notes.items(),
             "note": report.LAB_SCALE,
         }
 
     def winners(self) -> dict[str, Any]:
         """Who wins each point and metric; no rows with one backend only."""
         found = report.winners(self.rows)
+        left_out = len(report.contests(self.rows)) - len(found)
         tally: dict[str, int] = defaultdict(int)
         for w in found:
             tally[w["winner"]] += 1
@@ -211,7 +206,7 @@ class _Page:
                     "sure": w["sure"],
                 }
             )
-        return {"tally": sorted(tally.items(), key=lambda kv: -kv[1]), "rows": rows}
+        return {"tally": sorted(tally.items(), key=lambda kv: -kv[1]), "rows": rows, "left_out": left_out}
 
     def _values(self, cells: list[tuple[str, str, str, str]]) -> tuple[dict[tuple[str, str], svg.Bar], str]:
         """{(category, backend): its bar} of the rows at each (category, workload, setting, metric); their unit."""
@@ -354,13 +349,20 @@ class _Page:
         return parts
 
     def flags(self) -> dict[str, Any]:
-        """The flags of the runs (report.flag_rows), the checks not applied and on how many runs, the rules."""
+        """The flags of the runs (report.flag_rows; each reason a note under the table), the checks not applied
+        and on how many runs, the rules."""
         notes: dict[str, int] = defaultdict(int)
         for run_notes in self.verdicts.notes.values():
             for note in dict.fromkeys(run_notes):
                 notes[note] += 1
+        reasons = footnotes.Footnotes("flags")
+        rows = [
+            {**r, "cite": reasons.flags([(r["flag"], r["reason"])])[0]}
+            for r in report.flag_rows(self.samples, self.verdicts)
+        ]
         return {
-            "rows": report.flag_rows(self.samples, self.verdicts),
+            "rows": rows,
+            "reasons": reasons.items(),
             "notes": list(notes.items()),
             "ram_multiple": RAM_MULTIPLE,
             "agreement": f"{validity.AGREEMENT:.0%}",

@@ -156,14 +156,20 @@ def bar_chart(
     lows = [min(v.value, v.low or v.value) for v in present if v.value > 0] or [1.0]
     left, right_pad, bottom = 64, 12, 40
     width = max(min_width, left + right_pad + len(categories) * (len(series) * 14 + 24))
-    legend, legend_h = _legend(series, palette, left, 16, width - right_pad)
-    top = 26 + legend_h
     group_w = (width - left - right_pad) / max(len(categories), 1)
     bar_w = max(8.0, min(34.0, (group_w - 20) / max(len(series), 1)))
-    longest = max((_text_width(c) for c in categories), default=0)
+    shown = [category if len(category) <= 32 else category[:31] + "…" for category in categories]
+    longest = max((_text_width(c) for c in shown), default=0)
     tilt = longest > group_w - 8
     if tilt:
         bottom = int(24 + min(longest, 220) * 0.55)
+        # A tilted name ends under its group and runs down to the left (cos 30° of its width): the first
+        # ones need room left of the axis, or the chart's edge cuts them.
+        reach = max(0.87 * _text_width(c) - (i + 0.5) * group_w + 4 for i, c in enumerate(shown))
+        shift = max(0, math.ceil(reach - left))
+        left, width = left + shift, width + shift
+    legend, legend_h = _legend(series, palette, left, 16, width - right_pad)
+    top = 26 + legend_h
     height = top + plot_height + bottom
     ticks, y_of, tick_label, axis_title = _bar_scale(unit, log, lows, tops, top, plot_height)
     body = _y_axis(ticks, y_of, left, width - right_pad, tick_label, axis_title, top)
@@ -180,7 +186,7 @@ def bar_chart(
                     bar, unit, name, category, palette[name], gx + inner + si * bar_w, bar_w, y, base, y_of
                 )
         cx = gx + group_w / 2
-        text = escape(category if len(category) <= 32 else category[:31] + "…")
+        text = escape(shown[ci])
         if tilt:
             body.append(
                 f'<text class="category" transform="translate({cx:.1f},{base + 14:.1f}) rotate(-30)" '

@@ -37,6 +37,19 @@ document.body.setAttribute('data-probe', JSON.stringify({
 </script>"""
 
 
+# Measures how wide Chromium laid the page out: what scrolls sideways, and each element whose right edge passes
+# the right edge of <main> (the page's column), by tag, class and the start of its text.
+WIDTH = """<script>
+const edge = document.querySelector('main').getBoundingClientRect().right + 1;
+const wide = [...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right > edge);
+document.body.setAttribute('data-probe', JSON.stringify({
+  window: window.innerWidth, scroll: document.documentElement.scrollWidth,
+  wide: wide.map(e => `${e.tagName}.${e.className} ${(e.textContent || '').trim().slice(0, 50)}`),
+  notes: [...document.querySelectorAll('ol.footnotes li')].map(li => li.id),
+  cites: [...document.querySelectorAll('sup a')].map(a => a.getAttribute('href'))}));
+</script>"""
+
+
 @pytest.fixture
 def results(tmp_path) -> Path:
     root = tmp_path / "results"
@@ -68,10 +81,10 @@ def build(results: Path, campaign: str) -> Path:
     return path
 
 
-def probe(tmp_path: Path, page: Path) -> dict:
+def probe(tmp_path: Path, page: Path, script: str = PROBE, *args: str) -> dict:
     probed = tmp_path / f"probe-{page.parent.name}.html"
-    probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    done = chromium(tmp_path, "--dump-dom", probed.as_uri())
+    probed.write_text(page.read_text().replace("</body>", script + "</body>"))
+    done = chromium(tmp_path, *args, "--dump-dom", probed.as_uri())
     match = re.search(r"data-probe=\"([^\"]*)\"", done.stdout)
     assert match, f"chromium gave no DOM: {done.stderr[-2000:]}"
     return json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
@@ -115,3 +128,24 @@ def test_telemetry_becomes_time_series_and_a_screenshot_renders(results, tmp_pat
     colours = Image.open(shot).convert("RGB").getcolors(1 << 24)
     blue = sum(n for n, (r, g, b) in colours if abs(r - 0x42) < 8 and abs(g - 0x69) < 8 and abs(b - 0xD0) < 8)
     assert blue > 2000, "the first backend's colour is hardly on screen: the charts did not render"
+
+
+@needs_chromium
+def test_the_main_jobs_page_fits_a_1280_px_window_its_flags_noted_under_their_tables(tmp_path):
+    """Issue 37, structure 8: the verdict's flags wrote their sentences into a cell that does not wrap, and the
+    page ran 55 px past a 1280-px window (1,335 px wide on this store before). A store shaped like the main
+    job's (tests/report_stores.py: real fio runs, both backends' searches, every kind of flag)."""
+    import report_stores
+
+    from iolab import report_html
+
+    page = report_html.write(report_stores.main_job(tmp_path / "results"))
+    found = probe(tmp_path, page, WIDTH, "--window-size=1280,2000")
+    shot = tmp_path / "report-1280.png"  # what Chromium drew, kept to look at when this fails
+    if found["scroll"] > found["window"] or found["wide"]:
+        chromium(tmp_path, "--window-size=1280,2000", f"--screenshot={shot}", page.as_uri())
+    assert found["window"] == 1280
+    assert found["scroll"] <= 1280 and found["wide"] == [], f"{found} (screenshot: {shot})"
+    # Every mark links to a note of its table, and every note is cited.
+    assert found["notes"] and {f"#{note}" for note in found["notes"]} == set(found["cites"])
+    assert {note.split("-note-")[0] for note in found["notes"]} == {"verdict", "flags"}

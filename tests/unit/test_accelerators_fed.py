@@ -2,7 +2,7 @@
 
 The probes' samples here are written by hand in the shape the pytorch parser
 stores (au per host with the slowest rank's steps, read_bw and samples_per_s per
-host and for all hosts); the search on real hosts is
+host and for all hosts: tests/report_stores.probe_samples); the search on real hosts is
 tests/integration/test_accelerators_campaign.py.
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from report_stores import probe_samples  # a probe's samples in the pytorch parser's shape
 from rich.console import Console
 
 from iolab import accelerators, bench, campaign, compare, report, report_html
@@ -58,34 +59,6 @@ def search_run(backend: str) -> campaign.Run:
 
 def probe_run(run: campaign.Run, n: int, repeat: int) -> campaign.Run:
     return campaign.repetition(spec(), run.backend, accelerators.probed(run.workload, n, 1), repeat)[0]
-
-
-def probe_samples(probe: campaign.Run, au: dict[str, float], bw: float, steps: int = 500) -> list[Sample]:
-    """A stored probe: each host reads bw B/s at its AU, its slowest rank measured `steps` steps."""
-
-    def sample(host: str, metric: str, value: float, unit: str) -> Sample:
-        return Sample(
-            campaign="verdict",
-            run_id=probe.run_id,
-            repetition=probe.repetition,
-            host=host,
-            backend=probe.backend.name,
-            workload=probe.workload.name,
-            metric=metric,
-            value=value,
-            unit=unit,
-            started_at="2026-11-23T10:00:00Z",
-            ended_at="2026-11-23T10:00:10Z",
-            params=probe.params,
-            metadata={"steps_per_rank": steps, "cache_state": "dropped"} if metric == "au" else {},
-        )
-
-    samples = [
-        sample(h, m, v, u)
-        for h in HOSTS
-        for m, v, u in (("au", au[h], "%"), ("read_bw", bw, "B/s"), ("samples_per_s", bw / 1e5, "samples/s"))
-    ]
-    return samples + [sample(AGGREGATE_HOST, "read_bw", bw * len(HOSTS), "B/s")]
 
 
 def searched(
@@ -350,9 +323,12 @@ def test_the_verdict_row_has_the_interval_the_au_over_the_probes_and_the_limit()
     assert rows["fast"]["read_bw"] == 2 * 200e6 * len(HOSTS)
     assert rows["slow"]["fed"] == 0 and rows["slow"]["au"] == 40 and rows["slow"]["at"] == 1
     head, cells = report.verdict_cells(list(rows.values()), "si")
-    assert head[2] == "accelerators fed (per host; held–failed)" and head[3] == "read_bw (MB/s, all hosts)"
-    assert cells[0] == ["resnet50-h100", "fast", "2 h100 (2–3)", "800", "92.0", "92.0–94.0 (3 probes)"]
-    assert cells[1][2] == "0 h100 (0–1) ⚑ measures this host, not the storage" and cells[1][3] == "20"
+    assert head[2] == "accelerators fed (held–failed)" and head[3] == "read_bw (MB/s)"
+    assert head[5] == "AU over the (n) probes (%)"
+    assert cells[0] == ["resnet50-h100", "fast", "2 h100 (2–3)", "800", "92.0", "92.0–94.0 (3)"]
+    assert cells[1][2] == "0 h100 (0–1)" and cells[1][3] == "20"  # its flag is a footnote's: rows' "flags"
+    assert rows["slow"]["flags"] == [("host-bound", "measures this host, not the storage")]
+    assert rows["fast"]["flags"] == []
     assert report.limit_line(rows["slow"]) == (
         "slow (resnet50-h100): limited by this host's CPU: 1.97 of 2 cores busy, run queue 5.1 "
         "— measures this host, not the storage"
@@ -367,7 +343,8 @@ def test_the_report_and_the_page_open_with_what_limited_each_backend_then_the_in
     console = Console(record=True, width=250)
     report.print_report(store, console)
     lines = console.export_text().splitlines()
-    assert lines[0].startswith("campaign verdict: how many emulated accelerators each backend keeps at AU ≥ 90%")
+    assert lines[0].startswith("campaign verdict: how many emulated accelerators per host each backend keeps at AU")
+    assert "AU ≥ 90%" in lines[0]
     assert lines[1].startswith("fast (resnet50-h100): limited by this host's CPU")
     text = "\n".join(lines)
     assert "1 h100 (1–2)" in text and "lab-scale" in text and "MLPerf-valid" in text

@@ -125,7 +125,7 @@ def test_winner_is_sure_only_when_the_repeats_are_apart():
     overlapping = [tmpfs, {**local, "max": tmpfs["min"] * 1.01}]
     assert report.winners(overlapping)[0]["sure"] == "overlap"
     single = [tmpfs, {**local, "n": 1}]
-    assert report.winners(single)[0]["sure"] == "unknown"
+    assert report.winners(single) == []  # a single repeat has no range: nothing to compare
 
 
 def test_margin_reads_as_times_or_percent():
@@ -333,7 +333,9 @@ def test_units_name_the_row_unit_and_scale_its_cells(results, units, divisor, la
     report.print_report(ResultStore(results, CAMPAIGN), console, units=units)
     text = console.export_text()
     assert f"{units.upper()} units" in text
-    row = next(line for line in text.splitlines() if "seq-read" in line and "read_bw" in line and "±" in line)
+    figures = text.splitlines()[text.splitlines().index(next(x for x in text.splitlines() if "median ±" in x)) :]
+    under = figures[figures.index(next(x for x in figures if x.strip() == "seq-read")) :]  # the point's line
+    row = next(line for line in under if line.startswith("  read_bw") and "±" in line)
     assert f"read_bw ({label})" in row
     for backend in ("tmpfs", "local"):
         assert f"{statistics.median(expected[('seq-read', None, 'read_bw', backend)]) / divisor:.3g} ±" in row
@@ -760,20 +762,22 @@ def test_byte_settings_carry_a_unit_and_settings_sort_by_value_not_text(tmp_path
     data = [
         dataclasses.replace(
             base[b],
-            run_id=f"{b}-{size}-{threads}",
+            run_id=f"{b}-{size}-{threads}-{rep}",
+            repetition=rep,
             workload="objects",
-            value=base[b].value * (1 + size / 2**24),
+            value=base[b].value * (1 + size / 2**24) * (1 + rep / 100),
             params={"object_size": size, "threads": threads},
         )
         for b in base
         for size in (1 << 20, 1 << 24, 1 << 16)
         for threads in (16, 8)
+        for rep in (1, 2)  # two repeats: "who wins" compares a point measured at least twice
     ]
     store = write_store(tmp_path, "objects", data)
     want = [
         f"objects object_size={size} threads={threads}" for size in ("64KiB", "1MiB", "16MiB") for threads in (8, 16)
     ]
-    rows = [str(cell) for cell in report.table(store).columns[0]._cells]
+    rows = [row[0] for row in report.table(store).rows]  # each point's line, then its metrics indented
     assert [c for c in rows if c.startswith("objects")] == want
     found = report.winners(report.summarize(data))
     assert [report.point_label(w["workload"], w["setting_label"]) for w in found] == want

@@ -1,0 +1,140 @@
+"""A report's table laid out at the width it is printed at (80 columns, or what COLUMNS says).
+
+Rich alone shrinks the widest columns first and cuts a word that no longer fits with `…`: at 80
+columns the report cut names to 12 characters (`resnet50-h1…`) while a flag's sentence sat in a
+cell. Here each column says what it holds, and the widths are chosen before Rich draws:
+
+    NAME    a workload, backend or metric: never cut; it wraps at its words only when the table
+            cannot fit otherwise, and a word wider than the room folds onto the next line (so two
+            names never read the same)
+    NUMBER  a figure: never wrapped (its header may wrap at its words)
+    TEXT    a sentence: wraps first
+
+A table fits when its columns at their natural widths do; else the TEXT and NUMBER headers wrap,
+then the NAME columns wrap at their words, the widest first; only a table that still cannot fit
+folds a word (never below FOLD_FLOOR). The title and the notes under the table are printed at the
+full width, not the table's. Columns are separated by two spaces and a rule under the header.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from rich import box
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from iolab.footnotes import Footnotes
+from iolab.units import printable
+
+NAME, NUMBER, TEXT = "name", "number", "text"
+FOLD_FLOOR = 6  # a name or text column is never narrower than this
+WIDE = 10_000
+INDENT = "  "  # a grouped row's first cell, under its group's line
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    head: str
+    kind: str = NAME
+    justify: str = ""  # default: NUMBER right, the others left
+
+
+def width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def longest_word(text: str) -> int:
+    """The narrowest a cell gets without breaking a word (a leading indent stays with the first word)."""
+    from rich.cells import cell_len
+
+    lead = len(text) - len(text.lstrip(" "))
+    words = text.split()
+    return max((cell_len(word) + (lead if i == 0 else 0) for i, word in enumerate(words)), default=0)
+
+
+def cited(notes: Footnotes, flags: list[tuple[str, str]]) -> str:
+    """A cell's flags in the terminal: `⚑ name [n]`, one a line, each why a note of `notes`."""
+    return "\n".join(f"⚑ {cite}" for cite in notes.flags(flags))
+
+
+class Fitted:
+    """A table whose column widths are chosen at print time; its title above, its notes under it."""
+
+    def __init__(
+        self,
+        columns: Iterable[Column],
+        title: str | None = None,
+        notes: Footnotes | None = None,
+        after: Iterable[str] = (),
+    ):
+        self.columns = [dataclasses.replace(c, head=printable(c.head)) for c in columns]  # a name: no control
+        self.title = title
+        self.notes = notes  # numbered as the rows are added; printed under the table
+        self.after = list(after)  # lines under the notes (what the marks † ⚑ mean)
+        self.rows: list[list[str]] = []
+        self._group: str | None = None
+
+    def add_row(self, *cells: object, group: str | None = None) -> None:
+        """A row; with `group` (the point it belongs to), the group is a line of its own above its first row,
+        and the row's first cell is indented under it."""
+        row = [printable(str(c)) for c in cells]
+        if group is not None:
+            if group != self._group:
+                self.rows.append([printable(group)] + [""] * (len(row) - 1))
+                self._group = group
+            row[0] = INDENT + row[0]
+        self.rows.append(row)
+
+    def widths(self, room: int, overhead: int) -> list[int | None]:
+        """Each column's width at `room` columns (None: its natural width, Rich's)."""
+        natural, soft, hard = self.naturals(), [], []
+        for index, col in enumerate(self.columns):
+            cells = [row[index] for row in self.rows]
+            body = max((width(c) for c in cells), default=0)
+            words = max((longest_word(c) for c in cells), default=0)
+            soft.append(max(body if col.kind == NUMBER else words, longest_word(col.head), 1))
+            hard.append(soft[-1] if col.kind == NUMBER else min(soft[-1], FOLD_FLOOR))
+        chosen = list(natural)
+        excess = sum(chosen) + overhead - room
+        for kinds, floor in (((TEXT, NUMBER), soft), ((NAME,), soft), ((TEXT, NAME), hard)):
+            while excess > 0:
+                can = [i for i, c in enumerate(self.columns) if c.kind in kinds and chosen[i] > floor[i]]
+                if not can:
+                    break
+                widest = max(can, key=lambda i: chosen[i])
+                chosen[widest] -= 1
+                excess -= 1
+        return [None if w == n else w for w, n in zip(chosen, natural, strict=True)]
+
+    def table(self, widths: list[int | None] | None = None) -> Table:
+        out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True, padding=(0, 1))
+        for index, col in enumerate(self.columns):
+            out.add_column(
+                Text(col.head),
+                justify=col.justify or ("right" if col.kind == NUMBER else "left"),  # type: ignore[arg-type]
+                overflow="fold",
+                width=widths[index] if widths else None,
+            )
+        for row in self.rows:
+            out.add_row(*(Text(cell) for cell in row))
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        drawn = Measurement.get(console, options.update_width(WIDE), self.table()).maximum
+        overhead = drawn - sum(self.naturals())  # the gaps between the columns
+        parts: list[RenderableType] = [Text(printable(self.title))] if self.title else []
+        parts.append(self.table(self.widths(options.max_width, overhead)))
+        notes = self.notes.rich() if self.notes else None
+        parts += [notes] if notes is not None else []
+        parts += [Text(printable(line)) for line in self.after]
+        yield Group(*parts)
+
+    def naturals(self) -> list[int]:
+        """Each column's width with nothing wrapped: its widest cell or header."""
+        return [max([width(c.head), *(width(row[i]) for row in self.rows)]) for i, c in enumerate(self.columns)]
