@@ -35,7 +35,7 @@ TRAINING = (
     "samples/s",
     "lowest host AU %",
     "runs",
-    "MLPerf rules broken",
+    "MLPerf Storage rules broken",
 )
 CHECKPOINTING = (
     "workload",
@@ -48,7 +48,7 @@ CHECKPOINTING = (
     "write s",
     "read s",
     "runs",
-    "MLPerf rules broken",
+    "MLPerf Storage rules broken",
 )
 
 
@@ -133,10 +133,10 @@ def text(samples: list[Sample]) -> str:
     training, checkpointing = rows(samples)
     if not training and not checkpointing:
         return (
-            "no MLPerf workload in this campaign (type: mlperf, dlio, or mlperf: true on a checkpoint workload); "
+            "no MLPerf-Storage-style workload in this campaign (type: mlperf, dlio, or mlperf: true on a checkpoint workload); "
             "use --format table"
         )
-    parts = [_pipe_table("MLPerf Storage training", TRAINING, training)] if training else []
+    parts = [_pipe_table("MLPerf-Storage-style training", TRAINING, training)] if training else []
     if checkpointing:
-        parts.append(_pipe_table("MLPerf Storage checkpointing", CHECKPOINTING, checkpointing))
+        parts.append(_pipe_table("MLPerf-Storage-style checkpointing", CHECKPOINTING, checkpointing))
     return "\n\n".join(parts)

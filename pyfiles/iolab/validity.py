@@ -20,7 +20,7 @@ Two rules, checked when reading (stored samples need no migration):
 MLPerf Storage's own rules (`mlperf_flags`) are checked on the runs of an MLPerf workload
 (`type: mlperf` or `type: dlio`, params.mlperf): a flag `mlperf_<rule>` for every rule a run
 breaks — data set size, lab_scale, repetitions, warm-up, shuffle seed, AU threshold. They
-leave `valid` alone (the samples stay comparable with each other) and set `mlperf_valid:
+leave `valid` alone (the samples stay comparable with each other) and set `mlperf_rules_followed:
 false` in exports.
 
     flags_for(samples)   → {run_id: [Flag, ...]}            every flag of every run
@@ -72,7 +72,7 @@ class Flag:
 
     @property
     def blocking(self) -> bool:
-        """Whether it makes the sample incomparable; MLPerf's rules make it `mlperf_valid: false` only."""
+        """Whether it makes the sample incomparable; MLPerf's rules make it `mlperf_rules_followed: false` only."""
         return self.name != OVERRIDDEN and not self.name.startswith(MLPERF_PREFIX)
 
 
@@ -421,7 +421,7 @@ def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[di
             reasons=[f.reason for f in mine] + notes,
         )
         if s.params.get("mlperf") or s.params.get("mlperf_rules"):
-            row["mlperf_valid"] = not any(f.name.startswith(MLPERF_PREFIX) for f in mine)
+            row[MLPERF_FOLLOWED] = not any(f.name.startswith(MLPERF_PREFIX) for f in mine)
         out.append(row)
     return out
 
@@ -429,12 +429,24 @@ def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[di
 # --- MLPerf Storage's rules -----------------------------------------------------------------------
 
 MLPERF_PREFIX = "mlperf_"
+# Whether a run of an MLPerf-Storage-style workload followed MLPerf Storage's rules: a key of the exports.
+# Never "valid": a number iolab measures is never an MLPerf result (MLCommons' names). The key was
+# `mlperf_valid` before; no store ever held it (it is computed as a report reads the samples), so an old
+# store reads as it is, and an old export's key is read by `rules_followed`.
+MLPERF_FOLLOWED = "mlperf_rules_followed"
+OLD_MLPERF_FOLLOWED = "mlperf_valid"
 MLPERF_LAB_SCALE = "mlperf_lab_scale"
 MLPERF_DATASET_SIZE = "mlperf_dataset_size"
 MLPERF_REPETITIONS = "mlperf_repetitions"
 MLPERF_WARMUP = "mlperf_warmup"
 MLPERF_SEED = "mlperf_seed"
 MLPERF_AU = "mlperf_au"
+
+
+def rules_followed(row: Mapping[str, Any]) -> bool | None:
+    """An exported row's MLPerf Storage verdict, under its name or the old one; None for a row without one."""
+    found = row.get(MLPERF_FOLLOWED, row.get(OLD_MLPERF_FOLLOWED))
+    return None if found is None else bool(found)
 
 
 def _mlperf_flag(name: str, why: str, host: str | None = None) -> Flag:
