@@ -133,8 +133,8 @@ def text(samples: list[Sample]) -> str:
     training, checkpointing = rows(samples)
     if not training and not checkpointing:
         return (
-            "no MLPerf-Storage-style workload in this campaign (type: mlperf, dlio, or mlperf: true on a checkpoint workload); "
-            "use --format table"
+            "no MLPerf-Storage-style workload in this campaign (type: mlperf, dlio, or mlperf: true on a checkpoint "
+            "workload); use --format table"
         )
     parts = [_pipe_table("MLPerf-Storage-style training", TRAINING, training)] if training else []
     if checkpointing:

@@ -1,0 +1,570 @@
+"""The results index: results/iolab.db, SQLite, rebuilt from the files whenever asked.
+
+The files stay the truth (iolab.samples: samples.jsonl, runs.jsonl; iolab.ledger: campaign.json);
+this database is an index of them for the questions that span campaigns (report.history,
+report.compare @DATE, results.query, status). Its tables are iolab.results_schema's.
+
+**Crash repair.** For each file the index keeps how far it has read it (`indexed`: the byte offset
+of the end of the last whole line, the file's inode, a hash of its head), and it moves that offset
+in the same SQLite transaction as the rows of the lines it read. `catch_up` reads every file past
+its offset. So a controller killed between a JSONL append and the index's write leaves the offset
+behind, and the next command reads the lines again; a transaction killed halfway is rolled back by
+SQLite; and rows are keyed by stable ids (results_schema.row_id), so a line read twice is one row.
+A file whose inode or head changed, that shrank or vanished (a store moved aside by --no-resume, a
+store deleted or replaced) has its campaign's rows dropped and read again from its start: a store
+moved aside is the same campaign (its ledger's id) under its new directory.
+
+**Who writes.** `ResultStore.add_samples`/`add_run_records` (iolab.samples) call `after_append` once
+the lines are on disk: the store's new lines go in, and on to a PostgreSQL server where one is
+named (iolab.results_publish). Nothing there can fail a run: a failure is one line on stderr and
+the next command catches up. The commands that read the index (`connect`) catch up every store
+first. A writer takes SQLite's write lock as its transaction begins (BEGIN IMMEDIATE), so two
+commands never index the same line at once.
+
+`verify` is `results.index`'s proof: per store, the lines of the files and the rows of the index,
+counted, and a checksum of each side (sha256 of the sorted row ids and values).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from sqlalchemy import create_engine, delete, event, func, select
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from iolab import ledger
+from iolab.errors import UserError
+from iolab.results_schema import LOCAL, SHARED, campaigns, indexed, put, row_id, runs, samples
+from iolab.samples import SCHEMA, UNITS, ResultStore, Sample, _run_record, parse_line
+from iolab.units import printable
+
+FILE = "iolab.db"
+SAMPLES, RUNS = "samples.jsonl", "runs.jsonl"
+HEAD = 4096  # bytes of a file's head that identify it
+CHUNK = 32 << 20  # bytes read at a time (memory stays bounded on a large store)
+VERSION = 1  # PRAGMA user_version: an index of another layout is rebuilt
+
+
+class _Validity(msgspec.Struct):
+    flags: list[str] = []
+
+
+class _Metadata(msgspec.Struct):
+    validity: _Validity | None = None
+
+
+class _Line(msgspec.Struct, forbid_unknown_fields=True):
+    """A sample line as iolab.samples.Sample reads it; params and metadata kept as their JSON text."""
+
+    campaign: str
+    run_id: str
+    repetition: int
+    host: str
+    backend: str
+    workload: str
+    metric: str
+    value: float
+    unit: str
+    started_at: str
+    ended_at: str
+    params: msgspec.Raw = msgspec.Raw(b"{}")
+    metadata: msgspec.Raw = msgspec.Raw(b"{}")
+    schema: str = SCHEMA
+
+
+_LINE = msgspec.json.Decoder(_Line)
+_METADATA = msgspec.json.Decoder(_Metadata)
+
+
+# --- the database -------------------------------------------------------------------------------
+
+
+def path_of(results: Path) -> Path:
+    return Path(results) / FILE
+
+
+@functools.cache
+def engine(path: Path) -> Engine:
+    """The index at `path`, created (or rebuilt, if of another layout) on first use."""
+    eng = create_engine(f"sqlite:///{path}", connect_args={"timeout": 60})
+
+    @event.listens_for(eng, "connect")
+    def _connect(dbapi: Any, _: Any) -> None:
+        dbapi.isolation_level = None  # transactions are ours: BEGIN IMMEDIATE below
+        dbapi.execute("PRAGMA journal_mode=WAL")
+        dbapi.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process; the files are the truth
+
+    @event.listens_for(eng, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    with eng.begin() as conn:
+        if conn.exec_driver_sql("PRAGMA user_version").scalar() != VERSION:
+            LOCAL.drop_all(conn)
+            SHARED.drop_all(conn)
+            SHARED.create_all(conn)
+            LOCAL.create_all(conn)
+            conn.exec_driver_sql(f"PRAGMA user_version={VERSION}")
+    return eng
+
+
+def open_index(results: Path) -> Engine:
+    """The index of `results`, caught up with its files; a UserError in one line when it cannot be written."""
+    try:
+        path_of(results).parent.mkdir(parents=True, exist_ok=True)
+        eng = engine(path_of(results))
+        catch_up(eng, Path(results))
+    except (SQLAlchemyError, OSError) as exc:
+        raise UserError(
+            f"the results index {path_of(results)} cannot be brought up to date: {_why(exc)}; "
+            f"check that {results} is writable, or delete {FILE} (the files rebuild it)"
+        ) from None
+    return eng
+
+
+def _why(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return printable(str(orig).splitlines()[0] if str(orig) else type(orig).__name__)
+
+
+# --- catching up ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Caught:
+    """What a catch-up did: rows added, stores dropped to be read again."""
+
+    samples: int = 0
+    runs: int = 0
+    reread: list[str] = dataclasses.field(default_factory=list)
+
+
+def stores(results: Path) -> list[str]:
+    """The store directories under `results` (a campaign's, or one moved aside), by name."""
+    found = {p.parent.name for name in (SAMPLES, RUNS) for p in Path(results).glob(f"*/{name}")}
+    return sorted(found)
+
+
+def catch_up(eng: Engine, results: Path, only: str | None = None, rebuild: bool = False) -> Caught:
+    """Index every line of the files not indexed yet (`only`: of that store); `rebuild`: all, from nothing.
+    One transaction: all of it or none."""
+    caught = Caught()
+    with eng.begin() as conn:
+        if rebuild:
+            for table in (*SHARED.sorted_tables, indexed):
+                conn.execute(delete(table))
+        known = _known(conn)
+        stale = [s for s, files in known.items() if only in (None, s) and _stale(results / s, files)]
+        for store in stale:
+            _drop(conn, store, next(iter(known[store].values()))["campaign_id"])
+            caught.reread.append(store)
+        known = _known(conn) if stale else known
+        for store in [only] if only else stores(results):
+            _index_store(conn, results / store, known.get(store, {}), caught)
+    return caught
+
+
+def _known(conn: Connection) -> dict[str, dict[str, Any]]:
+    """store → file → what is indexed of it."""
+    known: dict[str, dict[str, Any]] = {}
+    for row in conn.execute(select(indexed)).mappings():
+        known.setdefault(row["store"], {})[row["file"]] = dict(row)
+    return known
+
+
+def _stale(store_dir: Path, files: dict[str, Any]) -> bool:
+    """Whether what was indexed of the store is no longer its files (moved aside, replaced, cut, deleted)."""
+    found = ledger.read(store_dir)
+    ids = {f["campaign_id"] for f in files.values()}
+    if found is None or not ids & {found["id"], _copy_id(found["id"], store_dir.name)}:
+        return True
+    for name, row in files.items():
+        try:
+            stat = (store_dir / name).stat()
+        except FileNotFoundError:
+            return True
+        if (
+            stat.st_ino != row["inode"]
+            or stat.st_size < row["offset"]
+            or _head(store_dir / name, row["offset"]) != row["head"]
+        ):
+            return True
+    return False
+
+
+def _drop(conn: Connection, store: str, campaign_id: str) -> None:
+    for table in (samples, runs, campaigns):
+        conn.execute(delete(table).where(table.c.campaign_id == campaign_id))
+    conn.execute(delete(indexed).where(indexed.c.store == store))
+
+
+def _head(path: Path, offset: int) -> str:
+    with path.open("rb") as handle:
+        return hashlib.sha256(handle.read(min(offset, HEAD))).hexdigest()
+
+
+def _copy_id(campaign_id: str, store: str) -> str:
+    """The id of a store that holds a copy of another's ledger (its own directory tells them apart)."""
+    return hashlib.sha256(f"{campaign_id}\n{store}".encode()).hexdigest()[:32]
+
+
+def _first_line(store_dir: Path) -> bytes | None:
+    for name in (SAMPLES, RUNS):
+        try:
+            with (store_dir / name).open("rb") as handle:
+                line = handle.readline()
+        except FileNotFoundError:
+            continue
+        if line.endswith(b"\n"):
+            return line
+    return None
+
+
+def _campaign_id(conn: Connection, store_dir: Path, found: dict[str, Any]) -> str:
+    """The ledger's id, unless another store indexed now holds a copy of the same ledger."""
+    holder = conn.execute(select(campaigns.c.store).where(campaigns.c.campaign_id == found["id"])).scalar()
+    if holder is None or holder == store_dir.name or not (store_dir.parent / holder).is_dir():
+        return str(found["id"])
+    return _copy_id(found["id"], store_dir.name)
+
+
+def _index_store(conn: Connection, store_dir: Path, files: dict[str, Any], caught: Caught) -> None:
+    found = ledger.read(store_dir)
+    if found is None:
+        first = _first_line(store_dir)
+        if first is None:
+            return  # nothing whole in it yet
+        found = ledger.adopt(store_dir, first, _name_of(first, store_dir.name))
+    campaign_id = next(iter(files.values()))["campaign_id"] if files else _campaign_id(conn, store_dir, found)
+    configs = {p["run_id"]: p.get("config_hash") for p in found.get("plan") or [] if isinstance(p, dict)}
+    times: list[str] = []
+    for name, reader in ((SAMPLES, _sample_rows), (RUNS, _run_rows)):
+        path = store_dir / name
+        if not path.exists():
+            continue
+        start = files[name]["offset"] if name in files else 0
+        end = start
+        for chunk_end, lines in _lines(path, start):
+            rows = reader(campaign_id, lines, configs)
+            table = samples if name == SAMPLES else runs
+            added = put(conn, table, rows)
+            if name == SAMPLES:
+                caught.samples += added
+                times += [max(r["ended_at"] for r in rows)] if rows else []
+            else:
+                caught.runs += added
+                times += [max(r["at"] or "" for r in rows)] if rows else []
+            end = chunk_end
+        stat = path.stat()
+        entry = {"store": store_dir.name, "file": name, "campaign_id": campaign_id, "offset": end}
+        put(conn, indexed, [{**entry, "inode": stat.st_ino, "head": _head(path, end)}], update=True)
+    _campaign_row(conn, store_dir.name, campaign_id, found, times)
+
+
+def _name_of(line: bytes, store: str) -> str:
+    try:
+        data = parse_line(line)
+    except ValueError:
+        data = None
+    return str(data["campaign"]) if isinstance(data, dict) and "campaign" in data else store.split(".", 1)[0]
+
+
+def _campaign_row(conn: Connection, store: str, campaign_id: str, found: dict[str, Any], times: list[str]) -> None:
+    row = conn.execute(select(campaigns).where(campaigns.c.campaign_id == campaign_id)).mappings().first()
+    started = found.get("started") or (row["started"] if row else None)
+    if not started:  # a store from before ledgers: its first sample's start
+        started = conn.execute(
+            select(func.min(samples.c.started_at)).where(samples.c.campaign_id == campaign_id)
+        ).scalar()
+    ended = max([t for t in [*times, row["ended"] if row else None] if t], default=None)
+    put(
+        conn,
+        campaigns,
+        [
+            {
+                "campaign_id": campaign_id,
+                "store": store,
+                "name": found.get("name") or store,
+                "file_hash": found.get("file_hash"),
+                "started": started,
+                "ended": ended,
+                "controller": found.get("controller"),
+                "iolab_version": found.get("iolab_version"),
+                "dataset": found.get("dataset"),
+                "plan": json.dumps(found.get("plan") or [], sort_keys=True),
+            }
+        ],
+        update=True,
+    )
+
+
+def _lines(path: Path, offset: int) -> Iterator[tuple[int, list[tuple[int, bytes]]]]:
+    """(offset after the chunk, [(line offset, line without its newline), ...]) for each chunk of whole lines
+    from `offset`; a torn last line (a crash mid-append, or an append in progress) is left for later."""
+    with path.open("rb") as handle:
+        handle.seek(offset)
+        carry = b""
+        while True:
+            data = handle.read(CHUNK)
+            if not data:
+                return
+            data = carry + data
+            end = data.rfind(b"\n") + 1
+            carry = data[end:]
+            if not end:
+                continue
+            out, position = [], 0
+            for line in data[: end - 1].split(b"\n"):
+                out.append((offset + position, line))
+                position += len(line) + 1
+            offset += end
+            yield offset, out
+
+
+def _sample_rows(campaign_id: str, lines: list[tuple[int, bytes]], _: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the lines that iolab.samples reads as samples (a line it skips is not indexed either)."""
+    rows = []
+    for offset, raw in lines:
+        row = _fast_row(raw) or _checked_row(raw)
+        if row is not None:
+            row.update(sample_id=row_id(campaign_id, raw), campaign_id=campaign_id, offset=offset)
+            rows.append(row)
+    return rows
+
+
+def _fast_row(raw: bytes) -> dict[str, Any] | None:
+    """The row of a well-formed sample line, typed by msgspec; None for anything it doubts (then checked
+    as iolab.samples checks it)."""
+    try:
+        line = _LINE.decode(raw)
+        meta = _METADATA.decode(line.metadata)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    params, metadata = bytes(line.params), bytes(line.metadata)
+    if line.unit not in UNITS or line.schema != SCHEMA or not math.isfinite(line.value):
+        return None
+    if params[:1] != b"{" or metadata[:1] != b"{":
+        return None
+    flags = meta.validity.flags if meta.validity else []
+    return {
+        **{f: getattr(line, f) for f in _COLUMNS},
+        "flags": json.dumps(flags),
+        "params": params.decode(),
+        "metadata": metadata.decode(),
+    }
+
+
+_COLUMNS = ("run_id", "repetition", "host", "backend", "workload", "metric", "value", "unit", "started_at", "ended_at")
+
+
+def _checked_row(raw: bytes) -> dict[str, Any] | None:
+    try:
+        sample = Sample.from_dict(parse_line(raw))
+    except ValueError:
+        return None
+    validity = sample.metadata.get("validity")
+    flags = validity.get("flags") if isinstance(validity, dict) else None
+    return {
+        **{f: getattr(sample, f) for f in _COLUMNS},
+        "value": float(sample.value),
+        "flags": json.dumps([str(f) for f in flags] if isinstance(flags, list) else []),
+        "params": json.dumps(sample.params, sort_keys=True),
+        "metadata": json.dumps(sample.metadata, sort_keys=True),
+    }
+
+
+def _run_rows(campaign_id: str, lines: list[tuple[int, bytes]], configs: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for offset, raw in lines:
+        try:
+            record = _run_record(parse_line(raw))
+        except ValueError:
+            continue
+        repetition = record.get("repetition")
+        rows.append(
+            {
+                "record_id": row_id(campaign_id, raw),
+                "campaign_id": campaign_id,
+                "offset": offset,
+                "run_id": record["run_id"],
+                "config_hash": configs.get(record["run_id"]),
+                "backend": _text(record.get("backend")),
+                "workload": _text(record.get("workload")),
+                "repetition": repetition if type(repetition) is int else None,
+                "host": record["host"],
+                "status": _text(record.get("status")),
+                "error": _text(record.get("error")),
+                "at": _text(record.get("at")),
+            }
+        )
+    return rows
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+# --- the hook of every append ---------------------------------------------------------------------
+
+
+def store(results: Path, campaign: str) -> ResultStore:
+    """A campaign's store whose every append also lands in the index (and on the server named for it)."""
+    return ResultStore(results, campaign, on_append=after_append)
+
+
+def after_append(store: ResultStore) -> None:
+    """The store's files grew: index its new lines, and publish them where a server is named. Never raises: the
+    next command catches up whatever this could not do."""
+    results = store.dir.parent
+    try:
+        catch_up(engine(path_of(results)), results, only=store.dir.name)
+    except (SQLAlchemyError, OSError) as exc:
+        _warn(f"the results index {path_of(results)} is behind ({_why(exc)}); the next command catches it up")
+        return
+    from iolab import results_publish
+
+    target = results_publish.target_for(store.dir)
+    if target is not None:
+        try:
+            results_publish.publish(results, target, [store.dir.name], caught_up=True)
+        except UserError as exc:
+            _warn(f"{exc}; the next run or `./lab results.publish` sends what is missing")
+
+
+def _warn(line: str) -> None:
+    print(f"iolab: {printable(line)}", file=sys.stderr)
+
+
+# --- proving the index -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Agreement:
+    """One store's files against its rows in the index."""
+
+    store: str
+    file_samples: int
+    db_samples: int
+    file_runs: int
+    db_runs: int
+    file_checksum: str
+    db_checksum: str
+
+    @property
+    def agree(self) -> bool:
+        return (self.file_samples, self.file_runs, self.file_checksum) == (
+            self.db_samples,
+            self.db_runs,
+            self.db_checksum,
+        )
+
+
+def verify(eng: Engine, results: Path) -> list[Agreement]:
+    """Every store's files read afresh against the index's rows: counts and checksums."""
+    out = []
+    with eng.connect() as conn:
+        ids = dict(conn.execute(select(indexed.c.store, indexed.c.campaign_id).distinct()).all())
+        for store in stores(results):
+            campaign_id = ids.get(store, "")
+            file_rows = _file_ids(results / store, campaign_id)
+            db_samples = conn.execute(
+                select(samples.c.sample_id, samples.c.value).where(samples.c.campaign_id == campaign_id)
+            ).all()
+            db_runs = conn.execute(
+                select(runs.c.record_id, runs.c.status).where(runs.c.campaign_id == campaign_id)
+            ).all()
+            out.append(
+                Agreement(
+                    store,
+                    len(file_rows[0]),
+                    len(db_samples),
+                    len(file_rows[1]),
+                    len(db_runs),
+                    _checksum(file_rows[0], file_rows[1]),
+                    _checksum([(i, float(v)) for i, v in db_samples], [(i, s) for i, s in db_runs]),
+                )
+            )
+    return out
+
+
+def _file_ids(store_dir: Path, campaign_id: str) -> tuple[list[tuple[str, float]], list[tuple[str, Any]]]:
+    """(sample id, value) of each sample line and (record id, status) of each run record, read from the files."""
+    found_samples: list[tuple[str, float]] = []
+    found_runs: list[tuple[str, Any]] = []
+    for name in (SAMPLES, RUNS):
+        path = store_dir / name
+        if not path.exists():
+            continue
+        for _, lines in _lines(path, 0):
+            if name == SAMPLES:
+                found_samples += [(r["sample_id"], r["value"]) for r in _sample_rows(campaign_id, lines, {})]
+            else:
+                found_runs += [(r["record_id"], r["status"]) for r in _run_rows(campaign_id, lines, {})]
+    return found_samples, found_runs
+
+
+def _checksum(sample_rows: list[tuple[str, float]], run_rows: list[tuple[str, Any]]) -> str:
+    digest = hashlib.sha256()
+    for sample_id, value in sorted(sample_rows):
+        digest.update(f"{sample_id} {value!r}\n".encode())
+    for record_id, status in sorted(run_rows):
+        digest.update(f"{record_id} {status}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+# --- reading ---------------------------------------------------------------------------------------------
+
+
+def read_only(results: Path) -> Engine:
+    """The index opened read-only (SQLite's mode=ro, and PRAGMA query_only): for `results.query`."""
+    path = path_of(results)
+    eng = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 60})
+
+    @event.listens_for(eng, "connect")
+    def _connect(dbapi: Any, _: Any) -> None:
+        dbapi.execute("PRAGMA query_only=ON")
+
+    return eng
+
+
+def to_samples(rows: Any, campaign_names: dict[str, str], with_metadata: bool = True) -> list[Sample]:
+    """Samples of rows of the samples table (their campaign's name from `campaign_names`: id → name)."""
+    loads = json.loads
+    return [
+        Sample(
+            campaign=campaign_names.get(r.campaign_id, r.campaign_id),
+            run_id=r.run_id,
+            repetition=r.repetition,
+            host=r.host,
+            backend=r.backend,
+            workload=r.workload,
+            metric=r.metric,
+            value=r.value,
+            unit=r.unit,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            params=loads(r.params),
+            metadata=loads(r.metadata) if with_metadata else {},
+        )
+        for r in rows
+    ]
+
+
+def campaign_names(conn: Connection) -> dict[str, str]:
+    return dict(conn.execute(select(campaigns.c.campaign_id, campaigns.c.name)).all())
+
+
+def size(results: Path) -> int:
+    """Bytes of the index on disk (the database and its write-ahead log)."""
+    path = path_of(results)
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
