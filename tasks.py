@@ -15,7 +15,7 @@ from rich.console import Console
 
 from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
-from iolab import direct, execute, lease, metrics, paths, provenance, results_db, session, sim
+from iolab import direct, execute, lease, metrics, paths, provenance, results_store, session, sim
 from iolab import report as report_mod
 from iolab.cli import console, echo, user_errors
 from iolab.cli import lab as make_lab
@@ -232,7 +232,7 @@ def all_(
         echo(bench_mod.describe(spec, lab, files_at_run_time=bool(sized_without_ram)))
         return
     with lease.held(lab, f"campaign {spec.name}", steal):
-        store = results_db.store(paths.results_root(), spec.name)
+        store = results_store.open_store(paths.results_root(), spec.name)
         echo(bench_mod.outcome(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store))
 
 
@@ -268,7 +268,7 @@ def fio(
     lab = make_lab(inventory, hosts)
     one = bench_mod.single_fio(spec, backend, profile, runtime, ramp, size)
     with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
-        store = results_db.store(paths.results_root(), one.name)
+        store = results_store.open_store(paths.results_root(), one.name)
         one = bench_mod.next_repetition(one, store)
         echo(bench_mod.outcome(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store))
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iolab import limits, record, results_db
+from iolab import limits, record, results_store
 from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab
@@ -221,7 +221,7 @@ def run_search(
     host as `search` asks, unmount: a backend session (iolab.session) of the probes' campaign. Returns the
     answer's `summary`."""
     first = probe_campaign(spec, backend, accelerator, workload, [1])
-    state = CampaignState(first, lab, results_db.store(results, first.name), Progress([], lab.console))
+    state = CampaignState(first, lab, results_store.open_store(results, first.name), Progress([], lab.console))
     hosts = list(lab.hosts)
     floor = step_floor()
     template = expand(first)[0].workload

@@ -14,10 +14,10 @@ A file whose inode or head changed, that shrank or vanished (a store moved aside
 store deleted or replaced) has its campaign's rows dropped and read again from its start: a store
 moved aside is the same campaign (its ledger's id) under its new directory.
 
-**Who writes.** `ResultStore.add_samples`/`add_run_records` (iolab.samples) call `after_append` once
+**Who writes.** `ResultStore.add_samples`/`add_run_records` (iolab.samples) call their hook once
 the lines are on disk: the store's new lines go in, and on to a PostgreSQL server where one is
-named (iolab.results_publish). Nothing there can fail a run: a failure is one line on stderr and
-the next command catches up. The commands that read the index (`connect`) catch up every store
+named (iolab.results_store, iolab.results_publish). Nothing there can fail a run: a failure is one
+line on stderr and the next command catches up. The commands that read the index (`connect`) catch up every store
 first. A writer takes SQLite's write lock as its transaction begins (BEGIN IMMEDIATE), so two
 commands never index the same line at once.
 
@@ -32,7 +32,8 @@ import functools
 import hashlib
 import json
 import math
-import sys
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from iolab import ledger
 from iolab.errors import UserError
 from iolab.results_schema import LOCAL, SHARED, campaigns, indexed, put, row_id, runs, samples
-from iolab.samples import SCHEMA, UNITS, ResultStore, Sample, _run_record, parse_line
+from iolab.samples import SCHEMA, UNITS, Sample, _run_record, parse_line
 from iolab.units import printable
 
 FILE = "iolab.db"
@@ -126,15 +127,17 @@ def open_index(results: Path) -> Engine:
         catch_up(eng, Path(results))
     except (SQLAlchemyError, OSError) as exc:
         raise UserError(
-            f"the results index {path_of(results)} cannot be brought up to date: {_why(exc)}; "
+            f"the results index {path_of(results)} cannot be brought up to date: {why(exc)}; "
             f"check that {results} is writable, or delete {FILE} (the files rebuild it)"
         ) from None
     return eng
 
 
-def _why(exc: BaseException) -> str:
+def why(exc: BaseException) -> str:
+    """A database error in one line: the driver's first line (SQLAlchemy adds the statement and a link)."""
     orig = getattr(exc, "orig", None) or exc
-    return printable(str(orig).splitlines()[0] if str(orig) else type(orig).__name__)
+    lines = [line.strip() for line in str(orig).splitlines() if line.strip()]
+    return printable(lines[0] if lines else type(orig).__name__)
 
 
 # --- catching up ----------------------------------------------------------------------------------
@@ -414,35 +417,23 @@ def _text(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
-# --- the hook of every append ---------------------------------------------------------------------
+# --- crash points ---------------------------------------------------------------------------------------
+
+CRASH_ENV = "IOLAB_TEST_CRASH_AT"
 
 
-def store(results: Path, campaign: str) -> ResultStore:
-    """A campaign's store whose every append also lands in the index (and on the server named for it)."""
-    return ResultStore(results, campaign, on_append=after_append)
-
-
-def after_append(store: ResultStore) -> None:
-    """The store's files grew: index its new lines, and publish them where a server is named. Never raises: the
-    next command catches up whatever this could not do."""
-    results = store.dir.parent
-    try:
-        catch_up(engine(path_of(results)), results, only=store.dir.name)
-    except (SQLAlchemyError, OSError) as exc:
-        _warn(f"the results index {path_of(results)} is behind ({_why(exc)}); the next command catches it up")
+def crash_point(name: str) -> None:
+    """Tests only: SIGKILL this process where $IOLAB_TEST_CRASH_AT names `name` (`NAME` or `NAME:N`, the Nth time
+    it is reached), to prove that the index and a publish recover from a crash at that point."""
+    wanted = os.environ.get(CRASH_ENV, "")
+    if not wanted or wanted.split(":")[0] != name:
         return
-    from iolab import results_publish
-
-    target = results_publish.target_for(store.dir)
-    if target is not None:
-        try:
-            results_publish.publish(results, target, [store.dir.name], caught_up=True)
-        except UserError as exc:
-            _warn(f"{exc}; the next run or `./lab results.publish` sends what is missing")
+    _REACHED[name] = _REACHED.get(name, 0) + 1
+    if _REACHED[name] >= int((wanted.split(":") + ["1"])[1]):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _warn(line: str) -> None:
-    print(f"iolab: {printable(line)}", file=sys.stderr)
+_REACHED: dict[str, int] = {}
 
 
 # --- proving the index -------------------------------------------------------------------------------
