@@ -432,21 +432,14 @@ MLPERF_PREFIX = "mlperf_"
 # Whether a run of an MLPerf-Storage-style workload followed MLPerf Storage's rules: a key of the exports.
 # Never "valid": a number iolab measures is never an MLPerf result (MLCommons' names). The key was
 # `mlperf_valid` before; no store ever held it (it is computed as a report reads the samples), so an old
-# store reads as it is, and an old export's key is read by `rules_followed`.
+# store reads as it is and gets the new key.
 MLPERF_FOLLOWED = "mlperf_rules_followed"
-OLD_MLPERF_FOLLOWED = "mlperf_valid"
 MLPERF_LAB_SCALE = "mlperf_lab_scale"
 MLPERF_DATASET_SIZE = "mlperf_dataset_size"
 MLPERF_REPETITIONS = "mlperf_repetitions"
 MLPERF_WARMUP = "mlperf_warmup"
 MLPERF_SEED = "mlperf_seed"
 MLPERF_AU = "mlperf_au"
-
-
-def rules_followed(row: Mapping[str, Any]) -> bool | None:
-    """An exported row's MLPerf Storage verdict, under its name or the old one; None for a row without one."""
-    found = row.get(MLPERF_FOLLOWED, row.get(OLD_MLPERF_FOLLOWED))
-    return None if found is None else bool(found)
 
 
 def _mlperf_flag(name: str, why: str, host: str | None = None) -> Flag:
