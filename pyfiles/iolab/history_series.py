@@ -21,12 +21,18 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
 from sqlalchemy import select
 
-from iolab import compare, metrics, results_db, validity
+from iolab import compare, metrics, results_db, results_query, validity
 from iolab.errors import UserError
 from iolab.parsers import LOWER
 from iolab.results_schema import campaigns, samples
+from iolab.units import human
+
+
+class NothingYet(UserError):
+    """No sample of the metrics asked for (or none at all yet)."""
 
 
 @dataclasses.dataclass
@@ -95,7 +101,7 @@ def build(
             query = query.where(samples.c.workload == workload)
         rows = list(conn.execute(query.where(samples.c.campaign_id.in_(_with(chosen)))))
     if not rows:
-        raise UserError(_nothing(results, chosen, backend, workload))
+        raise NothingYet(_nothing(results, chosen, backend, workload))
     by_campaign: dict[str, list[Any]] = defaultdict(list)
     for row in rows:
         by_campaign[row.campaign_id].append(row)
@@ -121,7 +127,7 @@ def _with(chosen: list[str]) -> Any:
 def _add_points(found: dict, store: Any, rows: list[Any], chosen: list[str]) -> None:
     """One point per series of a campaign's samples (metadata left out: a sample's params suffice)."""
     flagged = {r.run_id for r in rows if r.flags != "[]"}
-    batch = results_db.to_samples(rows, {store.campaign_id: store.name}, with_metadata=False)
+    batch = results_query.to_samples(rows, {store.campaign_id: store.name}, with_metadata=False)
     for g in validity.groups(batch):
         if validity.base_metric(g.metric) not in chosen:
             continue
@@ -178,3 +184,68 @@ def to_json(found: list[Series]) -> str:
         ],
         indent=1,
     )
+
+
+def run(
+    results: Path,
+    chosen: list[str],
+    backend: str | None,
+    workload: str | None,
+    rule_texts: list[str],
+    rules_file: str | None,
+) -> tuple[list[Series], list[str]]:
+    """What report.history draws: the series (none yet: []) and the rules' texts they were judged by."""
+    given = [compare.parse_rule(r) for r in rule_texts] + (compare.load_rules(rules_file) if rules_file else [])
+    rules = given or default_rules(chosen or sorted(validity.MERIT_METRICS, key=metrics.rank))
+    try:
+        return build(results, chosen or None, backend, workload, rules), [r.text for r in rules]
+    except NothingYet:
+        if chosen or backend or workload:
+            raise
+        return [], [r.text for r in rules]
+
+
+def table(found: list[Series], rules: list[str]) -> Table | str:
+    """A row per point, the series' rows together: median, min–max, IQR and n, the change, the rules broken."""
+    from iolab.report import plain
+
+    if not found:
+        return "no figure of merit stored yet: run a campaign, then report.history draws each over time"
+    out = Table(
+        title=plain(f"each figure over time: a campaign's median over its repetitions; rules: {', '.join(rules)}"),
+        title_justify="left",
+        caption="change: against the point before (ratio of geometric means); ✗ breaks a rule; ⚑ a run is flagged",
+    )
+    for column in (
+        "metric · workload · backend",
+        "campaign start",
+        "store",
+        "median",
+        "min – max",
+        "IQR",
+        "n",
+        "change",
+        "",
+    ):
+        out.add_column(column, justify="right" if column in ("median", "min – max", "IQR", "n", "change") else "left")
+    for s in found:
+        for i, p in enumerate(s.points):
+            low, high = p.iqr
+            out.add_row(
+                *map(
+                    plain,
+                    (
+                        s.title if i == 0 else "",
+                        p.when[:16].replace("T", " "),
+                        p.store,
+                        human(p.median, s.unit),
+                        f"{human(min(p.values), s.unit)} – {human(max(p.values), s.unit)}",
+                        f"{human(low, s.unit)} – {human(high, s.unit)}",
+                        str(len(p.values)),
+                        "" if p.change is None else f"{p.change * 100:+.1f}%",
+                        ("✗ " + "; ".join(p.regressions) if p.regressions else "") + (" ⚑" if p.flagged else ""),
+                    ),
+                )
+            )
+        out.add_section()
+    return out

@@ -121,16 +121,20 @@ def engine(path: Path) -> Engine:
 
 def open_index(results: Path) -> Engine:
     """The index of `results`, caught up with its files; a UserError in one line when it cannot be written."""
+    return caught_up(results)[0]
+
+
+def caught_up(results: Path, rebuild: bool = False) -> tuple[Engine, Caught]:
+    """The index of `results` and what catching it up with its files (`rebuild`: from nothing) did."""
     try:
         path_of(results).parent.mkdir(parents=True, exist_ok=True)
         eng = engine(path_of(results))
-        catch_up(eng, Path(results))
+        return eng, catch_up(eng, Path(results), rebuild=rebuild)
     except (SQLAlchemyError, OSError) as exc:
         raise UserError(
             f"the results index {path_of(results)} cannot be brought up to date: {why(exc)}; "
             f"check that {results} is writable, or delete {FILE} (the files rebuild it)"
         ) from None
-    return eng
 
 
 def why(exc: BaseException) -> str:
@@ -251,26 +255,23 @@ def _index_store(conn: Connection, store_dir: Path, files: dict[str, Any], caugh
     campaign_id = next(iter(files.values()))["campaign_id"] if files else _campaign_id(conn, store_dir, found)
     configs = {p["run_id"]: p.get("config_hash") for p in found.get("plan") or [] if isinstance(p, dict)}
     times: list[str] = []
-    for name, reader in ((SAMPLES, _sample_rows), (RUNS, _run_rows)):
+    for name, reader in ((SAMPLES, sample_rows), (RUNS, run_rows)):
         path = store_dir / name
         if not path.exists():
             continue
-        start = files[name]["offset"] if name in files else 0
-        end = start
-        for chunk_end, lines in _lines(path, start):
+        end, bad = (files[name]["offset"], files[name]["bad"]) if name in files else (0, 0)
+        table = samples if name == SAMPLES else runs
+        for chunk_end, lines in lines_of(path, end):
             rows = reader(campaign_id, lines, configs)
-            table = samples if name == SAMPLES else runs
             added = put(conn, table, rows)
             if name == SAMPLES:
                 caught.samples += added
-                times += [max(r["ended_at"] for r in rows)] if rows else []
             else:
                 caught.runs += added
-                times += [max(r["at"] or "" for r in rows)] if rows else []
-            end = chunk_end
-        stat = path.stat()
-        entry = {"store": store_dir.name, "file": name, "campaign_id": campaign_id, "offset": end}
-        put(conn, indexed, [{**entry, "inode": stat.st_ino, "head": _head(path, end)}], update=True)
+            times += [max(r["ended_at"] if name == SAMPLES else r["at"] or "" for r in rows)] if rows else []
+            end, bad = chunk_end, bad + len(lines) - len(rows)
+        entry = {"store": store_dir.name, "file": name, "campaign_id": campaign_id, "offset": end, "bad": bad}
+        put(conn, indexed, [{**entry, "inode": path.stat().st_ino, "head": _head(path, end)}], update=True)
     _campaign_row(conn, store_dir.name, campaign_id, found, times)
 
 
@@ -311,7 +312,7 @@ def _campaign_row(conn: Connection, store: str, campaign_id: str, found: dict[st
     )
 
 
-def _lines(path: Path, offset: int) -> Iterator[tuple[int, list[tuple[int, bytes]]]]:
+def lines_of(path: Path, offset: int) -> Iterator[tuple[int, list[tuple[int, bytes]]]]:
     """(offset after the chunk, [(line offset, line without its newline), ...]) for each chunk of whole lines
     from `offset`; a torn last line (a crash mid-append, or an append in progress) is left for later."""
     with path.open("rb") as handle:
@@ -334,7 +335,7 @@ def _lines(path: Path, offset: int) -> Iterator[tuple[int, list[tuple[int, bytes
             yield offset, out
 
 
-def _sample_rows(campaign_id: str, lines: list[tuple[int, bytes]], _: dict[str, Any]) -> list[dict[str, Any]]:
+def sample_rows(campaign_id: str, lines: list[tuple[int, bytes]], _: dict[str, Any]) -> list[dict[str, Any]]:
     """Rows of the lines that iolab.samples reads as samples (a line it skips is not indexed either)."""
     rows = []
     for offset, raw in lines:
@@ -386,7 +387,7 @@ def _checked_row(raw: bytes) -> dict[str, Any] | None:
     }
 
 
-def _run_rows(campaign_id: str, lines: list[tuple[int, bytes]], configs: dict[str, Any]) -> list[dict[str, Any]]:
+def run_rows(campaign_id: str, lines: list[tuple[int, bytes]], configs: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for offset, raw in lines:
         try:
@@ -434,128 +435,3 @@ def crash_point(name: str) -> None:
 
 
 _REACHED: dict[str, int] = {}
-
-
-# --- proving the index -------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Agreement:
-    """One store's files against its rows in the index."""
-
-    store: str
-    file_samples: int
-    db_samples: int
-    file_runs: int
-    db_runs: int
-    file_checksum: str
-    db_checksum: str
-
-    @property
-    def agree(self) -> bool:
-        return (self.file_samples, self.file_runs, self.file_checksum) == (
-            self.db_samples,
-            self.db_runs,
-            self.db_checksum,
-        )
-
-
-def verify(eng: Engine, results: Path) -> list[Agreement]:
-    """Every store's files read afresh against the index's rows: counts and checksums."""
-    out = []
-    with eng.connect() as conn:
-        ids = dict(conn.execute(select(indexed.c.store, indexed.c.campaign_id).distinct()).all())
-        for store in stores(results):
-            campaign_id = ids.get(store, "")
-            file_rows = _file_ids(results / store, campaign_id)
-            db_samples = conn.execute(
-                select(samples.c.sample_id, samples.c.value).where(samples.c.campaign_id == campaign_id)
-            ).all()
-            db_runs = conn.execute(
-                select(runs.c.record_id, runs.c.status).where(runs.c.campaign_id == campaign_id)
-            ).all()
-            out.append(
-                Agreement(
-                    store,
-                    len(file_rows[0]),
-                    len(db_samples),
-                    len(file_rows[1]),
-                    len(db_runs),
-                    _checksum(file_rows[0], file_rows[1]),
-                    _checksum([(i, float(v)) for i, v in db_samples], [(i, s) for i, s in db_runs]),
-                )
-            )
-    return out
-
-
-def _file_ids(store_dir: Path, campaign_id: str) -> tuple[list[tuple[str, float]], list[tuple[str, Any]]]:
-    """(sample id, value) of each sample line and (record id, status) of each run record, read from the files."""
-    found_samples: list[tuple[str, float]] = []
-    found_runs: list[tuple[str, Any]] = []
-    for name in (SAMPLES, RUNS):
-        path = store_dir / name
-        if not path.exists():
-            continue
-        for _, lines in _lines(path, 0):
-            if name == SAMPLES:
-                found_samples += [(r["sample_id"], r["value"]) for r in _sample_rows(campaign_id, lines, {})]
-            else:
-                found_runs += [(r["record_id"], r["status"]) for r in _run_rows(campaign_id, lines, {})]
-    return found_samples, found_runs
-
-
-def _checksum(sample_rows: list[tuple[str, float]], run_rows: list[tuple[str, Any]]) -> str:
-    digest = hashlib.sha256()
-    for sample_id, value in sorted(sample_rows):
-        digest.update(f"{sample_id} {value!r}\n".encode())
-    for record_id, status in sorted(run_rows):
-        digest.update(f"{record_id} {status}\n".encode())
-    return digest.hexdigest()[:16]
-
-
-# --- reading ---------------------------------------------------------------------------------------------
-
-
-def read_only(results: Path) -> Engine:
-    """The index opened read-only (SQLite's mode=ro, and PRAGMA query_only): for `results.query`."""
-    path = path_of(results)
-    eng = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 60})
-
-    @event.listens_for(eng, "connect")
-    def _connect(dbapi: Any, _: Any) -> None:
-        dbapi.execute("PRAGMA query_only=ON")
-
-    return eng
-
-
-def to_samples(rows: Any, campaign_names: dict[str, str], with_metadata: bool = True) -> list[Sample]:
-    """Samples of rows of the samples table (their campaign's name from `campaign_names`: id → name)."""
-    loads = json.loads
-    return [
-        Sample(
-            campaign=campaign_names.get(r.campaign_id, r.campaign_id),
-            run_id=r.run_id,
-            repetition=r.repetition,
-            host=r.host,
-            backend=r.backend,
-            workload=r.workload,
-            metric=r.metric,
-            value=r.value,
-            unit=r.unit,
-            started_at=r.started_at,
-            ended_at=r.ended_at,
-            params=loads(r.params),
-            metadata=loads(r.metadata) if with_metadata else {},
-        )
-        for r in rows
-    ]
-
-
-def campaign_names(conn: Connection) -> dict[str, str]:
-    return dict(conn.execute(select(campaigns.c.campaign_id, campaigns.c.name)).all())
-
-
-def size(results: Path) -> int:
-    """Bytes of the index on disk (the database and its write-ahead log)."""
-    path = path_of(results)
-    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())

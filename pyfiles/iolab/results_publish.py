@@ -116,3 +116,23 @@ def _send(
         with local.begin() as conn:
             entry = {"target": target.key, "campaign_id": campaign_id, "kind": kind, "offset": mark}
             put(conn, published, [entry], update=True)
+
+
+def run(results: Path, to: str | None, campaign: str | None, again: bool) -> str:
+    """`results.publish`: the server from --to or $IOLAB_RESULTS_DB; a line saying what went there."""
+    if to:
+        target = parse(to, "--to")
+    elif os.environ.get(ENV):
+        target = parse(os.environ[ENV], f"${ENV}")
+    else:
+        raise UserError(f"name the server: --to postgresql://USER@HOST[:PORT]/DATABASE, or set ${ENV}")
+    stores = [campaign] if campaign else None
+    if campaign and campaign not in results_db.stores(results):
+        raise UserError(
+            f"no store {campaign!r} in {results} (stores: {', '.join(results_db.stores(results)) or 'none'})"
+        )
+    done = publish(results, target, stores, again=again)
+    return (
+        f"published to {target.shown}: {done.samples} new sample(s), {done.runs} new run record(s) of "
+        f"{done.campaigns} campaign(s) ({done.sent} row(s) sent; the server had the rest)"
+    )

@@ -17,7 +17,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, text
+from rich.table import Table
+from sqlalchemy import create_engine, event, select, text
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from iolab import results_db
@@ -28,10 +30,22 @@ from iolab.samples import Sample
 DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2})?)?)?)?)?$")
 
 
+def read_only(results: Path) -> Engine:
+    """The index opened read-only (SQLite's mode=ro, and PRAGMA query_only): for `results.query`."""
+    path = results_db.path_of(results)
+    eng = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 60})
+
+    @event.listens_for(eng, "connect")
+    def _connect(dbapi: Any, _: Any) -> None:
+        dbapi.execute("PRAGMA query_only=ON")
+
+    return eng
+
+
 def query(results: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The columns and rows of one read-only statement over the index (caught up with the files first)."""
     results_db.open_index(results).dispose()
-    eng = results_db.read_only(results)
+    eng = read_only(results)
     try:
         with eng.connect() as conn:
             found = conn.execute(text(sql))
@@ -65,12 +79,12 @@ def samples_at(results: Path, spec: str) -> list[Sample]:
     date = date.replace(" ", "T")
     eng = results_db.open_index(results)
     with eng.connect() as conn:
-        names = results_db.campaign_names(conn)
+        names = campaign_names(conn)
         ids = [i for i, n in names.items() if n == name] if name else list(names)
         query = select(samples).where(
             samples.c.campaign_id.in_(ids), samples.c.started_at >= date, samples.c.started_at < _after(date)
         )
-        found = results_db.to_samples(conn.execute(query), names)
+        found = to_samples(conn.execute(query), names)
         if not found:
             days = select(campaigns.c.started).where(campaigns.c.campaign_id.in_(ids))
             known = sorted({str(d)[:10] for (d,) in conn.execute(days) if d})
@@ -86,3 +100,41 @@ def samples_at(results: Path, spec: str) -> list[Sample]:
 def _after(prefix: str) -> str:
     """The first string after every time that starts with `prefix` ('2026-11' → '2026-11\\x7f')."""
     return prefix + "\x7f"
+
+
+def to_samples(rows: Any, campaign_names: dict[str, str], with_metadata: bool = True) -> list[Sample]:
+    """Samples of rows of the samples table (their campaign's name from `campaign_names`: id → name)."""
+    loads = json.loads
+    return [
+        Sample(
+            campaign=campaign_names.get(r.campaign_id, r.campaign_id),
+            run_id=r.run_id,
+            repetition=r.repetition,
+            host=r.host,
+            backend=r.backend,
+            workload=r.workload,
+            metric=r.metric,
+            value=r.value,
+            unit=r.unit,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            params=loads(r.params),
+            metadata=loads(r.metadata) if with_metadata else {},
+        )
+        for r in rows
+    ]
+
+
+def campaign_names(conn: Connection) -> dict[str, str]:
+    return dict(conn.execute(select(campaigns.c.campaign_id, campaigns.c.name)).all())
+
+
+def table(columns: list[str], rows: list[tuple[Any, ...]]) -> Table:
+    from iolab.report import plain
+
+    out = Table(caption=f"{len(rows)} row(s)")
+    for column in columns:
+        out.add_column(plain(column))
+    for row in rows:
+        out.add_row(*(plain("NULL" if v is None else v) for v in row))
+    return out

@@ -97,6 +97,7 @@ indexed = Table(
     Column("offset", BigInteger, nullable=False),  # bytes indexed: whole lines only
     Column("inode", BigInteger, nullable=False),
     Column("head", String(64), nullable=False),  # sha256 of the file's first bytes (up to 4 KiB, up to offset)
+    Column("bad", Integer, nullable=False),  # lines up to offset that are not records (iolab.samples.BadLine)
 )
 published = Table(
     "published",

@@ -27,7 +27,7 @@ from typing import Any
 from rich.table import Table
 from sqlalchemy import func, select
 
-from iolab import lease, results_db, validity
+from iolab import lease, results_db, results_query, validity
 from iolab.errors import UserError
 from iolab.results_schema import campaigns, runs, samples
 from iolab.samples import AGGREGATE_HOST
@@ -122,7 +122,7 @@ def _rules(conn: Any, campaign_id: str, name: str) -> dict[str, tuple[int, str]]
     """flag → (the runs it concerns, its first reason): validity's verdicts on the campaign's samples, and the
     searches that foreign CPU disturbed."""
     rows = conn.execute(select(samples).where(samples.c.campaign_id == campaign_id).order_by(samples.c.offset))
-    found = results_db.to_samples(rows, {campaign_id: name})
+    found = results_query.to_samples(rows, {campaign_id: name})
     by_flag: dict[str, list[validity.Flag]] = defaultdict(list)
     for run_id, flags in validity.assess(found).flags.items():
         for flag in {f.name: f for f in flags}.values():
