@@ -157,8 +157,9 @@ class Caught:
 
 
 def stores(results: Path) -> list[str]:
-    """The store directories under `results` (a campaign's, or one moved aside), by name."""
-    found = {p.parent.name for name in (SAMPLES, RUNS) for p in Path(results).glob(f"*/{name}")}
+    """The store directories under `results` (a campaign's, or one moved aside; one that has only begun has its
+    ledger), by name."""
+    found = {p.parent.name for name in (SAMPLES, RUNS, ledger.FILE) for p in Path(results).glob(f"*/{name}")}
     return sorted(found)
 
 
@@ -200,6 +201,8 @@ def _stale(store_dir: Path, files: dict[str, Any]) -> bool:
             stat = (store_dir / name).stat()
         except FileNotFoundError:
             return True
+        if name == ledger.FILE:
+            continue  # replaced whole at each start: its id (above) is what counts
         if (
             stat.st_ino != row["inode"]
             or stat.st_size < row["offset"]
@@ -272,6 +275,9 @@ def _index_store(conn: Connection, store_dir: Path, files: dict[str, Any], caugh
             end, bad = chunk_end, bad + len(lines) - len(rows)
         entry = {"store": store_dir.name, "file": name, "campaign_id": campaign_id, "offset": end, "bad": bad}
         put(conn, indexed, [{**entry, "inode": path.stat().st_ino, "head": _head(path, end)}], update=True)
+    if (store_dir / ledger.FILE).exists():  # a store with a ledger and no line yet is a campaign begun
+        entry = {"store": store_dir.name, "file": ledger.FILE, "campaign_id": campaign_id, "offset": 0, "bad": 0}
+        put(conn, indexed, [{**entry, "inode": 0, "head": ""}], update=True)
     _campaign_row(conn, store_dir.name, campaign_id, found, times)
 
 

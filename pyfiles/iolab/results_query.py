@@ -4,9 +4,10 @@
     ./lab report.compare quick@2026-11-21 quick@2026-12      a campaign's samples of a day, a month
     ./lab report.compare @2026-11-21 @2026-12-19             every campaign's samples of those days
 
-`query` opens the index read-only twice over: SQLite's `mode=ro` URI (the file itself cannot be
-written) and `PRAGMA query_only` (no statement may write, a temporary table included). A statement
-that writes is refused in one line; so is more than one statement. The tables and their columns are
+`query` opens the index read-only three times over: SQLite's `mode=ro` URI (the file itself cannot be
+written), `PRAGMA query_only` (no statement may write) and an authorizer that allows reading only (no
+ATTACH of another file, no PRAGMA, no temporary table). A statement that writes is refused in one
+line; so is more than one statement. The tables and their columns are
 iolab.results_schema's (docs/DESIGN.md, "The results database").
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -31,15 +33,24 @@ DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2})?)?)?)?)?$")
 
 
 def read_only(results: Path) -> Engine:
-    """The index opened read-only (SQLite's mode=ro, and PRAGMA query_only): for `results.query`."""
+    """The index opened read-only: SQLite's mode=ro and PRAGMA query_only, and an authorizer that lets a
+    statement only read (no ATTACH, no PRAGMA, no temporary table)."""
     path = results_db.path_of(results)
     eng = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 60})
 
     @event.listens_for(eng, "connect")
     def _connect(dbapi: Any, _: Any) -> None:
         dbapi.execute("PRAGMA query_only=ON")
+        dbapi.set_authorizer(_reads_only)
 
     return eng
+
+
+def _reads_only(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_OK if action in _READS else sqlite3.SQLITE_DENY
+
+
+_READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
 
 def query(results: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -54,7 +65,7 @@ def query(results: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
             return list(found.keys()), [tuple(row) for row in found.all()]
     except SQLAlchemyError as exc:
         why = results_db.why(exc)
-        if "readonly" in why or "read-only" in why:
+        if "readonly" in why or "not authorized" in why:
             raise UserError(
                 f"results.query is read-only, and this statement writes ({why}); the files are the truth: "
                 "change them, then `./lab results.index --rebuild`"

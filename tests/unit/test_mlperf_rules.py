@@ -275,7 +275,9 @@ def test_fewer_than_five_runs_and_no_warm_up_break_rule_2_1_17():
     assert set(flags) == {"mlperf_repetitions", "mlperf_warmup"}
     assert all(reason.startswith("MLPerf Storage rule 2.1.17 (runTimestamps)") for reason in flags.values())
     row = next(r for r in validity.annotate(samples) if r["run_id"] == "r1")
-    assert row["mlperf_rules_followed"] is False and row["valid"] is True  # comparable with each other, not with MLPerf's
+    assert (
+        row["mlperf_rules_followed"] is False and row["valid"] is True
+    )  # comparable with each other, not with MLPerf's
 
 
 def test_the_result_is_the_mean_of_the_five_runs():
