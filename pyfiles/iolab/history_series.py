@@ -194,15 +194,16 @@ def run(
     rule_texts: list[str],
     rules_file: str | None,
 ) -> tuple[list[Series], list[str]]:
-    """What report.history draws: the series (none yet: []) and the rules' texts they were judged by."""
+    """What report.history draws: the series (none yet: []) and the texts of the rules that judged them."""
     given = [compare.parse_rule(r) for r in rule_texts] + (compare.load_rules(rules_file) if rules_file else [])
     rules = given or default_rules(chosen or sorted(validity.MERIT_METRICS, key=metrics.rank))
     try:
-        return build(results, chosen or None, backend, workload, rules), [r.text for r in rules]
+        found = build(results, chosen or None, backend, workload, rules)
     except NothingYet:
         if chosen or backend or workload:
             raise
         return [], [r.text for r in rules]
+    return found, [r.text for r in rules if any(r.matches(s.metric) for s in found)]
 
 
 def table(found: list[Series], rules: list[str]) -> Table | str:

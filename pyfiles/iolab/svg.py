@@ -396,7 +396,9 @@ def time_chart(
     for i in range(5):
         when = first + (last - first) * i / 4
         stamp = dt.datetime.fromtimestamp(when, dt.UTC).strftime("%Y-%m-%d")
-        body.append(f'<text class="tick" x="{x_of(when):.1f}" y="{base + 16:.1f}" text-anchor="middle">{stamp}</text>')
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        at = f'x="{x_of(when):.1f}" y="{base + 16:.1f}" text-anchor="{anchor}"'
+        body.append(f'<text class="tick" {at}>{stamp}</text>')
     body.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{base:.1f}" y2="{base:.1f}"/>')
     shapes = {name: SHAPES[i % len(SHAPES)] for i, name in enumerate(palette)}
     for name, line in series.items():
