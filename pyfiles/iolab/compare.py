@@ -117,14 +117,14 @@ class Ratio:
         return f"{self.low:.3g} – {self.high:.3g}"
 
 
-def ratio_ci(a: list[float], b: list[float], level: float = LEVEL) -> Ratio:
-    """B/A with a Welch t-interval on logs (see the module's docstring for why)."""
+def ratio_ci(a: list[float], b: list[float], level: float | None = LEVEL) -> Ratio:
+    """B/A with a Welch t-interval on logs (see the module's docstring for why); `level` None: no interval."""
     if min(a + b) <= 0:
         raise ValueError("ratios need positive values")
     la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
     diff = statistics.fmean(lb) - statistics.fmean(la)
     ratio = math.exp(diff)
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < 2 or len(b) < 2 or level is None:
         return Ratio(ratio, None, None, len(a), len(b))
     va, vb = statistics.variance(la) / len(a), statistics.variance(lb) / len(b)
     se = math.sqrt(va + vb)
@@ -311,11 +311,14 @@ def _answers(side: Side, group: validity.Group) -> list[str]:
     ]
 
 
-def judge(metric: str, a: list[float], b: list[float], rules: list[Rule]) -> tuple[Ratio | None, list[Rule]]:
+def judge(
+    metric: str, a: list[float], b: list[float], rules: list[Rule], level: float | None = LEVEL
+) -> tuple[Ratio | None, list[Rule]]:
     """B's repeats against A's for one point of `metric`: the ratio (None where a value is 0 or below, or B has
-    none) and the rules it breaks; a loss (B has no value, or its median fell to 0) breaks every rule that
-    matches. report.compare judges each point so, and report.history each point of a series against the last."""
-    ratio = ratio_ci(a, b) if b and min(a + b) > 0 else None
+    none; its interval at `level`, None: none) and the rules it breaks, which the point estimate decides; a
+    loss (B has no value, or its median fell to 0) breaks every rule that matches. report.compare judges each
+    point so, and report.history each point of a series against the one before (without the interval)."""
+    ratio = ratio_ci(a, b, level) if b and min(a + b) > 0 else None
     ruled = [r for r in rules if r.matches(metric)]
     return ratio, ruled if lost(a, b) else [r for r in ruled if ratio and not r.holds(ratio.change)]
 

@@ -99,7 +99,7 @@ def build(
             query = query.where(samples.c.backend == backend)
         if workload:
             query = query.where(samples.c.workload == workload)
-        rows = list(conn.execute(query.where(samples.c.campaign_id.in_(_with(chosen)))))
+        rows = list(conn.execute(query.where(samples.c.metric.in_(chosen))))
     if not rows:
         raise NothingYet(_nothing(results, chosen, backend, workload))
     by_campaign: dict[str, list[Any]] = defaultdict(list)
@@ -119,13 +119,9 @@ def build(
     )
 
 
-def _with(chosen: list[str]) -> Any:
-    """The campaigns with a sample of a chosen metric (their other samples make their runs' settings)."""
-    return select(samples.c.campaign_id).where(samples.c.metric.in_(chosen)).distinct()
-
-
 def _add_points(found: dict, store: Any, rows: list[Any], chosen: list[str]) -> None:
-    """One point per series of a campaign's samples (metadata left out: a sample's params suffice)."""
+    """One point per series of a campaign's samples of the chosen metrics (their params make the runs' settings;
+    metadata left out)."""
     flagged = {r.run_id for r in rows if r.flags != "[]"}
     batch = results_query.to_samples(rows, {store.campaign_id: store.name}, with_metadata=False)
     for g in validity.groups(batch):
@@ -139,7 +135,7 @@ def _add_points(found: dict, store: Any, rows: list[Any], chosen: list[str]) -> 
 
 def _judge(series: Series, rules: list[compare.Rule]) -> None:
     for before, point in zip(series.points, series.points[1:], strict=False):
-        ratio, broken = compare.judge(series.metric, before.values, point.values, rules)
+        ratio, broken = compare.judge(series.metric, before.values, point.values, rules, level=None)
         point.change = ratio.change if ratio else None
         point.regressions = [r.text for r in broken]
 

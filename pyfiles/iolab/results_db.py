@@ -104,6 +104,7 @@ def engine(path: Path) -> Engine:
         dbapi.isolation_level = None  # transactions are ours: BEGIN IMMEDIATE below
         dbapi.execute("PRAGMA journal_mode=WAL")
         dbapi.execute("PRAGMA synchronous=NORMAL")  # durable against a killed process; the files are the truth
+        dbapi.execute("PRAGMA cache_size=-65536")  # 64 MiB: a rebuild's inserts into the indexes stay in memory
 
     @event.listens_for(eng, "begin")
     def _begin(conn: Connection) -> None:
@@ -365,10 +366,19 @@ def _fast_row(raw: bytes) -> dict[str, Any] | None:
         return None
     if params[:1] != b"{" or metadata[:1] != b"{":
         return None
-    flags = meta.validity.flags if meta.validity else []
+    flags = meta.validity.flags if meta.validity else None
     return {
-        **{f: getattr(line, f) for f in _COLUMNS},
-        "flags": json.dumps(flags),
+        "run_id": line.run_id,
+        "repetition": line.repetition,
+        "host": line.host,
+        "backend": line.backend,
+        "workload": line.workload,
+        "metric": line.metric,
+        "value": line.value,
+        "unit": line.unit,
+        "started_at": line.started_at,
+        "ended_at": line.ended_at,
+        "flags": json.dumps(flags) if flags else "[]",
         "params": params.decode(),
         "metadata": metadata.decode(),
     }
