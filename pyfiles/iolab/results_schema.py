@@ -21,8 +21,8 @@ and how far each campaign is published to each server (`published`).
 from __future__ import annotations
 
 import hashlib
-from operator import itemgetter
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text
