@@ -192,3 +192,31 @@ def test_the_ledger_keeps_its_id_and_start_and_names_its_plan(tmp_path):
     assert [p["hosts"] for p in again["plan"]] == [["localhost"]]
     assert again["held_by"]["pid"] == os.getpid()
     assert json.loads((store.dir / ledger.FILE).read_text()) == again
+
+
+def test_a_campaign_file_may_name_a_server_but_never_its_password():
+    from iolab.campaign import parse
+
+    raw = {
+        "name": "quick",
+        "backends": [{"name": "tmpfs", "type": "tmpfs", "size": "64MiB"}],
+        "workloads": [{"name": "seq", "type": "fio", "profile": "seq-read-1m"}],
+    }
+    assert parse(raw | {"results_db": "postgresql://iolab@db/iolab"}, "c.yml", os.getcwd()).results_db
+    with pytest.raises(UserError) as refused:
+        parse(raw | {"results_db": "postgresql://iolab:s3cret@db/iolab"}, "c.yml", os.getcwd())
+    assert "results_db" in str(refused.value) and "PGPASSWORD" in str(refused.value)
+    assert "s3cret" not in str(refused.value)
+    with pytest.raises(UserError, match="not a PostgreSQL URL"):
+        parse(raw | {"results_db": "mysql://iolab@db/iolab"}, "c.yml", os.getcwd())
+
+
+def test_a_server_is_named_without_its_secret():
+    from iolab.results_url import parse
+
+    target = parse("postgresql://iolab:s3cret@lab-db:6543/results", "--to")
+    assert target.shown == "iolab@lab-db:6543/results" and "s3cret" not in target.key
+    assert target.scrub('FATAL: password "s3cret" refused') == 'FATAL: password "***" refused'
+    with pytest.raises(UserError) as refused:
+        parse("postgresql://iolab:s3cret@lab-db:6543", "--to")  # no database
+    assert "s3cret" not in str(refused.value)
