@@ -21,7 +21,7 @@ from markupsafe import Markup
 import iolab
 from iolab import report_html, svg
 from iolab.history_series import Series
-from iolab.units import human, printable
+from iolab.units import printable
 
 FILE = "history.html"
 TEMPLATE = "history.html.j2"
@@ -85,24 +85,7 @@ def build(found: list[Series], rules: list[str], results: Path) -> str:
 
 
 def _rows(lines: list[Series]) -> list[list[str]]:
-    out = []
-    for s in lines:
-        for p in s.points:
-            low, high = p.iqr
-            out.append(
-                [
-                    s.backend,
-                    p.when[:16].replace("T", " "),
-                    p.store,
-                    human(p.median, s.unit),
-                    f"{human(min(p.values), s.unit)} – {human(max(p.values), s.unit)}",
-                    f"{human(low, s.unit)} – {human(high, s.unit)}",
-                    str(len(p.values)),
-                    "—" if p.change is None else f"{p.change * 100:+.1f}%",
-                    ("✗ " + "; ".join(p.regressions) if p.regressions else "") + (" ⚑" if p.flagged else ""),
-                ]
-            )
-    return out
+    return [[s.backend, *p.cells(s.unit)] for s in lines for p in s.points]
 
 
 def write(found: list[Series], rules: list[str], results: Path) -> Path:

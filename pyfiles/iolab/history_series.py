@@ -49,6 +49,20 @@ class Point:
     def median(self) -> float:
         return statistics.median(self.values)
 
+    def cells(self, unit: str) -> list[str]:
+        """The point as the table and the page show it: start, store, median, min – max, IQR, n, change, rules."""
+        low, high = self.iqr
+        return [
+            self.when[:16].replace("T", " "),
+            self.store,
+            human(self.median, unit),
+            f"{human(min(self.values), unit)} – {human(max(self.values), unit)}",
+            f"{human(low, unit)} – {human(high, unit)}",
+            str(len(self.values)),
+            "—" if self.change is None else f"{self.change * 100:+.1f}%",
+            ("✗ " + "; ".join(self.regressions) if self.regressions else "") + (" ⚑" if self.flagged else ""),
+        ]
+
     @property
     def iqr(self) -> tuple[float, float]:
         if len(self.values) < 2:
@@ -227,22 +241,6 @@ def table(found: list[Series], rules: list[str]) -> Table | str:
         out.add_column(column, justify="right" if column in ("median", "min – max", "IQR", "n", "change") else "left")
     for s in found:
         for i, p in enumerate(s.points):
-            low, high = p.iqr
-            out.add_row(
-                *map(
-                    plain,
-                    (
-                        s.title if i == 0 else "",
-                        p.when[:16].replace("T", " "),
-                        p.store,
-                        human(p.median, s.unit),
-                        f"{human(min(p.values), s.unit)} – {human(max(p.values), s.unit)}",
-                        f"{human(low, s.unit)} – {human(high, s.unit)}",
-                        str(len(p.values)),
-                        "" if p.change is None else f"{p.change * 100:+.1f}%",
-                        ("✗ " + "; ".join(p.regressions) if p.regressions else "") + (" ⚑" if p.flagged else ""),
-                    ),
-                )
-            )
+            out.add_row(*map(plain, (s.title if i == 0 else "", *p.cells(s.unit))))
         out.add_section()
     return out

@@ -46,6 +46,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from iolab import ledger
 from iolab.errors import UserError
 from iolab.results_schema import LOCAL, SHARED, campaigns, indexed, put, row_id, runs, samples
+from iolab.samples import _TYPES as FIELD_TYPES
 from iolab.samples import SCHEMA, UNITS, Sample, _run_record, parse_line
 from iolab.units import printable
 
@@ -64,25 +65,19 @@ class _Metadata(msgspec.Struct):
     validity: _Validity | None = None
 
 
-class _Line(msgspec.Struct, forbid_unknown_fields=True):
-    """A sample line as iolab.samples.Sample reads it; params and metadata kept as their JSON text."""
-
-    campaign: str
-    run_id: str
-    repetition: int
-    host: str
-    backend: str
-    workload: str
-    metric: str
-    value: float
-    unit: str
-    started_at: str
-    ended_at: str
-    params: msgspec.Raw = msgspec.Raw(b"{}")
-    metadata: msgspec.Raw = msgspec.Raw(b"{}")
-    schema: str = SCHEMA
+def _typed(name: str) -> tuple[Any, ...]:
+    """A field of the sample contract (iolab.samples.Sample) as msgspec reads it: params and metadata kept as
+    their JSON text."""
+    if name in ("params", "metadata"):
+        return (name, msgspec.Raw, msgspec.Raw(b"{}"))
+    if name == "schema":
+        return (name, str, SCHEMA)
+    kind = FIELD_TYPES[name]
+    return (name, kind if kind in (int, float) else str)
 
 
+# A sample line as iolab.samples.Sample reads it, field for field (unknown fields refused), in C.
+_Line = msgspec.defstruct("_Line", [_typed(f.name) for f in dataclasses.fields(Sample)], forbid_unknown_fields=True)
 _LINE = msgspec.json.Decoder(_Line)
 _METADATA = msgspec.json.Decoder(_Metadata)
 
@@ -357,7 +352,7 @@ def _fast_row(raw: bytes) -> dict[str, Any] | None:
     """The row of a well-formed sample line, typed by msgspec; None for anything it doubts (then checked
     as iolab.samples checks it)."""
     try:
-        line = _LINE.decode(raw)
+        line: Any = _LINE.decode(raw)
         meta = _METADATA.decode(line.metadata)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None

@@ -249,6 +249,18 @@ def _bar_marks(
     return out
 
 
+def _frame(
+    names: list[str], palette: Mapping[str, str], unit: str, top_value: float, width: int, plot_h: int, right: int = 16
+) -> tuple[float, str, list[float], list[str], float, float]:
+    """A chart with a linear value axis from 0: (divisor, axis label, ticks, legend, plot top, height); the plot
+    starts 64 px from the left and ends `right` px from the right, 40 px above the bottom."""
+    factor, axis_label = axis_unit(unit, top_value)
+    ticks = [t * factor for t in nice_ticks(top_value / factor if top_value > 0 else 1)]
+    legend, legend_h = _legend(names, palette, 64, 16, width - right)
+    top = 26 + legend_h
+    return factor, axis_label, ticks, legend, top, top + plot_h + 40
+
+
 def unit_title(unit: str) -> str:
     return {"ns": "latency", "B/s": "bandwidth", "IOPS": "IOPS", "%": "%"}.get(unit, unit)
 
@@ -279,12 +291,8 @@ def line_chart(
     if x_hi == x_lo:
         x_lo, x_hi = x_lo - 1, x_hi + 1
     top_value = max(ys + [threshold[0] if threshold else 0.0, y_max or 0.0])
-    factor, axis_label = axis_unit(unit, top_value)
-    ticks = [t * factor for t in nice_ticks(top_value / factor if top_value > 0 else 1)]
-    left, right, bottom = 64, 16, 40
-    legend, legend_h = _legend(list(series), palette, left, 16, width - right)
-    top = 26 + legend_h
-    height = top + plot_height + bottom
+    left, right = 64, 16
+    factor, axis_label, ticks, legend, top, height = _frame(list(series), palette, unit, top_value, width, plot_height)
     plot_w, plot_h = width - left - right, plot_height
     if x_integer and len(set(xs)) <= 16:
         x_ticks = sorted(set(xs))
@@ -377,13 +385,11 @@ def time_chart(
     first, last = min(p.when for p in points), max(p.when for p in points)
     if last == first:
         first, last = first - 43200, last + 43200  # one campaign: half a day each side
+    left, right = 64, 24
     top_value = max(p.high for p in points)
-    factor, axis_label = axis_unit(unit, top_value)
-    ticks = [t * factor for t in nice_ticks(top_value / factor if top_value > 0 else 1)]
-    left, right, bottom = 64, 24, 40
-    legend, legend_h = _legend(list(series), palette, left, 16, width - right)
-    top = 26 + legend_h
-    height = top + plot_height + bottom
+    factor, axis_label, ticks, legend, top, height = _frame(
+        list(series), palette, unit, top_value, width, plot_height, right
+    )
 
     def x_of(when: float) -> float:
         return left + (width - left - right) * (when - first) / (last - first)
