@@ -108,7 +108,7 @@ def build(
     eng = results_db.open_index(results)
     with eng.connect() as conn:
         stores = {r.campaign_id: r for r in conn.execute(select(campaigns))}
-        query = select(*[c for c in samples.columns if c.name != "metadata"])
+        query = select(samples)
         if backend:
             query = query.where(samples.c.backend == backend)
         if workload:

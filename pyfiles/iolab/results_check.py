@@ -80,7 +80,7 @@ def _file_ids(store_dir: Path, campaign_id: str) -> tuple[list[tuple[str, float]
         path = store_dir / name
         if not path.exists():
             continue
-        for _, lines in results_db.lines_of(path, 0):
+        for lines in results_db.lines_of(path, 0):
             if name == SAMPLES:
                 found_samples += [(r["sample_id"], r["value"]) for r in results_db.sample_rows(campaign_id, lines, {})]
             else:

@@ -45,7 +45,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from iolab import ledger
 from iolab.errors import UserError
-from iolab.results_schema import LOCAL, SHARED, campaigns, indexed, put, row_id, runs, samples
+from iolab.results_schema import LOCAL, SHARED, campaigns, indexed, put, row_id, runs, sample_metadata, samples
 from iolab.samples import _TYPES as FIELD_TYPES
 from iolab.samples import SCHEMA, UNITS, Sample, _run_record, parse_line
 from iolab.units import printable
@@ -161,20 +161,21 @@ def stores(results: Path) -> list[str]:
 
 def catch_up(eng: Engine, results: Path, only: str | None = None, rebuild: bool = False) -> Caught:
     """Index every line of the files not indexed yet (`only`: of that store); `rebuild`: all, from nothing.
-    One transaction: all of it or none."""
+
+    First, in one transaction, the stores whose files changed under the index are dropped (`rebuild`: all);
+    then each chunk of each file is one transaction: its rows and the file's new offset, together."""
     caught = Caught()
     with eng.begin() as conn:
         if rebuild:
             for table in (*SHARED.sorted_tables, indexed):
                 conn.execute(delete(table))
         known = _known(conn)
-        stale = [s for s, files in known.items() if only in (None, s) and _stale(results / s, files)]
-        for store in stale:
-            _drop(conn, store, next(iter(known[store].values()))["campaign_id"])
-            caught.reread.append(store)
-        known = _known(conn) if stale else known
-        for store in [only] if only else stores(results):
-            _index_store(conn, results / store, known.get(store, {}), caught)
+        for store, files in known.items():
+            if only in (None, store) and _stale(results / store, files):
+                _drop(conn, store, next(iter(files.values()))["campaign_id"])
+                caught.reread.append(store)
+    for store in [only] if only else stores(results):
+        _index_store(eng, results / store, caught)
     return caught
 
 
@@ -209,6 +210,8 @@ def _stale(store_dir: Path, files: dict[str, Any]) -> bool:
 
 
 def _drop(conn: Connection, store: str, campaign_id: str) -> None:
+    theirs = select(samples.c.sample_id).where(samples.c.campaign_id == campaign_id)
+    conn.execute(delete(sample_metadata).where(sample_metadata.c.sample_id.in_(theirs)))
     for table in (samples, runs, campaigns):
         conn.execute(delete(table).where(table.c.campaign_id == campaign_id))
     conn.execute(delete(indexed).where(indexed.c.store == store))
@@ -244,37 +247,55 @@ def _campaign_id(conn: Connection, store_dir: Path, found: dict[str, Any]) -> st
     return _copy_id(found["id"], store_dir.name)
 
 
-def _index_store(conn: Connection, store_dir: Path, files: dict[str, Any], caught: Caught) -> None:
+def _index_store(eng: Engine, store_dir: Path, caught: Caught) -> None:
     found = ledger.read(store_dir)
     if found is None:
         first = _first_line(store_dir)
         if first is None:
             return  # nothing whole in it yet
         found = ledger.adopt(store_dir, first, _name_of(first, store_dir.name))
-    campaign_id = next(iter(files.values()))["campaign_id"] if files else _campaign_id(conn, store_dir, found)
+    with eng.begin() as conn:
+        mine = conn.execute(select(indexed.c.campaign_id).where(indexed.c.store == store_dir.name)).scalar()
+        campaign_id = mine or _campaign_id(conn, store_dir, found)
     configs = {p["run_id"]: p.get("config_hash") for p in found.get("plan") or [] if isinstance(p, dict)}
     times: list[str] = []
-    for name, reader in ((SAMPLES, sample_rows), (RUNS, run_rows)):
-        path = store_dir / name
-        if not path.exists():
-            continue
-        end, bad = (files[name]["offset"], files[name]["bad"]) if name in files else (0, 0)
-        table = samples if name == SAMPLES else runs
-        for chunk_end, lines in lines_of(path, end):
-            rows = reader(campaign_id, lines, configs)
-            added = put(conn, table, rows)
-            if name == SAMPLES:
-                caught.samples += added
-            else:
-                caught.runs += added
-            times += [max(r["ended_at"] if name == SAMPLES else r["at"] or "" for r in rows)] if rows else []
-            end, bad = chunk_end, bad + len(lines) - len(rows)
-        entry = {"store": store_dir.name, "file": name, "campaign_id": campaign_id, "offset": end, "bad": bad}
-        put(conn, indexed, [{**entry, "inode": path.stat().st_ino, "head": _head(path, end)}], update=True)
-    if (store_dir / ledger.FILE).exists():  # a store with a ledger and no line yet is a campaign begun
-        entry = {"store": store_dir.name, "file": ledger.FILE, "campaign_id": campaign_id, "offset": 0, "bad": 0}
-        put(conn, indexed, [{**entry, "inode": 0, "head": ""}], update=True)
-    _campaign_row(conn, store_dir.name, campaign_id, found, times)
+    for name in (SAMPLES, RUNS):
+        if (store_dir / name).exists():
+            while _index_chunk(eng, store_dir, name, campaign_id, configs, caught, times):
+                pass
+    with eng.begin() as conn:
+        if (store_dir / ledger.FILE).exists():  # a store with a ledger and no line yet is a campaign begun
+            entry = {"store": store_dir.name, "file": ledger.FILE, "campaign_id": campaign_id, "offset": 0}
+            put(conn, indexed, [{**entry, "bad": 0, "inode": 0, "head": ""}], update=True)
+        _campaign_row(conn, store_dir.name, campaign_id, found, times)
+
+
+def _index_chunk(
+    eng: Engine, store_dir: Path, name: str, campaign_id: str, configs: dict, caught: Caught, times: list[str]
+) -> bool:
+    """One transaction: the next chunk of whole lines of the file past its offset (read inside the transaction:
+    another command's catch-up may have moved it), their rows, the new offset. Whether there was one."""
+    path = store_dir / name
+    with eng.begin() as conn:
+        where = (indexed.c.store == store_dir.name) & (indexed.c.file == name)
+        row = conn.execute(select(indexed.c.offset, indexed.c.bad).where(where)).first()
+        start, bad = (row.offset, row.bad) if row else (0, 0)
+        end, lines = chunk_of(path, start)
+        if row is not None and end == start:
+            return False
+        if name == SAMPLES:
+            rows = sample_rows(campaign_id, lines, configs)
+            caught.samples += put(conn, samples, rows)
+            put(conn, sample_metadata, [{"sample_id": r["sample_id"], "metadata": r["metadata"]} for r in rows])
+            times += [max(r["ended_at"] for r in rows)] if rows else []
+        else:
+            rows = run_rows(campaign_id, lines, configs)
+            caught.runs += put(conn, runs, rows)
+            times += [max(r["at"] or "" for r in rows)] if rows else []
+        entry = {"store": store_dir.name, "file": name, "campaign_id": campaign_id, "offset": end}
+        put(conn, indexed, [{**entry, "bad": bad + len(lines) - len(rows), "inode": path.stat().st_ino,
+                             "head": _head(path, end)}], update=True)  # fmt: skip
+        return end != start
 
 
 def _name_of(line: bytes, store: str) -> str:
@@ -314,27 +335,33 @@ def _campaign_row(conn: Connection, store: str, campaign_id: str, found: dict[st
     )
 
 
-def lines_of(path: Path, offset: int) -> Iterator[tuple[int, list[tuple[int, bytes]]]]:
-    """(offset after the chunk, [(line offset, line without its newline), ...]) for each chunk of whole lines
-    from `offset`; a torn last line (a crash mid-append, or an append in progress) is left for later."""
+def chunk_of(path: Path, offset: int) -> tuple[int, list[tuple[int, bytes]]]:
+    """(the offset after them, [(line offset, line without its newline), ...]): the whole lines of up to CHUNK
+    bytes from `offset` (more, to end a longer line); a torn last line (a crash mid-append, or an append in
+    progress) is left for later."""
     with path.open("rb") as handle:
         handle.seek(offset)
-        carry = b""
-        while True:
-            data = handle.read(CHUNK)
-            if not data:
-                return
-            data = carry + data
-            end = data.rfind(b"\n") + 1
-            carry = data[end:]
-            if not end:
-                continue
-            out, position = [], 0
-            for line in data[: end - 1].split(b"\n"):
-                out.append((offset + position, line))
-                position += len(line) + 1
-            offset += end
-            yield offset, out
+        data = handle.read(CHUNK)
+        while data and b"\n" not in data[-CHUNK:]:
+            more = handle.read(CHUNK)
+            if not more:
+                break
+            data += more
+    end = data.rfind(b"\n") + 1
+    out, position = [], offset
+    for line in data[: end - 1].split(b"\n") if end else []:
+        out.append((position, line))
+        position += len(line) + 1
+    return offset + end, out
+
+
+def lines_of(path: Path, offset: int) -> Iterator[list[tuple[int, bytes]]]:
+    """Every chunk of whole lines from `offset` (chunk_of's)."""
+    while True:
+        offset, lines = chunk_of(path, offset)
+        if not lines:
+            return
+        yield lines
 
 
 def sample_rows(campaign_id: str, lines: list[tuple[int, bytes]], _: dict[str, Any]) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from iolab import ledger, results_db
 from iolab.errors import UserError
-from iolab.results_schema import SHARED, campaigns, published, put, runs, samples
+from iolab.results_schema import SHARED, campaigns, published, put, runs, sample_metadata, samples
 from iolab.results_url import ENV, Target, parse
 
 BATCH = 5000  # rows per transaction on the server
@@ -85,6 +85,12 @@ def publish(
     return done
 
 
+def _metadata(local: Engine, ids: list[str]) -> list[dict[str, Any]]:
+    with local.connect() as conn:
+        query = select(sample_metadata).where(sample_metadata.c.sample_id.in_(ids))
+        return [dict(r) for r in conn.execute(query).mappings()]
+
+
 def _send(
     local: Engine, remote: Engine, target: Target, campaign_id: str, table: Any, done: Published, again: bool
 ) -> None:
@@ -109,6 +115,8 @@ def _send(
             return
         with remote.begin() as conn:
             added = put(conn, table, rows)
+            if table is samples:  # each sample's metadata with it
+                put(conn, sample_metadata, _metadata(local, [r["sample_id"] for r in rows]))
         results_db.crash_point("publish-batch")
         done.sent += len(rows)
         setattr(done, kind, getattr(done, kind) + added)

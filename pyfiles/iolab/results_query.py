@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
-from sqlalchemy import create_engine, event, select, text
+from sqlalchemy import Select, create_engine, event, select, text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from iolab import results_db
 from iolab.errors import UserError
-from iolab.results_schema import campaigns, samples
+from iolab.results_schema import campaigns, sample_metadata, samples
 from iolab.samples import Sample
 
 DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2})?)?)?)?)?$")
@@ -92,7 +92,7 @@ def samples_at(results: Path, spec: str) -> list[Sample]:
     with eng.connect() as conn:
         names = campaign_names(conn)
         ids = [i for i, n in names.items() if n == name] if name else list(names)
-        query = select(samples).where(
+        query = whole_samples().where(
             samples.c.campaign_id.in_(ids), samples.c.started_at >= date, samples.c.started_at < _after(date)
         )
         found = to_samples(conn.execute(query), names)
@@ -134,6 +134,13 @@ def to_samples(rows: Any, campaign_names: dict[str, str], with_metadata: bool = 
         )
         for r in rows
     ]
+
+
+def whole_samples() -> Select:
+    """The samples with their metadata (to_samples' rows)."""
+    return select(samples, sample_metadata.c.metadata).join(
+        sample_metadata, sample_metadata.c.sample_id == samples.c.sample_id
+    )
 
 
 def campaign_names(conn: Connection) -> dict[str, str]:

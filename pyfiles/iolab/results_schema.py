@@ -7,7 +7,8 @@ derived from one of their lines, so the database can be rebuilt at any time.
     campaigns   one per store (results/<store>/), keyed by the campaign's id (iolab.ledger): a store
                 moved aside by --no-resume keeps its id, so it is the same campaign, renamed
     runs        one per run record (a run on one host, one attempt): status and error
-    samples     one per sample line: metric, value, unit, host, times, flags, params, metadata (JSON)
+    samples     one per sample line: metric, value, unit, host, times, flags, params (JSON)
+    sample_metadata  its metadata (JSON), one row per sample, apart so that scans of samples stay narrow
 
 Row ids are stable: a hash of the campaign's id and the line's bytes (`row_id`), so indexing or
 publishing the same line twice is a no-op. `offset` is the line's byte offset in its file: the
@@ -81,13 +82,19 @@ samples = Table(
     Column("ended_at", Text, nullable=False),
     Column("flags", Text, nullable=False),  # JSON list: the flags recorded with the run (metadata.validity)
     Column("params", Text, nullable=False),  # JSON object
-    Column("metadata", Text, nullable=False),  # JSON object
     # report.history: a metric per backend/workload over time; status and each campaign's rows: its runs.
     # (report.compare @DATE reads a campaign's rows, or all: one index fewer for every insert.)
     Index("samples_by_series", "metric", "backend", "workload", "started_at"),
     Index("samples_by_run", "campaign_id", "run_id"),
 )
-TABLES = (campaigns, runs, samples)
+# A sample's metadata (≈1.5 KB of provenance a host's sample) beside it, one row each: the questions that never
+# read it (history, counts, the campaigns' list) scan narrow rows; `JOIN sample_metadata USING (sample_id)`.
+sample_metadata = Table(
+    "sample_metadata",
+    SHARED,
+    Column("sample_id", ID, primary_key=True),
+    Column("metadata", Text, nullable=False),  # JSON object
+)
 
 indexed = Table(
     "indexed",

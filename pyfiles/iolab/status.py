@@ -29,7 +29,7 @@ from sqlalchemy import func, select
 
 from iolab import lease, results_db, results_query, validity
 from iolab.errors import UserError
-from iolab.results_schema import campaigns, runs, samples
+from iolab.results_schema import campaigns, runs, sample_metadata, samples
 from iolab.samples import AGGREGATE_HOST
 
 DISTURBED = "disturbed"
@@ -121,7 +121,8 @@ def _holder(store_dir: Path) -> str:
 def _rules(conn: Any, campaign_id: str, name: str) -> dict[str, tuple[int, str]]:
     """flag → (the runs it concerns, its first reason): validity's verdicts on the campaign's samples, and the
     searches that foreign CPU disturbed."""
-    rows = conn.execute(select(samples).where(samples.c.campaign_id == campaign_id).order_by(samples.c.offset))
+    query = results_query.whole_samples().where(samples.c.campaign_id == campaign_id).order_by(samples.c.offset)
+    rows = conn.execute(query)
     found = results_query.to_samples(rows, {campaign_id: name})
     by_flag: dict[str, list[validity.Flag]] = defaultdict(list)
     for run_id, flags in validity.assess(found).flags.items():
@@ -135,8 +136,13 @@ def _rules(conn: Any, campaign_id: str, name: str) -> dict[str, tuple[int, str]]
 
 
 def _datasets(conn: Any, campaign_id: str) -> frozenset[str]:
-    recorded = func.json_extract(samples.c.metadata, "$.dataset_manifest_hash")
-    query = select(recorded).where(samples.c.campaign_id == campaign_id, recorded.is_not(None)).distinct()
+    recorded = func.json_extract(sample_metadata.c.metadata, "$.dataset_manifest_hash")
+    query = (
+        select(recorded)
+        .join(samples, samples.c.sample_id == sample_metadata.c.sample_id)
+        .where(samples.c.campaign_id == campaign_id, recorded.is_not(None))
+        .distinct()
+    )
     return frozenset(str(h) for (h,) in conn.execute(query))
 
 
