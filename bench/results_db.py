@@ -8,8 +8,10 @@ three backends, each run id and value its own, written as a campaign writes them
 store's files). Then, each round on a fresh index:
 
 - index: `./lab results.index --rebuild`'s work, in process: every store's lines read and inserted
-  (iolab.results_db.caught_up), timed alone; and the command end to end (Python's start, imports, the
-  catch-up that finds nothing, the proof that reads every file again), for what a person waits;
+  (iolab.results_db.caught_up), timed alone (wall and CPU seconds: on a shared machine the CPU time is
+  what the work costs, the wall time what the machine's load made of it); and the command end to end
+  (Python's start, imports, the catch-up that finds nothing, the proof that reads every file again),
+  for what a person waits;
 - history: `./lab report.history --format json`'s work (iolab.history_series.run), in process, and the
   command end to end (`report.history`: the campaign table and the series table).
 
@@ -62,9 +64,11 @@ def make(results: Path, total: int, stores: int) -> int:
     return written
 
 
-def timed(action) -> float:
-    started = time.perf_counter()
+def timed(action, cpu: list[float]) -> float:
+    """Wall seconds of `action`; its CPU seconds (this process's) appended to `cpu`."""
+    started, used = time.perf_counter(), time.process_time()
     action()
+    cpu.append(time.process_time() - used)
     return time.perf_counter() - started
 
 
@@ -84,16 +88,25 @@ def main() -> None:
         print(f"{count:,} samples in {args.campaigns} stores, {size / 1e6:.0f} MB of JSONL")
         print(f"load average before: {' '.join(open('/proc/loadavg').read().split()[:3])}")
         figures: dict[str, list[float]] = {"index": [], "index command": [], "history": [], "history command": []}
+        cpu: dict[str, list[float]] = {"index": [], "history": []}
         for number in range(1, args.rounds + 1):
             for name in os.listdir(results):
                 if name.startswith(results_db.FILE):
                     os.remove(results / name)
             results_db.engine.cache_clear()
-            figures["index"].append(timed(lambda: results_db.caught_up(results)))
+            figures["index"].append(timed(lambda: results_db.caught_up(results), cpu["index"]))
             figures["index command"].append(lab("results.index", "--rebuild", results=results)[0])
-            figures["history"].append(timed(lambda: history_series.run(results, [], None, None, [], None)))
+            figures["history"].append(
+                timed(lambda: history_series.run(results, [], None, None, [], None), cpu["history"])
+            )
             figures["history command"].append(lab("report.history", results=results)[0])
-            print(f"round {number}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in figures.items()))
+            print(
+                f"round {number}: "
+                + ", ".join(
+                    f"{k} {v[-1]:.2f} s" + (f" ({cpu[k][-1]:.2f} s CPU)" if k in cpu else "")
+                    for k, v in figures.items()
+                )
+            )
         print(f"index on disk: {sum(p.stat().st_size for p in results.glob(results_db.FILE + '*')) / 1e6:.0f} MB")
         print("median: " + ", ".join(f"{k} {statistics.median(v):.2f} s" for k, v in figures.items()))
         print(f"load average after: {' '.join(open('/proc/loadavg').read().split()[:3])}")
