@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from invoke import Collection
 
+from iolab import results_tasks
+
 from .bench import bench
 from .data import data
 from .lab import lab
@@ -15,4 +17,4 @@ from .results import results
 from .storage import storage
 from .test import lint, test
 
-ns = Collection(lab, bench, storage, report, results, data, test, lint)
+ns = Collection(lab, bench, storage, report, results, data, results_tasks.status, test, lint)

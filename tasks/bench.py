@@ -5,11 +5,11 @@ from __future__ import annotations
 from invoke import Collection
 
 from iolab import bench as bench_mod
-from iolab import calibration, direct, gpus, lease, paths
+from iolab import calibration, direct, gpus, lease, paths, results_store
 from iolab import campaign as campaign_mod
 from iolab.cli import echo, user_errors
 from iolab.cli import lab as make_lab
-from iolab.samples import ResultStore
+from iolab.workloads import fio as fio_workload
 
 from .common import CAMPAIGN, HOSTS, INVENTORY, STEAL, task
 
@@ -60,7 +60,7 @@ def all_(
         return
     campaign_mod.check_commands(spec, path, allow_commands)
     with lease.held(lab, f"campaign {spec.name}", steal):
-        store = ResultStore(paths.results_root(), spec.name)
+        store = results_store.open_store(paths.results_root(), spec.name)
         echo(bench_mod.outcome(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store))
 
 
@@ -95,10 +95,10 @@ def fio(
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
     one = campaign_mod.parse(
-        fio.single_run(spec.backends, backend, profile, runtime, ramp, size), "bench.fio flags", "."
+        fio_workload.single_run(spec.backends, backend, profile, runtime, ramp, size), "bench.fio flags", "."
     )
     with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
-        store = ResultStore(paths.results_root(), one.name)
+        store = results_store.open_store(paths.results_root(), one.name)
         one = bench_mod.next_repetition(one, store)
         echo(bench_mod.outcome(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store))
 

@@ -7,7 +7,7 @@ import sys
 from invoke import Collection
 from rich.console import Console
 
-from iolab import metrics, paths
+from iolab import metrics, paths, results_tasks
 from iolab import report as report_mod
 from iolab.cli import echo, user_errors
 from iolab.errors import UserError
@@ -98,14 +98,4 @@ def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
         )
 
 
-@task
-@user_errors
-def history(c):
-    """Past campaigns under results/: date, runs, hosts and configuration hash (same hash, same runs)."""
-
-    from iolab import history as history_mod
-
-    Console().print(history_mod.table(paths.results_root()))
-
-
-report = Collection("report", show, compare, history)
+report = Collection("report", show, compare, results_tasks.history)

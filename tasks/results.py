@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from iolab import paths
+from iolab import paths, results_tasks
 from iolab import report as report_mod
 from iolab.cli import echo, user_errors
 from iolab.errors import RunFailed
@@ -31,4 +31,4 @@ def reparse(c, campaign=None, write=False):
         raise RunFailed("the samples made again differ from the store; --write stores them")
 
 
-results = Collection("results", reparse)
+results = Collection("results", reparse, results_tasks.index, results_tasks.publish, results_tasks.query)

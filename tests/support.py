@@ -85,3 +85,32 @@ def two_workers(samples):
         collate_fn=collate,
         persistent_workers=True,
     )
+
+
+def sample(campaign: str, run_id: str, value: float, host: str = "localhost", day: str = "2026-11-21", **kw):
+    """A sample of seq's read_bw on tmpfs as a campaign stores it (the results index's tests); `kw` overrides."""
+    from iolab.samples import Sample
+
+    fields = {
+        "repetition": 1,
+        "backend": "tmpfs",
+        "workload": "seq",
+        "metric": "read_bw",
+        "unit": "B/s",
+        "params": {"profile": "seq-read-1m"},
+        "metadata": {"validity": {"valid": True, "flags": [], "reasons": []}},
+    } | kw
+    return Sample(
+        campaign=campaign,
+        run_id=run_id,
+        host=host,
+        value=value,
+        started_at=f"{day}T06:00:00.000000Z",
+        ended_at=f"{day}T06:00:10.000000Z",
+        **fields,
+    )
+
+
+def record(run_id: str, status: str = "ok", host: str = "localhost") -> dict:
+    """A run record as record.run_record writes it."""
+    return {"run_id": run_id, "host": host, "backend": "tmpfs", "workload": "seq", "repetition": 1, "status": status}

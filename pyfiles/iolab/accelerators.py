@@ -33,14 +33,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iolab import limits, record
+from iolab import limits, record, results_store
 from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab
 from iolab.parsers import Measurement
 from iolab.progress import Progress
 from iolab.report import fed_label
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.session import BackendSession, CampaignState
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS
 from iolab.workloads.pytorch import PytorchWorkload
@@ -220,7 +220,7 @@ def run_search(
     host as `search` asks, unmount: a backend session (iolab.session) of the probes' campaign. Returns the
     answer's `summary`."""
     first = probe_campaign(spec, backend, accelerator, workload, [1])
-    state = CampaignState(first, lab, ResultStore(results, first.name), Progress([], lab.console))
+    state = CampaignState(first, lab, results_store.open_store(results, first.name), Progress([], lab.console))
     hosts = list(lab.hosts)
     floor = step_floor()
     template = expand(first)[0].workload

@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from iolab import accelerators, fanout, validity
+from iolab import accelerators, fanout, ledger, live_metrics, validity
 from iolab.backends.base import DATASET_DIR
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed
@@ -59,6 +59,8 @@ def run_campaign(
     runs = [r for r in expand(campaign, len(lab.hosts)) if only_repetition in (None, r.repetition)]
     for run in filter(_searches, runs):  # a search whose ranks get under two batches: refused before anything runs
         accelerators.admissible(run, campaign, len(lab.hosts))
+    live_metrics.destination()  # a $IOLAB_LIVE_METRICS that names no destination is refused before any run
+    ledger.begin(store, campaign, runs, lab.hosts)  # what the store is a campaign of: its plan, who runs it
     done = store.completed()
     plan = [Entry(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
     plan = [entry for entry in plan if entry.hosts]

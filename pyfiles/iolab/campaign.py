@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
 from iolab import yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
 from iolab.errors import UserError
+from iolab.results_url import campaign_url
 from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
@@ -60,6 +61,8 @@ class Campaign(Model):
     on_host_failure: Literal["skip", "abort"] = "skip"
     # MLPerf Storage v3.0's rules for every workload (each may say `mlperf: true` itself): iolab.workloads.mlperf.
     mlperf: Bool = False
+    # A PostgreSQL server each run's results go to as the run ends (iolab.results_publish); no password here.
+    results_db: Annotated[str, AfterValidator(campaign_url)] | None = None
     backends: Annotated[list[AnyBackend], Field(min_length=1)]
     dataset: Dataset | None = None
     workloads: Annotated[list[AnyWorkload], Field(min_length=1)]

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from invoke import Task
+from invoke import task as invoke_task
 from invoke.exceptions import Exit
 from rich.console import Console
 
@@ -18,6 +20,16 @@ from iolab.execute import Lab
 from iolab.units import printable
 
 console = Console(stderr=True, highlight=False)
+
+
+class LabTask(Task):
+    """A task whose flags never take the short flag -h: `./lab TASK -h` shows the task's help."""
+
+    def arg_opts(self, name: str, default: Any, taken_names: set[str]) -> Any:
+        return super().arg_opts(name, default, taken_names | {"h"})
+
+
+task = functools.partial(invoke_task, klass=LabTask)
 
 
 def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:

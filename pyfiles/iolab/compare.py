@@ -2,6 +2,7 @@
 
     ./lab report.compare last-month this-month --rule "read_bw >= -5%" --rule "read_clat_p99 <= +10%"
     ./lab report.compare local tmpfs --campaign quick --rules ci-rules.yml     two backends of one campaign
+    ./lab report.compare quick@2026-11-21 quick@2026-12-19     a campaign's runs of two dates (the results index)
 
 A is the baseline. Two campaigns are matched per (backend, workload, setting,
 metric); two backends of one campaign per (workload, setting, metric).
@@ -116,14 +117,14 @@ class Ratio:
         return f"{self.low:.3g} – {self.high:.3g}"
 
 
-def ratio_ci(a: list[float], b: list[float], level: float = LEVEL) -> Ratio:
-    """B/A with a Welch t-interval on logs (see the module's docstring for why)."""
+def ratio_ci(a: list[float], b: list[float], level: float | None = LEVEL) -> Ratio:
+    """B/A with a Welch t-interval on logs (see the module's docstring for why); `level` None: no interval."""
     if min(a + b) <= 0:
         raise ValueError("ratios need positive values")
     la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
     diff = statistics.fmean(lb) - statistics.fmean(la)
     ratio = math.exp(diff)
-    if len(a) < 2 or len(b) < 2:
+    if len(a) < 2 or len(b) < 2 or level is None:
         return Ratio(ratio, None, None, len(a), len(b))
     va, vb = statistics.variance(la) / len(a), statistics.variance(lb) / len(b)
     se = math.sqrt(va + vb)
@@ -211,7 +212,7 @@ class Point:
     @property
     def lost(self) -> bool:
         """B has no value of the metric, or its median fell to 0 (or below) from a baseline above 0."""
-        return statistics.median(self.a) > 0 and (not self.b or statistics.median(self.b) <= 0)
+        return lost(self.a, self.b)
 
     def where(self) -> str:
         text = f"{self.metric} of {self.workload}"
@@ -325,6 +326,23 @@ def _answers(side: Side, group: validity.Group) -> list[str]:
     ]
 
 
+def judge(
+    metric: str, a: list[float], b: list[float], rules: list[Rule], level: float | None = LEVEL
+) -> tuple[Ratio | None, list[Rule]]:
+    """B's repeats against A's for one point of `metric`: the ratio (None where a value is 0 or below, or B has
+    none; its interval at `level`, None: none) and the rules it breaks, which the point estimate decides; a
+    loss (B has no value, or its median fell to 0) breaks every rule that matches. report.compare judges each
+    point so, and report.history each point of a series against the one before (without the interval)."""
+    ratio = ratio_ci(a, b, level) if b and min(a + b) > 0 else None
+    ruled = [r for r in rules if r.matches(metric)]
+    return ratio, ruled if lost(a, b) else [r for r in ruled if ratio and not r.holds(ratio.change)]
+
+
+def lost(a: list[float], b: list[float]) -> bool:
+    """B has no value, or its median fell to 0 (or below) from a baseline above 0."""
+    return statistics.median(a) > 0 and (not b or statistics.median(b) <= 0)
+
+
 def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
     by_backend = a.backend is None and b.backend is None
     pa, pb = _points(a, by_backend), _points(b, by_backend)
@@ -346,11 +364,9 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
     points = []
     for key in keys:
         va, vb = pa[key].values, pb[key].values if key in pb else []
-        ratio = ratio_ci(va, vb) if vb and min(va + vb) > 0 else None
-        point = Point(key[0], key[1], key[2], labels[(key[1], key[2])], key[3], pa[key].unit, va, vb, ratio)
+        point = Point(key[0], key[1], key[2], labels[(key[1], key[2])], key[3], pa[key].unit, va, vb, None)
         point.answers = (_answers(a, pa[key]), _answers(b, pb[key]) if key in pb else [])
-        ruled = [r for r in rules if r.matches(point.metric)]
-        point.violations = ruled if point.lost else [r for r in ruled if ratio and not r.holds(ratio.change)]
+        point.ratio, point.violations = judge(point.metric, va, vb, rules)
         points.append(point)
     if not common:
 
@@ -373,7 +389,7 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
 
 
 def sides(results: Path, a: str, b: str, campaign: str | None = None) -> tuple[Side, Side]:
-    """Campaigns A and B, or with `campaign` its backends A and B."""
+    """Campaigns A and B (or the samples of a date, NAME@DATE or @DATE), or with `campaign` its backends A and B."""
     from iolab.report import find_store
 
     if campaign:
@@ -387,8 +403,19 @@ def sides(results: Path, a: str, b: str, campaign: str | None = None) -> tuple[S
                     "with --campaign, A and B name two of its backends"
                 )
         return Side(a, samples, a, store), Side(b, samples, b, store)
-    store_a, store_b = find_store(results, a), find_store(results, b)
-    return Side(a, store_a.samples(), None, store_a), Side(b, store_b.samples(), None, store_b)
+    return _campaign_side(results, a), _campaign_side(results, b)
+
+
+def _campaign_side(results: Path, name: str) -> Side:
+    """A campaign's store; NAME@DATE or @DATE: the samples of that date, from the results index."""
+    from iolab.report import find_store
+
+    if "@" in name:
+        from iolab.results_query import samples_at
+
+        return Side(name, samples_at(results, name))
+    store = find_store(results, name)
+    return Side(name, store.samples(), None, store)
 
 
 def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Table:

@@ -20,7 +20,7 @@ from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console
 
-from iolab import fanout, live, paths, release, runner
+from iolab import fanout, live, live_metrics, paths, release, runner
 from iolab.campaign import Campaign, Run
 from iolab.errors import DISK_ERRORS, RunFailed, StoreError
 from iolab.hosts import Inventory
@@ -336,11 +336,20 @@ class _Playbook:
 
 
 class _Watch:
-    """The live throughput of the run that is running (iolab.live), on a terminal; nothing without one."""
+    """The live throughput of the run that is running (iolab.live), on a terminal, and to Prometheus where
+    $IOLAB_LIVE_METRICS says (iolab.live_metrics); nothing without either."""
 
     def __init__(self, lab: Lab, hosts: list[str], run: Run):
         self.lab, self.hosts = lab, hosts
-        self.watch = live.Watch(lab.inventory, hosts, self._dirs(run)) if lab.console.is_terminal else None
+        self.exporter = live_metrics.exporter()
+        export = self.exporter.export if self.exporter else None
+        wanted = lab.console.is_terminal or export is not None
+        self.watch = live.Watch(lab.inventory, hosts, self._dirs(run), export=export) if wanted else None
+        self._labels(run)
+
+    def _labels(self, run: Run) -> None:
+        if self.exporter is not None:
+            self.exporter.follow(run.campaign, run.run_id, run.backend.name, run.workload.name)
 
     def _dirs(self, run: Run) -> dict[str, str]:
         return {host: f"{HOST_DIR}/runs/{OWNER}/{host}/{run.run_id}" for host in self.hosts}
@@ -349,6 +358,7 @@ class _Watch:
         if self.watch is not None:
             self.watch.run_dir = self._dirs(run)
             self.watch.figures.clear()
+        self._labels(run)
 
     def __enter__(self) -> _Watch:
         if self.watch is not None:
@@ -364,6 +374,8 @@ class _Watch:
         if self.watch is not None:
             self.watch.__exit__()
             self.watch = None
+        if self.exporter is not None:
+            self.exporter.clear()
 
 
 def _unpack(result: runner.Result, raw_dir: Path, hosts: list[str]) -> list[str]:

@@ -3,7 +3,9 @@
     ./lab report.history
 
 Stores moved aside by `bench.all --no-resume` (`results/<name>.<UTC stamp>/`) are
-listed too. The configuration hash is a hash of the campaign's sorted run ids:
+listed too. The list is read from the results index (iolab.results_db); `entry` reads one store's
+files (the HTML report's header). Below it, report.history draws each figure over time
+(iolab.history_series). The configuration hash is a hash of the campaign's sorted run ids:
 a run id is itself a hash of the run's full configuration (campaign name,
 backend, workload parameters, repetition; see campaign.run_id), so two stores
 with the same hash ran the same configuration, and re-running a campaign file
@@ -68,9 +70,50 @@ def entry(store: ResultStore) -> Entry:
 
 
 def campaigns(results: Path) -> list[Entry]:
-    """Every store under `results` that holds samples or run records, oldest first."""
-    stores = sorted({p.parent for pattern in ("*/samples.jsonl", "*/runs.jsonl") for p in Path(results).glob(pattern)})
-    entries = [entry(ResultStore(results, d.name)) for d in stores]
+    """Every store under `results` that holds samples or run records, oldest first, from the results index
+    (iolab.results_db, caught up with the files first)."""
+    from sqlalchemy import func, select
+
+    from iolab import results_db
+    from iolab.results_schema import campaigns as stores
+    from iolab.results_schema import indexed, runs, samples
+
+    entries = []
+    with results_db.open_index(results).connect() as conn:
+        for c in conn.execute(select(stores)):
+            mine = samples.c.campaign_id == c.campaign_id
+            first, last, count = conn.execute(
+                select(func.min(samples.c.started_at), func.max(samples.c.ended_at), func.count()).where(mine)
+            ).one()
+            with_samples = set(conn.execute(select(samples.c.run_id).where(mine).distinct()).scalars())
+            records = conn.execute(select(runs.c.run_id, runs.c.status).where(runs.c.campaign_id == c.campaign_id))
+            recorded = set()
+            failed = set()
+            for run_id, status in records:
+                recorded.add(run_id)
+                if status == "failed":
+                    failed.add(run_id)
+            hosts = conn.execute(select(samples.c.host).where(mine, samples.c.host != AGGREGATE_HOST).distinct())
+            backends = conn.execute(
+                select(samples.c.backend).where(mine).group_by(samples.c.backend).order_by(func.min(samples.c.offset))
+            )
+            bad = conn.execute(select(func.sum(indexed.c.bad)).where(indexed.c.store == c.store)).scalar()
+            entries.append(
+                Entry(
+                    store=c.store,
+                    campaign=c.name,
+                    first=first or "",
+                    last=last or "",
+                    runs=len(with_samples),
+                    failed=len(failed - with_samples),
+                    samples=count,
+                    hosts=tuple(sorted(hosts.scalars())),
+                    backends=tuple(backends.scalars()),
+                    # Attempted runs count: a campaign with a failed run did not (yet) run the same configuration.
+                    config_hash=config_hash(with_samples | recorded),
+                    skipped=bad or 0,
+                )
+            )
     return sorted(entries, key=lambda e: (e.first or "~", e.store))
 
 

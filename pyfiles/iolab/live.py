@@ -9,7 +9,8 @@ live table shows under its hosts, all hosts added up:
     now: read 2.3 GiB/s, write 0 B/s, 1.9 cores (2 of 2 hosts)
 
 (with `, 61.4k IOPS` where fio says its own rate, `, 812 samples/s, AU 93 %` for a
-loader). A host that does not answer, or has no live.json (the tool not started yet, or
+loader). `export`, where $IOLAB_LIVE_METRICS names a destination, gets each round's figures too
+(iolab.live_metrics: Prometheus). A host that does not answer, or has no live.json (the tool not started yet, or
 already ended), is left out of the sum; a host that failed to connect is tried again after
 `retry` seconds. Nothing here can fail or slow a run: the figures are for the person
 watching, never recorded.
@@ -32,9 +33,16 @@ from iolab.units import human
 
 class Watch:
     def __init__(
-        self, inventory: Inventory, hosts: list[str], run_dir: dict[str, str], interval: float = 2.0, retry: float = 30
+        self,
+        inventory: Inventory,
+        hosts: list[str],
+        run_dir: dict[str, str],
+        interval: float = 2.0,
+        retry: float = 30,
+        export: Callable[[dict[str, dict[str, Any]]], None] | None = None,
     ):
         self.inventory = inventory
+        self.export = export  # each round's figures, per host, also go there (iolab.live_metrics)
         self.hosts = hosts
         self.run_dir = run_dir  # host → its RUN_DIR
         self.interval = interval
@@ -88,6 +96,8 @@ class Watch:
                     self.figures.pop(host, None)
                 else:
                     self.figures[host] = found
+            if self.export is not None:
+                self.export(dict(self.figures))
 
     def _read(self, host: str) -> dict[str, Any] | None:
         hostvars = self.inventory.hostvars.get(host, {})

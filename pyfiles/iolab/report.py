@@ -326,7 +326,7 @@ def verdict_cells(rows: list[dict], units: str = DEFAULT_UNITS) -> tuple[list[st
 
 LAB_SCALE = (
     "MLPerf Storage counts only a data set of at least 5× each host's RAM; a smaller one gives a "
-    "lab-scale figure, not an MLPerf-valid one."
+    "lab-scale figure: MLPerf Storage rules broken."
 )
 
 

@@ -37,7 +37,7 @@ TRAINING = (
     "samples/s",
     "lowest host AU %",
     "runs",
-    "MLPerf rules broken",
+    "MLPerf Storage rules broken",
 )
 CHECKPOINTING = (
     "workload",
@@ -50,7 +50,7 @@ CHECKPOINTING = (
     "write s",
     "read s",
     "runs",
-    "MLPerf rules broken",
+    "MLPerf Storage rules broken",
 )
 
 
@@ -144,10 +144,10 @@ def text(samples: list[Sample]) -> str:
     training, checkpointing = rows(samples)
     if not training and not checkpointing:
         raise UserError(
-            f"no MLPerf workload in this campaign ({len(samples)} samples; type: mlperf, dlio, or mlperf: true on a "
-            "checkpoint workload): nothing to lay out in MLPerf Storage's columns; use --format table"
+            f"no MLPerf-Storage-style workload in this campaign ({len(samples)} samples; type: mlperf, dlio, or "
+            "mlperf: true on a checkpoint workload): nothing to lay out in MLPerf Storage's columns; use --format table"
         )
-    parts = [_pipe_table("MLPerf Storage training", TRAINING, training)] if training else []
+    parts = [_pipe_table("MLPerf-Storage-style training", TRAINING, training)] if training else []
     if checkpointing:
-        parts.append(_pipe_table("MLPerf Storage checkpointing", CHECKPOINTING, checkpointing))
+        parts.append(_pipe_table("MLPerf-Storage-style checkpointing", CHECKPOINTING, checkpointing))
     return "\n\n".join(parts)

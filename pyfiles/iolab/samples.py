@@ -256,10 +256,11 @@ def _repair(path: Path) -> str | None:
 
 
 class ResultStore:
-    """The results of one campaign under `root/<campaign>/`."""
+    """The results of one campaign under `root/<campaign>/`; `on_append` is called after each append."""
 
-    def __init__(self, root: Path, campaign: str):
+    def __init__(self, root: Path, campaign: str, on_append: Callable[[ResultStore], None] | None = None):
         self.dir = Path(root) / campaign
+        self.on_append = on_append
         self.samples_path = self.dir / "samples.jsonl"
         self.runs_path = self.dir / "runs.jsonl"
         self._skipped: dict[tuple[Path, int], BadLine] = {}
@@ -282,9 +283,16 @@ class ResultStore:
                     f"is not finite ({exc}); nothing of it was kept"
                 ) from None
         _append_lines(self.samples_path, lines, what)
+        self._appended()
 
     def add_run_records(self, records: Iterable[dict[str, Any]], what: str = "the run records") -> None:
         _append_lines(self.runs_path, (json.dumps(r, sort_keys=True) for r in records), what)
+        self._appended()
+
+    def _appended(self) -> None:
+        """The lines are on disk: tell `on_append` (the results index, iolab.results_db, which never raises)."""
+        if self.on_append is not None:
+            self.on_append(self)
 
     def preflight(self, min_free: int = MIN_FREE_BYTES) -> list[str]:
         """Before a campaign's first run: the results directory is writable and has room; torn lines are cut.

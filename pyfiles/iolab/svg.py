@@ -12,6 +12,7 @@ Values are drawn in canonical units (B/s, ns, ...) and labelled in human ones.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
@@ -254,6 +255,18 @@ def _bar_marks(
     return out
 
 
+def _frame(
+    names: list[str], palette: Mapping[str, str], unit: str, top_value: float, width: int, plot_h: int, right: int = 16
+) -> tuple[float, str, list[float], list[str], float, float]:
+    """A chart with a linear value axis from 0: (divisor, axis label, ticks, legend, plot top, height); the plot
+    starts 64 px from the left and ends `right` px from the right, 40 px above the bottom."""
+    factor, axis_label = axis_unit(unit, top_value)
+    ticks = [t * factor for t in nice_ticks(top_value / factor if top_value > 0 else 1)]
+    legend, legend_h = _legend(names, palette, 64, 16, width - right)
+    top = 26 + legend_h
+    return factor, axis_label, ticks, legend, top, top + plot_h + 40
+
+
 def unit_title(unit: str) -> str:
     return {"ns": "latency", "B/s": "bandwidth", "IOPS": "IOPS", "%": "%"}.get(unit, unit)
 
@@ -284,12 +297,8 @@ def line_chart(
     if x_hi == x_lo:
         x_lo, x_hi = x_lo - 1, x_hi + 1
     top_value = max(ys + [threshold[0] if threshold else 0.0, y_max or 0.0])
-    factor, axis_label = axis_unit(unit, top_value)
-    ticks = [t * factor for t in nice_ticks(top_value / factor if top_value > 0 else 1)]
-    left, right, bottom = 64, 16, 40
-    legend, legend_h = _legend(list(series), palette, left, 16, width - right)
-    top = 26 + legend_h
-    height = top + plot_height + bottom
+    left, right = 64, 16
+    factor, axis_label, ticks, legend, top, height = _frame(list(series), palette, unit, top_value, width, plot_height)
     plot_w, plot_h = width - left - right, plot_height
     if x_integer and len(set(xs)) <= 16:
         x_ticks = sorted(set(xs))
@@ -339,3 +348,88 @@ def line_chart(
                     f"{escape(x_label)} {_number(x)}</title></circle>"
                 )
     return _svg(width, height, body, "chart line-chart", label or "line chart")
+
+
+# --- over time ------------------------------------------------------------------------------------
+
+SHAPES = ("circle", "square", "triangle", "diamond")  # a backend's marker, beside its colour
+
+
+@dataclasses.dataclass(frozen=True)
+class TimePoint:
+    when: float  # seconds since the epoch
+    value: float  # a median
+    low: float  # the smallest repeat
+    high: float  # the largest
+    note: str = ""  # added to the hover text: the campaign, n, the change
+    regression: bool = False  # breaks a rule against the point before
+
+
+def _marker(shape: str, x: float, y: float, fill: str) -> str:
+    """A marker centred on (x, y) whose shape tells the series apart where colours do not."""
+    if shape == "square":
+        return f'<rect x="{x - 4:.1f}" y="{y - 4:.1f}" width="8" height="8" fill="{fill}"/>'
+    if shape == "triangle":
+        return f'<path d="M{x:.1f},{y - 5:.1f} L{x + 5:.1f},{y + 4:.1f} L{x - 5:.1f},{y + 4:.1f} Z" fill="{fill}"/>'
+    if shape == "diamond":
+        corners = f"M{x:.1f},{y - 5:.1f} L{x + 5:.1f},{y:.1f} L{x:.1f},{y + 5:.1f} L{x - 5:.1f},{y:.1f} Z"
+        return f'<path d="{corners}" fill="{fill}"/>'
+    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{fill}"/>'
+
+
+def time_chart(
+    series: Mapping[str, Sequence[TimePoint]],
+    unit: str,
+    palette: Mapping[str, str],
+    label: str = "",
+    width: int = 560,
+    plot_height: int = 170,
+) -> str:
+    """One line per series (a backend) over dates: each point its median with a min–max whisker, a marker
+    of the series' shape (SHAPES, in palette order) and a red ring where it breaks a rule (class regression)."""
+    points = [p for line in series.values() for p in line]
+    first, last = min(p.when for p in points), max(p.when for p in points)
+    if last == first:
+        first, last = first - 43200, last + 43200  # one campaign: half a day each side
+    left, right = 64, 24
+    top_value = max(p.high for p in points)
+    factor, axis_label, ticks, legend, top, height = _frame(
+        list(series), palette, unit, top_value, width, plot_height, right
+    )
+
+    def x_of(when: float) -> float:
+        return left + (width - left - right) * (when - first) / (last - first)
+
+    def y_of(value: float) -> float:
+        return top + plot_height * (1 - value / ticks[-1])
+
+    body = _y_axis(ticks, y_of, left, width - right, lambda v: _number(v / factor), axis_label, top) + legend
+    base = y_of(0)
+    for i in range(5):
+        when = first + (last - first) * i / 4
+        stamp = dt.datetime.fromtimestamp(when, dt.UTC).strftime("%Y-%m-%d")
+        anchor = "start" if i == 0 else "end" if i == 4 else "middle"
+        at = f'x="{x_of(when):.1f}" y="{base + 16:.1f}" text-anchor="{anchor}"'
+        body.append(f'<text class="tick" {at}>{stamp}</text>')
+    body.append(f'<line class="axis" x1="{left}" x2="{width - right}" y1="{base:.1f}" y2="{base:.1f}"/>')
+    shapes = {name: SHAPES[i % len(SHAPES)] for i, name in enumerate(palette)}
+    for name, line in series.items():
+        line = sorted(line, key=lambda p: p.when)
+        path = " ".join(f"{'M' if i == 0 else 'L'}{x_of(p.when):.1f},{y_of(p.value):.1f}" for i, p in enumerate(line))
+        body.append(f'<path class="line" data-series="{escape(name)}" d="{path}" stroke="{palette[name]}"/>')
+        for p in line:
+            x, y = x_of(p.when), y_of(p.value)
+            hover = f"{name}: {human(p.value, unit)} (repeats {human(p.low, unit)} – {human(p.high, unit)})"
+            hover += f" · {p.note}" if p.note else ""
+            whisker = (
+                f'<line class="whisker-line" x1="{x:.1f}" x2="{x:.1f}" y1="{y_of(p.low):.1f}" '
+                f'y2="{y_of(p.high):.1f}" stroke="{palette[name]}"/>'
+                if p.high > p.low
+                else ""
+            )
+            ring = f'<circle class="ring" cx="{x:.1f}" cy="{y:.1f}" r="8"/>' if p.regression else ""
+            body.append(
+                f'<g class="point{" regression" if p.regression else ""}" data-series="{escape(name)}">'
+                f"{whisker}{_marker(shapes[name], x, y, palette[name])}{ring}<title>{escape(hover)}</title></g>"
+            )
+    return _svg(width, height, body, "chart time-chart", label or "chart over time")

@@ -20,7 +20,7 @@ Two rules, checked when reading (stored samples need no migration):
 MLPerf Storage's own rules (`mlperf_flags`) are checked on the runs of an MLPerf workload
 (`type: mlperf` or `type: dlio`, params.mlperf): a flag `mlperf_<rule>` for every rule a run
 breaks — data set size, lab_scale, repetitions, warm-up, shuffle seed, AU threshold. They
-leave `valid` alone (the samples stay comparable with each other) and set `mlperf_valid:
+leave `valid` alone (the samples stay comparable with each other) and set `mlperf_rules_followed:
 false` in exports.
 
     flags_for(samples)   → {run_id: [Flag, ...]}            every flag of every run
@@ -76,7 +76,7 @@ class Flag:
 
     @property
     def blocking(self) -> bool:
-        """Whether it makes the sample incomparable; MLPerf's rules make it `mlperf_valid: false` only."""
+        """Whether it makes the sample incomparable; MLPerf's rules make it `mlperf_rules_followed: false` only."""
         return self.name not in (OVERRIDDEN, START_SKEWED) and not self.name.startswith(MLPERF_PREFIX)
 
 
@@ -442,7 +442,7 @@ def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[di
             reasons=[f.reason for f in mine] + notes,
         )
         if s.params.get("mlperf") or s.params.get("mlperf_rules"):
-            row["mlperf_valid"] = not any(f.name.startswith(MLPERF_PREFIX) for f in mine)
+            row[MLPERF_FOLLOWED] = not any(f.name.startswith(MLPERF_PREFIX) for f in mine)
         out.append(row)
     return out
 
@@ -450,6 +450,11 @@ def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[di
 # --- MLPerf Storage's rules -----------------------------------------------------------------------
 
 MLPERF_PREFIX = "mlperf_"
+# Whether a run of an MLPerf-Storage-style workload followed MLPerf Storage's rules: a key of the exports.
+# Never "valid": a number iolab measures is never an MLPerf result (MLCommons' names). The key was
+# `mlperf_valid` before; no store ever held it (it is computed as a report reads the samples), so an old
+# store reads as it is and gets the new key.
+MLPERF_FOLLOWED = "mlperf_rules_followed"
 MLPERF_LAB_SCALE = "mlperf_lab_scale"
 MLPERF_DATASET_SIZE = "mlperf_dataset_size"
 MLPERF_REPETITIONS = "mlperf_repetitions"

@@ -46,4 +46,4 @@ def test_a_cosmoflow_preset_campaign_runs_and_is_flagged_by_mlperfs_rules(cli, w
         validity.MLPERF_REPETITIONS,
         validity.MLPERF_WARMUP,
     } <= flags and validity.MLPERF_SEED not in flags
-    assert not any(r["mlperf_valid"] for r in rows)
+    assert not any(r["mlperf_rules_followed"] for r in rows)

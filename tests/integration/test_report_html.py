@@ -6,6 +6,7 @@ fetch nothing: every resource is inline.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -149,3 +150,57 @@ def test_the_main_jobs_page_fits_a_1280_px_window_its_flags_noted_under_their_ta
     # Every mark links to a note of its table, and every note is cited.
     assert found["notes"] and {f"#{note}" for note in found["notes"]} == set(found["cites"])
     assert {note.split("-note-")[0] for note in found["notes"]} == {"verdict", "flags"}
+
+
+# --- report.history's page ------------------------------------------------------------------------
+
+HISTORY_PROBE = """<script>
+const box = e => e.getBoundingClientRect();
+const points = [...document.querySelectorAll('svg.time-chart g.point')];
+document.body.setAttribute('data-probe', JSON.stringify({
+  timeCharts: document.querySelectorAll('svg.time-chart').length,
+  points: points.length,
+  drawnPoints: points.filter(p => box(p).width > 1 && box(p).height > 1).length,
+  rings: document.querySelectorAll('svg g.point.regression circle.ring').length,
+  shapes: [...new Set(points.map(p => p.querySelector('rect, path, circle:not(.ring)').tagName))],
+  regressions: [...document.querySelectorAll('ul.regressions li')].map(li => li.textContent),
+  loaded: performance.getEntriesByType('resource').map(r => r.name)}));
+</script>"""
+
+
+def three_months(results: Path) -> None:
+    """Campaign 'vendors' a month apart on backends a and b; in the third, a reads 20 % slower."""
+    from iolab import results_store
+    from support import record, sample
+
+    for name, day, a in (("vendors.20261101T000000Z", "2026-10-01", 4e9), ("vendors-nov", "2026-11-01", 4e9),
+                         ("vendors", "2026-12-01", 3.2e9)):  # fmt: skip
+        store = results_store.open_store(results, name)
+        for backend, value in (("a", a), ("b", 2e9)):
+            for rep, spread in enumerate((0.99, 1.01), 1):
+                run_id = f"{name}-{backend}-{rep}"
+                store.add_samples(
+                    [sample(name.split(".")[0], run_id, value * spread, day=day, backend=backend, repetition=rep)]
+                )
+                store.add_run_records([record(run_id)])
+
+
+@needs_chromium
+def test_chromium_draws_the_history_with_backend_markers_and_the_regression_ringed(tmp_path):
+    results = tmp_path / "results"
+    three_months(results)
+    done = Cli(results)("report.history", "--metric", "read_bw", "--format", "html")
+    page = Path(done.stdout.strip())
+    assert page == results / "history.html"
+    text = page.read_text()
+    assert set(re.findall(r"https?://[^\s\"'<>)]+", text)) == {"http://www.w3.org/2000/svg"}
+    probed = tmp_path / "probe-history.html"
+    probed.write_text(text.replace("</body>", HISTORY_PROBE + "</body>"))
+    dom = chromium(tmp_path, "--dump-dom", probed.as_uri()).stdout
+    found = json.loads(html.unescape(re.search(r"data-probe=\"([^\"]*)\"", dom).group(1)))
+    assert found["timeCharts"] == 1 and found["points"] == 6 and found["drawnPoints"] == 6
+    assert sorted(found["shapes"]) == ["circle", "rect"]  # backend a's marker and b's
+    assert found["rings"] == 1 and len(found["regressions"]) == 1
+    assert found["regressions"][0].startswith("read_bw · seq · a: vendors (2026-12-01)")
+    assert "-20.0% breaks read_bw >= -5%" in found["regressions"][0]
+    assert [u for u in found["loaded"] if not u.startswith("file:")] == []

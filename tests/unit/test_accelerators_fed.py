@@ -347,7 +347,7 @@ def test_the_report_and_the_page_open_with_what_limited_each_backend_then_the_in
     assert "AU ≥ 90%" in lines[0]
     assert lines[1].startswith("fast (resnet50-h100): limited by this host's CPU")
     text = "\n".join(lines)
-    assert "1 h100 (1–2)" in text and "lab-scale" in text and "MLPerf-valid" in text
+    assert "1 h100 (1–2)" in text and "lab-scale" in text and "MLPerf Storage rules broken" in text
     assert text.index("how many emulated accelerators") < text.index("median ± half-range")
     page = report_html.build(store)
     assert page.index('id="verdict"') < page.index('id="summary"') < page.index('id="throughput"')

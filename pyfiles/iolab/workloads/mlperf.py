@@ -15,7 +15,7 @@ MLPerf's rules travel with the expanded workload (`mlperf:` names the preset) an
 checked on the results (iolab.validity): the data set's size, five recorded repetitions
 after a warm-up, a new shuffle seed per repetition, the AU threshold. `lab_scale: true`
 says a data set too small for the rules is meant: every sample is then marked
-`mlperf_valid: false`.
+`mlperf_rules_followed: false`.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class MlperfFields(Model):
     """The MLPerf keys of a pytorch or tensorflow workload (set by `type: mlperf` and `type: dlio`)."""
 
     mlperf: str | None = None  # the MLPerf Storage workload whose rules the results are checked against
-    lab_scale: Bool = False  # a data set below MLPerf's size is meant: samples are mlperf_valid: false
+    lab_scale: Bool = False  # a data set below MLPerf's size is meant: samples are mlperf_rules_followed: false
     reseed: Bool = False  # a new shuffle seed per repetition: seed + repetition - 1 (MLPerf)
     # What the workload's DLIO file asks for that iolab leaves out, and why (iolab.workloads.dlio): said in the
     # description (--dry-run), never a parameter of the samples.

@@ -1,0 +1,158 @@
+"""Asking the results index: `./lab results.query "SQL"` (read-only), and the samples of a date.
+
+    ./lab results.query "SELECT backend, metric, avg(value) FROM samples GROUP BY 1, 2"
+    ./lab report.compare quick@2026-11-21 quick@2026-12      a campaign's samples of a day, a month
+    ./lab report.compare @2026-11-21 @2026-12-19             every campaign's samples of those days
+
+`query` opens the index read-only three times over: SQLite's `mode=ro` URI (the file itself cannot be
+written), `PRAGMA query_only` (no statement may write) and an authorizer that allows reading only (no
+ATTACH of another file, no PRAGMA, no temporary table). A statement that writes is refused in one
+line; so is more than one statement. The tables and their columns are
+iolab.results_schema's (docs/DESIGN.md, "The results database").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from sqlalchemy import Select, create_engine, event, select, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from iolab import results_db
+from iolab.errors import UserError
+from iolab.results_schema import campaigns, sample_metadata, samples
+from iolab.samples import Sample
+
+DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2})?)?)?)?)?$")
+
+
+def read_only(results: Path) -> Engine:
+    """The index opened read-only: SQLite's mode=ro and PRAGMA query_only, and an authorizer that lets a
+    statement only read (no ATTACH, no PRAGMA, no temporary table)."""
+    path = results_db.path_of(results)
+    eng = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 60})
+
+    @event.listens_for(eng, "connect")
+    def _connect(dbapi: Any, _: Any) -> None:
+        dbapi.execute("PRAGMA query_only=ON")
+        dbapi.set_authorizer(_reads_only)
+
+    return eng
+
+
+def _reads_only(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_OK if action in _READS else sqlite3.SQLITE_DENY
+
+
+_READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+
+
+def query(results: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The columns and rows of one read-only statement over the index (caught up with the files first)."""
+    results_db.open_index(results).dispose()
+    eng = read_only(results)
+    try:
+        with eng.connect() as conn:
+            found = conn.execute(text(sql))
+            if not found.returns_rows:
+                raise UserError("results.query answers questions: give one SELECT (or WITH … SELECT) statement")
+            return list(found.keys()), [tuple(row) for row in found.all()]
+    except SQLAlchemyError as exc:
+        why = results_db.why(exc)
+        if "readonly" in why or "not authorized" in why:
+            raise UserError(
+                f"results.query is read-only, and this statement writes ({why}); the files are the truth: "
+                "change them, then `./lab results.index --rebuild`"
+            ) from None
+        raise UserError(f"results.query: {why}") from None
+    finally:
+        eng.dispose()
+
+
+def as_json(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+    return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=1, default=str)
+
+
+def samples_at(results: Path, spec: str) -> list[Sample]:
+    """NAME@DATE (campaign NAME, its stores moved aside too) or @DATE (every campaign): the samples that started
+    on that date (a prefix of ISO 8601: 2026, 2026-11, 2026-11-21, 2026-11-21T06)."""
+    name, _, date = spec.partition("@")
+    if not DATE.match(date):
+        raise UserError(
+            f"{spec!r}: after @ give a date as YYYY-MM-DD (or YYYY-MM, YYYY, YYYY-MM-DDTHH), e.g. quick@2026-11-21"
+        )
+    date = date.replace(" ", "T")
+    eng = results_db.open_index(results)
+    with eng.connect() as conn:
+        names = campaign_names(conn)
+        ids = [i for i, n in names.items() if n == name] if name else list(names)
+        query = whole_samples().where(
+            samples.c.campaign_id.in_(ids), samples.c.started_at >= date, samples.c.started_at < _after(date)
+        )
+        found = to_samples(conn.execute(query), names)
+        if not found:
+            days = select(campaigns.c.started).where(campaigns.c.campaign_id.in_(ids))
+            known = sorted({str(d)[:10] for (d,) in conn.execute(days) if d})
+            what = f"campaign {name}" if name else "any campaign"
+            raise UserError(
+                f"{spec}: no samples of {what} started then"
+                + (f" ({'campaigns of' if not name else 'it ran on'}: {', '.join(known[-8:])})" if known else "")
+                + ("" if ids or not name else f"; no campaign is named {name!r}: `./lab status` lists them")
+            )
+    return found
+
+
+def _after(prefix: str) -> str:
+    """The first string after every time that starts with `prefix` ('2026-11' → '2026-11\\x7f')."""
+    return prefix + "\x7f"
+
+
+def to_samples(rows: Any, campaign_names: dict[str, str], with_metadata: bool = True) -> list[Sample]:
+    """Samples of rows of the samples table (their campaign's name from `campaign_names`: id → name)."""
+    loads = json.loads
+    return [
+        Sample(
+            campaign=campaign_names.get(r.campaign_id, r.campaign_id),
+            run_id=r.run_id,
+            repetition=r.repetition,
+            host=r.host,
+            backend=r.backend,
+            workload=r.workload,
+            metric=r.metric,
+            value=r.value,
+            unit=r.unit,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            params=loads(r.params),
+            metadata=loads(r.metadata) if with_metadata else {},
+        )
+        for r in rows
+    ]
+
+
+def whole_samples() -> Select:
+    """The samples with their metadata (to_samples' rows)."""
+    return select(samples, sample_metadata.c.metadata).join(
+        sample_metadata, sample_metadata.c.sample_id == samples.c.sample_id
+    )
+
+
+def campaign_names(conn: Connection) -> dict[str, str]:
+    return dict(conn.execute(select(campaigns.c.campaign_id, campaigns.c.name)).all())
+
+
+def table(columns: list[str], rows: list[tuple[Any, ...]]) -> Table:
+    from iolab.report import plain
+
+    out = Table(caption=f"{len(rows)} row(s)")
+    for column in columns:
+        out.add_column(plain(column))
+    for row in rows:
+        out.add_row(*(plain("NULL" if v is None else v) for v in row))
+    return out

@@ -1,0 +1,51 @@
+"""A campaign's store wired to the results database: each append lands in the index, and on a server.
+
+    store = results_store.open_store(paths.results_root(), "quick")   # what bench.all and bench.fio write to
+
+After every append to samples.jsonl or runs.jsonl (iolab.samples.ResultStore's hook), `after_append`
+indexes the store's new lines (iolab.results_db) and, where a server is named ($IOLAB_RESULTS_DB, or
+the campaign's `results_db:`), publishes them there (iolab.results_publish). Neither can fail the run:
+the lines are stored already, and a failure is one line on stderr; the next command's catch-up, the
+next run's publish or `./lab results.publish` does what this could not.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from iolab import results_db, results_publish
+from iolab.errors import UserError
+from iolab.samples import ResultStore
+from iolab.units import printable
+
+
+def open_store(results: Path, campaign: str) -> ResultStore:
+    """A campaign's store whose every append also lands in the index (and on the server named for it)."""
+    return ResultStore(results, campaign, on_append=after_append)
+
+
+def after_append(store: ResultStore) -> None:
+    """The store's files grew: index its new lines, then publish them where a server is named. Never raises."""
+    results = store.dir.parent
+    results_db.crash_point("index")  # tests: killed between the append and the index's write
+    try:
+        results_db.catch_up(results_db.engine(results_db.path_of(results)), results, only=store.dir.name)
+    except (SQLAlchemyError, OSError) as exc:
+        _warn(
+            f"the results index {results_db.path_of(results)} is behind ({results_db.why(exc)}); "
+            "the next command catches it up"
+        )
+        return
+    try:
+        target = results_publish.target_for(store.dir)
+        if target is not None:
+            results_publish.publish(results, target, [store.dir.name], caught_up=True)
+    except UserError as exc:
+        _warn(f"{exc}; the next run or `./lab results.publish` sends what is missing")
+
+
+def _warn(line: str) -> None:
+    print(f"iolab: {printable(line)}", file=sys.stderr)

@@ -1,0 +1,111 @@
+"""The commands of the results database (issue 34): report.history, status, results.index/publish/query.
+
+Invoke tasks, thin as tasks.py's (which gathers them into its collections): flags here, the work in
+iolab.history_series, history_html, status, results_check, results_publish and results_query.
+"""
+
+from __future__ import annotations
+
+from invoke import Collection
+
+from iolab import paths
+from iolab.cli import echo, task, user_errors
+from iolab.errors import UserError
+
+
+@task(
+    iterable=["metric", "rule"],
+    help={
+        "metric": "metric to draw over time, repeatable (default: the figures of merit: read_bw, IOPS, samples/s, AU…)",
+        "backend": "only this backend",
+        "workload": "only this workload",
+        "rule": "regression rule between a point and the one before, repeatable, as report.compare's "
+        "(default: 5% the worse way for each metric)",
+        "rules": "YAML file with rules: [...]",
+        "format": "table | html (writes results/history.html) | json",
+    },
+)
+@user_errors
+def history(c, metric=None, backend=None, workload=None, rule=None, rules=None, format="table"):
+    """Past campaigns (moved-aside stores too), then each metric per backend and workload over time."""
+    from rich.console import Console
+
+    from iolab import history as history_mod
+    from iolab import history_series
+
+    if format not in ("table", "html", "json"):
+        raise UserError(f"unknown history format {format!r}; use table, html or json")
+    found, used = history_series.run(paths.results_root(), metric or [], backend, workload, rule or [], rules)
+    if format == "json":
+        echo(history_series.to_json(found))
+    elif format == "html":
+        from iolab import history_html
+
+        echo(str(history_html.write(found, used, paths.results_root())))
+    else:
+        Console().print(history_mod.table(paths.results_root()))
+        Console().print(history_series.table(found, used))
+
+
+@task(help={"campaign": "only this campaign (its name, or a store's directory), with each rule's first reason"})
+@user_errors
+def status(c, campaign=None):
+    """Per campaign: runs ok / failed / missing / running, the rules its results break, what it compares with."""
+    from rich.console import Console
+
+    from iolab import status as status_mod
+
+    found = status_mod.collect(paths.results_root(), campaign)
+    Console().print(status_mod.table(found))
+    if campaign:
+        for s in found:
+            echo("\n".join(status_mod.details(s)))
+
+
+@task(help={"rebuild": "drop every row and read every store's files again"})
+@user_errors
+def index(c, rebuild=False):
+    """Bring results/iolab.db up to date with the files (or rebuild it), and prove that the two agree."""
+    from rich.console import Console
+
+    from iolab import results_check
+
+    table, line = results_check.run(paths.results_root(), rebuild)
+    Console().print(table)
+    echo(line)
+
+
+@task(
+    help={
+        "to": "postgresql://USER@HOST[:PORT]/DATABASE (default: $IOLAB_RESULTS_DB; the password there, in "
+        "~/.pgpass or PGPASSWORD)",
+        "campaign": "only this store (default: every store)",
+        "all": "send every row again, not only what this index has not sent there yet (the server keeps one of each)",
+    }
+)
+@user_errors
+def publish(c, to=None, campaign=None, all=False):
+    """Copy the results index's rows into a PostgreSQL server (same schema; a re-publish adds nothing)."""
+    from iolab import results_publish
+
+    echo(results_publish.run(paths.results_root(), to, campaign, all))
+
+
+@task(positional=["sql"], help={"sql": "one SELECT statement over campaigns, runs, samples", "format": "table | json"})
+@user_errors
+def query(c, sql, format="table"):
+    """Ask results/iolab.db anything, read-only: results.query "SELECT metric, count(*) FROM samples GROUP BY 1"."""
+    from rich.console import Console
+
+    from iolab import results_query
+
+    if format not in ("table", "json"):
+        raise UserError(f"unknown query format {format!r}; use table or json")
+    columns, rows = results_query.query(paths.results_root(), sql)
+    if format == "json":
+        echo(results_query.as_json(columns, rows))
+    else:
+        Console().print(results_query.table(columns, rows))
+
+
+results = Collection("results", index, publish, query)

@@ -1,0 +1,69 @@
+"""A results server's URL (postgresql://USER@HOST[:PORT]/DATABASE), kept so that no secret leaves it.
+
+The password may come in the URL ($IOLAB_RESULTS_DB, `results.publish --to`), or from ~/.pgpass or
+PGPASSWORD, which libpq reads; never in a campaign file's `results_db:` (it is shared, and its key is
+kept with the results' ledger): `campaign_url` refuses one as the campaign loads. Every message names
+the server as user@host:port/database (`Target.shown`), and a parse error never repeats the text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from iolab.errors import UserError
+
+ENV = "IOLAB_RESULTS_DB"
+SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    url: URL
+
+    @property
+    def shown(self) -> str:
+        """user@host:port/database: the server, never the secret."""
+        u = self.url
+        return f"{u.username + '@' if u.username else ''}{u.host or 'localhost'}:{u.port or 5432}/{u.database or ''}"
+
+    @property
+    def key(self) -> str:
+        """The server, database and user, hashed: where the local index keeps what it has published there."""
+        return hashlib.sha256(self.shown.encode()).hexdigest()[:32]
+
+    def scrub(self, text: str) -> str:
+        secret = self.url.password
+        return text.replace(str(secret), "***") if secret else text
+
+
+def parse(text: str, where: str) -> Target:
+    """A postgresql:// URL; the error never repeats it (it may hold a password)."""
+    try:
+        url = make_url(str(text).strip())
+    except ArgumentError:
+        url = None
+    if url is None or url.drivername not in SCHEMES or not url.database:
+        raise UserError(
+            f"{where}: not a PostgreSQL URL; write postgresql://USER@HOST[:PORT]/DATABASE "
+            "(the password in ~/.pgpass, PGPASSWORD or $IOLAB_RESULTS_DB)"
+        )
+    return Target(url.set(drivername="postgresql+psycopg"))
+
+
+def campaign_url(value: str) -> str:
+    """A campaign's `results_db:`, checked as the campaign loads (ValueError, for pydantic to say where): a
+    PostgreSQL URL, and no password in it."""
+    try:
+        target = parse(value, "results_db")
+    except UserError as exc:
+        raise ValueError(str(exc).removeprefix("results_db: ")) from None
+    if target.url.password is not None:
+        raise ValueError(
+            "a campaign file must not hold a password (it is shared, and its key is kept with the results); "
+            f"give it in ${ENV}, ~/.pgpass or PGPASSWORD"
+        )
+    return value
