@@ -23,15 +23,18 @@ if shutil.which("mpirun") is None:
     pytest.skip("engine dlio needs Open MPI's mpirun (apt-get install openmpi-bin)", allow_module_level=True)
 
 
+# retinanet's JPEGs read by emulated B200s, small: each test's workloads are this.
+EMULATED = {
+    "type": "pytorch",
+    "reader": "pil",
+    "workers": 1,
+    "batch_size": 4,
+    "accelerator": {"type": "b200", "model": "retinanet"},
+}
+
+
 def test_dlio_runs_under_mpi_on_two_hosts_and_lands_beside_iolab(sim_hosts, cli, tmp_path):
-    emulated = {
-        "type": "pytorch",
-        "reader": "pil",
-        "workers": 1,
-        "batch_size": 4,
-        "accelerator": {"type": "b200", "model": "retinanet"},
-        "accelerators": 2,
-    }
+    emulated = {**EMULATED, "accelerators": 2}
     data = {
         "name": "lab-dlio",
         "backends": [{"name": "itest-dlio", "type": "tmpfs", "size": "64MiB"}],
@@ -115,17 +118,7 @@ def test_dlio_runs_on_a_host_whose_virtualenv_its_own_provisioning_made(sim_host
         "name": "lab-dlio-fresh",
         "backends": [{"name": "itest-dliofresh", "type": "tmpfs", "size": "32MiB"}],
         "dataset": {"kind": "retinanet", "files": 16, "seed": 5, "classes": 2},
-        "workloads": [
-            {
-                "name": "dlio",
-                "type": "pytorch",
-                "engine": "dlio",
-                "reader": "pil",
-                "workers": 1,
-                "batch_size": 4,
-                "accelerator": {"type": "b200", "model": "retinanet"},
-            }
-        ],
+        "workloads": [{"name": "dlio", **EMULATED, "engine": "dlio"}],
     }
     path = tmp_path / "fresh.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
