@@ -57,9 +57,11 @@ def test_dlio_runs_untraced_unless_the_workload_asks_and_its_samples_say_which()
 def test_an_mlperf_workload_s_dlio_prefetches_as_mlperf_s_own_files_have_it():
     """MLPerf's files set no prefetch_size (DLIO's 2, the most its CLOSED division allows, ceil(2 / 8) = 1 batch
     per reader thread); iolab's own 2 per thread would be prefetch_size 16 for retinanet's 8 threads."""
-    mlperf = workload(mlperf="retinanet", workers=8).dlio_file()
-    assert "prefetch_size" not in mlperf["reader"] and mlperf["reader"]["read_threads"] == 8
+    mlperf = workload(mlperf="retinanet", workers=8)
+    assert mlperf.dlio_file()["reader"]["prefetch_size"] == 2 and mlperf.dlio_file()["reader"]["read_threads"] == 8
+    assert mlperf.params()["prefetch_factor"] == 1  # what DLIO ran, in its samples
     assert workload(workers=8).dlio_file()["reader"]["prefetch_size"] == 16
+    assert workload(workers=8).params()["prefetch_factor"] == 2
 
 
 def test_dlio_s_workload_file_says_what_the_workload_does():

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field, model_validator
 from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
-from iolab.workloads.dlio import training_file
+from iolab.workloads.dlio import mlperf_prefetch_factor, training_file
 from iolab.workloads.mlperf import PRESETS, MlperfFields
 
 # What DLIO reads as iolab's readers read it: unet3d's NPZ files (np.load), JPEG files opened with PIL.
@@ -147,6 +147,8 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             del params["dali_input"]
         if self.engine == "iolab":  # the samples of iolab's loader carry what they carried before engine dlio
             del params["engine"], params["dlio_trace"]
+        elif self.mlperf:  # what DLIO prefetched (dlio_file), not iolab's loader's
+            params["prefetch_factor"] = mlperf_prefetch_factor(self.workers)
         return params
 
     def role_vars(self, target: str) -> dict[str, Any]:
