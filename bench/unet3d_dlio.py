@@ -1,15 +1,18 @@
 """unet3d: iolab's emulation against DLIO 2.0.0 on the same NPZ files — samples/s, AU and memory per rank.
 
     sudo .venv/bin/python bench/unet3d_dlio.py [--files 42] [--epochs 2] [--ranks 1 2 3] [--repeat 1] [--no-dlio]
+                                               [--dlio-trace]
 
 A private tmpfs holds a lab-scale unet3d data set made by iolab's own generator
 (`python -m iolab.host.dataset gen --kind unet3d`, one class folder: ≈146.6 MB per file),
-so storage is never the limit and both tools pay only their CPU. Then, one after the other:
+so storage is never the limit and both tools pay only their CPU. Then, at each of --ranks, one
+after the other (a pair):
 
 - iolab's unet3d preset (the loader command its workload runs: reader npz, 4 workers, batch
-  7, emulated H100 at 0.323 s per batch) at each of --ranks emulated accelerators;
-- DLIO 2.0.0 itself, `mpirun --bind-to none -np 1 dlio_benchmark workload=unet3d_h100` over the same files
-  (its data_folder the data set's root, the files in its one subfolder), checkpointing off.
+  7, emulated H100 at 0.323 s per batch) at that many emulated accelerators;
+- DLIO 2.0.0 itself, `mpirun --bind-to none -x DFTRACER_ENABLE=0 -np N dlio_benchmark workload=unet3d_h100`
+  over the same files (its data_folder the data set's root, the files in its one subfolder), checkpointing
+  off, untraced as engine dlio runs it (iolab.host.dlio.trace_env; --dlio-trace: pydftracer on, its default).
 
 Each prints samples/s (iolab: delivered over the run; DLIO: its
 train_throughput_mean_samples_per_second, the mean of its epochs' rates, which both print
@@ -17,8 +20,8 @@ too), AU, and the peak memory of each rank — the rank
 process and its loader workers together, Σ PSS (shared pages split among the processes that
 map them) and Σ RSS (shared pages counted in each) — and of the whole process tree, sampled
 every 0.2 s from /proc, and the CPU seconds per sample of the whole run (every process of the
-tool, its start-up included; DLIO reads files // 7 × 7 samples an epoch, dropping the last
-partial batch): the figure a loaded machine moves least. Needs root (mount) and dlio_benchmark
+tool, its start-up included; DLIO's N ranks read files // (7 N) × 7 N samples an epoch, dropping each
+rank's last partial batch): the figure a loaded machine moves least. Needs root (mount) and dlio_benchmark
 with mpirun (the DL stack's dlio extra).
 """
 
@@ -38,6 +41,7 @@ from pathlib import Path
 
 from _common import ROOT, loader_argv, private_tmpfs
 
+from iolab.host.dlio import trace_env
 from iolab.parsers import pytorch
 
 GIB = 1 << 30
@@ -174,22 +178,24 @@ def _per_epoch(rates: list[float]) -> str:
     return f"per epoch {', '.join(f'{r:.2f}' for r in rates)}, mean {sum(rates) / len(rates):.2f}"
 
 
-def dlio(root: Path, files: int, epochs: int) -> None:
+def dlio(root: Path, files: int, epochs: int, ranks: int, trace: bool) -> None:
     work = Path(tempfile.mkdtemp(prefix="unet3d-dlio-"))
     try:
         # --bind-to none: Open MPI binds a job of one or two ranks to a core each by default, and the
         # DataLoader workers a rank forks inherit it: DLIO's 4 workers would share one core, iolab's two.
-        argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "1"]
-        argv += [str(Path(sys.executable).parent / "dlio_benchmark"), "workload=unet3d_h100"]
+        argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", *trace_env(trace)]
+        argv += ["-np", str(ranks), str(Path(sys.executable).parent / "dlio_benchmark"), "workload=unet3d_h100"]
         argv += [f"++workload.{key}={value}" for key, value in _dlio_settings(root, files, epochs, work).items()]
         wall, cpu, memory = run(argv, "dlio_benchmark", cwd=work)
         summary = json.loads((work / "out" / "summary.json").read_text())
         metric = summary["metric"]
+        samples = epochs * (files // (7 * ranks)) * 7 * ranks  # each rank's whole batches of its share
         print(
-            f"DLIO 2.0.0 unet3d, 1 rank: {metric['train_throughput_mean_samples_per_second']:.2f} samples/s "
+            f"DLIO 2.0.0 unet3d{' traced' if trace else ''}, {ranks} rank(s): "
+            f"{metric['train_throughput_mean_samples_per_second']:.2f} samples/s "
             f"({_per_epoch(metric['train_throughput_samples_per_second'])}), "
             f"AU {metric['train_au_mean_percentage']:.1f} %, {memory.line()}, "
-            f"CPU {cpu / (epochs * (files // 7 * 7)):.3f} s per sample, wall {wall:.0f} s",
+            f"CPU {cpu / samples:.3f} s per sample, wall {wall:.0f} s",
             flush=True,
         )
     finally:
@@ -213,9 +219,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--files", type=int, default=42, help="NPZ files (≈146.6 MB each; the issue's run: 42)")
     p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 3], help="iolab's emulated accelerators")
+    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 3], help="emulated accelerators (ranks)")
     p.add_argument("--dlio", action=argparse.BooleanOptionalAction, default=True, help="run DLIO 2.0.0 too")
-    p.add_argument("--repeat", type=int, default=1, help="rounds of iolab's runs, then DLIO's")
+    p.add_argument("--dlio-trace", action="store_true", help="DLIO with pydftracer's tracing on (its default)")
+    p.add_argument("--repeat", type=int, default=1, help="rounds of pairs: iolab's run, then DLIO's, each count")
     p.add_argument("--tmpfs", default="", help="the tmpfs's size (default: 180 MB per file)")
     args = p.parse_args()
     size = args.tmpfs or f"{args.files * 180}m"
@@ -227,9 +234,10 @@ def main() -> int:
         (root / "valid").mkdir()  # DLIO lists it (empty: no evaluation)
         for repetition in range(args.repeat):  # interleaved: a loaded machine's drift falls on both tools
             for ranks in args.ranks:
+                print(f"load average {Path('/proc/loadavg').read_text().split()[0]}", flush=True)
                 iolab(root, mount / f"iolab-{ranks}-{repetition}", ranks, args.epochs)
-            if args.dlio:
-                dlio(root, args.files, args.epochs)
+                if args.dlio:
+                    dlio(root, args.files, args.epochs, ranks, args.dlio_trace)
     return 0
 
 

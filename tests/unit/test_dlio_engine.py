@@ -44,6 +44,26 @@ def test_the_engine_picks_dlio_s_role_and_parser_and_its_samples_say_so():
     assert "bench_pytorch_options" not in variables
 
 
+def test_dlio_runs_untraced_unless_the_workload_asks_and_its_samples_say_which():
+    untraced, traced = workload(), workload(dlio_trace=True)
+    assert untraced.params()["dlio_trace"] is False and traced.params()["dlio_trace"] is True
+    assert untraced.role_vars("/t")["bench_dlio_trace"] is False and traced.role_vars("/t")["bench_dlio_trace"]
+    assert "traced" in traced.describe() and "traced" not in untraced.describe()
+    assert "dlio_trace" not in workload(engine="iolab").params()  # iolab's own samples carry what they did
+    with pytest.raises(ValueError, match="dlio_trace turns DLIO's own tracing on: set engine: dlio"):
+        workload(engine="iolab", dlio_trace=True)
+
+
+def test_an_mlperf_workload_s_dlio_prefetches_as_mlperf_s_own_files_have_it():
+    """MLPerf's files set no prefetch_size (DLIO's 2, the most its CLOSED division allows, ceil(2 / 8) = 1 batch
+    per reader thread); iolab's own 2 per thread would be prefetch_size 16 for retinanet's 8 threads."""
+    mlperf = workload(mlperf="retinanet", workers=8)
+    assert mlperf.dlio_file()["reader"]["prefetch_size"] == 2 and mlperf.dlio_file()["reader"]["read_threads"] == 8
+    assert mlperf.params()["prefetch_factor"] == 1  # what DLIO ran, in its samples
+    assert workload(workers=8).dlio_file()["reader"]["prefetch_size"] == 16
+    assert workload(workers=8).params()["prefetch_factor"] == 2
+
+
 def test_dlio_s_workload_file_says_what_the_workload_does():
     config = workload(epochs=3, steps=5, prefetch_factor=4, seed=7, reseed=True).dlio_file(repetition=2)
     assert config["reader"] == {
@@ -94,6 +114,8 @@ def test_each_host_completes_the_file_from_its_own_copy_of_a_jpeg_data_set(tmp_p
         "num_subfolders_train": 2,
         "record_length": manifest.total_bytes // 6,
         "record_length_stdev": 0,
+        "record_length_bytes": manifest.total_bytes // 6,  # MLCommons' DLIO's spelling
+        "record_length_bytes_stdev": 0,
     }
     assert written["output"] == {"folder": str(run), "log_file": "dlio.log"}
     # DLIO lists train/*/*.jpeg and valid/: each name is a link to the data set's own file.
@@ -114,13 +136,20 @@ def test_an_npz_data_set_is_read_where_it_lies(tmp_path):
     assert (view / "train").resolve() == (root / "train").resolve()
     assert config["dataset"]["format"] == "npz" and config["dataset"]["record_length"] == 1001
     assert config["dataset"]["record_length_resize"] == 2097152  # the controller's, kept
+    # And in the spelling of MLCommons' DLIO (mlpstorage's), which reads record_length_bytes*.
+    assert config["dataset"]["record_length_bytes"] == 1001 and config["dataset"]["record_length_bytes_stdev"] == 0
+    assert config["dataset"]["record_length_bytes_resize"] == 2097152
 
 
 def test_mpirun_runs_one_context_per_host_each_with_its_own_workload_file():
     hosts = [{"addr": "10.0.0.1", "ranks": 2, "dir": "/r/a"}, {"addr": "10.0.0.2", "ranks": 2, "dir": "/r/b"}]
-    argv = host_dlio.mpirun_argv(hosts, ["ssh", "-i", "/k"], "/v/python", root=True)
+    argv = host_dlio.mpirun_argv(hosts, ["ssh", "-i", "/k"], "/v/python", root=True, trace=False)
     assert argv[:6] == ["mpirun", "--bind-to", "none", "--mca", "plm_rsh_agent", "ssh -i /k"]
     assert "--allow-run-as-root" in argv
+    # Untraced, as MLPerf Storage's submitters run DLIO (pydftracer traces when DFTRACER_ENABLE is unset).
+    assert argv[6:8] == ["-x", "DFTRACER_ENABLE=0"]
+    traced = host_dlio.mpirun_argv(hosts, ["ssh"], "/v/python", root=True, trace=True)
+    assert traced[traced.index("-x") + 1] == "DFTRACER_ENABLE=1"
     first, second = " ".join(argv).split(" : ")
     for context, host, run in ((first, "10.0.0.1", "/r/a"), (second, "10.0.0.2", "/r/b")):
         assert f"-np 2 --host {host}:2 --wdir {run} /v/python -m dlio_benchmark.main --config-dir {run}/dlio" in context
@@ -130,7 +159,7 @@ def test_mpirun_runs_one_context_per_host_each_with_its_own_workload_file():
 def test_an_ssh_argument_that_open_mpi_would_split_is_refused():
     hosts = [{"addr": "10.0.0.1", "ranks": 1, "dir": "/r/a"}]
     with pytest.raises(SystemExit, match="an empty argument or one with a blank"):
-        host_dlio.mpirun_argv(hosts, ["ssh", "-i", "/my keys/id"], "/v/python", root=False)
+        host_dlio.mpirun_argv(hosts, ["ssh", "-i", "/my keys/id"], "/v/python", root=False, trace=False)
 
 
 def test_another_host_s_wait_fails_in_one_line_when_no_rank_starts(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """DLIO itself (dlio_benchmark, MLPerf Storage's reference) as one MPI job over the run's hosts (host side).
 
     python -m iolab.host.dlio config --root DATASET --dir RUN_DIR --workload JSON
-    python -m iolab.host.dlio launch --hosts JSON [--rsh SSH_ARGV_JSON]        (the first host, under hostrun)
+    python -m iolab.host.dlio launch --hosts JSON [--rsh SSH_ARGV_JSON] [--trace]  (the first host, under hostrun)
     python -m iolab.host.dlio wait --dir RUN_DIR --ranks N [--appear SECONDS]  (every other host, under hostrun)
 
 `config` writes DLIO's workload file, RUN_DIR/dlio/workload/iolab.yaml: the controller's settings
@@ -13,7 +13,8 @@ files, its class folders, its mean file size). DLIO reads it through Hydra
 --wdir ITS_RUN_DIR python -m dlio_benchmark.main --config-dir ...`), so that each host's ranks read
 its own workload file (its data set, its run directory); Open MPI starts its daemons on the other
 hosts over ssh (`--rsh`, plm_rsh_agent). hostrun watches mpirun: its timeout and a Ctrl-C end the
-whole job (mpirun ends its remote daemons and their ranks).
+whole job (mpirun ends its remote daemons and their ranks). DLIO runs untraced, as MLPerf Storage's submitters
+run it, unless `--trace` (TRACE_ENV).
 
 `wait` is the tool of every other host: it lives while this host's ranks run (processes whose
 arguments name RUN_DIR/dlio) and succeeds when they have written their results
@@ -33,6 +34,11 @@ from pathlib import Path
 from typing import Any
 
 CONFIG_NAME = "iolab"  # RUN_DIR/dlio/workload/iolab.yaml
+# dlio_benchmark 2.0.0 traces every rank and reader worker with pydftracer (its trace-*.pfw files) unless this is 0:
+# dftracer.logger reads it once, at import, and takes unset as on. With it 0, pydftracer's library is never loaded
+# and DLIO's tracing calls return at once. MLCommons' DLIO (mlpstorage's) has pydftracer as an extra its
+# submitters do not install, so it runs untraced: so does this leg, unless the workload asks (dlio_trace).
+TRACE_ENV = "DFTRACER_ENABLE"
 FORMATS = {"npz": "npz", "jpg": "jpeg"}  # iolab's file suffix → DLIO's format (and the suffix it lists)
 
 
@@ -52,6 +58,9 @@ def workload_file(run_dir: Path, root: Path, workload: dict[str, Any]) -> dict[s
     if any(folder.parent != Path("train") for folder in folders):
         raise SystemExit(f"{root}: DLIO reads train/<folder>/<file>; this data set is laid out otherwise")
     suffix = next(iter(suffixes))
+    # Each DLIO reads its own spelling of the sizes (and the controller's resize): dlio_benchmark 2.0.0
+    # record_length*, MLCommons' (mlpstorage's, as a dlio_requirement) record_length_bytes*; neither minds the
+    # other's, so both are written.
     dataset = {
         **workload.get("dataset", {}),
         "data_folder": str(_view(run_dir, root, [e.path for e in manifest.entries])),
@@ -61,6 +70,11 @@ def workload_file(run_dir: Path, root: Path, workload: dict[str, Any]) -> dict[s
         "num_subfolders_train": len(folders),
         "record_length": manifest.total_bytes // manifest.files,
         "record_length_stdev": 0,
+    }
+    dataset |= {
+        key.replace("record_length", "record_length_bytes", 1): value
+        for key, value in dataset.items()
+        if key.startswith("record_length") and not key.startswith("record_length_bytes")
     }
     return {**workload, "dataset": dataset, "output": {"folder": str(run_dir), "log_file": "dlio.log"}}
 
@@ -102,12 +116,17 @@ def write_config(run_dir: Path, root: Path, workload: dict[str, Any]) -> Path:
     return path
 
 
-def mpirun_argv(hosts: list[dict[str, Any]], rsh: list[str], python: str, root: bool) -> list[str]:
+def trace_env(trace: bool) -> list[str]:
+    """mpirun's option that turns DLIO's tracing on or off in every rank, on every host (-x exports it)."""
+    return ["-x", f"{TRACE_ENV}={int(trace)}"]
+
+
+def mpirun_argv(hosts: list[dict[str, Any]], rsh: list[str], python: str, root: bool, trace: bool) -> list[str]:
     """mpirun with one application context per host: {addr, ranks, dir} each."""
     if any(not part or part.split() != [part] for part in rsh):
         # Open MPI splits plm_rsh_agent at blanks itself: such an argument would reach ssh in pieces.
         raise SystemExit(f"the ssh command for mpirun has an empty argument or one with a blank: {rsh}")
-    argv = ["mpirun", "--bind-to", "none", "--mca", "plm_rsh_agent", " ".join(rsh)]
+    argv = ["mpirun", "--bind-to", "none", "--mca", "plm_rsh_agent", " ".join(rsh), *trace_env(trace)]
     argv += ["--allow-run-as-root"] if root else []
     for i, host in enumerate(hosts):
         run_dir = str(host["dir"])
@@ -160,6 +179,7 @@ def main(args: list[str] | None = None) -> int:
     la = sub.add_parser("launch", help="run the job: mpirun over every host (replaces this process)")
     la.add_argument("--hosts", type=json.loads, required=True)
     la.add_argument("--rsh", type=json.loads, default=["ssh"])
+    la.add_argument("--trace", action="store_true", help=f"DLIO's tracing on ({TRACE_ENV}=1; off by default)")
     w = sub.add_parser("wait", help="live while this host's ranks run; fail if they leave no result")
     w.add_argument("--dir", type=Path, required=True)
     w.add_argument("--ranks", type=int, required=True)
@@ -169,7 +189,7 @@ def main(args: list[str] | None = None) -> int:
         write_config(ns.dir, ns.root, ns.workload)
         return 0
     if ns.cmd == "launch":
-        argv = mpirun_argv(ns.hosts, ns.rsh, sys.executable, os.geteuid() == 0)
+        argv = mpirun_argv(ns.hosts, ns.rsh, sys.executable, os.geteuid() == 0, ns.trace)
         os.execvp(argv[0], argv)
     return wait(ns.dir, ns.ranks, ns.appear)
 

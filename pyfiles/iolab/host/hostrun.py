@@ -63,6 +63,7 @@ from iolab.host.runs import PIDFILE, hold, write_json
 from iolab.host.runstart import wait_for_start, wait_until
 from iolab.host.runstop import stop
 from iolab.host.watch import end_left, group_alive, step, watch
+from iolab.shared import tooltail
 from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LINE
 
 CALLED_AT = time.time()  # when this command started (its imports done)
@@ -166,8 +167,8 @@ def run(
     if reason:
         print(f"{argv[0]} stopped: {reason}", file=sys.stderr)
     elif proc.returncode != 0:
-        tail = (run_dir / "stderr.txt").read_text(errors="replace").strip().splitlines()
-        print(f"{argv[0]} exited {proc.returncode}: {tail[-1] if tail else 'no message'}", file=sys.stderr)
+        said = tooltail.file_message(run_dir / "stderr.txt")  # its error line, not mpirun's banner
+        print(f"{argv[0]} exited {proc.returncode}: {said or 'no message'}", file=sys.stderr)
     return proc.returncode if proc.returncode is not None else 1
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from iolab.shared import tooltail
+
 
 @dataclasses.dataclass(frozen=True)
 class Measurement:
@@ -41,12 +43,10 @@ class ParseError(Exception):
 
 
 def stderr_hint(path: Path) -> str:
-    """'; stderr.txt ends: <its last line>' for a missing or bad result file, or '' when stderr says nothing."""
-    try:
-        lines = (path.parent / "stderr.txt").read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return f"; stderr.txt ends: {lines[-1]!r}" if lines else ""
+    """'; stderr.txt ends: <its last error line>' for a missing or bad result file (iolab.shared.tooltail: not
+    mpirun's banner), or '' when stderr says nothing."""
+    said = tooltail.file_message(path.parent / "stderr.txt")
+    return f"; stderr.txt ends: {said!r}" if said else ""
 
 
 Parser = Callable[[Path], Parsed]

@@ -297,6 +297,17 @@ def _repetitions(keys: dict[str, Any]) -> int | None:
     return writes
 
 
+# What an MLPerf workload's DLIO prefetches: MLPerf's files set no prefetch_size, so DLIO's default, 2, which is
+# also the most MLPerf Storage's CLOSED division allows (0, 1 or 2). It is the rank's: DLIO gives torch
+# ceil(2 / read threads) batches per reader thread (mlperf_prefetch_factor).
+MLPERF_PREFETCH_SIZE = 2
+
+
+def mlperf_prefetch_factor(threads: int) -> int:
+    """Batches in flight per reader thread in an MLPerf workload's DLIO (torch's prefetch_factor)."""
+    return math.ceil(MLPERF_PREFETCH_SIZE / max(threads, 1))
+
+
 # What DLIO's reader hands the training loop per sample instead of the file's bytes, as MLPerf Storage's own files
 # set it (record_length_bytes_resize, v2.0 and v3.0): a 2 MiB array rather than unet3d's 140 MB volume. Without it
 # DLIO passes an array of the mean file's size through the DataLoader. retinanet's files set none.
@@ -304,32 +315,34 @@ RESIZED = {"unet3d": 2_097_152}
 
 
 def training_file(
-    model: str, batch_size: int, threads: int, prefetch: int, epochs: int, compute: float, seed: int | None, **more: Any
+    model: str,
+    batch_size: int,
+    threads: int,
+    prefetch: int | None,
+    epochs: int,
+    compute: float,
+    seed: int | None,
+    **more: Any,
 ) -> dict[str, Any]:
     """The other way: an iolab training workload (`engine: dlio`) as DLIO's workload file, for DLIO to run.
 
-    `prefetch`: batches per reader thread (torch's prefetch_factor, iolab's); DLIO's prefetch_size is the
-    rank's, which it divides among its threads. `seed` None: no shuffle. more: steps (0: every batch),
-    au_threshold (%). Where the data set is, its format, files and sizes, and where DLIO writes, each host
-    adds from its own copy (iolab.host.dlio.workload_file): the controller does not know them.
+    `prefetch`: batches per reader thread (torch's prefetch_factor, iolab's); DLIO's prefetch_size is the rank's,
+    which it divides among its threads. None: MLPerf's (MLPERF_PREFETCH_SIZE). `seed` None: no shuffle. more: steps
+    (0: every batch), au_threshold (%). Where the data set is, its format, files and sizes, and where DLIO writes,
+    each host adds from its own copy (iolab.host.dlio.workload_file): the controller does not know them.
     """
     shuffle = "off" if seed is None else "seed"
     train: dict[str, Any] = {"epochs": epochs, "computation_time": compute, "seed": seed or 0}
     if more.get("steps"):
         train["total_training_steps"] = more["steps"]  # DLIO's bound counts each epoch's steps
+    reader = {"data_loader": "pytorch", "batch_size": batch_size, "read_threads": threads}
+    reader["prefetch_size"] = MLPERF_PREFETCH_SIZE if prefetch is None else prefetch * max(threads, 1)
     return {
         "model": model,
         "framework": "pytorch",
         "workflow": {"generate_data": False, "train": True, "checkpoint": False, "evaluation": False},
         "dataset": {"record_length_resize": RESIZED[model]} if model in RESIZED else {},
-        "reader": {
-            "data_loader": "pytorch",
-            "batch_size": batch_size,
-            "read_threads": threads,
-            "prefetch_size": prefetch * max(threads, 1),
-            "file_shuffle": shuffle,
-            "sample_shuffle": shuffle,
-        },
+        "reader": {**reader, "file_shuffle": shuffle, "sample_shuffle": shuffle},
         "train": train,
         "metric": {"au": more.get("au_threshold", AU_THRESHOLD) / 100},
     }

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, Field, model_validator
 from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import REAL, Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
-from iolab.workloads.dlio import training_file
+from iolab.workloads.dlio import mlperf_prefetch_factor, training_file
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
 
 # What DLIO reads as iolab's readers read it: unet3d's NPZ files (np.load), JPEG files opened with PIL.
@@ -63,6 +63,9 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     # What pip installs DLIO from on the hosts instead of PyPI's dlio-benchmark==2.0.0 (a wheel's path or URL, a
     # requirement: MLCommons' fork on a lab's mirror); installed without its declared dependencies, as that one is.
     dlio_requirement: Annotated[str, AfterValidator(_requirement)] | None = None
+    # DLIO's own tracing (pydftracer's trace of every rank and reader worker) on: off by default, as MLPerf Storage's
+    # submitters run DLIO; traced, it delivered fewer unet3d samples/s here (docs/PERFORMANCE.md). In params.
+    dlio_trace: Bool = False
 
     uses_dataset: ClassVar[bool] = True
 
@@ -99,6 +102,8 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             _dlio_consistent(self)
         elif self.dlio_requirement:
             raise ValueError("dlio_requirement is what engine dlio installs: set engine: dlio or drop it")
+        elif self.dlio_trace:
+            raise ValueError("dlio_trace turns DLIO's own tracing on: set engine: dlio or drop it")
         if self.search and self.accelerator is None:
             raise ValueError(
                 "search: accelerators searches how many accelerators the backend feeds: "
@@ -124,13 +129,14 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         return {"packed"} if self.reader == "packed" else set()
 
     def dlio_file(self, repetition: int = 1) -> dict[str, Any]:
-        """DLIO's workload file for engine dlio (the hosts add their data set's place, files and sizes)."""
+        """DLIO's workload file for engine dlio (the hosts add their data set's place, files and sizes). An MLPerf
+        workload's DLIO prefetches as MLPerf's own files have it (DLIO's default), whatever iolab's loader does."""
         assert self.accelerator is not None  # _dlio_consistent
         return training_file(
             self.accelerator.model,
             self.batch_size,
             self.workers,
-            self.prefetch_factor,
+            None if self.mlperf else self.prefetch_factor,
             self.epochs,
             self.accelerator.compute_time(self.batch_size),
             self.repetition_seed(self.seed, repetition) if self.shuffle else None,
@@ -178,7 +184,9 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         if self.reader != "dali":
             del params["dali_input"]
         if self.engine == "iolab":  # the samples of iolab's loader carry what they carried before engine dlio
-            del params["engine"]
+            del params["engine"], params["dlio_trace"]
+        elif self.mlperf:  # what DLIO prefetched (dlio_file), not iolab's loader's
+            params["prefetch_factor"] = mlperf_prefetch_factor(self.workers)
         return params
 
     def role_vars(self, target: str) -> dict[str, Any]:
@@ -188,6 +196,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
                 "bench_dlio_workload": self.dlio_file(),
                 "bench_dlio_ranks": self.accelerators,
                 "bench_dlio_timeout": self.run_timeout(LOADER_TIMEOUT),
+                "bench_dlio_trace": self.dlio_trace,
                 **({"bench_dlio_requirement": self.dlio_requirement} if self.dlio_requirement else {}),
             }
         return {
@@ -217,6 +226,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
                 f"DLIO (dlio_benchmark under mpirun, one job over the hosts), reader threads {self.workers}, "
                 f"batch {self.batch_size}, {self.epochs} epoch(s), {self.accelerators} emulated "
                 f"{self.accelerator.type} per host ({self.accelerator.compute_time(self.batch_size):g} s per batch)"
+                + (", traced (pydftracer)" if self.dlio_trace else "")
             )
         where = {"gpu": f"{self.gpus or 1} GPU(s) per host (NCCL)", "cpu": f"{self.gpus or 1} CPU rank(s) per host"}
         kind = "none" if self.accelerator is None else self.accelerator.type
