@@ -19,10 +19,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from iolab import yamlfile
+from iolab import faults, yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
 from iolab.errors import UserError
-from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name
+from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name, kinds
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
 from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, mlperf, presets
@@ -94,7 +94,12 @@ class Campaign(Model):
                     "backend a raw image that only fio reads); add a file backend (rbd_snapshot or cephfs on Ceph)"
                 )
             )
-        refused = [reason for b in self.backends for w in self.workloads if b.supports(w) and (reason := b.refuse(w))]
+        refused = [
+            reason
+            for b in self.backends
+            for w in self.workloads
+            if b.supports(w) and (reason := b.refuse(w) or faults.refusal(b, w))
+        ]
         if refused:
             raise ValueError(refused[0])
         readers = sorted({w.name for w in self.workloads if w.uses_dataset})
@@ -137,6 +142,8 @@ def _unique(kind: str, names: list[str]) -> None:
     if doubles:
         raise ValueError(f"{kind} names must be unique; repeated: {', '.join(doubles)}")
 
+
+FAULT_KINDS = tuple(kinds(faults.AnyFault, "what"))
 
 # The workload keys a campaign may set for all its workloads.
 WORKLOAD_DEFAULTS = ("cache", "warm_command", "warmup", "allow_caching", "timeout", "start_skew_max")
@@ -209,7 +216,7 @@ def run_id(
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
-NOT_SWEPT = ("warm_command", "profilers")  # list-valued keys that are one value, not a sweep
+NOT_SWEPT = ("warm_command", "profilers", "faults")  # list-valued keys that are one value, not a sweep
 
 
 def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -300,7 +307,7 @@ def _where(loc: tuple, origin: Sequence[int] = ()) -> str:
             text += f"[{origin[part]}]"
         elif isinstance(part, int):
             text += f"[{part}]"
-        elif part in BACKEND_TYPES or part in WORKLOAD_TYPES or part.startswith("function-"):
+        elif part in BACKEND_TYPES or part in WORKLOAD_TYPES or part in FAULT_KINDS or part.startswith("function-"):
             continue  # the tag of a discriminated union, or a validator's name
         else:
             text += f".{part}" if text else part
@@ -331,6 +338,12 @@ def _message(error: Any, raw: dict[str, Any], origin: Sequence[int]) -> str:
     where = _where(loc, origin)
     if kind == "extra_forbidden":
         return f"{where}: unknown key{_expected_keys(raw, loc)}"
+    if kind in ("union_tag_invalid", "union_tag_not_found") and "faults" in loc:  # faults[i]: its `what`
+        return (
+            f"{where}.what: "
+            + (f"unknown fault {error['ctx']['tag']!r}" if kind == "union_tag_invalid" else "missing")
+            + f" (expected one of: {', '.join(FAULT_KINDS)})"
+        )
     if kind == "union_tag_invalid":
         what = "backend" if loc[0] == "backends" else "workload"
         expected = ", ".join(BACKEND_TYPES if what == "backend" else WORKLOAD_TYPES)
