@@ -107,7 +107,7 @@ def daemon(fault: AnyFault, backend: Backend) -> dict[str, Any]:
             f"fault {fault.what}: the services of {where} started no {wanted}{'.' + ident if ident else ''} "
             f"(theirs: {names}); run ./lab lab.services-up again to publish them, or fix the fault"
         )
-    return found[0]
+    return {**found[0], "argv": [str(a) for a in found[0].get("argv", [])]}  # YAML's 0 is a number there
 
 
 def running(entry: dict[str, Any]) -> int | None:

@@ -6,11 +6,12 @@
 
 The clock: the run's hosts start their tool at a common time T that the play chooses (roles/iolab_host's
 sync_start); iolab.runner hears it as the play sets it (Lab.started) and the schedule applies each fault at
-T + `at` and heals it at T + `heal_at` on the controller's clock, each from a thread of its own. What it did goes
-beside the run's files, in raw/<run_id>/FAULTS (JSON lines, appended and flushed as they happen: the clock, each
-injection and heal with its planned and actual times, its lateness (`late_s`) and outcome, and what the
-teardown did). On a Ceph backend, a process polls `ceph status` once a second from the schedule's start until
-the cluster's health is as it was before the first fault (at most HEALTH_WAIT after the run), into HEALTH.
+T + `at` and heals it at T + `heal_at` on the controller's clock, from a thread of its own. What it did goes
+beside the run's files, in raw/<run_id>/faults.jsonl (JSON lines, appended and flushed as they happen: the
+clock, each injection and heal with its planned and actual times, its lateness (`late_s`) and outcome, and
+what the teardown did). On a Ceph backend, a process polls `ceph status` once a second from the schedule's
+start until the cluster's health is as it was before the first fault (at most HEALTH_WAIT after the run),
+into ceph_health.jsonl. iolab.parsers.faults reads both.
 
 When the run ends, its teardown heals what is still injected (a fault healed past the run's end, or never):
 the OSD back in, the daemon started, the link up; a heal that fails is said in one line naming what it left
@@ -33,9 +34,8 @@ from iolab.campaign import Run
 from iolab.errors import UserError
 from iolab.execute import HOST_DIR, HOST_PYTHON, OWNER, Lab
 from iolab.faults import AnyFault
+from iolab.parsers.faults import FAULTS_FILE, HEALTH_FILE, health_key, health_text, read_lines
 
-FAULTS = "faults.jsonl"  # beside the run's files: raw/<run_id>/FAULTS
-HEALTH = "ceph_health.jsonl"  # raw/<run_id>/HEALTH: `ceph status` once a second (iolab.host.ceph_osds health)
 HEALTH_WAIT = 180.0  # s after the run the cluster has to be as healthy as before its first fault
 # The controller's own python, with librados (python3-rados, which ceph-common depends on): the poller is a
 # host-side program (iolab.host.ceph_osds) run here as a process; the controller never imports the host side.
@@ -76,7 +76,8 @@ def check_phase(run: Run, hosts: list[str], holds_data: bool) -> runner.Phase:
 
 
 class _Health:
-    """`ceph status` once a second into raw/<run_id>/HEALTH: a process of the controller's system python."""
+    """`ceph status` once a second into raw/<run_id>/ceph_health.jsonl: a process of the controller's system
+    python."""
 
     def __init__(self, backend: CephBackend, path: Path):
         cluster = {"conf": backend.ceph_conf, "keyring": backend.keyring, "client": backend.client}
@@ -101,28 +102,6 @@ class _Health:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-def read_lines(path: Path) -> list[dict[str, Any]]:
-    """A JSON-lines record's lines (a torn last line left out)."""
-    out = []
-    try:
-        text = path.read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return out
-
-
-def health_as(record: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """What 'as healthy as before' compares: the status and its checks."""
-    return record.get("health") or "", tuple(record.get("checks") or ())
 
 
 class Schedule:
@@ -224,7 +203,7 @@ class Schedule:
 
     def __enter__(self) -> Schedule:
         self.raw_dir.mkdir(parents=True, exist_ok=True)
-        self.out = open(self.raw_dir / FAULTS, "a")  # noqa: SIM115 - closed in __exit__
+        self.out = open(self.raw_dir / FAULTS_FILE, "a")  # noqa: SIM115 - closed in __exit__
         self._write(
             {
                 "type": "start",
@@ -235,7 +214,7 @@ class Schedule:
             }
         )
         if isinstance(self.run.backend, CephBackend):
-            self.health = _Health(self.run.backend, self.raw_dir / HEALTH)
+            self.health = _Health(self.run.backend, self.raw_dir / HEALTH_FILE)
         self.lab.started = self.told
         self.thread.start()
         return self
@@ -263,7 +242,7 @@ class Schedule:
         if self.health is None:
             return
         first = min(
-            (r["started_at"] for r in read_lines(self.raw_dir / FAULTS) if r.get("type") == "inject"), default=None
+            (r["started_at"] for r in read_lines(self.raw_dir / FAULTS_FILE) if r.get("type") == "inject"), default=None
         )
         before = [r for r in self.health.records() if "health" in r and (first is None or r["t"] < first)]
         began, back = time.time(), None
@@ -271,17 +250,17 @@ class Schedule:
             deadline = began + HEALTH_WAIT
             while back is None and time.time() < deadline:
                 after = [r for r in self.health.records() if "health" in r and r["t"] > first]
-                back = after[-1] if after and health_as(after[-1]) == health_as(before[-1]) else None
+                back = after[-1] if after and health_key(after[-1]) == health_key(before[-1]) else None
                 if back is None:
                     time.sleep(1.0)
         self.health.stop()
         if not before or first is None:
             return
-        as_before = " ".join(filter(None, [before[-1]["health"], *before[-1]["checks"]]))
+        as_before = health_text(before[-1])
         self._write({"type": "health", "before": as_before, "back": back is not None, "waited_s": time.time() - began})
         if back is None:
             now = [r for r in self.health.records() if "health" in r]
-            state = " ".join(filter(None, [now[-1]["health"], *now[-1]["checks"]])) if now else "unknown"
+            state = health_text(now[-1]) if now else "unknown"
             self.left.append(
                 f"{self.run.label()}: backend {self.run.backend.name}'s cluster is not as healthy as before its faults "
                 f"({as_before}) {HEALTH_WAIT:g} s after the run: {state}"

@@ -248,12 +248,11 @@ def _faulted(
         return []
     summary = record.summary()
     out: list[Sample] = []
-    for host, (samples, series) in per_host.items():
-        if samples:
-            made = faults.host_figures(record, raw / host, series)
-            out += [_like(samples[0], run, m, summary) for m in made]
+    each = {host: faults.host_figures(record, raw / host, series) for host, (samples, series) in per_host.items()}
+    for host, made in each.items():
+        out += [_like(per_host[host][0][0], run, m, summary) for m in made if per_host[host][0]]
     if aggregated:
-        made = faults.run_figures(record, [series for _, series in per_host.values()])
+        made = faults.run_figures(record, [series for _, series in per_host.values()], list(each.values()))
         out += [_like(aggregated[0], run, m, summary) for m in made]
     return out
 

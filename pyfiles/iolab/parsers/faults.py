@@ -18,7 +18,8 @@ second):
     data_errors         what the check after the run found wrong with the data set          count
 
 and, on host "*" of a Ceph backend, `time_to_health_ok` (s: from the first injection until `ceph status` says
-what it said before the fault, and keeps saying it) and `degraded_objects_peak` (count). The rate is the first
+what it said before the fault, and keeps saying it: its health, checks and placement groups' states, HEALTH_OK
+and every group active+clean in a healthy cluster) and `degraded_objects_peak` (count). The rate is the first
 of samples_per_s, read_bw, write_bw whose series covers the injection (the highest baseline among the
 bandwidths: a PUT phase's write_bw when the fault fell in it). "Back at X %" reads a 3-second centred median of
 the rate, so that one noisy second neither ends a recovery nor starts one; a point (t, v) covers the second
@@ -160,7 +161,8 @@ def measurements(found: Figures, unit: str) -> list[Measurement]:
 # --- a faulted run's record ------------------------------------------------------------------------------------
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """A JSON-lines record's objects (a torn last line left out)."""
     try:
         text = path.read_text()
     except OSError:
@@ -219,13 +221,13 @@ class Record:
 
 def load(raw: Path) -> Record | None:
     """The faulted run's record under raw/<run_id>/ (its last attempt: from its last `start` line); None if none."""
-    lines = _lines(raw / FAULTS_FILE)
+    lines = read_lines(raw / FAULTS_FILE)
     starts = [i for i, e in enumerate(lines) if e.get("type") == "start"]
     if not starts:
         return None
     events = lines[starts[-1] :]
     first = events[0].get("t", 0.0)
-    return Record(events, [h for h in _lines(raw / HEALTH_FILE) if h.get("t", 0.0) >= first])
+    return Record(events, [h for h in read_lines(raw / HEALTH_FILE) if h.get("t", 0.0) >= first])
 
 
 def rate(series: dict[str, Series], inject: float) -> str | None:
@@ -242,11 +244,27 @@ def rate(series: dict[str, Series], inject: float) -> str | None:
 
 
 def summed(series: list[Series]) -> Series:
-    """Hosts' series added up second by second (each point to its nearest whole second), over the seconds every
-    host covers."""
-    per_host = [{round(t): v for t, v in completed(points)} for points in series]
-    common = set.intersection(*(set(p) for p in per_host)) if per_host else set()
-    return [(float(t), sum(p[t] for p in per_host)) for t in sorted(common)]
+    """Hosts' series added up second by second, over the seconds every host covers: each point to the nearest second
+    of the first host's grid (one host's series stays as it is)."""
+    hosts = [completed(points) for points in series if points]
+    if len(hosts) != len(series) or not hosts:
+        return []
+    offset = hosts[0][0][0] % 1.0
+    per_host = [{math.floor(t - offset + 0.5): v for t, v in points} for points in hosts]
+    common = set.intersection(*(set(p) for p in per_host))
+    return [(t + offset, sum(p[t] for p in per_host)) for t in sorted(common)]
+
+
+def health_key(poll: dict[str, Any]) -> tuple[Any, ...]:
+    """What 'as healthy as before' compares of one `ceph status`: the status, its checks and the placement groups'
+    states (HEALTH_OK with every group active+clean, in a healthy cluster)."""
+    return poll.get("health"), tuple(poll.get("checks") or ()), tuple(sorted(poll.get("pgs") or {}))
+
+
+def health_text(poll: dict[str, Any]) -> str:
+    """'HEALTH_WARN OSD_DOWN, pgs stale+active+clean' of one `ceph status`."""
+    health, checks, pgs = health_key(poll)
+    return " ".join(filter(None, [health, ", ".join(checks)])) + (f", pgs {', '.join(pgs)}" if pgs else "")
 
 
 def health_measurements(record: Record) -> list[Measurement]:
@@ -256,16 +274,13 @@ def health_measurements(record: Record) -> list[Measurement]:
     before = [h for h in polls if inject is not None and h["t"] < inject]
     if inject is None or not before:
         return []
-    usual = (before[-1]["health"], before[-1].get("checks"))
+    usual = health_key(before[-1])
     after = [h for h in polls if h["t"] >= inject]
-    out = [
-        Measurement(
-            "degraded_objects_peak", float(max((h.get("degraded_objects", 0) for h in after), default=0)), "count"
-        )
-    ]
-    if after and (after[-1]["health"], after[-1].get("checks")) == usual:
+    peak = max((h.get("degraded_objects", 0) for h in after), default=0)
+    out = [Measurement("degraded_objects_peak", float(peak), "count")]
+    if after and health_key(after[-1]) == usual:  # back as it was: from the start of the last stretch so
         stretch = len(after)
-        while stretch > 0 and (after[stretch - 1]["health"], after[stretch - 1].get("checks")) == usual:
+        while stretch > 0 and health_key(after[stretch - 1]) == usual:
             stretch -= 1
         back = after[stretch]["t"] if stretch < len(after) else inject
         out.append(Measurement("time_to_health_ok", max(0.0, back - inject), "s"))
@@ -344,9 +359,13 @@ def host_figures(record: Record, host_dir: Path, series: dict[str, Series]) -> l
     return out
 
 
-def run_figures(record: Record, series: list[dict[str, Series]]) -> list[Measurement]:
-    """Host "*"'s figures: the hosts' rate added up second by second, and the cluster's health."""
+def run_figures(record: Record, series: list[dict[str, Series]], hosts: list[list[Measurement]]) -> list[Measurement]:
+    """Host "*"'s figures: the hosts' rate added up second by second, their errors added up (`hosts`: each host's
+    figures), and the cluster's health."""
     out = health_measurements(record)
+    for counted in ("client_errors", "data_errors"):
+        found = [m.value for made in hosts for m in made if m.metric == counted]
+        out += [Measurement(counted, sum(found), "count")] if found else []
     inject = record.inject
     if inject is None or not series:
         return out
