@@ -318,6 +318,8 @@ def _expected_keys(raw: dict[str, Any], loc: tuple) -> str:
     model: type[BaseModel] | None
     if len(loc) == 5 and loc[0] == "workloads" and loc[3] == "accelerator":
         model = Accelerator
+    elif len(loc) == 7 and loc[0] == "workloads" and loc[3] == "faults":  # workloads[i].faults[j].<key>
+        model = kinds(faults.AnyFault, "what").get(str(loc[5]))
     elif len(loc) == 2 and loc[0] == "dataset":
         model = Dataset
     elif len(loc) == 4 and loc[0] in ("backends", "workloads") and isinstance(loc[1], int):

@@ -25,6 +25,10 @@ judged (a regression is not excused by noise); each violation says whether the
 whole interval is past the limit. A rules file is YAML: `rules: [...]` or a
 bare list of such strings.
 
+**From zero**: a point whose median is 0 in A (a time to recover where A's clients never slowed) has no
+ratio; B's median above 0 breaks every upper bound (`time_to_90pct <= +20%`: any rise from 0 is past it), and
+0 in B too holds every rule (unchanged).
+
 **A loss** breaks every rule that matches it: a point whose median fell to 0 from a
 baseline above 0, or that B has no value of though it measured that workload at that
 setting (it lost the metric, or comparing campaigns, the backend). A rule that can
@@ -213,6 +217,14 @@ class Point:
         """B has no value of the metric, or its median fell to 0 (or below) from a baseline above 0."""
         return statistics.median(self.a) > 0 and (not self.b or statistics.median(self.b) <= 0)
 
+    @property
+    def from_zero(self) -> str | None:
+        """Where A's median is 0, B's against it: 'risen' (above 0: no ratio, past any upper bound: a time to
+        recover that was none) or 'same' (0 too: unchanged); None where A's is not 0."""
+        if not self.b or statistics.median(self.a) != 0:
+            return None
+        return "risen" if statistics.median(self.b) > 0 else "same" if statistics.median(self.b) == 0 else None
+
     def where(self) -> str:
         text = f"{self.metric} of {self.workload}"
         text += f" {self.setting_label}" if self.setting_label else ""
@@ -234,6 +246,12 @@ class Comparison:
 
     def violation(self, p: Point, rule: Rule) -> str:
         r = p.ratio
+        if r is None and p.from_zero == "risen":
+            return (
+                f"REGRESSION {p.where()}: {self.b.label} has a median of {human(statistics.median(p.b), p.unit)} "
+                f"({len(p.b)}) where {self.a.label} has 0 ({len(p.a)}): a rise from 0 is past any upper bound; "
+                f"breaks '{rule.text}'"
+            )
         if r is None:  # a loss: every rule that matches it is broken
             got = f"a median of {human(statistics.median(p.b), p.unit)} ({len(p.b)})" if p.b else "no value"
             return (
@@ -258,6 +276,9 @@ class Comparison:
                     continue
                 if rule in p.violations:
                     out.append(Check(rule, p, FAILED, self.violation(p, rule)))
+                elif p.ratio is None and p.from_zero:
+                    said = "0 on both sides, unchanged" if p.from_zero == "same" else "risen from 0, within the rule"
+                    out.append(Check(rule, p, PASSED, f"{p.where()}: {said}; holds '{rule.text}'"))
                 elif p.ratio is None:
                     out.append(Check(rule, p, SKIPPED, f"{p.where()}: not compared, a repeat is 0 (no ratio)"))
                 else:
@@ -350,7 +371,15 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
         point = Point(key[0], key[1], key[2], labels[(key[1], key[2])], key[3], pa[key].unit, va, vb, ratio)
         point.answers = (_answers(a, pa[key]), _answers(b, pb[key]) if key in pb else [])
         ruled = [r for r in rules if r.matches(point.metric)]
-        point.violations = ruled if point.lost else [r for r in ruled if ratio and not r.holds(ratio.change)]
+        point.violations = (
+            ruled
+            if point.lost
+            else [
+                r
+                for r in ruled
+                if (ratio and not r.holds(ratio.change)) or (point.from_zero == "risen" and r.op in ("<=", "<"))
+            ]
+        )
         points.append(point)
     if not common:
 
@@ -363,7 +392,7 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
             f"of {b.label}: {workloads(pb)}"
         )
     for rule in rules:
-        if not any(rule.matches(p.metric) and (p.ratio is not None or p.lost) for p in points):
+        if not any(rule.matches(p.metric) and (p.ratio is not None or p.lost or p.from_zero) for p in points):
             compared = sorted({validity.base_metric(p.metric) for p in points})
             raise UserError(
                 f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "

@@ -28,7 +28,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from iolab import ceph, history, metrics, report, svg, validity
+from iolab import ceph, history, metrics, report, report_faults, svg, validity
 from iolab.parsers import BARS, PERCENTILES
 from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
@@ -72,6 +72,7 @@ def build(store: ResultStore, units: str = DEFAULT_UNITS) -> str:
         latency=page.latency(),
         accelerators=page.accelerators(),
         per_backend=page.per_backend(),
+        faults=report_faults.section(store, samples, units, in_units),
         flags=page.flags(),
         provenance=page.provenance(),
         telemetry=page.telemetry(),
