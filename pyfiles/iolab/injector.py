@@ -68,7 +68,7 @@ def check_phase(run: Run, hosts: list[str], holds_data: bool) -> runner.Phase:
         "intact.yml",
         {
             "iolab_run_id": run.run_id,
-            "intact_dataset_hosts": hosts if holds_data else [],
+            "intact_dataset_hosts": [str(h) for h in hosts] if holds_data else [],  # plain names, for YAML
             "intact_dataset_root": run.backend.shared_dataset_root,
             "intact_target": run.backend.target,
         },

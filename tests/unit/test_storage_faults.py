@@ -192,15 +192,14 @@ def test_the_aggregate_adds_the_hosts_second_by_second_and_one_host_stays_as_it_
 
 def test_au_inside_the_fault_window_counts_the_compute_that_fell_in_it():
     # one rank: a 0.5 s step every second, then nothing from 12 to 17 (the loader waited for the storage)
-    records = [[0, t - 0.1, t, 0.5, 0.0, 32, 1000] for t in [*range(0, 12), *range(17, 25)]]
-    loader = {"columns": list(figures_of_columns()), "ranks": [{"records": records}], "config": {}}
+    records = [[0, 0, t - 0.1, t, 0.5, 0.0, 32, 1000] for t in [*range(0, 12), *range(17, 25)]]
+    rank = {"records": records, "window": {"start": 0.0, "end": 24.5}}
+    columns = ["epoch", "step", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes"]  # loader.json's
+    loader = {"columns": columns, "ranks": [rank], "config": {}}
     assert figures_of.fault_au(loader, 10.0, 20.0) == pytest.approx(100 * (0.5 * 2 + 0.5 * 3) / 10)
-
-
-def figures_of_columns() -> tuple[str, ...]:
-    from iolab.parsers.pytorch import COUNTED
-
-    return COUNTED
+    # a window in the loader's start-up, before its first measured step, is no AU
+    late = {**loader, "ranks": [{**rank, "window": {"start": 30.0, "end": 50.0}}]}
+    assert figures_of.fault_au(late, 10.0, 20.0) is None
 
 
 # --- the injector's clock and record -----------------------------------------------------------------------------

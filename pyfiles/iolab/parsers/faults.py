@@ -288,20 +288,23 @@ def health_measurements(record: Record) -> list[Measurement]:
 
 
 def fault_au(loader: dict[str, Any], inject: float, heal: float | None) -> float | None:
-    """AU inside the fault window: each rank's compute time within it over its length, in %, the ranks' mean."""
+    """AU inside the fault window: each rank's compute time within the window (and within the rank's own measured
+    span: a window in the loader's start-up is no AU) over the time they share, in %, the ranks' mean; None where
+    no rank's span meets the window."""
     columns = loader.get("columns", [])
     if "ready_at" not in columns or "compute_s" not in columns:
         return None
     ready, compute = columns.index("ready_at"), columns.index("compute_s")
-    ends = heal if heal is not None else max(r[ready] + r[compute] for rank in loader["ranks"] for r in rank["records"])
-    if ends <= inject:
-        return None
-    per_rank = [
-        100
-        * sum(max(0.0, min(r[ready] + r[compute], ends) - max(r[ready], inject)) for r in rank["records"])
-        / (ends - inject)
-        for rank in loader["ranks"]
-    ]
+    per_rank = []
+    for rank in loader.get("ranks", []):
+        records = rank.get("records") or []
+        span = rank.get("window") or {}
+        first = span.get("start", records[0][ready] if records else inject)
+        last = span.get("end", max((r[ready] + r[compute] for r in records), default=inject))
+        lo, hi = max(inject, first), min(heal if heal is not None else last, last)
+        if hi > lo:
+            busy = sum(max(0.0, min(r[ready] + r[compute], hi) - max(r[ready], lo)) for r in records)
+            per_rank.append(100 * busy / (hi - lo))
     return statistics.fmean(per_rank) if per_rank else None
 
 
