@@ -20,6 +20,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -51,20 +52,20 @@ class Context:
     host_python: list[str]
 
 
-def _said(done: subprocess.CompletedProcess[str]) -> str:
-    lines = [line for line in (done.stderr + "\n" + done.stdout).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit status {done.returncode}"
-
-
 def run_argv(argv: list[str], timeout: float = CLI_S) -> Outcome:
-    """An argv on the controller, never through a shell: (exit status 0, its last line)."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        return False, f"{argv[0]}: no such program"
-    except subprocess.TimeoutExpired:
-        return False, f"{shlex.join(argv)}: no answer in {timeout:g} s"
-    return done.returncode == 0, f"{shlex.join(argv)}: {_said(done) if done.returncode else 'done'}"
+    """An argv on the controller, never through a shell: (exit status 0, its last line). Its output goes to a file,
+    not a pipe: a daemon it starts may keep the pipe open long after the argv itself has returned."""
+    with tempfile.TemporaryFile() as out:
+        try:
+            done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        except FileNotFoundError:
+            return False, f"{argv[0]}: no such program"
+        except subprocess.TimeoutExpired:
+            return False, f"{shlex.join(argv)}: no answer in {timeout:g} s"
+        out.seek(0)
+        lines = [line for line in out.read().decode(errors="replace").splitlines() if line.strip()]
+    said = lines[-1] if lines else f"exit status {done.returncode}"
+    return done.returncode == 0, f"{shlex.join(argv)}: {said if done.returncode else 'done'}"
 
 
 def ceph_argv(backend: CephBackend, *args: str) -> list[str]:

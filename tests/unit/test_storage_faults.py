@@ -303,3 +303,49 @@ def test_the_schedule_thread_ends_with_the_run(tmp_path):
     with injector.Schedule(stand_in_lab(), run, ["gpu01"], tmp_path / "raw") as schedule:  # type: ignore[arg-type]
         schedule.told(time.time())
     assert threading.active_count() == before
+
+
+# --- a daemon of the lab's services, by its PID file ------------------------------------------------------------
+
+
+def test_a_daemon_is_stopped_only_by_the_pid_its_file_names_and_with_the_command_line_it_was_started_with(tmp_path):
+    from iolab import fault_actions
+
+    pid_file = tmp_path / "run" / "sleeper.pid"
+    pid_file.parent.mkdir()
+    starter = tmp_path / "start-sleeper"  # a daemon as the roles start one: it forks, writes its PID file, returns
+    starter.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pid_file}\n")
+    starter.chmod(0o755)
+    entry = {"type": "sleeper", "id": "0", "pid_file": str(pid_file), "argv": ["sleep", "300"]}
+    assert fault_actions.running(entry) is None
+    ok, said = fault_actions.stop_daemon(entry)
+    assert not ok and said == f"sleeper.0 does not run (no live process of its PID file {pid_file})"
+    assert fault_actions.run_argv([str(starter)])[0]
+    pid = fault_actions.running(entry)
+    assert pid is not None
+    # The same PID file naming a process of another command line (a PID reused) is not the daemon
+    assert fault_actions.running({**entry, "argv": ["sleep", "301"]}) is None
+    assert fault_actions.stop_daemon(entry) == (True, f"sleeper.0 (PID {pid}) stopped by SIGTERM")
+    assert fault_actions.running(entry) is None
+    ok, said = fault_actions.start_daemon({**entry, "argv": ["false"]})
+    assert not ok and said == "sleeper.0 did not start: false: exit status 1"
+
+
+def test_a_fault_on_a_daemon_the_services_do_not_publish_is_refused_before_anything_starts(tmp_path):
+    from iolab import fault_actions
+    from iolab.backends.cephfs import CephfsBackend
+    from iolab.faults import OsdFault
+
+    (tmp_path / "client.json").write_text(json.dumps({"daemons": [{"type": "mon", "id": "iolab", "argv": ["x"]}]}))
+    backend = CephfsBackend(name="fs", type="cephfs", ceph_conf=str(tmp_path / "ceph.conf"))
+    with pytest.raises(UserError, match=r"the services of .* started no osd.1 \(theirs: mon.iolab\)"):
+        fault_actions.daemon(OsdFault(at=10, what="osd_stop", osd=1), backend)
+    with pytest.raises(UserError, match=r"cannot be read \(FileNotFoundError\).*give the fault's service_dir"):
+        fault_actions.daemon(OsdFault(at=10, what="osd_stop", service_dir="/nonexistent"), backend)
+    inventory = Inventory(Path("i"), ("gpu01",), {}, {"gpu01": {}})
+    from iolab.faults import HostFault
+
+    with pytest.raises(UserError, match="the inventory gives it no iolab_link_down"):
+        fault_actions.preflight(HostFault(at=5, what="link_down", host="gpu01"), backend, inventory, ["gpu01"])
+    with pytest.raises(UserError, match=r"not a host of the run \(gpu01\)"):
+        fault_actions.preflight(HostFault(at=5, what="tool_kill", host="gpu02"), backend, inventory, ["gpu01"])
