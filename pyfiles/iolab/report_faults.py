@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -47,6 +50,7 @@ ROWS = (
     ("degraded_objects_peak", None, "degraded objects, peak"),
 )
 SPARKS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 100  # characters of the terminal's sparkline at most
 
 
 @dataclasses.dataclass
@@ -153,7 +157,8 @@ def faulted(store: ResultStore, samples: list[Sample]) -> list[Faulted]:
                 rate=rate,
                 hosts=hosts,
                 series={k: [(t - start, v) for t, v in p] for k, p in series.items()} if start else {},
-                cluster={name: points for name, points in cluster.items() if any(v for _, v in points)},
+                # drawn only where the cluster felt it: OSDs that went down or out, objects degraded
+                cluster=cluster if any(len({v for _, v in points}) > 1 for points in cluster.values()) else {},
                 samples=own,
             )
         )
@@ -192,40 +197,46 @@ def rows(run: Faulted, units: str = UNITS) -> tuple[list[str], list[list[str]]]:
     return ["all hosts" if c == AGGREGATE_HOST else c for c in columns], out
 
 
-def spark(points: list[tuple[float, float]], marks: Sequence[tuple[float, str]] = ()) -> str:
-    """The rate as one line of block characters, a second each, and under it a ^ below each second a fault was
-    injected or healed in."""
-    top = max((v for _, v in points), default=0.0) or 1.0
-    line = "".join(SPARKS[min(len(SPARKS) - 1, int(v / top * len(SPARKS)))] for _, v in points)
-    under = [" "] * len(points)
+def spark(points: list[tuple[float, float]], marks: Sequence[tuple[float, str]] = (), width: int = SPARK_WIDTH) -> str:
+    """The rate as one line of block characters, a second each (a longer run: each character the mean of as many
+    seconds as keep it within `width`), and under it a ^ below each character a fault was injected or healed in."""
+    step = max(1, math.ceil(len(points) / width))
+    means = [statistics.fmean(v for _, v in points[i : i + step]) for i in range(0, len(points), step)]
+    top = max(means, default=0.0) or 1.0
+    line = "".join(SPARKS[min(len(SPARKS) - 1, int(v / top * len(SPARKS)))] for v in means)
+    under = [" "] * len(means)
     for at, _ in marks:
         index = next((i for i, (t, _) in enumerate(points) if t - 1 < at <= t), None)
         if index is not None:
-            under[index] = "^"
+            under[index // step] = "^"
     return line + ("\n" + "".join(under).rstrip() if marks else "")
 
 
-def table(store: ResultStore, samples: list[Sample], units: str = UNITS) -> Table | None:
-    """The terminal's table of the faulted runs: per run its events, the rate as a sparkline, its figures."""
+def table(store: ResultStore, samples: list[Sample], units: str = UNITS) -> Group | None:
+    """The terminal's faulted runs: per run, its faults on its clock, its rate as a sparkline (a ^ under each
+    second a fault was injected or healed in) and a table of its figures, a column per host."""
     runs = faulted(store, samples)
     if not runs:
         return None
-    out = Table(title="Faulted runs: what the clients felt", title_justify="left", show_lines=True)
-    for column in ("run", "faults, on the run's clock", "figure", "value"):
-        out.add_column(column)
+    parts: list[Text | Table] = [plain("Faulted runs: what the clients felt")]
     for run in runs:
         columns, figures = rows(run, units)
         line = run.series.get(ALL) or next(iter(run.series.values()), [])
-        what = f"{run.workload} on {run.backend}, rep {run.repetition}\n{run.rate or 'no rate'}"
-        what += f" ({'all hosts' if ALL in run.series else ', '.join(run.series)}), a second a mark, ^ a fault:"
-        head = [f"({' / '.join(columns)})"] if len(columns) > 1 else []
-        out.add_row(
-            plain(f"{what}\n{spark(line, run.marks())}"),
-            plain("\n".join(run.said()) or "none applied"),
-            plain("\n".join(["" for _ in head] + [f[0] for f in figures])),
-            plain("\n".join(head + [" / ".join(f[1:]) for f in figures])),
-        )
-    return out
+        whose = "all hosts" if ALL in run.series else ", ".join(run.series) or "no host"
+        parts.append(plain(f"{run.workload} on {run.backend}, rep {run.repetition} ({run.run_id})"))
+        parts.append(plain("\n".join(f"  {said}" for said in run.said() or ["no fault applied"])))
+        drawn = spark(line, run.marks())
+        seconds = max(1, math.ceil(len(line) / SPARK_WIDTH))
+        parts.append(plain(f"  {run.rate or 'no rate'} of {whose}, a character {seconds} s:"))
+        parts.append(Text("\n".join(f"  {row}" for row in drawn.splitlines()), no_wrap=True, overflow="crop"))
+        out = Table()
+        out.add_column("figure")
+        for column in columns:
+            out.add_column(plain(column), justify="right")
+        for figure in figures:
+            out.add_row(*map(plain, figure))
+        parts.append(out)
+    return Group(*parts)
 
 
 Scale = Callable[[str, float, str], tuple[float, str]]  # (unit, top, units) → (divisor, label): report_html.in_units
