@@ -14,6 +14,7 @@ Every action returns (ok, what happened), its error said in a line; nothing here
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shlex
@@ -22,13 +23,14 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from iolab import direct
 from iolab.backends.base import LAB_CEPH_DIR, Backend, CephBackend
 from iolab.errors import UserError
-from iolab.faults import AnyFault, CommandFault, DaemonFault, HostFault, NooutFault, OsdFault
+from iolab.faults import AnyFault, CommandFault, HostFault, NooutFault, OsdFault
 from iolab.hosts import Inventory
 
 CLI_S = 60.0  # s a ceph command, a link's argv or a campaign's command may take
@@ -161,66 +163,65 @@ def start_daemon(entry: dict[str, Any]) -> Outcome:
 # --- each kind ------------------------------------------------------------------------------------------------
 
 
-def _ceph(context: Context, *args: str) -> Outcome:
+Action = Callable[[], Outcome | None]
+
+
+def _ceph(context: Context, *args: str) -> Action:
     assert isinstance(context.backend, CephBackend)  # faults.refusal: Ceph's kinds on Ceph backends only
-    return run_argv(ceph_argv(context.backend, *args))
+    return functools.partial(run_argv, ceph_argv(context.backend, *args))
 
 
-def _both(first: Outcome, then: Any) -> Outcome:
-    """`first`, then the outcome `then()` gives if it went well: one record of a two-step action."""
-    if not first[0]:
-        return first
-    second = then()
-    return second[0], f"{first[1]}; {second[1]}"
+def _then(first: Action, second: Action) -> Action:
+    """`first`, then `second` if it went well: one record of a two-step action."""
+
+    def both() -> Outcome | None:
+        done = first()
+        if not done or not done[0]:
+            return done
+        then = second() or (True, "")
+        return then[0], f"{done[1]}; {then[1]}"
+
+    return both
 
 
-def inject(fault: AnyFault, context: Context) -> Outcome:
-    """Apply the fault."""
-    if isinstance(fault, OsdFault):
-        osd = str(fault.osd)
-        if fault.what == "osd_out":
-            return _ceph(context, "osd", "out", osd)
-        if fault.what == "osd_down":  # held down: the OSD would report itself up again within seconds
-            return _both(_ceph(context, "osd", "set", "noup"), lambda: _ceph(context, "osd", "down", osd))
-        return stop_daemon(daemon(fault, context.backend))
-    if isinstance(fault, NooutFault):
-        return _ceph(context, "osd", "set", "noout")
-    if isinstance(fault, DaemonFault):
-        return stop_daemon(daemon(fault, context.backend))
-    if isinstance(fault, HostFault):
-        if fault.what == "link_down":
-            return run_argv(link_argv(context.inventory, fault.host, "iolab_link_down"))
-        command = shlex.join([*context.host_python, "-m", "iolab.host.hostrun", "kill", "--dir"])
-        reply = direct.run_one(
-            fault.host,
-            context.inventory.hostvars.get(fault.host, {}),
-            f"{command} {shlex.quote(context.run_dirs[fault.host])}",
-            CLI_S,
-        )
-        return reply.exit == 0, f"{fault.host}: {reply.output.splitlines()[-1] if reply.output else reply.exit}"
-    assert isinstance(fault, CommandFault)
-    return run_argv(fault.argv)
+def _tool_kill(fault: HostFault, context: Context) -> Outcome:
+    """`hostrun kill` of the run's tool on the fault's host (direct SSH: a command of iolab's, no campaign value)."""
+    command = shlex.join([*context.host_python, "-m", "iolab.host.hostrun", "kill", "--dir"])
+    reply = direct.run_one(
+        fault.host,
+        context.inventory.hostvars.get(fault.host, {}),
+        f"{command} {shlex.quote(context.run_dirs[fault.host])}",
+        CLI_S,
+    )
+    return reply.exit == 0, f"{fault.host}: {reply.output.splitlines()[-1] if reply.output else reply.exit}"
 
 
-def heal(fault: AnyFault, context: Context) -> Outcome | None:
-    """Undo the fault; None for a kind with nothing to undo (a killed tool, a command without heal_argv)."""
-    if isinstance(fault, OsdFault):
-        osd = str(fault.osd)
-        if fault.what == "osd_out":
-            return _ceph(context, "osd", "in", osd)
-        if fault.what == "osd_down":
-            return _ceph(context, "osd", "unset", "noup")
-        return start_daemon(daemon(fault, context.backend))
-    if isinstance(fault, NooutFault):
-        return _ceph(context, "osd", "unset", "noout")
-    if isinstance(fault, DaemonFault):
-        return start_daemon(daemon(fault, context.backend))
-    if isinstance(fault, HostFault):
+def actions(fault: AnyFault, context: Context) -> tuple[Action, Action]:
+    """(what injects the fault, what heals it: None from it for a kind with nothing to undo, a killed tool or a
+    command without heal_argv)."""
+    if fault.what in DAEMON_TYPES:
+        entry = functools.partial(daemon, fault, context.backend)
+        return lambda: stop_daemon(entry()), lambda: start_daemon(entry())
+    if isinstance(fault, OsdFault | NooutFault):
+        osd = str(getattr(fault, "osd", ""))
+        return {  # osd_down is held down with noup: the OSD would report itself up again within seconds
+            "osd_out": (_ceph(context, "osd", "out", osd), _ceph(context, "osd", "in", osd)),
+            "osd_down": (
+                _then(_ceph(context, "osd", "set", "noup"), _ceph(context, "osd", "down", osd)),
+                _ceph(context, "osd", "unset", "noup"),
+            ),
+            "noout": (_ceph(context, "osd", "set", "noout"), _ceph(context, "osd", "unset", "noout")),
+        }[fault.what]
+    if isinstance(fault, HostFault) and fault.what == "link_down":
         return (
-            run_argv(link_argv(context.inventory, fault.host, "iolab_link_up")) if fault.what == "link_down" else None
+            lambda: run_argv(link_argv(context.inventory, fault.host, "iolab_link_down")),
+            lambda: run_argv(link_argv(context.inventory, fault.host, "iolab_link_up")),
         )
+    if isinstance(fault, HostFault):
+        return functools.partial(_tool_kill, fault, context), lambda: None
     assert isinstance(fault, CommandFault)
-    return run_argv(fault.heal_argv) if fault.heal_argv else None
+    heal_argv = fault.heal_argv
+    return functools.partial(run_argv, fault.argv), (lambda: run_argv(heal_argv) if heal_argv else None)
 
 
 def left(fault: AnyFault) -> str:

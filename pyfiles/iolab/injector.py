@@ -139,11 +139,8 @@ class Schedule:
         fault = self.faults[index]
         began = time.time()
         try:
-            done = (
-                fault_actions.inject(fault, self.context)
-                if action == "inject"
-                else fault_actions.heal(fault, self.context)
-            )
+            inject, heal = fault_actions.actions(fault, self.context)
+            done = inject() if action == "inject" else heal()
         except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied is recorded, never a traceback
             done = (False, f"{exc.__class__.__name__}: {exc}")
         if done is None:
