@@ -7,7 +7,7 @@ import sys
 from invoke import Collection
 from rich.console import Console
 
-from iolab import metrics, paths, results_tasks
+from iolab import compare_export, metrics, paths, results_tasks
 from iolab import report as report_mod
 from iolab.cli import echo, user_errors
 from iolab.errors import UserError
@@ -80,7 +80,7 @@ def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
 
     from iolab import compare as compare_mod
 
-    writers = {"junit": compare_mod.to_junit, "json": compare_mod.to_json}
+    writers = {"junit": compare_export.to_junit, "json": compare_export.to_json}
     if format != "table" and format not in writers:
         raise UserError(f"unknown compare format {format!r}; use table, junit or json")
     result = compare_mod.run(paths.results_root(), a, b, campaign, rule or [], rules)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -114,3 +116,36 @@ def sample(campaign: str, run_id: str, value: float, host: str = "localhost", da
 def record(run_id: str, status: str = "ok", host: str = "localhost") -> dict:
     """A run record as record.run_record writes it."""
     return {"run_id": run_id, "host": host, "backend": "tmpfs", "workload": "seq", "repetition": 1, "status": status}
+
+
+CHROMIUM = shutil.which("chromium")  # Debian's; it renders the HTML report in its tests
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium, nothing fetched, its profile under `tmp_path`."""
+    assert CHROMIUM is not None
+    argv = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        *args,
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+def probed(tmp_path: Path, page: Path, script: str, *args: str) -> dict:
+    """What `script` (a <script> that sets the body's data-probe to JSON) measured of `page` as Chromium laid it
+    out; `args` are Chromium's (a window's size)."""
+    copy = tmp_path / f"probe-{page.parent.name}.html"
+    copy.write_text(page.read_text().replace("</body>", script + "</body>"))
+    done = chromium(tmp_path, *args, "--dump-dom", copy.as_uri())
+    match = re.search(r"data-probe=\"([^\"]*)\"", done.stdout)
+    assert match, f"chromium gave no DOM: {done.stderr[-2000:]}"
+    return json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))

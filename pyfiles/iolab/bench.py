@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from iolab import accelerators, fanout, ledger, live_metrics, validity
+from iolab import accelerators, fanout, faults, injector, ledger, live_metrics, validity
 from iolab.backends.base import DATASET_DIR
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed
@@ -64,6 +64,7 @@ def run_campaign(
     done = store.completed()
     plan = [Entry(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
     plan = [entry for entry in plan if entry.hosts]
+    injector.preflight([e.run for e in plan if e.run.workload.faults], lab)  # each fault can be applied here
     extra = campaign.max_repetitions is not None and campaign.max_repetitions > campaign.repetitions
     queues = {
         backend: [entry for entry in plan if entry.run.backend.name == backend]
@@ -308,5 +309,6 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
             continue
         shown.add(run.workload.name)
         lines.append(f"      {_cache_line(run)}")
+        lines += ["      " + line for line in faults.describe(run.workload)]
         lines += ["      " + line for line in run.workload.dry_run(workload_vars(run))]
     return "\n".join(lines)

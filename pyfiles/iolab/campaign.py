@@ -19,11 +19,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError, model_validator
 
-from iolab import yamlfile
+from iolab import faults, yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
 from iolab.errors import UserError
 from iolab.results_url import campaign_url
-from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name
+from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name, kinds
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
 from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, mlperf, presets
@@ -97,7 +97,12 @@ class Campaign(Model):
                     "backend a raw image that only fio reads); add a file backend (rbd_snapshot or cephfs on Ceph)"
                 )
             )
-        refused = [reason for b in self.backends for w in self.workloads if b.supports(w) and (reason := b.refuse(w))]
+        refused = [
+            reason
+            for b in self.backends
+            for w in self.workloads
+            if b.supports(w) and (reason := b.refuse(w) or faults.refusal(b, w))
+        ]
         if refused:
             raise ValueError(refused[0])
         readers = sorted({w.name for w in self.workloads if w.uses_dataset})
@@ -140,6 +145,8 @@ def _unique(kind: str, names: list[str]) -> None:
     if doubles:
         raise ValueError(f"{kind} names must be unique; repeated: {', '.join(doubles)}")
 
+
+FAULT_KINDS = tuple(kinds(faults.AnyFault, "what"))
 
 # The workload keys a campaign may set for all its workloads.
 WORKLOAD_DEFAULTS = ("cache", "warm_command", "warmup", "allow_caching", "timeout", "start_skew_max")
@@ -212,7 +219,7 @@ def run_id(
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
 
 
-NOT_SWEPT = ("warm_command", "profilers")  # list-valued keys that are one value, not a sweep
+NOT_SWEPT = ("warm_command", "profilers", "faults")  # list-valued keys that are one value, not a sweep
 
 
 def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
@@ -303,7 +310,7 @@ def _where(loc: tuple, origin: Sequence[int] = ()) -> str:
             text += f"[{origin[part]}]"
         elif isinstance(part, int):
             text += f"[{part}]"
-        elif part in BACKEND_TYPES or part in WORKLOAD_TYPES or part.startswith("function-"):
+        elif part in BACKEND_TYPES or part in WORKLOAD_TYPES or part in FAULT_KINDS or part.startswith("function-"):
             continue  # the tag of a discriminated union, or a validator's name
         else:
             text += f".{part}" if text else part
@@ -314,6 +321,8 @@ def _expected_keys(raw: dict[str, Any], loc: tuple) -> str:
     model: type[BaseModel] | None
     if len(loc) == 5 and loc[0] == "workloads" and loc[3] == "accelerator":
         model = Accelerator
+    elif len(loc) == 7 and loc[0] == "workloads" and loc[3] == "faults":  # workloads[i].faults[j].<key>
+        model = kinds(faults.AnyFault, "what").get(str(loc[5]))
     elif len(loc) == 2 and loc[0] == "dataset":
         model = Dataset
     elif len(loc) == 4 and loc[0] in ("backends", "workloads") and isinstance(loc[1], int):
@@ -334,6 +343,12 @@ def _message(error: Any, raw: dict[str, Any], origin: Sequence[int]) -> str:
     where = _where(loc, origin)
     if kind == "extra_forbidden":
         return f"{where}: unknown key{_expected_keys(raw, loc)}"
+    if kind in ("union_tag_invalid", "union_tag_not_found") and "faults" in loc:  # faults[i]: its `what`
+        return (
+            f"{where}.what: "
+            + (f"unknown fault {error['ctx']['tag']!r}" if kind == "union_tag_invalid" else "missing")
+            + f" (expected one of: {', '.join(FAULT_KINDS)})"
+        )
     if kind == "union_tag_invalid":
         what = "backend" if loc[0] == "backends" else "workload"
         expected = ", ".join(BACKEND_TYPES if what == "backend" else WORKLOAD_TYPES)

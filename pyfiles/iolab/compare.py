@@ -26,6 +26,10 @@ judged (a regression is not excused by noise); each violation says whether the
 whole interval is past the limit. A rules file is YAML: `rules: [...]` or a
 bare list of such strings.
 
+**From zero**: a point whose median is 0 in A (a time to recover where A's clients never slowed) has no
+ratio; B's median above 0 breaks every upper bound (`time_to_90pct <= +20%`: any rise from 0 is past it), and
+0 in B too holds every rule (unchanged).
+
 **A loss** breaks every rule that matches it: a point whose median fell to 0 from a
 baseline above 0, or that B has no value of though it measured that workload at that
 setting (it lost the metric, or comparing campaigns, the backend). A rule that can
@@ -60,12 +64,9 @@ are only ever added, never renamed, under this schema name):
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import fnmatch
-import json
 import math
 import re
-import socket
 import statistics
 from pathlib import Path
 
@@ -214,6 +215,11 @@ class Point:
         """B has no value of the metric, or its median fell to 0 (or below) from a baseline above 0."""
         return lost(self.a, self.b)
 
+    @property
+    def from_zero(self) -> str | None:
+        """Where A's median is 0, B's against it (`from_zero`)."""
+        return from_zero(self.a, self.b)
+
     def where(self) -> str:
         text = f"{self.metric} of {self.workload}"
         text += f" {self.setting_label}" if self.setting_label else ""
@@ -235,6 +241,12 @@ class Comparison:
 
     def violation(self, p: Point, rule: Rule) -> str:
         r = p.ratio
+        if r is None and p.from_zero == "risen":
+            return (
+                f"REGRESSION {p.where()}: {self.b.label} has a median of {human(statistics.median(p.b), p.unit)} "
+                f"({len(p.b)}) where {self.a.label} has 0 ({len(p.a)}): a rise from 0 is past any upper bound; "
+                f"breaks '{rule.text}'"
+            )
         if r is None:  # a loss: every rule that matches it is broken
             got = f"a median of {human(statistics.median(p.b), p.unit)} ({len(p.b)})" if p.b else "no value"
             return (
@@ -259,6 +271,9 @@ class Comparison:
                     continue
                 if rule in p.violations:
                     out.append(Check(rule, p, FAILED, self.violation(p, rule)))
+                elif p.ratio is None and p.from_zero:
+                    said = "0 on both sides, unchanged" if p.from_zero == "same" else "risen from 0, within the rule"
+                    out.append(Check(rule, p, PASSED, f"{p.where()}: {said}; holds '{rule.text}'"))
                 elif p.ratio is None:
                     out.append(Check(rule, p, SKIPPED, f"{p.where()}: not compared, a repeat is 0 (no ratio)"))
                 else:
@@ -335,7 +350,18 @@ def judge(
     point so, and report.history each point of a series against the one before (without the interval)."""
     ratio = ratio_ci(a, b, level) if b and min(a + b) > 0 else None
     ruled = [r for r in rules if r.matches(metric)]
-    return ratio, ruled if lost(a, b) else [r for r in ruled if ratio and not r.holds(ratio.change)]
+    if lost(a, b):
+        return ratio, ruled
+    risen = from_zero(a, b) == "risen"  # a rise from 0 is past any upper bound
+    return ratio, [r for r in ruled if (ratio and not r.holds(ratio.change)) or (risen and r.op in ("<=", "<"))]
+
+
+def from_zero(a: list[float], b: list[float]) -> str | None:
+    """Where A's median is 0, B's against it: 'risen' (above 0: no ratio, past any upper bound: a time to
+    recover that was none) or 'same' (0 too: unchanged); None where A's is not 0."""
+    if not b or statistics.median(a) != 0:
+        return None
+    return "risen" if statistics.median(b) > 0 else "same" if statistics.median(b) == 0 else None
 
 
 def lost(a: list[float], b: list[float]) -> bool:
@@ -379,7 +405,7 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
             f"of {b.label}: {workloads(pb)}"
         )
     for rule in rules:
-        if not any(rule.matches(p.metric) and (p.ratio is not None or p.lost) for p in points):
+        if not any(rule.matches(p.metric) and (p.ratio is not None or p.lost or p.from_zero) for p in points):
             compared = sorted({validity.base_metric(p.metric) for p in points})
             raise UserError(
                 f"rule '{rule.text}' matches no metric measured in both {a.label} and {b.label} "
@@ -479,114 +505,3 @@ def run(results: Path, a: str, b: str, campaign: str | None, rules: list[str], r
     parsed = [parse_rule(r) for r in rules] + (load_rules(rules_file) if rules_file else [])
     side_a, side_b = sides(results, a, b, campaign)
     return compare(side_a, side_b, parsed)
-
-
-# --- machine-readable output: JSON and JUnit XML ----------------------------------------------------
-
-JSON_SCHEMA = "iolab.compare/1"
-
-
-def _side(values: list[float]) -> dict:
-    return {"median": statistics.median(values) if values else None, "n": len(values), "values": values}
-
-
-def to_dict(comparison: Comparison) -> dict:
-    """The comparison as `--format json` prints it (the shape is in the module's docstring)."""
-    checks: dict[int, list[Check]] = {}
-    for check in comparison.checks():
-        checks.setdefault(id(check.point), []).append(check)
-    points = []
-    for p in comparison.points:
-        r = p.ratio
-        points.append(
-            {
-                "workload": p.workload,
-                "setting": json.loads(p.setting),
-                "setting_label": p.setting_label,
-                "metric": p.metric,
-                "backend": p.backend,
-                "unit": p.unit,
-                "baseline": _side(p.a),
-                "candidate": _side(p.b),
-                "ratio": r.ratio if r else None,
-                "change": r.change if r else None,
-                "low": r.low if r else None,
-                "high": r.high if r else None,
-                "lost": p.lost,
-                "answers": {"baseline": p.answers[0], "candidate": p.answers[1]} if p.answers[0] else None,
-                "checks": [
-                    {"rule": c.rule.text, "outcome": c.outcome, "message": c.message} for c in checks.get(id(p), [])
-                ],
-            }
-        )
-    return {
-        "schema": JSON_SCHEMA,
-        "baseline": comparison.a.label,
-        "candidate": comparison.b.label,
-        "level": LEVEL,
-        "rules": [r.text for r in comparison.rules],
-        "only_in_baseline": comparison.only_a,
-        "only_in_candidate": comparison.only_b,
-        "regressions": len(comparison.violations()),
-        "points": points,
-    }
-
-
-def to_json(comparison: Comparison) -> str:
-    return printable(json.dumps(to_dict(comparison), indent=1, ensure_ascii=False))
-
-
-def to_junit(comparison: Comparison, timestamp: dt.datetime | None = None, hostname: str | None = None) -> str:
-    """JUnit XML as Jenkins, GitLab and the Ant junit task read it: a test case per rule and point.
-
-    One <testsuite> for the comparison; each test case's classname is the workload
-    (with its setting), its name the metric, backend and rule; a broken rule is a
-    <failure type="regression">, a point without a ratio (a median of 0) <skipped>.
-    """
-    from xml.etree import ElementTree as ET
-
-    from iolab.report import point_label
-
-    checks = comparison.checks()
-    count = {o: sum(c.outcome == o for c in checks) for o in (FAILED, SKIPPED)}
-    stamp = (timestamp or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%S")
-    title = f"report.compare {comparison.b.label} against {comparison.a.label}"
-    totals = {"tests": str(len(checks)), "failures": str(count[FAILED]), "errors": "0", "time": "0"}
-    root = ET.Element("testsuites", {"name": title, **totals})
-    suite = ET.SubElement(
-        root,
-        "testsuite",
-        {
-            "name": title,
-            "package": "iolab.compare",
-            "id": "0",
-            "timestamp": stamp,
-            "hostname": hostname or socket.gethostname(),
-            **totals,
-            "skipped": str(count[SKIPPED]),
-        },
-    )
-    properties = ET.SubElement(suite, "properties")
-    for name, value in [
-        ("baseline", comparison.a.label),
-        ("candidate", comparison.b.label),
-        ("level", f"{LEVEL:g}"),
-        *(("rule", r.text) for r in comparison.rules),
-    ]:
-        ET.SubElement(properties, "property", {"name": name, "value": value})
-    for c in checks:
-        p = c.point
-        name = p.metric + (f" on {p.backend}" if p.backend else "") + f": {c.rule.text}"
-        case = ET.SubElement(
-            suite, "testcase", {"name": name, "classname": point_label(p.workload, p.setting_label), "time": "0"}
-        )
-        if c.outcome == FAILED:
-            ET.SubElement(
-                case, "failure", {"message": c.message, "type": "regression"}
-            ).text = f"baseline {comparison.a.label}: {p.a}\ncandidate {comparison.b.label}: {p.b} ({p.unit})"
-        elif c.outcome == SKIPPED:
-            ET.SubElement(case, "skipped", {"message": c.message})
-    ET.SubElement(suite, "system-out").text = "\n".join(c.message for c in checks if c.outcome == PASSED)
-    ET.SubElement(suite, "system-err").text = "\n".join(c.message for c in checks if c.outcome == FAILED)
-    ET.indent(root)
-    return printable(ET.tostring(root, encoding="unicode", xml_declaration=True)) + "\n"

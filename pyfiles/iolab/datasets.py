@@ -54,6 +54,14 @@ def needed(campaign: Campaign, runs: list[Run]) -> bool:
     )
 
 
+def held(campaign: Campaign, runs: list[Run]) -> bool:
+    """Whether these runs' backend holds the campaign's data set: made there (`needed`), or the one copy a read-only
+    backend holds (rbd_snapshot's)."""
+    return needed(campaign, runs) or (
+        campaign.dataset is not None and any(not r.backend.writable and not r.backend.stages_dataset for r in runs)
+    )
+
+
 def gen_on_hosts(
     lab: Lab, path: str, files: int, seed: int, classes: int, formats: list[str], per_host: bool, report_dir: Path
 ) -> dict[str, dict]:

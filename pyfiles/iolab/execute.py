@@ -46,6 +46,7 @@ class Lab:
     console: Console
     status: Callable[[], str] | None = None  # a campaign's progress, shown under the live table
     live: Callable[[], str] | None = None  # the running run's throughput (iolab.live), beside it
+    started: Callable[[float], None] | None = None  # told each run's common start (a faulted run's clock)
 
     def extravars(self) -> dict[str, Any]:
         # One release for the whole command: every phase runs the code the hosts were set up with.
@@ -78,6 +79,7 @@ class Lab:
             cancellable=cancellable,
             status=self.caption,
             on_phase=on_phase,
+            on_start=self.started,
         )
 
     def caption(self) -> str:

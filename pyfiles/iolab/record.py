@@ -228,9 +228,45 @@ def derive(run: Run, raw: Path, recorded: dict[str, Any]) -> tuple[list[str], li
         errors[host] = error
     failures = [f"{run.label()}: failed on {host}: {error}" for host, error in errors.items() if error]
     samples = [s for host_samples, _ in per_host.values() for s in host_samples]
-    if per_host and not failures and recorded["complete"]:
+    whole = bool(per_host) and not failures and recorded["complete"]
+    if whole:
         samples += aggregate(per_host)
+    if run.workload.faults:  # what its clients felt (iolab.parsers.faults), from the files the injector wrote
+        samples += _faulted(run, raw, per_host, [s for s in samples if s.host == AGGREGATE_HOST] if whole else [])
     return failures, samples, errors
+
+
+def _faulted(
+    run: Run, raw: Path, per_host: dict[str, tuple[list[Sample], dict]], aggregated: list[Sample]
+) -> list[Sample]:
+    """A faulted run's figures on each host with samples, and on host "*" (`aggregated`: its samples, when it has
+    them), each carrying the faults' record (metadata.faults)."""
+    from iolab.parsers import faults
+
+    record = faults.load(raw)
+    if record is None:
+        return []
+    summary = record.summary()
+    out: list[Sample] = []
+    each = {host: faults.host_figures(record, raw / host, series) for host, (samples, series) in per_host.items()}
+    for host, made in each.items():
+        out += [_like(per_host[host][0][0], run, m, summary) for m in made if per_host[host][0]]
+    if aggregated:
+        made = faults.run_figures(record, [series for _, series in per_host.values()], list(each.values()))
+        out += [_like(aggregated[0], run, m, summary) for m in made]
+    return out
+
+
+def _like(template: Sample, run: Run, m: Measurement, summary: dict[str, Any]) -> Sample:
+    """A sample of `m`, with the context of a sample of the same host and run, and the faults' record."""
+    return dataclasses.replace(
+        template,
+        metric=m.metric,
+        value=m.value,
+        unit=m.unit,
+        params={**run.params, **m.params},
+        metadata={**template.metadata, "faults": summary},
+    )
 
 
 def run_sample(

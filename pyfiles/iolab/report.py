@@ -561,6 +561,11 @@ def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -
     else:
         console.print(summary)
     console.print(table(store, samples, units))
+    from iolab import report_faults  # the faulted runs: their events, rates and figures
+
+    faulted = report_faults.table(store, samples, units)
+    if faulted is not None:
+        console.print(faulted)
     flags = flags_table(store, samples)
     if flags is not None:
         console.print(flags)

@@ -140,7 +140,9 @@ class _Progress:
         console: Console,
         status: Callable[[], str] | None = None,
         on_phase: Callable[[int, dict[str, HostOutcome]], None] | None = None,
+        on_start: Callable[[float], None] | None = None,
     ):
+        self.on_start = on_start
         self.title = title
         self.console = console
         self.status = status
@@ -180,6 +182,9 @@ class _Progress:
         phased = self.phase_hosts.setdefault(host, HostOutcome(host)) if self.on_phase is not None else None
         archives: list[bytes] = []
         res = _take_archives(data.get("res", {}), archives)
+        start_at = (res.get("ansible_facts") or {}).get(START_FACT) if kind == "runner_on_ok" else None
+        if self.on_start is not None and start_at is not None:
+            self.on_start(float(start_at))
         for each in (outcome, phased) if phased is not None else (outcome,):
             each.archives += archives
             _apply(each, kind, data, res)
@@ -252,6 +257,9 @@ def _project(private: Path, phases: list[Phase]) -> str:
     return path.name
 
 
+# The common start a run's hosts are given (roles/iolab_host's sync_start sets it, once for the play): run()'s
+# `on_start` hears it (the clock of a faulted run's faults, iolab.injector).
+START_FACT = "iolab_host_start_at"
 ENV_MARK = "IOLAB_PLAYBOOK"  # in the environment of each ansible-playbook process: its call's private directory
 
 
@@ -313,8 +321,11 @@ def run(
     cancellable: bool = True,
     status: Callable[[], str] | None = None,
     on_phase: Callable[[int, dict[str, HostOutcome]], None] | None = None,
+    on_start: Callable[[float], None] | None = None,
 ) -> Result:
     """Run the phases on `hosts` (exact inventory names) and return each host's outcome.
+
+    `on_start(epoch)`: called with each common start time a play gives its hosts (START_FACT), as it is chosen.
 
     `on_phase(index, outcomes)`: called as each phase ends (the next one starting, or the playbook
     ending other than by Ctrl-C), with that phase's own outcomes per host (a host left out of it by an
@@ -334,7 +345,7 @@ def run(
     plays_started += 1
     phases = [phases] if isinstance(phases, Phase) else phases
     console = console or Console(stderr=True)
-    progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console, status, on_phase)
+    progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console, status, on_phase, on_start)
     private = Path(tempfile.mkdtemp(prefix="iolab-runner-"))
     cancelled: dict[int, int] = {}  # the playbook's processes when it was cancelled: ended once it has been
 

@@ -58,10 +58,12 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def kinds(union: Any) -> dict[str, Any]:
+def kinds(union: Any, tag: str = "type") -> dict[str, Any]:
     """The models of a discriminated union (`Annotated[A | B | ..., Field(discriminator="type")]`) by their
-    `type: Literal[...]`, in the union's order: the union is the one list of a family's kinds."""
-    return {get_args(model.model_fields["type"].annotation)[0]: model for model in get_args(get_args(union)[0])}
+    `type: Literal[...]` (or another `tag`), in the union's order: the union is the one list of a family's kinds."""
+    return {
+        value: model for model in get_args(get_args(union)[0]) for value in get_args(model.model_fields[tag].annotation)
+    }
 
 
 def _device(value: str) -> str:

@@ -14,13 +14,14 @@ step's and each run's end as the playbook goes on (it is play_runs's `Listener`)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import shutil
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from iolab import datasets, runner
+from iolab import datasets, injector, runner
 from iolab.campaign import Campaign, Run
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab, Queued, Step, left_behind, play_run, play_runs, run_phase, storage_phase, tear_down
@@ -108,6 +109,7 @@ class BackendSession:
         self.batch: _Batch | None = None  # the runs alike playing now
         self.waiting: list[Step] = []  # the steps that waited before this backend's
         self.steps_alone = False  # the steps waiting play alone, not with runs
+        self.holds_data = False  # the backend holds the campaign's data set (a faulted run checks it after)
 
     def __enter__(self) -> BackendSession:
         state, lab = self.state, self.state.lab
@@ -117,6 +119,7 @@ class BackendSession:
         self.mounted, self.teardown = list(self.hosts), list(self.hosts)
         self.waiting = list(state.ahead)  # if nothing of this backend is played, they wait for the next
         state.ahead.append(Step("mount", storage_phase(state.campaign, self.backend, "mounted")))
+        self.holds_data = datasets.held(state.campaign, self.runs)
         if datasets.needed(state.campaign, self.runs):
             state.ahead.append(Step("dataset", datasets.phase(state.campaign, self.backend)))
             # A host without the data set still runs the others: the data set is made before them, alone.
@@ -146,14 +149,14 @@ class BackendSession:
         pending = list(queue)
         while pending:
             run, hosts = pending.pop(0)
-            active = self.admit(run, hosts, batched=not _needs_warming(run))
+            active = self.admit(run, hosts, batched=not _alone(run))
             if not active:
                 continue
-            if _needs_warming(run):
+            if _alone(run):
                 self._play_warmed(run, active)
                 continue
             batch = [run]  # runs alike on the same hosts after it: one ansible-playbook process for them all
-            while pending and not _needs_warming(pending[0].run) and self.active(*pending[0]) == active:
+            while pending and not _alone(pending[0].run) and self.active(*pending[0]) == active:
                 entry = pending.pop(0)
                 self.failures += self._left_out(*entry)
                 batch.append(entry.run)
@@ -189,12 +192,22 @@ class BackendSession:
         warm_command: bool = False,
         warmed_by: str | None = None,
     ) -> tuple[list[str], list[Sample], runner.Result]:
-        """Play `run` alone on `hosts` and record it: its failures, its samples stored, and the playbook's result."""
-        result = play_run(
-            self.state.lab, [run_phase(run, warm_command)], run, self.state.store.raw_dir(run.run_id), title, hosts
-        )
+        """Play `run` alone on `hosts` and record it: its failures, its samples stored, and the playbook's result.
+
+        A faulted run plays under its faults' schedule (iolab.injector), then the check that it lost nothing; a
+        fault whose heal failed ends the campaign (RunFailed) once the run is recorded."""
+        lab, raw = self.state.lab, self.state.store.raw_dir(run.run_id)
+        phases = [run_phase(run, warm_command)]
+        with injector.Schedule(lab, run, hosts, raw) if run.workload.faults else contextlib.nullcontext() as faults:
+            if faults:
+                phases.append(injector.check_phase(run, [h for h in hosts if h not in self.no_data], self.holds_data))
+            result = play_run(lab, phases, run, raw, title, hosts)
         failed = result.failed_hosts() if result else None
         failures, stored = record_run(self.state.store, run, failed, hosts, complete=complete, warmed_by=warmed_by)
+        if faults and faults.left:
+            raise RunFailed(
+                f"{faults.left[0]}" + (f" (and {len(faults.left) - 1} more)" if len(faults.left) > 1 else "")
+            )
         return failures, stored, result
 
     def finish(
@@ -385,6 +398,12 @@ class BackendSession:
 
 def _needs_warming(run: Run) -> bool:
     return run.workload.warmup or run.cache_pass == "warm"
+
+
+def _alone(run: Run) -> bool:
+    """A run played in a playbook of its own: one that is warmed first, or one with faults (its clock, the checks
+    after it and the cluster's healing stay its own)."""
+    return _needs_warming(run) or bool(run.workload.faults)
 
 
 def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str]) -> list[str]:

@@ -267,6 +267,17 @@ def _frame(
     return factor, axis_label, ticks, legend, top, top + plot_h + 40
 
 
+def _marks(marks: Sequence[tuple[float, float, str]], top: float, base: float, x_label: str) -> list[str]:
+    """Vertical dashed lines at (position, x, label), labelled at the top (every other label a line lower, so that
+    marks close together stay readable), with the x in the hover title."""
+    return [
+        f'<line class="mark" x1="{at:.1f}" x2="{at:.1f}" y1="{top:.1f}" y2="{base:.1f}">'
+        f"<title>{escape(text)} at {escape(x_label)} {_number(round(x, 1))}</title></line>"
+        f'<text class="mark-label" x="{at + 3:.1f}" y="{top + 10 + 11 * (index % 2):.1f}">{escape(text)}</text>'
+        for index, (at, x, text) in enumerate(marks)
+    ]
+
+
 def unit_title(unit: str) -> str:
     return {"ns": "latency", "B/s": "bandwidth", "IOPS": "IOPS", "%": "%"}.get(unit, unit)
 
@@ -287,11 +298,12 @@ def line_chart(
     plot_height: int = 150,
     x_integer: bool = False,
     markers: bool = True,
+    marks: Sequence[tuple[float, str]] = (),
 ) -> str:
-    """One line per series over a numeric x; an optional dashed threshold (value, label)."""
+    """One line per series over x; optional: a dashed threshold (value, label), `marks` (x, label: a fault's)."""
     palette = palette or colors(list(series))
     points = [p for line in series.values() for p in line]
-    xs = [x for x, _ in points] or [0.0, 1.0]
+    xs = [x for x, _ in points] + [x for x, _ in marks] or [0.0, 1.0]
     ys = [y for _, y in points] or [0.0]
     x_lo, x_hi = (min(xs) if x_min is None else x_min), max(xs)
     if x_hi == x_lo:
@@ -334,6 +346,7 @@ def line_chart(
             f'<text class="threshold-label" x="{width - right - 4}" y="{y - 5:.1f}" '
             f'text-anchor="end">{escape(threshold[1])}</text>'
         )
+    body += _marks([(x_of(x), x, text) for x, text in sorted(marks)], top, base, x_label)
     for name, line in series.items():
         line = sorted(line)
         if not line:

@@ -10,15 +10,13 @@ import html
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from support import Cli
+from support import CHROMIUM, Cli, chromium, probed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
-CHROMIUM = shutil.which("chromium")
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium); it renders the HTML report"
 )
@@ -58,23 +56,6 @@ def results(tmp_path) -> Path:
     return root
 
 
-def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    argv = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        *args,
-    ]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
-
-
 def build(results: Path, campaign: str) -> Path:
     done = Cli(results)("report", "--campaign", campaign, "--format", "html")
     path = Path(done.stdout.strip())
@@ -83,12 +64,7 @@ def build(results: Path, campaign: str) -> Path:
 
 
 def probe(tmp_path: Path, page: Path, script: str = PROBE, *args: str) -> dict:
-    probed = tmp_path / f"probe-{page.parent.name}.html"
-    probed.write_text(page.read_text().replace("</body>", script + "</body>"))
-    done = chromium(tmp_path, *args, "--dump-dom", probed.as_uri())
-    match = re.search(r"data-probe=\"([^\"]*)\"", done.stdout)
-    assert match, f"chromium gave no DOM: {done.stderr[-2000:]}"
-    return json.loads(match.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    return probed(tmp_path, page, script, *args)
 
 
 def test_the_page_references_no_remote_resource(results):

@@ -18,7 +18,7 @@ import pytest
 from report_stores import probe_samples  # a probe's samples in the pytorch parser's shape
 from rich.console import Console
 
-from iolab import accelerators, bench, campaign, compare, report, report_html
+from iolab import accelerators, bench, campaign, compare, compare_export, report, report_html
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
@@ -388,7 +388,7 @@ def test_report_compare_shows_each_sides_answer_with_its_interval(tmp_path):
     console.print(compare.table(result))
     row = next(line for line in console.export_text().splitlines() if "accelerators_fed" in line)
     assert "6 h100 (6–7)" in row and "≥ 2 h100 (limited by this host)" in row
-    shown = next(p for p in compare.to_dict(result)["points"] if p["metric"] == "accelerators_fed")
+    shown = next(p for p in compare_export.to_dict(result)["points"] if p["metric"] == "accelerators_fed")
     assert shown["answers"]["baseline"] == ["6 h100 (6–7)"]
 
 

@@ -728,7 +728,7 @@ def test_the_report_templates_ship_with_the_package():
 
 
 def test_telemetry_lines_without_the_parser_are_read_by_their_numeric_fields(tmp_path):
-    from iolab import report_html
+    from iolab import report_telemetry
 
     (tmp_path / "telemetry.jsonl").write_text(
         "\n".join(
@@ -743,9 +743,9 @@ def test_telemetry_lines_without_the_parser_are_read_by_their_numeric_fields(tmp
         )
         + "\ntorn"
     )
-    series = report_html._generic_series(tmp_path / "telemetry.jsonl")
+    series = report_telemetry._generic_series(tmp_path / "telemetry.jsonl")
     assert series == {"disk.vda.rB_s": [(101.0, 5e6), (102.0, 7e6)], "load": [(101.0, 1.5), (102.0, 0.5)]}
-    charts = {base: (lines_, unit) for base, lines_, unit in report_html.telemetry_charts(series)}
+    charts = {base: (lines_, unit) for base, lines_, unit in report_telemetry.telemetry_charts(series)}
     assert charts["disk.rB_s"] == ({"vda": series["disk.vda.rB_s"]}, "B/s")
     assert charts["load"] == ({"load": series["load"]}, "")
 

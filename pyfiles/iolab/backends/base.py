@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from iolab import faults
 from iolab.schema import CephPath, Model, Name
 from iolab.shared.confine import MOUNT_ROOT
 
@@ -29,6 +30,9 @@ class Backend(Model):
 
     # The storage role stages the campaign's data set itself (s3): no dataset phase (iolab.datasets).
     stages_dataset: ClassVar[bool] = False
+    # The faults a workload on it may inject (iolab.faults): on the client and a command, everywhere; each kind
+    # of storage adds its own servers'.
+    fault_kinds: ClassVar[tuple[str, ...]] = faults.EVERYWHERE
 
     @property
     def role(self) -> str:
@@ -110,6 +114,7 @@ class CephBackend(Backend):
     and the storage side a run gets: iolab.host.ceph_osds drops the OSDs' (and the MDS's) caches before it and
     samples their counters while it runs."""
 
+    fault_kinds: ClassVar[tuple[str, ...]] = (*faults.EVERYWHERE, *faults.CEPH_KINDS)
     ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
     keyring: CephPath = LAB_CEPH["keyring"]
     client: Name = LAB_CEPH["client"]

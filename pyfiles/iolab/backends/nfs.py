@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field
 
+from iolab import faults
 from iolab.backends.base import Backend
 from iolab.schema import (
     AbsPath,
@@ -21,6 +22,7 @@ from iolab.schema import (
 class NfsBackend(Backend):
     """An NFS export (kernel client; checked first with libnfs's nfs-ls, which needs no kernel support)."""
 
+    fault_kinds: ClassVar[tuple[str, ...]] = (*faults.EVERYWHERE, "nfs_stop")
     name: Name
     type: Literal["nfs"]
     server: HostName

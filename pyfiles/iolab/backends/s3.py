@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator
 
+from iolab import faults
 from iolab.backends.base import DATASET_DIR, LAB_CEPH_DIR, Backend, host_root
 from iolab.schema import AbsPath, Bool, Name
 
@@ -80,6 +81,7 @@ class S3Backend(Backend):
     AWS_SECRET_ACCESS_KEY (boto3's default chain).
     """
 
+    fault_kinds: ClassVar[tuple[str, ...]] = (*faults.EVERYWHERE, "rgw_stop")
     name: Name
     type: Literal["s3"]
     endpoint: Annotated[str, AfterValidator(_endpoint)] = LAB_S3["endpoint"]

@@ -7,6 +7,8 @@ depends on), with the backend's ceph.conf, keyring and client name:
     sampler = Sampler(run_dir / OSD_FILE, Cluster.from_json(text), after=2.0)
     sampler.start(); ...; sampler.stop()
 
+    python -m iolab.host.ceph_osds health --cluster '{...}' --out FILE   (a faulted run's, on the controller)
+
 `drop` is `ceph tell osd.* cache drop` (and `ceph tell mds.* cache drop` for CephFS) sent
 through one librados connection, with each OSD's BlueStore cache (the
 `bluestore_cache_*` mempools of `dump_mempools`: data buffers, onodes, metadata) read
@@ -316,6 +318,58 @@ class Sampler:
             prev, mono = cur, now
 
 
+# --- the cluster's health while a fault is injected (run on the controller: iolab.injector) ----------------
+
+
+def health_record(status: dict[str, Any]) -> dict[str, Any]:
+    """What a faulted run keeps of one `ceph status`: health and its checks, the OSDs up and in, the objects
+    degraded and misplaced, and the placement groups by state."""
+    pgmap, osdmap = status.get("pgmap", {}), status.get("osdmap", {})
+    return {
+        "health": status.get("health", {}).get("status"),
+        "checks": sorted(status.get("health", {}).get("checks", {})),
+        "osds_up": osdmap.get("num_up_osds"),
+        "osds_in": osdmap.get("num_in_osds"),
+        "degraded_objects": int(pgmap.get("degraded_objects", 0)),
+        "misplaced_objects": int(pgmap.get("misplaced_objects", 0)),
+        "pgs": {state["state_name"]: state["count"] for state in pgmap.get("pgs_by_state", [])},
+    }
+
+
+def poll_health(cluster: Cluster, out: Path, interval_s: float = 1.0) -> int:
+    """`ceph status` once an interval into `out` (JSON lines: t and health_record), through one connection, until
+    SIGTERM or stdin closes (the controller that started this process went away)."""
+    import signal
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def stdin_closed() -> None:
+        sys.stdin.read()
+        stop.set()
+
+    threading.Thread(target=stdin_closed, daemon=True).start()
+    with open(out, "a") as sink:
+        try:
+            conn = cluster.connect()
+        except CephError as exc:
+            sink.write(json.dumps({"t": time.time(), "error": str(exc)}) + "\n")
+            return 1
+        try:
+            while not stop.is_set():
+                began = time.monotonic()
+                try:
+                    record = {"t": time.time(), **health_record(conn.mon("status"))}
+                except (CephError, ValueError, KeyError) as exc:
+                    record = {"t": time.time(), "error": str(exc)}
+                sink.write(json.dumps(record, sort_keys=True) + "\n")
+                sink.flush()
+                stop.wait(max(0.0, began + interval_s - time.monotonic()))
+        finally:
+            conn.close()
+    return 0
+
+
 ENV = "IOLAB_CEPH"  # playbooks/run.yml sets it to run_ceph on the run's first host
 
 
@@ -334,12 +388,17 @@ def main(args: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_drop = sub.add_parser("drop", help="drop the OSDs' (and MDS's) caches; print the record as JSON")
     p_drop.add_argument("--cluster", required=True, help="JSON: conf, keyring, client, mds")
+    p_health = sub.add_parser("health", help="`ceph status` once a second into a file, until SIGTERM or EOF on stdin")
+    p_health.add_argument("--cluster", required=True, help="JSON: conf, keyring, client")
+    p_health.add_argument("--out", type=Path, required=True, help="the JSON lines file to append to")
     opts = parser.parse_args(args)
     try:
         cluster = Cluster.from_json(opts.cluster)
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if opts.command == "health":
+        return poll_health(cluster, opts.out)
     print(json.dumps(drop(cluster), sort_keys=True))
     return 0
 

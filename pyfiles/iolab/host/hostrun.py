@@ -4,6 +4,7 @@
                                 [--cwd DIR] [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
     python -m iolab.host.hostrun step --timeout SECONDS -- python -m iolab.host.fio_jobs prepare ...
     python -m iolab.host.hostrun pack --dir RUN_DIR
+    python -m iolab.host.hostrun kill --dir RUN_DIR      (a fault: the running tool killed, iolab.injector)
     python -m iolab.host.hostrun stop --dir HOST_DIR/runs/OWNER/HOST [--orphaned-mounts]
 
 This module is the command line, `run` and `pack`; the parts live beside it: iolab.host.runs (a command's
@@ -53,6 +54,7 @@ import base64
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -207,6 +209,19 @@ def pack(run_dir: Path) -> int:
     return 0
 
 
+def kill(run_dir: Path) -> int:
+    """SIGKILL the running tool's process group (a fault, tool_kill: iolab.injector); its run then ends as a tool
+    that died ends, recorded by the `run` that watches it."""
+    try:
+        pid = int((run_dir / PIDFILE).read_text().split()[0])
+        os.killpg(pid, signal.SIGKILL)
+    except (OSError, ValueError, IndexError) as exc:
+        print(f"no tool of {run_dir} to kill: {exc}", file=sys.stderr)
+        return 1
+    print(f"killed the tool's process group {pid}")
+    return 0
+
+
 def _seconds(text: str) -> float:
     """A --timeout: seconds, a finite number ≥ 0 (0: no limit)."""
     try:
@@ -271,6 +286,7 @@ def _parser() -> argparse.ArgumentParser:
     p_step.add_argument("--timeout", type=_seconds, required=True, help="seconds; 0: no limit")
     p_step.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
+    sub.add_parser("kill", help="SIGKILL the run's tool (a fault)").add_argument("--dir", type=Path, required=True)
     p_stop = sub.add_parser("stop")
     p_stop.add_argument("--dir", type=Path, required=True)
     p_stop.add_argument(
@@ -292,6 +308,8 @@ def main(args: list[str] | None = None) -> int:
     if opts.command == "step":
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
         return step(argv, opts.timeout) if argv else parser.error("give the step's command after --")
+    if opts.command == "kill":
+        return kill(opts.dir)
     if opts.command != "stop":
         hold(opts.dir)
     if opts.command == "run":

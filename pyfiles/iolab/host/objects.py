@@ -42,11 +42,14 @@ def percentile(ordered: list[int], pct: float) -> int:
 class Phase:
     """One timed phase: threads issue requests until the window closes; what ends inside it is kept."""
 
-    def __init__(self, name: str, ramp: float, runtime: float):
+    def __init__(self, name: str, ramp: float, runtime: float, keep_going: bool = False):
         self.name, self.ramp, self.runtime = name, ramp, runtime
         self.lock = threading.Lock()
         self.done: list[tuple[float, int, int]] = []  # (ended at, latency ns, bytes)
         self.error: str | None = None
+        # A faulted run's clients go on after a failed request (its storage may come back): each failure counted.
+        self.keep_going = keep_going
+        self.failed: list[tuple[float, str]] = []  # (ended at, why)
 
     def run(self, threads: int, request) -> dict[str, Any]:
         """Run `request(thread, turn) -> bytes` on every thread; the phase's record."""
@@ -70,9 +73,18 @@ class Phase:
             begun = time.perf_counter_ns()
             try:
                 moved = request(thread, turn)
-            except Exception as exc:  # the first failure ends the phase, and says why
-                self.error = self.error or f"{exc.__class__.__name__}: {exc}"
-                return
+            except Exception as exc:  # the first failure ends the phase, and says why (unless it keeps going)
+                why = f"{exc.__class__.__name__}: {exc}"
+                if not self.keep_going:
+                    self.error = self.error or why
+                    return
+                with self.lock:
+                    self.failed.append((time.time(), why))
+                if time.time() >= self.closes:
+                    return
+                time.sleep(0.1)  # a refused connection fails at once: no busy loop while the server is away
+                turn += 1
+                continue
             latency, ended = time.perf_counter_ns() - begun, time.time()
             if ended >= self.closes:
                 return
@@ -105,6 +117,9 @@ class Phase:
             },
             # [end of the second (epoch s), bytes, requests] for every whole second of the window
             "series": [[self.opens + s + 1, *seconds.get(s, [0, 0])] for s in range(int(self.runtime))],
+            # requests that failed (a faulted run's, --keep-going): how many, the first's error and time
+            "errors": len(self.failed),
+            **({"first_error": self.failed[0][1], "first_error_at": self.failed[0][0]} if self.failed else {}),
         }
 
 
@@ -119,6 +134,7 @@ def main(args: list[str] | None = None) -> int:
     p.add_argument("--runtime", type=float, default=10.0)
     p.add_argument("--ramp", type=float, default=2.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--keep-going", action="store_true", help="count a failed request and go on (a faulted run)")
     opts = p.parse_args(args)
     try:
         conn = s3client.connection(opts.s3)
@@ -170,7 +186,7 @@ def main(args: list[str] | None = None) -> int:
             s3.put_object(Bucket=bucket, Key=name, Body=body(index, 0))
         result["fill_s"] = time.time() - filled
         for phase, request in (("put", put), ("get", get)):
-            result["phases"][phase] = Phase(phase, opts.ramp, opts.runtime).run(opts.threads, request)
+            result["phases"][phase] = Phase(phase, opts.ramp, opts.runtime, opts.keep_going).run(opts.threads, request)
     except Exception as exc:
         print(f"objects on {conn['endpoint']}/{bucket}: {exc}", file=sys.stderr)
         return 1

@@ -117,10 +117,21 @@ def _bw_series(host_dir: Path, document: Mapping[str, Any], jobs: list[_Job]) ->
             if ddir:
                 key = (ddir, round(int(fields[0]) / 1000))  # jobs log within a few ms of each other
                 sums[key] = sums.get(key, 0.0) + float(fields[1]) * 1024
+    for ddir in DIRECTIONS:  # a second without a line moved nothing: fio logs only the intervals that completed I/O
+        seconds = [second for d, second in sums if d == ddir]
+        for second in range(min(seconds), max(seconds)) if seconds else ():
+            sums.setdefault((ddir, second), 0.0)
     series: dict[str, list[tuple[float, float]]] = {}
     for (ddir, second), value in sorted(sums.items(), key=lambda kv: kv[0][1]):
         series.setdefault(f"{ddir}_bw", []).append((start + second, value))
     return series
+
+
+def errors(host_dir: Path) -> int:
+    """The I/O errors fio's jobs counted and went on after (`continue_on_error`: `total_err`), and each job that
+    stopped on one (its `error`)."""
+    document = _load(Path(host_dir) / "fio.json")
+    return sum(int(job.get("total_err", 0)) or bool(job.get("error")) for job in document["jobs"])
 
 
 def nearest_rank(bins: Mapping[int, int], percent: Fraction) -> int:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from iolab import faults as faulting
 from iolab.schema import Bool, Duration, Model, Name
 
 LOADER_TIMEOUT = 1800.0  # seconds a loader or metadata run may take unless the campaign says otherwise
@@ -36,6 +37,9 @@ class Workload(Model):
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
     # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
     profilers: list[Literal["perf", "py-spy"]] = []
+    # Faults injected into the storage while each run measures it, on the clock of the run's common start
+    # (iolab.faults: the kinds; iolab.injector applies them; iolab.parsers.faults says what the clients felt).
+    faults: faulting.Faults = []
 
     tool: ClassVar[str]  # each kind's: names its bench role (roles/bench_<tool>) and its parser
 
@@ -45,6 +49,8 @@ class Workload(Model):
             raise ValueError("warm_command is the warm-up of cache: warm; set cache: warm or drop warm_command")
         if "py-spy" in self.profilers and self.tool == "fio":
             raise ValueError("py-spy samples Python programs; fio is not one: use profilers: [perf]")
+        if refused := faulting.problem(self):
+            raise ValueError(refused)
         return self
 
     def run_timeout(self, default: float) -> float:
@@ -64,7 +70,8 @@ class Workload(Model):
     def commands(self) -> list[str]:
         """What the workload would run or install on every host that the campaign file, not iolab, chose: each a
         sentence; `bench.all` runs them only with --allow-commands (campaign.check_commands), the dry run says them."""
-        return [f"warm_command runs {' '.join(self.warm_command)!r} on every host"] if self.warm_command else []
+        warm = [f"warm_command runs {' '.join(self.warm_command)!r} on every host"] if self.warm_command else []
+        return warm + faulting.commands(self)
 
     def params(self) -> dict[str, Any]:
         """The fields a run's samples carry as parameters (iolab.validity tells settings from run sizes by name)."""

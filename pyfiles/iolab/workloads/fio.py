@@ -91,6 +91,8 @@ class FioWorkload(Workload):
         )
         if self.profile:
             options = fio_options.profile_options(self.profile, options)
+        if self.faults:  # an I/O error the fault causes is counted (the clients' errors), not the run's end
+            options["continue_on_error"] = "io"
         devices = fio_jobfile.devices(fio_jobfile.parse_text(self.jobtext, "jobtext")) if self.jobtext else []
         return {
             "bench_fio_options": options,
@@ -102,6 +104,7 @@ class FioWorkload(Workload):
             "bench_fio_telemetry_after": self.ramp,
             # Relative to the host's work directory, <target>/iolab-<host>: its data set.
             "bench_fio_bssplit_from": DATASET_DIR if self.uses_dataset else "",
+            **({"bench_fio_common_start": True} if self.faults else {}),  # the faults' clock, even on one host
         }
 
     def dataset_vars(self, root: str) -> dict[str, Any]:

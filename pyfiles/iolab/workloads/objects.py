@@ -57,6 +57,7 @@ class ObjectsWorkload(Workload):
             "bench_objects_ramp": self.ramp,
             "bench_objects_seed": self.seed,
             "bench_objects_timeout": self.run_timeout(2 * (self.ramp + self.runtime) + FILL_S),
+            "bench_objects_keep_going": bool(self.faults),  # a faulted run counts failed requests and goes on
         }
 
     def describe(self) -> str:

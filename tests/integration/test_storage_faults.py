@@ -1,0 +1,216 @@
+"""Storage that breaks during the test (issue 36), on the session's lab in a box (tests/labbox.py): real Ceph, real
+radosgw, real bench.all on localhost. One campaign proves several things at once, to keep CI short: fio through
+librbd and on CephFS with the box's only OSD stopped at 10 s and started at 30 s, a loader on CephFS with it stopped
+for 10 s, and S3 objects with radosgw stopped for 10 s; the data set verified after. And a campaign whose fault's
+heal fails, which ends on it in one line and leaves nothing of iolab's running or mounted.
+
+Each test leaves the box as it found it (the OSD up and in, no flag set, radosgw running, HEALTH_OK), in a finally.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from support import mounted
+
+pytestmark = pytest.mark.integration
+
+LEASE_WAIT_S = 600
+FIO = {"type": "fio", "profile": "seq-read-1m", "runtime": "14s", "ramp": "1s", "size": "64MiB"}
+
+
+def bench(cli, campaign, *more: str, check: bool = True):
+    """bench.all on localhost, waiting while another test run's campaign holds the host's lease."""
+    deadline = time.monotonic() + LEASE_WAIT_S
+    while True:
+        done = cli("bench.all", "--campaign", str(campaign), *more, check=False)
+        if "is held by campaign" not in done.stderr or time.monotonic() > deadline:
+            assert done.returncode == 0 or not check, done.stdout + done.stderr
+            return done
+        time.sleep(5)
+
+
+def restore(box) -> None:
+    """The box as every test expects it: its daemons running, the OSD in, no flag set, healthy (at most 180 s)."""
+    from iolab import fault_actions
+
+    for entry in box.ceph_client()["daemons"]:
+        entry = {**entry, "argv": [str(a) for a in entry["argv"]]}
+        if fault_actions.running(entry) is None:
+            fault_actions.start_daemon(entry)
+    box.ceph("osd", "in", "0", fmt_json=False)
+    for flag in ("noout", "noup"):
+        box.ceph("osd", "unset", flag, fmt_json=False)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        status = box.ceph("status")
+        states = {s["state_name"] for s in status["pgmap"].get("pgs_by_state", [])}
+        if status["health"]["status"] == "HEALTH_OK" and states == {"active+clean"}:
+            return
+        time.sleep(2)
+    raise AssertionError(f"the box is not healthy again: {status['health']}, {states}")
+
+
+def healthy(box) -> None:
+    """The box as found: HEALTH_OK, every placement group active+clean, the OSD up and in, no flag, daemons running."""
+    from iolab import fault_actions
+
+    status = box.ceph("status")
+    assert status["health"]["status"] == "HEALTH_OK", status["health"]
+    assert {s["state_name"] for s in status["pgmap"]["pgs_by_state"]} == {"active+clean"}
+    assert (status["osdmap"]["num_up_osds"], status["osdmap"]["num_in_osds"]) == (1, 1)
+    assert not {"noout", "noup"} & set(box.ceph("osd", "dump")["flags_set"])
+    for entry in box.ceph_client()["daemons"]:
+        assert fault_actions.running({**entry, "argv": [str(a) for a in entry["argv"]]}), entry["type"]
+
+
+def figures(samples: list[dict], backend: str, workload: str, host: str = "*") -> dict:
+    return {
+        (s["metric"], s["params"].get("after")): s["value"]
+        for s in samples
+        if (s["backend"], s["workload"], s["host"]) == (backend, workload, host) and "faults" in s["metadata"]
+    }
+
+
+def test_an_osd_stopped_under_rbd_cephfs_and_a_loader_and_radosgw_stopped_under_s3(lab_box, cli, write_campaign):
+    ceph = lab_box.ceph_fields()
+    osd_stop = {"what": "osd_stop", "osd": 0}
+    campaign = write_campaign(
+        {
+            "name": "itest-flt",
+            "backends": [
+                {"name": "itest-flt-blk", "type": "rbd", "size": "64MiB", "image": "itest-flt-blk", **ceph},
+                {"name": "itest-flt-fs", "type": "cephfs", "method": "fuse", **ceph},
+                {"name": "itest-flt-obj", "type": "s3", "prefix": "itest-flt", **lab_box.s3_fields()},
+            ],
+            "dataset": {"kind": "imagenet-like", "files": 300, "seed": 36, "classes": 6},
+            "workloads": [
+                {**FIO, "name": "rd", "runtime": "35s", "faults": [{"at": "10s", "heal_at": "30s", **osd_stop}]},
+                {  # 100 ms of compute per batch of 10: at most 100 samples/s, 45 s and more for 4,500
+                    "name": "train",
+                    "type": "pytorch",
+                    "reader": "packed",
+                    "workers": 1,
+                    "batch_size": 10,
+                    "epochs": 15,
+                    "accelerator": {"type": "custom", "compute_per_batch": "100ms"},
+                    "faults": [{"at": "25s", "heal_at": "35s", **osd_stop}],
+                },
+                {
+                    "name": "obj",
+                    "type": "objects",
+                    "size": "1MiB",
+                    "threads": 4,
+                    "objects": 16,
+                    "runtime": "25s",
+                    "faults": [{"at": "15s", "what": "rgw_stop", "heal_at": "22s"}],
+                },
+            ],
+        }
+    )
+    # A fault on a daemon the box does not run is refused before anything starts, in one line
+    wrong = write_campaign(
+        {
+            "name": "itest-flt-no",
+            "backends": [{"name": "itest-flt-no", "type": "rbd", "size": "64MiB", **ceph}],
+            "workloads": [{**FIO, "name": "rd", "faults": [{"at": "8s", "what": "osd_stop", "osd": 7}]}],
+        },
+        "wrong.yml",
+    )
+    done = bench(cli, wrong, check=False)
+    assert done.returncode == 2 and "started no osd.7 (theirs: mon.iolab, mgr.iolab, osd.0" in done.stderr
+    assert not (cli.results / "itest-flt-no" / "runs.jsonl").exists()
+
+    started = time.monotonic()
+    try:
+        bench(cli, campaign)
+    finally:
+        restore(lab_box)
+        lab_box.rbd("rm", f"{lab_box.ceph_client()['rbd_pool']}/itest-flt-blk")
+    took = time.monotonic() - started
+    healthy(lab_box)
+    assert mounted("/mnt/iolab/itest-flt") == []
+    samples = cli.samples("itest-flt")
+    assert {r["status"] for r in cli.runs("itest-flt")} == {"ok"}
+
+    for backend in ("itest-flt-blk", "itest-flt-fs"):  # fio: the clients stopped with the only OSD, no error
+        found = figures(samples, backend, "rd")
+        assert found[("dip", None)] < 10, found
+        assert found[("read_bw_degraded", None)] < 0.25 * found[("read_bw_baseline", None)]
+        assert 0 < found[("time_to_90pct", "heal")] < 25, found
+        assert found[("time_to_90pct", "injection")] == pytest.approx(20 + found[("time_to_90pct", "heal")], abs=2)
+        assert found[("client_errors", None)] == 0
+        assert 20 <= found[("time_to_health_ok", None)] < 60, found
+        assert figures(samples, backend, "rd", "localhost")[("dip", None)] == found[("dip", None)]
+    on_fs = figures(samples, "itest-flt-fs", "rd", "localhost")
+    assert on_fs[("data_errors", None)] == 0  # the data set checked against its manifest after the fault
+
+    train = figures(samples, "itest-flt-fs", "train", "localhost")
+    assert train[("fault_au", None)] < 50, train  # the ranks waited for the storage
+    assert train[("time_to_90pct", "heal")] < 30 and train[("samples_per_s_baseline", None)] > 0
+    assert train[("data_errors", None)] == 0
+
+    obj = figures(samples, "itest-flt-obj", "obj", "localhost")
+    assert obj[("dip", None)] < 10 and obj[("time_to_90pct", "heal")] < 20, obj
+    assert obj[("client_errors", None)] > 0  # the PUTs radosgw refused, counted, and the run went on
+
+    # What the injector did, beside the run's files: each injection and heal on time, and the cluster back
+    for sample in (s for s in samples if s["metric"] == "dip" and s["host"] == "*"):
+        events = sample["metadata"]["faults"]["events"]
+        assert [(e["type"], e["ok"]) for e in events if e["type"] in ("inject", "heal")] == [
+            ("inject", True),
+            ("heal", True),
+        ]
+        assert all(e["late_s"] < 1 for e in events if "late_s" in e)
+    raw = cli.results / "itest-flt" / "raw"
+    assert len(list(raw.glob("*/ceph_health.jsonl"))) == 3  # the Ceph backends' runs polled `ceph status`
+    print(f"\nfaulted campaign: {took:.0f} s")
+
+
+def test_a_fault_whose_heal_fails_ends_the_campaign_in_one_line_and_leaves_nothing_running(
+    cli, write_campaign, tmp_path
+):
+    """A tool killed on its host (its run failed, the campaign goes on), then a command whose heal fails: the
+    campaign ends on that, in one line; the teardown unmounts and ends what iolab started."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    fio = {**FIO, "size": "16MiB"}
+    command = {"at": "6s", "what": "command", "argv": ["touch", f"{marks}/x"], "heal_at": "10s", "heal_argv": ["false"]}
+    campaign = write_campaign(
+        {
+            "name": "itest-flt-heal",
+            "backends": [{"name": "itest-flt-mem", "type": "tmpfs", "size": "48MiB"}],
+            "workloads": [
+                {**fio, "name": "killed", "faults": [{"at": "6s", "what": "tool_kill", "host": "localhost"}]},
+                {**fio, "name": "unhealed", "faults": [command]},
+            ],
+        }
+    )
+    refused = bench(cli, campaign, check=False)
+    assert refused.returncode == 2 and "pass --allow-commands" in refused.stderr  # the campaign's own command
+    done = bench(cli, campaign, "--allow-commands", check=False)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("iolab:")]
+    assert done.returncode == 1 and len(lines) == 1, done.stdout + done.stderr
+    assert lines[0] == (
+        f"iolab: unhealed on itest-flt-mem, rep 1: healing fault command touch {marks}/x at 6 s, healed at 10 s "
+        "failed (false: exit status 1); it left what the command did"
+    )
+    assert (marks / "x").exists() and "Traceback" not in done.stderr
+    killed = [r for r in cli.runs("itest-flt-heal") if r["workload"] == "killed"]
+    assert [r["status"] for r in killed] == ["failed"] and "fio" in killed[0]["error"], killed
+    assert mounted("/mnt/iolab/itest-flt") == []
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _names(p, "iolab.host.hostrun")]
+    assert left == []
+    samples = cli.samples("itest-flt-heal")
+    # the unhealed run was measured and recorded before the campaign ended on it
+    assert figures(samples, "itest-flt-mem", "unhealed", "localhost")[("client_errors", None)] == 0
+
+
+def _names(proc: Path, text: str) -> bool:
+    try:
+        return text in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False

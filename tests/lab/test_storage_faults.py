@@ -1,0 +1,66 @@
+"""A client host's link dropped under a 3-host run (issue 36): fio through librbd on three simulated hosts, against
+the session's lab in a box; gpu02's link (its namespace's end of its veth, `iolab_link_down` of the simulated
+inventory) is down for 5 s. That host's rate stops, the others' do not, and the hosts added up dip by about a
+third. Nothing of the run is left on the hosts, and the link is up again.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from support import Cli
+
+pytestmark = pytest.mark.lab
+
+
+def test_a_client_link_down_for_5_s_shows_that_hosts_dip_and_the_aggregates(lab_box, sim_hosts, tmp_path):
+    import yaml
+
+    cli = Cli(tmp_path / "results")
+    campaign = tmp_path / "link.yml"
+    campaign.write_text(
+        yaml.safe_dump(
+            {
+                "name": "lab-flt-link",
+                "backends": [
+                    {
+                        "name": "itest-flt-link",
+                        "type": "rbd",
+                        "size": "64MiB",
+                        "image": "itest-flt-link",
+                        **lab_box.ceph_fields(),
+                    }
+                ],
+                "workloads": [
+                    {
+                        "name": "rd",
+                        "type": "fio",
+                        "profile": "seq-read-1m",
+                        "runtime": "22s",
+                        "ramp": "1s",
+                        "faults": [{"at": "8s", "what": "link_down", "host": "gpu02", "heal_at": "13s"}],
+                    }
+                ],
+            }
+        )
+    )
+    try:
+        cli("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-03]", "--campaign", str(campaign))
+    finally:
+        gpu02 = next(h for h in sim_hosts.hosts if h.name == "gpu02")
+        assert "state UP" in sim_hosts.ssh(gpu02, "ip link show dev eth0").stdout  # healed, whatever happened
+        lab_box.rbd("rm", f"{lab_box.ceph_client()['rbd_pool']}/itest-flt-link")
+    assert sim_hosts.mounts_left() == {}
+    samples = [s for s in cli.samples("lab-flt-link") if "faults" in s["metadata"]]
+    dips = {s["host"]: s["value"] for s in samples if s["metric"] == "dip"}
+    assert set(dips) == {"gpu01", "gpu02", "gpu03", "*"}
+    assert dips["gpu02"] < 10  # its reads stopped with its link
+    assert min(dips["gpu01"], dips["gpu03"]) > dips["gpu02"]
+    assert 10 < dips["*"] < 90  # the hosts added up lost about a third
+    back = {s["host"]: s["value"] for s in samples if s["metric"] == "time_to_90pct" and s["params"]["after"] == "heal"}
+    assert back["gpu02"] < 12 and "*" in back
+    events = samples[0]["metadata"]["faults"]["events"]
+    assert [(e["type"], e["ok"], e["at_s"] // 1) for e in events if e["type"] != "health"] == [
+        ("inject", True, 8),
+        ("heal", True, 13),
+    ]
