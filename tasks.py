@@ -15,7 +15,7 @@ from rich.console import Console
 
 from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
-from iolab import direct, execute, lease, metrics, paths, provenance, session, sim
+from iolab import direct, execute, lease, metrics, paths, provenance, report_kvcache, session, sim
 from iolab import report as report_mod
 from iolab.cli import console, echo, user_errors
 from iolab.cli import lab as make_lab
@@ -324,7 +324,7 @@ def show(c, campaign=None, format="table", units=None):
     report_mod.unit_scale("B/s", 1.0, units)  # an unknown system is refused before any work
     store = report_mod.find_store(paths.results_root(), campaign)
     if format == "table":
-        report_mod.print_report(store, units=units)
+        report_mod.print_report(store, units=units, leads=report_kvcache.LEADS)
     elif format == "html":
         from iolab import report_html
 
@@ -332,9 +332,10 @@ def show(c, campaign=None, format="table", units=None):
     elif format in ("csv", "json"):
         echo(report_mod.export(store, format))
     elif format == "mlperf":
-        from iolab import report_mlperf
+        from iolab import report_mlperf, report_mlperf_kv
 
-        echo(report_mlperf.text(store.samples()))
+        samples = store.samples()
+        echo(report_mlperf.text(samples, report_mlperf_kv.text(store, samples)))
     else:
         raise UserError(f"unknown report format {format!r}; use table, html, csv, json or mlperf")
     _say_skipped(store)

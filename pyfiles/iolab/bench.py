@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from iolab import accelerators, datasets, validity
+from iolab import accelerators, datasets, kvcache_search, validity
 from iolab.backends.base import DATASET_DIR
 from iolab.backends.s3 import S3Backend
 from iolab.campaign import Campaign, Run, expand, repetition
@@ -62,7 +62,8 @@ def run_campaign(
         console.print(f"[yellow]{note}[/]")
     runs = [r for r in expand(campaign, len(lab.hosts)) if only_repetition in (None, r.repetition)]
     for run in filter(_searches, runs):  # a search whose ranks get under two batches: refused before anything runs
-        accelerators.admissible(run, campaign, len(lab.hosts))
+        if run.workload.type == "pytorch":
+            accelerators.admissible(run, campaign, len(lab.hosts))
     done = store.completed()
     plan = [Entry(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
     plan = [entry for entry in plan if entry.hosts]
@@ -115,8 +116,8 @@ def _run_backend(state: CampaignState, backend: str, queue: list[Entry], runs: l
             state.plans.update({entry.run.run_id: _planned([entry.run])[0] for entry in queue})
             parts = _parts(queue)
             for number, part in enumerate(parts, 1):
-                if _searches(part[0].run):
-                    accelerators.fed(session, *part[0])
+                if _searches(part[0].run):  # the accelerators fed, or a KV-cache workload's users or clients
+                    (kvcache_search if part[0].run.workload.type == "kvcache" else accelerators).fed(session, *part[0])
                 else:  # the last runs of the backend: unmounted with them, unless more repetitions may follow
                     session.play(part, last=number == len(parts) and not extra)
             tried.update(entry.run.run_id for entry in queue)
@@ -251,6 +252,9 @@ def _run_estimate(run: Run, warmed: set[tuple]) -> tuple[float, bool]:
         passes += 1
     if isinstance(run.workload, FioWorkload):
         return passes * (run.workload.runtime + run.workload.ramp + ORCHESTRATION_S), True
+    known = run.workload.estimate_s()
+    if known is not None:
+        return passes * (known + ORCHESTRATION_S), True
     return passes * ORCHESTRATION_S, False
 
 

@@ -213,11 +213,12 @@ def run_flagged(verdicts: validity.Verdicts, run_ids: list[str]) -> bool:
 
 
 VERDICT_METRIC = "accelerators_fed"
+ANSWERS = (VERDICT_METRIC, "kv_served")  # a search's answer: accelerators fed, KV-cache users or clients served
 
 
 def figures(samples: list[Sample]) -> list[Sample]:
-    """The samples the tables below the verdict compare: all but the verdict's own (a search's answer)."""
-    return [s for s in samples if s.metric != VERDICT_METRIC]
+    """The samples the tables below the verdict compare: all but a search's answer."""
+    return [s for s in samples if s.metric not in ANSWERS]
 
 
 def fed_label(value: float, metadata: dict[str, Any], kind: str = "") -> str:
@@ -528,15 +529,17 @@ def _cell(key: str, value: Any) -> Any:
     return value
 
 
-def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -> None:
-    """The terminal report: accelerators fed, who wins, every figure, then the flags."""
+def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS, leads=()) -> None:
+    """The terminal report: accelerators fed, then `leads` (each `(samples, units)` → a table or None: the
+    KV-cache answer and trials, iolab.report_kvcache), who wins, every figure, then the flags."""
     from rich.console import Console
 
     console = console or Console()
     samples = store.samples()
-    verdict = verdict_table(store, samples, units)
-    if verdict is not None:
-        console.print(verdict)
+    for lead in (lambda found, units: verdict_table(store, found, units), *leads):
+        shown = lead(samples, units)
+        if shown is not None:
+            console.print(shown)
     samples = figures(samples)
     summary = summary_table(store, samples, units)
     if summary is None:

@@ -11,13 +11,20 @@ from iolab.schema import kinds
 from iolab.workloads.base import Workload
 from iolab.workloads.checkpoint import CheckpointWorkload
 from iolab.workloads.fio import FioWorkload
+from iolab.workloads.kvcache import KvcacheWorkload
 from iolab.workloads.metadata import MetadataWorkload
 from iolab.workloads.objects import ObjectsWorkload
 from iolab.workloads.pytorch import PytorchWorkload
 from iolab.workloads.tensorflow import TensorflowWorkload
 
 AnyWorkload = Annotated[
-    FioWorkload | PytorchWorkload | MetadataWorkload | TensorflowWorkload | CheckpointWorkload | ObjectsWorkload,
+    FioWorkload
+    | PytorchWorkload
+    | MetadataWorkload
+    | TensorflowWorkload
+    | CheckpointWorkload
+    | ObjectsWorkload
+    | KvcacheWorkload,
     Field(discriminator="type"),
 ]
 WORKLOAD_TYPES: dict[str, type[Workload]] = kinds(AnyWorkload)
@@ -25,7 +32,7 @@ WORKLOAD_TYPES: dict[str, type[Workload]] = kinds(AnyWorkload)
 
 def parser_for(tool: str) -> Parser:
     """The parser of a workload kind's raw files (one per tool: iolab.parsers.<tool>)."""
-    from iolab.parsers import checkpoint, dlio, fio, metadata, objects, pytorch
+    from iolab.parsers import checkpoint, dlio, fio, kvcache, metadata, objects, pytorch
 
     # tensorflow: iolab.host.loader.tf_loader writes the loader.json of every iolab loader.
     parsers: dict[str, Parser] = {
@@ -36,5 +43,7 @@ def parser_for(tool: str) -> Parser:
         "checkpoint": checkpoint.parse,
         "objects": objects.parse,
         "dlio": dlio.parse,  # a pytorch workload with engine: dlio
+        "kvcache": kvcache.parse,
+        "mlperf_kvcache": kvcache.parse,  # a kvcache workload with engine: mlperf-kvcache: the same summary
     }
     return parsers[tool]

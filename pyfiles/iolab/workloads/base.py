@@ -43,6 +43,14 @@ class Workload(Model):
             raise ValueError("py-spy samples Python programs; fio is not one: use profilers: [perf]")
         return self
 
+    def repetitions_of(self, campaign: int) -> int:
+        """The runs of one of its points: a search's one, else the campaign's repetitions (each kind may say)."""
+        return 1 if getattr(self, "search", None) else campaign
+
+    def estimate_s(self) -> float | None:
+        """How long one of its runs takes on the hosts, where the kind knows (the progress line's ETA)."""
+        return None
+
     def run_timeout(self, default: float) -> float:
         return self.timeout or default
 
