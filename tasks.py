@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from pathlib import Path
 
 from invoke import Collection, Task
 from invoke import task as invoke_task
@@ -17,12 +18,11 @@ from iolab import bench as bench_mod
 from iolab import campaign as campaign_mod
 from iolab import direct, execute, lease, metrics, paths, provenance, report_kvcache, session, sim
 from iolab import report as report_mod
-from iolab.cli import console, echo, user_errors
+from iolab.cli import console, echo, here, user_errors
 from iolab.cli import lab as make_lab
 from iolab.errors import RunFailed, UserError
 from iolab.samples import ResultStore
 from iolab.units import printable
-from iolab.workloads import presets
 
 HOSTS = "host pattern: gpu[01-04], gpu01,gpu03, gpu[01-04]:!gpu02 (default: all hosts)"
 INVENTORY = "inventory file (default: inventory/local.yml, this machine)"
@@ -221,17 +221,17 @@ def all_(
     path = campaign or paths.DEFAULT_CAMPAIGN
     sized_without_ram = []
 
-    def memory() -> list[int]:  # asked only by dataset.files: auto
+    def memory() -> list[int | None]:  # asked only by dataset.files: auto and MLPerf's size rule
         if dry_run:  # a dry run touches no host: MLPerf's floor without the RAM, and it says so
             sized_without_ram.append(True)
-            return [0] * len(lab.hosts)
-        return presets.host_memory(lab.inventory, lab.hosts)
+            return [None] * len(lab.hosts)
+        return direct.memory(lab.inventory, lab.hosts)
 
     spec = campaign_mod.load(path, max_runs=int(max_runs), workload_file=workload_file, memory=memory)
-    campaign_mod.check_commands(spec, path, allow_commands)
-    if dry_run:
+    if dry_run:  # it names what the campaign would run on the hosts (check_commands refuses it below)
         echo(bench_mod.describe(spec, lab, files_at_run_time=bool(sized_without_ram)))
         return
+    campaign_mod.check_commands(spec, path, allow_commands)
     with lease.held(lab, f"campaign {spec.name}", steal):
         store = ResultStore(paths.results_root(), spec.name)
         echo(bench_mod.outcome(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store))
@@ -267,7 +267,9 @@ def fio(
     """Run one fio job on one backend now; results go to the campaign 'fio-<backend>'."""
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
-    one = bench_mod.single_fio(spec, backend, profile, runtime, ramp, size)
+    one = campaign_mod.parse(
+        fio.single_run(spec.backends, backend, profile, runtime, ramp, size), "bench.fio flags", "."
+    )
     with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
         store = ResultStore(paths.results_root(), one.name)
         one = bench_mod.next_repetition(one, store)
@@ -396,6 +398,26 @@ def history(c):
     Console().print(history_mod.table(paths.results_root()))
 
 
+# --- results ---------------------------------------------------------------------------------
+
+
+@task(
+    help={
+        "campaign": "campaign name (default: the latest with results)",
+        "write": "store the samples made again (the old ones are kept beside them) where they differ",
+    }
+)
+@user_errors
+def reparse(c, campaign=None, write=False):
+    """Make a campaign's samples again from its runs' files and hold them against its store (exit 1 if they differ)."""
+    from iolab import reparse as reparse_mod
+
+    same, line = reparse_mod.check(report_mod.find_store(paths.results_root(), campaign), write)
+    echo(line)
+    if not same and not write:
+        raise RunFailed("the samples made again differ from the store; --write stores them")
+
+
 # --- data and accelerators (issue 5) ---------------------------------------------------------
 
 
@@ -436,24 +458,7 @@ def gen(c, path, files, seed=1, classes=100, formats="", per_host=False, invento
 @user_errors
 def histogram(c, path):
     """Show a data set's file sizes by power-of-two bucket and the fio bssplit that reads like them."""
-    from pathlib import Path
-
-    from iolab.host.dataset.histogram import bssplit, table
-    from iolab.host.dataset.histogram import histogram as sizes
-
-    root = Path(path)
-    if not root.is_dir():
-        raise UserError(f"{path} is not a directory")
-    try:
-        found = sizes(root)
-    except OSError as exc:
-        raise UserError(
-            f"cannot read the data set at {path}: {exc.strerror} ({exc.filename}); give the directory of a data set"
-        ) from None
-    if not any(b > 0 for b in found):
-        raise UserError(f"{path} holds no non-empty files")
-    echo(table(found))
-    echo(f"bssplit {bssplit(found)}")
+    here("iolab.host.dataset", "histogram", path)
 
 
 @task(
@@ -468,16 +473,12 @@ def histogram(c, path):
 @user_errors
 def pack_(c, path, format="all", out=None, samples_per_shard=None):
     """Pack a data set on this machine (one file + index, webdataset tar, TFRecord), each checked."""
-    from iolab.host.dataset.__main__ import main as dataset_main
-
-    argv = (
-        ["pack", path, "--format", format]
-        + (["--out", out] if out else [])
-        + (["--samples-per-shard", str(samples_per_shard)] if samples_per_shard else [])
+    here(
+        "iolab.host.dataset",
+        *["pack", path, "--format", format],
+        *(["--out", out] if out else []),
+        *(["--samples-per-shard", str(samples_per_shard)] if samples_per_shard else []),
     )
-    code = dataset_main(argv)
-    if code:
-        raise UserError(f"data.pack {path} failed (see the message above)")
 
 
 @task(
@@ -554,7 +555,6 @@ LINTERS = (
 def _stage(argv: list[str]) -> None:
     """Run one step (argv, in the repository, tools from this virtualenv); stop the command if it fails."""
     import subprocess
-    from pathlib import Path
 
     tool = Path(sys.executable).parent / argv[0]
     echo(f"lab: {' '.join(argv)}")
@@ -591,4 +591,5 @@ bench.add_task(accelerators)
 data = Collection("data", gen, histogram, pack_)
 storage = Collection("storage", mount, unmount)
 report = Collection("report", show, compare, history)
-ns = Collection(lab, bench, storage, report, data, test, lint)
+results = Collection("results", reparse)
+ns = Collection(lab, bench, storage, report, results, data, test, lint)

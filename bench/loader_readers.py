@@ -56,7 +56,8 @@ def run(root: Path, out: Path, reader: str, decode: bool, workers: int, *extra: 
 
 def reader_alone(root: Path, tmp: Path, reader: str, n: int = 200) -> dict[str, float]:
     from iolab.host.loader.readers import Samples
-    from iolab.host.loader.syscalls import Tracer, parse_summary
+    from iolab.host.loader.syscalls import Tracer
+    from iolab.shared.syscalls import parse_summary
 
     def traced(name: str, work) -> dict[str, int]:
         tracer = Tracer(tmp / f"{name}.txt", tmp / f"{name}.log")

@@ -33,8 +33,8 @@ from _common import ROOT, loader_argv, private_tmpfs
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
-from iolab.host.dataset.shapes import SHAPES
 from iolab.parsers import pytorch
+from iolab.shared.shapes import SHAPES
 from iolab.workloads.accelerator import COMPUTE_TIMES, REFERENCE_BATCHES
 from iolab.workloads.mlperf import PRESETS
 

@@ -42,10 +42,9 @@ from iolab.progress import Progress
 from iolab.report import fed_label
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.session import BackendSession, CampaignState
-from iolab.workloads.mlperf import PRESETS
+from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS
 from iolab.workloads.pytorch import PytorchWorkload
 
-THRESHOLD = 90.0  # % AU, where the workload names no MLPerf model with a threshold of its own
 STEP_FLOOR = 500  # measured steps per rank a probe needs (MLPerf Storage's floor), first steps excluded
 REPEATS = 3  # probes of each point next to the boundary, at least
 DISTURBED_RETRIES = 2  # a probe disturbed by foreign CPU is run again up to this many times
@@ -54,9 +53,9 @@ FLOOR_ENV = "IOLAB_PROBE_STEPS"
 
 
 def threshold_of(workload: PytorchWorkload) -> float:
-    """The AU a probe must hold: MLPerf's threshold for the accelerator's model (retinanet 85 %), else THRESHOLD."""
+    """The AU a probe must hold: MLPerf's threshold for the accelerator's model (retinanet 85 %), else AU_THRESHOLD."""
     preset = PRESETS.get(workload.accelerator.model) if workload.accelerator else None
-    return preset.au_threshold if preset else THRESHOLD
+    return preset.au_threshold if preset else AU_THRESHOLD
 
 
 def step_floor() -> int:
@@ -131,7 +130,7 @@ class Outcome:
 
 def search(
     probe: Callable[[int], float],
-    threshold: float = THRESHOLD,
+    threshold: float = AU_THRESHOLD,
     ceiling: int = 64,
     capacity: Callable[[], int] | None = None,
     repeats: int = REPEATS,
@@ -219,7 +218,7 @@ def run_search(
     accelerator: dict[str, Any],
     workload: dict[str, Any],
     ceiling: int,
-    threshold: float = THRESHOLD,
+    threshold: float = AU_THRESHOLD,
     show: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Provision the hosts, mount the backend and make the data set (one playbook), probe N accelerators per
@@ -251,7 +250,7 @@ def probe_until(
     run_of: Callable[[int, int], Run],
     hosts: list[str],
     ceiling: int,
-    threshold: float = THRESHOLD,
+    threshold: float = AU_THRESHOLD,
     show: Callable[[str], None] = print,
     floor: int = STEP_FLOOR,
 ) -> tuple[Outcome, list[Probe]]:

@@ -13,19 +13,15 @@ import datetime as dt
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
-from iolab import accelerators, datasets, kvcache_search, validity
+from iolab import accelerators, fanout, kvcache_search, validity
 from iolab.backends.base import DATASET_DIR
-from iolab.backends.s3 import S3Backend
 from iolab.campaign import Campaign, Run, expand, repetition
-from iolab.errors import RunFailed, UserError
+from iolab.errors import RunFailed
 from iolab.execute import Lab, workload_vars
 from iolab.progress import Planned, Progress
 from iolab.samples import ResultStore
 from iolab.session import BackendSession, CampaignState, Entry
-from iolab.shared import fio_options
-from iolab.workloads.fio import FioWorkload
 
 # --- the campaign loop --------------------------------------------------------------------------
 
@@ -191,40 +187,6 @@ def _more_repetitions(campaign: Campaign, store: ResultStore, runs: list[Run], b
 # --- one-off fio runs and dry runs --------------------------------------------------------------
 
 
-def single_fio(
-    spec: Campaign, backend: str | None, profile: str, runtime: str, ramp: str, size: str | None
-) -> Campaign:
-    """A one-run campaign 'fio-<backend>' for `bench.fio`, validated like any campaign file."""
-    from iolab.campaign import parse
-
-    names = [b.name for b in spec.backends]
-    chosen = backend or names[0]
-    if chosen not in names:
-        raise UserError(
-            f"backend {chosen!r} is not in campaign {spec.name} (it has: {', '.join(names)}); pass --backend NAME"
-        )
-    workload: dict[str, Any] = {
-        "name": Path(profile).stem if profile not in fio_options.PROFILES else profile,
-        "type": "fio",
-        "runtime": runtime,
-        "ramp": ramp,
-    }
-    if profile in fio_options.PROFILES:
-        workload["profile"] = profile
-    elif Path(profile).exists():
-        workload["jobfile"] = str(Path(profile).resolve())
-    else:
-        raise UserError(
-            f"--profile {profile!r} is neither a fio profile ({', '.join(fio_options.PROFILES)}) "
-            "nor an existing job file"
-        )
-    if size:
-        workload["size"] = size
-    backend_spec = next(b for b in spec.backends if b.name == chosen)
-    raw = {"name": f"fio-{chosen}", "backends": [backend_spec.model_dump(exclude_none=True)], "workloads": [workload]}
-    return parse(raw, "bench.fio flags", Path.cwd())
-
-
 def next_repetition(spec: Campaign, store: ResultStore) -> Campaign:
     """The same one-run campaign with the first repetition not stored yet (earlier ones are kept)."""
     done = {run_id for run_id, _ in store.completed()}
@@ -250,12 +212,8 @@ def _run_estimate(run: Run, warmed: set[tuple]) -> tuple[float, bool]:
     if run.workload.warmup and run.point[:3] not in warmed:
         warmed.add(run.point[:3])
         passes += 1
-    if isinstance(run.workload, FioWorkload):
-        return passes * (run.workload.runtime + run.workload.ramp + ORCHESTRATION_S), True
-    known = run.workload.estimate_s()
-    if known is not None:
-        return passes * (known + ORCHESTRATION_S), True
-    return passes * ORCHESTRATION_S, False
+    tool = run.workload.estimate()
+    return passes * ((tool or 0.0) + ORCHESTRATION_S), tool is not None
 
 
 def _cache_line(run: Run) -> str:
@@ -297,13 +255,7 @@ def _dataset_lines(spec: Campaign, files_at_run_time: bool) -> list[str]:
             "    files: auto: the number is decided at run time from the hosts' RAM, which a dry run does not read; "
             f"the run ids below are for {spec.dataset.files} files"
         )
-    for backend in spec.backends:
-        if isinstance(backend, S3Backend):  # the one backend that stages the data set on the hosts' disks
-            lines.append(
-                f"    on {backend.name}: each host makes its copy in {datasets.host_root(backend.staging, '<host>')} "
-                f"(refused first where that disk has no room for it), the first host uploads it to "
-                f"{backend.target.rstrip('/')}/{DATASET_DIR}/"
-            )
+    lines += [f"    on {backend.name}: {note}" for backend in spec.backends if (note := backend.dataset_note())]
     return lines
 
 
@@ -335,6 +287,13 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
             f"  MLPerf Storage v3.0's rules (mlperf: true) for {', '.join(ruled)}: each rule a run breaks is "
             "flagged with its number (docs/REFERENCE_FIGURES.md)"
         )
+    if gated := fanout.topology(lab.inventory, lab.hosts):
+        lines.append(
+            f"  fio's runs go through the ClusterShell gateways {', '.join(gated[1])} (topology {gated[0]}); every "
+            "change to a host (mounts, data set, teardown) and the other tools go through Ansible's own ssh"
+        )
+    for name, command in dict.fromkeys((w.name, c) for w in spec.workloads for c in w.commands()):
+        lines.append(f"  workload {name}: {command} (only with bench.all --allow-commands)")
     lines += _dataset_lines(spec, files_at_run_time)
     values: dict[tuple[str, str], set[str]] = {}
     for run in runs:
@@ -348,32 +307,5 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
             continue
         shown.add(run.workload.name)
         lines.append(f"      {_cache_line(run)}")
-        variables = workload_vars(run)
-        if run.workload.tool != "fio":
-            lines.append(
-                f"      on each host: {run.workload.describe()}; role {variables['run_role']} "
-                f"builds the command (python -m iolab.host.loader.…, under iolab.host.hostrun) from:"
-            )
-            lines += [f"        {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"]
-            continue
-        if variables.get("bench_fio_jobtext"):  # the user's job file as checked, includes inlined
-            jobfile = getattr(run.workload, "jobfile", "")
-            job = f"; {jobfile}, run in <target>/iolab-<host>\n" + variables["bench_fio_jobtext"]
-        else:
-            bssplit = (
-                {"bssplit": "<from the data set's size histogram>"} if variables.get("bench_fio_bssplit_from") else {}
-            )
-            job = fio_options.render(
-                {
-                    **variables["bench_fio_options"],
-                    **bssplit,
-                    "filename": "<target>/iolab-<host>/" + fio_options.DATA_FILE,
-                    "size": str(variables["bench_fio_size"] or "<fits>"),
-                },
-                "iolab",
-            )
-        lines.append(
-            "      on each host: fio --output=fio.json --output-format=json+ --eta=always job.fio, where job.fio is:"
-        )
-        lines += ["        " + line for line in job.splitlines() if line]
+        lines += ["      " + line for line in run.workload.dry_run(workload_vars(run))]
     return "\n".join(lines)

@@ -13,16 +13,16 @@ import hashlib
 import itertools
 import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from iolab import validity, yamlfile
+from iolab import yamlfile
 from iolab.backends import BACKEND_TYPES, AnyBackend
 from iolab.errors import UserError
-from iolab.schema import AbsPath, Dataset, Duration, Model, Name
+from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
 from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, kvcache, mlperf, presets
@@ -50,15 +50,16 @@ class Campaign(Model):
     # Defaults for every workload that does not set its own (see _Workload).
     cache: Literal["drop", "keep", "warm"] | None = None
     warm_command: list[str] | None = None
-    warmup: bool | None = None
-    allow_caching: bool | None = None
+    warmup: Bool | None = None
+    allow_caching: Bool | None = None
     timeout: Duration | None = None
+    start_skew_max: Duration | None = None
     # Client-count sweep: each run also on the first 1, 2, 4 … selected hosts, to find saturation.
     hosts_sweep: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] | None = None
     # A host unreachable at the start: leave it out (skip) or stop the campaign (abort).
     on_host_failure: Literal["skip", "abort"] = "skip"
     # MLPerf Storage v3.0's rules for every workload (each may say `mlperf: true` itself): iolab.workloads.mlperf.
-    mlperf: bool = False
+    mlperf: Bool = False
     backends: Annotated[list[AnyBackend], Field(min_length=1)]
     dataset: Dataset | None = None
     workloads: Annotated[list[AnyWorkload], Field(min_length=1)]
@@ -138,7 +139,7 @@ def _unique(kind: str, names: list[str]) -> None:
 
 
 # The workload keys a campaign may set for all its workloads.
-WORKLOAD_DEFAULTS = ("cache", "warm_command", "warmup", "allow_caching", "timeout")
+WORKLOAD_DEFAULTS = ("cache", "warm_command", "warmup", "allow_caching", "timeout", "start_skew_max")
 # What a run's samples say of the page cache it started with (params.cache).
 CACHE_STATES = {"drop": "cold", "keep": "kept"}
 
@@ -319,7 +320,10 @@ def _expected_keys(raw: dict[str, Any], loc: tuple) -> str:
         model = Campaign
     else:
         model = None
-    return f" (expected one of: {', '.join(model.model_fields)})" if model else ""
+    if model is None:
+        return ""
+    own = [f for f in model.model_fields if f in model.__annotations__]  # the kind's own keys, then inherited ones
+    return f" (expected one of: {', '.join(own + [f for f in model.model_fields if f not in own])})"
 
 
 def _message(error: Any, raw: dict[str, Any], origin: Sequence[int]) -> str:
@@ -335,6 +339,8 @@ def _message(error: Any, raw: dict[str, Any], origin: Sequence[int]) -> str:
         return f"{where}: missing key 'type'"
     if kind == "missing":
         return f"{where}: missing required key"
+    if kind == "bool_type":
+        return f"{where}: expected true or false, got {error['input']!r}"
     message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     return f"{where}: {message}" if loc else message  # a check across keys names its keys itself
 
@@ -399,11 +405,16 @@ def _rules_mode(data: dict[str, Any]) -> dict[str, Any]:
     A pytorch or tensorflow workload's `mlperf: <preset>` (what a type: mlperf entry becomes) is left as it is.
     """
     workloads = data.get("workloads")
+    if "mlperf" in data and not isinstance(data["mlperf"], bool):
+        raise ValueError(f"mlperf: expected true or false (MLPerf Storage's rules), got {data['mlperf']!r}")
     if not isinstance(workloads, list):
         return data
     everywhere = data.get("mlperf") is True
     out = []
-    for entry in workloads:
+    for index, entry in enumerate(workloads):
+        own = entry.get("mlperf") if isinstance(entry, dict) else None
+        if own is not None and not isinstance(own, bool | str):
+            raise ValueError(f"workloads[{index}].mlperf: expected true or false (MLPerf Storage's rules), got {own!r}")
         if isinstance(entry, dict) and (everywhere or isinstance(entry.get("mlperf"), bool)):
             own = entry.get("mlperf")
             entry = {k: v for k, v in entry.items() if k != "mlperf" or not isinstance(v, bool)}
@@ -413,7 +424,7 @@ def _rules_mode(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse(
-    raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS, memory: Callable[[], list[int]] | None = None
+    raw: Any, source: str, base_dir: Path, max_runs: int = MAX_RUNS, memory: mlperf.HostMemory | None = None
 ) -> Campaign:
     """Validate a campaign mapping; `source` names the file in errors.
 
@@ -426,7 +437,7 @@ def parse(
     _check_size(raw, source, max_runs)  # before a DLIO file is read or a host asked
     try:  # type: mlperf and type: dlio entries become the workloads they stand for; then MLPerf's rules mode
         data = presets.expand(_rules_mode(dict(raw)), base_dir, memory)
-        data = mlperf.apply_rules(data, validity.RAM_MULTIPLE, memory)
+        data = mlperf.apply_rules(data, memory)
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
     _check_size(data, source, max_runs)  # again with the lists a DLIO file sweeps
@@ -496,13 +507,12 @@ def _resolve_jobfiles(campaign: Campaign, source: str, base_dir: Path) -> Campai
 
 
 def check_commands(campaign: Campaign, source: str | Path, allowed: bool) -> None:
-    """A campaign file is often someone else's: its warm_command (an argv run on every host) runs only when the
-    operator says so on the command line."""
+    """A campaign file is often someone else's: what it would run or install on every host (a warm_command, a DLIO
+    requirement: Workload.commands) runs only when the operator says so on the command line."""
     for workload in campaign.workloads:
-        if workload.warm_command and not allowed:
+        for command in [] if allowed else workload.commands():
             raise UserError(
-                f"{source}: workload {workload.name}: warm_command runs {' '.join(workload.warm_command)!r} on "
-                "every host; pass --allow-commands if you trust this campaign file"
+                f"{source}: workload {workload.name}: {command}; pass --allow-commands if you trust this campaign file"
             )
 
 
@@ -510,7 +520,7 @@ def load(
     path: str | Path,
     max_runs: int = MAX_RUNS,
     workload_file: str | Path | None = None,
-    memory: Callable[[], list[int]] | None = None,
+    memory: mlperf.HostMemory | None = None,
 ) -> Campaign:
     """Read and validate a campaign file (bounded: iolab.yamlfile); every error names the file and the key.
 

@@ -1,8 +1,7 @@
 """A Ceph backend's storage side, on the controller: what a run's hosts get, and what they wrote.
 
-`run_vars` gives a run the cluster as its hosts reach it (playbooks/run.yml's `run_ceph`, which
-iolab.host.ceph_osds reads to drop the OSDs' caches and sample their counters); `cache_state`
-says what a run's drop reached ("dropped: clients + OSDs"), and `load_series` gives the report
+What a run's hosts get of the cluster is the backend's (iolab.backends.base.CephBackend.storage_side);
+`cache_state` says what a run's drop reached ("dropped: clients + OSDs"), and `load_series` gives the report
 the OSDs' series.
 """
 
@@ -13,16 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from iolab.shared.protocol import OSD_FILE
-
-CEPH_BACKENDS = ("rbd", "rbd_snapshot", "cephfs")
-
-
-def run_vars(backend: Any) -> dict[str, Any]:
-    """A run's `run_ceph` (playbooks/run.yml) on a Ceph backend: its cluster as the hosts reach it; else nothing."""
-    if backend.type not in CEPH_BACKENDS:
-        return {}
-    cluster = {"conf": backend.ceph_conf, "keyring": backend.keyring, "client": backend.client}
-    return {"run_ceph": {**cluster, "mds": backend.type == "cephfs"}}  # iolab.host.ceph_osds.Cluster
 
 
 def cache_state(metadata: dict[str, Any]) -> str | None:

@@ -63,9 +63,26 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def lab(inventory: str | None, pattern: str | None) -> Lab:
+    """The selected hosts of the inventory; a topology of gateways they name is checked first (fanout.topology)."""
+    from iolab import fanout
+
     inv = hosts.load_inventory(Path(inventory) if inventory else paths.DEFAULT_INVENTORY)
-    return Lab(inventory=inv, hosts=hosts.select_hosts(pattern, inv), console=console)
+    selected = hosts.select_hosts(pattern, inv)
+    fanout.topology(inv, selected)
+    return Lab(inventory=inv, hosts=selected, console=console)
 
 
 def echo(text: str) -> None:
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def here(module: str, *args: str) -> None:
+    """Run a host-side program on this machine, as a host runs it (`python -m MODULE ARGS`): the controller never
+    imports the host side (tests/unit/test_structure.py). Its output passes through; its failure is one line,
+    UserError with its own last line."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", module, *args], stderr=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        said = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        raise UserError(said[-1].removeprefix("error: ") if said else f"{module} exited {done.returncode}")

@@ -295,6 +295,21 @@ def _points(side: Side, by_backend: bool) -> dict[tuple, validity.Group]:
     return out
 
 
+def _ran(side: Side, by_backend: bool) -> set[tuple]:
+    """(backend, workload, setting) of every run the side's records name, failed ones too: what it ran, measured
+    or not. A record of an older store has no params: its setting is None (it ran the workload)."""
+    records = side.store.run_records() if side.store else []
+    return {
+        (
+            r.get("backend") if by_backend else None,
+            r.get("workload"),
+            validity.setting_of(r["params"]) if isinstance(r.get("params"), dict) else None,
+        )
+        for r in records
+        if side.backend is None or r.get("backend") == side.backend
+    }
+
+
 def _answers(side: Side, group: validity.Group) -> list[str]:
     """A search's answers (accelerators_fed, all hosts) as the report writes them, with their interval and flags;
     none for another metric."""
@@ -315,9 +330,16 @@ def compare(a: Side, b: Side, rules: list[Rule]) -> Comparison:
     pa, pb = _points(a, by_backend), _points(b, by_backend)
     common = [k for k in pa if k in pb]
     # What B lost: a point of A that a rule judges and B has no value of, though B measured that workload at
-    # that setting (a metric or, comparing campaigns, a backend lost; not a workload B does not run).
+    # that setting, or ran it and could not measure it (a metric, a backend, or the whole workload lost: its
+    # runs failed); not a workload B does not run.
     measured = {(k[1], k[2]) for k in pb}
-    keys = [k for k in pa if k in pb or ((k[1], k[2]) in measured and any(r.matches(k[3]) for r in rules))]
+    ran = _ran(b, by_backend)
+
+    def lost(k: tuple) -> bool:
+        tried = (k[1], k[2]) in measured or (k[0], k[1], k[2]) in ran or (k[0], k[1], None) in ran
+        return tried and any(r.matches(k[3]) for r in rules)
+
+    keys = [k for k in pa if k in pb or lost(k)]
     labels = validity.setting_labels([(k[1], k[2]) for k in keys])
     order = {w: i for i, w in enumerate(dict.fromkeys(k[1] for k in keys))}
     keys.sort(key=lambda k: (order[k[1]], validity.setting_order(k[2]), metrics.rank(k[3]), k[0] or ""))

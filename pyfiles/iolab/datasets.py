@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iolab import runner
-from iolab.backends.base import DATASET_DIR
 from iolab.campaign import Campaign, Run
 from iolab.errors import RunFailed, UserError
 from iolab.shared.shapes import FORMATS
@@ -82,8 +81,3 @@ def gen_on_hosts(
     if result.failures() or result.status != "successful":
         raise RunFailed(f"data.gen failed: {result.summary()}")
     return {host: json.loads((report_dir / f"{host}.json").read_text()) for host in lab.hosts}
-
-
-def host_root(target: str, host: str) -> str:
-    """Where a host's data set lives on a backend (what the dataset_gen role computes)."""
-    return f"{target}/iolab-{host}/{DATASET_DIR}"

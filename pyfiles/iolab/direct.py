@@ -11,6 +11,7 @@ import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from iolab.errors import UserError
 from iolab.hosts import Inventory
 
 
@@ -63,3 +64,15 @@ def run_all(inventory: Inventory, hosts: list[str], command: str, timeout: float
 def ping(inventory: Inventory, hosts: list[str]) -> list[Reply]:
     """Reach every host and ask its name and kernel: a round trip per host, timed."""
     return run_all(inventory, hosts, shlex.join(["uname", "-nr"]), timeout=15)
+
+
+def memory(inventory: Inventory, hosts: list[str]) -> list[int | None]:
+    """Each host's RAM in bytes (MemTotal of /proc/meminfo), for `dataset: {files: auto}` and MLPerf's size rule;
+    UserError naming a host whose RAM cannot be read."""
+    out: list[int | None] = []
+    for reply in run_all(inventory, hosts, "grep MemTotal /proc/meminfo"):
+        fields = reply.output.split()
+        if reply.exit != 0 or len(fields) < 2 or not fields[1].isdigit():
+            raise UserError(f"cannot read {reply.host}'s RAM for the data set's size ({reply.output[:200]!r})")
+        out.append(int(fields[1]) * 1024)
+    return out

@@ -20,11 +20,10 @@ from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console
 
-from iolab import ceph, fanout, live, paths, release, runner
+from iolab import fanout, live, paths, release, runner
 from iolab.campaign import Campaign, Run
-from iolab.errors import RunFailed
+from iolab.errors import DISK_ERRORS, RunFailed, StoreError
 from iolab.hosts import Inventory
-from iolab.samples import DISK_ERRORS, StoreError
 
 HOST_DIR = "/opt/iolab"
 HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"  # made by the iolab_host role
@@ -131,7 +130,7 @@ def workload_vars(run: Run) -> dict[str, Any]:
 def fan_vars(run: Run) -> dict[str, Any]:
     """What decides whether a run of a playbook of several can go through ClusterShell (iolab.fanout.refusal),
     and the fio role's variables it is run with there."""
-    return {**workload_vars(run), **ceph.run_vars(run.backend)}
+    return {**workload_vars(run), **run.backend.storage_side()}
 
 
 def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
@@ -154,7 +153,7 @@ def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
             "run_profilers": run.workload.profilers,
             **(warm if warm_command else {}),
             **variables,
-            **ceph.run_vars(run.backend),
+            **run.backend.storage_side(),
         },
     )
 

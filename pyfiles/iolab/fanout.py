@@ -27,7 +27,9 @@ import configparser
 import io
 import json
 import os
+import re
 import shlex
+import socket
 import tarfile
 import tempfile
 import threading
@@ -39,16 +41,24 @@ from ClusterShell.Event import EventHandler
 from ClusterShell.NodeSet import NodeSet
 from ClusterShell.Propagation import RouteResolvingError
 from ClusterShell.Task import Task, task_self
+from ClusterShell.Topology import TopologyError, TopologyParser
 
 from iolab import paths, runner
+from iolab.errors import UserError
 from iolab.hosts import Inventory
-from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE, START_SUFFIX
+from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE, START_JSON, START_SUFFIX
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
 START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
 START_PER_HOST = 0.002  # s of notice per host: the start line is written to each host's session in turn
 TREE_PER_HOST = 0.01  # s of notice per host through gateways: the gateway's ssh session to each for `touch`
 SLACK = 120.0  # s past a run's timeout (and its start) after which a host that has not answered is given up
+PROBE_S = 20.0  # s a host whose command ended without an answer has to answer `true`: then the command died there
+# A host not ready when every other host has been ready this long is not coming: the run starts without it. The
+# bound is the longer of READY_WAIT and the slowest ready host's own time to get ready: every host does the same
+# prepare (size, lay out, drop caches) on the same kind of storage, so one taking more than twice as long as the
+# slowest of the others is stuck (or measures another machine), and 30 s keeps a short prepare's noise out.
+READY_WAIT = 30.0
 PREPARE_TASK = "Size, write and lay out the job, then drop the caches"  # the bench_fio role's task names
 RUN_TASK = "Run fio"
 # What fio's bench role takes from the controller (execute.workload_vars), by the name fio_argvs gives it.
@@ -145,10 +155,49 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
         if other:
             return f"{host}'s {', '.join(other)} is Ansible's to apply"
     common = {str(inventory.hostvars.get(h, {}).get("ansible_ssh_common_args", "")) for h in hosts}
-    topologies = {str(inventory.hostvars.get(h, {}).get("iolab_topology", "")) for h in hosts}
-    if len(common) > 1 or len(topologies) > 1:
-        return "the hosts differ in ansible_ssh_common_args or iolab_topology"
+    if len(common) > 1:  # (one topology for all: iolab.cli checks it with the hosts, fanout.topology)
+        return "the hosts differ in ansible_ssh_common_args"
     return None
+
+
+_PYTHON = re.compile(r"[\w./+-]+")  # a gateway's python: a program's path or name, never a shell command
+
+
+def topology(inventory: Inventory, hosts: list[str]) -> tuple[str, list[str]] | None:
+    """The selected hosts' ClusterShell topology file and its gateways, checked; None without one. UserError, in one
+    line naming the file and the fix, for what would fail once runs start: a file that cannot be read, is not a
+    topology or has a loop, a root that is not this controller's short name, a selected host no route reaches, a
+    gateway that is not a host of the inventory (its ssh settings come from there), hosts that name different
+    files, a gateway python that is not a program (ClusterShell runs it through the gateway's shell)."""
+    files = {str(inventory.hostvars.get(h, {}).get("iolab_topology", "")) for h in hosts}
+    if files == {""}:
+        return None
+    if len(files) > 1:
+        raise UserError(
+            f"the hosts name different topologies ({', '.join(sorted(files))}): name one, in the group's vars"
+        )
+    (path,) = files
+    root = socket.gethostname().split(".")[0]
+    where = f"iolab_topology {path}"
+    if not Path(path).is_file():
+        raise UserError(f"{where}: no such file; give the path of a ClusterShell topology file (its root: {root})")
+    try:
+        groups = list(TopologyParser(path).tree(root))
+    except (TopologyError, configparser.Error, OSError, ValueError) as exc:
+        raise UserError(f"{where}: not a usable topology for this controller ({root}): {exc}") from None
+    gateways = [str(n) for g in groups if g.parent is not None and g.children_len() > 0 for n in g.nodeset]
+    routed = {str(n) for g in groups if g.parent is not None for n in g.nodeset}
+    if unrouted := [h for h in hosts if h not in routed]:
+        raise UserError(f"{where}: no route from {root} reaches {', '.join(unrouted)}; add them under a gateway")
+    if strangers := [g for g in gateways if g not in inventory.hostvars]:
+        raise UserError(
+            f"{where}: gateway {strangers[0]} is not a host of the inventory, which says how to reach it over ssh; "
+            "add it (it need not be selected)"
+        )
+    python = str(inventory.hostvars.get(hosts[0], {}).get("iolab_gateway_python", "python3"))
+    if not _PYTHON.fullmatch(python):
+        raise UserError(f"iolab_gateway_python {python!r} is not a program's path or name (one word, no shell syntax)")
+    return path, gateways
 
 
 def ssh_config(inventory: Inventory, hosts: list[str]) -> str:
@@ -186,6 +235,9 @@ class Reply:
         self.timed_out = False
         self.ready: float | None = None
         self.worker: Any = None
+        self.dropped: str | None = None  # why the run started without this host (not ready in time)
+        self.start: dict[str, Any] | None = None  # how the common start went, for a host that took it
+        self.died = False  # ended without an answer, and answered a probe after: its command died there
 
     @property
     def reached(self) -> bool:
@@ -198,17 +250,20 @@ class _Collect(EventHandler):
     for (each has said it is ready, or ended): on its stdin, or through gateways (`tree`) as the start file's
     time, by one `touch` to all of them."""
 
-    def __init__(self, replies: dict[str, Reply], start_file: str | None, tree: bool):
-        self.replies = replies
+    def __init__(self, task: Task, replies: dict[str, Reply], start_file: str | None, tree: bool):
+        self.task, self.replies = task, replies
         self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
         self.start_file, self.tree = start_file, tree
         self.waiting = start_file is not None  # until the start is sent
+        self.called = time.time()
+        self.timer: Any = None  # the bound on the wait for the hosts not ready yet
+        self.start: dict[str, Any] = {}  # how the start went: when, who was waited for, who was left out
 
     def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
         reply = self.replies.get(str(node)) or self.gateways.setdefault(str(node), Reply())  # a gateway's own
         line = msg.decode(errors="replace")
         if self.waiting and sname != "stderr" and line.startswith(READY_LINE) and str(node) in self.replies:
-            reply.ready, reply.worker = time.time(), worker
+            reply.ready = time.time()
             self._start()
             return
         (reply.err if sname == "stderr" else reply.out).append(line)
@@ -223,21 +278,55 @@ class _Collect(EventHandler):
             for node in worker.iter_keys_timeout():
                 self.replies[str(node)].timed_out = True
 
-    def _start(self) -> None:
-        if not self.waiting or any(r.ready is None and r.rc is None for r in self.replies.values()):
+    def ev_timer(self, timer: Any) -> None:
+        """The bound passed with hosts still not ready: start without them (their sessions ended, so each one's
+        hostrun stops its prepare), and say why on each."""
+        ready = [r.ready for r in self.replies.values() if r.ready is not None and r.rc is None]
+        if not self.waiting or not ready:  # none ready now: nothing to start, the rest end on their own
+            return
+        for reply in self.replies.values():
+            if reply.ready is None and reply.rc is None:
+                reply.dropped = (
+                    f"not ready {time.time() - max(ready):.0f} s after the other {len(ready)} host(s) were "
+                    f"(their slowest took {max(ready) - self.called:.0f} s): the run started without it"
+                )
+                reply.worker.abort()
+        self._start(bounded=True)
+
+    def _start(self, bounded: bool = False) -> None:
+        if not self.waiting:
+            return
+        pending = [r for r in self.replies.values() if r.ready is None and r.rc is None and not r.dropped]
+        ready = {h: r for h, r in self.replies.items() if r.ready is not None and r.rc is None}
+        if pending and not bounded:
+            if ready:  # every host that is done or ready waits at most the bound for the rest
+                latest = max(r.ready for r in ready.values() if r.ready is not None)
+                bound = max(READY_WAIT, latest - self.called)
+                if self.timer is not None:
+                    self.timer.invalidate()
+                self.timer = self.task.timer(max(0.0, latest + bound - time.time()), handler=self)
             return
         self.waiting = False
-        ready = {h: r for h, r in self.replies.items() if r.ready is not None and r.rc is None}
+        if self.timer is not None:
+            self.timer.invalidate()
         if not ready:
             return
         start_at = time.time() + margin(len(ready), self.tree)
+        last = max(ready, key=lambda h: ready[h].ready or 0.0)
+        self.start = {
+            "start_at": start_at,
+            "waited_for": last,  # the host every other one waited for: the last to be ready
+            "wait_s": (ready[last].ready or start_at) - min(r.ready or start_at for r in ready.values()),
+            "without": sorted(h for h, r in self.replies.items() if r.dropped),
+        }
+        for reply in ready.values():
+            reply.start = self.start
         if not self.tree:
             for reply in ready.values():
                 reply.worker.write(f"{start_at!r}\n".encode())
             return
         touch = shlex.join(["touch", "-d", f"@{start_at!r}", str(self.start_file)])
-        task = next(iter(ready.values())).worker.task
-        task.shell(touch, nodes=NodeSet.fromlist(list(ready)), handler=_Said(self.replies), tree=True)
+        self.task.shell(touch, nodes=NodeSet.fromlist(list(ready)), handler=_Said(self.replies), tree=True)
 
 
 class _Said(EventHandler):
@@ -316,9 +405,11 @@ class Engine:
             if self.topology:
                 os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
                 task.load_topology(self.topology)
-            handler = _Collect(replies, start_file, bool(self.topology))
+            handler = _Collect(task, replies, start_file, bool(self.topology))
             for host, argv in commands.items():
-                task.shell(shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology))
+                replies[host].worker = task.shell(
+                    shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology)
+                )
             try:
                 task.run()
             except RouteResolvingError as exc:  # every gateway to a host was lost: the hosts not answered are
@@ -347,6 +438,13 @@ def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dic
         for h, a in argvs.items()
     }
     ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, start_file)  # the prepare, then the run
+    # ssh exits 255 when it could not connect or lost the connection, and when the remote command died by a signal
+    # (the OOM killer): a host that answers now is reachable, and the run's files are to be packed there.
+    silent = [h for h, r in ran.items() if not r.reached and not r.timed_out and not r.dropped]
+    if silent:
+        probed = engine.call({h: ["true"] for h in silent}, PROBE_S)
+        for host in silent:
+            ran[host].died = probed[host].rc == 0
     for host, reply in ran.items():
         _note(outcomes[host], reply, RUN_TASK if reply.ready is not None else PREPARE_TASK)
     _pack_failed(engine, env, next(iter(argvs.values()))["prepare"][0], run_dirs, outcomes)
@@ -357,6 +455,14 @@ def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
     """One round's reply into the host's outcome; return whether the host answered. A command that failed is the
     run's failure, recorded (error.json) as playbooks/run.yml's rescue records it; the host stays in the batch."""
     outcome.task, outcome.ended = task, time.monotonic()
+    if reply.dropped or reply.died:
+        why = reply.dropped or (
+            f"its command ended without an answer (ssh exit {reply.rc}) and the host answers: it died there "
+            "(killed by a signal: the OOM killer?); what it left was ended and packed"
+        )
+        outcome.ok += 1
+        outcome.archives.append(_error_archive({"task": task, "result": {"msg": why, "rc": reply.rc}}))
+        return True
     if not reply.reached:
         outcome.unreachable = True
         if reply.timed_out:
@@ -370,6 +476,8 @@ def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
             outcome.archives.append(base64.b64decode(line[len(ARCHIVE_LINE) :]))
         else:
             lines.append(line)
+    if reply.start:  # beside the run's files: which host every host waited for, and who was left out
+        outcome.archives.append(_archive(START_JSON, reply.start))
     outcome.ok += 1
     if reply.rc != 0:
         result = {"rc": reply.rc, "msg": "non-zero return code", "stdout": "\n".join(lines), "stdout_lines": lines}
@@ -380,10 +488,15 @@ def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
 
 def _error_archive(record: dict[str, Any]) -> bytes:
     """An archive holding error.json: the failed task's record, beside the run's files once unpacked."""
+    return _archive("error.json", record)
+
+
+def _archive(name: str, record: dict[str, Any]) -> bytes:
+    """An archive holding one JSON file, put beside the run's files once unpacked."""
     data = json.dumps(record).encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        info = tarfile.TarInfo("./error.json")
+        info = tarfile.TarInfo(f"./{name}")
         info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
         tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()

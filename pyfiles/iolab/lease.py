@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from iolab import execute, paths
 from iolab.errors import UserError
 from iolab.execute import HOST_DIR, OWNER
-from iolab.shared import leasehold
+from iolab.shared import leasehold, processes
 
 if TYPE_CHECKING:
     from iolab.execute import Lab
@@ -51,14 +51,6 @@ def _boot_id() -> str:
     return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks after boot (/proc/PID/stat field 22): PID and this name one process."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def record(what: str) -> dict[str, Any]:
     """Who takes the lease: the holder's record on each host."""
     return {
@@ -67,7 +59,7 @@ def record(what: str) -> dict[str, Any]:
         "controller": socket.gethostname(),
         "checkout": str(paths.ROOT),
         "pid": os.getpid(),
-        "pid_start": _start_time(os.getpid()),
+        "pid_start": str(processes.started(os.getpid())),
         "boot_id": _boot_id(),
         "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
@@ -82,7 +74,7 @@ def gone(holder: dict[str, Any]) -> str | None:
     pid = holder.get("pid")
     if type(pid) is not int:  # not a record iolab wrote: nothing here can tell
         return None
-    if _start_time(pid) != holder.get("pid_start"):
+    if str(processes.started(pid)) != holder.get("pid_start"):
         return f"PID {holder.get('pid')} on {holder.get('controller')} has ended"
     return None
 
@@ -121,6 +113,28 @@ def _argv(host: str, hostvars: dict[str, Any], args: list[str]) -> list[str]:
     return [*argv, f"{user}@{target}" if user else str(target), shlex.join(remote)]
 
 
+def _machine(host: str, hostvars: dict[str, Any]) -> tuple[str, str]:
+    """The machine an inventory name reaches: its address and port (this one, for a local connection)."""
+    if hostvars.get("ansible_connection") == "local":
+        return ("this controller", "")
+    return (str(hostvars.get("ansible_host", host)), str(hostvars.get("ansible_port", 22)))
+
+
+def _one_name_each(lab: Lab) -> None:
+    """Two inventory names for one machine would take its lease twice, the second refused as held by this very
+    command: refuse them first, naming both."""
+    seen: dict[tuple[str, str], str] = {}
+    for host in lab.hosts:
+        machine = _machine(host, lab.inventory.hostvars.get(host, {}))
+        if machine in seen:
+            where = f"{machine[0]} port {machine[1]}" if machine[1] else machine[0]
+            raise UserError(
+                f"{seen[machine]} and {host} are one machine ({where}): a command takes each host once; "
+                "select one of them (--hosts), or give each its own address in the inventory"
+            )
+        seen[machine] = host
+
+
 class Holder:
     """One host's holder process and its answer."""
 
@@ -128,12 +142,14 @@ class Holder:
         self.host = host
         args = [LEASE_DIR, json.dumps({**info, "host": host})] + ([str(steal_pid)] if steal_pid else [])
         self.state, self.detail = "", dict[str, Any]()
+        self.asked = self.answered = 0.0  # this controller's clock around the holder's answer (clock_refusal)
         self.argv = _argv(host, hostvars, args)
         self.ssh = hostvars.get("ansible_connection") != "local"
 
     def answer(self) -> Holder:
         """Start the holder and read its one line: held, busy, error; or (no line) why it could not start:
         `unreachable` when ssh could not connect, else `error`."""
+        self.asked = time.time()
         try:
             # Its own session: a Ctrl-C at the terminal must not release the lease before teardown ends.
             self.proc = subprocess.Popen(
@@ -149,6 +165,7 @@ class Holder:
             return self
         assert self.proc.stdout is not None and self.proc.stderr is not None  # Popen(stdout=PIPE, stderr=PIPE)
         line = self.proc.stdout.readline().split(" ", 2)
+        self.answered = time.time()
         with contextlib.suppress(ValueError):
             if len(line) == 3 and line[0] == leasehold.LINE and line[1] in ("held", "busy", "error"):
                 self.state, self.detail = line[1], json.loads(line[2])
@@ -177,6 +194,30 @@ class Holder:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+CLOCK_AGREEMENT = 1.0  # s: the most a host's clock may differ from the controller's (MinIO warp refuses more too)
+
+
+def clock_refusal(holder: Holder) -> str | None:
+    """Why a host's clock disagrees with this controller's by more than CLOCK_AGREEMENT, or None. The holder read
+    its clock as it started and as it answered (leasehold's `clock`), between this controller's asking and its
+    reading the answer, so the offset lies within [answered_clock - answered, started_clock - asked] whatever the
+    network's delay: refused only when all of that interval lies past the bound (never on a slow answer alone)."""
+    clock = holder.detail.get("clock")
+    if not (isinstance(clock, list) and len(clock) == 2 and all(isinstance(t, int | float) for t in clock)):
+        return None  # a holder of an older release says nothing of its clock
+    low, high = clock[1] - holder.answered, clock[0] - holder.asked
+    if low > CLOCK_AGREEMENT:
+        way, by = "ahead of", low
+    elif high < -CLOCK_AGREEMENT:
+        way, by = "behind", -high
+    else:
+        return None
+    return (
+        f"{holder.host}'s clock is at least {by:.3g} s {way} this controller's (more than {CLOCK_AGREEMENT:g} s): "
+        "its runs would not start together with the others'; sync its clock (chrony or NTP) and run again"
+    )
 
 
 def _takeover(previous: dict[str, Any], answer: dict[str, Any]) -> str:
@@ -215,6 +256,7 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
     """
     # What this command's runs leave on a host (iolab.execute.OWNER, its release): a command that takes the
     # lease after this one was killed outright cleans it.
+    _one_name_each(lab)
     info = {**record(what), "owner": OWNER, "release": lab.extravars()["iolab_release"]}
     holders = _take(lab, lab.hosts, info, {})
     try:
@@ -244,6 +286,9 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
                 f"{describe(busy[0].host, busy[0].detail)}{more}; wait for it to end, or pass "
                 "--steal if that campaign is gone"
             )
+        if skewed := [off for h in holders if h.state == "held" and (off := clock_refusal(h))]:
+            more = f" (and {len(skewed) - 1} more host(s))" if len(skewed) > 1 else ""
+            raise UserError(skewed[0] + more)
         failed = [h for h in holders if h.state == "error"]
         if failed:
             more = f" (and {len(failed) - 1} more host(s))" if len(failed) > 1 else ""

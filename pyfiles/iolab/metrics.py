@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
-import importlib
 import math
-import pkgutil
 
 from iolab import parsers
 from iolab.parsers import Metric
@@ -42,9 +40,7 @@ def catalogue() -> dict[str, Metric]:
 
     A name declared twice must be declared alike (ValueError otherwise).
     """
-    modules = [parsers] + [
-        importlib.import_module(f"{parsers.__name__}.{m.name}") for m in pkgutil.iter_modules(parsers.__path__)
-    ]
+    modules = [parsers, *parsers.modules()]
     out: dict[str, Metric] = {}
     for metric in [*OWN, *(m for module in modules for m in getattr(module, "METRICS", ()))]:
         if out.setdefault(metric.name, metric) != metric:

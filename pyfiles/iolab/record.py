@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab import metrics, runner, validity
+from iolab import metrics, validity
 from iolab.campaign import Run
-from iolab.parsers import SUM, Measurement, Parsed, ParseError
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, StoreError, utc_iso
+from iolab.errors import StoreError
+from iolab.parsers import SUM, Measurement, Parsed, ParseError, failure_message
+from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
+from iolab.shared.protocol import START_JSON
 from iolab.units import human
 from iolab.workloads import parser_for
 
@@ -29,12 +31,12 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _host_samples(
-    run: Run, host: str, host_dir: Path, warmed_by: str | None = None
+    run: Run, host: str, host_dir: Path, warmed_by: str | None = None, together: bool = False
 ) -> tuple[list[Sample], str | None, dict]:
     """Samples of one host and its per-second series, or the reason there are none."""
     error = _read_json(host_dir / "error.json")
     if error:
-        return [], f"{error.get('task', 'a task')}: {runner.failure_message(error.get('result', {}))}", {}
+        return [], f"{error.get('task', 'a task')}: {failure_message(error.get('result', {}))}", {}
     record = _read_json(host_dir / "run.json")
     try:
         parsed: Parsed = parser_for(run.workload.tool)(host_dir)
@@ -47,6 +49,10 @@ def _host_samples(
         **parsed.metadata,
         "host": record.get("facts", {}),
         "start_skew_s": record.get("start_skew_s"),
+        # how late a host of a run on several may start before it is flagged (validity: start_skewed)
+        **({"start_skew_max_s": run.workload.start_skew_max or validity.START_SKEW_MAX} if together else {}),
+        # A fan-out run's common start (iolab.fanout): the host every host waited for, those it started without
+        "start": _read_json(host_dir / START_JSON) or None,
         "page_cache_growth_bytes": record.get("page_cache_after", 0) - record.get("page_cache_before", 0),
         "cache_state": "dropped" if dropped else f"warm: {warmed_by}" if warmed_by else "not dropped (cache: keep)",
         "caches_dropped_at": dropped.get("dropped_at"),
@@ -161,47 +167,70 @@ def _verdict(group: list[Sample]) -> dict[str, Any]:
     }
 
 
+# What the controller knew of a run each time it recorded it (a line each: a resume records a host's gap later),
+# beside the run's files (raw/<run_id>/RECORDED): with the hosts' own files, all that the samples are made of, so
+# that `results.reparse` makes them again.
+RECORDED = "recorded.jsonl"
+
+
 def record_run(
     store: ResultStore,
     run: Run,
-    result: runner.Result | None,
+    failed: dict[str, tuple[str, str]] | None,
     hosts: list[str],
     complete: bool = True,
     warmed_by: str | None = None,
 ) -> tuple[list[str], list[Sample]]:
     """Store a run's samples and per-host status; return the failures as sentences, and the samples.
 
-    The aggregate (host "*") is made only when every host of the run ran it together
-    (`complete`), never from a resume that filled one host's gap.
+    `failed`: each host the run failed on or could not reach, (the task, why) — runner.Result.failed_hosts;
+    None: the run did not start. The aggregate (host "*") is made only when every host of the run ran it
+    together (`complete`), never from a resume that filled one host's gap.
     """
+    recorded = {
+        "run": run.model_dump(mode="json"),
+        "hosts": hosts,
+        "failed": failed,
+        "complete": complete,
+        "warmed_by": warmed_by,
+    }
+    raw = store.raw_dir(run.run_id)
+    with contextlib.suppress(OSError):  # without it the samples are stored all the same; only a reparse misses it
+        raw.mkdir(parents=True, exist_ok=True)
+        with (raw / RECORDED).open("a") as out:
+            out.write(json.dumps(recorded) + "\n")
+    failures, samples, errors = derive(run, raw, recorded)
+    store_run(store, run, samples, errors)
+    return failures, samples
+
+
+def derive(run: Run, raw: Path, recorded: dict[str, Any]) -> tuple[list[str], list[Sample], dict[str, str | None]]:
+    """A run's samples and each host's status (None: ok; else why it failed), from its files under `raw` and what
+    was recorded with them (RECORDED); the failures as sentences."""
     per_host: dict[str, tuple[list[Sample], dict]] = {}
     errors: dict[str, str | None] = {}
-    failures = []
-    outcomes = result.hosts if result else {}
+    hosts, failed = recorded["hosts"], recorded["failed"]
     for host in hosts:
-        outcome = outcomes.get(host)
         error: str | None
-        if outcome and (outcome.failed or outcome.unreachable):
-            error = outcome.describe().split(": ", 1)[1]
-            own = _read_json(store.raw_dir(run.run_id) / host / "error.json")  # the run's, before a later phase's
-            if own and own.get("task") != outcome.task:
-                error = (
-                    f"failed at task '{own.get('task')}': {runner.failure_message(own.get('result', {}))}; then {error}"
-                )
-        elif result is None:
+        if failed is None:
             error = "the run did not start"
+        elif host in failed:
+            task, error = failed[host]
+            own = _read_json(raw / host / "error.json")  # the run's, before a later phase's
+            if own and own.get("task") != task:
+                error = f"failed at task '{own.get('task')}': {failure_message(own.get('result', {}))}; then {error}"
         else:
-            samples, error, series = _host_samples(run, host, store.raw_dir(run.run_id) / host, warmed_by)
+            samples, error, series = _host_samples(
+                run, host, raw / host, recorded["warmed_by"], together=len(hosts) > 1
+            )
             if not error:
                 per_host[host] = (samples, series)
         errors[host] = error
-        if error:
-            failures.append(f"{run.label()}: failed on {host}: {error}")
+    failures = [f"{run.label()}: failed on {host}: {error}" for host, error in errors.items() if error]
     samples = [s for host_samples, _ in per_host.values() for s in host_samples]
-    if per_host and not failures and complete:
+    if per_host and not failures and recorded["complete"]:
         samples += aggregate(per_host)
-    store_run(store, run, samples, errors)
-    return failures, samples
+    return failures, samples, errors
 
 
 def run_sample(
@@ -249,6 +278,7 @@ def run_record(run: Run, host: str, error: str | None) -> dict[str, Any]:
         "backend": run.backend.name,
         "workload": run.workload.name,
         "repetition": run.repetition,
+        "params": run.params,  # the point it was run at: a failed run has no sample that says it
         "status": "failed" if error else "ok",
         "error": error,
         "at": utc_iso(time.time()),

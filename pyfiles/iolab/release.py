@@ -16,11 +16,20 @@ from iolab import paths
 PACKAGE = Path(__file__).resolve().parent
 
 
+# What the hosts run: the host side, what both sides share, and the package's leaves (tests/unit/test_structure.py
+# holds that the host side imports nothing else). The controller's modules stay here: a change to a report does not
+# make a new release that every host unpacks.
+SHIPPED = ("host", "shared", "__init__.py", "errors.py", "units.py")
+
+
 def _files() -> list[Path]:
     return sorted(
         p
         for p in PACKAGE.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+        if p.is_file()
+        and p.relative_to(PACKAGE).parts[0] in SHIPPED
+        and "__pycache__" not in p.parts
+        and p.suffix not in (".pyc", ".pyo")
     )
 
 

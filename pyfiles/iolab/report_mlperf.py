@@ -19,7 +19,9 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 
-from iolab import validity
+from iolab import metrics, validity
+from iolab.errors import UserError
+from iolab.parsers import SUM
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.units import printable
 from iolab.workloads.mlperf import RULES
@@ -53,11 +55,20 @@ CHECKPOINTING = (
 
 
 def _run_value(samples: list[Sample], metric: str, combine=statistics.fmean) -> float | None:
-    """One run's figure: its aggregate over hosts (host "*") where there is one, else its hosts' combined."""
+    """One run's figure: its aggregate over hosts (host "*") where there is one; else (a resumed run that filled
+    one host's gap has none) its hosts' figures added up as the catalogue adds them (summed, or the tool's own
+    rule), or `combine`d for a metric that is not added up (AU: the lowest)."""
     mine = [s for s in samples if s.metric == metric and not s.params.get("syscall")]
     total = [s.value for s in mine if s.host == AGGREGATE_HOST]
-    hosts = [s.value for s in mine if s.host != AGGREGATE_HOST]
-    return total[0] if total else combine(hosts) if hosts else None
+    hosts = [s for s in mine if s.host != AGGREGATE_HOST]
+    if total or len(hosts) < 2:
+        return total[0] if total else hosts[0].value if hosts else None
+    rule = metrics.of(metric).hosts
+    if rule == SUM:
+        return sum(s.value for s in hosts)
+    if callable(rule):
+        return rule(hosts, [s for s in samples if s.host != AGGREGATE_HOST])[0]
+    return combine([s.value for s in hosts])
 
 
 def mean_of_runs(runs: Iterable[list[Sample]], metric: str, combine=statistics.fmean) -> float | None:
@@ -134,9 +145,9 @@ def text(samples: list[Sample], kv_cache: str = "") -> str:
     saying so when it has no MLPerf workload."""
     training, checkpointing = rows(samples)
     if not training and not checkpointing and not kv_cache:
-        return (
-            "no MLPerf workload in this campaign (type: mlperf, dlio, or mlperf: true on a checkpoint or kvcache "
-            "workload); use --format table"
+        raise UserError(
+            f"no MLPerf workload in this campaign ({len(samples)} samples; type: mlperf, dlio, or mlperf: true on a "
+            "checkpoint or kvcache workload): nothing to lay out in MLPerf Storage's columns; use --format table"
         )
     parts = [pipe_table("MLPerf Storage training", TRAINING, training)] if training else []
     if checkpointing:

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from iolab import paths
 from iolab.errors import Terminated
+from iolab.parsers import failure_message
 from iolab.shared.processes import ToolTree, end_processes
 from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX
 
@@ -78,6 +79,10 @@ class Result:
     def failures(self) -> list[HostOutcome]:
         return [h for h in self.hosts.values() if h.failed or h.unreachable]
 
+    def failed_hosts(self) -> dict[str, tuple[str, str]]:
+        """Each host the run failed on or could not reach: (the task, why), what iolab.record keeps of it."""
+        return {h.host: (h.task, h.describe().split(": ", 1)[1]) for h in self.failures()}
+
     def ok_hosts(self) -> list[str]:
         return [h.host for h in self.hosts.values() if not (h.failed or h.unreachable)]
 
@@ -89,20 +94,6 @@ class Result:
             tail = [line for line in self.log.splitlines() if line.strip()][-3:]
             return f"ansible-playbook ended {self.status} (rc {self.rc}): " + " | ".join(tail)
         return "ok"
-
-
-def failure_message(res: dict[str, Any]) -> str:
-    """The sentence worth showing from a failed task's result (a loop's: its first failed item's)."""
-    failed_items = [item for item in res.get("results", []) if isinstance(item, dict) and item.get("failed")]
-    if failed_items:
-        return failure_message(failed_items[0])
-    msg = str(res.get("msg") or "").strip()
-    stderr = str(res.get("stderr") or "").strip().splitlines()
-    stdout = str(res.get("stdout") or "").strip().splitlines()
-    detail = stderr[-1] if stderr else (stdout[-1] if stdout and not msg else "")
-    if msg.startswith("non-zero return code") and detail:
-        return f"{detail} (rc {res.get('rc')})"
-    return f"{msg}: {detail}" if msg and detail else msg or detail or "failed (no message)"
 
 
 def _take_archives(res: dict[str, Any], into: list[bytes]) -> dict[str, Any]:

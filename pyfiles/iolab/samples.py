@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from iolab.errors import RunFailed, UserError
+from iolab import metrics
+from iolab.errors import StoreError, UserError
 
 SCHEMA = "iolab.sample/1"
 UNITS = frozenset({"B/s", "B", "IOPS", "s", "samples/s", "%", "ns", "cores", "count", "ops/s", "tokens/s"})
@@ -45,11 +46,6 @@ T = TypeVar("T")
 # ~0.1–1 MiB; profilers' far more, and they say so when they fail).
 MIN_FREE_BYTES = 64 << 20
 # errno values that say the results disk, not the run, is at fault.
-DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO)
-
-
-class StoreError(RunFailed):
-    """The results could not be written: what was being stored is not, and a resume runs it again."""
 
 
 class CorruptStore(UserError):
@@ -117,7 +113,11 @@ class Sample:
             raise ValueError(f"value {data['value']!r} is not a finite number")
         if data.get("schema", SCHEMA) != SCHEMA:
             raise ValueError(f"schema {data['schema']!r:.40}, not {SCHEMA}")
-        return cls(**data)
+        sample = cls(**data)
+        declared = metrics.of(sample.metric).unit  # "" for a metric another version declares
+        if declared and sample.unit != declared:
+            raise ValueError(f"{sample.metric} in {sample.unit}: the catalogue's unit for it is {declared}")
+        return sample
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(Sample))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 from iolab.units import parse_duration, parse_size
 
@@ -46,6 +46,8 @@ def _ramp(value: str | int | float) -> float:
 
 
 Name = Annotated[str, AfterValidator(_name)]
+# A campaign's booleans are YAML's true and false: "yes", 1 or [true] are refused, never read as true.
+Bool = StrictBool
 Size = Annotated[int, BeforeValidator(parse_size)]
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 AbsPath = Annotated[str, AfterValidator(_absolute)]

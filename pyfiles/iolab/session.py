@@ -193,7 +193,8 @@ class BackendSession:
         result = play_run(
             self.state.lab, [run_phase(run, warm_command)], run, self.state.store.raw_dir(run.run_id), title, hosts
         )
-        failures, stored = record_run(self.state.store, run, result, hosts, complete=complete, warmed_by=warmed_by)
+        failed = result.failed_hosts() if result else None
+        failures, stored = record_run(self.state.store, run, failed, hosts, complete=complete, warmed_by=warmed_by)
         return failures, stored, result
 
     def finish(
@@ -271,7 +272,7 @@ class BackendSession:
         state, batch = self.state, self.batch
         assert batch is not None
         failures, stored = record_run(
-            state.store, run, result, batch.hosts, complete=batch.hosts == run.on(state.lab.hosts)
+            state.store, run, result.failed_hosts(), batch.hosts, complete=batch.hosts == run.on(state.lab.hosts)
         )
         self.failures += failures
         if run is batch.runs[-1]:
@@ -315,12 +316,14 @@ class BackendSession:
         return skipped
 
     def _lose_unreachable(self, result: runner.Result | None, title: str) -> None:
-        """Leave the hosts the run found unreachable out of the rest of the campaign (a later call fills their gap)."""
+        """Leave the hosts the run found unreachable out of the rest of the campaign (a later call fills their gap).
+        They stay in the teardown: what the run left there is torn down when the backend's session ends, over
+        Ansible's own connection (a fan-out's gateway may be what failed); a host it cannot reach keeps its lease
+        record, and the next command there cleans first (iolab.lease)."""
         for outcome in result.failures() if result else []:
             if outcome.unreachable and outcome.host in self.mounted:
                 self.state.lost[outcome.host] = f"unreachable since {title}: {outcome.message}"
                 self.mounted.remove(outcome.host)
-                self.teardown.remove(outcome.host)
                 self.state.lab.console.print(
                     f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
                     "run bench.all again later to fill its gap"

@@ -77,28 +77,24 @@ def parse_duration(text: str | int | float) -> float:
     return seconds
 
 
+def _significant(value: float, digits: int = 3) -> str:
+    """`digits` significant digits, never in exponent form: 105000, not 1.05e+05."""
+    return f"{value:.0f}" if abs(value) >= 10**digits else f"{value:.{digits}g}"
+
+
 def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> str:
-    for factor, suffix in steps:
-        if abs(value) >= factor:
-            return f"{value / factor:.{digits}g} {suffix}"
-    factor, suffix = steps[-1]
-    return f"{value / factor:.{digits}g} {suffix}"
+    factor, suffix = next(((f, s) for f, s in steps if abs(value) >= f), steps[-1])
+    return f"{_significant(value / factor, digits)} {suffix}"
 
 
-def human(value: float, unit: str) -> str:
-    """A value in a canonical unit (B/s, B, IOPS, s, ns, %, ...) written for people."""
+def human(value: float, unit: str, si: bool = False) -> str:
+    """A value in a canonical unit (B/s, B, IOPS, s, ns, %, ...) written for people; `si`: bytes in GB, not GiB
+    (where the field's own figures are decimal: MLPerf's checkpoint sizes)."""
     if unit in ("B/s", "B"):
         tail = "/s" if unit == "B/s" else ""
-        return _scaled(
-            value,
-            [
-                (1024**4, "TiB" + tail),
-                (1024**3, "GiB" + tail),
-                (1024**2, "MiB" + tail),
-                (1024, "KiB" + tail),
-                (1, "B" + tail),
-            ],
-        )
+        base, prefixes = (1000, ("T", "G", "M", "k")) if si else (1024, ("Ti", "Gi", "Mi", "Ki"))
+        steps = [(base ** (4 - i), f"{p}B{tail}") for i, p in enumerate(prefixes)]
+        return _scaled(value, [*steps, (1, "B" + tail)])
     if unit == "ns":
         return _scaled(value, [(1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1, "ns")])
     if unit in ("IOPS", "samples/s"):
@@ -106,8 +102,8 @@ def human(value: float, unit: str) -> str:
     if unit == "%":
         return f"{value:.1f} %"
     if unit == "s":
-        return f"{value:.3g} s"
-    return f"{value:.4g} {unit}".strip()
+        return f"{_significant(value)} s"
+    return f"{_significant(value, 4)} {unit}".strip()
 
 
 def printable(text: str) -> str:

@@ -47,14 +47,15 @@ from iolab import metrics
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.units import human, parse_size
 from iolab.workloads import kvcache_rules
+from iolab.workloads.mlperf import RAM_MULTIPLE
 
-RAM_MULTIPLE = 5  # data set ≥ 5× the host's RAM (MLPerf Storage)
 AGREEMENT = 0.05  # repeats within 5% of their median agree (MLPerf Storage)
 # The figures of merit the agreement rule judges (the catalogue's `judged`); others show their spread only.
 MERIT_METRICS = metrics.named("judged")
 # Parameters that size or time a run without changing what it measures: not part of a setting.
 NOT_SETTINGS = frozenset(
-    {"runtime", "ramp", "size", "allow_caching", "timeout", "warmup", "profilers", "duration", "trials", "pause"}
+    {"runtime", "ramp", "size", "allow_caching", "timeout", "warmup", "profilers", "start_skew_max"}
+    | {"duration", "trials", "pause"}  # a KV-cache run's length, trials and pause
 )
 # Settings that are byte counts: labelled with a unit (object_size=1MiB, not 1048576).
 BYTE_SETTINGS = frozenset({"object_size", "gpu_bytes", "cpu_bytes"})
@@ -62,6 +63,8 @@ BYTE_SETTINGS = frozenset({"object_size", "gpu_bytes", "cpu_bytes"})
 POTENTIAL_CACHING = "potential_caching"
 OVERRIDDEN = "overridden"
 REPEATS_DISAGREE = "repeats_disagree"
+START_SKEWED = "start_skewed"  # a host of a run on several started late: said, the sample stays comparable
+START_SKEW_MAX = 1.0  # s, where the workload sets no start_skew_max: as far as the hosts' clocks may disagree
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +79,7 @@ class Flag:
     @property
     def blocking(self) -> bool:
         """Whether it makes the sample incomparable; MLPerf's rules make it `mlperf_valid: false` only."""
-        return self.name != OVERRIDDEN and not self.name.startswith(MLPERF_PREFIX)
+        return self.name not in (OVERRIDDEN, START_SKEWED) and not self.name.startswith(MLPERF_PREFIX)
 
 
 # --- settings and metric labels -----------------------------------------------------------------
@@ -297,6 +300,22 @@ def _size_check(meta: Mapping[str, Any], read_bw: float | None, host: str) -> tu
     return [Flag(POTENTIAL_CACHING, reason, host=host)], []
 
 
+def _skew_check(meta: Mapping[str, Any], host: str) -> list[Flag]:
+    """A host of a run on several that started further from the common start than the run's bound
+    (metadata.start_skew_max_s, recorded for runs on several hosts only)."""
+    skew, bound = meta.get("start_skew_s"), meta.get("start_skew_max_s")
+    if not isinstance(skew, int | float) or not isinstance(bound, int | float) or abs(skew) <= bound:
+        return []
+    return [
+        Flag(
+            START_SKEWED,
+            f"{host} started {skew:.3g} s after the hosts' common start, more than start_skew_max ({bound:g} s): "
+            "it did not run together with the others for all of the run",
+            host=host,
+        )
+    ]
+
+
 def _recorded(meta: Mapping[str, Any], host: str, known: set[str]) -> list[Flag]:
     """Flags recorded with the run (the telemetry evidence check, and bench's own `sample_flags`).
 
@@ -330,6 +349,7 @@ def host_run_check(samples: list[Sample]) -> tuple[list[Flag], list[str]]:
     first = samples[0]
     read_bw = next((s.value for s in samples if s.metric == "read_bw" and not s.params.get("syscall")), None)
     flags, notes = _size_check(first.metadata, read_bw, first.host)
+    flags += _skew_check(first.metadata, first.host)
     flags += [_mlperf_flag(name, why, first.host) for name, why in _host_rules(first)]
     recorded = _recorded(first.metadata, first.host, {f.reason for f in flags} | set(notes))
     # The size check and the evidence check may both fire: one flag, both reasons.
@@ -515,7 +535,7 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
         memory = [int((s.metadata.get("host") or {}).get("memory_bytes") or 0) for s in hosts.values()]
         held = min((int(s.metadata.get("dataset_samples") or 0) for s in hosts.values()), default=0)
         if hosts and all(memory):
-            needed = required_samples(model, batch, accelerators, memory, RAM_MULTIPLE)
+            needed = required_samples(model, batch, accelerators, memory)
             if held < needed:
                 add(
                     Flag(

@@ -47,6 +47,10 @@ def test_cache_warm_reports_cold_and_warm_side_by_side(cli, write_campaign, tmp_
     raw = {p.name for p in (cli.results / "itest-warm" / "raw").iterdir()}
     assert raw == {s["run_id"] for s in bw.values()}
     assert mounted() == [] and not (disk / "iolab-localhost").exists()
+    # Issue 37: the samples are made again from the runs' files (and what was recorded with them, how a warm run
+    # was warmed among it), the same as the store.
+    again = cli("results.reparse", "--campaign", "itest-warm")
+    assert "itest-warm: 4 runs' samples made again from their files: the same as the store" in again.stdout
 
 
 def test_a_run_past_its_timeout_is_stopped_and_recorded_failed(cli, write_campaign, tmp_path):

@@ -1,16 +1,14 @@
 """The storage side of a Ceph backend on localhost: the OSDs' (and MDS's) caches dropped before each run, and
-the OSDs' perf counters sampled while it runs. A real single-node cluster (the lab fixture of
-test_services.py, with its own directories and ports), real bench.all, real fio through librbd and ceph-fuse.
+the OSDs' perf counters sampled while it runs. A real single-node cluster (the session's lab in a box,
+tests/labbox.py), real bench.all, real fio through librbd and ceph-fuse.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
-from integration.test_services import Lab, _teardown, free_ports
 
 from support import mounted
 
@@ -19,18 +17,9 @@ pytestmark = pytest.mark.integration
 LEASE_WAIT_S = 600
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> Iterator[Lab]:
-    """The Ceph cluster alone (no NFS server), in its own directories and on free ports; deleted at the end."""
-    root = tmp_path_factory.mktemp("ceph-side")
-    lab = Lab(root=root, ports=dict(zip(("mon", "mon_v1", "nfs", "mount", "rgw"), free_ports(5), strict=True)))
-    lab.inventory.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
-    try:
-        done = lab.playbook("started", "-e", json.dumps({"services_enabled": ["ceph"]}))
-        assert done.returncode == 0, done.stdout[-6000:]
-        yield lab
-    finally:
-        _teardown(lab)
+@pytest.fixture
+def lab(lab_box):
+    return lab_box
 
 
 def bench(cli, campaign, check: bool = True):
@@ -47,9 +36,8 @@ def bench(cli, campaign, check: bool = True):
 FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "3s", "ramp": "1s", "size": "64MiB"}
 
 
-def ceph_fields(lab: Lab) -> dict:
-    client = lab.ceph_client()
-    return {"ceph_conf": client["conf"], "keyring": client["keyring"], "client": client["client_id"]}
+def ceph_fields(lab) -> dict:
+    return lab.ceph_fields()
 
 
 def host_files(cli, campaign: str, run_id: str) -> dict:

@@ -1,8 +1,7 @@
-"""S3 through the lab's Ceph radosgw, on localhost: a real radosgw, real boto3 requests, real campaigns.
+"""S3 through the lab's Ceph radosgw: a real radosgw, real boto3 requests, real campaigns on localhost.
 
-The module brings up its own lab cluster (test_services' Lab, with radosgw on a free
-port and without NFS), torn down by the same finalizer; its bucket is `itest-s3` and its
-campaigns `itest-s3-*`, so a lab the developer runs with the defaults is never touched.
+The session's lab in a box (fixture `lab_box`, tests/labbox.py) serves the bucket; this module's keys go under
+its own prefixes (itest-objects, itest-loader) and its campaigns are `itest-s3-*`.
 """
 
 from __future__ import annotations
@@ -11,45 +10,28 @@ import configparser
 import re
 import stat
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from integration.test_services import Lab, assert_ok, free_ports, run
-from integration.test_services import _teardown as teardown
 
-BUCKET = "itest-s3"
+from labbox import BUCKET, assert_ok, run
 
-
-class RgwLab(Lab):
-    def extra_vars(self) -> dict:
-        return {
-            **super().extra_vars(),
-            "service_ceph_rgw_bucket": BUCKET,
-            "services_enabled": ["ceph"],
-        }
-
-    def s3(self) -> dict:
-        return self.ceph_client()["s3"]
-
-    def keys(self) -> list[str]:
-        profile = configparser.ConfigParser()
-        profile.read(self.s3()["credentials"])
-        return [profile["default"]["aws_access_key_id"], profile["default"]["aws_secret_access_key"]]
+OUTPUTS: dict[str, str] = {}  # what the services and the campaign printed, for the keys test at the end
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> Iterator[RgwLab]:
-    root = Path(tmp_path_factory.mktemp("s3"))
-    lab = RgwLab(root=root, ports=dict(zip(("mon", "mon_v1", "nfs", "mount", "rgw"), free_ports(5), strict=True)))
-    lab.inventory.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
-    try:
-        # -vv: the task arguments and results Ansible shows; the keys must be in none of them.
-        lab.started = lab.playbook("started", "-vv", timing="cold started")
-        assert_ok(lab.started)
-        yield lab
-    finally:
-        teardown(lab)
+def s3_info(lab) -> dict:
+    return lab.ceph_client()["s3"]
+
+
+def keys(lab) -> list[str]:
+    profile = configparser.ConfigParser()
+    profile.read(s3_info(lab)["credentials"])
+    return [profile["default"]["aws_access_key_id"], profile["default"]["aws_secret_access_key"]]
+
+
+@pytest.fixture
+def lab(lab_box):
+    return lab_box
 
 
 def bench_all(cli, path: Path, check: bool = True):
@@ -65,30 +47,22 @@ def bench_all(cli, path: Path, check: bool = True):
     return done
 
 
-def backend(lab: RgwLab, name: str, **extra) -> dict:
-    s3 = lab.s3()
-    return {
-        "name": name,
-        "type": "s3",
-        "endpoint": s3["endpoint"],
-        "bucket": s3["bucket"],
-        "credentials": s3["credentials"],
-        **extra,
-    }
+def backend(lab, name: str, **extra) -> dict:
+    return {"name": name, "type": "s3", **lab.s3_fields(), **extra}
 
 
 def test_radosgw_serves_the_published_bucket_on_loopback_with_private_credentials(lab):
     import boto3
 
-    s3 = lab.s3()
+    s3 = s3_info(lab)
     assert s3 == {
-        "endpoint": f"http://127.0.0.1:{lab.ports['rgw']}",
+        "endpoint": f"http://{lab.bind}:{lab.ports['rgw']}",
         "bucket": BUCKET,
         "region": "us-east-1",
         "credentials": str(lab.ceph_dir / "s3.credentials"),
     }
     assert stat.S_IMODE(Path(s3["credentials"]).stat().st_mode) == 0o600
-    access, secret = lab.keys()
+    access, secret = keys(lab)
     client = boto3.client(
         "s3",
         endpoint_url=s3["endpoint"],
@@ -102,15 +76,15 @@ def test_radosgw_serves_the_published_bucket_on_loopback_with_private_credential
     client.delete_object(Bucket=BUCKET, Key="itest/hello")
     rgw_pid = int((lab.ceph_dir / "run" / "radosgw.iolab.pid").read_text())
     listening = [line for line in run(["ss", "-Hltnp"]).stdout.splitlines() if f"pid={rgw_pid}," in line]
-    assert listening and all(line.split()[3] == f"127.0.0.1:{lab.ports['rgw']}" for line in listening), listening
+    assert listening and all(line.split()[3] == f"{lab.bind}:{lab.ports['rgw']}" for line in listening), listening
 
 
 def test_a_second_started_run_leaves_user_bucket_and_keys_alone(lab):
-    keys = lab.keys()
+    before = keys(lab)
     done = lab.playbook("started", "-vv")
     assert assert_ok(done)["changed"] == 0, done.stdout[-6000:]
-    assert lab.keys() == keys
-    lab.second = done
+    assert keys(lab) == before
+    OUTPUTS["second"] = done.stdout + done.stderr
 
 
 def test_object_put_and_get_figures_by_size_and_threads(lab, cli, write_campaign):
@@ -155,17 +129,17 @@ def test_object_put_and_get_figures_by_size_and_threads(lab, cli, write_campaign
     assert "itest-s3" in table and "read_bw" in table and "write_bw" in table
     leftovers = run(["radosgw-admin", "--conf", lab.ceph_client()["conf"], "bucket", "list", "--bucket", BUCKET]).stdout
     assert "itest-objects/" not in leftovers  # every key deleted after its run
-    lab.objects_output = done.stdout + done.stderr
-    lab.objects_results = cli.results / "itest-s3-objects"
+    OUTPUTS["objects"] = done.stdout + done.stderr
+    OUTPUTS["objects_results"] = str(cli.results / "itest-s3-objects")
 
 
-def s3_client(lab: RgwLab):
+def s3_client(lab):
     import boto3
 
-    access, secret = lab.keys()
+    access, secret = keys(lab)
     return boto3.client(
         "s3",
-        endpoint_url=lab.s3()["endpoint"],
+        endpoint_url=s3_info(lab)["endpoint"],
         region_name="us-east-1",
         aws_access_key_id=access,
         aws_secret_access_key=secret,
@@ -261,11 +235,11 @@ def test_a_file_workload_with_only_an_s3_backend_is_refused_before_anything_runs
 
 def test_the_keys_appear_in_no_result_raw_file_or_ansible_output(lab):
     """Runs after the campaign above (file order): its results directory and output, and the services' -vv output."""
-    texts = [lab.started.stdout + lab.started.stderr, lab.second.stdout + lab.second.stderr, lab.objects_output]
+    texts = [lab.started.stdout + lab.started.stderr, OUTPUTS["second"], OUTPUTS["objects"]]
     assert any("Write the S3 user's keys" in text for text in texts)  # the output is the real one
-    stored = [p for p in lab.objects_results.rglob("*") if p.is_file()]
+    stored = [p for p in Path(OUTPUTS["objects_results"]).rglob("*") if p.is_file()]
     assert any(p.name == "objects.json" for p in stored) and any(p.name == "samples.jsonl" for p in stored)
-    for secret in lab.keys():
+    for secret in keys(lab):
         assert re.fullmatch(r"[A-Za-z0-9/+=]{16,}", secret)
         assert not [i for i, text in enumerate(texts) if secret in text]
         assert not [p for p in stored if secret.encode() in p.read_bytes()]

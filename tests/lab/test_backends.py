@@ -1,9 +1,8 @@
 """Storage backends on simulated hosts, against the lab's own Ceph and NFS (lab.services-up --bind <the lab's bridge>).
 
-One cluster and one ganesha for the module, brought up through `invoke lab.services-up`
-with their own directories and free ports (a developer's lab on the defaults is never
-touched) and torn down by the fixture whatever happens: `lab.services-down --destroy`,
-then whatever is left, killed by PID. Every backend is mounted the way users do it
+The session's lab in a box (fixture `lab_box`, tests/labbox.py: brought up through `invoke lab.services-up`
+on the simulated lab's bridge, in its own directories and on free ports); this module's files, images and
+campaign are its own, and its fixture removes them whatever happens. Every backend is mounted the way users do it
 (`invoke storage.mount`, `bench.all`) and checked from the hosts over SSH; after each
 test nothing of it may be left on the hosts: mounts, loop devices, daemons (by PID),
 state directories, records.
@@ -19,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,25 +29,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from labbox import LabBox
 from support import Cli
 
 pytestmark = pytest.mark.lab
 
 STATE = Path("/run/iolab/storage")  # per host and backend (the roles' state_dir)
 RECORDS = Path("/run/iolab/mounts")
-
-
-def free_ports(address: str, count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((address, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def alive(pid: int) -> bool:
@@ -74,32 +60,23 @@ def processes_naming(text: str) -> list[int]:
 
 @dataclass
 class Services:
+    """The module's side of the session's lab in a box: its own files (data set, images), campaign and results."""
+
     root: Path
+    box: LabBox
     cli: Cli
-    vars_file: Path
     campaign: Path = field(init=False)
     timings: dict[str, float] = field(default_factory=dict)
     touched: set[str] = field(default_factory=set)  # backends the teardown must make sure of
 
-    @property
-    def ceph_dir(self) -> Path:
-        return self.root / "ceph"
-
     def client(self) -> dict:
-        return json.loads((self.ceph_dir / "client.json").read_text())
+        return self.box.ceph_client()
 
     def nfs(self) -> dict:
-        return json.loads((self.root / "nfs" / "client.json").read_text())
+        return self.box.nfs_server()
 
     def rbd(self, *args: str) -> str:
-        c = self.client()
-        return subprocess.run(
-            ["rbd", "--conf", c["conf"], "--keyring", c["keyring"], "--id", c["client_id"], *args],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        ).stdout
+        return self.box.rbd(*args).stdout
 
     def timed(self, label: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         started = time.monotonic()
@@ -109,27 +86,10 @@ class Services:
 
 
 @pytest.fixture(scope="module")
-def services(sim_hosts) -> Iterator[Services]:
+def services(lab_box, sim_hosts) -> Iterator[Services]:
     root = Path(tempfile.mkdtemp(prefix="iolab-bk-", dir="/tmp"))
-    ports = free_ports(sim_hosts.controller, 4)
-    vars_file = root / "services.yml"
-    vars_file.write_text(
-        yaml.safe_dump(
-            {
-                "service_ceph_dir": str(root / "ceph"),
-                "service_ceph_mon_port": ports[0],
-                "service_ceph_mon_port_v1": ports[1],
-                "service_ceph_osd_size": "4G",
-                "service_nfs_dir": str(root / "nfs"),
-                "service_nfs_export_path": str(root / "export"),
-                "service_nfs_port": ports[2],
-                "service_nfs_mount_port": ports[3],
-            }
-        )
-    )
-    lab = Services(root=root, cli=Cli(root / "results"), vars_file=vars_file)
+    lab = Services(root=root, box=lab_box, cli=Cli(root / "results"))
     try:
-        lab.timed("services-up", "lab.services-up", "--bind", sim_hosts.controller, "--vars-file", str(vars_file))
         lab.campaign = write_campaign(lab, sim_hosts)
         yield lab
     finally:
@@ -138,7 +98,7 @@ def services(sim_hosts) -> Iterator[Services]:
 
 
 def _teardown(lab: Services, sim_hosts) -> None:
-    """Whatever a failed test left: unmount every backend, stop and delete the services, kill the rest."""
+    """Whatever a failed test left: unmount every backend it touched, remove its images, kill the rest."""
     if hasattr(lab, "campaign"):
         for name in sorted(lab.touched):
             lab.cli(
@@ -153,7 +113,12 @@ def _teardown(lab: Services, sim_hosts) -> None:
                 "gpu[01-04]",
                 check=False,
             )
-    lab.timed("services-down", "lab.services-down", "--destroy", "--vars-file", str(lab.vars_file), check=False)
+    pool = lab.client()["rbd_pool"]
+    for image in ("itest-ds", "itest-full", "itest-blk"):  # the module's images, their snapshots first
+        with contextlib.suppress(AssertionError):
+            lab.box.rbd("snap", "purge", f"{pool}/{image}")
+        with contextlib.suppress(AssertionError):
+            lab.box.rbd("rm", "--no-progress", f"{pool}/{image}")
     for pid in processes_naming(str(lab.root)):
         os.kill(pid, signal.SIGKILL)
     shutil.rmtree(lab.root, ignore_errors=True)
@@ -322,7 +287,7 @@ def test_services_up_serves_the_simulated_hosts(services, sim_hosts):
     client, nfs = services.client(), services.nfs()
     assert client["mon_host"].startswith(f"[v2:{sim_hosts.controller}:")
     assert nfs["address"] == sim_hosts.controller
-    (services.root / "export" / "from-controller.txt").write_text("exported\n")
+    (services.box.export / "from-controller.txt").write_text("exported\n")
     # NFS server side, from a simulated host, with no kernel NFS client: libnfs.
     listing = sim_hosts.ssh(on(sim_hosts, "gpu03"), f"nfs-ls '{nfs['v4_url']}'").stdout
     assert "from-controller.txt" in listing

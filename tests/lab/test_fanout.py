@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -35,6 +37,8 @@ def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_pat
     gated.write_text(yaml.safe_dump(inventory))
     cli = Cli(results)
     path = tmpfs_campaign(tmp_path, "lab-gateway", [FIO])
+    dry = cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path), "--dry-run")
+    assert f"fio's runs go through the ClusterShell gateways gpu01 (topology {topology})" in dry.stdout
     cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path))
 
     samples = [s for s in cli.samples("lab-gateway") if s["metric"] == "read_bw"]
@@ -93,3 +97,62 @@ def test_a_run_that_fails_on_the_hosts_is_recorded_as_the_playbooks_rescue_recor
         assert not list(RUNS.glob(f"*/{run['host']}/{run['run_id']}*"))  # packed and gone, as the rescue leaves it
     assert cli.samples("lab-fan-fail") == []
     assert sim_hosts.mounts_left() == {}
+
+
+def test_a_host_never_ready_is_left_out_and_a_host_whose_hostrun_is_killed_is_torn_down(sim_hosts, results, tmp_path):
+    """Issue 37, defects 1 and 3, on three hosts of one fan-out run:
+    - gpu03 never becomes ready (its hostrun is stopped, SIGSTOP, as it starts: hung): once gpu01 and gpu02 have
+      waited the bound (fanout.READY_WAIT), the run starts without it, and the hosts' records name it;
+    - gpu02's hostrun is killed outright mid-run (kill -9, as the OOM killer does): ssh returns 255, which it also
+      returns for a lost host; gpu02 answers a probe, so its run is failed as died, not unreachable, its fio (in a
+      session of its own) is ended and its files packed;
+    - the campaign's teardown ends gpu03's stopped hostrun (hostrun stop ends the command's noted calls), unmounts
+      and cleans all three, and the leases are released: the next command finds nothing to clean."""
+    cli = Cli(results)
+    path = tmpfs_campaign(tmp_path, "lab-silent", [{**FIO, "runtime": "10s"}])
+    argv = cli.argv("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-03]", "--campaign",
+                    str(path))  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped = []
+    try:
+        deadline = time.monotonic() + 240
+        while not stopped and time.monotonic() < deadline and proc.poll() is None:
+            for call in RUNS.glob("*/gpu03/.calls/[0-9]*"):
+                if "iolab.host.hostrun run " in cmdline(int(call.name)):
+                    os.kill(int(call.name), signal.SIGSTOP)
+                    stopped.append(int(call.name))
+            time.sleep(0.005)
+        pidfile: list[Path] = []
+        while stopped and not pidfile and time.monotonic() < deadline and proc.poll() is None:
+            pidfile = list(RUNS.glob("*/gpu02/*/hostrun.pid"))  # gpu02's tool runs: the start was sent
+            time.sleep(0.1)
+        assert stopped and pidfile, proc.communicate()
+        tool = int(pidfile[0].read_text())
+        calls = pidfile[0].parents[1] / ".calls"
+        (hostrun,) = [int(p.name) for p in calls.iterdir() if f"--dir {pidfile[0].parent}" in cmdline(int(p.name))]
+        os.kill(hostrun, signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid in stopped:  # should the teardown not have ended it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 1, out + err  # two hosts' runs failed
+    runs = {r["host"]: r for r in cli.runs("lab-silent")}
+    assert runs["gpu01"]["status"] == "ok"
+    assert "the run started without it" in runs["gpu03"]["error"] and "not ready" in runs["gpu03"]["error"]
+    assert "died there (killed by a signal" in runs["gpu02"]["error"] and "unreachable" not in runs["gpu02"]["error"]
+    start = next(s for s in cli.samples("lab-silent") if s["host"] == "gpu01")["metadata"]["start"]
+    assert start["without"] == ["gpu03"] and start["waited_for"] in {"gpu01", "gpu02"}
+    assert not alive(tool) and not any(alive(pid) for pid in stopped)  # fio outlived its hostrun: ended too
+    assert not list(RUNS.glob("*/gpu0[1-3]/*"))  # nothing of the run stays on a host
+    assert sim_hosts.mounts_left() == {}
+    assert not [p for p in Path("/opt/iolab/leases").glob("*.json") if "lab-silent" in p.read_text()]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -158,6 +158,38 @@ def test_a_controller_killed_outright_is_cleaned_up_after_by_the_next_command(si
     assert sim_hosts.mounts_left() == {}
 
 
+def test_a_takeover_while_the_dead_commands_calls_still_prepare_or_wait_for_the_start_ends_them(
+    sim_hosts, cli, tmp_path
+):
+    """Issue 37, defect 9: the controller is killed while its hosts prepare (their ssh sessions live on through
+    Ansible's ControlPersist masters, so each hostrun goes on: prepares, then waits for a start that will never
+    come, up to its run's timeout). The takeover said "still running after SIGKILL" (nothing was killed: no tool
+    ran yet), ran over the old mount and left the old run directories; it now ends those calls by the PIDs they
+    noted, and cleans all of it."""
+    path = campaign(tmp_path, "fault-wait", tmpfs("itest-wait"), workloads=[{**FIO, "runtime": "60s"}])
+    args = ["bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[03-04]", "--campaign", path]
+    proc = running(cli, *args)
+    calls = wait_for(
+        proc,
+        lambda: (
+            all(list(RUNS.glob(f"*/{h}/.calls/[0-9]*")) for h in ("gpu03", "gpu04"))
+            and [c for h in ("gpu03", "gpu04") for c in RUNS.glob(f"*/{h}/.calls/[0-9]*")]
+        ),
+        "hostrun calls on gpu03 and gpu04",
+    )
+    proc.kill()  # SIGKILL: no teardown, no lease release, no start ever sent
+    proc.communicate(timeout=30)
+    pids = [int(c.name) for c in calls]
+    (owner,) = {c.parents[2] for c in calls}  # runs/<owner>/<host>/.calls/<pid>
+    again = cli("storage.unmount", "--backend", "itest-wait", *args[1:])
+    said = " ".join(again.stderr.split())
+    assert "still running after SIGKILL" not in said and "cleaning what it left failed" not in said, said
+    assert said.count("ended 1 call(s) of iolab.host.hostrun still running there") == 2, said
+    assert not any(alive(pid) for pid in pids)
+    assert not owner.exists()
+    assert sim_hosts.mounts_left() == {}
+
+
 # --- storage that hangs ------------------------------------------------------------------------------
 
 

@@ -91,6 +91,9 @@ def test_a_host_that_dies_mid_campaign_does_not_stop_the_others_and_resume_fills
     ]
     assert sorted(pairs) == sorted({(r, h) for r in run_ids for h in ("gpu01", "gpu02", "gpu03")})  # no duplicates
     assert sim_hosts.mounts_left() == {}
+    # Issue 37: made again from the runs' files, the runs recorded twice (the gap filled later) among them
+    again = cli("results.reparse", "--campaign", "lab-death")
+    assert "the same as the store" in again.stdout, again.stdout
 
 
 def test_an_unreachable_host_is_left_out_or_stops_the_campaign(sim_hosts, cli, tmp_path):

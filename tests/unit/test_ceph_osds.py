@@ -105,11 +105,11 @@ def test_only_ceph_backends_get_a_cluster_for_the_run():
         }
     )
     fs, blk, mem = campaign.backends
-    assert ceph.run_vars(fs) == {
+    assert fs.storage_side() == {
         "run_ceph": {"conf": "/c/ceph.conf", "keyring": "/c/k", "client": "admin", "mds": True}
     }
-    assert ceph.run_vars(blk)["run_ceph"]["mds"] is False
-    assert ceph.run_vars(mem) == {}
+    assert blk.storage_side()["run_ceph"]["mds"] is False
+    assert mem.storage_side() == {}
 
 
 def host_command(*args: str) -> subprocess.CompletedProcess:

@@ -64,6 +64,12 @@ def test_the_model_sets_the_size_and_the_scale_shrinks_it(tmp_path):
             "workload ck: its checkpoint (105 MB) does not fit tmpfs backend m (64 MiB)",
         ),
         ({"name": "m", "type": "tmpfs", "size": "1GiB"}, {"writers": 2, "ranks": 8}, "writers (per host) or ranks"),
+        # issue 37: the whole checkpoint read "1.05e+05 MB"
+        (
+            {"name": "m", "type": "tmpfs", "size": "64MiB"},
+            {"scale": 1},
+            "workload ck: its checkpoint (105 GB) does not fit tmpfs backend m (64 MiB)",
+        ),
     ],
 )
 def test_what_a_checkpoint_campaign_refuses(tmp_path, backend, workload, says):

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab import accelerators, report_html, validity
+from iolab import validity
 from iolab.host.dataset import gen
 from iolab.shared import fio_options, shapes
-from iolab.workloads import accelerator
+from iolab.workloads import accelerator, mlperf
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT_SUFFIXES = {".md", ".py", ".yml", ".yaml", ".j2", ".cfg", ".toml", ".sh"}
@@ -163,9 +163,8 @@ def figure_row(constant: str) -> str:
         ("shared.shapes.MEAN_SIZE", f"{shapes.MEAN_SIZE:,} B"),
         ("shared.shapes.SAMPLES_PER_SHARD", f"{shapes.SAMPLES_PER_SHARD:,}"),
         ("workloads.accelerator.REFERENCE_BATCH", f"{accelerator.REFERENCE_BATCH}"),
-        ("accelerators.THRESHOLD", f"{accelerators.THRESHOLD:g} %"),
-        ("report_html.AU_THRESHOLD", f"{report_html.AU_THRESHOLD:g} %"),
-        ("validity.RAM_MULTIPLE", f"{validity.RAM_MULTIPLE}×"),
+        ("workloads.mlperf.AU_THRESHOLD", f"{mlperf.AU_THRESHOLD:g} %"),
+        ("workloads.mlperf.RAM_MULTIPLE", f"{mlperf.RAM_MULTIPLE}×"),
         ("validity.AGREEMENT", f"{validity.AGREEMENT * 100:g} %"),
         *[
             (f'workloads.accelerator.ACCELERATOR_FIGURES["{kind}"]', f"{seconds:g} s")

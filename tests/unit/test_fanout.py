@@ -5,12 +5,16 @@ from __future__ import annotations
 import base64
 import io
 import json
+import socket
 import tarfile
+import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from iolab import fanout, runner
+from iolab.errors import UserError
 from iolab.hosts import load_inventory
 from iolab.shared.protocol import ARCHIVE_LINE
 
@@ -97,3 +101,43 @@ def test_a_failed_run_comes_back_with_its_record_and_an_unreachable_host_is_said
     lost = runner.HostOutcome("gpu03")
     assert not fanout._note(lost, reply(255, [], ["ssh: connect to host 10.0.0.13: No route to host"]), "x")
     assert lost.unreachable and "No route to host" in lost.message
+
+
+TOPOLOGY = "[routes]\n{root}: gpu01\ngpu01: {leaves}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "gateway_python", "says"),
+    [
+        (None, "python3", "no such file; give the path of a ClusterShell topology file"),
+        ("not a topology at all", "python3", "not a usable topology for this controller"),
+        ("[routes]\n{root}: gpu01\ngpu01: gpu02\ngpu02: gpu01\n", "python3", "Loop detected"),
+        ("[routes]\nelsewhere: gpu01\ngpu01: gpu02\n", "python3", "not a usable topology for this controller"),
+        (TOPOLOGY.replace("gpu01", "gw09"), "python3", "gateway gw09 is not a host of the inventory"),
+        ("[routes]\n{root}: gpu01\ngpu01: gpu03\n", "python3", "no route from {root} reaches gpu02"),
+        (TOPOLOGY, "python3; touch /tmp/x", "iolab_gateway_python 'python3; touch /tmp/x' is not a program"),
+    ],
+)
+def test_a_topology_that_cannot_carry_the_runs_is_refused_before_anything_runs(tmp_path, text, gateway_python, says):
+    """Issue 37, defect 8: a missing file gave three chained tracebacks after the mount; a gateway that is not a host
+    said "No route available to gpu01" for every host; a gateway python with ';' was accepted."""
+    root = socket.gethostname().split(".")[0]
+    path = tmp_path / "topology.conf"
+    if text is not None:
+        path.write_text(text.format(root=root, leaves="gpu02"))
+    inv = inventory(tmp_path, iolab_topology=str(path), iolab_gateway_python=gateway_python)
+    inv.hostvars["gpu02"].update(iolab_topology=str(path), iolab_gateway_python=gateway_python)
+    with pytest.raises(UserError) as refused:
+        fanout.topology(inv, ["gpu02"])
+    assert says.format(root=root) in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_usable_topology_names_its_gateways():
+    root = socket.gethostname().split(".")[0]
+    tmp = Path(tempfile.mkdtemp())
+    path = tmp / "topology.conf"
+    path.write_text(TOPOLOGY.format(root=root, leaves="gpu02"))
+    inv = inventory(tmp, iolab_topology=str(path))
+    inv.hostvars["gpu02"]["iolab_topology"] = str(path)
+    assert fanout.topology(inv, ["gpu02"]) == (str(path), ["gpu01"])
+    assert fanout.topology(inventory(tmp), ["gpu01", "gpu02"]) is None

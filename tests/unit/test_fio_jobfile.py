@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import bench, campaign
+from iolab import campaign
 from iolab.errors import UserError
 from iolab.host import fio_jobs
 from iolab.shared import fio_jobfile
+from iolab.workloads import fio
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
 
@@ -265,7 +266,7 @@ def test_bench_fio_checks_a_job_file_given_as_profile(tmp_path, monkeypatch):
     )
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserError, match=r"bench.fio flags: workloads\[0\].jobfile: .*exec_prerun runs commands"):
-        bench.single_fio(spec, None, str(job), "1s", "0s", None)
+        campaign.parse(fio.single_run(spec.backends, None, str(job), "1s", "0s", None), "bench.fio flags", tmp_path)
 
 
 # --- on the host ---------------------------------------------------------------------------------

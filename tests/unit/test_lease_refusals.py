@@ -82,3 +82,44 @@ def test_a_lease_is_kept_for_the_next_command_where_teardown_is_incomplete(lab, 
         pass
     assert "the lease of campaign first" in lab.console.end_capture()  # taken over, and cleaned after
     assert not list((tmp_path / "leases").glob("netns-*.json"))  # the second ended with its teardown complete
+
+
+def test_two_inventory_names_for_one_machine_are_refused_naming_both(tmp_path, monkeypatch):
+    """Issue 37: the second name's lease was refused as held by the command itself ("held by ... PID <its own>")."""
+    monkeypatch.setattr(lease, "LEASE_DIR", str(tmp_path / "leases"))
+    inventory = tmp_path / "twice.yml"
+    inventory.write_text(
+        "all:\n  hosts:\n"
+        "    gpu01: {ansible_host: 10.9.9.1}\n"
+        "    gpu05: {ansible_host: 10.9.9.1, ansible_port: 22}\n"
+        "    gpu06: {ansible_host: 10.9.9.1, ansible_port: 2222}\n"
+    )
+    with pytest.raises(UserError) as refused:
+        with lease.held(cli_mod.lab(str(inventory), "gpu01,gpu05,gpu06"), "campaign twice"):
+            pass
+    assert str(refused.value).startswith("gpu01 and gpu05 are one machine (10.9.9.1 port 22): ")
+    assert not (tmp_path / "leases").exists()  # refused before any holder started
+
+
+FAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+
+
+@pytest.mark.skipif(not FAKETIME.exists(), reason="needs libfaketime (./lab test installs it)")
+@pytest.mark.parametrize(("offset", "says"), [("+5s", "ahead of"), ("-5s", "behind"), ("+0.3s", None)])
+def test_a_host_whose_clock_disagrees_with_the_controllers_is_refused_as_its_lease_is_taken(
+    lab, monkeypatch, offset, says
+):
+    """Issue 37, defect 5: a host's start waits for T on its own clock; one a few seconds off starts apart from the
+    others, and nothing said so. The real lease holder runs with its clock moved by libfaketime (a local host's
+    holder is this machine's process, with this process's environment)."""
+    monkeypatch.setenv("LD_PRELOAD", str(FAKETIME))
+    monkeypatch.setenv("FAKETIME", offset)
+    if says is None:
+        with lease.held(lab, "campaign clock"):
+            return
+    with pytest.raises(UserError) as refused:
+        with lease.held(lab, "campaign clock"):
+            pass
+    said = str(refused.value)
+    assert said.startswith("localhost's clock is at least ") and f"s {says} this controller's (more than 1 s)" in said
+    assert "sync its clock (chrony or NTP)" in said

@@ -319,4 +319,6 @@ def test_the_loader_on_a_throttled_device_is_limited_by_the_storage_and_beside_a
     verdict = limits.limited_by(ev)
     assert verdict.side == "client", (verdict, ev)
     assert verdict.reason.startswith("this host's CPU: ")
-    assert limits.disturbed(ev) is not None and ev.foreign_cores >= 0.5 * (os.cpu_count() or 1)
+    # One hog per core beside the loader: the hogs get what the loader leaves them (a one-core hog was read as 0.96
+    # foreign cores under load, issue 37); half a core is already twice what limits.disturbed counts.
+    assert limits.disturbed(ev) is not None and ev.foreign_cores >= 0.5

@@ -119,3 +119,13 @@ def test_a_family_is_one_pattern_entry_and_an_exact_name_wins_over_it() -> None:
     assert metrics.of("read_clat_p90").unit == "ns" and metrics.of("read_clat_p90").table is None
     assert metrics.of("read_clat_p99").table is not None
     assert metrics.of("dev_read_await") is metrics.of("dev_write_await")
+
+
+def test_every_tool_has_one_parser_from_the_one_registry():
+    """Issue 37: workloads.parser_for kept a hand dict of parsers beside the catalogue's list of parser modules;
+    both read iolab.parsers.modules() now, each module naming its tools."""
+    from iolab.parsers import registry
+
+    tools = registry()
+    assert {"fio", "pytorch", "tensorflow", "metadata", "checkpoint", "objects", "dlio"} <= set(tools)
+    assert tools["tensorflow"] is tools["pytorch"]  # the tf loader writes the loader.json of every iolab loader

@@ -19,7 +19,7 @@ from iolab import validity
 from iolab.errors import UserError
 from iolab.samples import Sample
 from iolab.shared import shapes
-from iolab.workloads import accelerator, dlio, mlperf, presets
+from iolab.workloads import accelerator, dlio, mlperf
 from iolab.workloads.checkpoint import CHECKPOINT_MODELS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -346,13 +346,13 @@ def runs(count: int, au: float, held: int, **params) -> list[Sample]:
 
 
 def test_a_run_that_keeps_every_mlperf_rule_is_mlperf_valid():
-    needed = mlperf.required_samples("unet3d", 7, 1, [1 << 30], validity.RAM_MULTIPLE)
+    needed = mlperf.required_samples("unet3d", 7, 1, [1 << 30])
     rows = validity.annotate(runs(5, 95.0, needed, warmup=True, reseed=True))
     assert all(r["mlperf_valid"] and r["valid"] for r in rows)
 
 
 def test_each_broken_rule_is_a_flag_and_mlperf_valid_false():
-    needed = mlperf.required_samples("unet3d", 7, 1, [1 << 30], validity.RAM_MULTIPLE)
+    needed = mlperf.required_samples("unet3d", 7, 1, [1 << 30])
     assert needed == max(-(-5 * (1 << 30) // shapes.SHAPES["unet3d"][0]), 500 * 7)
     rows = validity.annotate(runs(3, 80.0, needed - 1, lab_scale=True))
     flags = set(rows[0]["flags"]) | set(rows[1]["flags"])
@@ -387,7 +387,7 @@ def test_files_auto_takes_mlperfs_size_for_the_selected_hosts_ram():
     workloads = [{"name": "u", "type": "mlperf", "workload": "unet3d", "accelerators": [1, 4]}]
     raw = {"name": "t", "backends": BACKENDS, "workloads": workloads, "dataset": {"kind": "unet3d", "files": "auto"}}
     spec = campaign_mod.parse(raw, "t.yml", FIXTURES, memory=lambda: ram)
-    assert spec.dataset.files == mlperf.required_samples("unet3d", 7, 4, ram, validity.RAM_MULTIPLE)
+    assert spec.dataset.files == mlperf.required_samples("unet3d", 7, 4, ram)
     with pytest.raises(UserError, match="dataset.files: auto needs the RAM of the hosts"):
         campaign_mod.parse(raw, "t.yml", FIXTURES)
     plain = {**raw, "workloads": [{"name": "p", "type": "pytorch"}], "dataset": {"files": "auto"}}
@@ -397,10 +397,11 @@ def test_files_auto_takes_mlperfs_size_for_the_selected_hosts_ram():
 
 def test_host_memory_reads_each_hosts_meminfo():
     """localhost through iolab.direct, against this machine's own /proc/meminfo."""
+    from iolab import direct
     from iolab.hosts import load_inventory
 
     inventory = load_inventory(ROOT / "inventory" / "local.yml")
-    (memory,) = presets.host_memory(inventory, ["localhost"])
+    (memory,) = direct.memory(inventory, ["localhost"])
     total = next(line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
     assert memory == int(total.split()[1]) * 1024
 
@@ -416,3 +417,18 @@ def test_the_dlio_command_says_what_each_file_maps_to(capsys, tmp_path):
     assert lines[0].startswith("cosmoflow_h100.yaml: {") and "'workload': 'cosmoflow'" in lines[0]
     assert lines[1].startswith("eval.yaml: refused: workflow.evaluation: ")
     assert dlio.main(files[:1]) == 0
+
+
+def test_a_dry_run_refusing_a_small_data_set_says_it_read_no_ram_not_zero_gib():
+    """Issue 37: a dry run (no host read) said the rule asks for N files "(0 GiB of RAM)"."""
+    raw = {
+        "name": "dry",
+        "backends": [{"name": "t", "type": "tmpfs", "size": "1GiB"}],
+        "dataset": {"kind": "unet3d", "files": 28, "seed": 1},
+        "workloads": [{"name": "u", "type": "mlperf", "workload": "unet3d", "accelerator": "h100", "mlperf": True}],
+    }
+    with pytest.raises(UserError) as refused:
+        campaign_mod.parse(raw, "t.yml", FIXTURES, memory=lambda: [None, None])
+    said = str(refused.value)
+    assert "asks for at least 7,000 on the 2 selected host(s) (whatever their RAM: a dry run reads none)" in said
+    assert "GiB of RAM" not in said

@@ -61,7 +61,7 @@ def test_rule_3_1_2_refuses_a_data_set_below_the_hosts_ram_before_anything_runs(
     line = str(refused.value)
     assert "\n" not in line and "rule 3.1.2 (trainingRecalculateDatasetSize)" in line
     assert "the data set has 10 files" in line and "files: auto" in line and "lab_scale: true" in line
-    needed = mlperf.required_samples("unet3d", 7, 1, RAM, validity.RAM_MULTIPLE)
+    needed = mlperf.required_samples("unet3d", 7, 1, RAM)
     assert load([entry], {"kind": "unet3d", "files": needed}, memory=lambda: RAM).workloads[0].mlperf_rules
     assert load([{**entry, "lab_scale": True}], {"kind": "unet3d", "files": 10}).workloads[0].lab_scale
 
@@ -303,7 +303,20 @@ def test_report_format_mlperf_lays_out_training_and_checkpointing_rows(ten_check
     assert checkpointing.splitlines()[0].startswith("MLPerf Storage checkpointing (each figure the mean")
     # one host of 4 ranks, both below rule 4.6.1's 8 processes for llama3-8b
     assert "| ck | b | llama3-8b | 1 | 4 | 2.00 | 4.00 | 2.00 | 1.00 | 1 | 4.6.1 |" in checkpointing
-    assert report_mlperf.text([]).startswith("no MLPerf workload in this campaign")
+    with pytest.raises(UserError, match="^no MLPerf workload in this campaign \\(0 samples;"):
+        report_mlperf.text([])  # issue 37: an empty store was exit 0
+
+
+def test_a_resumed_run_without_an_aggregate_adds_its_hosts_up_as_the_catalogue_does():
+    """Issue 37: a run resumed to fill one host's gap has no host "*": its hosts' read_bw was averaged."""
+    meta = {"validity": {"valid": True, "flags": [], "reasons": []}}
+    run = [
+        Sample("c", "r1", 1, host, "b", "u", metric, value, unit, "t0", "t1", RULES_ON, meta)
+        for host in ("h1", "h2")
+        for metric, value, unit in (("read_bw", float(1 << 30), "B/s"), ("au", 95.0 if host == "h1" else 91.0, "%"))
+    ]
+    assert report_mlperf.mean_of_runs([run], "read_bw") == 2 * (1 << 30)  # summed, not their mean
+    assert report_mlperf.mean_of_runs([run], "au", min) == 91.0  # not added up: the lowest host
 
 
 def test_a_tmpfs_must_hold_all_ten_checkpoints_at_once():
@@ -317,12 +330,10 @@ def test_a_tmpfs_must_hold_all_ten_checkpoints_at_once():
 
 def test_the_dry_run_says_which_workloads_the_rules_apply_to(tmp_path):
     from iolab import bench
-    from iolab.execute import Lab
+    from iolab import cli as cli_mod
 
     spec = load([{"name": "ck", "type": "checkpoint", "scale": 0.0001, "mlperf": True}])
-    lab = Lab.__new__(Lab)
-    lab.hosts = ["localhost"]
-    said = bench.describe(spec, lab)
+    said = bench.describe(spec, cli_mod.lab(None, "localhost"))
     assert "MLPerf Storage v3.0's rules (mlperf: true) for ck: each rule a run breaks is flagged" in said
     assert "bench_checkpoint_count: 10" in said and "bench_checkpoint_ranks: 8" in said
 
@@ -341,7 +352,7 @@ def test_mlperf_v3s_llama3_file_under_the_rules_is_one_run_of_ten_checkpoints():
 
 def test_the_data_set_rule_takes_the_largest_point_of_a_sweep():
     entry = {"name": "u", "type": "mlperf", "workload": "unet3d", "accelerators": [1, 4], "mlperf": True}
-    needed = mlperf.required_samples("unet3d", 7, 4, RAM, validity.RAM_MULTIPLE)
+    needed = mlperf.required_samples("unet3d", 7, 4, RAM)
     with pytest.raises(UserError, match=f"asks for {needed:,} on the 1 selected host"):
         load([entry], {"kind": "unet3d", "files": needed - 1}, memory=lambda: RAM)
     assert len(load([entry], {"kind": "unet3d", "files": needed}, memory=lambda: RAM).workloads) == 2

@@ -27,6 +27,9 @@ GOOD = {
 }
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def load(tmp_path: Path, data) -> campaign.Campaign:
     path = tmp_path / "c.yml"
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
@@ -234,7 +237,7 @@ def test_bad_input_on_the_command_line_is_one_line(args, says):
 
 def test_a_warm_command_runs_only_when_the_operator_allows_commands(tmp_path):
     """warm_command is an argv run on every host: a campaign file someone else wrote may not run it unasked,
-    whether a workload or the campaign (for all its workloads) says it."""
+    whether a workload or the campaign (for all its workloads) says it. The dry run names it."""
     marker = tmp_path / "ran"
     for where in ("workload", "campaign"):
         data = copy.deepcopy(GOOD)
@@ -242,16 +245,51 @@ def test_a_warm_command_runs_only_when_the_operator_allows_commands(tmp_path):
         owner |= {"cache": "warm", "warm_command": ["touch", str(marker)]}
         path = tmp_path / f"{where}.yml"
         path.write_text(yaml.safe_dump(data))
-        argv = [sys.executable, "-m", "invoke", "bench.all", "--campaign", str(path), "--dry-run"]
-        root = Path(__file__).resolve().parents[2]
-        done = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=120)
-        assert done.returncode != 0 and done.stderr.strip().splitlines() == [
-            f"iolab: {path}: workload seq: warm_command runs 'touch {marker}' on every host; "
-            "pass --allow-commands if you trust this campaign file"
-        ]
-        allowed = subprocess.run([*argv, "--allow-commands"], cwd=root, capture_output=True, text=True, timeout=120)
-        assert allowed.returncode == 0 and f"touch {marker}" in allowed.stdout, allowed.stderr
+        said = f"workload seq: warm_command runs 'touch {marker}' on every host"
+        _commands_need_the_operator(path, said)
     assert not marker.exists()
+
+
+def test_a_dlio_requirement_is_installed_only_when_the_operator_allows_commands(tmp_path):
+    """Issue 37: dlio_requirement was pip-installed as given, as root (a local tree's setup.py runs there)."""
+    data = copy.deepcopy(GOOD)
+    data["dataset"] = {"kind": "unet3d", "files": 28, "seed": 1}
+    data["workloads"] = [
+        {
+            "name": "d",
+            "type": "mlperf",
+            "workload": "unet3d",
+            "accelerator": "h100",
+            "engine": "dlio",
+            "dlio_requirement": str(tmp_path / "dlio-tree"),
+        }
+    ]
+    path = tmp_path / "dlio.yml"
+    path.write_text(yaml.safe_dump(data))
+    said = (
+        f"workload d: dlio_requirement installs '{tmp_path / 'dlio-tree'}' with pip, as root, on every host "
+        "(a local tree's setup.py runs there)"
+    )
+    _commands_need_the_operator(path, said)
+    data["workloads"][0]["dlio_requirement"] = "--index-url=http://elsewhere/simple"
+    path.write_text(yaml.safe_dump(data))
+    done = subprocess.run([*_bench_all(path), "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "a pip option is refused" in done.stderr
+
+
+def _bench_all(path: Path) -> list[str]:
+    return [sys.executable, "-m", "invoke", "bench.all", "--campaign", str(path)]
+
+
+def _commands_need_the_operator(path: Path, said: str) -> None:
+    """The dry run names what the campaign would run on the hosts; bench.all refuses it before touching a host
+    unless --allow-commands."""
+    dry = subprocess.run([*_bench_all(path), "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0 and f"{said} (only with bench.all --allow-commands)" in dry.stdout, dry.stderr
+    done = subprocess.run(_bench_all(path), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and done.stderr.strip().splitlines() == [
+        f"iolab: {path}: {said}; pass --allow-commands if you trust this campaign file"
+    ]
 
 
 @pytest.mark.parametrize(

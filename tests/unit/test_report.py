@@ -785,3 +785,16 @@ def test_byte_settings_carry_a_unit_and_settings_sort_by_value_not_text(tmp_path
     a, b = (compare.Side(f"objects:{backend}", data, backend) for backend in ("tmpfs", "local"))
     points = compare.compare(a, b, [compare.parse_rule("read_bw >= -5%")]).points
     assert [report.point_label(p.workload, p.setting_label) for p in points] == want
+
+
+def test_a_host_that_started_past_the_runs_skew_bound_is_flagged_but_stays_comparable():
+    """Issue 37, defect 5: a host of a run on several that started late was not said anywhere but in its metadata."""
+    original = host_sample(backend="tmpfs")
+    late = dataclasses.replace(original, metadata={**original.metadata, "start_skew_s": 2.5, "start_skew_max_s": 1.0})
+    on_time = dataclasses.replace(late, metadata={**late.metadata, "start_skew_s": 0.004})
+    alone = dataclasses.replace(original, metadata={**original.metadata, "start_skew_s": 2.5})  # one host: no bound
+    flags, reasons = validity.sample_flags(late)
+    assert "start_skewed" in flags
+    assert any("started 2.5 s after the hosts' common start, more than start_skew_max (1 s)" in r for r in reasons)
+    assert "start_skewed" not in validity.sample_flags(on_time)[0] + validity.sample_flags(alone)[0]
+    assert not validity.Flag("start_skewed", "late").blocking

@@ -77,6 +77,35 @@ def test_a_metric_lost_entirely_breaks_the_rule_in_every_format(tmp_path, how, f
         assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("6", "6", "0")
 
 
+@pytest.mark.parametrize("with_params", [True, False])
+def test_a_workload_whose_every_run_failed_in_b_is_lost_not_skipped(tmp_path, with_params):
+    """Issue 37: every run of B's rand-read failed (runs.jsonl says so, no samples): compare passed, rc 0, JUnit 0
+    failures. Its points are lost; from a store of an older iolab, whose records carry no params, as well."""
+    data = fixture_lines()
+    write(tmp_path, "baseline", data)
+    write(tmp_path, "candidate", [d for d in data if d["workload"] != "rand-read"])
+    records = [
+        {
+            "run_id": f"r{i}",
+            "host": "localhost",
+            "backend": backend,
+            "workload": "rand-read",
+            "repetition": 1,
+            "status": "failed",
+            "error": "fio exited 1: io_u error",
+            **({"params": {"iodepth": iodepth, "numjobs": 1, "profile": "rand-read-16k"}} if with_params else {}),
+        }
+        for i, (backend, iodepth) in enumerate((b, d) for b in ("local", "tmpfs") for d in (1, 16))
+    ]
+    (tmp_path / "candidate" / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    done = Cli(tmp_path)(
+        "report.compare", "baseline", "candidate", "--rule", "read_bw >= -5%", "--format", "junit", check=False
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    suite = ET.fromstring(done.stdout).find("testsuite")
+    assert (suite.get("tests"), suite.get("failures")) == ("6", "4")  # seq-read held on both backends
+
+
 def test_a_lost_metric_is_not_a_rule_that_matches_nothing(tmp_path):
     loss(tmp_path, "zero")
     base, cand = compare.sides(tmp_path, "baseline", "candidate")

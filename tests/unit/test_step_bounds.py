@@ -10,6 +10,8 @@ import signal
 import sys
 import time
 
+import pytest
+
 from iolab.shared.processes import alive
 from support import hostrun
 
@@ -101,3 +103,19 @@ def test_a_step_that_ends_in_time_passes_its_output_and_status_on(tmp_path):
     code = "import sys; print('{\"started_at\": 1}'); print('warned', file=sys.stderr); sys.exit(3)"
     done = hostrun("step", "--timeout", "30", "--", sys.executable, "-c", code)
     assert (done.returncode, done.stdout, done.stderr) == (3, '{"started_at": 1}\n', "warned\n")
+
+
+@pytest.mark.parametrize("timeout", ["-1", "nan", "inf", "soon"])
+def test_a_timeout_that_is_no_number_of_seconds_is_refused(timeout):
+    """Issue 37: `hostrun step --timeout` took -1, nan and inf."""
+    done = hostrun("step", "--timeout", timeout, "--", "true")
+    assert done.returncode == 2 and f"argument --timeout: '{timeout}' is not a number of seconds ≥ 0" in done.stderr
+
+
+def test_a_fraction_of_a_second_is_said_as_it_is_and_a_missing_program_is_one_line():
+    """Issue 37: a 0.5 s timeout was reported as "0 s"; a missing program was a traceback."""
+    done = hostrun("step", "--timeout", "0.5", "--", "sleep", "5")
+    assert done.returncode == 1 and done.stderr.strip() == "sleep stopped: it ran past its timeout of 0.5 s"
+    done = hostrun("step", "--timeout", "5", "--", "/no/such/program")
+    assert done.returncode == 127
+    assert done.stderr.strip() == "program could not start: No such file or directory (/no/such/program)"

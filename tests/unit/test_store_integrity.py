@@ -149,6 +149,11 @@ BAD_LINES = {
     "a boolean value": (json.dumps({**GOOD, "value": True}).encode() + b"\n", "value is True, not a number"),
     "a huge whole number": (json.dumps({**GOOD, "value": 10**400}).encode() + b"\n", "is not a finite number"),
     "another schema": (json.dumps({**GOOD, "schema": "x/9"}).encode() + b"\n", "schema 'x/9', not iolab.sample/1"),
+    # Issue 37: a known unit, wrong for its metric, was mixed into the median.
+    "a unit wrong for its metric": (
+        json.dumps({**GOOD, "unit": "ns"}).encode() + b"\n",
+        f"{GOOD['metric']} in ns: the catalogue's unit for it is B/s",
+    ),
 }
 
 

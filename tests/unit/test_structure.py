@@ -109,7 +109,8 @@ def test_the_checks_see_a_violation(tmp_path):
     a shared module reaching the controller, and a cycle through an import under TYPE_CHECKING are each seen."""
     edges = graph()
     assert (
-        "iolab.shared.fio_options" in edges["iolab.bench"] and "iolab.shared.processes" in edges["iolab.host.watch"]
+        "iolab.shared.fio_options" in edges["iolab.workloads.fio"]
+        and "iolab.shared.processes" in edges["iolab.host.watch"]
     )
     wrong = {
         **edges,
@@ -159,3 +160,72 @@ def test_size_limits(tmp_path):
     long_one = tmp_path / "long.py"  # the check is real: it sees a function one line too long, and a module
     long_one.write_text("def f():\n" + "    x = 1\n" * 80 + "\n" * 520)
     assert oversized([long_one]) == [f"{long_one}: 601 lines", f"{long_one}:1 f: 81 lines"]
+
+
+# --- beyond the package: tasks.py, the benches, the roles' plugins; what the hosts get --------------------------
+
+REPO = PYFILES.parent
+OUTSIDE = {  # files outside the package that import it, and the side each stands on
+    **{path: "controller" for path in [REPO / "tasks.py", *sorted((REPO / "roles").glob("*/*_plugins/*.py"))]},
+    **{path: "bench" for path in sorted((REPO / "bench").glob("*.py"))},  # benches of both sides, run here
+}
+
+
+def outside_imports(path: Path) -> set[str]:
+    """What of iolab a file outside the package imports (absolute imports only), whether or not it exists: the
+    modules, and `MODULE:NAME` for a name taken from a module."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == "iolab"}
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "iolab":
+            names = {f"{node.module}.{a.name}" for a in node.names}
+            out |= {name if name in _modules() else f"{node.module}:{name.rpartition('.')[2]}" for name in names}
+    return out
+
+
+def defined(module: Path) -> set[str]:
+    """The names a module defines or imports at its top level."""
+    names = set()
+    for node in ast.parse(module.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def test_tasks_the_benches_and_the_roles_plugins_import_what_exists_and_only_what_they_may():
+    """tasks.py imported host code (data.histogram, data.pack); bench/mlperf_au.py imported a module an earlier
+    split had deleted (the host side's shapes, now iolab.shared.shapes): the split holds wherever the package is
+    imported."""
+    modules = _modules()
+    missing, crossing = [], []
+    for path, where in OUTSIDE.items():
+        for module in sorted(outside_imports(path)):
+            module, _, name = module.partition(":")
+            if module not in modules:
+                missing.append(f"{path.relative_to(REPO)} imports {module}, which is no module")
+            elif name and name not in defined(modules[module]):
+                missing.append(f"{path.relative_to(REPO)} imports {name} from {module}, which has none")
+            elif where == "controller" and side(module) == "host":
+                crossing.append(f"{path.relative_to(REPO)} (controller) imports {module} (host)")
+    assert missing == [] and crossing == []
+
+
+def test_the_hosts_get_the_host_side_the_shared_modules_and_the_leaves_only(tmp_path):
+    """A report change does not re-release every host: the release is what the hosts run, nothing else."""
+    import tarfile
+
+    from iolab import release
+
+    _, archive = release.build(tmp_path)
+    with tarfile.open(archive) as tar:
+        names = {n.removesuffix(".py").replace("/", ".").removesuffix(".__init__") for n in tar.getnames()}
+    assert names and {side(n) for n in names} <= {"host", "shared", "leaf"}, sorted(
+        n for n in names if side(n) == "controller"
+    )
+    assert {"iolab.host.hostrun", "iolab.shared.leasehold", "iolab.errors", "iolab.units"} <= names

@@ -565,9 +565,11 @@ def test_load_series_reads_the_time_series_back():
     assert tparser.load_series(FIXTURES / "proc-loop-randread-64k") == {}
 
 
+# 3 s of its own CPU, however long that takes on a loaded machine: py-spy, which attaches a moment after the tool
+# starts (longer under load), still finds it spinning.
 BUSY_PYTHON = (
-    "import time\ndef spin_for_the_profiler():\n    t = time.time()\n"
-    "    while time.time() - t < 2: sum(range(1000))\nspin_for_the_profiler()\n"
+    "import time\ndef spin_for_the_profiler():\n    t = time.process_time()\n"
+    "    while time.process_time() - t < 3: sum(range(1000))\nspin_for_the_profiler()\n"
 )
 
 
@@ -582,7 +584,9 @@ def test_hostrun_profiles_the_tool_with_perf_and_py_spy(tmp_path):
     # py-spy's collapsed stacks name the tool's own function; perf saw the Python process on a CPU.
     stacks = (tmp_path / "py-spy.txt").read_text()
     assert "spin_for_the_profiler" in stacks
-    assert sum(int(line.rsplit(" ", 1)[1]) for line in stacks.splitlines()) >= 100  # ≥ 1 s at 100 Hz
+    # It sampled the tool's life, not a glimpse of it: ≥ 0.3 s at 100 Hz (82 samples of a 2 s spin were seen under
+    # load, issue 37; of this 3 s spin, 200-300 on a quiet machine).
+    assert sum(int(line.rsplit(" ", 1)[1]) for line in stacks.splitlines()) >= 30
     assert "python" in (tmp_path / "perf-report.txt").read_text()
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from iolab.schema import Model
+from iolab.schema import CephPath, Model, Name
 from iolab.shared.confine import MOUNT_ROOT
 
 DATASET_DIR = "dataset"  # each host's data set: <target>/iolab-<inventory_hostname>/dataset
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
+    from iolab.workloads.base import Workload
+
+
+def host_root(target: str, host: str) -> str:
+    """Where a host's own copy of the data set lives on a target (what the dataset_gen role computes)."""
+    return f"{target}/iolab-{host}/{DATASET_DIR}"
 
 
 class Backend(Model):
@@ -56,16 +62,16 @@ class Backend(Model):
             fields["mountpoint"] = self.target
         return {f"{self.role}_state": state, **{f"{self.role}_{k}": v for k, v in fields.items()}}
 
-    def supports(self, workload: Any) -> bool:
+    def supports(self, workload: Workload) -> bool:
         """Whether `workload` is of this backend's kind: S3 workloads on s3 backends, file workloads on the others.
 
         A campaign runs each workload on the backends that support it (iolab.campaign.expand).
         """
-        return bool(getattr(workload, "needs_s3", False)) == (self.type == "s3")
+        return workload.needs_s3 == (self.type == "s3")
 
-    def refuse(self, workload: Any) -> str | None:
+    def refuse(self, workload: Workload) -> str | None:
         """Why `workload` cannot run on this backend (a campaign error), or None."""
-        if not self.writable and getattr(workload, "writes", False):
+        if not self.writable and workload.writes:
             return (
                 f"workload {workload.name} writes ({workload.writes}) but backend {self.name} is mounted "
                 "read-only to keep its data set safe; run write benchmarks on a scratch backend "
@@ -73,9 +79,18 @@ class Backend(Model):
             )
         return None
 
-    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+    def run_vars(self, workload: Workload, variables: dict[str, Any]) -> dict[str, Any]:
         """A run's role variables, adjusted to this backend (a read-only fio file, an fio engine)."""
         return variables
+
+    def dataset_note(self) -> str | None:
+        """How this backend's hosts get the campaign's data set where it is not the common way (--dry-run says it)."""
+        return None
+
+    def storage_side(self) -> dict[str, Any]:
+        """What a run's hosts get of the storage's own side (playbooks/run.yml's `run_ceph`): nothing, but where
+        iolab reaches the storage's servers (CephBackend)."""
+        return {}
 
 
 # What the lab's services publish (`invoke lab.services-up`; <dir>/client.json of roles
@@ -88,3 +103,17 @@ LAB_CEPH = {
     "pool": "iolab",
     "fs_name": "iolab",
 }
+
+
+class CephBackend(Backend):
+    """A backend on a Ceph cluster (rbd, rbd_snapshot, cephfs): how clients reach the cluster (the lab's by default),
+    and the storage side a run gets: iolab.host.ceph_osds drops the OSDs' (and the MDS's) caches before it and
+    samples their counters while it runs."""
+
+    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
+    keyring: CephPath = LAB_CEPH["keyring"]
+    client: Name = LAB_CEPH["client"]
+
+    def storage_side(self) -> dict[str, Any]:
+        cluster = {"conf": self.ceph_conf, "keyring": self.keyring, "client": self.client}
+        return {"run_ceph": {**cluster, "mds": self.type == "cephfs"}}  # iolab.host.ceph_osds.Cluster

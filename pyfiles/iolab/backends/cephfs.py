@@ -4,27 +4,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from iolab.backends.base import LAB_CEPH, Backend
+from iolab.backends.base import LAB_CEPH, CephBackend
 from iolab.schema import (
     AbsPath,
-    CephPath,
+    Bool,
     FsPath,
     MountOption,
     Name,
 )
 
 
-class CephfsBackend(Backend):
+class CephfsBackend(CephBackend):
     """A CephFS directory (`path` inside file system `fs_name`): kernel client where present, else ceph-fuse."""
 
     name: Name
     type: Literal["cephfs"]
     path: FsPath = "/"
     fs_name: Name = LAB_CEPH["fs_name"]
-    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
-    keyring: CephPath = LAB_CEPH["keyring"]
-    client: Name = LAB_CEPH["client"]
-    readonly: bool = False
+    readonly: Bool = False
     method: Literal["auto", "kernel", "fuse"] = "auto"
     options: list[MountOption] = []
     mountpoint: AbsPath | None = None

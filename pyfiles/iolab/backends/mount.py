@@ -11,6 +11,7 @@ from pydantic import AfterValidator, model_validator
 from iolab.backends.base import Backend
 from iolab.schema import (
     AbsPath,
+    Bool,
     Device,
     MountOption,
     Name,
@@ -30,7 +31,7 @@ class MountBackend(Backend):
     source: Annotated[str, AfterValidator(_source)]
     fstype: Annotated[str, AfterValidator(_fstype)]
     options: list[MountOption] = []
-    readonly: bool = False
+    readonly: Bool = False
     mountpoint: AbsPath | None = None
     allow_devices: list[Device] = []
 

@@ -9,6 +9,7 @@ from pydantic import BeforeValidator, Field
 from iolab.backends.base import Backend
 from iolab.schema import (
     AbsPath,
+    Bool,
     FsPath,
     HostName,
     MountOption,
@@ -28,5 +29,5 @@ class NfsBackend(Backend):
     port: Annotated[int, Field(ge=1, le=65535)] | None = None
     mount_port: Annotated[int, Field(ge=1, le=65535)] | None = None
     options: list[MountOption] = []
-    readonly: bool = False
+    readonly: Bool = False
     mountpoint: AbsPath | None = None

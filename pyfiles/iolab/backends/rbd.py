@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from iolab.backends.base import LAB_CEPH, Backend
+from iolab.backends.base import LAB_CEPH, CephBackend
 from iolab.schema import (
     AbsPath,
-    CephPath,
+    Bool,
     Name,
     Size,
 )
@@ -16,9 +16,10 @@ from iolab.shared import fio_options
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
+    from iolab.workloads.base import Workload
 
 
-class RbdBackend(Backend):
+class RbdBackend(CephBackend):
     """An RBD image read and written by fio's rbd engine through librbd: Ceph's block baseline, no file system.
 
     The image is created and written in full once (prefill): reads of never-written
@@ -30,10 +31,7 @@ class RbdBackend(Backend):
     pool: Name = LAB_CEPH["pool"]
     image: Name | None = None  # default: iolab-<name>
     size: Size = 1 << 30
-    prefill: bool = True
-    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
-    keyring: CephPath = LAB_CEPH["keyring"]
-    client: Name = LAB_CEPH["client"]
+    prefill: Bool = True
     mountpoint: AbsPath | None = None  # nothing is mounted: fio's work directory on each host
 
     @property
@@ -43,11 +41,14 @@ class RbdBackend(Backend):
     def role_vars(self, state: str, dataset: Dataset | None = None, formats: Sequence[str] = ()) -> dict[str, Any]:
         return {**super().role_vars(state), "storage_rbd_image": self.image_name}
 
-    def supports(self, workload: Any) -> bool:
+    def supports(self, workload: Workload) -> bool:
         """fio's workloads only: the others need a file system (a campaign runs them on its other backends)."""
-        return getattr(workload, "tool", "") == "fio"
+        return workload.tool == "fio"
 
-    def refuse(self, workload: Any) -> str | None:
+    def refuse(self, workload: Workload) -> str | None:
+        from iolab.workloads.fio import FioWorkload
+
+        assert isinstance(workload, FioWorkload)  # supports(): fio's workloads only
         if workload.jobfile:
             return (
                 f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "
@@ -57,7 +58,10 @@ class RbdBackend(Backend):
             return f"workload {workload.name}: size {workload.size} exceeds the image ({self.size} bytes)"
         return None
 
-    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+    def run_vars(self, workload: Workload, variables: dict[str, Any]) -> dict[str, Any]:
+        from iolab.workloads.fio import FioWorkload
+
+        assert isinstance(workload, FioWorkload)  # supports(): fio's workloads only
         options = {**variables["bench_fio_options"], **fio_options.rbd_options(self.pool, self.image_name, self.client)}
         # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS.
         return {

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from iolab.backends.base import LAB_CEPH, Backend
+from iolab.backends.base import LAB_CEPH, CephBackend
 from iolab.schema import (
     AbsPath,
-    CephPath,
     MountOption,
     Name,
     Size,
@@ -16,9 +15,10 @@ from iolab.schema import (
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
+    from iolab.workloads.base import Workload
 
 
-class RbdSnapshotBackend(Backend):
+class RbdSnapshotBackend(CephBackend):
     """A data set in a Ceph RBD image, snapshotted once and mapped read-only on every host.
 
     The image gets an ext4 file system holding `source` (a directory on the first selected
@@ -35,9 +35,6 @@ class RbdSnapshotBackend(Backend):
     size: Size = 10 << 30  # thin: only what is written takes space
     source: AbsPath | None = None
     fio_size: Size | None = None
-    ceph_conf: CephPath = LAB_CEPH["ceph_conf"]
-    keyring: CephPath = LAB_CEPH["keyring"]
-    client: Name = LAB_CEPH["client"]
     method: Literal["auto", "krbd", "nbd", "qemu-fuse"] = "auto"
     options: list[MountOption] = []
     mountpoint: AbsPath | None = None
@@ -60,9 +57,11 @@ class RbdSnapshotBackend(Backend):
         )
         return variables
 
-    def refuse(self, workload: Any) -> str | None:
+    def refuse(self, workload: Workload) -> str | None:
+        from iolab.workloads.fio import FioWorkload
+
         reason = super().refuse(workload)
-        if reason or getattr(workload, "tool", "") != "fio":
+        if reason or not isinstance(workload, FioWorkload):
             return reason
         if workload.jobfile:
             return (
@@ -81,7 +80,7 @@ class RbdSnapshotBackend(Backend):
             )
         return None
 
-    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+    def run_vars(self, workload: Workload, variables: dict[str, Any]) -> dict[str, Any]:
         if workload.tool == "fio":
             variables = {**variables, "bench_fio_size": self.fio_size or 0}
         return variables

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator
 
-from iolab.backends.base import LAB_CEPH_DIR, Backend
-from iolab.schema import AbsPath, Name
+from iolab.backends.base import DATASET_DIR, LAB_CEPH_DIR, Backend, host_root
+from iolab.schema import AbsPath, Bool, Name
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
+    from iolab.workloads.base import Workload
 
 # What `invoke lab.services-up` publishes (roles/service_ceph, defaults): radosgw on loopback.
 LAB_S3 = {
@@ -86,7 +87,7 @@ class S3Backend(Backend):
     prefix: Annotated[str, AfterValidator(_prefix)] = ""
     region: Annotated[str, AfterValidator(_region)] = LAB_S3["region"]
     credentials: AbsPath | Literal["env"] = LAB_S3["credentials"]
-    readonly: bool = False
+    readonly: Bool = False
 
     @property
     def target(self) -> str:
@@ -120,7 +121,13 @@ class S3Backend(Backend):
             variables |= {"storage_s3_dataset": dataset.identity(), "storage_s3_staging": self.staging}
         return variables
 
-    def run_vars(self, workload: Any, variables: dict[str, Any]) -> dict[str, Any]:
+    def dataset_note(self) -> str | None:
+        return (
+            f"each host makes its copy in {host_root(self.staging, '<host>')} (refused first where that disk has no "
+            f"room for it), the first host uploads it to {self.target.rstrip('/')}/{DATASET_DIR}/"
+        )
+
+    def run_vars(self, workload: Workload, variables: dict[str, Any]) -> dict[str, Any]:
         """The connection for the workload's role and, as $IOLAB_S3, for the loader's reader s3. The loader's host
         facts and telemetry describe the staging copy's disk (the bucket has no local device)."""
         local = {"bench_pytorch_target": self.staging} if workload.tool == "pytorch" else {}

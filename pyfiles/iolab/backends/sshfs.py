@@ -7,6 +7,7 @@ from typing import Literal
 from iolab.backends.base import Backend
 from iolab.schema import (
     AbsPath,
+    Bool,
     HostName,
     MountOption,
     Name,
@@ -20,7 +21,7 @@ class SshfsBackend(Backend):
     type: Literal["sshfs"]
     host: HostName
     path: AbsPath
-    readonly: bool = False
+    readonly: Bool = False
     options: list[MountOption] = []
     mountpoint: AbsPath | None = None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from iolab.backends.base import Backend
 from iolab.schema import (
@@ -10,6 +10,10 @@ from iolab.schema import (
     Name,
     Size,
 )
+from iolab.units import human
+
+if TYPE_CHECKING:
+    from iolab.workloads.base import Workload
 
 
 class TmpfsBackend(Backend):
@@ -20,12 +24,15 @@ class TmpfsBackend(Backend):
     size: Size
     mountpoint: AbsPath | None = None
 
-    def refuse(self, workload: Any) -> str | None:
+    def refuse(self, workload: Workload) -> str | None:
         """Also a checkpoint the tmpfs cannot hold: a run on one host writes all of it there."""
-        if workload.tool == "checkpoint" and workload.room > self.size:
+        from iolab.workloads.checkpoint import CheckpointWorkload
+
+        if isinstance(workload, CheckpointWorkload) and workload.room > self.size:
             return (
-                f"workload {workload.name}: its checkpoint ({workload.room / 1e6:.4g} MB) does not fit tmpfs backend "
-                f"{self.name} ({self.size / 2**20:.4g} MiB), which holds all of it in a run on one host; lower the "
+                f"workload {workload.name}: its checkpoint ({human(workload.room, 'B', si=True)}) does not fit "
+                f"tmpfs backend {self.name} ({human(self.size, 'B')}), which holds all of it in a run on one host; "
+                "lower the "
                 "workload's scale or raise the backend's size"
             )
         return super().refuse(workload)

@@ -51,8 +51,8 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -60,12 +60,48 @@ from pathlib import Path
 
 from iolab.host import ceph_osds, facts, live, profilers, telemetry
 from iolab.host.runs import PIDFILE, hold, write_json
-from iolab.host.runstart import wait_for_start
+from iolab.host.runstart import wait_for_start, wait_until
 from iolab.host.runstop import stop
-from iolab.host.watch import group_alive, step, stop_group, watch
+from iolab.host.watch import end_left, group_alive, step, watch
 from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LINE
 
 CALLED_AT = time.time()  # when this command started (its imports done)
+
+
+class _Observers:
+    """What watches the tool beside it, started with it: its throughput each second and its process tree (for the
+    controller's live line, and for `stop`), telemetry, a Ceph backend's OSDs ($IOLAB_CEPH), the profilers."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        pid: int,
+        command: str,
+        profile: list[str] | None,
+        telemetry_after: float | None,
+        target: str | None,
+    ):
+        self.live = live.Live(run_dir / LIVE_FILE, pid, run_dir / "stdout.txt", command=command)
+        self.live.start()
+        self.profiling = profilers.Profilers(run_dir, profile, pid) if profile else None
+        if self.profiling:
+            self.profiling.start()
+        self.sampler = None
+        if telemetry_after is not None:
+            self.sampler = telemetry.Sampler(run_dir / telemetry.FILE, pid, after=telemetry_after, target=target)
+            self.sampler.start()
+        self.osds = ceph_osds.started_from_env(run_dir, telemetry_after)
+
+    def stop(self) -> dict | None:
+        """Stop them all, their errors said on stderr; the profilers' record."""
+        self.live.stop()
+        errors = [f"telemetry: {e}" for e in (self.sampler.stop().get("errors", []) if self.sampler else [])]
+        errors += [f"OSD telemetry: {e}" for e in (self.osds.stop()["errors"] if self.osds else [])]
+        profiled = self.profiling.stop() if self.profiling else None
+        errors += [f"profiler: {e}" for e in (profiled or {}).get("errors", [])]
+        for error in errors:
+            print(error, file=sys.stderr)
+        return profiled
 
 
 def run(
@@ -91,40 +127,25 @@ def run(
     timeline = {"called_at": CALLED_AT, "ready_at": None, "told_at": None}  # a --start-when-told run's
     if told and (start_at := wait_for_start(told, timeout, parent, timeline)) is None:
         return 1
+    if start_at is not None and not wait_until(start_at, timeout, parent):
+        return 1
     cached_before = facts.meminfo().get("Cached", 0)
     with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
-        if start_at is not None:
-            time.sleep(max(0.0, start_at - time.time()))
         started = time.time()
-        proc = subprocess.Popen(
-            argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
-        )
+        try:
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
+            )
+        except OSError as exc:
+            print(f"{argv[0]} could not start: {exc.strerror}", file=sys.stderr)
+            return 127
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
-        # What it moves each second, for the controller to show while the run's task runs; and its processes
-        watched = live.Live(run_dir / LIVE_FILE, proc.pid, run_dir / "stdout.txt", command=argv[0])
-        watched.start()
-        signal.signal(signal.SIGTERM, lambda *_: stop_group(proc, watched.tree))
-        profiling = profilers.Profilers(run_dir, profile, proc.pid) if profile else None
-        if profiling:
-            profiling.start()
-        sampler = None
-        if telemetry_after is not None:
-            sampler = telemetry.Sampler(run_dir / telemetry.FILE, proc.pid, after=telemetry_after, target=target)
-            sampler.start()
-        osds = ceph_osds.started_from_env(run_dir, telemetry_after)  # a Ceph backend's OSDs ($IOLAB_CEPH)
-        reason = watch(proc, watched.tree, timeout, started, parent)
+        observers = _Observers(run_dir, proc.pid, argv[0], profile, telemetry_after, target)
+        reason = watch(proc, observers.live.tree, timeout, started, parent)
         if reason and group_alive(proc.pid):  # its PID file stays, outside what is packed, for teardown
             (run_dir.parent / f"{run_dir.name}.{PIDFILE}").write_text(f"{proc.pid}\n")
         ended = time.time()
-        watched.stop()
-        if sampler is not None:
-            for error in sampler.stop().get("errors", []):
-                print(f"telemetry: {error}", file=sys.stderr)
-        for error in osds.stop()["errors"] if osds else []:
-            print(f"OSD telemetry: {error}", file=sys.stderr)
-        profiled = profiling.stop() if profiling else None
-        for error in (profiled or {}).get("errors", []):
-            print(f"profiler: {error}", file=sys.stderr)
+        profiled = observers.stop()
     (run_dir / PIDFILE).unlink(missing_ok=True)
     record = {
         "argv": argv,
@@ -158,6 +179,13 @@ def pack(run_dir: Path) -> int:
     """
     archive = run_dir.with_name(run_dir.name + ".tar.gz")
     run_dir.mkdir(parents=True, exist_ok=True)
+    pidfile = run_dir / PIDFILE
+    if pidfile.exists():  # the call that ran the tool died (the OOM killer): its tool, in a session of its own, lives
+        pid = int(pidfile.read_text().split()[0])
+        left = end_left(pid, run_dir)
+        said = f"still running after SIGKILL: {', '.join(left)}" if left else "ended"
+        print(f"the tool the run's dead call left (process group {pid}): {said}", file=sys.stderr)
+        pidfile.unlink()
     if archive.exists():
         subprocess.run(["tar", "-xzf", str(archive), "-C", str(run_dir)], check=True)
     tmp = archive.with_name(archive.name + ".tmp")
@@ -178,6 +206,17 @@ def pack(run_dir: Path) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    """A --timeout: seconds, a finite number ≥ 0 (0: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds ≥ 0 (0: no limit)")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m iolab.host.hostrun")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -193,7 +232,7 @@ def _parser() -> argparse.ArgumentParser:
         "START_FILE's modification time",
     )
     p_run.add_argument("--target")
-    p_run.add_argument("--timeout", type=float)
+    p_run.add_argument("--timeout", type=_seconds, help="seconds; 0: no limit")
     p_run.add_argument("--cwd", type=Path, help="the tool's working directory (default: the run's)")
     p_run.add_argument(
         "--telemetry-after",
@@ -228,7 +267,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
     p_step = sub.add_parser("step", help="run a step of a run that is not its tool, bounded as the tool is")
-    p_step.add_argument("--timeout", type=float, required=True, help="seconds; 0: no limit")
+    p_step.add_argument("--timeout", type=_seconds, required=True, help="seconds; 0: no limit")
     p_step.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
     p_stop = sub.add_parser("stop")

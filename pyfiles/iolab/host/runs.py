@@ -6,12 +6,17 @@ RUN.scratch.json beside it lists what the run writes outside it (note_scratch), 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
 import json
 import os
 from pathlib import Path
 
+from iolab.shared import processes
+
 PIDFILE = "hostrun.pid"
+CALLS = ".calls"  # HOST_DIR/runs/OWNER/HOST/.calls/PID: the command's hostrun calls there (hold)
 SCRATCH = "scratch.json"  # RUN.scratch.json, beside a run's directory: what it writes on the storage (note_scratch)
 
 
@@ -27,10 +32,33 @@ def command_dir(run_dir: Path) -> Path:
 def hold(run_dir: Path) -> None:
     """Share the lock of the run's command directory for this process's life: `stop` takes it exclusively
     before it removes that directory, so that no call of the command writes there afterwards (a call whose
-    tool `stop` ended still records and packs its run)."""
+    tool `stop` ended still records and packs its run). The call is noted by PID and start time (CALLS), so
+    that `stop` can end one that would hold the lock for long: a call still waiting for a start that a dead
+    controller will never send."""
     directory = command_dir(run_dir)
     directory.mkdir(parents=True, exist_ok=True)
     fcntl.flock(os.open(directory, os.O_RDONLY | os.O_DIRECTORY), fcntl.LOCK_SH)
+    (directory / CALLS).mkdir(exist_ok=True)
+    noted = directory / CALLS / str(os.getpid())
+    noted.write_text(str(processes.started(os.getpid())))
+    atexit.register(_forget, noted)  # a call that ends as it should leaves no note; one killed leaves it for `stop`
+
+
+def _forget(noted: Path) -> None:
+    noted.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # other calls' notes there still, or the command's directory gone
+        noted.parent.rmdir()
+
+
+def calls(directory: Path) -> dict[int, int]:
+    """The command's hostrun calls noted in its directory (hold) that still run as those processes: PID → start
+    time; this process left out."""
+    found = {}
+    for entry in (directory / CALLS).glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError):
+            found[int(entry.name)] = int(entry.read_text())
+    found.pop(os.getpid(), None)
+    return {pid: start for pid, start in found.items() if processes.started(pid) == start}
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from iolab.host import mounts
-from iolab.host.runs import PIDFILE, SCRATCH
-from iolab.host.watch import STUCK_AFTER, group_alive, kill_recorded
+from iolab.host.runs import CALLS, PIDFILE, SCRATCH, calls
+from iolab.host.watch import STUCK_AFTER, end_left, group_alive
+from iolab.shared.processes import end_processes
 from iolab.shared.protocol import START_SUFFIX
 
 
@@ -131,26 +132,17 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
     # A run's, a phase of a run's, and that of a tool that `run` gave up waiting for (beside its run's files)
     for pidfile in [*runs_dir.glob(f"*/{PIDFILE}"), *runs_dir.glob(f"*/*/{PIDFILE}"), *runs_dir.glob(f"*.{PIDFILE}")]:
         pid = int(pidfile.read_text().split()[0])
-        try:
-            os.killpg(pid, signal.SIGKILL)
+        if group_alive(pid):
             print(f"stopped process group {pid} left by {_run_of(pidfile)}")
-        except ProcessLookupError:
-            pass
-        # and the tool's processes in sessions of their own (fio's jobs), as the run recorded them
-        stray = kill_recorded(pidfile.parent if pidfile.name == PIDFILE else runs_dir / _run_of(pidfile))
-        left += [f"process {p} of {_run_of(pidfile)}" for p in stray]
-        deadline = time.time() + 10  # until the group is gone: it may hold the storage under test
-        while time.time() < deadline and group_alive(pid):
-            time.sleep(0.05)
-        if group_alive(pid):  # in uninterruptible sleep on storage that is gone, say
-            left.append(f"process group {pid} of {_run_of(pidfile)}")
-        else:
+        still = end_left(pid, pidfile.parent if pidfile.name == PIDFILE else runs_dir / _run_of(pidfile))
+        left += [f"{what} of {_run_of(pidfile)}" for what in still]
+        if not still:
             pidfile.unlink(missing_ok=True)
-    if not left and not _quiet(runs_dir, STUCK_AFTER + 15):
-        left.append(f"a call of iolab.host.hostrun still writing in {runs_dir}")
+    if not left:
+        left += _end_calls(runs_dir)
     scratch = [] if left else _remove_scratch(runs_dir)  # the tools have ended: nothing writes there again
     kept = sorted(runs_dir.glob("*.tar.gz")) if keep_archives else []
-    runs = [p for p in sorted(runs_dir.iterdir()) if p not in kept] if runs_dir.is_dir() else []
+    runs = [p for p in sorted(runs_dir.iterdir()) if p not in kept and p.name != CALLS] if runs_dir.is_dir() else []
     if not left and kept:
         for path in runs:
             if path.is_dir():
@@ -170,3 +162,21 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
         print(f"still running after SIGKILL (files kept in {runs_dir}): {', '.join(left)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _end_calls(runs_dir: Path) -> list[str]:
+    """Wait for the command's hostrun calls to finish (each records and packs its run); end those that would hold
+    on — a call still waiting for a start its dead controller will never send, or in a step — with SIGTERM (each
+    stops its step or tool and leaves), then SIGKILL. What still holds the command's directory after that."""
+    if _quiet(runs_dir, STUCK_AFTER):
+        return []
+    members = calls(runs_dir)
+    if members:
+        ended = end_processes(members, signal.SIGTERM, 5.0) and end_processes(members, signal.SIGKILL, 5.0)
+        pids = ", ".join(map(str, members))
+        print(f"ended {len(members)} call(s) of iolab.host.hostrun still running there (PID {pids})")
+        if ended:
+            return [f"iolab.host.hostrun (PID {', '.join(map(str, ended))})"]
+    if _quiet(runs_dir, 5.0):
+        return []
+    return [f"a process holding {runs_dir} (not a call iolab.host.hostrun noted)"]

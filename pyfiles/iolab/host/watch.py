@@ -51,6 +51,18 @@ def kill_recorded(run_dir: Path, wait: float = 10.0) -> list[int]:
     return end_processes(members, signal.SIGKILL, wait)
 
 
+def end_left(pid: int, run_dir: Path) -> list[str]:
+    """SIGKILL what a run recorded of its tool and wait for it to go: the process group of `pid` (its PID file) and
+    its processes in sessions of their own (live.PIDS in `run_dir`); the processes still there after SIGKILL."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    left = [f"process {p}" for p in kill_recorded(run_dir)]
+    deadline = time.time() + 10  # until the group is gone: it may hold the storage under test
+    while time.time() < deadline and group_alive(pid):
+        time.sleep(0.05)
+    return left + ([f"process group {pid}"] if group_alive(pid) else [])  # blocked on storage that is gone, say
+
+
 def watch(
     proc: subprocess.Popen,
     tree: telemetry.ToolTree,
@@ -62,7 +74,10 @@ def watch(
     """Wait for `proc` to end; end it with its process tree (stop_group) once it runs past `timeout` s or the
     task that started this process (`parent`) goes away. Return why it was stopped, None when it ended by itself.
     `scan`: read its tree each turn (where no iolab.host.live thread does), so that what it leaves is ended too."""
-    reason, stopping = None, None
+    reason, stopping, told = None, None, []
+    # SIGTERM (`hostrun stop`: a teardown, or a takeover after this call's controller died) ends the tool as a
+    # timeout does; this call then records and packs what it has, and leaves.
+    previous = signal.signal(signal.SIGTERM, lambda *_: told.append(True))
     while proc.poll() is None:
         try:
             proc.wait(timeout=0.5)
@@ -70,10 +85,12 @@ def watch(
             pass
         if scan:
             tree.cpu_seconds()
-        if os.getppid() != parent:
+        if told:
+            reason = "it was told to stop (SIGTERM: a teardown, or a takeover of its command's hosts)"
+        elif os.getppid() != parent:
             reason = "the task that started it went away (Ctrl-C or a lost connection)"
         elif timeout and time.time() - started > timeout:
-            reason = f"it ran past its timeout of {timeout:.0f} s"
+            reason = f"it ran past its timeout of {timeout:g} s"
         if reason:
             stopping = stopping or time.time()
             stop_group(proc, tree)
@@ -84,6 +101,7 @@ def watch(
     if proc.poll() is not None:  # ended, or was ended (by `stop`, say): nothing of its tree may stay behind
         tree.cpu_seconds()
         end_processes(tree.members())
+    signal.signal(signal.SIGTERM, previous)
     if reason and group_alive(proc.pid):
         # Blocked on storage that is gone (a request in a FUSE daemon, a dead NFS server): it ends when
         # teardown releases the storage.
@@ -120,7 +138,11 @@ def step(
     `stdout` and `stderr` once it has ended (files meanwhile: a process stuck on its storage holds no pipe)."""
     parent = os.getppid()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            print(f"{_step_name(argv)} could not start: {exc.strerror} ({argv[0]})", file=sys.stderr, flush=True)
+            return 127
         reason = watch(proc, telemetry.ToolTree(proc.pid), timeout, time.time(), parent, scan=True)
         for kept, to in ((out, stdout), (err, stderr)):
             if to is not None:

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from iolab.samples import Sample
+from typing import Any, Protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,14 +65,44 @@ def load_json(path: Path, tool: str) -> dict[str, Any]:
     return document
 
 
+def failure_message(res: dict[str, Any]) -> str:
+    """The sentence worth showing from a failed task's result (a loop's: its first failed item's): Ansible's, and
+    error.json's beside a run's files (run.yml's rescue, iolab.fanout)."""
+    failed_items = [item for item in res.get("results", []) if isinstance(item, dict) and item.get("failed")]
+    if failed_items:
+        return failure_message(failed_items[0])
+    msg = str(res.get("msg") or "").strip()
+    stderr = str(res.get("stderr") or "").strip().splitlines()
+    stdout = str(res.get("stdout") or "").strip().splitlines()
+    detail = stderr[-1] if stderr else (stdout[-1] if stdout and not msg else "")
+    if msg.startswith("non-zero return code") and detail:
+        return f"{detail} (rc {res.get('rc')})"
+    return f"{msg}: {detail}" if msg and detail else msg or detail or "failed (no message)"
+
+
 # --- what each metric means: declared here and by each parser (the catalogue, iolab.metrics) ---------
 
 HIGHER, LOWER = "higher", "lower"  # which way a metric wins
 SUM = "sum"  # host "*": each host's mean over the window all of them ran, added up (record.aggregate)
 BARS, PERCENTILES = "bars", "percentiles"  # its chart on the HTML page: per point, or the latency chart
+
+
+class Stored(Protocol):
+    """What a host rule reads of a stored sample (iolab.samples.Sample, which reads the catalogue's units)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def metric(self) -> str: ...
+    @property
+    def value(self) -> float: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
+
 # A tool's own rule for host "*": (the metric's sample on every host, all of the run's host samples)
 # → (the value for all hosts, what the aggregate's metadata adds).
-HostRule = Callable[[list[Sample], list[Sample]], tuple[float, dict[str, Any]]]
+HostRule = Callable[[Sequence[Stored], Sequence[Stored]], tuple[float, dict[str, Any]]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,3 +139,24 @@ METRICS = (
     Metric("cpu_cores", "cores", "CPU busy, in cores", LOWER, timeline=40),
     Metric("gpu_util", "%", "GPU busy", timeline=130),
 )
+
+
+def modules() -> list[Any]:
+    """This package's parser modules (one per tool: each declares its METRICS, and the tools it parses in TOOLS)."""
+    import importlib
+    import pkgutil
+    import sys
+
+    package = sys.modules[__name__]
+    return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(package.__path__)]
+
+
+def registry() -> dict[str, Parser]:
+    """Each tool's parser, from the modules' TOOLS: the one list of them (a new tool touches its module only)."""
+    found: dict[str, Parser] = {}
+    for module in modules():
+        for tool in getattr(module, "TOOLS", ()):
+            if tool in found:
+                raise ValueError(f"tool {tool} has two parsers")
+            found[tool] = module.parse
+    return found

@@ -16,16 +16,16 @@ hosts is the whole checkpoint over the slowest rank of all (`over_hosts`, the me
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError, load_json, stderr_hint
-from iolab.samples import Sample
+from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError, Stored, load_json, stderr_hint
 
 PHASES = ("write", "read")
 
 
-def over_hosts(group: list[Sample], run: list[Sample]) -> tuple[float, dict[str, Any]]:
+def over_hosts(group: Sequence[Stored], run: Sequence[Stored]) -> tuple[float, dict[str, Any]]:
     """A checkpoint over every host: all of its bytes over the slowest rank of all (MLPerf's duration)."""
     metric = group[0].metric
     phase = metric.split("_")[1]
@@ -37,6 +37,8 @@ def over_hosts(group: list[Sample], run: list[Sample]) -> tuple[float, dict[str,
         "aggregate": "every host's bytes over the slowest rank of all hosts",
     }
 
+
+TOOLS = ("checkpoint",)
 
 METRICS = (
     Metric("checkpoint_write_bw", "B/s", "written/s", hosts=over_hosts, judged=True, table=70, wins=True, headline=70),

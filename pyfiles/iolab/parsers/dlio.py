@@ -24,6 +24,8 @@ from typing import Any
 
 from iolab.parsers import Measurement, Parsed, ParseError, load_json
 
+TOOLS = ("dlio",)  # a pytorch workload with engine: dlio
+
 METRICS = ()  # au, samples_per_s: iolab.parsers.pytorch's; read_bw: iolab.parsers'
 WORKLOAD_FILE = "dlio/workload/iolab.yaml"  # iolab.host.dlio's: JSON, which is YAML
 INFO_FILE = "dlio/iolab.json"  # iolab.host.dlio's: the DLIO that ran

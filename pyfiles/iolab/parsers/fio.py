@@ -32,6 +32,8 @@ from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError, stderr
 PERCENTILES: dict[str, Fraction] = {"p50": Fraction(50), "p99": Fraction(99), "p999": Fraction(999, 10)}
 DIRECTIONS = ("read", "write")
 # Besides the shared read_bw, read_iops, read_clat_p99, ... (iolab.parsers.METRICS):
+TOOLS = ("fio",)
+
 METRICS = (
     Metric("cpu_usr", "%", "the jobs' user CPU, in percent of one core", LOWER),
     Metric("cpu_sys", "%", "the jobs' system CPU, in percent of one core", LOWER),

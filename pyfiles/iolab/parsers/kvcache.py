@@ -25,18 +25,19 @@ The metadata keeps every rank's figures (`kv_ranks`), the ranks that never reach
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from iolab.parsers import LOWER, SUM, Measurement, Metric, Parsed, ParseError, load_json
-from iolab.samples import Sample
+from iolab.parsers import LOWER, SUM, Measurement, Metric, Parsed, ParseError, Stored, load_json
 
+TOOLS = ("kvcache", "mlperf_kvcache")  # both engines write the same summary (iolab.host.kvcache.summarize)
 SUMMARY = "kvcache_run_summary.json"
 REFERENCE_INFO = "mlperf_kvcache.json"  # iolab.host.mlperf_kvcache's: the kv-cache.py that ran
 GIB = 1 << 30
 
 
-def most_of_hosts(group: list[Sample], run: list[Sample]) -> tuple[float, dict[str, Any]]:
+def most_of_hosts(group: Sequence[Stored], run: Sequence[Stored]) -> tuple[float, dict[str, Any]]:
     """A max-of-P95 over every host: the most of the hosts' (each already the most of its ranks')."""
     worst = max(group, key=lambda s: s.value)
     return worst.value, {"aggregate": "the most of every host's ranks' P95s", "worst_host": worst.host}

@@ -13,6 +13,8 @@ from iolab.parsers import SUM, Measurement, Metric, Parsed, ParseError, load_jso
 
 KIND = "iolab.metadata/1"
 OPERATIONS = {"readdir": "readdir_per_s", "stat": "stat_per_s", "open": "open_per_s"}
+TOOLS = ("metadata",)
+
 METRICS = (
     Metric("readdir_per_s", "ops/s", "directory entries listed per second", hosts=SUM),
     Metric("stat_per_s", "ops/s", "stat calls per second", hosts=SUM, headline=60),

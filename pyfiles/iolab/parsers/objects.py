@@ -20,6 +20,9 @@ FILE = "objects.json"
 DIRECTIONS = {"put": "write", "get": "read"}
 
 
+TOOLS = ("objects",)
+
+
 def parse(host_dir: Path) -> Parsed:
     path = Path(host_dir) / FILE
     document = load_json(path, "the object benchmark")

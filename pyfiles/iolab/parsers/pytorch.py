@@ -40,6 +40,8 @@ from iolab.shared.syscalls import SummaryError, parse_summary
 KIND = "iolab.host.loader/1"
 _RARE = 0.01  # syscalls per sample below which a syscall is left out
 # Besides the shared read_bw, cpu_cores and gpu_util (iolab.parsers.METRICS):
+TOOLS = ("pytorch", "tensorflow")  # the tf loader writes the loader.json of every iolab loader
+
 METRICS = (
     Metric(
         "samples_per_s",

@@ -131,6 +131,7 @@ def main(argv: list[str]) -> int:
 
 
 def _hold(argv: list[str]) -> int:
+    started = time.time()  # this host's clock, with the answer's: the controller compares it with its own
     directory, info = argv[0], json.loads(argv[1])
     os.makedirs(directory, exist_ok=True)
     key = "netns-" + os.readlink("/proc/self/ns/net").strip("net:[]")
@@ -145,6 +146,7 @@ def _hold(argv: list[str]) -> int:
         return 3
     previous = _read(record_path)
     answer = {"previous": previous, **(_clean(os.path.dirname(directory), previous) if previous else {})}
+    answer["clock"] = [started, time.time()]
     tmp = f"{record_path}.{os.getpid()}.tmp"
     with open(tmp, "w") as handle:
         json.dump({**info, "holder_pid": os.getpid()}, handle)

@@ -104,6 +104,15 @@ class ToolTree:
         return read, written
 
 
+def started(pid: int) -> int | None:
+    """The process's start time in clock ticks after boot (/proc/PID/stat field 22): PID and it name one process
+    (PIDs recur); None when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _running(members: dict[int, int]) -> list[int]:
     """The processes of `members` (PID → start time) still running (not zombies) as the same processes."""
     alive = []

@@ -6,6 +6,7 @@ import os
 
 READY_LINE = "iolab-ready:"  # a line of `hostrun run --start-when-told`: prepared at <epoch>; it then reads the start
 START_SUFFIX = ".start"  # or as a file's modification time, RUNS/OWNER/RUN.start (through gateways: iolab.fanout)
+START_JSON = "start.json"  # beside a fan-out run's files: how its common start went (iolab.fanout, iolab.record)
 ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
 # Bytes of archive a run returns in that line; a larger one is fetched by collect.yml ($IOLAB_INLINE_MAX overrides).
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))

@@ -31,19 +31,8 @@ WORKLOAD_TYPES: dict[str, type[Workload]] = kinds(AnyWorkload)
 
 
 def parser_for(tool: str) -> Parser:
-    """The parser of a workload kind's raw files (one per tool: iolab.parsers.<tool>)."""
-    from iolab.parsers import checkpoint, dlio, fio, kvcache, metadata, objects, pytorch
+    """The parser of a workload kind's raw files: the parser module that names the tool in its TOOLS
+    (iolab.parsers.registry, which the metric catalogue reads too)."""
+    from iolab.parsers import registry
 
-    # tensorflow: iolab.host.loader.tf_loader writes the loader.json of every iolab loader.
-    parsers: dict[str, Parser] = {
-        "fio": fio.parse,
-        "pytorch": pytorch.parse,
-        "tensorflow": pytorch.parse,
-        "metadata": metadata.parse,
-        "checkpoint": checkpoint.parse,
-        "objects": objects.parse,
-        "dlio": dlio.parse,  # a pytorch workload with engine: dlio
-        "kvcache": kvcache.parse,
-        "mlperf_kvcache": kvcache.parse,  # a kvcache workload with engine: mlperf-kvcache: the same summary
-    }
-    return parsers[tool]
+    return registry()[tool]

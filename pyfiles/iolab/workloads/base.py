@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from iolab.schema import Duration, Model, Name
+from iolab.schema import Bool, Duration, Model, Name
 
 LOADER_TIMEOUT = 1800.0  # seconds a loader or metadata run may take unless the campaign says otherwise
 
@@ -23,12 +24,15 @@ class Workload(Model):
     name: Name
     cache: Literal["drop", "keep", "warm"] = "drop"
     warm_command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | None = None
-    warmup: bool = False  # one unrecorded run before a point's first measured one, per mount
-    allow_caching: bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
+    warmup: Bool = False  # one unrecorded run before a point's first measured one, per mount
+    allow_caching: Bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
     timeout: Duration | None = None  # per run: the tool is stopped and the run recorded as failed after it
+    # A host of a run on several that started further than this from the common start is flagged (start_skewed;
+    # None: START_SKEW_MAX). Its clock agrees with the controller's within a second (iolab.lease checks it).
+    start_skew_max: Duration | None = None
     # MLPerf Storage v3.0's rules mode (`mlperf: true` in the campaign file, iolab.workloads.mlperf.apply_rules):
     # the run does what the rules ask and its samples are checked against them (iolab.validity).
-    mlperf_rules: bool = False
+    mlperf_rules: Bool = False
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
     # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
     profilers: list[Literal["perf", "py-spy"]] = []
@@ -47,12 +51,24 @@ class Workload(Model):
         """The runs of one of its points: a search's one, else the campaign's repetitions (each kind may say)."""
         return 1 if getattr(self, "search", None) else campaign
 
-    def estimate_s(self) -> float | None:
-        """How long one of its runs takes on the hosts, where the kind knows (the progress line's ETA)."""
-        return None
-
     def run_timeout(self, default: float) -> float:
         return self.timeout or default
+
+    # What a backend asks of a workload (iolab.backends.base.Backend.supports, refuse, run_vars):
+    @property
+    def needs_s3(self) -> bool:
+        """Whether it runs on s3 backends (objects, reader s3) rather than on file systems."""
+        return False
+
+    @property
+    def writes(self) -> str:
+        """What it writes on its target, '' when it only reads: a read-only backend refuses a workload that writes."""
+        return ""
+
+    def commands(self) -> list[str]:
+        """What the workload would run or install on every host that the campaign file, not iolab, chose: each a
+        sentence; `bench.all` runs them only with --allow-commands (campaign.check_commands), the dry run says them."""
+        return [f"warm_command runs {' '.join(self.warm_command)!r} on every host"] if self.warm_command else []
 
     def params(self) -> dict[str, Any]:
         """The fields a run's samples carry as parameters (iolab.validity tells settings from run sizes by name)."""
@@ -65,6 +81,19 @@ class Workload(Model):
     def describe(self) -> str:
         """What the kind runs on each host, in a line (--dry-run); each kind says more."""
         return self.tool
+
+    def estimate(self) -> float | None:
+        """Seconds its tool runs, where the workload says (fio's runtime and ramp); None where the data set's size
+        and the storage decide (a loader's epochs)."""
+        return None
+
+    def dry_run(self, variables: dict[str, Any]) -> list[str]:
+        """--dry-run's lines on what each host runs: the kind's line, and what its role builds the command from."""
+        return [
+            f"on each host: {self.describe()}; role {variables['run_role']} builds the command "
+            "(python -m iolab.host.loader.…, under iolab.host.hostrun) from:",
+            *[f"  {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"],
+        ]
 
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
         """Role variables that change with the repetition (a loader's shuffle seed under MLPerf's rules)."""

@@ -6,6 +6,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from iolab.schema import Bool
+from iolab.units import human
 from iolab.workloads.base import LOADER_TIMEOUT, Workload
 
 # MLPerf Storage v2's checkpointing models: the whole checkpoint (model and optimizer state) and the
@@ -37,7 +39,7 @@ class CheckpointWorkload(Workload):
     ranks: Annotated[int, Field(ge=1, le=65536, strict=True)] | None = None
     checkpoints: Annotated[int, Field(ge=1, le=100, strict=True)] = 1
     accelerator: Literal["b200", "mi355", "h100", "a100"] = "b200"
-    subset: bool = False
+    subset: Bool = False
 
     tool: ClassVar[str] = "checkpoint"
     uses_dataset: ClassVar[bool] = False
@@ -87,7 +89,8 @@ class CheckpointWorkload(Workload):
     def describe(self) -> str:
         size, processes = CHECKPOINT_MODELS[self.model]
         return (
-            f"checkpoint of {self.model} at scale {self.scale:g} ({self.bytes / 1e9:.3g} GB of {size / 1e9:.4g} GB; "
+            f"checkpoint of {self.model} at scale {self.scale:g} ({human(self.bytes, 'B', si=True)} of "
+            f"{human(size, 'B', si=True)}; "
             f"MLPerf writes it with {processes} processes), "
             + (f"{self.ranks} ranks spread over the hosts" if self.ranks else f"{self.writers} writers per host")
             + (

@@ -28,7 +28,7 @@ from typing import Any
 from iolab import yamlfile
 from iolab.workloads.accelerator import COMPUTE_TIMES, reference_batch
 from iolab.workloads.checkpoint import CHECKPOINT_MODELS
-from iolab.workloads.mlperf import PRESETS
+from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS
 
 # What iolab decides itself instead of the file, and why the file's value has no say.
 REPLACED = {
@@ -331,7 +331,7 @@ def training_file(
             "sample_shuffle": shuffle,
         },
         "train": train,
-        "metric": {"au": more.get("au_threshold", 90.0) / 100},
+        "metric": {"au": more.get("au_threshold", AU_THRESHOLD) / 100},
     }
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from iolab.backends.base import DATASET_DIR, Backend
 from iolab.backends.tmpfs import TmpfsBackend
+from iolab.errors import UserError
 from iolab.schema import Duration, Ramp, Size
 from iolab.shared import fio_jobfile, fio_options
 from iolab.workloads.base import Workload
@@ -105,3 +107,57 @@ class FioWorkload(Workload):
     def dataset_vars(self, root: str) -> dict[str, Any]:
         """Where the data set is when every host reads one copy at `root` ('' : each host its own)."""
         return {"bench_fio_bssplit_from": root or DATASET_DIR} if self.uses_dataset else {}
+
+    def estimate(self) -> float | None:
+        return self.runtime + self.ramp
+
+    def dry_run(self, variables: dict[str, Any]) -> list[str]:
+        """fio's command on each host and its job file as it will be written there."""
+        if variables.get("bench_fio_jobtext"):  # the user's job file as checked, includes inlined
+            job = f"; {self.jobfile}, run in <target>/iolab-<host>\n" + variables["bench_fio_jobtext"]
+        else:
+            bssplit = (
+                {"bssplit": "<from the data set's size histogram>"} if variables.get("bench_fio_bssplit_from") else {}
+            )
+            job = fio_options.render(
+                {
+                    **variables["bench_fio_options"],
+                    **bssplit,
+                    "filename": "<target>/iolab-<host>/" + fio_options.DATA_FILE,
+                    "size": str(variables["bench_fio_size"] or "<fits>"),
+                },
+                "iolab",
+            )
+        return [
+            "on each host: fio --output=fio.json --output-format=json+ --eta=always job.fio, where job.fio is:",
+            *["  " + line for line in job.splitlines() if line],
+        ]
+
+
+def single_run(
+    backends: list[Backend], backend: str | None, profile: str, runtime: str, ramp: str, size: str | None
+) -> dict[str, Any]:
+    """`bench.fio`'s one-run campaign 'fio-<backend>' as a campaign mapping (iolab.campaign.parse checks it as it
+    checks a file): a profile or a job file on one of a campaign's `backends` (the first by default)."""
+    names = [b.name for b in backends]
+    chosen = backend or names[0]
+    if chosen not in names:
+        raise UserError(f"backend {chosen!r} is not in the campaign (it has: {', '.join(names)}); pass --backend NAME")
+    workload: dict[str, Any] = {
+        "name": Path(profile).stem if profile not in fio_options.PROFILES else profile,
+        "type": "fio",
+        "runtime": runtime,
+        "ramp": ramp,
+        **({"size": size} if size else {}),
+    }
+    if profile in fio_options.PROFILES:
+        workload["profile"] = profile
+    elif Path(profile).exists():
+        workload["jobfile"] = str(Path(profile).resolve())
+    else:
+        raise UserError(
+            f"--profile {profile!r} is neither a fio profile ({', '.join(fio_options.PROFILES)}) "
+            "nor an existing job file"
+        )
+    chosen_backend = next(b for b in backends if b.name == chosen).model_dump(exclude_none=True)
+    return {"name": f"fio-{chosen}", "backends": [chosen_backend], "workloads": [workload]}

@@ -55,7 +55,7 @@ class KvcacheWorkload(Workload):
     users: Annotated[int, Field(ge=1, le=100_000, strict=True)] | None = None  # per client
     clients: Annotated[int, Field(ge=1, le=1024, strict=True)] = 1  # ranks per host
     duration: Duration | None = None
-    seed: int = 42
+    seed: Annotated[int, Field(strict=True)] = 42
     concurrent_allocs: Annotated[int, Field(ge=0, le=100_000, strict=True)] | None = None
     gpu_bytes: Annotated[int, Field(ge=0)] | None = None
     cpu_bytes: Annotated[int, Field(ge=0)] | None = None
@@ -158,9 +158,19 @@ class KvcacheWorkload(Workload):
     def writes(self) -> str:
         return "KV-cache entries"
 
-    def estimate_s(self) -> float | None:
+    def estimate(self) -> float | None:
         """A trial's duration and the ranks' start and end (measured: about 10 s); a search's probes are unknown."""
         return None if self.search else self.settled("duration") + 10.0
+
+    def commands(self) -> list[str]:
+        """kvcache_source is the campaign file's choice of code, installed on every host (--allow-commands)."""
+        if not self.kvcache_source:
+            return super().commands()
+        return [
+            *super().commands(),
+            f"engine mlperf-kvcache installs kv-cache.py from {self.kvcache_source!r} with pip, as root, on every "
+            "host (its build runs there)",
+        ]
 
     def repetitions_of(self, campaign: int) -> int:
         """Runs of one point: a search's one, else its trials (the campaign's repetitions when not given)."""
@@ -245,7 +255,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def tier_refusal(workloads: list[Any], memory: Callable[[], list[int]] | None) -> str | None:
+def tier_refusal(workloads: list[Any], memory: Callable[[], list[int | None]] | None) -> str | None:
     """Why a kvcache workload's memory tiers cannot fit the selected hosts (`memory()`: each one's RAM, read only
     when a workload has tiers; a dry run's zeros, or no reader, leave it to the hosts' own check), or None."""
     tiered = [
@@ -256,8 +266,8 @@ def tier_refusal(workloads: list[Any], memory: Callable[[], list[int]] | None) -
     tiered = [(w, need) for w, need in tiered if need]
     if not tiered or memory is None:
         return None
-    ram = memory()
-    if not ram or not all(ram):
+    ram = [m for m in memory() if m]
+    if not ram or len(ram) < len(memory()):
         return None
     workload, need = max(tiered, key=lambda pair: pair[1])
     if need <= min(ram):

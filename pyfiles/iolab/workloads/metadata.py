@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
+from iolab.schema import Bool
 from iolab.workloads.base import LOADER_TIMEOUT, Workload
 
 
@@ -15,7 +16,7 @@ class MetadataWorkload(Workload):
     type: Literal["metadata"]
     threads: Annotated[int, Field(ge=1, le=1024)] = 1
     limit: Annotated[int, Field(ge=1)] | None = None  # files per operation, at most (default: all)
-    drop_caches: bool = True  # before each operation, not only before the run
+    drop_caches: Bool = True  # before each operation, not only before the run
 
     tool: ClassVar[str] = "metadata"
     uses_dataset: ClassVar[bool] = True

@@ -21,12 +21,12 @@ says a data set too small for the rules is meant: every sample is then marked
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from pydantic import Field
 
-from iolab.schema import Model
+from iolab.schema import Bool, Model
 from iolab.shared.shapes import MEAN_SIZE, SAMPLES_PER_SHARD, SHAPES
 from iolab.units import human
 from iolab.workloads import kvcache_rules
@@ -37,6 +37,10 @@ from iolab.workloads.checkpoint import CHECKPOINT_MODELS
 # unrecorded warm-up, and its data set is at least 5 × the clients' RAM and 500 steps of every accelerator.
 REPETITIONS = 5
 MIN_STEPS = 500
+
+
+RAM_MULTIPLE = 5  # a data set of at least 5× the clients' RAM defeats their page cache (MLPerf Storage's rule)
+AU_THRESHOLD = 90.0  # % AU: MLPerf Storage's for unet3d and resnet50, and iolab's for a workload that names no model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +60,15 @@ class Preset:
 
 PRESETS = {
     "unet3d": Preset(
-        "pytorch", "unet3d", SHAPES["unet3d"][0], 1, 90.0, {"reader": "npz", "workers": 4, "decode": True}
+        "pytorch", "unet3d", SHAPES["unet3d"][0], 1, AU_THRESHOLD, {"reader": "npz", "workers": 4, "decode": True}
     ),
     "resnet50": Preset(
-        "tensorflow", "imagenet-like", MEAN_SIZE, SAMPLES_PER_SHARD, 90.0, {"private_threads": 8, "decode": False}
+        "tensorflow",
+        "imagenet-like",
+        MEAN_SIZE,
+        SAMPLES_PER_SHARD,
+        AU_THRESHOLD,
+        {"private_threads": 8, "decode": False},
     ),
     "cosmoflow": Preset(
         "tensorflow", "cosmoflow", SHAPES["cosmoflow"][0], 1, 70.0, {"decode": False, "shuffle_buffer": 2}
@@ -80,7 +89,12 @@ def expand(raw: dict[str, Any]) -> dict[str, Any]:
     Keys other than workload, accelerator and framework override the preset's.
     """
     model = raw.get("workload")
-    if model not in PRESETS:
+    if isinstance(model, list):
+        raise ValueError(
+            f"workload: one MLPerf Storage workload per entry, got {model!r}: write an entry for each "
+            "(a campaign reads one data set, so workloads of other data set kinds go in campaigns of their own)"
+        )
+    if not isinstance(model, str) or model not in PRESETS:
         raise ValueError(
             f"workload: {model!r} is not an MLPerf Storage training workload iolab knows "
             f"(expected one of: {', '.join(PRESETS)})"
@@ -115,10 +129,15 @@ def expand(raw: dict[str, Any]) -> dict[str, Any]:
     return {**keys, "accelerator": accelerator, "reseed": True, "mlperf": model, **overrides}
 
 
-def required_samples(model: str, batch_size: int, accelerators: int, memory_bytes: list[int], ram_multiple: int) -> int:
-    """MLPerf's smallest data set in samples: max(ram_multiple (5) × the clients' summed RAM,
-    500 steps × batch × the accelerators of every client); `accelerators` per client."""
-    by_ram = -(-ram_multiple * sum(memory_bytes) // PRESETS[model].sample_bytes)
+# Each selected host's RAM in bytes, asked only when a rule needs it; None for a host not read (a dry run).
+HostMemory = Callable[[], list[int | None]]
+
+
+def required_samples(model: str, batch_size: int, accelerators: int, memory_bytes: Sequence[int | None]) -> int:
+    """MLPerf's smallest data set in samples: max(RAM_MULTIPLE (5) × the clients' summed RAM,
+    500 steps × batch × the accelerators of every client); `accelerators` per client. A client's RAM is None
+    where it was not read (a dry run): the figure is then the least it can be."""
+    by_ram = -(-RAM_MULTIPLE * sum(m or 0 for m in memory_bytes) // PRESETS[model].sample_bytes)
     return max(by_ram, MIN_STEPS * batch_size * accelerators * len(memory_bytes))
 
 
@@ -126,8 +145,8 @@ class MlperfFields(Model):
     """The MLPerf keys of a pytorch or tensorflow workload (set by `type: mlperf` and `type: dlio`)."""
 
     mlperf: str | None = None  # the MLPerf Storage workload whose rules the results are checked against
-    lab_scale: bool = False  # a data set below MLPerf's size is meant: samples are mlperf_valid: false
-    reseed: bool = False  # a new shuffle seed per repetition: seed + repetition - 1 (MLPerf)
+    lab_scale: Bool = False  # a data set below MLPerf's size is meant: samples are mlperf_valid: false
+    reseed: Bool = False  # a new shuffle seed per repetition: seed + repetition - 1 (MLPerf)
     # What the workload's DLIO file asks for that iolab leaves out, and why (iolab.workloads.dlio): said in the
     # description (--dry-run), never a parameter of the samples.
     file_note: Annotated[str | None, Field(exclude=True)] = None
@@ -148,8 +167,7 @@ RULES = {
     "mlperf_warmup": "2.1.17 runTimestamps",
     "mlperf_consecutive": "2.1.18 runTimestampGap",
     "mlperf_au": "3.3.2 trainingAcceleratorUtilizationCheck",
-    "mlperf_filesystems": "3.4.2/4.4.2/6.4.1 trainingMlpstorageFilesystemCheck, checkpointFilesystemCheck, "
-    "kvcachePosixCacheDir",
+    "mlperf_filesystems": "3.4.2/4.4.2 trainingMlpstorageFilesystemCheck, checkpointFilesystemCheck",
     "mlperf_cache_cleared": "4.3.1 checkpointDataSizeRatio",
     "mlperf_fsync": "4.3.2 checkpointFsyncVerification",
     "mlperf_accelerator_memory": "4.3.4 checkpointAggregateAcceleratorMemory",
@@ -161,6 +179,7 @@ RULES = {
     "mlperf_kv_sequence": "6.3.2.1 kvcacheClosedSequenceLocks",
     "mlperf_kv_cpu_tier": "6.3.4.4 kvcacheLatencyValidity",
     "mlperf_kv_fixed": "6.6.1 kvcacheClosedImmutable",
+    "mlperf_kv_filesystems": "6.4.1 kvcachePosixCacheDir",
 }
 CHECKPOINTS = 10  # written, each ending in fsync, then read back
 CACHE_MULTIPLE = 3  # a client that writes less than 3× its RAM has its caches cleared before the read
@@ -174,7 +193,7 @@ def rule_of(flag: str) -> str:
     return f"rule {number} ({name})" if number else ""
 
 
-def apply_rules(data: dict[str, Any], ram_multiple: int, memory: Callable[[], list[int]] | None) -> dict[str, Any]:
+def apply_rules(data: dict[str, Any], memory: HostMemory | None) -> dict[str, Any]:
     """The campaign mapping (its entries already expanded) with what `mlperf_rules` asks filled in where the file
     leaves it: 5 repetitions after a warm-up (training), 10 checkpoints of the model's process count; ValueError
     naming the entry when its data set is below the rules' size for the hosts' RAM (`memory()`, bytes each)."""
@@ -196,7 +215,7 @@ def apply_rules(data: dict[str, Any], ram_multiple: int, memory: Callable[[], li
         elif entry.get("mlperf") in PRESETS:
             training = True
             if not entry.get("lab_scale"):
-                _dataset_size_rule(f"workloads[{index}]", entry, data.get("dataset"), ram_multiple, memory)
+                _dataset_size_rule(f"workloads[{index}]", entry, data.get("dataset"), memory)
             out.append({"warmup": True, **entry})
         else:
             raise ValueError(
@@ -208,9 +227,7 @@ def apply_rules(data: dict[str, Any], ram_multiple: int, memory: Callable[[], li
     return {**data, "workloads": out}
 
 
-def _dataset_size_rule(
-    where: str, entry: dict[str, Any], dataset: Any, ram_multiple: int, memory: Callable[[], list[int]] | None
-) -> None:
+def _dataset_size_rule(where: str, entry: dict[str, Any], dataset: Any, memory: HostMemory | None) -> None:
     """Rule 3.1.2 before anything runs: the data set holds MLPerf's smallest for the selected hosts' RAM."""
     files = dataset.get("files") if isinstance(dataset, dict) else None
     if not isinstance(files, int) or isinstance(files, bool):
@@ -221,18 +238,20 @@ def _dataset_size_rule(
             "run it there, or give lab_scale: true"
         )
     ram = memory()
-    batch, accelerators = (_largest(entry.get(key, 1)) for key in ("batch_size", "accelerators"))
-    needed = required_samples(entry["mlperf"], batch, accelerators, ram, ram_multiple)
+    batch, accelerators = (largest(entry.get(key, 1)) for key in ("batch_size", "accelerators"))
+    needed = required_samples(entry["mlperf"], batch, accelerators, ram)
     if files < needed:
+        known = None not in ram
+        of_ram = f"{sum(m or 0 for m in ram) >> 30} GiB of RAM" if known else "whatever their RAM: a dry run reads none"
         raise ValueError(
             f"{where}: mlperf: true: the data set has {files:,} files; MLPerf Storage's "
-            f"{rule_of('mlperf_dataset_size')} "
-            f"asks for {needed:,} on the {len(ram)} selected host(s) ({sum(ram) >> 30} GiB of RAM): "
+            f"{rule_of('mlperf_dataset_size')} asks for {'' if known else 'at least '}{needed:,} on the "
+            f"{len(ram)} selected host(s) ({of_ram}): "
             "give dataset files: auto (or more), or lab_scale: true for a smaller one, flagged"
         )
 
 
-def _largest(value: Any) -> int:
+def largest(value: Any) -> int:
     """A key's value, or the largest point of its sweep (a list): the data set must hold the largest."""
     values = value if isinstance(value, list) else [value]
     try:
@@ -261,7 +280,7 @@ def host_rules(meta: dict[str, Any], params: dict[str, Any], host: str) -> list[
         mount = (host_facts.get("mount") or {}).get("target")
         broken.append(
             (
-                "mlperf_filesystems",
+                "mlperf_kv_filesystems" if "kv_ranks" in meta else "mlperf_filesystems",  # the KV cache's own rule
                 f"{host}: the data ({mount}) and the run's results are on one file system"
                 if same
                 else f"{host}: where the data and the results lie was not recorded",

@@ -32,8 +32,11 @@ class ObjectsWorkload(Workload):
 
     tool: ClassVar[str] = "objects"
     uses_dataset: ClassVar[bool] = False
-    needs_s3: ClassVar[bool] = True
     formats: ClassVar[set[str]] = set()
+
+    @property
+    def needs_s3(self) -> bool:
+        return True
 
     @property
     def writes(self) -> str:

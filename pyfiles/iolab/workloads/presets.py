@@ -15,7 +15,6 @@ the hosts the command selected, which `bench.all` reads from each host's /proc/m
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from iolab.workloads import dlio, mlperf
 STANDS_FOR = ("mlperf", "dlio")
 
 
-def expand(data: dict[str, Any], base_dir: Path, memory: Callable[[], list[int]] | None = None) -> dict[str, Any]:
+def expand(data: dict[str, Any], base_dir: Path, memory: mlperf.HostMemory | None = None) -> dict[str, Any]:
     """The campaign mapping with its mlperf and dlio entries expanded, and `files: auto` sized by the
     hosts' `memory` (bytes each); ValueError naming the entry and key."""
     workloads = data.get("workloads")
@@ -66,15 +65,16 @@ def expand(data: dict[str, Any], base_dir: Path, memory: Callable[[], list[int]]
     return data
 
 
-def _auto_files(workloads: list[Any], memory: Callable[[], list[int]] | None) -> int:
+def _auto_files(workloads: list[Any], memory: mlperf.HostMemory | None) -> int:
     """MLPerf's smallest data set for the campaign's MLPerf workloads on the selected hosts."""
-    from iolab.validity import RAM_MULTIPLE
-
-    points = [
-        (w["mlperf"], _largest(w.get("batch_size", 1)), _largest(w.get("accelerators", 1)))
-        for w in workloads
-        if isinstance(w, dict) and w.get("mlperf")
-    ]
+    try:
+        points = [
+            (w["mlperf"], mlperf.largest(w.get("batch_size", 1)), mlperf.largest(w.get("accelerators", 1)))
+            for w in workloads
+            if isinstance(w, dict) and w.get("mlperf")
+        ]
+    except ValueError as exc:
+        raise ValueError(f"dataset.files: auto: {exc}") from None
     if not points:
         raise ValueError(
             "dataset.files: auto sizes the data set for MLPerf workloads (type: mlperf or dlio); "
@@ -85,31 +85,7 @@ def _auto_files(workloads: list[Any], memory: Callable[[], list[int]] | None) ->
             "dataset.files: auto needs the RAM of the hosts, which bench.all reads; give a number of files here"
         )
     ram = memory()
-    return max(
-        mlperf.required_samples(model, batch, accelerators, ram, RAM_MULTIPLE) for model, batch, accelerators in points
-    )
-
-
-def _largest(value: Any) -> int:
-    """The largest point of a swept key (a list), or its one value."""
-    values = value if isinstance(value, list) else [value]
-    numbers = [v for v in values if isinstance(v, int)]
-    if not numbers:
-        raise ValueError(f"dataset.files: auto: {value!r} is not a whole number")
-    return max(numbers)
-
-
-def host_memory(inventory: Any, hosts: list[str]) -> list[int]:
-    """Each host's RAM in bytes (MemTotal of /proc/meminfo, over direct SSH); ValueError naming a host that fails."""
-    from iolab import direct
-
-    memory = []
-    for reply in direct.run_all(inventory, hosts, "grep MemTotal /proc/meminfo"):
-        fields = reply.output.split()
-        if reply.exit != 0 or len(fields) < 2 or not fields[1].isdigit():
-            raise ValueError(f"dataset.files: auto: cannot read {reply.host}'s RAM ({reply.output[:200]!r})")
-        memory.append(int(fields[1]) * 1024)
-    return memory
+    return max(mlperf.required_samples(model, batch, accelerators, ram) for model, batch, accelerators in points)
 
 
 def _from_file(entry: dict[str, Any], data: dict[str, Any], base_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:

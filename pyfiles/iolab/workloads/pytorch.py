@@ -4,16 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from iolab.schema import Ramp
+from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
 from iolab.workloads.dlio import training_file
-from iolab.workloads.mlperf import PRESETS, MlperfFields
+from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
 
 # What DLIO reads as iolab's readers read it: unet3d's NPZ files (np.load), JPEG files opened with PIL.
 DLIO_READERS = ("npz", "pil")
+
+
+def _requirement(value: str) -> str:
+    """One requirement, a wheel's path or a URL, never a pip option (it would change what pip does with the rest)."""
+    if not value.strip() or value.lstrip().startswith("-") or any(c in value for c in "\n\r"):
+        raise ValueError(f"{value!r} is not one requirement, a wheel's path or a URL (a pip option is refused)")
+    return value
 
 
 class PytorchWorkload(LoaderWorkload, MlperfFields):
@@ -26,17 +33,17 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     dali_input: Literal["files", "tfrecord"] = "files"
     workers: Annotated[int, Field(ge=0, le=256)] = 2
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
-    pin_memory: bool = False
+    pin_memory: Bool = False
     prefetch_factor: Annotated[int, Field(ge=1, le=64)] = 2
-    decode: bool = True
-    shuffle: bool = True
+    decode: Bool = True
+    shuffle: Bool = True
     epochs: Annotated[int, Field(ge=1, le=1000)] = 1
     steps: Annotated[int, Field(ge=2)] | None = None  # batches per epoch and accelerator, at most
-    syscall_profile: bool = False
+    syscall_profile: Bool = False
     preprocess_time: Ramp = 0.0  # slept per sample after reading (DLIO's)
     accelerator: Accelerator | None = None
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1  # per host: one rank process each
-    distributed: bool = False
+    distributed: Bool = False
     seed: int = 0
     # search: accelerators finds the most accelerators per host, up to `accelerators`, that hold AU ≥ 90%
     # (iolab.accelerators); one search per backend, whatever the campaign's repetitions.
@@ -46,7 +53,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     engine: Literal["iolab", "dlio"] = "iolab"
     # What pip installs DLIO from on the hosts instead of PyPI's dlio-benchmark==2.0.0 (a wheel's path or URL, a
     # requirement: MLCommons' fork on a lab's mirror); installed without its declared dependencies, as that one is.
-    dlio_requirement: str | None = None
+    dlio_requirement: Annotated[str, AfterValidator(_requirement)] | None = None
 
     uses_dataset: ClassVar[bool] = True
 
@@ -100,7 +107,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             self.accelerator.compute_time(self.batch_size),
             self.repetition_seed(self.seed, repetition) if self.shuffle else None,
             steps=self.steps,
-            au_threshold=PRESETS[self.mlperf].au_threshold if self.mlperf in PRESETS else 90.0,
+            au_threshold=PRESETS[self.mlperf].au_threshold if self.mlperf in PRESETS else AU_THRESHOLD,
         )
 
     def loader_options(self, repetition: int = 1) -> dict[str, Any]:
@@ -155,6 +162,15 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         if self.engine == "dlio":
             return {"bench_dlio_workload": self.dlio_file(repetition)}
         return super().repetition_vars(repetition)
+
+    def commands(self) -> list[str]:
+        if not self.dlio_requirement:
+            return super().commands()
+        return [
+            *super().commands(),
+            f"dlio_requirement installs {self.dlio_requirement!r} with pip, as root, on every host "
+            "(a local tree's setup.py runs there)",
+        ]
 
     def describe(self) -> str:
         if self.engine == "dlio":

@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from iolab.schema import Bool
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import LoaderWorkload
 from iolab.workloads.mlperf import MlperfFields
@@ -19,11 +20,11 @@ class TensorflowWorkload(LoaderWorkload, MlperfFields):
     private_threads: Annotated[int, Field(ge=0, le=1024)] = 0  # tf.data private thread pool; 0: shared pool
     parallel_reads: Annotated[int, Field(ge=0, le=1024)] = 0  # shards interleaved at once; 0: up to 16
     shuffle_buffer: Annotated[int, Field(ge=1)] = 1024
-    decode: bool = True
-    shuffle: bool = True
+    decode: Bool = True
+    shuffle: Bool = True
     epochs: Annotated[int, Field(ge=1, le=1000)] = 1
     steps: Annotated[int, Field(ge=2)] | None = None
-    syscall_profile: bool = False
+    syscall_profile: Bool = False
     accelerator: Accelerator | None = None
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1
     seed: int = 0

@@ -89,7 +89,13 @@ def cmd_histogram(args: argparse.Namespace) -> int:
 
     if not args.root.is_dir():
         raise UserError(f"{args.root} is not a directory")
-    hist = histogram(args.root)
+    try:
+        hist = histogram(args.root)
+    except OSError as exc:
+        raise UserError(
+            f"cannot read the data set at {args.root}: {exc.strerror} ({exc.filename}); give the directory of a "
+            "data set"
+        ) from None
     if not any(b > 0 for b in hist):
         raise UserError(f"{args.root} holds no non-empty files")
     split = bssplit(hist)

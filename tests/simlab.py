@@ -1,25 +1,21 @@
-"""The lab in a box for lab tests: four simulated GPU hosts, up once per session.
+"""Simulated GPU hosts for tests: a lab of their own (network namespaces with their own sshd, iolab.sim).
 
     def test_something(sim_hosts):
         sim_hosts.ssh(sim_hosts.hosts[0], "findmnt /mnt/iolab")
         run a playbook with -i sim_hosts.inventory
 
 The hosts share the controller's file system (see iolab.sim): a test that writes
-files through them must key paths by host name and clean up after itself.
+files through them must key paths by host name and clean up after itself. The session's
+lab (fixture `sim_hosts`, tests/conftest.py) is up once for every test that asks for it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from iolab import sim
 
@@ -79,27 +75,6 @@ class SimLab:
         if check and proc.returncode != 0:
             raise AssertionError(f"{host.name}: {command!r} exited {proc.returncode}: {proc.stderr.strip()}")
         return proc
-
-
-@pytest.fixture(scope="session")
-def sim_hosts() -> Iterator[SimLab]:
-    if os.geteuid() != 0:
-        pytest.skip("lab tests need root (network namespaces, sshd)")
-    # A lab of its own, beside any other lab up on this machine (a checkout's, another session's).
-    lab = temporary_lab("t")
-    try:
-        started = time.monotonic()
-        hosts = sim.up(SIM_HOST_COUNT, lab)
-        yield SimLab(lab, hosts, time.monotonic() - started)
-    finally:
-        sim.down(lab)
-        shutil.rmtree(lab.dir, ignore_errors=True)
-
-
-@pytest.fixture(name="temporary_lab")
-def temporary_lab_fixture():
-    """`temporary_lab(prefix)`: a lab of its own for a test, which takes it down itself."""
-    return temporary_lab
 
 
 def temporary_lab(prefix: str) -> sim.Lab:

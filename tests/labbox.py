@@ -1,0 +1,254 @@
+"""The lab in a box for tests: one Ceph cluster (RBD, CephFS, radosgw) and one nfs-ganesha for the whole session.
+
+Brought up once, the first time a test asks for the fixture `lab_box` (tests/conftest.py), the way a user
+does it (`./lab lab.services-up --bind ADDRESS --vars-file F`), in its own directory under /tmp and on free
+ports, bound to the session's simulated lab's controller address: localhost campaigns and the simulated
+hosts reach the same services. A developer's lab on the defaults (/var/lib/iolab, 3300/6789, 2049, 7480)
+is never touched. Torn down at the end of the session whatever happened: `lab.services-down --destroy`,
+then whatever is left, killed by PID, and the directory deleted.
+
+Every test of the session shares it, so a test names what it creates (images, buckets' prefixes,
+directories) with its own prefix and removes it, and a test that stops a daemon or marks an OSD out
+restores it before it ends. The tests of the services' own life cycle (stopped, started again, absent)
+are marked `lab_box_lifecycle` and run last (tests/conftest.py orders them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from support import ROOT, Cli
+
+PLAYBOOK = ROOT / "playbooks" / "services.yml"
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.MULTILINE)
+PORTS = ("mon", "mon_v1", "nfs", "mount", "rgw")
+BUCKET = "itest-box"
+
+
+def free_ports(address: str, count: int) -> list[int]:
+    """Ports free on `address` now (held open together so that they differ)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((address, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def run(argv: list[str], timeout: float = 120, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and done.returncode != 0:
+        raise AssertionError(f"{argv} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def pid_alive(pid: int, comm: str) -> bool:
+    """Whether `pid` is a live process of program `comm` (not a zombie, not a reused PID)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    name = stat[stat.index("(") + 1 : stat.rindex(")")]
+    state = stat[stat.rindex(")") + 2]
+    return name == comm[:15] and state != "Z"
+
+
+def processes_using(needle: str) -> list[tuple[int, str]]:
+    """Live processes whose command line mentions `needle` (our conf or our directory)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            comm = (proc / "comm").read_text().strip()
+        except OSError:
+            continue
+        if needle in cmdline and pid_alive(int(proc.name), comm):
+            found.append((int(proc.name), cmdline.strip()))
+    return found
+
+
+def recap(done: subprocess.CompletedProcess) -> dict[str, int]:
+    found = RECAP.findall(done.stdout)
+    assert found, f"no PLAY RECAP in:\n{done.stdout}\n{done.stderr}"
+    _, ok, changed, unreachable, failed = found[-1]
+    return {"ok": int(ok), "changed": int(changed), "unreachable": int(unreachable), "failed": int(failed)}
+
+
+def assert_ok(done: subprocess.CompletedProcess) -> dict[str, int]:
+    assert done.returncode == 0, f"playbook failed ({done.returncode}):\n{done.stdout[-8000:]}\n{done.stderr[-4000:]}"
+    return recap(done)
+
+
+@dataclass
+class LabBox:
+    """The session's services: their directories, ports, address, and the clients' ways to them."""
+
+    root: Path
+    bind: str
+    ports: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+    started: subprocess.CompletedProcess | None = None  # lab.services-up's own output
+
+    @property
+    def ceph_dir(self) -> Path:
+        return self.root / "ceph"
+
+    @property
+    def nfs_dir(self) -> Path:
+        return self.root / "nfs"
+
+    @property
+    def export(self) -> Path:
+        return self.root / "export"
+
+    @property
+    def vars_file(self) -> Path:
+        return self.root / "services.yml"
+
+    @property
+    def inventory(self) -> Path:
+        return self.root / "inventory.ini"
+
+    def role_vars(self) -> dict:
+        return {
+            "service_ceph_dir": str(self.ceph_dir),
+            "service_ceph_mon_port": self.ports["mon"],
+            "service_ceph_mon_port_v1": self.ports["mon_v1"],
+            # Small, so that the preflight's free-space check passes on any CI disk.
+            "service_ceph_osd_size": "4G",
+            "service_ceph_rgw_port": self.ports["rgw"],
+            "service_ceph_rgw_bucket": BUCKET,
+            "service_nfs_dir": str(self.nfs_dir),
+            "service_nfs_export_path": str(self.export),
+            "service_nfs_port": self.ports["nfs"],
+            "service_nfs_mount_port": self.ports["mount"],
+        }
+
+    def cli(self) -> Cli:
+        return Cli(self.root / "results")
+
+    def up(self) -> None:
+        """`./lab lab.services-up` as a user runs it, with the box's variables and address."""
+        self.vars_file.write_text(yaml.safe_dump(self.role_vars()))
+        self.inventory.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
+        started = time.monotonic()
+        self.started = self.cli()("lab.services-up", "--bind", self.bind, "--vars-file", str(self.vars_file))
+        self.timings["services-up"] = time.monotonic() - started
+
+    def playbook(self, state: str, *extra: str, timing: str | None = None, timeout: float = 900):
+        """ansible-playbook playbooks/services.yml on the box as the controller runs it; `timing` records it."""
+        env = {
+            **os.environ,
+            "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "ANSIBLE_ROLES_PATH": str(ROOT / "roles"),
+            "ANSIBLE_NOCOLOR": "1",
+        }
+        binds = {"service_ceph_bind_address": self.bind, "service_nfs_bind_address": self.bind}
+        argv = [
+            "ansible-playbook",
+            "-i",
+            str(self.inventory),
+            str(PLAYBOOK),
+            "-e",
+            json.dumps({**self.role_vars(), **binds}),
+            "-e",
+            f"services_state={state}",
+            *extra,
+        ]
+        started = time.monotonic()
+        done = subprocess.run(argv, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        if timing:
+            self.timings[timing] = time.monotonic() - started
+        return done
+
+    def ceph_client(self) -> dict:
+        return json.loads((self.ceph_dir / "client.json").read_text())
+
+    def nfs_server(self) -> dict:
+        return json.loads((self.nfs_dir / "client.json").read_text())
+
+    def ceph_fields(self) -> dict:
+        """What an rbd, rbd_snapshot or cephfs backend of a campaign needs to reach the box."""
+        c = self.ceph_client()
+        return {"ceph_conf": c["conf"], "keyring": c["keyring"], "client": c["client_id"]}
+
+    def s3_fields(self) -> dict:
+        """What an s3 backend of a campaign needs to reach the box's radosgw."""
+        s3 = self.ceph_client()["s3"]
+        return {"endpoint": s3["endpoint"], "bucket": s3["bucket"], "credentials": s3["credentials"]}
+
+    def ceph(self, *args: str, fmt_json: bool = True, timeout: float = 60):
+        """The ceph CLI as a later role uses it: conf, keyring and name from client.json."""
+        c = self.ceph_client()
+        argv = ["ceph", "--conf", c["conf"], "--keyring", c["keyring"], "--name", c["client_name"]]
+        argv += ["--connect-timeout", "20", *args]
+        if fmt_json:
+            return json.loads(run([*argv, "--format", "json"], timeout=timeout).stdout)
+        return run(argv, timeout=timeout).stdout
+
+    def rbd(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        c = self.ceph_client()
+        return run(
+            ["rbd", "--conf", c["conf"], "--keyring", c["keyring"], "--id", c["client_id"], *args], timeout=timeout
+        )
+
+    def daemon_pids(self) -> dict[str, tuple[int, str]]:
+        """PID files the services wrote → (pid, program), whether or not they still run."""
+        pids = {}
+        for pid_file in sorted((self.ceph_dir / "run").glob("*.pid")):
+            program = pid_file.name.split(".")[0]
+            pids[pid_file.name] = (int(pid_file.read_text()), program)
+        for name, comm in (("ganesha.pid", "ganesha.nfsd"), ("rpcbind.pid", "rpcbind")):
+            pid_file = self.nfs_dir / "run" / name
+            if pid_file.exists():
+                pids[name] = (int(pid_file.read_text()), comm)
+        return pids
+
+    def tear_down(self) -> None:
+        """Leave nothing behind, whatever state the tests left the box in."""
+        pids = self.daemon_pids() if self.root.exists() else {}
+        if self.vars_file.exists():
+            started = time.monotonic()
+            self.cli()("lab.services-down", "--destroy", "--vars-file", str(self.vars_file), check=False)
+            self.timings["services-down"] = time.monotonic() - started
+        for pid, comm in pids.values():  # the playbook failed or did not stop them all
+            if pid_alive(pid, comm):
+                os.kill(pid, signal.SIGKILL)
+        for pid, _ in processes_using(str(self.root)):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def lab_box(bind: str) -> Iterator[LabBox]:
+    """A lab in a box bound to `bind`, torn down when the block ends."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="iolab-box-", dir="/tmp"))
+    box = LabBox(root=root, bind=bind, ports=dict(zip(PORTS, free_ports(bind, len(PORTS)), strict=True)))
+    try:
+        box.up()
+        assert box.started is not None and box.started.returncode == 0
+        yield box
+    finally:
+        box.tear_down()
+        print("\nlab box timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in box.timings.items()))
