@@ -147,6 +147,7 @@ def _rank_figures(index: int, document: dict[str, Any]) -> dict[str, Any]:
         "requests": summary.get("total_requests", 0),
         "elapsed_s": summary.get("elapsed_time"),
         "errors": own.get("errors", 0),
+        "fill_peak": own.get("fill_peak"),  # iolab's: the target's most share in use after a write
         "started_at": own.get("started_at"),
         "ended_at": own.get("ended_at"),
     }

@@ -260,5 +260,6 @@ def result(stats: Stats, elapsed: float, started: float, stored: int) -> dict[st
             "errors": counts["errors"],
             "demoted": counts["demoted"],
             "evicted": counts["evicted"],
+            "fill_peak": stats.fill_peak,
         },
     }

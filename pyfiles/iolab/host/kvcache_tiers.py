@@ -82,6 +82,7 @@ class Stats:
             ("hits", "misses", "requests", "tokens", "errors", "demoted", "evicted", "storage_tokens"), 0
         )
         self.io_time = 0.0  # the requests' storage I/O time, summed (the reference's storage throughput's divisor)
+        self.fill_peak = 0.0  # the target's file system's most share in use after a storage write
 
     def add(self, **counts: int) -> None:
         with self.lock:
@@ -143,11 +144,15 @@ class Tiers:
     def _path(self, key: str) -> Path:
         return self.dir / f"{key}.npy"
 
-    def _fits(self, size: int) -> bool:
-        """Whether the target's file system takes `size` more bytes without passing FILL_LIMIT of its size."""
+    def _filled(self, size: int = 0) -> float:
+        """The share of the target's file system in use, `size` more bytes written (statvfs, as df counts)."""
         fs = os.statvfs(self.dir)
         total = fs.f_blocks * fs.f_frsize
-        return total - fs.f_bavail * fs.f_frsize + size <= FILL_LIMIT * total
+        return (total - fs.f_bavail * fs.f_frsize + size) / total
+
+    def _fits(self, size: int) -> bool:
+        """Whether the target's file system takes `size` more bytes without passing FILL_LIMIT of its size."""
+        return self._filled(size) <= FILL_LIMIT
 
     def _save(self, key: str, data: np.ndarray) -> Timing:
         start = time.perf_counter()
@@ -315,7 +320,9 @@ class Tiers:
             return None, 0.0
         with self.lock:
             self.entries[key] = Entry(tier, size, time.time())
+        filled = self._filled() if tier == "storage" else 0.0
         with self.stats.lock:
+            self.stats.fill_peak = max(self.stats.fill_peak, filled)
             self.stats.bytes[(tier, "write")] += size
             self.stats.latency[f"{tier}_write"].append(timing.total)
             if tier == "storage":
