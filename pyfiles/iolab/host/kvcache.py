@@ -12,7 +12,7 @@ the same function): bandwidths and token rates summed, the device P95s the most 
 
 `check` (and `run`, first) refuses in one line when the target's file system could not take each
 rank's largest entry without passing 9/10 full, or when the ranks' tiers, pools and reads in flight
-would not fit this host's available memory. The options are iolab.host.kvcache_sim.Settings' fields.
+would not fit this host's available memory. The options are iolab.host.kvcache_tiers.Settings' fields.
 """
 
 from __future__ import annotations

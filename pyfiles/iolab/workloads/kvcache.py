@@ -16,6 +16,7 @@ this workload's, whose max-of-P95 device read latency holds under `latency_bound
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
@@ -177,7 +178,7 @@ class KvcacheWorkload(Workload):
         return 1 if self.search else self.trials or campaign
 
     def host_options(self) -> dict[str, Any]:
-        """What each rank simulates (iolab.host.kvcache_sim.Settings' fields)."""
+        """What each rank simulates (iolab.host.kvcache_tiers.Settings' fields)."""
         model = self.settled("model")
         return {
             "model": None if model == "custom" else model,
@@ -226,21 +227,30 @@ class KvcacheWorkload(Workload):
             if self.settled(f"{tier}_bytes")
         )
         who = "MLCommons' kv-cache.py under mpirun" if self.engine == "mlperf-kvcache" else "iolab's KV-cache clients"
-        what = (
-            f"the most {'users per client' if self.search == 'users' else 'clients per host'} whose max-of-P95 "
-            f"read latency holds ≤ {self.bound * 1000:g} ms, up to "
-            if self.search
-            else ""
-        )
+        users, clients = f"{self.settled('users')} user(s) per client", f"{self.clients} client(s) per host"
+        if self.search == "users":
+            users = f"the most users per client, up to {self.settled('users')},"
+        elif self.search == "clients":
+            clients = f"the most clients per host, up to {self.clients},"
+        what = f"{clients}, {users}"
+        if self.search:
+            what += f" whose max-of-P95 read latency holds ≤ {self.bound * 1000:g} ms in every probe"
         return (
-            f"{who}: {what}{self.clients} client(s) per host × {self.settled('users')} user(s), {model} "
-            f"({human(self.per_token, 'B')} of KV per token"
+            f"{who}: {what}; {model} ({human(self.per_token, 'B')} of KV per token"
             + (f", contexts × {self.context_scale:g}" if self.context_scale != 1 else "")
             + f"), {self.settled('duration'):g} s per trial"
             + (f", {tiers}" if tiers else ", storage tier only")
             + (f"; CLOSED option {self.option}" if self.option else "")
             + ("; MLPerf Storage's rules checked" if self.mlperf_rules else "")
         )
+
+    def dry_run(self, variables: dict[str, Any]) -> list[str]:
+        module = "mlperf_kvcache" if self.engine == "mlperf-kvcache" else "kvcache"
+        return [
+            f"on each host: {self.describe()}; role {variables['run_role']} builds the command "
+            f"(python -m iolab.host.{module}, under iolab.host.hostrun) from:",
+            *[f"  {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"],
+        ]
 
 
 # The values of the keys an option fixes, where neither the file nor an option gives one: kv-cache.py's defaults,
