@@ -424,19 +424,9 @@ def answer(meta: dict[str, Any], kind: str, backend: str, hosts: int) -> str:
 def summary(outcome: Outcome, probes: list[Probe], threshold: float, ceiling: int, floor: int) -> dict[str, Any]:
     """The metadata of an answer: its interval, each point's probes and AU spread, what limited it, its flags."""
     counted = [p for p in probes if p.counted]
-    points = []
-    for n in sorted({p.accelerators for p in counted}):
-        aus = [p.au for p in counted if p.accelerators == n]
-        points.append(
-            {
-                "accelerators": n,
-                "probes": len(aus),
-                "au": aus,
-                "au_spread": max(aus) - min(aus),
-                "held": min(aus) >= threshold,
-                "disturbed": sum(1 for p in probes if p.accelerators == n and not p.counted),
-            }
-        )
+    points = points_of(
+        probes, lambda p: p.accelerators, lambda p: p.au, lambda au: au >= threshold, ("accelerators", "au")
+    )
     at = min((p for p in counted if p.accelerators == max(outcome.held, 1)), key=lambda p: p.au)
     limit = _limit(outcome, counted, threshold, ceiling)
     disturbed = next((p.disturbed for p in counted if p.disturbed), None)
@@ -460,6 +450,27 @@ def summary(outcome: Outcome, probes: list[Probe], threshold: float, ceiling: in
         "probes": [dataclasses.asdict(p) for p in probes],
         "flags": flags,
     }
+
+
+def points_of(
+    probes: list[P], point: Callable[[P], int], figure: Callable[[P], float], passes: Callable[[float], bool], keys
+) -> list[dict[str, Any]]:
+    """Each point a search probed, in order: its counted probes' figures and their spread, whether every one held,
+    how many were disturbed and run again; `keys` names the point and its figure (accelerators, au)."""
+    out = []
+    for n in sorted({point(p) for p in probes if p.counted}):
+        values = [figure(p) for p in probes if p.counted and point(p) == n]
+        out.append(
+            {
+                keys[0]: n,
+                "probes": len(values),
+                keys[1]: values,
+                f"{keys[1]}_spread": max(values) - min(values),
+                "held": all(passes(v) for v in values),
+                "disturbed": sum(1 for p in probes if point(p) == n and not p.counted),
+            }
+        )
+    return out
 
 
 def _limit(outcome: Outcome, counted: list[Probe], threshold: float, ceiling: int) -> dict[str, str]:

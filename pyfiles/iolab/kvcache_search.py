@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from iolab import limits, record
-from iolab.accelerators import Outcome, judged, measure, probing
+from iolab.accelerators import Outcome, judged, measure, points_of, probing
 from iolab.campaign import Run, repetition
 from iolab.errors import RunFailed
 from iolab.parsers import Measurement
@@ -119,19 +119,7 @@ def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
 def summary(outcome: Outcome, probes: list[Probe], bound: float, ceiling: int, per: str) -> dict[str, Any]:
     """The answer's metadata: its interval, each point's probes and P95s, what limited it, its flags."""
     counted = [p for p in probes if p.counted]
-    points = []
-    for n in sorted({p.count for p in counted}):
-        p95s = [p.p95 for p in counted if p.count == n]
-        points.append(
-            {
-                "count": n,
-                "probes": len(p95s),
-                "p95": p95s,
-                "p95_spread": max(p95s) - min(p95s),
-                "held": max(p95s) <= bound,
-                "disturbed": sum(1 for p in probes if p.count == n and not p.counted),
-            }
-        )
+    points = points_of(probes, lambda p: p.count, lambda p: p.p95, lambda p95: p95 <= bound, ("count", "p95"))
     at = max((p for p in counted if p.count == max(outcome.held, 1)), key=lambda p: p.p95)
     limit = _limit(outcome, counted, bound, ceiling, per)
     disturbed = next((p.disturbed for p in counted if p.disturbed), None)

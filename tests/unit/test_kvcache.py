@@ -147,7 +147,8 @@ def test_the_parser_reads_both_engines_into_the_same_metrics(engine):
     assert (
         max(figures[("kv_read_p95", r, None)].value for r in (0, 1)) == figures[("kv_read_p95_max", None, None)].value
     )
-    assert figures[("kv_tier_read_bytes", None, "storage")].value > 0 and figures[("kv_errors", None, None)].value == 0
+    assert figures[("kv_storage_read_bytes", None, None)].value > 0 and figures[("kv_errors", None, None)].value == 0
+    assert figures[("kv_cpu_read_bytes", None, None)].value == 0  # no CPU tier
     assert parsed.metadata["kv_tool"] == ("kv-cache.py" if engine == "mlperf" else "iolab")
     assert ("kv_reference" in parsed.metadata) == (engine == "mlperf")
 

@@ -152,3 +152,26 @@ def test_the_kv_cache_leaf_of_the_results_tree(tmp_path):
     assert metadata["division"] == "open" and any("6.3.1.1" in why for why in metadata["rules_broken"])
     assert "| t | 1 | llama3.1-8b |" in text
     assert validity.assess(samples).of("r1")  # the rules it breaks are flagged
+
+
+def test_an_rbd_scratch_image_takes_the_workload_a_snapshot_refuses_it():
+    scratch = {"name": "r", "type": "rbd_snapshot", "scratch": True}
+    campaign = parse(
+        {"name": "kv", "backends": [scratch], "workloads": [{"name": "kv", "type": "kvcache"}]}, "kv.yml", Path(".")
+    )
+    assert campaign.backends[0].writable and expand(campaign)
+    with pytest.raises(UserError, match="backend r is mounted read-only|writes"):
+        parse(
+            {
+                "name": "kv",
+                "backends": [{**scratch, "scratch": False, "source": "/srv/d"}],
+                "workloads": [{"name": "kv", "type": "kvcache"}],
+            },
+            "kv.yml",
+            Path("."),
+        )
+    with pytest.raises(UserError, match="scratch: true maps the image itself read-write"):
+        parse({"name": "kv", "backends": [{**scratch, "fio_size": "1GiB"}], "workloads": [FIO]}, "kv.yml", Path("."))
+
+
+FIO = {"name": "f", "type": "fio", "profile": "seq-read-1m"}

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.host import kvcache
+from iolab.shared import processes
 from iolab.shared.kvcache_model import REFERENCE_MODELS, templates
 
 DIST = "mlperf-kv-cache"  # the reference's distribution name (its pyproject)
@@ -189,17 +190,7 @@ def mpirun_argv(hosts: list[dict[str, Any]], rsh: list[str], options: dict[str, 
 
 def _ranks_alive(run_dir: Path) -> int:
     """How many of this host's processes are ranks of the job writing to `run_dir`."""
-    wanted = [MARKER.encode(), b"rank", str(run_dir).encode()]
-    count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            args = Path(entry.path, "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        count += all(w in args for w in wanted)
-    return count
+    return processes.naming(MARKER.encode(), b"rank", str(run_dir).encode())
 
 
 def wait(run_dir: Path, ranks: int, appear: float, poll: float = 0.2) -> int:

@@ -14,8 +14,8 @@ kv-cache.py's (`engine: mlperf-kvcache`) or in its shape (iolab's), so one parse
     kv_read_p95_max          the most of the ranks' read P95s: the rules' latency figure
                              (max over ranks, never a pooled P95); host "*": over hosts      s
     kv_write_p95_max         the same of writes                                             s
-    kv_tier_read_bytes       bytes read from a tier, params.tier (gpu, cpu, storage)         B
-    kv_tier_write_bytes      bytes written to a tier, params.tier                            B
+    kv_<tier>_read_bytes     bytes read from a tier: kv_gpu_…, kv_cpu_…, kv_storage_…       B
+    kv_<tier>_write_bytes    bytes written to a tier                                         B
     kv_errors                ranks that left no result, and I/O operations that failed      count
 
 The metadata keeps every rank's figures (`kv_ranks`), the ranks that never reached the storage
@@ -50,7 +50,7 @@ METRICS = (
     Metric("kv_write_p95_max", "s", "the most of the ranks' write P95s", LOWER, hosts=most_of_hosts, table=67),
     Metric("kv_read_p*", "s", "a rank's device read latency at a percentile", LOWER),
     Metric("kv_write_p*", "s", "a rank's device write latency at a percentile", LOWER),
-    Metric("kv_tier_*_bytes", "B", "KV bytes moved in a tier", hosts=SUM),
+    Metric("kv_*_bytes", "B", "KV bytes moved in a tier (gpu, cpu, storage)", hosts=SUM),
     Metric("kv_errors", "count", "ranks without a result, failed I/O", LOWER, hosts=SUM),
 )
 
@@ -86,7 +86,7 @@ def parse(host_dir: Path) -> Parsed:
     for tier in ("gpu", "cpu", "storage"):
         for op in ("read", "write"):
             moved = sum(r["tier_gib"][tier][op] for r in ranks) * GIB
-            out.append(Measurement(f"kv_tier_{op}_bytes", moved, "B", {"tier": tier}))
+            out.append(Measurement(f"kv_{tier}_{op}_bytes", moved, "B"))
     failed = len(option.get("missing_files", [])) + sum(int(r.get("errors") or 0) for r in ranks)
     out.append(Measurement("kv_errors", float(failed), "count"))
     metadata: dict[str, Any] = {
