@@ -2,6 +2,7 @@
 
     verdict_rows(samples)       one row per (workload, backend) with a `kv_served` answer (iolab.kvcache_search)
     verdict_table(samples)      what limited each search, then the answer with its interval and the figures at it
+    page(samples)               the same for the HTML page (report_html, templates/report.html.j2)
     trial_rows(samples)         per point and backend: its trials' read GiB/s, max-of-P95 read and tokens/s
     trials_table(samples)       the same as a table: noise shown, not hidden
 
@@ -59,38 +60,65 @@ def verdict_rows(samples: list[Sample]) -> list[dict[str, Any]]:
     return rows
 
 
+def verdict_cells(rows: list[dict[str, Any]], units: str = DEFAULT_UNITS) -> tuple[list[str], list[list[str]]]:
+    """The answers as text: the header and one row of cells per verdict_rows row."""
+    factor, label = unit_scale("B/s", max((r["read_bw"] or 0.0 for r in rows), default=0.0), units)
+    head = ["workload", "backend", "served (held–failed)", f"read_bw ({label}, all hosts)", "tokens/s"]
+    head += ["max-of-P95 read (ms)", "over the probes (ms)"]
+    cells = []
+    for r in rows:
+        low_high = r["p95_range"]
+        cells.append(
+            [
+                r["workload"],
+                r["backend"],
+                r["label"],
+                number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
+                f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] is not None else "—",
+                f"{r['p95'] * 1000:.1f}" if r["p95"] is not None else "—",
+                f"{low_high[0] * 1000:.1f}–{low_high[1] * 1000:.1f} ({low_high[2]} probes)" if low_high else "—",
+            ]
+        )
+    return head, cells
+
+
+def _title(rows: list[dict[str, Any]]) -> str:
+    bound = rows[0]["bound"] * 1000 if rows[0]["bound"] is not None else float("nan")
+    return f"KV cache: the most {rows[0]['per']} each backend serves with the max-of-P95 read ≤ {bound:g} ms"
+
+
 def verdict_table(samples: list[Sample], units: str = DEFAULT_UNITS) -> Group | None:
     """What limited each backend's search, then its answer with the figures at it; None without a search."""
     rows = verdict_rows(samples)
     if not rows:
         return None
     verdicts = validity.assess(samples)
-    factor, label = unit_scale("B/s", max((r["read_bw"] or 0.0 for r in rows), default=0.0), units)
+    head, cells = verdict_cells(rows, units)
     out = Table(caption=LAB_SCALE)
-    head = ["workload", "backend", "served (held–failed)", f"read_bw ({label}, all hosts)", "tokens/s"]
-    head += ["max-of-P95 read (ms)", "over the probes (ms)"]
     for index, column in enumerate(head):
         out.add_column(column, justify="right" if index >= 2 else "left")
-    for r in rows:
-        low_high = r["p95_range"]
+    for r, line in zip(rows, cells, strict=True):
         flagged = " ⚑" if run_flagged(verdicts, [r["run_id"]]) else ""
-        out.add_row(
-            *map(
-                plain,
-                [
-                    r["workload"],
-                    r["backend"],
-                    r["label"] + flagged,
-                    number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
-                    f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] is not None else "—",
-                    f"{r['p95'] * 1000:.1f}" if r["p95"] is not None else "—",
-                    f"{low_high[0] * 1000:.1f}–{low_high[1] * 1000:.1f} ({low_high[2]} probes)" if low_high else "—",
-                ],
-            )
-        )
-    bound = rows[0]["bound"] * 1000 if rows[0]["bound"] is not None else float("nan")
-    title = f"KV cache: the most {rows[0]['per']} each backend serves with the max-of-P95 read ≤ {bound:g} ms"
-    return Group(plain(title), *(plain(limit_line(r)) for r in rows), out)
+        out.add_row(*map(plain, [*line[:2], line[2] + flagged, *line[3:]]))
+    return Group(plain(_title(rows)), *(plain(limit_line(r)) for r in rows), out)
+
+
+def page(samples: list[Sample], units: str = DEFAULT_UNITS) -> dict[str, Any] | None:
+    """The HTML page's section of the answers (templates/report.html.j2), after accelerators fed."""
+    rows = verdict_rows(samples)
+    if not rows:
+        return None
+    verdicts = validity.assess(samples)
+    head, cells = verdict_cells(rows, units)
+    return {
+        "title": _title(rows),
+        "head": head,
+        "limits": [(limit_line(r), (r["limited_by"] or {}).get("side") == "client") for r in rows],
+        "rows": [
+            {"backend": r["backend"], "cells": c, "flagged": run_flagged(verdicts, [r["run_id"]])}
+            for r, c in zip(rows, cells, strict=True)
+        ],
+    }
 
 
 def trial_rows(samples: list[Sample]) -> list[dict[str, Any]]:

@@ -123,6 +123,19 @@ def test_the_answer_says_its_interval_the_figures_at_it_and_what_limited_it():
     assert "limited by storage: device vda 95 % busy" in line
 
 
+def test_the_report_leads_with_the_answer():
+    probes = [_probe(1, 0.05), _probe(2, 0.3), _probe(1, 0.06, 2), _probe(2, 0.31, 2), _probe(1, 0.07, 3)]
+    probes.append(_probe(2, 0.29, 3))
+    meta = kvcache_search.summary(Outcome(1, 2, None, ()), probes, LATENCY_BOUND, 4, "user(s) per client")
+    served = _sample("s", 1, "kv_served", 1.0, "count")
+    served.metadata.update(meta)
+    (row,) = report_kvcache.verdict_rows([served])
+    assert row["label"] == "1 user(s) per client (1–2)" and row["p95_range"] == (0.05, 0.07, 3)
+    page = report_kvcache.page([served])
+    assert page and page["rows"][0]["cells"][2] == row["label"] and "≤ 200 ms" in page["title"]
+    assert "limited by storage" in page["limits"][0][0]
+
+
 def test_the_kv_cache_leaf_of_the_results_tree(tmp_path):
     store = ResultStore(tmp_path, "kv")
     samples = _trials()
