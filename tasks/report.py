@@ -39,7 +39,9 @@ def show(c, campaign=None, format="table", units=None):
     report_mod.unit_scale("B/s", 1.0, units)  # an unknown system is refused before any work
     store = report_mod.find_store(paths.results_root(), campaign)
     if format == "table":
-        report_mod.print_report(store, units=units)
+        from iolab import report_kvcache
+
+        report_mod.print_report(store, units=units, leads=report_kvcache.LEADS)
     elif format == "html":
         from iolab import report_html
 
@@ -47,9 +49,10 @@ def show(c, campaign=None, format="table", units=None):
     elif format in ("csv", "json"):
         echo(report_mod.export(store, format))
     elif format == "mlperf":
-        from iolab import report_mlperf
+        from iolab import report_mlperf, report_mlperf_kv
 
-        echo(report_mlperf.text(store.samples()))
+        samples = store.samples()
+        echo(report_mlperf.text(samples, report_mlperf_kv.text(store, samples)))
     else:
         raise UserError(f"unknown report format {format!r}; use table, html, csv, json or mlperf")
     _say_skipped(store)

@@ -196,6 +196,15 @@ class LabBox:
         s3 = self.ceph_client()["s3"]
         return {"endpoint": s3["endpoint"], "bucket": s3["bucket"], "credentials": s3["credentials"]}
 
+    def assert_healthy(self) -> None:
+        """HEALTH_OK, or an assertion that names each check the cluster reports and its first detail."""
+        health = self.ceph("health", "detail")
+        checks = {
+            name: check["summary"]["message"] + "; " + "; ".join(d["message"] for d in check.get("detail", [])[:2])
+            for name, check in health.get("checks", {}).items()
+        }
+        assert health["status"] == "HEALTH_OK", f"{health['status']}: {checks}"
+
     def ceph(self, *args: str, fmt_json: bool = True, timeout: float = 60):
         """The ceph CLI as a later role uses it: conf, keyring and name from client.json."""
         c = self.ceph_client()

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -47,6 +48,16 @@ class Cli:
         if check and done.returncode != 0:
             raise AssertionError(f"{args} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
         return done
+
+    def bench(self, campaign: Path, check: bool = True, wait: float = 600.0) -> subprocess.CompletedProcess:
+        """bench.all on localhost, waiting (up to `wait` s) while another test run's campaign holds its lease."""
+        deadline = time.monotonic() + wait
+        while True:
+            done = self("bench.all", "--campaign", str(campaign), check=False)
+            if done.returncode == 0 or (not check and "is held by campaign" not in done.stderr):
+                return done
+            assert "is held by campaign" in done.stderr and time.monotonic() < deadline, done.stdout + done.stderr
+            time.sleep(5)
 
     def samples(self, campaign: str) -> list[dict]:
         path = self.results / campaign / "samples.jsonl"

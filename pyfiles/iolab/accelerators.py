@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from iolab import limits, record, results_store
 from iolab.campaign import Campaign, Run, expand, parse, repetition
@@ -134,8 +134,12 @@ def search(
     ceiling: int = 64,
     capacity: Callable[[], int] | None = None,
     repeats: int = REPEATS,
+    passes: Callable[[float], bool] | None = None,
 ) -> Outcome:
     """The most N ≤ min(ceiling, capacity()) whose every probe(N) is ≥ threshold, with its interval.
+
+    `passes` says when a probe's figure holds, where that is not "at least the threshold" (the KV-cache
+    search's max-of-P95 latency holds at most its bound: iolab.kvcache_search).
 
     Doubles N (1, 2, 4, …) until a probe fails or N reaches the ceiling or what this host can emulate
     (`capacity()`, read after each probe), then bisects between the most that held and the fewest
@@ -147,16 +151,17 @@ def search(
     >>> search(lambda n: 100 if n <= 5 else 50, ceiling=8).history
     ((1, 100), (2, 100), (4, 100), (8, 50), (6, 50), (5, 100), (6, 50), (5, 100), (6, 50), (5, 100))
     """
-    aus: dict[int, list[float]] = {}
+    held_by = passes or (lambda value: value >= threshold)
+    figures: dict[int, list[float]] = {}
     history: list[tuple[int, float]] = []
 
     def run(n: int) -> None:
-        au = probe(n)
-        aus.setdefault(n, []).append(au)
-        history.append((n, au))
+        value = probe(n)
+        figures.setdefault(n, []).append(value)
+        history.append((n, value))
 
     def holds(n: int) -> bool:
-        return all(au >= threshold for au in aus[n])
+        return all(held_by(value) for value in figures[n])
 
     n = 1
     while True:
@@ -166,15 +171,15 @@ def search(
             break
         n = min(n * 2, top)
     while True:
-        failed = min((m for m in aus if not holds(m)), default=None)
-        held = max((m for m in aus if holds(m) and (failed is None or m < failed)), default=0)
+        failed = min((m for m in figures if not holds(m)), default=None)
+        held = max((m for m in figures if holds(m) and (failed is None or m < failed)), default=0)
         if failed is not None and failed - held > 1:
             run((held + failed) // 2)
             continue
-        pending = [m for m in (held, failed) if m and len(aus[m]) < repeats]
+        pending = [m for m in (held, failed) if m and len(figures[m]) < repeats]
         if not pending:
             break
-        run(min(pending, key=lambda m: (len(aus[m]), m == history[-1][0])))  # the fewer probes, else the other
+        run(min(pending, key=lambda m: (len(figures[m]), m == history[-1][0])))  # the fewer probes, else the other
     bound = None if failed is not None else "ceiling" if held >= ceiling else "host"
     return Outcome(held, failed, bound, tuple(history))
 
@@ -255,23 +260,11 @@ def probe_until(
     repeat is the run's repetition), so a search run again reuses what it stored. A probe measuring
     fewer than `floor` steps per rank, or a failed one, stops the search (RunFailed).
     """
-    store = session.state.store
-    probes: list[Probe] = []
 
-    def measured(n: int) -> Probe:
-        repeat = 1 + sum(1 for p in probes if p.accelerators == n)
+    def measured(n: int, repeat: int) -> Probe:
         run = run_of(n, repeat)
-        stored = store.samples()  # read once per probe: its own samples and the campaign's fio baseline
-        samples = _stored(stored, run, hosts)
-        if samples is None:
-            title = f"probe: {n} accelerator(s) per host" + (f", repeat {repeat}" if repeat > 1 else "")
-            failures, _, _ = session.measure(run, title, hosts)
-            if failures:
-                raise RunFailed(f"the probe with {n} accelerator(s) per host failed: {failures[0]}")
-            stored = store.samples()
-            samples = _stored(stored, run, hosts)
-            assert samples is not None
-        found = _judged(_probe(n, repeat, run.run_id, samples, hosts), samples, hosts, stored)
+        samples, stored = measure(session, run, hosts, f"{n} accelerator(s) per host", repeat, "au")
+        found = judged(_probe(n, repeat, run.run_id, samples, hosts), samples, hosts, stored, n)
         if found.steps_per_rank is None or found.steps_per_rank < floor:
             raise RunFailed(
                 f"the probe with {n} accelerator(s) per host measured "
@@ -280,21 +273,74 @@ def probe_until(
             )
         return found
 
+    def line(p: Probe) -> None:
+        show(_line(p, threshold, len(hosts)))
+
+    return probing(measured, lambda p: p.accelerators, lambda p: p.au, line, ceiling, lambda au: au >= threshold)
+
+
+P = TypeVar("P", bound="Probed")
+
+
+class Probed(Protocol):
+    """What the search's loop reads of a probe, whatever it measured."""
+
+    @property
+    def disturbed(self) -> str | None: ...
+
+    @property
+    def capacity(self) -> int | None: ...
+
+    @property
+    def counted(self) -> bool: ...
+
+
+def probing(
+    measured: Callable[[int, int], P],
+    point: Callable[[P], int],
+    figure: Callable[[P], float],
+    show: Callable[[P], None],
+    ceiling: int,
+    passes: Callable[[float], bool],
+) -> tuple[Outcome, list[P]]:
+    """`search` over probes (`measured(N, repeat)`: a run stored or run now, judged): one that foreign CPU
+    disturbed (limits.disturbed) is run again, up to DISTURBED_RETRIES times, the last counting all the same;
+    what this host can emulate is the last probe's capacity. Returns the outcome and every probe, in order."""
+    probes: list[P] = []
+
     def probe(n: int) -> float:
         for attempt in range(1 + DISTURBED_RETRIES):
-            found = measured(n)
-            found = dataclasses.replace(found, counted=not found.disturbed or attempt == DISTURBED_RETRIES)
+            found = measured(n, 1 + sum(1 for p in probes if point(p) == n))
+            found = dataclasses.replace(found, counted=not found.disturbed or attempt == DISTURBED_RETRIES)  # type: ignore[type-var]
             probes.append(found)
-            show(_line(found, threshold, len(hosts)))
+            show(found)
             if found.counted:
                 break
-        return found.au
+        return figure(found)
 
     def capacity() -> int:
         known = probes[-1].capacity
         return ceiling if known is None else known
 
-    return search(probe, threshold, ceiling, capacity), probes
+    return search(probe, ceiling=ceiling, capacity=capacity, passes=passes), probes
+
+
+def measure(
+    session: BackendSession, run: Run, hosts: list[str], what: str, repeat: int, metric: str
+) -> tuple[list[Sample], list[Sample]]:
+    """A probe's samples, stored already (with `metric` on every host) or run now, and the store's samples then
+    (its own and the backend's fio baseline); RunFailed when the run fails. `what`: the point, as said."""
+    store = session.state.store
+    stored = store.samples()  # read once per probe
+    samples = stored_of(stored, run, hosts, metric)
+    if samples is None:
+        failures, _, _ = session.measure(run, f"probe: {what}" + (f", repeat {repeat}" if repeat > 1 else ""), hosts)
+        if failures:
+            raise RunFailed(f"the probe with {what} failed: {failures[0]}")
+        stored = store.samples()
+        samples = stored_of(stored, run, hosts, metric)
+        assert samples is not None
+    return samples, stored
 
 
 def _line(p: Probe, threshold: float, hosts: int) -> str:
@@ -378,19 +424,9 @@ def answer(meta: dict[str, Any], kind: str, backend: str, hosts: int) -> str:
 def summary(outcome: Outcome, probes: list[Probe], threshold: float, ceiling: int, floor: int) -> dict[str, Any]:
     """The metadata of an answer: its interval, each point's probes and AU spread, what limited it, its flags."""
     counted = [p for p in probes if p.counted]
-    points = []
-    for n in sorted({p.accelerators for p in counted}):
-        aus = [p.au for p in counted if p.accelerators == n]
-        points.append(
-            {
-                "accelerators": n,
-                "probes": len(aus),
-                "au": aus,
-                "au_spread": max(aus) - min(aus),
-                "held": min(aus) >= threshold,
-                "disturbed": sum(1 for p in probes if p.accelerators == n and not p.counted),
-            }
-        )
+    points = points_of(
+        probes, lambda p: p.accelerators, lambda p: p.au, lambda au: au >= threshold, ("accelerators", "au")
+    )
     at = min((p for p in counted if p.accelerators == max(outcome.held, 1)), key=lambda p: p.au)
     limit = _limit(outcome, counted, threshold, ceiling)
     disturbed = next((p.disturbed for p in counted if p.disturbed), None)
@@ -414,6 +450,27 @@ def summary(outcome: Outcome, probes: list[Probe], threshold: float, ceiling: in
         "probes": [dataclasses.asdict(p) for p in probes],
         "flags": flags,
     }
+
+
+def points_of(
+    probes: list[P], point: Callable[[P], int], figure: Callable[[P], float], passes: Callable[[float], bool], keys
+) -> list[dict[str, Any]]:
+    """Each point a search probed, in order: its counted probes' figures and their spread, whether every one held,
+    how many were disturbed and run again; `keys` names the point and its figure (accelerators, au)."""
+    out = []
+    for n in sorted({point(p) for p in probes if p.counted}):
+        values = [figure(p) for p in probes if p.counted and point(p) == n]
+        out.append(
+            {
+                keys[0]: n,
+                "probes": len(values),
+                keys[1]: values,
+                f"{keys[1]}_spread": max(values) - min(values),
+                "held": all(passes(v) for v in values),
+                "disturbed": sum(1 for p in probes if point(p) == n and not p.counted),
+            }
+        )
+    return out
 
 
 def _limit(outcome: Outcome, counted: list[Probe], threshold: float, ceiling: int) -> dict[str, str]:
@@ -473,23 +530,24 @@ def fed_samples(
     return per_host + [sample(AGGREGATE_HOST, {"hosts": hosts})]
 
 
-def _judged(probe: Probe, samples: list[Sample], hosts: list[str], stored: list[Sample]) -> Probe:
-    """The probe with what limited it, whether foreign CPU disturbed it and how many ranks this host can emulate
-    (iolab.limits, from the run's telemetry and the backend's fio baseline in `stored`; no capacity without
-    telemetry)."""
+def judged(probe: P, samples: list[Sample], hosts: list[str], stored: list[Sample], count: int) -> P:
+    """The probe with what limited it, whether foreign CPU disturbed it and how many of what it counts (`count`
+    of them per host: ranks, users) this host can emulate (iolab.limits, from the run's telemetry and the
+    backend's fio baseline in `stored`; no capacity without telemetry)."""
     ev = limits.evidence(samples, hosts, baseline=stored)
-    return dataclasses.replace(
+    return dataclasses.replace(  # type: ignore[type-var]
         probe,
         limited_by=dataclasses.asdict(limits.limited_by(ev)),
         disturbed=limits.disturbed(ev),
-        capacity=limits.capacity(ev, probe.accelerators) if ev.cores else None,
+        capacity=limits.capacity(ev, count) if ev.cores else None,
     )
 
 
-def _stored(stored: list[Sample], run: Run, hosts: list[str]) -> list[Sample] | None:
-    """A run's samples among `stored` (its syscall pass left out), or None unless every host in `hosts` has its AU."""
+def stored_of(stored: list[Sample], run: Run, hosts: list[str], metric: str) -> list[Sample] | None:
+    """A run's samples among `stored` (a syscall pass left out), or None unless every host in `hosts` has its
+    `metric` (the figure a probe is judged by)."""
     samples = [s for s in stored if s.run_id == run.run_id and not s.params.get("syscall")]
-    found = {s.host for s in samples if s.metric == "au"}
+    found = {s.host for s in samples if s.metric == metric}
     return samples if set(hosts) <= found else None
 
 

@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from iolab import accelerators, fanout, faults, injector, ledger, live_metrics, validity
+from iolab import accelerators, fanout, faults, injector, kvcache_search, ledger, live_metrics, validity
 from iolab.backends.base import DATASET_DIR
 from iolab.campaign import Campaign, Run, expand, repetition
 from iolab.errors import RunFailed
@@ -58,7 +58,8 @@ def run_campaign(
         console.print(f"[yellow]{note}[/]")
     runs = [r for r in expand(campaign, len(lab.hosts)) if only_repetition in (None, r.repetition)]
     for run in filter(_searches, runs):  # a search whose ranks get under two batches: refused before anything runs
-        accelerators.admissible(run, campaign, len(lab.hosts))
+        if run.workload.type == "pytorch":
+            accelerators.admissible(run, campaign, len(lab.hosts))
     live_metrics.destination()  # a $IOLAB_LIVE_METRICS that names no destination is refused before any run
     ledger.begin(store, campaign, runs, lab.hosts)  # what the store is a campaign of: its plan, who runs it
     done = store.completed()
@@ -114,8 +115,8 @@ def _run_backend(state: CampaignState, backend: str, queue: list[Entry], runs: l
             state.plans.update({entry.run.run_id: _planned([entry.run])[0] for entry in queue})
             parts = _parts(queue)
             for number, part in enumerate(parts, 1):
-                if _searches(part[0].run):
-                    accelerators.fed(session, *part[0])
+                if _searches(part[0].run):  # the accelerators fed, or a KV-cache workload's users or clients
+                    (kvcache_search if part[0].run.workload.type == "kvcache" else accelerators).fed(session, *part[0])
                 else:  # the last runs of the backend: unmounted with them, unless more repetitions may follow
                     session.play(part, last=number == len(parts) and not extra)
             tried.update(entry.run.run_id for entry in queue)

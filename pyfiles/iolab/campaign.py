@@ -26,7 +26,7 @@ from iolab.results_url import campaign_url
 from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name, kinds
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
-from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, mlperf, presets
+from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, kvcache, mlperf, presets
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.fio import FioWorkload
 
@@ -274,7 +274,7 @@ def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
             for workload in campaign.workloads
             if backend.supports(workload)
             for count in counts
-            for rep in range(1, (1 if getattr(workload, "search", None) else campaign.repetitions) + 1)
+            for rep in range(1, workload.repetitions_of(campaign.repetitions) + 1)
         ]
         if shuffle:
             shuffle(units)
@@ -446,7 +446,7 @@ def parse(
 ) -> Campaign:
     """Validate a campaign mapping; `source` names the file in errors.
 
-    `memory`: the RAM of each selected host, asked only when `dataset: {files: auto}` needs it.
+    `memory`: the RAM of each selected host, asked only when `dataset: {files: auto}` or a KV-cache tier needs it.
     """
     if not isinstance(raw, dict):
         raise UserError(
@@ -495,6 +495,9 @@ def parse(
         problems = [_message(e, data, origin) for e in exc.errors()]
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise UserError(f"{source}: " + "; ".join(problems[:3]) + more) from None
+    tiers = kvcache.tier_refusal(campaign.workloads, memory)  # a KV-cache tier larger than a host's memory
+    if tiers:
+        raise UserError(f"{source}: {tiers}")
     return _resolve_jobfiles(campaign, source, base_dir)
 
 

@@ -29,8 +29,11 @@ import math
 from iolab import parsers
 from iolab.parsers import Metric
 
-# What iolab makes itself rather than a tool's parser: a search's answer (iolab.accelerators).
-OWN = (Metric("accelerators_fed", "count", "accelerators per host kept at the AU threshold", headline=10),)
+# What iolab makes itself rather than a tool's parser: a search's answer (iolab.accelerators, iolab.kvcache_search).
+OWN = (
+    Metric("accelerators_fed", "count", "accelerators per host kept at the AU threshold", headline=10),
+    Metric("kv_served", "count", "KV-cache users per client (clients per host) under the latency bound", headline=11),
+)
 UNDECLARED = Metric("", "", "not in the catalogue")
 
 

@@ -225,11 +225,12 @@ def run_flagged(verdicts: validity.Verdicts, run_ids: list[str]) -> bool:
 
 
 VERDICT_METRIC = "accelerators_fed"
+ANSWERS = (VERDICT_METRIC, "kv_served")  # a search's answer: accelerators fed, KV-cache users or clients served
 
 
 def figures(samples: list[Sample]) -> list[Sample]:
-    """The samples the tables below the verdict compare: all but the verdict's own (a search's answer)."""
-    return [s for s in samples if s.metric != VERDICT_METRIC]
+    """The samples the tables below the verdict compare: all but a search's answer."""
+    return [s for s in samples if s.metric not in ANSWERS]
 
 
 def fed_label(value: float, metadata: dict[str, Any], kind: str = "") -> str:
@@ -542,8 +543,9 @@ def nothing_to_compare(campaign: str, backends: list[str]) -> str:
     )
 
 
-def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -> None:
-    """The terminal report: accelerators fed, who wins, every figure, then the flags."""
+def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS, leads=()) -> None:
+    """The terminal report: accelerators fed, real GPUs fed, then `leads` (each `(samples, units)` → a table or
+    None: the KV-cache answer and trials, iolab.report_kvcache), who wins, every figure, then the flags."""
     from rich.console import Console
 
     console = console or Console()
@@ -554,6 +556,10 @@ def print_report(store: ResultStore, console=None, units: str = DEFAULT_UNITS) -
     fed = gpus.lines(samples)  # real GPUs: the synthetic ceiling against the real data, per backend
     if fed:
         console.print(plain(f"campaign {store.dir.name}: real GPUs fed per host (iolab.gpus)"), *map(plain, fed))
+    for lead in leads:
+        shown = lead(samples, units)
+        if shown is not None:
+            console.print(shown)
     samples = figures(samples)
     summary = summary_table(store, samples, units)
     if summary is None:

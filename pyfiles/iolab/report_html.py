@@ -26,7 +26,19 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from iolab import __version__, ceph, footnotes, history, metrics, report, report_faults, report_telemetry, svg, validity
+from iolab import (
+    __version__,
+    ceph,
+    footnotes,
+    history,
+    metrics,
+    report,
+    report_faults,
+    report_kvcache,
+    report_telemetry,
+    svg,
+    validity,
+)
 from iolab.parsers import BARS, PERCENTILES
 from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
@@ -63,6 +75,7 @@ def build(store: ResultStore, units: str = DEFAULT_UNITS) -> str:
         palette=palette,
         header=page.header(),
         verdict=page.verdict(),
+        kv_cache=report_kvcache.page(samples, units),  # the KV-cache search's answers
         winners=page.winners(),
         throughput=page.throughput(),
         latency=page.latency(),

@@ -81,8 +81,9 @@ def points(samples: list[Sample]) -> dict[tuple[str, str, str], list[list[Sample
     """(workload, setting, backend) → its runs' samples, for the runs of MLPerf workloads."""
     common = validity.run_params(samples)
     runs: dict[str, list[Sample]] = defaultdict(list)
+    kv_cache = {s.run_id for s in samples if s.metric == "kv_read_p95_max"}  # iolab.report_mlperf_kv's
     for s in samples:
-        if s.params.get("mlperf") or s.params.get("mlperf_rules"):
+        if (s.params.get("mlperf") or s.params.get("mlperf_rules")) and s.run_id not in kv_cache:
             runs[s.run_id].append(s)
     out: dict[tuple[str, str, str], list[list[Sample]]] = defaultdict(list)
     for run_id, mine in runs.items():
@@ -132,22 +133,24 @@ def _rule(flag: str) -> str:
     return RULES.get(flag, "").split(" ")[0]
 
 
-def _pipe_table(title: str, columns: tuple[str, ...], body: list[list[str]]) -> str:
+def pipe_table(title: str, columns: tuple[str, ...], body: list[list[str]]) -> str:
     lines = [f"{title} (each figure the mean of the point's measured runs)", "| " + " | ".join(columns) + " |"]
     lines.append("|" + "---|" * len(columns))
     lines += ["| " + " | ".join(printable(cell) for cell in row) + " |" for row in body]
     return "\n".join(lines)
 
 
-def text(samples: list[Sample]) -> str:
-    """The MLPerf-shaped tables of a campaign's samples; one line saying so when it has no MLPerf workload."""
+def text(samples: list[Sample], kv_cache: str = "") -> str:
+    """The MLPerf-shaped tables of a campaign's samples, then `kv_cache` (iolab.report_mlperf_kv's); one line
+    saying so when it has no MLPerf workload."""
     training, checkpointing = rows(samples)
-    if not training and not checkpointing:
+    if not training and not checkpointing and not kv_cache:
         raise UserError(
             f"no MLPerf-Storage-style workload in this campaign ({len(samples)} samples; type: mlperf, dlio, or "
-            "mlperf: true on a checkpoint workload): nothing to lay out in MLPerf Storage's columns; use --format table"
+            "mlperf: true on a checkpoint or kvcache workload): nothing to lay out in MLPerf Storage's columns; use "
+            "--format table"
         )
-    parts = [_pipe_table("MLPerf-Storage-style training", TRAINING, training)] if training else []
+    parts = [pipe_table("MLPerf-Storage-style training", TRAINING, training)] if training else []
     if checkpointing:
-        parts.append(_pipe_table("MLPerf-Storage-style checkpointing", CHECKPOINTING, checkpointing))
-    return "\n\n".join(parts)
+        parts.append(pipe_table("MLPerf-Storage-style checkpointing", CHECKPOINTING, checkpointing))
+    return "\n\n".join([*parts, *([kv_cache] if kv_cache else [])])

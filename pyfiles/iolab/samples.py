@@ -39,7 +39,7 @@ from iolab import metrics
 from iolab.errors import StoreError, UserError
 
 SCHEMA = "iolab.sample/1"
-UNITS = frozenset({"B/s", "B", "IOPS", "s", "samples/s", "%", "ns", "cores", "count", "ops/s"})
+UNITS = frozenset({"B/s", "B", "IOPS", "s", "samples/s", "%", "ns", "cores", "count", "ops/s", "tokens/s"})
 AGGREGATE_HOST = "*"
 T = TypeVar("T")
 # Free space a campaign needs on the results disk before its first run (a run's raw files are

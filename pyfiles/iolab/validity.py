@@ -46,6 +46,7 @@ from typing import Any
 from iolab import metrics
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.units import human, parse_size
+from iolab.workloads import kvcache_rules
 from iolab.workloads.mlperf import RAM_MULTIPLE
 
 AGREEMENT = 0.05  # repeats within 5% of their median agree (MLPerf Storage)
@@ -54,9 +55,10 @@ MERIT_METRICS = metrics.named("judged")
 # Parameters that size or time a run without changing what it measures: not part of a setting.
 NOT_SETTINGS = frozenset(
     {"runtime", "ramp", "size", "allow_caching", "timeout", "warmup", "profilers", "start_skew_max"}
+    | {"duration", "trials", "pause"}  # a KV-cache run's length, trials and pause
 )
 # Settings that are byte counts: labelled with a unit (object_size=1MiB, not 1048576).
-BYTE_SETTINGS = frozenset({"object_size"})
+BYTE_SETTINGS = frozenset({"object_size", "gpu_bytes", "cpu_bytes"})
 
 POTENTIAL_CACHING = "potential_caching"
 OVERRIDDEN = "overridden"
@@ -519,6 +521,10 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
     for run_id, why in _consecutive(runs, samples, all_groups).items():
         flags[run_id].append(_mlperf_flag("mlperf_consecutive", why))
     repeats = {run_id: len(g.values) for g in all_groups if g.metric == "samples_per_s" for run_id in g.run_ids}
+    trials = {run_id: len(g.values) for g in all_groups if g.metric == "kv_read_p95_max" for run_id in g.run_ids}
+    for s in samples:  # a KV-cache run's settings, sequence and trials (iolab.workloads.kvcache_rules)
+        if s.metric == "kv_read_p95_max" and s.host == AGGREGATE_HOST:
+            flags[s.run_id] += [_mlperf_flag(n, w) for n, w in kvcache_rules.run_rules(s.params, trials[s.run_id])]
     for run_id, mine in runs.items():
         params = mine[0].params
         model, batch = params["mlperf"], int(params.get("batch_size", 1))

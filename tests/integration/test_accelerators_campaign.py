@@ -74,7 +74,9 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
     text = cli("report", "--campaign", "itest-fed").stdout
     first_table = text[: text.index("median ± half-range")]
     lines = first_table.splitlines()
-    assert lines[0].startswith("campaign itest-fed: how many emulated accelerators each backend keeps at AU ≥ 90%")
+    assert lines[0].startswith(
+        "campaign itest-fed: how many emulated accelerators per host each backend keeps at AU ≥ 90%"
+    )
     assert lines[1].startswith("itest-fed (slow-acc): limited by ")
     row = next(line for line in lines[2:] if "slow-acc" in line)
     assert "≥ 1 custom (the workload's ceiling)" in row and f"{at['au']:.1f}" in row

@@ -29,7 +29,7 @@ def test_checkpoint_writes_fsyncs_drops_and_reads_back(cli, write_campaign, tmp_
         }
     )
     dry = cli("bench.all", "--campaign", str(path), "--dry-run").stdout
-    assert "checkpoint of llama3-8b at scale 0.0005 (0.0525 GB of 105 GB" in dry
+    assert "checkpoint of llama3-8b at scale 0.0005 (52.5 MB of 105 GB" in dry
     cli("bench.all", "--campaign", str(path))
     samples = cli.samples("itest-ckpt")
     by = {(s["backend"], s["host"], s["metric"]): s for s in samples}

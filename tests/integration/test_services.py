@@ -56,7 +56,7 @@ def test_started_publishes_how_to_reach_the_services(lab):
 
 
 def test_ceph_and_ganesha_are_healthy_and_listen_on_the_bind_address_only(lab):
-    assert lab.ceph("health")["status"] == "HEALTH_OK"
+    lab.assert_healthy()
     status = lab.ceph("status")
     assert status["osdmap"]["num_up_osds"] == 1
     assert status["monmap"]["num_mons"] == 1
@@ -177,7 +177,7 @@ def test_started_after_stopped_restarts_without_bootstrapping(lab):
     assert "Create the monitor's store once" not in _changed_tasks(done.stdout)
     assert "Create the OSD's bluestore" not in _changed_tasks(done.stdout)
     assert BOOTSTRAP and {p: sha256(p) for p in BOOTSTRAP} == BOOTSTRAP
-    assert lab.ceph("health")["status"] == "HEALTH_OK"
+    lab.assert_healthy()
     assert "survives-restart" in json.loads(lab.rbd("ls", "--format", "json", "iolab").stdout)
     assert [m["state"] for m in lab.ceph("fs", "status", "iolab")["mdsmap"]] == ["active"]
     assert "hello.txt" in run(["nfs-ls", lab.nfs_server()["v4_url"]], timeout=30).stdout
@@ -205,7 +205,7 @@ def test_absent_without_confirmation_refuses_and_keeps_everything(lab):
     assert CONFIRM_SENTENCE in " ".join(done.stdout.split())
     assert (lab.ceph_dir / "ceph.conf").exists()
     assert (lab.nfs_dir / "ganesha.conf").exists()
-    assert lab.ceph("health")["status"] == "HEALTH_OK"
+    lab.assert_healthy()
 
 
 @pytest.mark.lab_box_lifecycle

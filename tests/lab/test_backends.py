@@ -291,14 +291,7 @@ def test_services_up_serves_the_simulated_hosts(services, sim_hosts):
     # NFS server side, from a simulated host, with no kernel NFS client: libnfs.
     listing = sim_hosts.ssh(on(sim_hosts, "gpu03"), f"nfs-ls '{nfs['v4_url']}'").stdout
     assert "from-controller.txt" in listing
-    health = subprocess.run(
-        ["ceph", "--conf", client["conf"], "health", "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    assert json.loads(health)["status"] == "HEALTH_OK"
+    services.box.assert_healthy()
 
 
 # --- rbd_snapshot -------------------------------------------------------------------------------

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from iolab import validity
+from iolab.host import kvcache_sim
 from iolab.host.dataset import gen
-from iolab.shared import fio_options, shapes
-from iolab.workloads import accelerator, mlperf
+from iolab.shared import fio_options, kvcache_model, shapes
+from iolab.workloads import accelerator, kvcache, kvcache_rules, mlperf
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT_SUFFIXES = {".md", ".py", ".yml", ".yaml", ".j2", ".cfg", ".toml", ".sh"}
@@ -170,6 +171,12 @@ def figure_row(constant: str) -> str:
             (f'workloads.accelerator.ACCELERATOR_FIGURES["{kind}"]', f"{seconds:g} s")
             for kind, seconds in accelerator.ACCELERATOR_FIGURES.items()
         ],
+        ("shared.kvcache_model.MODELS", f"{kvcache_model.bytes_per_token(*kvcache_model.MODELS['llama3.1-8b']):,} B"),
+        ("shared.kvcache_model.MODELS", f"{kvcache_model.bytes_per_token(*kvcache_model.MODELS['llama3.1-70b']):,} B"),
+        ("shared.kvcache_model.TEMPLATES", "4,096–25,000"),
+        ("workloads.kvcache.LATENCY_BOUND", f"{kvcache.LATENCY_BOUND * 1000:g} ms"),
+        ("host.kvcache_sim.DECODE_BATCH", f"once per {kvcache_sim.DECODE_BATCH} generated tokens"),
+        ("workloads.kvcache_rules.SEED", f"seed {kvcache_rules.SEED}, {kvcache_rules.TRIALS} trials"),
     ],
 )
 def test_reference_figures_state_what_the_code_uses(constant, stated):

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import model_validator
+
 from iolab.backends.base import LAB_CEPH, CephBackend
 from iolab.schema import (
     AbsPath,
+    Bool,
     MountOption,
     Name,
     Size,
@@ -25,6 +28,11 @@ class RbdSnapshotBackend(CephBackend):
     host) or the campaign's generated data set, and a fio file of `fio_size` for fio's read
     profiles; then snapshot `snapshot`, protected. Each host maps the snapshot read-only
     (krbd, else rbd-nbd, else QEMU's storage daemon over FUSE) and mounts it read-only.
+
+    `scratch: true` maps the image itself read-write instead, on one host (an ext4 file system
+    mounted read-write on two would be corrupted), with an ext4 file system made the first time:
+    a target for workloads that write (the KV-cache workload, fio's writes); nothing is loaded,
+    nothing snapshotted.
     """
 
     name: Name
@@ -38,10 +46,19 @@ class RbdSnapshotBackend(CephBackend):
     method: Literal["auto", "krbd", "nbd", "qemu-fuse"] = "auto"
     options: list[MountOption] = []
     mountpoint: AbsPath | None = None
+    scratch: Bool = False
+
+    @model_validator(mode="after")
+    def _scratch_loads_nothing(self) -> RbdSnapshotBackend:
+        if self.scratch and (self.source or self.fio_size):
+            raise ValueError(
+                "scratch: true maps the image itself read-write and loads nothing: drop source and fio_size"
+            )
+        return self
 
     @property
     def writable(self) -> bool:
-        return False
+        return self.scratch
 
     @property
     def image_name(self) -> str:
@@ -53,7 +70,7 @@ class RbdSnapshotBackend(CephBackend):
         variables["storage_rbd_snapshot_fio_size"] = self.fio_size or 0
         # Without a source, the campaign's data set is generated into the image (once).
         variables["storage_rbd_snapshot_dataset"] = (
-            {**dataset.identity(), "formats": list(formats)} if dataset and not self.source else {}
+            {**dataset.identity(), "formats": list(formats)} if dataset and not self.source and not self.scratch else {}
         )
         return variables
 
@@ -61,7 +78,7 @@ class RbdSnapshotBackend(CephBackend):
         from iolab.workloads.fio import FioWorkload
 
         reason = super().refuse(workload)
-        if reason or not isinstance(workload, FioWorkload):
+        if reason or not isinstance(workload, FioWorkload) or self.scratch:  # fio lays out its file on a scratch
             return reason
         if workload.jobfile:
             return (
@@ -81,6 +98,6 @@ class RbdSnapshotBackend(CephBackend):
         return None
 
     def run_vars(self, workload: Workload, variables: dict[str, Any]) -> dict[str, Any]:
-        if workload.tool == "fio":
+        if workload.tool == "fio" and not self.scratch:
             variables = {**variables, "bench_fio_size": self.fio_size or 0}
         return variables

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from iolab.shared import processes
+
 CONFIG_NAME = "iolab"  # RUN_DIR/dlio/workload/iolab.yaml
 # dlio_benchmark 2.0.0 traces every rank and reader worker with pydftracer (its trace-*.pfw files) unless this is 0:
 # dftracer.logger reads it once, at import, and takes unset as on. With it 0, pydftracer's library is never loaded
@@ -139,16 +141,7 @@ def mpirun_argv(hosts: list[dict[str, Any]], rsh: list[str], python: str, root: 
 
 def _ranks_alive(marker: str) -> int:
     """How many processes name `marker` in their arguments (this host's DLIO ranks)."""
-    count = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            args = Path(entry.path, "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        count += any(marker.encode() == a for a in args) and b"dlio_benchmark.main" in args
-    return count
+    return processes.naming(marker.encode(), b"dlio_benchmark.main")
 
 
 def wait(run_dir: Path, ranks: int, appear: float, poll: float = 0.2) -> int:

@@ -37,7 +37,10 @@ def _remove_scratch(runs_dir: Path) -> list[str]:
         removed = 0
         for path in files:
             with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+                if path.is_dir():  # a run's own work directory on the storage (iolab.host.kvcache)
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
                 removed += 1
         for directory in sorted({f.parent for f in files}):
             with contextlib.suppress(OSError):

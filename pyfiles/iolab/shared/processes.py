@@ -164,3 +164,18 @@ def terminate(pids: list[int], grace: float) -> tuple[list[int], list[int]]:
         if sig == signal.SIGTERM:
             killed = list(pids)
     return killed, pids
+
+
+def naming(*words: bytes) -> int:
+    """How many processes of this machine (this one aside) have every one of `words` among their arguments: a
+    reference tool's ranks on this host (iolab.host.dlio, iolab.host.mlperf_kvcache)."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            args = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        count += all(word in args for word in words)
+    return count

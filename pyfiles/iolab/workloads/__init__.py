@@ -12,6 +12,7 @@ from iolab.workloads.base import Workload
 from iolab.workloads.calibrate import CalibrateWorkload
 from iolab.workloads.checkpoint import CheckpointWorkload
 from iolab.workloads.fio import FioWorkload
+from iolab.workloads.kvcache import KvcacheWorkload
 from iolab.workloads.metadata import MetadataWorkload
 from iolab.workloads.objects import ObjectsWorkload
 from iolab.workloads.pytorch import PytorchWorkload
@@ -24,7 +25,8 @@ AnyWorkload = Annotated[
     | TensorflowWorkload
     | CheckpointWorkload
     | ObjectsWorkload
-    | CalibrateWorkload,
+    | CalibrateWorkload
+    | KvcacheWorkload,
     Field(discriminator="type"),
 ]
 WORKLOAD_TYPES: dict[str, type[Workload]] = kinds(AnyWorkload)

@@ -53,6 +53,10 @@ class Workload(Model):
             raise ValueError(refused)
         return self
 
+    def repetitions_of(self, campaign: int) -> int:
+        """The runs of one of its points: a search's one, else the campaign's repetitions (each kind may say)."""
+        return 1 if getattr(self, "search", None) else campaign
+
     def run_timeout(self, default: float) -> float:
         return self.timeout or default
 

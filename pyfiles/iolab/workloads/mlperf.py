@@ -29,6 +29,7 @@ from pydantic import Field
 from iolab.schema import Bool, Model
 from iolab.shared.shapes import MEAN_SIZE, SAMPLES_PER_SHARD, SHAPES
 from iolab.units import human
+from iolab.workloads import kvcache_rules
 from iolab.workloads.accelerator import ACCELERATOR_MEMORY, COMPUTE_TIMES, EMULATED, reference_batch
 from iolab.workloads.checkpoint import CHECKPOINT_MODELS
 
@@ -174,6 +175,11 @@ RULES = {
     "mlperf_per_host": "4.6.2 checkpointClosedAcceleratorsPerHost",
     "mlperf_checkpoints": "4.7.1 checkpointCacheFlushValidation",
     "mlperf_read_gap": "4.7.1 checkpointCacheFlushValidation",
+    "mlperf_kv_option": "6.3.1.1 kvcacheFixedWorkloadPerOption",
+    "mlperf_kv_sequence": "6.3.2.1 kvcacheClosedSequenceLocks",
+    "mlperf_kv_cpu_tier": "6.3.4.4 kvcacheLatencyValidity",
+    "mlperf_kv_fixed": "6.6.1 kvcacheClosedImmutable",
+    "mlperf_kv_filesystems": "6.4.1 kvcachePosixCacheDir",
 }
 CHECKPOINTS = 10  # written, each ending in fsync, then read back
 CACHE_MULTIPLE = 3  # a client that writes less than 3× its RAM has its caches cleared before the read
@@ -204,6 +210,8 @@ def apply_rules(data: dict[str, Any], memory: HostMemory | None) -> dict[str, An
             processes = CHECKPOINT_MODELS[model][1] if isinstance(model, str) and model in CHECKPOINT_MODELS else None
             wide = {} if "writers" in entry or "ranks" in entry or processes is None else {"ranks": processes}
             out.append({"checkpoints": CHECKPOINTS, **wide, **entry})
+        elif entry.get("type") == "kvcache":
+            out.append(kvcache_rules.apply(entry))
         elif entry.get("mlperf") in PRESETS:
             training = True
             if not entry.get("lab_scale"):
@@ -212,7 +220,7 @@ def apply_rules(data: dict[str, Any], memory: HostMemory | None) -> dict[str, An
         else:
             raise ValueError(
                 f"workloads[{index}]: mlperf: true applies MLPerf Storage's rules to its workloads (type: mlperf, "
-                f"dlio or checkpoint); {entry.get('type')!r} has none"
+                f"dlio, checkpoint or kvcache); {entry.get('type')!r} has none"
             )
     if training and "repetitions" not in data:
         data = {**data, "repetitions": REPETITIONS}
@@ -272,7 +280,7 @@ def host_rules(meta: dict[str, Any], params: dict[str, Any], host: str) -> list[
         mount = (host_facts.get("mount") or {}).get("target")
         broken.append(
             (
-                "mlperf_filesystems",
+                "mlperf_kv_filesystems" if "kv_ranks" in meta else "mlperf_filesystems",  # the KV cache's own rule
                 f"{host}: the data ({mount}) and the run's results are on one file system"
                 if same
                 else f"{host}: where the data and the results lie was not recorded",
@@ -280,6 +288,7 @@ def host_rules(meta: dict[str, Any], params: dict[str, Any], host: str) -> list[
         )
     if "checkpoint_count" in meta:
         broken += _checkpoint_host_rules(meta, host_facts, host)
+    broken += [(flag, f"{host}: {why}") for flag, why in kvcache_rules.result_rules(meta, params)]
     return broken
 
 
