@@ -21,8 +21,18 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 
-from iolab import validity
-from iolab.report import DEFAULT_UNITS, LAB_SCALE, fed_label, limit_line, number, plain, run_flagged, unit_scale
+from iolab import footnotes, validity
+from iolab.report import (
+    DEFAULT_UNITS,
+    LAB_SCALE,
+    answer_flags,
+    fed_label,
+    limit_line,
+    number,
+    plain,
+    unit_scale,
+)
+from iolab.report_layout import NUMBER, Column, Fitted, cited
 from iolab.samples import AGGREGATE_HOST, Sample
 
 METRIC = "kv_served"  # iolab.kvcache_search's answer
@@ -46,7 +56,8 @@ def verdict_rows(samples: list[Sample]) -> list[dict[str, Any]]:
                 "workload": workload,
                 "backend": backend,
                 "served": int(s.value),
-                "label": fed_label(s.value, meta, meta.get("per", "")),
+                "label": fed_label(s.value, {**meta, "flags": []}, meta.get("per", "")),
+                "flags": [footnotes.named(f) for f in meta.get("flags", [])],
                 "limited_by": meta.get("limited_by"),
                 "bound": meta.get("latency_bound"),
                 "per": meta.get("per", ""),
@@ -94,12 +105,12 @@ def verdict_table(samples: list[Sample], units: str = DEFAULT_UNITS) -> Group | 
         return None
     verdicts = validity.assess(samples)
     head, cells = verdict_cells(rows, units)
-    out = Table(caption=LAB_SCALE)
-    for index, column in enumerate(head):
-        out.add_column(column, justify="right" if index >= 2 else "left")
-    for r, line in zip(rows, cells, strict=True):
-        flagged = " ⚑" if run_flagged(verdicts, [r["run_id"]]) else ""
-        out.add_row(*map(plain, [*line[:2], line[2] + flagged, *line[3:]]))
+    notes = footnotes.Footnotes("kv-cache")
+    columns = [Column(f"{head[0]}: {head[1]}"), Column(head[2]), *(Column(h, NUMBER) for h in head[3:])]
+    out = Fitted(columns, notes=notes, after=[LAB_SCALE])
+    for row, line in zip(rows, cells, strict=True):
+        answer = "\n".join(filter(None, (line[2], cited(notes, answer_flags(row, verdicts)))))
+        out.add_row(line[1], answer, *line[3:], group=line[0])
     return Group(plain(_title(rows)), *(plain(limit_line(r)) for r in rows), out)
 
 
@@ -110,14 +121,17 @@ def page(samples: list[Sample], units: str = DEFAULT_UNITS) -> dict[str, Any] | 
         return None
     verdicts = validity.assess(samples)
     head, cells = verdict_cells(rows, units)
+    notes = footnotes.Footnotes("kv-cache")
     return {
         "title": _title(rows),
         "head": head,
         "limits": [(limit_line(r), (r["limited_by"] or {}).get("side") == "client") for r in rows],
         "rows": [
-            {"backend": r["backend"], "cells": c, "flagged": run_flagged(verdicts, [r["run_id"]])}
+            {"backend": r["backend"], "cells": c, "cites": notes.flags(answer_flags(r, verdicts))}
             for r, c in zip(rows, cells, strict=True)
         ],
+        "notes": notes.items(),
+        "note": LAB_SCALE,
     }
 
 

@@ -4,11 +4,13 @@ the real ones of tests/fixtures/kvcache."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from iolab import kvcache_search, report_kvcache, report_mlperf_kv, validity
 from iolab.accelerators import Outcome
@@ -134,6 +136,15 @@ def test_the_report_leads_with_the_answer():
     page = report_kvcache.page([served])
     assert page and page["rows"][0]["cells"][2] == row["label"] and "≤ 200 ms" in page["title"]
     assert "limited by storage" in page["limits"][0][0]
+    # A flag of the answer is a name in its cell and a note under the table, on the terminal and on the page.
+    served.metadata["flags"] = ["measures this host, not the storage: every probe's client CPU was saturated"]
+    console = Console(width=80, record=True, file=io.StringIO())
+    console.print(report_kvcache.verdict_table([served]))
+    text = console.export_text()
+    assert "⚑ host-bound" in text and "[1] host-bound: measures this host, not the storage" in text
+    assert max(map(len, text.splitlines())) <= 80
+    page = report_kvcache.page([served])
+    assert page and [c.name for c in page["rows"][0]["cites"]] == ["host-bound"] and len(page["notes"]) == 1
 
 
 def test_the_kv_cache_leaf_of_the_results_tree(tmp_path):
