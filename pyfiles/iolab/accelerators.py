@@ -27,7 +27,6 @@ that point (`summary`).
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,13 +42,10 @@ from iolab.report import fed_label
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.session import BackendSession, CampaignState
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS
-from iolab.workloads.pytorch import PytorchWorkload
+from iolab.workloads.pytorch import STEP_FLOOR, PytorchWorkload, probe_epochs, step_floor
 
-STEP_FLOOR = 500  # measured steps per rank a probe needs (MLPerf Storage's floor), first steps excluded
 REPEATS = 3  # probes of each point next to the boundary, at least
 DISTURBED_RETRIES = 2  # a probe disturbed by foreign CPU is run again up to this many times
-# Test-only: a lower floor (a tiny data set at a test's time). It is stored with the answer, which is then flagged.
-FLOOR_ENV = "IOLAB_PROBE_STEPS"
 
 
 def threshold_of(workload: PytorchWorkload) -> float:
@@ -58,49 +54,10 @@ def threshold_of(workload: PytorchWorkload) -> float:
     return preset.au_threshold if preset else AU_THRESHOLD
 
 
-def step_floor() -> int:
-    """The measured steps per rank each probe needs: STEP_FLOOR, or a test's lower floor (FLOOR_ENV)."""
-    raw = os.environ.get(FLOOR_ENV, "")
-    if not raw:
-        return STEP_FLOOR
-    if not raw.isdigit() or not 1 <= int(raw) <= STEP_FLOOR:
-        raise UserError(f"{FLOOR_ENV}={raw!r}: a test's step floor is a whole number from 1 to {STEP_FLOOR}")
-    return int(raw)
-
-
-def probe_epochs(workload: PytorchWorkload, files: int, accelerators: int, hosts: int, floor: int) -> int:
-    """The epochs of the data set a probe at `accelerators` per host runs so that each rank measures `floor` steps.
-
-    A rank gets ceil(files / ranks) files (DistributedSampler pads), in ceil(that / batch) steps per epoch
-    (at most the workload's `steps`); the first step of each epoch is not measured (MLPerf Storage), so an
-    epoch measures one step fewer. A rank needs two batches per epoch: else the search is refused.
-    """
-    ranks = accelerators * (hosts if workload.distributed else 1)
-    per_rank = -(-files // ranks)
-    if per_rank < 2 * workload.batch_size:
-        raise UserError(
-            f"dataset.files {files} gives each of {ranks} rank(s) at {accelerators} accelerator(s) per host "
-            f"{per_rank} files, under 2 batches of {workload.batch_size}: raise dataset.files to at least "
-            f"{2 * workload.batch_size * ranks}, or lower batch_size or the workload's accelerators (the ceiling)"
-        )
-    steps = -(-per_rank // workload.batch_size)
-    if workload.steps:
-        steps = min(steps, workload.steps)
-    return -(-floor // (steps - 1))
-
-
 def probed(workload: PytorchWorkload, accelerators: int, epochs: int) -> PytorchWorkload:
     """A search's workload as one probe runs it: N accelerators per host over `epochs`, a measurement, not a search
     (so that no probe shares the search's run id)."""
     return workload.model_copy(update={"accelerators": accelerators, "epochs": epochs, "search": None})
-
-
-def admissible(run: Run, campaign: Campaign, hosts: int) -> None:
-    """Refuse (UserError, one line) a campaign's search whose probes could not each measure the step floor: a
-    rank under two batches an epoch at the ceiling (`probe_epochs`); before anything runs."""
-    workload = run.workload
-    assert isinstance(workload, PytorchWorkload) and campaign.dataset  # a search is pytorch: the parse asks for both
-    probe_epochs(workload, campaign.dataset.files, workload.accelerators, hosts, step_floor())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,23 +312,21 @@ def _line(p: Probe, threshold: float, hosts: int) -> str:
     )
 
 
-def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
+def searched(session: BackendSession, run: Run, active: list[str], title: str) -> list[Sample]:
     """A campaign's `search: accelerators` run on the session's mounted backend: probe, then store
     `accelerators_fed` (on each host and for all of them, host "*"); a failure is the session's.
 
     Each probe is a run of the campaign: the run's workload at N accelerators per host, over as
     many epochs as give each rank the step floor (a probe stored by an earlier call is reused).
     The workload's `accelerators` is the ceiling the search may reach, not a cap it hides.
-    """
+
+    `bench` hands it to the backend session (`BackendSession.search`), which stores the samples it returns
+    as the search's run; a RunFailed (a probe failed) is the run's failure."""
     workload = run.workload
     assert isinstance(workload, PytorchWorkload) and workload.accelerator  # a search's schema asks for both
     campaign = session.state.campaign
     assert campaign.dataset  # a pytorch workload's campaign has one (bench.run_campaign checked it: admissible)
     files, floor = campaign.dataset.files, step_floor()
-    active = session.admit(run, hosts, batched=False)
-    if not active:
-        return
-    title = session.start(run)
     console, store = session.state.lab.console, session.state.store
     threshold = threshold_of(workload)
     console.print(
@@ -385,23 +340,16 @@ def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
         return repetition(campaign, run.backend, point, repeat, run.hosts)[0]
 
     started = time.time()
-    try:
-        outcome, probes = probe_until(
-            session,
-            run_of,
-            active,
-            workload.accelerators,
-            threshold,
-            lambda line: console.print(line, soft_wrap=True),
-            floor,
-        )
-    except RunFailed as exc:
-        record.store_run(store, run, [], dict.fromkeys(active, str(exc)))
-        session.finish(run, title, active, [f"{run.label()}: {exc}"], [], None)
-        return
-    samples = fed_samples(run, outcome, probes, active, store.samples(), started, time.time(), floor)
-    record.store_run(store, run, samples, dict.fromkeys(active))
-    session.finish(run, title, active, [], samples, None)
+    outcome, probes = probe_until(
+        session,
+        run_of,
+        active,
+        workload.accelerators,
+        threshold,
+        lambda line: console.print(line, soft_wrap=True),
+        floor,
+    )
+    return fed_samples(run, outcome, probes, active, store.samples(), started, time.time(), floor)
 
 
 def answer(meta: dict[str, Any], kind: str, backend: str, hosts: int) -> str:

@@ -10,18 +10,21 @@ a later call runs only what is missing.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import shutil
 from pathlib import Path
 
-from iolab import accelerators, fanout, faults, injector, kvcache_search, ledger, live_metrics, validity
+from iolab import accelerators, fanout, faults, injector, kvcache_search, ledger, live_metrics
+from iolab import plan as planning
 from iolab.backends.base import DATASET_DIR
-from iolab.campaign import Campaign, Run, expand, repetition
+from iolab.campaign import Campaign, Run, expand
 from iolab.errors import RunFailed
 from iolab.execute import Lab, workload_vars
-from iolab.progress import Planned, Progress
+from iolab.plan import Entry
+from iolab.progress import Progress
 from iolab.samples import ResultStore
-from iolab.session import BackendSession, CampaignState, Entry
+from iolab.session import BackendSession, CampaignState
 
 # --- the campaign loop --------------------------------------------------------------------------
 
@@ -56,38 +59,26 @@ def run_campaign(
             console.print(f"--no-resume: earlier results kept in {moved}")
     for note in store.preflight():  # writable, with room, no torn line: before anything runs
         console.print(f"[yellow]{note}[/]")
-    runs = [r for r in expand(campaign, len(lab.hosts)) if only_repetition in (None, r.repetition)]
-    for run in filter(_searches, runs):  # a search whose ranks get under two batches: refused before anything runs
-        if run.workload.type == "pytorch":
-            accelerators.admissible(run, campaign, len(lab.hosts))
+    plan = planning.make(campaign, lab.hosts, store, only_repetition)  # refuses what could not be measured
     live_metrics.destination()  # a $IOLAB_LIVE_METRICS that names no destination is refused before any run
-    ledger.begin(store, campaign, runs, lab.hosts)  # what the store is a campaign of: its plan, who runs it
-    done = store.completed()
-    plan = [Entry(r, [h for h in r.on(lab.hosts) if (r.run_id, h) not in done]) for r in runs]
-    plan = [entry for entry in plan if entry.hosts]
-    injector.preflight([e.run for e in plan if e.run.workload.faults], lab)  # each fault can be applied here
-    extra = campaign.max_repetitions is not None and campaign.max_repetitions > campaign.repetitions
-    queues = {
-        backend: [entry for entry in plan if entry.run.backend.name == backend]
-        + ([Entry(r, r.on(lab.hosts)) for r in _more_repetitions(campaign, store, runs, backend)] if extra else [])
-        for backend in dict.fromkeys(r.backend.name for r in runs)
-    }  # extra: stored repeats that disagree
-    queues = {backend: queue for backend, queue in queues.items() if queue}
-    progress = Progress(_planned([entry.run for queue in queues.values() for entry in queue]), console)
+    ledger.begin(store, campaign, plan.runs, lab.hosts)  # what the store is a campaign of: its plan, who runs it
+    injector.preflight([e.run for e in plan.todo if e.run.workload.faults], lab)  # each fault can be applied here
+    queues, runs = plan.queues, plan.runs
+    progress = Progress(planning.planned([entry.run for queue in queues.values() for entry in queue]), console)
     console.print(
         f"campaign [bold]{campaign.name}[/]: {len(runs)} runs on {len(lab.hosts)} host(s), "
-        f"{len(runs) - len(plan)} already stored, {len(plan)} to run"
-        + (f" (and more repetitions, up to {campaign.max_repetitions}, where repeats disagree)" if extra else "")
+        f"{len(runs) - len(plan.todo)} already stored, {len(plan.todo)} to run"
+        + (f" (and more repetitions, up to {campaign.max_repetitions}, where repeats disagree)" if plan.extra else "")
         + (f"; {progress.status()}" if queues else ""),
         soft_wrap=True,
     )
     if not queues:
         return []
     lab.status = progress.status
-    state = CampaignState(campaign, lab, store, progress, planned=len(plan))  # provisioning waits for a playbook
+    state = CampaignState(campaign, lab, store, progress, planned=len(plan.todo))  # provisioning waits for a playbook
     failures: list[str] = []
     for backend, queue in queues.items():
-        failures += _run_backend(state, backend, queue, runs, extra)
+        failures += _run_backend(state, backend, queue, runs, plan.extra)
     return failures
 
 
@@ -112,79 +103,18 @@ def _run_backend(state: CampaignState, backend: str, queue: list[Entry], runs: l
     tried: set[str] = set()  # run ids run on this mount: an extra repetition that failed is not retried
     with BackendSession(state, backend, need, [r for r in runs if r.backend.name == backend]) as session:
         while queue:
-            state.plans.update({entry.run.run_id: _planned([entry.run])[0] for entry in queue})
-            parts = _parts(queue)
+            state.plans.update({entry.run.run_id: planning.planned([entry.run])[0] for entry in queue})
+            parts = planning.parts(queue)
             for number, part in enumerate(parts, 1):
-                if _searches(part[0].run):  # the accelerators fed, or a KV-cache workload's users or clients
-                    (kvcache_search if part[0].run.workload.type == "kvcache" else accelerators).fed(session, *part[0])
+                if planning.searches(part[0].run):  # the accelerators fed, or a KV-cache workload's users or clients
+                    searcher = kvcache_search if part[0].run.workload.type == "kvcache" else accelerators
+                    session.search(*part[0], functools.partial(searcher.searched, session, part[0].run))
                 else:  # the last runs of the backend: unmounted with them, unless more repetitions may follow
                     session.play(part, last=number == len(parts) and not extra)
             tried.update(entry.run.run_id for entry in queue)
-            more = _more_repetitions(state.campaign, state.store, runs, backend)
+            more = planning.more_repetitions(state.campaign, state.store.samples(), runs, backend) if extra else []
             queue = [Entry(r, r.on(lab.hosts)) for r in more if r.run_id not in tried]
     return session.failures
-
-
-def _parts(queue: list[Entry]) -> list[list[Entry]]:
-    """The queue cut at its searches: each search alone, the runs between them together."""
-    parts: list[list[Entry]] = []
-    for entry in queue:
-        if parts and not _searches(entry.run) and not _searches(parts[-1][0].run):
-            parts[-1].append(entry)
-        else:
-            parts.append([entry])
-    return parts
-
-
-def _searches(run: Run) -> bool:
-    """A run that is a search (iolab.accelerators), not one measurement."""
-    return getattr(run.workload, "search", None) is not None
-
-
-def _planned(runs: list[Run]) -> list[Planned]:
-    """The runs as Progress plans them: runs of one workload take alike times; estimates as --dry-run's."""
-    warmed: set[tuple] = set()
-    return [Planned(run.run_id, run.workload.name, _run_estimate(run, warmed)[0]) for run in runs]
-
-
-def _more_repetitions(campaign: Campaign, store: ResultStore, runs: list[Run], backend: str) -> list[Run]:
-    """The next repetition of every point on `backend` whose stored repeats disagree, up to max_repetitions.
-
-    A point's repeats are its runs in `runs` and the extra repetitions already stored
-    (from this call or an earlier one). A point with a repetition not stored (failed,
-    or left out) waits for the next call, which fills that gap first.
-    """
-    cap = campaign.max_repetitions or campaign.repetitions
-    if cap <= campaign.repetitions:
-        return []
-    samples = store.samples()
-    stored = {s.run_id for s in samples}
-    chains: dict[tuple, list[Run]] = {}
-    for run in runs:
-        if run.backend.name == backend:
-            chains.setdefault(run.point, []).append(run)
-    nexts: dict[tuple, Run] = {}
-    for point, chain in chains.items():
-        while True:
-            last = max(chain, key=lambda r: r.repetition)
-            following = next(
-                r
-                for r in repetition(campaign, last.backend, last.workload, last.repetition + 1, last.hosts)
-                if r.cache_pass == last.cache_pass
-            )
-            if following.run_id not in stored:
-                break
-            chain.append(following)
-        if last.repetition < cap and all(r.run_id in stored for r in chain):
-            nexts[point] = following
-    ids = {r.run_id: point for point, chain in chains.items() for r in chain}
-    disagreeing = {
-        ids[run_id]
-        for g in validity.groups([s for s in samples if s.run_id in ids])
-        if g.metric in validity.MERIT_METRICS and len(g.values) > 1 and not g.agree
-        for run_id in g.run_ids
-    }
-    return [run for point, run in nexts.items() if point in disagreeing]
 
 
 # --- one-off fio runs and dry runs --------------------------------------------------------------
@@ -197,26 +127,6 @@ def next_repetition(spec: Campaign, store: ResultStore) -> Campaign:
     while expand(spec.model_copy(update={"repetitions": repetition}))[-1].run_id in done:
         repetition += 1
     return spec.model_copy(update={"repetitions": repetition})
-
-
-ORCHESTRATION_S = 2.5  # per run, batched: prepare, drop caches, start together, collect (docs/PERFORMANCE.md)
-
-
-def _estimate(runs: list[Run]) -> tuple[float, int]:
-    """(seconds, runs not estimated): fio runs take runtime + ramp; loaders take as long as their data set."""
-    warmed: set[tuple] = set()
-    estimates = [_run_estimate(run, warmed) for run in runs]
-    return sum(seconds for seconds, _ in estimates), sum(not known for _, known in estimates)
-
-
-def _run_estimate(run: Run, warmed: set[tuple]) -> tuple[float, bool]:
-    """(seconds, whether that is more than the orchestration) of one run; `warmed`: points warmed up already."""
-    passes = 1
-    if run.workload.warmup and run.point[:3] not in warmed:
-        warmed.add(run.point[:3])
-        passes += 1
-    tool = run.workload.estimate()
-    return passes * ((tool or 0.0) + ORCHESTRATION_S), tool is not None
 
 
 def _cache_line(run: Run) -> str:
@@ -269,7 +179,7 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
     from iolab.hosts import compress
 
     runs = expand(spec)
-    seconds, unknown = _estimate(runs)
+    seconds, unknown = planning.estimate(runs)
     estimate = f"about {seconds / 60:.0f} min" if seconds >= 60 else f"about {seconds:.0f} s"
     if unknown:
         estimate += f" plus the {unknown} data-loading run(s), as long as their data set takes to read"
@@ -280,7 +190,7 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
             if spec.order == "random"
             else "in the order written"
         )
-        + f" ({estimate}; ≈{ORCHESTRATION_S:g} s of orchestration per run)"
+        + f" ({estimate}; ≈{planning.ORCHESTRATION_S:g} s of orchestration per run)"
     ]
     if spec.max_repetitions and spec.max_repetitions > spec.repetitions:
         lines.append(f"  repeats that disagree (more than 5% apart) get more repetitions, up to {spec.max_repetitions}")

@@ -25,7 +25,6 @@ from typing import Any
 from iolab import limits, record
 from iolab.accelerators import Outcome, judged, measure, points_of, probing
 from iolab.campaign import Run, repetition
-from iolab.errors import RunFailed
 from iolab.parsers import Measurement
 from iolab.report import fed_label
 from iolab.samples import AGGREGATE_HOST, Sample
@@ -76,15 +75,14 @@ def _line(p: Probe, bound: float, per: str, hosts: int) -> str:
     )
 
 
-def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
+def searched(session: BackendSession, run: Run, active: list[str], title: str) -> list[Sample]:
     """A campaign's kvcache search on the session's mounted backend: probe, then store `kv_served` (on each host
-    and for all of them); the answer's line with its interval and limit; a failure is the session's."""
+    and for all of them); the answer's line with its interval and limit; a failure is the session's.
+
+    `bench` hands it to the backend session (`BackendSession.search`), which stores the samples it returns
+    as the search's run; a RunFailed (a probe failed) is the run's failure."""
     workload = run.workload
     assert isinstance(workload, KvcacheWorkload) and workload.search  # bench sends searches only
-    active = session.admit(run, hosts, batched=False)
-    if not active:
-        return
-    title = session.start(run)
     console, store = session.state.lab.console, session.state.store
     per, bound = PER[workload.search], workload.bound
     ceiling = workload.settled("users") if workload.search == "users" else workload.clients
@@ -103,17 +101,10 @@ def fed(session: BackendSession, run: Run, hosts: list[str]) -> None:
         console.print(_line(p, bound, per, len(active)), soft_wrap=True)
 
     started = time.time()
-    try:
-        outcome, probes = probing(measured, lambda p: p.count, lambda p: p.p95, show, ceiling, lambda v: v <= bound)
-    except RunFailed as exc:
-        record.store_run(store, run, [], dict.fromkeys(active, str(exc)))
-        session.finish(run, title, active, [f"{run.label()}: {exc}"], [], None)
-        return
+    outcome, probes = probing(measured, lambda p: p.count, lambda p: p.p95, show, ceiling, lambda v: v <= bound)
     common = summary(outcome, probes, bound, ceiling, per)
     console.print(answer(common, run.backend.name, len(active)), soft_wrap=True)
-    samples = served_samples(run, common, active, store.samples(), started, time.time())
-    record.store_run(store, run, samples, dict.fromkeys(active))
-    session.finish(run, title, active, [], samples, None)
+    return served_samples(run, common, active, store.samples(), started, time.time())
 
 
 def summary(outcome: Outcome, probes: list[Probe], bound: float, ceiling: int, per: str) -> dict[str, Any]:

@@ -215,19 +215,48 @@ def parse_line(raw: bytes) -> Any:
 def _read(path: Path, record: Callable[[Any], T]) -> tuple[list[T], list[BadLine]]:
     """Each whole line of `path` made a record by `record` (which raises ValueError for a line that is not
     one), and the lines that are not."""
+    out, bad, _, _ = _read_tail(path, record, 0, 0)
+    return out, bad
+
+
+def _read_tail(
+    path: Path, record: Callable[[Any], T], offset: int, lines: int
+) -> tuple[list[T], list[BadLine], int, int]:
+    """`_read` of the whole lines past byte `offset` (line `lines` + 1 on): the records, the lines that are not,
+    and the offset and line count read up to (a torn last line waits for its newline)."""
     out: list[T] = []
     bad: list[BadLine] = []
     if not path.exists():
-        return out, bad
+        return out, bad, offset, lines
     with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
+        handle.seek(offset)
+        for raw in handle:
             if not raw.endswith(b"\n"):
                 break  # torn by a crash (or being appended to now): never half a record
+            lines += 1
+            offset += len(raw)
             try:
                 out.append(record(parse_line(raw)))
             except ValueError as exc:
-                bad.append(BadLine(path, number, str(exc)))
-    return out, bad
+                bad.append(BadLine(path, lines, str(exc)))
+    return out, bad, offset, lines
+
+
+def _marks(path: Path, offset: int) -> bytes:
+    """The bytes of `path` that stand for its first `offset`: its first 4 KiB and the 64 before `offset` (what
+    the store's reads compare to tell a file appended to from one rewritten)."""
+    with path.open("rb") as handle:
+        head = handle.read(min(offset, 4096))
+        handle.seek(max(0, offset - 64))
+        return head + handle.read(min(offset, 64))
+
+
+def _ends_at(path: Path, offset: int, marks: bytes) -> bool:
+    """Whether `path`'s first `offset` bytes still look as they did (`_marks`): only appended to since."""
+    try:
+        return _marks(path, offset) == marks
+    except OSError:
+        return False
 
 
 def _run_record(data: Any) -> dict[str, Any]:
@@ -264,6 +293,10 @@ class ResultStore:
         self.samples_path = self.dir / "samples.jsonl"
         self.runs_path = self.dir / "runs.jsonl"
         self._skipped: dict[tuple[Path, int], BadLine] = {}
+        # The samples read so far and where: (inode, offset, lines, samples, _marks). The file
+        # only grows while a campaign holds it, so each call reads only the lines appended since (a campaign's
+        # loop asks after every run); a file whose bytes before the offset changed is read again whole.
+        self._read_so_far: tuple[int, int, int, list[Sample], bytes] | None = None
 
     def raw_dir(self, run_id: str) -> Path:
         return self.dir / "raw" / run_id
@@ -326,9 +359,21 @@ class ResultStore:
 
     def samples(self) -> list[Sample]:
         """Every sample of the store; a line that is not one is skipped (`skipped` says which)."""
-        samples, bad = _read(self.samples_path, Sample.from_dict)
-        self._skipped.update({(b.path, b.number): b for b in bad})
-        return samples
+        try:
+            stat = os.stat(self.samples_path)
+        except FileNotFoundError:
+            self._read_so_far = None
+            return []
+        known = self._read_so_far
+        if known is None or known[0] != stat.st_ino or not _ends_at(self.samples_path, known[1], known[4]):
+            known = (stat.st_ino, 0, 0, [], b"")  # new, replaced, cut or rewritten: read it all again
+        inode, offset, lines, samples, _ = known
+        if offset < stat.st_size:
+            more, bad, offset, lines = _read_tail(self.samples_path, Sample.from_dict, offset, lines)
+            self._skipped.update({(b.path, b.number): b for b in bad})
+            samples = samples + more
+        self._read_so_far = (inode, offset, lines, samples, _marks(self.samples_path, offset))
+        return list(samples)
 
     def run_records(self) -> list[dict[str, Any]]:
         """Every run record; a line that is not one is skipped (`skipped` says which)."""

@@ -18,23 +18,16 @@ import contextlib
 import dataclasses
 import itertools
 import shutil
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
 
 from iolab import datasets, injector, runner
 from iolab.campaign import Campaign, Run
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab, Queued, Step, left_behind, play_run, play_runs, run_phase, storage_phase, tear_down
+from iolab.plan import Entry
 from iolab.progress import Planned, Progress
-from iolab.record import headline, record_run, run_record
+from iolab.record import headline, record_run, run_record, store_run
 from iolab.samples import ResultStore, Sample
-
-
-class Entry(NamedTuple):
-    """A run of a backend's queue and the hosts it is to run on."""
-
-    run: Run
-    hosts: list[str]
 
 
 @dataclasses.dataclass
@@ -167,8 +160,8 @@ class BackendSession:
         its hosts that cannot run it are recorded as left out. Return those that run it."""
         if self.state.ahead and (self.steps_alone or not (batched and set(self.active(run, hosts)) == set(self.hosts))):
             self.flush()  # the steps waiting play on every host, alone
-        self.failures += self._left_out(run, hosts)
         active = self.active(run, hosts)
+        self.failures += self._left_out(run, hosts)
         if not active:
             self.state.progress.drop(run.run_id)
         return active
@@ -224,6 +217,23 @@ class BackendSession:
         self.previous = (run, hosts, not failures)
         self._lose_unreachable(result, title)
         self.state.progress.finish(title, headline(stored, failures, run.on(self.state.lab.hosts)))
+
+    def search(self, run: Run, hosts: list[str], probe: Callable[[list[str], str], list[Sample]]) -> None:
+        """A search (iolab.accelerators, iolab.kvcache_search) played alone on the mounted backend: `probe(its
+        hosts, its title)` runs the probes, each a run of its own (`measure`), and gives the answer's samples,
+        stored as the search's run; a RunFailed is the run's failure on each of its hosts."""
+        active = self.admit(run, hosts, batched=False)
+        if not active:
+            return
+        title = self.start(run)
+        samples: list[Sample] = []
+        why = None
+        try:
+            samples = probe(active, title)
+        except RunFailed as exc:
+            why = str(exc)
+        self.finish(run, title, active, [f"{run.label()}: {why}"] if why else [], samples, None)
+        store_run(self.state.store, run, samples, dict.fromkeys(active, why))
 
     def _play_warmed(self, run: Run, hosts: list[str]) -> None:
         title = self.start(run)
@@ -410,7 +420,8 @@ def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str
     """Record a run as failed on hosts left out of it, with the reason."""
     if not hosts:
         return []
-    store.add_run_records([run_record(run, h, f"not run: {lost.get(h, 'host left out')}") for h in hosts])
+    records = [run_record(run, h, f"not run: {lost.get(h, 'host left out')}") for h in hosts]
+    store.add_run_records(records)
     return [
         f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) not run on {h}: "
         f"{lost.get(h, 'host left out')}"

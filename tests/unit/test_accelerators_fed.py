@@ -22,6 +22,7 @@ from iolab import accelerators, bench, campaign, compare, compare_export, report
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.workloads import pytorch as pytorch_workload
 
 HOSTS = ["gpu01", "gpu02"]
 RAW = {
@@ -171,10 +172,10 @@ def test_a_host_bound_answer_is_at_least_n_limited_by_the_client_and_flagged():
 def test_probe_epochs_give_each_rank_the_step_floor_and_refuse_less_than_two_batches_a_rank():
     workload = search_run("fast").workload
     # 1,536 files over 8 ranks: 192 each, 6 batches of 32, 5 measured per epoch (the first is not): 100 epochs.
-    assert accelerators.probe_epochs(workload, 1536, 8, 1, 500) == 100
-    assert accelerators.probe_epochs(workload, 1536, 1, 1, 500) == 11  # 48 steps, 47 measured
+    assert pytorch_workload.probe_epochs(workload, 1536, 8, 1, 500) == 100
+    assert pytorch_workload.probe_epochs(workload, 1536, 1, 1, 500) == 11  # 48 steps, 47 measured
     with pytest.raises(UserError, match=r"dataset.files 1536 gives each of 32 rank\(s\) .* 48 files, under 2"):
-        accelerators.probe_epochs(workload, 1536, 32, 1, 500)
+        pytorch_workload.probe_epochs(workload, 1536, 32, 1, 500)
 
 
 def test_a_campaign_whose_search_gives_a_rank_under_two_batches_is_refused_before_anything_runs(tmp_path):
@@ -191,9 +192,9 @@ def test_a_campaign_whose_search_gives_a_rank_under_two_batches_is_refused_befor
 
 
 def test_a_lower_step_floor_is_for_tests_only_and_flags_the_answer(monkeypatch):
-    assert accelerators.step_floor() == accelerators.STEP_FLOOR == 500
-    monkeypatch.setenv(accelerators.FLOOR_ENV, "20")
-    assert accelerators.step_floor() == 20
+    assert pytorch_workload.step_floor() == pytorch_workload.STEP_FLOOR == 500
+    monkeypatch.setenv(pytorch_workload.FLOOR_ENV, "20")
+    assert pytorch_workload.step_floor() == 20
     run = search_run("fast")
     made = probe_run(run, 1, 1)
     stored = probe_samples(made, dict.fromkeys(HOSTS, 99.0), 1e6, steps=20)
@@ -201,9 +202,9 @@ def test_a_lower_step_floor_is_for_tests_only_and_flags_the_answer(monkeypatch):
     outcome = accelerators.search(lambda n: probe.au, ceiling=1)
     meta = fed_of(accelerators.fed_samples(run, outcome, [probe] * 3, HOSTS, stored, 0.0, 1.0, 20)).metadata
     assert meta["step_floor"] == 20 and "probes of 20 steps per rank, under MLPerf's 500" in meta["flags"]
-    monkeypatch.setenv(accelerators.FLOOR_ENV, "900")
+    monkeypatch.setenv(pytorch_workload.FLOOR_ENV, "900")
     with pytest.raises(UserError, match="IOLAB_PROBE_STEPS='900'"):
-        accelerators.step_floor()
+        pytorch_workload.step_floor()
 
 
 # --- probe_until: each repeat its own run, a resumed search reuses them ------------------------------

@@ -94,12 +94,12 @@ def test_durations_read_as_a_person_says_them():
 def test_before_the_first_run_a_campaign_s_time_to_go_is_the_dry_run_estimate():
     from pathlib import Path
 
-    from iolab import bench, campaign
+    from iolab import campaign, plan
 
     spec = campaign.load(Path(__file__).resolve().parents[2] / "campaigns" / "quick.yml")
     runs = campaign.expand(spec)
-    p, _, _ = progress(bench._planned(runs))
-    assert p.eta() == bench._estimate(runs)[0] > 0
+    p, _, _ = progress(plan.planned(runs))
+    assert p.eta() == plan.estimate(runs)[0] > 0
 
 
 def test_on_a_terminal_the_live_table_of_each_playbook_shows_the_campaign_s_progress_under_it():

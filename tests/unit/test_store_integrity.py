@@ -239,3 +239,24 @@ def test_a_number_that_is_not_finite_is_never_written(tmp_path, field, value):
     with pytest.raises(StoreError, match="read_bw on h1 has a number that is not finite.*nothing of it was kept"):
         store.add_samples([sample("r2", "write_bw"), odd], "the samples of run r2")
     assert store.samples_path.read_bytes() == before
+
+
+def test_the_store_reads_only_what_was_appended_since_and_all_again_when_rewritten(tmp_path, monkeypatch):
+    """Issue 37, structure 6: the campaign's loop asks for the samples after each run; each ask reads the lines
+    appended since the last, and a file rewritten under it (another inode, cut, other bytes) whole again."""
+    import iolab.samples as samples_mod
+
+    store = ResultStore(tmp_path, "c")
+    store.add_samples([sample("r1"), sample("r2")])
+    assert [s.run_id for s in store.samples()] == ["r1", "r2"]
+    read_from: list[int] = []
+    real = samples_mod._read_tail
+    monkeypatch.setattr(samples_mod, "_read_tail", lambda *a: read_from.append(a[2]) or real(*a))
+    store.add_samples([sample("r3")])
+    assert [s.run_id for s in store.samples()] == ["r1", "r2", "r3"] and read_from[-1] > 0  # the new line only
+    assert [s.run_id for s in store.samples()] == ["r1", "r2", "r3"] and len(read_from) == 1  # nothing new
+    lines = store.samples_path.read_text().splitlines(keepends=True)
+    store.samples_path.write_text(lines[2].replace('"r3"', '"r9"') + lines[1] + lines[0])  # same inode, rewritten
+    assert [s.run_id for s in store.samples()] == ["r9", "r2", "r1"] and read_from[-1] == 0
+    store.samples_path.unlink()
+    assert store.samples() == []

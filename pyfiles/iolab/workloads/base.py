@@ -89,6 +89,11 @@ class Workload(Model):
         """What the kind runs on each host, in a line (--dry-run); each kind says more."""
         return self.tool
 
+    def admissible(self, dataset_files: int | None, hosts: int) -> None:
+        """Refuse (UserError, one line) what this workload's runs could not measure on `hosts` hosts, before
+        anything runs; nothing by default."""
+        return None
+
     def estimate(self) -> float | None:
         """Seconds its tool runs, where the workload says (fio's runtime and ramp); None where the data set's size
         and the storage decide (a loader's epochs)."""

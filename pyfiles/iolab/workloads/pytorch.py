@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
+from iolab.errors import UserError
 from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import REAL, Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
@@ -21,6 +23,43 @@ def _requirement(value: str) -> str:
     if not value.strip() or value.lstrip().startswith("-") or any(c in value for c in "\n\r"):
         raise ValueError(f"{value!r} is not one requirement, a wheel's path or a URL (a pip option is refused)")
     return value
+
+
+# A search's probes (iolab.accelerators): each rank measures this many steps, first steps excluded.
+STEP_FLOOR = 500  # measured steps per rank a probe needs (MLPerf Storage's floor), first steps excluded
+# Test-only: a lower floor (a tiny data set at a test's time). It is stored with the answer, which is then flagged.
+FLOOR_ENV = "IOLAB_PROBE_STEPS"
+
+
+def step_floor() -> int:
+    """The measured steps per rank each probe needs: STEP_FLOOR, or a test's lower floor (FLOOR_ENV)."""
+    raw = os.environ.get(FLOOR_ENV, "")
+    if not raw:
+        return STEP_FLOOR
+    if not raw.isdigit() or not 1 <= int(raw) <= STEP_FLOOR:
+        raise UserError(f"{FLOOR_ENV}={raw!r}: a test's step floor is a whole number from 1 to {STEP_FLOOR}")
+    return int(raw)
+
+
+def probe_epochs(workload: PytorchWorkload, files: int, accelerators: int, hosts: int, floor: int) -> int:
+    """The epochs of the data set a probe at `accelerators` per host runs so that each rank measures `floor` steps.
+
+    A rank gets ceil(files / ranks) files (DistributedSampler pads), in ceil(that / batch) steps per epoch
+    (at most the workload's `steps`); the first step of each epoch is not measured (MLPerf Storage), so an
+    epoch measures one step fewer. A rank needs two batches per epoch: else the search is refused.
+    """
+    ranks = accelerators * (hosts if workload.distributed else 1)
+    per_rank = -(-files // ranks)
+    if per_rank < 2 * workload.batch_size:
+        raise UserError(
+            f"dataset.files {files} gives each of {ranks} rank(s) at {accelerators} accelerator(s) per host "
+            f"{per_rank} files, under 2 batches of {workload.batch_size}: raise dataset.files to at least "
+            f"{2 * workload.batch_size * ranks}, or lower batch_size or the workload's accelerators (the ceiling)"
+        )
+    steps = -(-per_rank // workload.batch_size)
+    if workload.steps:
+        steps = min(steps, workload.steps)
+    return -(-floor // (steps - 1))
 
 
 class PytorchWorkload(LoaderWorkload, MlperfFields):
@@ -209,6 +248,12 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         if self.engine == "dlio":
             return {"bench_dlio_workload": self.dlio_file(repetition)}
         return super().repetition_vars(repetition)
+
+    def admissible(self, dataset_files: int | None, hosts: int) -> None:
+        """A search whose probes could not each measure the step floor is refused: a rank under two batches an
+        epoch at the ceiling (`probe_epochs`)."""
+        if self.search and dataset_files is not None:
+            probe_epochs(self, dataset_files, self.accelerators, hosts, step_floor())
 
     def commands(self) -> list[str]:
         if not self.dlio_requirement:
