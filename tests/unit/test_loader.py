@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -316,7 +315,7 @@ def test_distributed_ranks_train_one_model_with_ddp_and_take_each_step_together(
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     common = [
-        *("--reader", "packed", "--workers", "1", "--batch-size", "4", "--steps", "4"),
+        *("--reader", "packed", "--workers", "1", "--prefetch-factor", "1", "--batch-size", "4", "--steps", "4"),
         *("--accelerator", "cpu", "--scale", "tiny", "--distributed", "--nodes", "2"),
         *("--master-addr", "127.0.0.1", "--master-port", str(port)),
     ]
@@ -339,7 +338,9 @@ def test_distributed_ranks_train_one_model_with_ddp_and_take_each_step_together(
     assert first.metadata["training"]["checksums"] == second.metadata["training"]["checksums"]
     records = json.loads((tmp_path / "n0" / "loader.json").read_text())["ranks"][0]["records"]
     # Rank 1 takes ≥ 0.4 s per batch to read (4 samples × 0.1 s): rank 0's steps wait for it inside the all-reduce.
-    assert statistics.fmean(r[4] for r in records[1:]) >= 0.3, records
+    # Its reader worker reads one batch ahead (prefetch factor 1) while the first step starts the job, so the
+    # second step may find a batch ready; the two after it cannot (the mean of all three failed a clean clone).
+    assert sorted(r[4] for r in records[1:])[-2] >= 0.3, records
     rates = metric(first, "samples_per_s"), metric(second, "samples_per_s")
     assert abs(rates[0] / rates[1] - 1) < 0.25, rates
 
