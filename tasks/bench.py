@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from invoke import Collection
 
 from iolab import bench as bench_mod
@@ -95,7 +97,7 @@ def fio(
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
     one = campaign_mod.parse(
-        fio_workload.single_run(spec.backends, backend, profile, runtime, ramp, size), "bench.fio flags", "."
+        fio_workload.single_run(spec.backends, backend, profile, runtime, ramp, size), "bench.fio flags", Path(".")
     )
     with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
         store = results_store.open_store(paths.results_root(), one.name)

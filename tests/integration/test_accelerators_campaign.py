@@ -78,8 +78,10 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
         "campaign itest-fed: how many emulated accelerators per host each backend keeps at AU ≥ 90%"
     )
     assert lines[1].startswith("itest-fed (slow-acc): limited by ")
-    row = next(line for line in lines[2:] if "slow-acc" in line)
-    assert "≥ 1 custom (the workload's ceiling)" in row and f"{at['au']:.1f}" in row
+    # The workload's name heads its rows (a group line), the backend's row under it holds the answer and the AU.
+    rows = lines[next(i for i, line in enumerate(lines) if i > 1 and line.strip() == "slow-acc") + 1 :]
+    answer = next(line for line in rows if line.strip().startswith("itest-fed"))
+    assert "≥ 1 custom" in answer and f"{at['au']:.1f}" in answer, first_table
     assert "lab-scale" in first_table
     assert "seq" in text[len(first_table) :]  # the fio figures below it
 

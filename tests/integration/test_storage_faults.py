@@ -4,7 +4,8 @@ librbd and on CephFS with the box's only OSD stopped at 10 s and started at 30 s
 for 10 s, and S3 objects with radosgw stopped for 10 s; the data set verified after. And a campaign whose fault's
 heal fails, which ends on it in one line and leaves nothing of iolab's running or mounted.
 
-Each test leaves the box as it found it (the OSD up and in, no flag set, radosgw running, HEALTH_OK), in a finally.
+Each test leaves the box as it found it (the OSD up and in, no flag set, radosgw running, healthy as a one-node
+lab is: labbox.unaccepted), in a finally.
 """
 
 from __future__ import annotations
@@ -48,18 +49,19 @@ def restore(box) -> None:
     while time.monotonic() < deadline:
         status = box.ceph("status")
         states = {s["state_name"] for s in status["pgmap"].get("pgs_by_state", [])}
-        if status["health"]["status"] == "HEALTH_OK" and states == {"active+clean"}:
+        if not box.unaccepted(status["health"]) and states == {"active+clean"}:
             return
         time.sleep(2)
     raise AssertionError(f"the box is not healthy again: {status['health']}, {states}")
 
 
 def healthy(box) -> None:
-    """The box as found: HEALTH_OK, every placement group active+clean, the OSD up and in, no flag, daemons running."""
+    """The box as found: healthy (labbox.unaccepted), every placement group active+clean, the OSD up and in, no
+    flag, daemons running."""
     from iolab import fault_actions
 
     status = box.ceph("status")
-    assert status["health"]["status"] == "HEALTH_OK", status["health"]
+    assert not box.unaccepted(status["health"]), status["health"]
     assert {s["state_name"] for s in status["pgmap"]["pgs_by_state"]} == {"active+clean"}
     assert (status["osdmap"]["num_up_osds"], status["osdmap"]["num_in_osds"]) == (1, 1)
     assert not {"noout", "noup"} & set(box.ceph("osd", "dump")["flags_set"])

@@ -361,7 +361,7 @@ def test_a_mapping_or_a_load_that_fails_partway_leaves_nothing_behind(services, 
     done = storage(services, sim_hosts, "mount", "itest-ds-bad", check=False)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     text = " ".join(done.stderr.split())
-    assert "failed at 'Mount the snapshot read-only'" in text
+    assert "failed at 'Mount the snapshot read-only (a scratch image read-write)'" in text
     assert "everything it held on gpu01 was released" in text and "on gpu02 was released" in text
     nothing_left(services, sim_hosts, "itest-ds-bad")
     # The snapshot holds the same content: it was not loaded again.
