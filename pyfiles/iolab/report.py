@@ -343,18 +343,25 @@ def verdict_table(store: ResultStore, samples: list[Sample] | None = None, units
     rows = verdict_rows(samples)
     if not rows:
         return None
-    verdicts = validity.assess(samples)
-    head, cells = verdict_cells(rows, units)
-    notes = footnotes.Footnotes("verdict")
+    title = (
+        f"campaign {store.dir.name}: how many emulated accelerators per host each backend keeps at "
+        f"AU ≥ {rows[0]['threshold']:g}% (read_bw: all hosts)"
+    )
+    return answers_table(title, rows, verdict_cells(rows, units), validity.assess(samples), "verdict")
+
+
+def answers_table(
+    title: str, rows: list[dict], table: tuple[list[str], list[list[str]]], verdicts: validity.Verdicts, name: str
+) -> Group:
+    """A search's answers on the terminal (accelerators fed, KV-cache users served): the title, what limited each
+    search, then a row per backend under its workload, each flag a named footnote (`name`: the notes' anchors)."""
+    head, cells = table
+    notes = footnotes.Footnotes(name)
     columns = [Column(f"{head[0]}: {head[1]}"), Column(head[2]), *(Column(h, NUMBER) for h in head[3:])]
     out = Fitted(columns, notes=notes, after=[LAB_SCALE])
     for row, line in zip(rows, cells, strict=True):
         answer = "\n".join(filter(None, (line[2], cited(notes, answer_flags(row, verdicts)))))
         out.add_row(line[1], answer, *line[3:], group=line[0])
-    title = (
-        f"campaign {store.dir.name}: how many emulated accelerators per host each backend keeps at "
-        f"AU ≥ {rows[0]['threshold']:g}% (read_bw: all hosts)"
-    )
     return Group(plain(title), *(plain(limit_line(r)) for r in rows), out)
 
 

@@ -26,13 +26,13 @@ from iolab.report import (
     DEFAULT_UNITS,
     LAB_SCALE,
     answer_flags,
+    answers_table,
     fed_label,
     limit_line,
     number,
     plain,
     unit_scale,
 )
-from iolab.report_layout import NUMBER, Column, Fitted, cited
 from iolab.samples import AGGREGATE_HOST, Sample
 
 METRIC = "kv_served"  # iolab.kvcache_search's answer
@@ -103,15 +103,7 @@ def verdict_table(samples: list[Sample], units: str = DEFAULT_UNITS) -> Group | 
     rows = verdict_rows(samples)
     if not rows:
         return None
-    verdicts = validity.assess(samples)
-    head, cells = verdict_cells(rows, units)
-    notes = footnotes.Footnotes("kv-cache")
-    columns = [Column(f"{head[0]}: {head[1]}"), Column(head[2]), *(Column(h, NUMBER) for h in head[3:])]
-    out = Fitted(columns, notes=notes, after=[LAB_SCALE])
-    for row, line in zip(rows, cells, strict=True):
-        answer = "\n".join(filter(None, (line[2], cited(notes, answer_flags(row, verdicts)))))
-        out.add_row(line[1], answer, *line[3:], group=line[0])
-    return Group(plain(_title(rows)), *(plain(limit_line(r)) for r in rows), out)
+    return answers_table(_title(rows), rows, verdict_cells(rows, units), validity.assess(samples), "kv-cache")
 
 
 def page(samples: list[Sample], units: str = DEFAULT_UNITS) -> dict[str, Any] | None:
