@@ -148,6 +148,18 @@ def test_fio_logs_no_line_for_a_second_without_io_and_that_second_counts_as_noth
     assert found.times[(90, "heal")] == pytest.approx(0.8, abs=1e-6)
 
 
+def test_a_stall_that_outlasts_fios_runtime_counts_as_nothing_moved_up_to_the_jobs_end():
+    raw = FIXTURES / "stall-to-end"  # the lab's only OSD stopped at 5 s of a 12 s run, started at 12 s
+    record = figures_of.load(raw)
+    series = fio.parse(raw / "localhost").series["read_bw"]
+    # fio's log ends at 5 s, its last line the second the OSD stopped in; the job ran 15.2 s, held by the I/Os
+    assert (raw / "localhost" / "fio_bw.1.log").read_text().splitlines()[-1].startswith("5000,")
+    assert [v for _, v in series][5:] == [0.0] * 8  # seconds 6 to 13 of a job that ran 15.2 s
+    found = figures_of.figures("read_bw", series, record.inject, record.heal)
+    assert found.dip == 0.0  # not that partial second's 8 %: the clients stopped
+    assert found.times[(90, "heal")] is None  # and never came back within the run
+
+
 def steps(*levels: tuple[int, float]) -> list[tuple[float, float]]:
     """A series of whole seconds from t=1: (seconds, rate) pieces."""
     out, t = [], 0

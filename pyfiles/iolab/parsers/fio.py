@@ -117,9 +117,14 @@ def _bw_series(host_dir: Path, document: Mapping[str, Any], jobs: list[_Job]) ->
             if ddir:
                 key = (ddir, round(int(fields[0]) / 1000))  # jobs log within a few ms of each other
                 sums[key] = sums.get(key, 0.0) + float(fields[1]) * 1024
-    for ddir in DIRECTIONS:  # a second without a line moved nothing: fio logs only the intervals that completed I/O
+    # A second without a line moved nothing: fio logs only the intervals that completed I/O. A stall that lasts to the
+    # job's end leaves no line after it, so the seconds from the last line to the measured runtime's end (which counts
+    # the stall) are zeros too, all but the last: fio often logs no partial interval at its end (its log's intervals
+    # drift by a few ms each on a loaded machine), and a run that moved data then is no stall.
+    ends = runtime_ms // 1000 - 1
+    for ddir in DIRECTIONS:
         seconds = [second for d, second in sums if d == ddir]
-        for second in range(min(seconds), max(seconds)) if seconds else ():
+        for second in range(min(seconds), max(max(seconds), ends)) if seconds else ():
             sums.setdefault((ddir, second), 0.0)
     series: dict[str, list[tuple[float, float]]] = {}
     for (ddir, second), value in sorted(sums.items(), key=lambda kv: kv[0][1]):
