@@ -1,7 +1,8 @@
 """A client host's link dropped under a 3-host run (issue 36): fio through librbd on three simulated hosts, against
 the session's lab in a box; gpu02's link (its namespace's end of its veth, `iolab_link_down` of the simulated
-inventory) is down for 5 s. That host's rate stops, the others' do not, and the hosts added up dip by about a
-third. Nothing of the run is left on the hosts, and the link is up again.
+inventory) is down for 5 s. That host's rate stops, the others' do not, and the hosts added up dip by less: about
+a third where each host is bound by its own client, hardly at all where the others take its share of the OSD.
+Nothing of the run is left on the hosts, and the link is up again.
 """
 
 from __future__ import annotations
@@ -58,11 +59,13 @@ def test_a_client_link_down_for_5_s_shows_that_hosts_dip_and_the_aggregates(lab_
     assert set(dips) == {"gpu01", "gpu02", "gpu03", "*"}
     assert dips["gpu02"] < 10  # its reads stopped with its link
     assert min(dips["gpu01"], dips["gpu03"]) > 10  # the others' did not
-    # The hosts added up lost less than the cut host: by about a third where each host is bound by its own client (a
-    # loaded machine: 35-39 %), by a few seconds' worth where they share the cluster's bandwidth and the others take
-    # gpu02's share (a quiet one: 77-84 %). Below the baseline still: the second of the cut is gpu02's loss.
-    assert dips["gpu02"] < dips["*"] < 100
+    # The hosts added up lost less than the cut host: about a third where each host is bound by its own client (a
+    # loaded machine: dip 35-39 %); little or nothing where they share the OSD's bandwidth and the others take
+    # gpu02's share within a second (a quiet one: 77-99 %). Either way the sum is the hosts' rates added up.
+    assert dips["*"] > dips["gpu02"]
     rate = {(s["metric"], s["host"]): s["value"] for s in samples if s["metric"].startswith("read_bw_")}
+    hosts = ("gpu01", "gpu02", "gpu03")
+    assert rate[("read_bw_degraded", "*")] == pytest.approx(sum(rate[("read_bw_degraded", h)] for h in hosts), rel=0.15)
     assert rate[("read_bw_degraded", "gpu02")] < 0.25 * rate[("read_bw_baseline", "gpu02")]
     # gpu02 read again after the heal (how soon it was back at its own baseline depends on what the others took: not
     # asserted; the hosts added up, and each host, are compared with their own rate before the fault)
