@@ -61,7 +61,7 @@ def test_a_client_link_down_for_5_s_shows_that_hosts_dip_and_the_aggregates(lab_
     assert min(dips["gpu01"], dips["gpu03"]) > 10  # the others' did not
     # The hosts added up lost less than the cut host: about a third where each host is bound by its own client (a
     # loaded machine: dip 35-39 %); little or nothing where they share the OSD's bandwidth and the others take
-    # gpu02's share within a second (a quiet one: 77-99 %). Either way the sum is the hosts' rates added up.
+    # gpu02's share within a second (a quiet one: 77-110 %). Either way the sum is the hosts' rates added up.
     assert dips["*"] > dips["gpu02"]
     rate = {(s["metric"], s["host"]): s["value"] for s in samples if s["metric"].startswith("read_bw_")}
     hosts = ("gpu01", "gpu02", "gpu03")
