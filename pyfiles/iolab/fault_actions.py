@@ -125,12 +125,18 @@ def running(entry: dict[str, Any]) -> int | None:
 
 
 def _gone(pid: int, seconds: float) -> bool:
+    """The process has ended within `seconds`: no longer there, or a zombie its parent has not reaped yet (an
+    orphan's new parent may be a subreaper that reaps late, or never)."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists():
+    while True:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
+                return True
+        except (OSError, IndexError):
             return True
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.1)
-    return not Path(f"/proc/{pid}").exists()
 
 
 def stop_daemon(entry: dict[str, Any]) -> Outcome:
