@@ -57,8 +57,8 @@ class SimLab:
     def mounts_left(self) -> dict[str, str]:
         """What of the tests' backends (itest-*) is still mounted on each host (nothing, after a campaign).
 
-        Only those: a host brought up while the controller had another mount under /mnt/iolab
-        (someone's localhost campaign) has a copy of it in its own mount namespace.
+        Only those: the hosts' namespaces hold nothing else under /mnt/iolab (`sim.up` detaches the copies of
+        the controller's mounts a new host starts with: sshd.drop_copied_mounts).
         """
         found = {}
         for host in self.hosts:

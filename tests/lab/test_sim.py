@@ -175,8 +175,19 @@ def test_down_leaves_nothing_and_up_grows_the_lab_back(sim_hosts):
 def test_two_more_labs_come_up_beside_this_one_and_each_down_removes_only_its_own(sim_hosts, temporary_lab):
     """Labs a and b (as two checkouts would make) beside the session's: own bridge, subnet, hosts."""
     a, b = temporary_lab("a"), temporary_lab("b")
+    # The controller's benchmark mount as lab a comes up (a localhost campaign's, running then): the new host's
+    # mount namespace, a copy of the controller's, is left without it (sshd.drop_copied_mounts).
+    copied = Path(f"/mnt/iolab/itest-copy-{os.getpid()}")
+    copied.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(copied)], check=True)
     try:
-        hosts_a = sim.up(1, a)
+        try:
+            hosts_a = sim.up(1, a)
+            (sshd,) = [s.sshd_pid for s in sim.status(a)]
+            assert str(copied) not in Path(f"/proc/{sshd}/mountinfo").read_text()
+        finally:
+            subprocess.run(["umount", str(copied)], check=True)
+            copied.rmdir()
         hosts_b = sim.up(2, b)
         subnets = {sim.subnet_of(lab) for lab in (sim_hosts.lab, a, b)}
         assert len(subnets) == 3, "two labs share a subnet"

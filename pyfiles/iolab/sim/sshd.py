@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import re
 import shlex
 import subprocess
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from iolab.errors import UserError
+from iolab.shared.confine import MOUNT_ROOT
 from iolab.shared.processes import alive, terminate
 from iolab.sim.lab import GROUP, SFTP_SERVER, SimHost, host_dir, private_key, run, ssh_common_args
 
@@ -111,6 +113,26 @@ def ensure_sshd(host: SimHost, lab_dir: Path, tools: dict[str, str]) -> None:
         raise UserError(f"sshd of {host.name} did not start: {reason} (log: {log})")
 
 
+def drop_copied_mounts(pid: int) -> None:
+    """A new host's mount namespace starts as a copy of the controller's: detach the copies of the controller's
+    benchmark mounts (under /mnt/iolab: a localhost campaign's, running as the host comes up). A fresh host has
+    none; and a copy would outlive the controller's own unmount, holding a tmpfs's memory or a FUSE mount's
+    daemon until the host goes down."""
+    root = f"{MOUNT_ROOT}/"
+    targets = []
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        target = _unescape(line.split()[4])
+        if target.startswith(root):
+            targets.append(target)
+    for target in sorted(targets, key=len, reverse=True):  # the deepest first
+        run(["nsenter", f"--mount=/proc/{pid}/ns/mnt", "umount", "--lazy", target], check=False)
+
+
+def _unescape(field: str) -> str:
+    """A /proc/PID/mountinfo path: space, tab, newline and backslash are written as \\ooo (octal)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
 def wait_for_pid_files(hosts: list[SimHost], lab_dir: Path, timeout: float) -> None:
     """sshd writes its PidFile once it listens; record its mount namespace for `down`."""
     deadline = time.monotonic() + timeout
@@ -121,7 +143,8 @@ def wait_for_pid_files(hosts: list[SimHost], lab_dir: Path, timeout: float) -> N
             if pid is not None:
                 record = host_dir(lab_dir, host) / "mntns"
                 mntns = os.readlink(f"/proc/{pid}/ns/mnt") + "\n"
-                if not record.exists() or record.read_text() != mntns:
+                if not record.exists() or record.read_text() != mntns:  # a new host
+                    drop_copied_mounts(pid)
                     record.write_text(mntns)
                 waiting.remove(host)
         if waiting and time.monotonic() > deadline:
