@@ -60,7 +60,7 @@ def test(c, args=""):
     workers = ["-n", str(WORKERS)]
     _stage([*pytest, *workers, "-x", "--durations=15", "tests/unit"])  # the slowest tests, named in the log
     _provision()
-    _stage([*pytest, *workers, "--dist", "loadgroup", "--durations=25", "tests/integration", "tests/lab"])
+    _stage([*pytest, *workers, "--dist", "loadscope", "--durations=25", "tests/integration", "tests/lab"])
 
 
 WORKERS = 2
