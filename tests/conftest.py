@@ -69,27 +69,6 @@ def lab_box(sim_hosts) -> Iterator:
         yield up
 
 
-# Under pytest-xdist with --dist loadscope (`./lab test` runs two workers), the tests that share a machine-wide
-# resource are one scope, run in their order on one worker: integration tests take this machine's (localhost's)
-# lease, mount under /mnt/iolab and look at what is left there; simulated-lab tests use the worker's own lab of
-# four hosts, whose run directories (/opt/iolab/runs/*/gpuNN) every lab's hosts name alike. Each brings up its
-# own lab in a box where it needs one. Every other test is a scope of its own. docs/DESIGN.md, "The test suite",
-# says what else the two workers share.
-SHARED_SCOPES = {"integration": "this machine", "lab": "a simulated lab"}
-
-
-def pytest_xdist_make_scheduler(config, log):
-    """xdist's scheduler by scope, the scopes above (xdist's own: a module or class)."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ByWhatTestsShare(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            parts = nodeid.split("/")
-            return SHARED_SCOPES.get(parts[1], nodeid) if len(parts) > 2 and parts[0] == "tests" else nodeid
-
-    return ByWhatTestsShare(config, log) if config.getvalue("dist") == "loadscope" else None
-
-
 def pytest_collection_modifyitems(items):
     """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order."""
     items.sort(key=lambda item: item.get_closest_marker("lab_box_lifecycle") is not None)

@@ -144,7 +144,9 @@ def test_an_osd_stopped_under_rbd_cephfs_and_a_loader_and_radosgw_stopped_under_
         found = figures(samples, backend, "rd")
         assert found[("dip", None)] < 10, found
         assert found[("read_bw_degraded", None)] < 0.25 * found[("read_bw_baseline", None)]
-        assert 0 < found[("time_to_90pct", "heal")] < 25, found  # back before the run's end
+        # back before the run's end; 0 where the reads were back within a second of the heal's start (seen once
+        # beside another worker's tests: the heal's wait for the OSD's PID file took its time)
+        assert 0 <= found[("time_to_90pct", "heal")] < 25, found
         assert found[("time_to_90pct", "injection")] == pytest.approx(20 + found[("time_to_90pct", "heal")], abs=2)
         assert found[("client_errors", None)] == 0
         assert 20 <= found[("time_to_health_ok", None)] < 60, found
