@@ -32,6 +32,7 @@ from iolab.backends.base import LAB_CEPH_DIR, Backend, CephBackend
 from iolab.errors import UserError
 from iolab.faults import AnyFault, CommandFault, HostFault, NooutFault, OsdFault
 from iolab.hosts import Inventory
+from iolab.shared.processes import alive
 
 CLI_S = 60.0  # s a ceph command, a link's argv or a campaign's command may take
 STOP_S = 60.0  # s a daemon has to exit on SIGTERM before SIGKILL (the role's service_*_stop_timeout)
@@ -125,18 +126,13 @@ def running(entry: dict[str, Any]) -> int | None:
 
 
 def _gone(pid: int, seconds: float) -> bool:
-    """The process has ended within `seconds`: no longer there, or a zombie its parent has not reaped yet (an
-    orphan's new parent may be a subreaper that reaps late, or never)."""
+    """The process has ended within `seconds` (a zombie its parent has not reaped yet counts: processes.alive)."""
     deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
-                return True
-        except (OSError, IndexError):
-            return True
+    while alive(pid):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
+    return True
 
 
 def stop_daemon(entry: dict[str, Any]) -> Outcome:

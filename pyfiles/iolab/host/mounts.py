@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.host.loader.dataset_state import sha256_file
+from iolab.shared import mountinfo as shared_mountinfo
 from iolab.shared.confine import host_refusal
 from iolab.shared.processes import terminate
 
@@ -50,35 +51,9 @@ MODULE_NAMES = ("rbd", "nbd", "ceph", "nfs", "fuse")
 # --- what is mounted ------------------------------------------------------------------------------
 
 
-def _unescape(field: str) -> str:
-    """mountinfo escapes blanks, tabs, newlines and backslashes as octal."""
-    out, i = [], 0
-    while i < len(field):
-        if field[i] == "\\" and i + 4 <= len(field) and field[i + 1 : i + 4].isdigit():
-            out.append(chr(int(field[i + 1 : i + 4], 8)))
-            i += 4
-        else:
-            out.append(field[i])
-            i += 1
-    return "".join(out)
-
-
 def mountinfo() -> list[dict[str, Any]]:
-    """This mount namespace's mounts, in mount order: id, target, source, fstype, options."""
-    mounts = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        mounts.append(
-            {
-                "id": int(fields[0]),
-                "target": _unescape(fields[4]),
-                "fstype": tail[0],
-                "source": _unescape(tail[1]),
-                "options": ",".join(dict.fromkeys(fields[5].split(",") + tail[2].split(","))),
-            }
-        )
-    return mounts
+    """This mount namespace's mounts, in mount order: id, target, source, fstype, options (iolab.shared.mountinfo)."""
+    return shared_mountinfo.parse(Path("/proc/self/mountinfo").read_text())
 
 
 def mounted_at(target: str) -> dict[str, Any] | None:

@@ -55,13 +55,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import stat
 import threading
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from iolab.shared import mountinfo as shared_mountinfo
 from iolab.shared.processes import HZ, ToolTree
 
 SCHEMA = "iolab.host.telemetry/1"
@@ -232,22 +232,14 @@ def _read(path: str) -> str:
 # --- what is under the target -----------------------------------------------------------------
 
 
-def _unescape(field: str) -> str:
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
 def _mount_of(path: str, mountinfo: str) -> dict[str, str]:
     """The mount that holds `path` (the longest mount point above it; the last of stacked ones)."""
     best: dict[str, str] = {}
-    for line in mountinfo.splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 2:
-            continue
-        point = _unescape(fields[4])
+    for mount in shared_mountinfo.parse(mountinfo):
+        point = mount["target"]
         inside = path == point or path.startswith(point.rstrip("/") + "/")
         if inside and len(point) >= len(best.get("mountpoint", "")):
-            best = {"mountpoint": point, "devno": fields[2], "fstype": tail[0], "source": _unescape(tail[1])}
+            best = {"mountpoint": point, "devno": mount["devno"], "fstype": mount["fstype"], "source": mount["source"]}
     return best
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import re
 import shlex
 import subprocess
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from iolab.errors import UserError
+from iolab.shared import mountinfo
 from iolab.shared.confine import MOUNT_ROOT
 from iolab.shared.processes import alive, terminate
 from iolab.sim.lab import GROUP, SFTP_SERVER, SimHost, host_dir, private_key, run, ssh_common_args
@@ -119,18 +119,10 @@ def drop_copied_mounts(pid: int) -> None:
     none; and a copy would outlive the controller's own unmount, holding a tmpfs's memory or a FUSE mount's
     daemon until the host goes down."""
     root = f"{MOUNT_ROOT}/"
-    targets = []
-    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
-        target = _unescape(line.split()[4])
-        if target.startswith(root):
-            targets.append(target)
+    mounts = mountinfo.parse(Path(f"/proc/{pid}/mountinfo").read_text())
+    targets = [m["target"] for m in mounts if m["target"].startswith(root)]
     for target in sorted(targets, key=len, reverse=True):  # the deepest first
         run(["nsenter", f"--mount=/proc/{pid}/ns/mnt", "umount", "--lazy", target], check=False)
-
-
-def _unescape(field: str) -> str:
-    """A /proc/PID/mountinfo path: space, tab, newline and backslash are written as \\ooo (octal)."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def wait_for_pid_files(hosts: list[SimHost], lab_dir: Path, timeout: float) -> None:
