@@ -333,7 +333,10 @@ def test_a_daemon_is_stopped_only_by_the_pid_its_file_names_and_with_the_command
     ok, said = fault_actions.stop_daemon(entry)
     assert not ok and said == f"sleeper.0 does not run (no live process of its PID file {pid_file})"
     assert fault_actions.run_argv([str(starter)])[0]
-    pid = fault_actions.running(entry)
+    # The starter returns once it forked: its child may not have exec'd sleep yet (start_daemon waits the same way)
+    deadline = time.monotonic() + 10
+    while (pid := fault_actions.running(entry)) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert pid is not None
     # The same PID file naming a process of another command line (a PID reused) is not the daemon
     assert fault_actions.running({**entry, "argv": ["sleep", "301"]}) is None
