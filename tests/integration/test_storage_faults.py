@@ -1,8 +1,10 @@
 """Storage that breaks during the test (issue 36), on the session's lab in a box (tests/labbox.py): real Ceph, real
-radosgw, real bench.all on localhost. One campaign proves several things at once, to keep CI short: fio through
-librbd and on CephFS with the box's only OSD stopped at 10 s and started at 30 s, a loader on CephFS with it stopped
-for 10 s, and S3 objects with radosgw stopped for 10 s; the data set verified after. And a campaign whose fault's
-heal fails, which ends on it in one line and leaves nothing of iolab's running or mounted.
+radosgw, real bench.all on localhost. One campaign proves several things at once, to keep CI short: fio on CephFS
+with the box's only OSD stopped at 6 s and started at 16 s, a loader on CephFS with it stopped for 10 s, and S3
+objects with radosgw stopped for 7 s; the data set verified after. And a campaign whose fault's heal fails, which
+ends on it in one line and leaves nothing of iolab's running or mounted. The same through librbd, with the issue's
+own windows (stopped at 10 s, started at 30 s), is bench/storage_faults.py's (the fio rbd engine's stall is the
+unit tests', on a recorded log).
 
 Each test leaves the box as it found it (the OSD up and in, no flag set, radosgw running, healthy as a one-node
 lab is: labbox.unaccepted), in a finally.
@@ -77,22 +79,21 @@ def figures(samples: list[dict], backend: str, workload: str, host: str = "*") -
     }
 
 
-def test_an_osd_stopped_under_rbd_cephfs_and_a_loader_and_radosgw_stopped_under_s3(lab_box, cli, write_campaign):
+def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(lab_box, cli, write_campaign):
     ceph = lab_box.ceph_fields()
     osd_stop = {"what": "osd_stop", "osd": 0}
     campaign = write_campaign(
         {
             "name": "itest-flt",
             "backends": [
-                {"name": "itest-flt-blk", "type": "rbd", "size": "64MiB", "image": "itest-flt-blk", **ceph},
                 {"name": "itest-flt-fs", "type": "cephfs", "method": "fuse", **ceph},
                 {"name": "itest-flt-obj", "type": "s3", "prefix": "itest-flt", **lab_box.s3_fields()},
             ],
             "dataset": {"kind": "imagenet-like", "files": 300, "seed": 36, "classes": 6},
             "workloads": [
                 # CephFS's reads came back 12 s after the OSD's start on a quiet machine, its placement groups
-                # clean 4 s later: 25 s after the heal leaves room for a loaded one
-                {**FIO, "name": "rd", "runtime": "55s", "faults": [{"at": "10s", "heal_at": "30s", **osd_stop}]},
+                # clean 4 s later: 24 s after the heal leaves room for a loaded one
+                {**FIO, "name": "rd", "runtime": "40s", "faults": [{"at": "6s", "heal_at": "16s", **osd_stop}]},
                 {  # 100 ms of compute per batch of 10: at most 100 samples/s, 45 s and more for 4,500
                     "name": "train",
                     "type": "pytorch",
@@ -101,7 +102,7 @@ def test_an_osd_stopped_under_rbd_cephfs_and_a_loader_and_radosgw_stopped_under_
                     "batch_size": 10,
                     "epochs": 15,
                     "accelerator": {"type": "custom", "compute_per_batch": "100ms"},
-                    "faults": [{"at": "25s", "heal_at": "35s", **osd_stop}],
+                    "faults": [{"at": "15s", "heal_at": "25s", **osd_stop}],
                 },
                 {
                     "name": "obj",
@@ -133,24 +134,22 @@ def test_an_osd_stopped_under_rbd_cephfs_and_a_loader_and_radosgw_stopped_under_
         bench(cli, campaign)
     finally:
         restore(lab_box)
-        lab_box.rbd("rm", f"{lab_box.ceph_client()['rbd_pool']}/itest-flt-blk")
     took = time.monotonic() - started
     healthy(lab_box)
     assert mounted("/mnt/iolab/itest-flt") == []
     samples = cli.samples("itest-flt")
     assert {r["status"] for r in cli.runs("itest-flt")} == {"ok"}
 
-    for backend in ("itest-flt-blk", "itest-flt-fs"):  # fio: the clients stopped with the only OSD, no error
-        found = figures(samples, backend, "rd")
-        assert found[("dip", None)] < 10, found
-        assert found[("read_bw_degraded", None)] < 0.25 * found[("read_bw_baseline", None)]
-        # back before the run's end; 0 where the reads were back within a second of the heal's start (seen once
-        # beside another worker's tests: the heal's wait for the OSD's PID file took its time)
-        assert 0 <= found[("time_to_90pct", "heal")] < 25, found
-        assert found[("time_to_90pct", "injection")] == pytest.approx(20 + found[("time_to_90pct", "heal")], abs=2)
-        assert found[("client_errors", None)] == 0
-        assert 20 <= found[("time_to_health_ok", None)] < 60, found
-        assert figures(samples, backend, "rd", "localhost")[("dip", None)] == found[("dip", None)]
+    found = figures(samples, "itest-flt-fs", "rd")  # fio: the client stopped with the only OSD, no error
+    assert found[("dip", None)] < 10, found
+    assert found[("read_bw_degraded", None)] < 0.25 * found[("read_bw_baseline", None)]
+    # back before the run's end; 0 where the reads were back within a second of the heal's start (seen once beside
+    # another worker's tests: the heal's wait for the OSD's PID file took its time)
+    assert 0 <= found[("time_to_90pct", "heal")] < 24, found
+    assert found[("time_to_90pct", "injection")] == pytest.approx(10 + found[("time_to_90pct", "heal")], abs=2)
+    assert found[("client_errors", None)] == 0
+    assert 10 <= found[("time_to_health_ok", None)] < 60, found
+    assert figures(samples, "itest-flt-fs", "rd", "localhost")[("dip", None)] == found[("dip", None)]
     on_fs = figures(samples, "itest-flt-fs", "rd", "localhost")
     assert on_fs[("data_errors", None)] == 0  # the data set checked against its manifest after the fault
 
@@ -175,7 +174,7 @@ def test_an_osd_stopped_under_rbd_cephfs_and_a_loader_and_radosgw_stopped_under_
         ]
         assert all(e["late_s"] < 1 for e in events if "late_s" in e)
     raw = cli.results / "itest-flt" / "raw"
-    assert len(list(raw.glob("*/ceph_health.jsonl"))) == 3  # the Ceph backends' runs polled `ceph status`
+    assert len(list(raw.glob("*/ceph_health.jsonl"))) == 2  # the Ceph backend's runs polled `ceph status`
     print(f"\nfaulted campaign: {took:.0f} s")
 
 
@@ -186,7 +185,7 @@ def test_a_fault_whose_heal_fails_ends_the_campaign_in_one_line_and_leaves_nothi
     campaign ends on that, in one line; the teardown unmounts and ends what iolab started."""
     marks = tmp_path / "marks"
     marks.mkdir()
-    fio = {**FIO, "size": "16MiB"}
+    fio = {**FIO, "size": "16MiB", "runtime": "11s"}  # the heal at 10 s, before the run's end (12 s)
     command = {"at": "6s", "what": "command", "argv": ["touch", f"{marks}/x"], "heal_at": "10s", "heal_argv": ["false"]}
     campaign = write_campaign(
         {
