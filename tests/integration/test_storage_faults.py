@@ -229,3 +229,40 @@ def _names(proc: Path, text: str) -> bool:
         return text in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return False
+
+
+def test_nfs_stop_stops_the_boxs_ganesha_by_its_pid_and_its_heal_starts_it_as_its_role_did(lab_box):
+    """The nfs_stop fault's two actions on the box's real nfs-ganesha. What an NFS client feels cannot be measured
+    here (this kernel has no NFS client, Debian's fio no libnfs engine: docs/LAB_PITFALLS.md); libnfs's nfs-ls,
+    which needs neither, shows the export gone and back."""
+    import subprocess
+
+    from iolab import fault_actions
+    from iolab.backends.nfs import NfsBackend
+    from iolab.faults import DaemonFault
+
+    server = lab_box.nfs_server()
+    url = (
+        f"nfs://{server['address']}{server['pseudo_path']}"
+        f"?version=3&nfsport={server['port']}&mountport={server['mount_port']}"
+    )
+
+    def answers() -> bool:
+        return subprocess.run(["nfs-ls", url], capture_output=True, timeout=30, check=False).returncode == 0
+
+    backend = NfsBackend(name="itest-flt-nfs", type="nfs", server=server["address"], export=server["pseudo_path"])
+    entry = fault_actions.daemon(DaemonFault(at=5, what="nfs_stop", service_dir=str(lab_box.nfs_dir)), backend)
+    pid = fault_actions.running(entry)
+    assert pid is not None and answers()
+    try:
+        assert fault_actions.stop_daemon(entry) == (True, f"ganesha.{entry['id']} (PID {pid}) stopped by SIGTERM")
+        assert fault_actions.running(entry) is None and not answers()
+        ok, said = fault_actions.start_daemon(entry)
+        assert ok and said.startswith(f"ganesha.{entry['id']} started again (PID "), said
+        deadline = time.monotonic() + 30
+        while not answers():
+            assert time.monotonic() < deadline, "the export did not answer again within 30 s of the heal"
+            time.sleep(1)
+    finally:
+        if fault_actions.running(entry) is None:
+            fault_actions.start_daemon(entry)
