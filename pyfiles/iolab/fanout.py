@@ -47,6 +47,7 @@ from iolab import paths, runner
 from iolab.errors import UserError
 from iolab.hosts import Inventory
 from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE, START_JSON, START_SUFFIX
+from iolab.units import parse_duration
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
 START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
@@ -57,7 +58,9 @@ PROBE_S = 20.0  # s a host whose command ended without an answer has to answer `
 # A host not ready when every other host has been ready this long is not coming: the run starts without it. The
 # bound is the longer of READY_WAIT and the slowest ready host's own time to get ready: every host does the same
 # prepare (size, lay out, drop caches) on the same kind of storage, so one taking more than twice as long as the
-# slowest of the others is stuck (or measures another machine), and 30 s keeps a short prepare's noise out.
+# slowest of the others is stuck (or measures another machine), and 30 s keeps a short prepare's noise out. The
+# inventory variable `iolab_ready_wait` (a duration, one for every selected host) sets it for a lab: longer where
+# the hosts' prepares differ more (storage shared unevenly), shorter where a lost host should cost less.
 READY_WAIT = 30.0
 PREPARE_TASK = "Size, write and lay out the job, then drop the caches"  # the bench_fio role's task names
 RUN_TASK = "Run fio"
@@ -200,6 +203,23 @@ def topology(inventory: Inventory, hosts: list[str]) -> tuple[str, list[str]] | 
     return path, gateways
 
 
+def ready_wait(inventory: Inventory, hosts: list[str]) -> float:
+    """The selected hosts' bound on the wait for a host not ready (READY_WAIT unless the inventory variable
+    `iolab_ready_wait` says), checked; UserError, in one line naming the variable, for a value that is not a
+    positive duration (30s, 2m or a number of seconds) or hosts that give different ones."""
+    values = {str(inventory.hostvars.get(h, {}).get("iolab_ready_wait", "")) for h in hosts}
+    if values == {""}:
+        return READY_WAIT
+    if len(values) > 1:
+        shown = ", ".join(v or "(none)" for v in sorted(values))
+        raise UserError(f"the hosts give different iolab_ready_wait ({shown}): give one, in the group's vars")
+    (value,) = values
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise UserError(f"iolab_ready_wait {value!r}: {exc}; give a duration such as 30s") from None
+
+
 def ssh_config(inventory: Inventory, hosts: list[str]) -> str:
     """One ssh_config block per host: its address, user, port, key and connect timeout as the inventory gives them
     (ansible.cfg's timeout where it gives none); the user's own ssh config is read after them."""
@@ -250,8 +270,10 @@ class _Collect(EventHandler):
     for (each has said it is ready, or ended): on its stdin, or through gateways (`tree`) as the start file's
     time, by one `touch` to all of them."""
 
-    def __init__(self, task: Task, replies: dict[str, Reply], start_file: str | None, tree: bool):
-        self.task, self.replies = task, replies
+    def __init__(
+        self, task: Task, replies: dict[str, Reply], start_file: str | None, tree: bool, wait: float = READY_WAIT
+    ):
+        self.task, self.replies, self.wait = task, replies, wait  # wait: the least bound on the wait (READY_WAIT)
         self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
         self.start_file, self.tree = start_file, tree
         self.waiting = start_file is not None  # until the start is sent
@@ -301,7 +323,7 @@ class _Collect(EventHandler):
         if pending and not bounded:
             if ready:  # every host that is done or ready waits at most the bound for the rest
                 latest = max(r.ready for r in ready.values() if r.ready is not None)
-                bound = max(READY_WAIT, latest - self.called)
+                bound = max(self.wait, latest - self.called)
                 if self.timer is not None:
                     self.timer.invalidate()
                 self.timer = self.task.timer(max(0.0, latest + bound - time.time()), handler=self)
@@ -358,6 +380,7 @@ class Engine:
         self.topology = str(hostvars.get("iolab_topology", ""))
         # The python that runs ClusterShell's gateway on each gateway (ClusterShell reads it from the environment).
         self.gateway_python = str(hostvars.get("iolab_gateway_python", "python3"))
+        self.ready_wait = ready_wait(inventory, hosts) if hosts else READY_WAIT
 
     def close(self) -> None:
         for path in self.private.iterdir():
@@ -405,7 +428,7 @@ class Engine:
             if self.topology:
                 os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
                 task.load_topology(self.topology)
-            handler = _Collect(task, replies, start_file, bool(self.topology))
+            handler = _Collect(task, replies, start_file, bool(self.topology), self.ready_wait)
             for host, argv in commands.items():
                 replies[host].worker = task.shell(
                     shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology)

@@ -1,5 +1,5 @@
-"""engine: dlio: DLIO itself, one MPI job over two simulated hosts, beside iolab's emulation on the same files; and
-on a host whose virtualenv is made from scratch by the campaign's own provisioning."""
+"""engine: dlio: DLIO itself, one MPI job over two simulated hosts whose virtualenv the campaign's own provisioning
+made from scratch, beside iolab's emulation on the same files (one DLIO campaign: DLIO's runs belong in bench/)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ if shutil.which("mpirun") is None:
     pytest.skip("engine dlio needs Open MPI's mpirun (apt-get install openmpi-bin)", allow_module_level=True)
 
 
-# retinanet's JPEGs read by emulated B200s, small: each test's workloads are this.
+# retinanet's JPEGs read by emulated B200s, small: the test's workloads are this.
 EMULATED = {
     "type": "pytorch",
     "reader": "pil",
@@ -33,45 +33,13 @@ EMULATED = {
 }
 
 
-def test_dlio_runs_under_mpi_on_two_hosts_and_lands_beside_iolab(sim_hosts, cli, tmp_path):
-    emulated = {**EMULATED, "accelerators": 2}
-    data = {
-        "name": "lab-dlio",
-        "backends": [{"name": "itest-dlio", "type": "tmpfs", "size": "64MiB"}],
-        # 32 JPEGs of MLPerf's retinanet size (≈320 KB) per host: 4 steps of each of the 4 ranks.
-        "dataset": {"kind": "retinanet", "files": 32, "seed": 5, "classes": 2},
-        "workloads": [
-            {"name": "iolab", **emulated},
-            {"name": "dlio", **emulated, "engine": "dlio"},
-        ],
-    }
-    path = tmp_path / "dlio.yml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    cli("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu01,gpu02", "--campaign", str(path))
-    samples = cli.samples("lab-dlio")
-    au = {(s["params"].get("engine", "iolab"), s["host"]): s for s in samples if s["metric"] == "au"}
-    assert set(au) == {(engine, host) for engine in ("iolab", "dlio") for host in ("gpu01", "gpu02")}
-    dlio = {host: au["dlio", host]["metadata"] for host in ("gpu01", "gpu02")}
-    # One job of four ranks: gpu01 ran ranks 0 and 1 (and mpirun, so the job's summary), gpu02 ranks 2 and 3.
-    assert [r["rank"] for r in dlio["gpu01"]["ranks"]] == [0, 1]
-    assert [r["rank"] for r in dlio["gpu02"]["ranks"]] == [2, 3]
-    summary = dlio["gpu01"]["dlio_summary"]
-    assert summary["accelerators"] == 4 and summary["hosts"] == 2
-    assert dlio["gpu02"]["dlio_summary"] is None and dlio["gpu01"]["engine"] == "dlio"
-    # The hosts' AU, as DLIO counts it, is the job's that DLIO states.
-    mean = (au["dlio", "gpu01"]["value"] + au["dlio", "gpu02"]["value"]) / 2
-    assert mean == pytest.approx(summary["au_percent"], rel=1e-9)
-    rates = {s["host"] for s in samples if s["metric"] == "samples_per_s" and s["params"].get("engine") == "dlio"}
-    assert rates == {"gpu01", "gpu02", "*"}
-    # Nothing of this campaign stays mounted (another test's mount may be in a host's namespace: LAB_PITFALLS).
-    assert not any("itest-dlio" in mounts for mounts in sim_hosts.mounts_left().values())
-
-
-# A fresh host, seen by this test alone: its virtualenv and releases are fresh directories bind-mounted over
-# /opt/iolab/venv and /opt/iolab/releases, in the simulated host's mount namespace and in a private one for the
-# campaign's command (whose controller runs pip for the simulated hosts). The machine's own /opt/iolab, which every
-# other session's hosts share, is not touched; leases and run directories stay the machine's.
+# Fresh hosts, seen by this test alone: their virtualenv and releases are fresh directories bind-mounted over
+# /opt/iolab/venv and /opt/iolab/releases, in each simulated host's mount namespace (both hosts the same directories,
+# as the hosts share /opt/iolab otherwise) and in a private one for the campaign's command (whose controller runs pip
+# for the simulated hosts). The machine's own /opt/iolab, which every other session's hosts share, is not touched;
+# leases and run directories stay the machine's.
 FRESH_PARTS = ("venv", "releases")
+FRESH_HOSTS = ("gpu01", "gpu02")
 BIND_THEN_RUN = """
 import os, subprocess, sys
 for part in sys.argv[2].split(","):
@@ -93,51 +61,77 @@ class FreshHostCli(Cli):
 
 
 @pytest.fixture
-def fresh_host(sim_hosts) -> Iterator[tuple[Path, str]]:
-    """gpu01 with an empty virtualenv and release directory (the fresh directory, the host's name)."""
-    host = sim_hosts.hosts[0]
+def fresh_hosts(sim_hosts) -> Iterator[Path]:
+    """gpu01 and gpu02 with one empty virtualenv and release directory (the fresh directory)."""
+    hosts = [h for h in sim_hosts.hosts if h.name in FRESH_HOSTS]
     fresh = Path(tempfile.mkdtemp(prefix="iolab-fresh-host-"))
     for part in FRESH_PARTS:
         (fresh / part).mkdir()
         Path("/opt/iolab", part).mkdir(parents=True, exist_ok=True)  # the mount points
     mounts = " && ".join(f"mount --bind {shlex.quote(str(fresh / p))} /opt/iolab/{p}" for p in FRESH_PARTS)
-    sim_hosts.ssh(host, mounts)
+    bound = []
     try:
-        yield fresh, host.name
+        for host in hosts:
+            bound.append(host)
+            sim_hosts.ssh(host, mounts)
+        yield fresh
     finally:
         points = " ".join(f"/opt/iolab/{p}" for p in FRESH_PARTS)
-        sim_hosts.ssh(host, f"umount {points} || umount -l {points}", check=False)
+        for host in bound:
+            sim_hosts.ssh(host, f"umount {points} || umount -l {points}", check=False)
         shutil.rmtree(fresh, ignore_errors=True)
 
 
-def test_dlio_runs_on_a_host_whose_virtualenv_its_own_provisioning_made(sim_hosts, fresh_host, results, tmp_path):
-    """Defect 2 of issue 37: DLIO imports TensorFlow at start; a virtualenv made by provisioning alone lacked it and
-    every DLIO run failed (the controller's and the machine's virtualenvs had it from other workloads). Untraced."""
-    fresh, host = fresh_host
+def test_dlio_runs_under_mpi_on_two_hosts_whose_virtualenv_its_own_provisioning_made(
+    sim_hosts, fresh_hosts, results, tmp_path
+):
+    """One MPI job over two hosts, beside iolab's emulation on the same files, on hosts whose virtualenv was an
+    empty directory. Defect 2 of issue 37: DLIO imports TensorFlow at start; a virtualenv made by provisioning alone
+    lacked it and every DLIO run failed (the controller's and the machine's virtualenvs had it from other
+    workloads). Untraced."""
+    emulated = {**EMULATED, "accelerators": 2}
     data = {
-        "name": "lab-dlio-fresh",
-        "backends": [{"name": "itest-dliofresh", "type": "tmpfs", "size": "32MiB"}],
-        "dataset": {"kind": "retinanet", "files": 16, "seed": 5, "classes": 2},
-        "workloads": [{"name": "dlio", **EMULATED, "engine": "dlio"}],
+        "name": "lab-dlio",
+        "backends": [{"name": "itest-dlio", "type": "tmpfs", "size": "64MiB"}],
+        # 32 JPEGs of MLPerf's retinanet size (≈320 KB) per host: 4 steps of each of the 4 ranks.
+        "dataset": {"kind": "retinanet", "files": 32, "seed": 5, "classes": 2},
+        "workloads": [
+            {"name": "iolab", **emulated},
+            {"name": "dlio", **emulated, "engine": "dlio"},
+        ],
     }
-    path = tmp_path / "fresh.yml"
+    path = tmp_path / "dlio.yml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    cli = FreshHostCli(results, fresh)
-    cli("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", host, "--campaign", str(path))
+    cli = FreshHostCli(results, fresh_hosts)
+    cli("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", ",".join(FRESH_HOSTS), "--campaign", str(path))
     # The campaign made the virtualenv (it was an empty directory) and put in it what DLIO imports.
-    python = fresh / "venv" / "bin" / "python"
+    python = fresh_hosts / "venv" / "bin" / "python"
     versions = "import importlib.metadata as m; print(m.version('tensorflow-cpu'), m.version('dlio-benchmark'))"
     assert subprocess.run([python, "-c", versions], capture_output=True, text=True, check=True).stdout.split() == [
         "2.21.0",
         "2.0.0",
     ]
-    au = [s for s in cli.samples("lab-dlio-fresh") if s["metric"] == "au" and s["host"] == host]
-    assert len(au) == 1 and au[0]["params"]["engine"] == "dlio"
+    samples = cli.samples("lab-dlio")
+    au = {(s["params"].get("engine", "iolab"), s["host"]): s for s in samples if s["metric"] == "au"}
+    assert set(au) == {(engine, host) for engine in ("iolab", "dlio") for host in FRESH_HOSTS}
+    dlio = {host: au["dlio", host]["metadata"] for host in FRESH_HOSTS}
+    # One job of four ranks: gpu01 ran ranks 0 and 1 (and mpirun, so the job's summary), gpu02 ranks 2 and 3.
+    assert [r["rank"] for r in dlio["gpu01"]["ranks"]] == [0, 1]
+    assert [r["rank"] for r in dlio["gpu02"]["ranks"]] == [2, 3]
+    summary = dlio["gpu01"]["dlio_summary"]
+    assert summary["accelerators"] == 4 and summary["hosts"] == 2
+    assert dlio["gpu02"]["dlio_summary"] is None and dlio["gpu01"]["engine"] == "dlio"
+    # The hosts' AU, as DLIO counts it, is the job's that DLIO states.
+    mean = (au["dlio", "gpu01"]["value"] + au["dlio", "gpu02"]["value"]) / 2
+    assert mean == pytest.approx(summary["au_percent"], rel=1e-9)
+    rates = {s["host"] for s in samples if s["metric"] == "samples_per_s" and s["params"].get("engine") == "dlio"}
+    assert rates == {"gpu01", "gpu02", "*"}
     # Untraced by default, as MLPerf Storage's submitters run DLIO: no pydftracer trace among the run's files.
-    assert au[0]["params"]["dlio_trace"] is False
-    raw = results / "lab-dlio-fresh" / "raw"
+    assert all(au["dlio", host]["params"]["dlio_trace"] is False for host in FRESH_HOSTS)
+    raw = results / "lab-dlio" / "raw" / au["dlio", "gpu01"]["run_id"]
     assert list(raw.rglob("*_output.json")) and not list(raw.rglob("trace-*.pfw"))
     logs = [*raw.rglob("stderr.txt"), *raw.rglob("stdout.txt"), *raw.rglob("dlio.log")]
     assert logs and not any("Profiling DLIO" in p.read_text(errors="replace") for p in logs)
     assert json.loads(next(raw.rglob("iolab.json")).read_text())["dlio_version"] == "2.0.0"
-    assert not any("itest-dliofresh" in mounts for mounts in sim_hosts.mounts_left().values())
+    # Nothing of this campaign stays mounted (another test's mount may be in a host's namespace: LAB_PITFALLS).
+    assert not any("itest-dlio" in mounts for mounts in sim_hosts.mounts_left().values())

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from iolab import fanout
 from iolab.shared.processes import alive
 from support import ROOT, Cli, tmpfs_campaign
 
@@ -102,16 +103,20 @@ def test_a_run_that_fails_on_the_hosts_is_recorded_as_the_playbooks_rescue_recor
 def test_a_host_never_ready_is_left_out_and_a_host_whose_hostrun_is_killed_is_torn_down(sim_hosts, results, tmp_path):
     """Issue 37, defects 1 and 3, on three hosts of one fan-out run:
     - gpu03 never becomes ready (its hostrun is stopped, SIGSTOP, as it starts: hung): once gpu01 and gpu02 have
-      waited the bound (fanout.READY_WAIT), the run starts without it, and the hosts' records name it;
+      waited the bound (the inventory's iolab_ready_wait, 2 s here, rather than fanout.READY_WAIT's 30 s), the run
+      starts without it, and the hosts' records name it;
     - gpu02's hostrun is killed outright mid-run (kill -9, as the OOM killer does): ssh returns 255, which it also
       returns for a lost host; gpu02 answers a probe, so its run is failed as died, not unreachable, its fio (in a
       session of its own) is ended and its files packed;
     - the campaign's teardown ends gpu03's stopped hostrun (hostrun stop ends the command's noted calls), unmounts
       and cleans all three, and the leases are released: the next command finds nothing to clean."""
+    inventory = yaml.safe_load(sim_hosts.inventory.read_text())
+    inventory["all"]["children"]["gpu"]["vars"]["iolab_ready_wait"] = "2s"
+    waiting = tmp_path / "waiting.yml"
+    waiting.write_text(yaml.safe_dump(inventory))
     cli = Cli(results)
     path = tmpfs_campaign(tmp_path, "lab-silent", [{**FIO, "runtime": "10s"}])
-    argv = cli.argv("bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-03]", "--campaign",
-                    str(path))  # fmt: skip
+    argv = cli.argv("bench.all", "--inventory", str(waiting), "--hosts", "gpu[01-03]", "--campaign", str(path))
     proc = subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stopped = []
     try:
@@ -145,6 +150,9 @@ def test_a_host_never_ready_is_left_out_and_a_host_whose_hostrun_is_killed_is_to
     assert "died there (killed by a signal" in runs["gpu02"]["error"] and "unreachable" not in runs["gpu02"]["error"]
     start = next(s for s in cli.samples("lab-silent") if s["host"] == "gpu01")["metadata"]["start"]
     assert start["without"] == ["gpu03"] and start["waited_for"] in {"gpu01", "gpu02"}
+    # The inventory's bound, not fanout.READY_WAIT's: the others were not kept waiting 30 s for gpu03.
+    waited = float(runs["gpu03"]["error"].split("not ready ")[1].split(" s after")[0])
+    assert waited < fanout.READY_WAIT / 2, runs["gpu03"]["error"]
     assert not alive(tool) and not any(alive(pid) for pid in stopped)  # fio outlived its hostrun: ended too
     assert not list(RUNS.glob("*/gpu0[1-3]/*"))  # nothing of the run stays on a host
     assert sim_hosts.mounts_left() == {}

@@ -206,10 +206,16 @@ def processes_of(sim_hosts, name: str) -> list[int]:
 
 
 def test_storage_that_hangs_times_the_run_out_and_teardown_does_not_hang(sim_hosts, cli, tmp_path):
+    """The storage goes away a second into the run: the run's timeout (6 s) stops fio, and teardown's umount gets
+    the inventory's storage_unmount_wait (5 s here, 20 s by default) before it detaches the mount lazily."""
     served = Path(tempfile.mkdtemp(prefix="iolab-hang-", dir="/tmp"))
     backend = {"name": "itest-hang", "type": "sshfs", "host": "gpu01", "path": str(served)}
-    path = campaign(tmp_path, "fault-hang", backend, workloads=[{**FIO, "runtime": "60s", "timeout": "10s"}])
-    proc = running(cli, "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu02", "--campaign", path)
+    path = campaign(tmp_path, "fault-hang", backend, workloads=[{**FIO, "runtime": "60s", "timeout": "6s"}])
+    inventory = yaml.safe_load(sim_hosts.inventory.read_text())
+    inventory["all"]["children"]["gpu"]["vars"]["storage_unmount_wait"] = 5
+    impatient = tmp_path / "impatient.yml"
+    impatient.write_text(yaml.safe_dump(inventory))
+    proc = running(cli, "bench.all", "--inventory", str(impatient), "--hosts", "gpu02", "--campaign", path)
     stopped: list[int] = []
     try:
         wait_for(proc, lambda: tool_running("gpu02"), "fio on gpu02")
@@ -230,10 +236,11 @@ def test_storage_that_hangs_times_the_run_out_and_teardown_does_not_hang(sim_hos
     said = " ".join(err.split())
     assert proc.returncode == 1 and "Traceback" not in err, err
     (run,) = cli.runs("fault-hang")
-    assert run["status"] == "failed" and "fio stopped: it ran past its timeout of 10 s" in run["error"], run
-    assert "fio stopped: it ran past its timeout of 10 s" in said
+    assert run["status"] == "failed" and "fio stopped: it ran past its timeout of 6 s" in run["error"], run
+    assert "fio stopped: it ran past its timeout of 6 s" in said
     # fio, blocked in sshfs, keeps the mount busy or umount waits: detached lazily, sshfs stopped, said so.
     assert "umount /mnt/iolab/itest-hang on gpu02 failed" in said and "detached lazily (umount -l)" in said
+    assert "no answer in 20 s" not in said  # the inventory's wait, where umount did not answer
     assert took < 150, f"the campaign took {took:.0f} s after the storage went away"
     assert sim_hosts.mounts_left() == {}
     assert not tool_running("gpu02")
@@ -272,16 +279,16 @@ def sleeping(sim_hosts, name: str) -> list[int]:
 
 
 def test_a_warm_command_that_never_ends_is_stopped_at_the_runs_timeout(sim_hosts, cli, tmp_path):
-    path = warm_hung(tmp_path, "fault-warm", "10s")
+    path = warm_hung(tmp_path, "fault-warm", "6s")
     args = ["bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu01", "--campaign", path]
     started = time.monotonic()
     done = cli(*args, "--allow-commands", check=False)
     took = time.monotonic() - started
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
-    assert took < 120, f"the campaign took {took:.0f} s with a 10 s timeout"
+    assert took < 120, f"the campaign took {took:.0f} s with a 6 s timeout"
     cold, warm = sorted(cli.runs("fault-warm"), key=lambda r: r["status"] != "ok")
     assert cold["status"] == "ok"
-    assert warm["status"] == "failed" and "sleep stopped: it ran past its timeout of 10 s" in warm["error"], warm
+    assert warm["status"] == "failed" and "sleep stopped: it ran past its timeout of 6 s" in warm["error"], warm
     assert not sleeping(sim_hosts, "gpu01")
     assert sim_hosts.mounts_left() == {}
 

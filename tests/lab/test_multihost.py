@@ -108,14 +108,12 @@ def test_an_unreachable_host_is_left_out_or_stops_the_campaign(sim_hosts, cli, t
     broken.write_text(yaml.safe_dump(inventory))
     args = ["bench.all", "--inventory", str(broken), "--hosts", "gpu01,gpu99"]
 
-    skip = cli(*args, "--campaign", campaign(tmp_path, "lab-skip", repetitions=2), check=False)
+    skip = cli(*args, "--campaign", campaign(tmp_path, "lab-skip"), check=False)
     assert skip.returncode == 1 and "gpu99 left out" in skip.stderr and "Traceback" not in skip.stderr
     assert {s["host"] for s in cli.samples("lab-skip")} == {"gpu01"}
     assert {r["host"] for r in cli.runs("lab-skip") if r["status"] == "failed"} == {"gpu99"}
 
-    abort = cli(
-        *args, "--campaign", campaign(tmp_path, "lab-abort", repetitions=2, on_host_failure="abort"), check=False
-    )
+    abort = cli(*args, "--campaign", campaign(tmp_path, "lab-abort", on_host_failure="abort"), check=False)
     assert abort.returncode == 1 and "on_host_failure: abort" in abort.stderr
     assert cli.samples("lab-abort") == []
     assert sim_hosts.mounts_left() == {}

@@ -46,16 +46,21 @@ def _tool(before: set[Path], proc: subprocess.Popen) -> Path:
 def test_an_interrupted_campaign_on_one_labs_gpu01_leaves_the_other_labs_gpu01_run_alone(
     sim_hosts, temporary_lab, tmp_path
 ):
+    """The campaign to interrupt starts first and runs until it is interrupted; the other's fio starts after it, so
+    that its runtime need only outlast the interrupted one's teardown (not also the other lab's provisioning)."""
     other = temporary_lab("o")
+    started: list[subprocess.Popen] = []
     try:
         sim.up(1, other)
         before = set(RUNS.glob("*/gpu01/*/hostrun.pid"))
         long_cli, short_cli = Cli(tmp_path / "long"), Cli(tmp_path / "short")
-        long_run = _start(long_cli, tmp_path, "shared-long", sim_hosts.inventory, "60s")
-        theirs = _tool(before, long_run)
+        short_run = _start(short_cli, tmp_path, "shared-short", other.inventory, "5m")
+        started.append(short_run)
+        mine = _tool(before, short_run)
+        long_run = _start(long_cli, tmp_path, "shared-long", sim_hosts.inventory, "20s")
+        started.append(long_run)
+        theirs = _tool(before | {mine}, long_run)
         their_tool = int(theirs.read_text())
-        short_run = _start(short_cli, tmp_path, "shared-short", other.inventory, "30s")
-        mine = _tool(before | {theirs}, short_run)
         assert mine.parents[2] != theirs.parents[2]  # two commands, two run directories
         short_run.send_signal(signal.SIGINT)  # its teardown stops its tools, removes its files
         _, err = short_run.communicate(timeout=120)
@@ -68,5 +73,12 @@ def test_an_interrupted_campaign_on_one_labs_gpu01_leaves_the_other_labs_gpu01_r
         assert [s for s in long_cli.samples("shared-long") if s["metric"] == "read_bw"]
         assert not theirs.parents[2].exists()
     finally:
+        for proc in started:  # should an assertion have stopped the test first: interrupted, torn down
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.communicate(timeout=120)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
         sim.down(other)
         shutil.rmtree(other.dir, ignore_errors=True)

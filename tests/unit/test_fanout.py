@@ -141,3 +141,52 @@ def test_a_usable_topology_names_its_gateways():
     inv.hostvars["gpu02"]["iolab_topology"] = str(path)
     assert fanout.topology(inv, ["gpu02"]) == (str(path), ["gpu01"])
     assert fanout.topology(inventory(tmp), ["gpu01", "gpu02"]) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("soon", "iolab_ready_wait 'soon': expected a duration such as 10s or 2m"),
+        ("0s", "iolab_ready_wait '0s': a duration must be positive"),
+        (-5, "iolab_ready_wait '-5': "),
+        ("5 parsecs", "iolab_ready_wait '5 parsecs': "),
+    ],
+)
+def test_a_ready_wait_that_is_not_a_positive_duration_is_refused_before_anything_runs(tmp_path, value, says):
+    inv = inventory(tmp_path, iolab_ready_wait=value)
+    inv.hostvars["gpu02"]["iolab_ready_wait"] = value
+    with pytest.raises(UserError) as refused:
+        fanout.ready_wait(inv, ["gpu01", "gpu02"])
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_ready_wait_is_thirty_seconds_unless_the_inventory_gives_one_for_every_selected_host(tmp_path):
+    assert fanout.ready_wait(inventory(tmp_path), ["gpu01", "gpu02"]) == fanout.READY_WAIT == 30.0
+    given = inventory(tmp_path, iolab_ready_wait="2m")
+    assert fanout.ready_wait(given, ["gpu01"]) == 120.0
+    with pytest.raises(UserError, match=r"the hosts give different iolab_ready_wait \(\(none\), 2m\)"):
+        fanout.ready_wait(given, ["gpu01", "gpu02"])  # gpu02 gives none: the 30 s would hold for it alone
+    given.hostvars["gpu02"]["iolab_ready_wait"] = 2.5
+    assert fanout.ready_wait(given, ["gpu02"]) == 2.5
+
+
+def test_hosts_ready_wait_the_bound_for_one_that_is_not_then_start_without_it():
+    """The least bound is the engine's ready wait (fanout.ready_wait), or the slowest ready host's own time."""
+
+    class Timers:
+        def __init__(self) -> None:
+            self.after: list[float] = []
+
+        def timer(self, delay: float, handler: object) -> object:
+            self.after.append(delay)
+            return type("Timer", (), {"invalidate": lambda self: None})()
+
+    task = Timers()
+    replies = {"gpu01": fanout.Reply(), "gpu02": fanout.Reply()}
+    collect = fanout._Collect(task, replies, "/runs/o/r.start", tree=False, wait=4.0)  # type: ignore[arg-type]
+    replies["gpu01"].ready = collect.called + 1.0  # gpu01 ready after 1 s: the bound is 4 s, not 30 s
+    collect._start()
+    assert len(task.after) == 1 and 3.0 < task.after[0] <= 5.0
+    replies["gpu01"].ready = collect.called + 6.0  # ready after 6 s: the slowest's own time is the bound
+    collect._start()
+    assert 11.0 < task.after[1] <= 12.0
