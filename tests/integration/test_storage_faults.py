@@ -1,10 +1,9 @@
 """Storage that breaks during the test (issue 36), on the session's lab in a box (tests/labbox.py): real Ceph, real
 radosgw, real bench.all on localhost. One campaign proves several things at once, to keep CI short: fio on CephFS
-with the box's only OSD stopped at 6 s and started at 16 s, a loader on CephFS with it stopped for 10 s, and S3
+with the box's only OSD stopped at 10 s and started at 30 s, a loader on CephFS with it stopped for 10 s, and S3
 objects with radosgw stopped for 7 s; the data set verified after. And a campaign whose fault's heal fails, which
-ends on it in one line and leaves nothing of iolab's running or mounted. The same through librbd, with the issue's
-own windows (stopped at 10 s, started at 30 s), is bench/storage_faults.py's (the fio rbd engine's stall is the
-unit tests', on a recorded log).
+ends on it in one line and leaves nothing of iolab's running or mounted. The same through librbd is
+bench/storage_faults.py's (the fio rbd engine's stall is the unit tests', on a recorded log).
 
 Each test leaves the box as it found it (the OSD up and in, no flag set, radosgw running, healthy as a one-node
 lab is: labbox.unaccepted), in a finally.
@@ -91,9 +90,10 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(l
             ],
             "dataset": {"kind": "imagenet-like", "files": 300, "seed": 36, "classes": 6},
             "workloads": [
-                # CephFS's reads came back 12 s after the OSD's start on a quiet machine, its placement groups
-                # clean 4 s later: 24 s after the heal leaves room for a loaded one
-                {**FIO, "name": "rd", "runtime": "40s", "faults": [{"at": "6s", "heal_at": "16s", **osd_stop}]},
+                # CephFS's reads came back 5–14 s after the OSD's start, at 70–85 % of the rate before until its
+                # placement groups were clean: 25 s after the heal leaves room for a loaded machine, 10 s before the
+                # fault a baseline that holds (with 5 s, the first seconds' higher rate made 90 % unreachable)
+                {**FIO, "name": "rd", "runtime": "55s", "faults": [{"at": "10s", "heal_at": "30s", **osd_stop}]},
                 {  # 100 ms of compute per batch of 10: at most 100 samples/s, 45 s and more for 4,500
                     "name": "train",
                     "type": "pytorch",
@@ -146,10 +146,10 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(l
     assert found[("read_bw_degraded", None)] < 0.25 * found[("read_bw_baseline", None)]
     # back before the run's end; 0 where the reads were back within a second of the heal's start (seen once beside
     # another worker's tests: the heal's wait for the OSD's PID file took its time)
-    assert 0 <= found[("time_to_90pct", "heal")] < 24, found
-    assert found[("time_to_90pct", "injection")] == pytest.approx(10 + found[("time_to_90pct", "heal")], abs=2)
+    assert 0 <= found[("time_to_90pct", "heal")] < 25, found
+    assert found[("time_to_90pct", "injection")] == pytest.approx(20 + found[("time_to_90pct", "heal")], abs=2)
     assert found[("client_errors", None)] == 0
-    assert 10 <= found[("time_to_health_ok", None)] < 60, found
+    assert 20 <= found[("time_to_health_ok", None)] < 60, found
     assert figures(samples, "itest-flt-fs", "rd", "localhost")[("dip", None)] == found[("dip", None)]
     on_fs = figures(samples, "itest-flt-fs", "rd", "localhost")
     assert on_fs[("data_errors", None)] == 0  # the data set checked against its manifest after the fault
@@ -229,40 +229,3 @@ def _names(proc: Path, text: str) -> bool:
         return text in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return False
-
-
-def test_nfs_stop_stops_the_boxs_ganesha_by_its_pid_and_its_heal_starts_it_as_its_role_did(lab_box):
-    """The nfs_stop fault's two actions on the box's real nfs-ganesha. What an NFS client feels cannot be measured
-    here (this kernel has no NFS client, Debian's fio no libnfs engine: docs/LAB_PITFALLS.md); libnfs's nfs-ls,
-    which needs neither, shows the export gone and back."""
-    import subprocess
-
-    from iolab import fault_actions
-    from iolab.backends.nfs import NfsBackend
-    from iolab.faults import DaemonFault
-
-    server = lab_box.nfs_server()
-    url = (
-        f"nfs://{server['address']}{server['pseudo_path']}"
-        f"?version=3&nfsport={server['port']}&mountport={server['mount_port']}"
-    )
-
-    def answers() -> bool:
-        return subprocess.run(["nfs-ls", url], capture_output=True, timeout=30, check=False).returncode == 0
-
-    backend = NfsBackend(name="itest-flt-nfs", type="nfs", server=server["address"], export=server["pseudo_path"])
-    entry = fault_actions.daemon(DaemonFault(at=5, what="nfs_stop", service_dir=str(lab_box.nfs_dir)), backend)
-    pid = fault_actions.running(entry)
-    assert pid is not None and answers()
-    try:
-        assert fault_actions.stop_daemon(entry) == (True, f"ganesha.{entry['id']} (PID {pid}) stopped by SIGTERM")
-        assert fault_actions.running(entry) is None and not answers()
-        ok, said = fault_actions.start_daemon(entry)
-        assert ok and said.startswith(f"ganesha.{entry['id']} started again (PID "), said
-        deadline = time.monotonic() + 30
-        while not answers():
-            assert time.monotonic() < deadline, "the export did not answer again within 30 s of the heal"
-            time.sleep(1)
-    finally:
-        if fault_actions.running(entry) is None:
-            fault_actions.start_daemon(entry)

@@ -99,7 +99,12 @@ def test_a_results_disk_that_fills_during_collection_stops_the_campaign_naming_h
         proc = running(
             cli, "bench.all", "--inventory", str(sim_hosts.inventory), "--hosts", "gpu[01-02]", "--campaign", path
         )
-        wait_for(proc, lambda: [s for s in cli.samples("fault-full") if s["host"] == "*"], "run 1's samples")
+        # run 1 stored whole (its samples, then its status line), so that the disk fills while run 2 runs
+        wait_for(
+            proc,
+            lambda: [s for s in cli.samples("fault-full") if s["host"] == "*"] and cli.runs("fault-full"),
+            "run 1's samples and status",
+        )
         kept = (disk / "results" / "fault-full" / "samples.jsonl").read_text()
         fill(disk)  # the disk fills while run 2 runs
         _, err = proc.communicate(timeout=180)
