@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from _common import ROOT, lab, samples, write_campaign
@@ -93,18 +92,6 @@ def show(found: list[dict]) -> None:
         print(f"  {key[1]} on {key[0]}: " + ", ".join(said))
 
 
-def settle(box) -> None:
-    """Wait (at most 180 s) until the box is healthy again and every placement group active+clean."""
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        status = box.ceph("status")
-        states = {s["state_name"] for s in status["pgmap"].get("pgs_by_state", [])}
-        if not box.unaccepted(status["health"]) and states == {"active+clean"}:
-            return
-        time.sleep(2)
-    sys.exit(f"the box is not healthy again after 180 s: {status['health']}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=2, help="campaigns one after another (default 2)")
@@ -121,7 +108,7 @@ def main() -> None:
             if done.returncode != 0:
                 sys.exit(done.stderr[-2000:])
             show(samples(results, name))
-            settle(box)
+            box.wait_settled()  # the cluster healthy again between campaigns
     print(f"results: {results}")
 
 

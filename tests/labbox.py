@@ -213,6 +213,19 @@ class LabBox:
         health = self.ceph("health", "detail")
         assert not self.unaccepted(health), f"{health['status']}: {self.unaccepted(health)}"
 
+    def wait_settled(self, seconds: float = 180) -> None:
+        """Wait until healthy as a one-node lab is (`unaccepted`) with every placement group active+clean, or an
+        assertion naming the health and the states after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            status = self.ceph("status")
+            states = {s["state_name"] for s in status["pgmap"].get("pgs_by_state", [])}
+            if not self.unaccepted(status["health"]) and states == {"active+clean"}:
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"the box is not healthy again: {status['health']}, {states}")
+            time.sleep(2)
+
     def ceph(self, *args: str, fmt_json: bool = True, timeout: float = 60):
         """The ceph CLI as a later role uses it: conf, keyring and name from client.json."""
         c = self.ceph_client()

@@ -46,14 +46,7 @@ def restore(box) -> None:
     box.ceph("osd", "in", "0", fmt_json=False)
     for flag in ("noout", "noup"):
         box.ceph("osd", "unset", flag, fmt_json=False)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        status = box.ceph("status")
-        states = {s["state_name"] for s in status["pgmap"].get("pgs_by_state", [])}
-        if not box.unaccepted(status["health"]) and states == {"active+clean"}:
-            return
-        time.sleep(2)
-    raise AssertionError(f"the box is not healthy again: {status['health']}, {states}")
+    box.wait_settled()
 
 
 def healthy(box) -> None:
