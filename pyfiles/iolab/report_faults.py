@@ -49,6 +49,7 @@ ROWS = (
     ("time_to_health_ok", None, "cluster back to its health"),
     ("degraded_objects_peak", None, "degraded objects, peak"),
 )
+NOT_BACK = "not back by the end"  # a time to X % the series' end came before (iolab.parsers.faults.time_to)
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 100  # characters of the terminal's sparkline at most
 
@@ -181,15 +182,23 @@ def plain(text: str) -> Text:
 def rows(run: Faulted, units: str = UNITS) -> tuple[list[str], list[list[str]]]:
     """The figures' table of a faulted run: (its columns: the hosts and, with several, all of them; its rows)."""
     columns = [*run.hosts, *([AGGREGATE_HOST] if len(run.hosts) > 1 else [])]
+
+    def figure(metric: str, after: str | None, host: str) -> Sample | None:
+        # One host: its column holds the figures of host "*" too (the cluster's health is the run's, not a host's)
+        return run.figure(metric, after, host) or (
+            run.figure(metric, after, AGGREGATE_HOST) if len(columns) == 1 else None
+        )
+
+    healed = any(e.get("type") == "heal" and e.get("by") == "schedule" and e.get("ok") for e in run.events)
     out = []
     for metric, after, label in ROWS:
-        # One host: its column holds the figures of host "*" too (the cluster's health is the run's, not a host's)
         cells = [
-            _cell(
-                run.figure(metric, after, host)
-                or (run.figure(metric, after, AGGREGATE_HOST) if len(columns) == 1 else None),
-                units,
-            )
+            NOT_BACK
+            if metric.startswith("time_to_")
+            and figure(metric, after, host) is None
+            and figure("dip", None, host) is not None  # the host felt the fault, and its rate did not come back
+            and (after == "injection" or healed)
+            else _cell(figure(metric, after, host), units)
             for host in columns
         ]
         if any(cell != "—" for cell in cells):

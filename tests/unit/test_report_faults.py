@@ -89,3 +89,26 @@ def test_a_store_without_faults_has_no_faults_section(tmp_path):
     store(tmp_path, "plain", [plain])
     assert report_faults.section(ResultStore(tmp_path, "plain"), [plain], "iec", lambda u, t, s: (1.0, u)) is None
     assert report_faults.table(ResultStore(tmp_path, "plain"), [plain]) is None
+
+
+def test_a_time_back_the_runs_end_came_before_is_said_not_left_blank():
+    """The rate not back at 90 % by the series' end has no figure (iolab.parsers.faults.time_to gives None): the
+    table says so rather than leaving the row out or a dash that reads as "no fault"."""
+    heal = {"type": "heal", "by": "schedule", "ok": True, "at_s": 30.0}
+    felt = [
+        sample("ceph", "dip", 0.0, "%", "r1"),
+        sample("ceph", "time_to_90pct", 4.0, "s", "r1", after="injection"),  # back once, before the heal
+    ]
+    run = report_faults.Faulted(
+        run_id="r1", backend="ceph", workload="seq", repetition=1, start_at=1000.0, events=[heal], rate="read_bw",
+        hosts=["localhost"], series={}, cluster={}, samples=felt,
+    )  # fmt: skip
+    _, table = report_faults.rows(run)
+    said = {row[0]: row[1] for row in table}
+    assert said["to 90 % after the injection"] == "4 s"
+    assert said["to 90 % after the heal"] == report_faults.NOT_BACK == "not back by the end"
+    # without a heal on the schedule there is no time after it to miss; without a dip nothing was felt
+    run.events = []
+    assert "to 90 % after the heal" not in {row[0] for row in report_faults.rows(run)[1]}
+    run.samples = [felt[1]]
+    assert "to 99 % after the injection" not in {row[0] for row in report_faults.rows(run)[1]}
