@@ -194,7 +194,7 @@ def rows(run: Faulted, units: str = UNITS) -> tuple[list[str], list[list[str]]]:
     for metric, after, label in ROWS:
         cells = [
             NOT_BACK
-            if metric.startswith("time_to_")
+            if after is not None  # a time back to 90 or 99 %
             and figure(metric, after, host) is None
             and figure("dip", None, host) is not None  # the host felt the fault, and its rate did not come back
             and (after == "injection" or healed)

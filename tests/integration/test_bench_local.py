@@ -231,7 +231,7 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
     assert proc.returncode == code, err
     assert said in err and "Traceback" not in err
     assert len({s["run_id"] for s in cli.samples("itest-int")}) == 1  # run 1 kept
-    assert mounted() == []
+    assert mounted() == [], err
     with pytest.raises(ProcessLookupError):
         os.kill(fio_pid, 0)
     assert not pid_file.parents[2].exists()  # nor the command's run files on the host

@@ -82,12 +82,23 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(l
                 {"name": "itest-flt-fs", "type": "cephfs", "method": "fuse", **ceph},
                 {"name": "itest-flt-obj", "type": "s3", "prefix": "itest-flt", **lab_box.s3_fields()},
             ],
-            "dataset": {"kind": "imagenet-like", "files": 100, "seed": 36, "classes": 4},  # verified after the fault
+            "dataset": {"kind": "imagenet-like", "files": 300, "seed": 36, "classes": 6},
             "workloads": [
                 # CephFS's reads came back 5–14 s after the OSD's start, at 70–85 % of the rate before until its
                 # placement groups were clean: 25 s after the heal leaves room for a loaded machine, 10 s before the
                 # fault a baseline that holds (with 5 s, the first seconds' higher rate made 90 % unreachable)
                 {**FIO, "name": "rd", "runtime": "55s", "faults": [{"at": "10s", "heal_at": "30s", **osd_stop}]},
+                {  # 100 ms of compute per batch of 10: at most 100 samples/s, 45 s and more for 4,500
+                    "name": "train",
+                    "type": "pytorch",
+                    "reader": "packed",
+                    "workers": 1,
+                    "batch_size": 10,
+                    "epochs": 15,
+                    "accelerator": {"type": "custom", "compute_per_batch": "100ms"},
+                    # after its start-up (10–35 s here: docs/LAB_PITFALLS.md), so that its baseline is measured
+                    "faults": [{"at": "25s", "heal_at": "35s", **osd_stop}],
+                },
                 {
                     "name": "obj",
                     "type": "objects",
@@ -147,6 +158,14 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(l
     assert figures(samples, "itest-flt-fs", "rd", "localhost")[("dip", None)] == found[("dip", None)]
     on_fs = figures(samples, "itest-flt-fs", "rd", "localhost")
     assert on_fs[("data_errors", None)] == 0  # the data set checked against its manifest after the fault
+
+    train = figures(samples, "itest-flt-fs", "train", "localhost")
+    # AU inside the fault window, reported. Not asserted low: the loader re-reads a 300-file data set that ceph-fuse's
+    # own cache holds after the first epoch (its `evict` drops the kernel's page cache only), and on a quiet machine
+    # it kept 100 samples/s through the stop while fio's O_DIRECT reads on the same mount stopped (docs/LAB_PITFALLS.md)
+    assert 0 <= train[("fault_au", None)] <= 100, train
+    assert train[("time_to_90pct", "heal")] < 30 and train[("samples_per_s_baseline", None)] > 0
+    assert train[("data_errors", None)] == 0
 
     obj = figures(samples, "itest-flt-obj", "obj", "localhost")
     assert obj[("dip", None)] < 10 and obj[("time_to_90pct", "heal")] < 20, obj

@@ -110,5 +110,6 @@ def test_a_time_back_the_runs_end_came_before_is_said_not_left_blank():
     # without a heal on the schedule there is no time after it to miss; without a dip nothing was felt
     run.events = []
     assert "to 90 % after the heal" not in {row[0] for row in report_faults.rows(run)[1]}
+    assert "cluster back to its health" not in {row[0] for row in report_faults.rows(run)[1]}  # not polled
     run.samples = [felt[1]]
     assert "to 99 % after the injection" not in {row[0] for row in report_faults.rows(run)[1]}
