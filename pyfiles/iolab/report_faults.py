@@ -190,17 +190,17 @@ def rows(run: Faulted, units: str = UNITS) -> tuple[list[str], list[list[str]]]:
         )
 
     healed = any(e.get("type") == "heal" and e.get("by") == "schedule" and e.get("ok") for e in run.events)
+
+    def cell(metric: str, after: str | None, host: str) -> str:
+        found = figure(metric, after, host)
+        # A time back to 90 or 99 % that is missing where the host felt the fault: its rate did not come back
+        if found is None and after is not None and figure("dip", None, host) is not None:
+            return NOT_BACK if after == "injection" or healed else "—"
+        return _cell(found, units)
+
     out = []
     for metric, after, label in ROWS:
-        cells = [
-            NOT_BACK
-            if after is not None  # a time back to 90 or 99 %
-            and figure(metric, after, host) is None
-            and figure("dip", None, host) is not None  # the host felt the fault, and its rate did not come back
-            and (after == "injection" or healed)
-            else _cell(figure(metric, after, host), units)
-            for host in columns
-        ]
+        cells = [cell(metric, after, host) for host in columns]
         if any(cell != "—" for cell in cells):
             out.append([label, *cells])
     return ["all hosts" if c == AGGREGATE_HOST else c for c in columns], out
