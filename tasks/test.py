@@ -52,7 +52,7 @@ def test(c, args=""):
         _stage([*pytest, *shlex.split(args)])
         return
     lint(c)
-    # The unit tests over two pytest-xdist workers; the integration and simulated-lab tests one after another
-    # (docs/DESIGN.md, "The test suite", says why not beside each other).
+    # The unit tests over two pytest-xdist workers; then the integration and simulated-lab tests, each group one
+    # after another on its worker (tests/conftest.py's groups; docs/DESIGN.md, "The test suite", says why).
     _stage([*pytest, "-n", "2", "-x", "--durations=15", "tests/unit"])  # the slowest tests, named in the log
-    _stage([*pytest, "--durations=25", "tests/integration", "tests/lab"])
+    _stage([*pytest, "-n", "2", "--dist", "loadgroup", "--durations=25", "tests/integration", "tests/lab"])

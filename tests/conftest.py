@@ -61,14 +61,55 @@ def temporary_lab_fixture():
 
 
 @pytest.fixture(scope="session")
-def lab_box(sim_hosts) -> Iterator:
-    """The session's Ceph (RBD, CephFS, radosgw) and nfs-ganesha on the simulated lab's controller address."""
+def the_box(sim_hosts) -> Iterator:
+    """The session's lab in a box on the simulated lab's controller address, its services started by the
+    fixtures below as the tests need them; torn down at the session's end."""
     from labbox import lab_box as box
 
     with box(sim_hosts.controller) as up:
         yield up
 
 
+@pytest.fixture(scope="session")
+def lab_box(the_box):
+    """The session's Ceph (RBD, CephFS, radosgw) and nfs-ganesha."""
+    return the_box.ensure("ceph", "nfs")
+
+
+@pytest.fixture(scope="session")
+def ceph_box(the_box):
+    """The session's Ceph (RBD, CephFS, radosgw), without NFS unless a test of the session asked for it."""
+    return the_box.ensure("ceph")
+
+
 def pytest_collection_modifyitems(items):
     """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order."""
     items.sort(key=lambda item: item.get_closest_marker("lab_box_lifecycle") is not None)
+
+
+def xdist_group(nodeid: str) -> str:
+    """The pytest-xdist group of a test (`--dist loadgroup`, tasks/test.py): a group's tests run one after another on
+    one worker, in their order. "localhost": the integration tests, campaigns on this machine that take its lease
+    and mount under /mnt/iolab; "simlab": the simulated lab's tests, which share its hosts' names (gpu01..) and run
+    directories, with the lab box's own tests (tests/integration/test_services.py): they need its NFS, and only
+    one worker's box may run nfs-ganesha (tests/labbox.py). A unit test is a group of its own."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/lab/") or path == "tests/integration/test_services.py":
+        return "simlab"
+    return "localhost" if path.startswith("tests/integration/") else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` by `xdist_group`. pytest-xdist 3.8 finds a test's group in a suffix it adds to the test's
+    node ID, which pytest 9.2's node IDs no longer take (every test became a group of its own): the groups here
+    are the tests' paths'."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return ByGroup(config, log)

@@ -1,15 +1,18 @@
 """The lab in a box for tests: one Ceph cluster (RBD, CephFS, radosgw) and one nfs-ganesha for the whole session.
 
-Brought up once, the first time a test asks for the fixture `lab_box` (tests/conftest.py), the way a user
-does it (`./lab lab.services-up --bind ADDRESS --vars-file F`), in its own directory under /tmp and on free
-ports, bound to the session's simulated lab's controller address: localhost campaigns and the simulated
-hosts reach the same services. A developer's lab on the defaults (/var/lib/iolab, 3300/6789, 2049, 7480)
-is never touched. Torn down at the end of the session whatever happened: `lab.services-down --destroy`,
-then whatever is left, killed by PID, and the directory deleted.
+Brought up once, the first time a test asks for the fixture `lab_box` or `ceph_box` (tests/conftest.py), the
+way a user does it (`./lab lab.services-up --bind ADDRESS --services S --vars-file F`), in its own directory
+under /tmp and on free ports, bound to the session's simulated lab's controller address: localhost campaigns
+and the simulated hosts reach the same services. `ceph_box` starts Ceph alone and `lab_box` both services;
+a test that needs NFS after a Ceph-only start adds it (`LabBox.ensure`). Under the CI's two pytest-xdist
+workers only one of them asks for NFS: this machine has one rpcbind, and a second nfs-ganesha's stop
+unregistered the first's NFS program (docs/DESIGN.md, "The test suite"). A developer's lab on the defaults
+(/var/lib/iolab, 3300/6789, 2049, 7480) is never touched. Torn down at the end of the session whatever
+happened: `lab.services-down --destroy`, then whatever is left, killed by PID, and the directory deleted.
 
-Every test of the session shares it, so a test names what it creates (images, buckets' prefixes,
-directories) with its own prefix and removes it, and a test that stops a daemon or marks an OSD out
-restores it before it ends. The tests of the services' own life cycle (stopped, started again, absent)
+Every test of the session (of a pytest-xdist worker, under the CI) shares it, so a test names what it creates
+(images, buckets' prefixes, directories) with its own prefix and removes it, and a test that stops a daemon or
+marks an OSD out restores it before it ends. The tests of the services' own life cycle (stopped, started again, absent)
 are marked `lab_box_lifecycle` and run last (tests/conftest.py orders them).
 """
 
@@ -107,6 +110,7 @@ class LabBox:
     ports: dict[str, int]
     timings: dict[str, float] = field(default_factory=dict)
     started: subprocess.CompletedProcess | None = None  # lab.services-up's own output
+    services: tuple[str, ...] = ()  # the services up: ("ceph",) or ("ceph", "nfs")
 
     @property
     def ceph_dir(self) -> Path:
@@ -146,16 +150,24 @@ class LabBox:
     def cli(self) -> Cli:
         return Cli(self.root / "results")
 
-    def up(self) -> None:
-        """`./lab lab.services-up` as a user runs it, with the box's variables and address."""
+    def ensure(self, *services: str) -> LabBox:
+        """The box with `services` up: `./lab lab.services-up` as a user runs it, with the box's variables and
+        address, for those and the ones already up (the ones up change nothing: a second start is a no-op)."""
+        wanted = tuple(s for s in ("ceph", "nfs") if s in services or s in self.services)
+        if wanted == self.services:
+            return self
         self.vars_file.write_text(yaml.safe_dump(self.role_vars()))
         self.inventory.write_text("localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
         started = time.monotonic()
-        self.started = self.cli()("lab.services-up", "--bind", self.bind, "--vars-file", str(self.vars_file))
-        self.timings["services-up"] = time.monotonic() - started
+        self.services = wanted  # what the teardown stops, should the start fail midway
+        argv = ["lab.services-up", "--bind", self.bind, "--services", ",".join(wanted), "--vars-file"]
+        self.started = self.cli()(*argv, str(self.vars_file))
+        self.timings["services-up " + ",".join(wanted)] = time.monotonic() - started
+        return self
 
     def playbook(self, state: str, *extra: str, timing: str | None = None, timeout: float = 900):
-        """ansible-playbook playbooks/services.yml on the box as the controller runs it; `timing` records it."""
+        """ansible-playbook playbooks/services.yml on the box's services as the controller runs it; `timing` records
+        it."""
         env = {
             **os.environ,
             "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -169,7 +181,7 @@ class LabBox:
             str(self.inventory),
             str(PLAYBOOK),
             "-e",
-            json.dumps({**self.role_vars(), **binds}),
+            json.dumps({**self.role_vars(), **binds, "services_enabled": list(self.services)}),
             "-e",
             f"services_state={state}",
             *extra,
@@ -258,7 +270,9 @@ class LabBox:
         pids = self.daemon_pids() if self.root.exists() else {}
         if self.vars_file.exists():
             started = time.monotonic()
-            self.cli()("lab.services-down", "--destroy", "--vars-file", str(self.vars_file), check=False)
+            argv = ["lab.services-down", "--destroy", "--services", ",".join(self.services), "--vars-file"]
+            argv.append(str(self.vars_file))
+            self.cli()(*argv, check=False)
             self.timings["services-down"] = time.monotonic() - started
         for pid, comm in pids.values():  # the playbook failed or did not stop them all
             if pid_alive(pid, comm):
@@ -270,14 +284,12 @@ class LabBox:
 
 @contextmanager
 def lab_box(bind: str) -> Iterator[LabBox]:
-    """A lab in a box bound to `bind`, torn down when the block ends."""
+    """A lab in a box bound to `bind` (nothing started until `LabBox.ensure`), torn down when the block ends."""
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="iolab-box-", dir="/tmp"))
     box = LabBox(root=root, bind=bind, ports=dict(zip(PORTS, free_ports(bind, len(PORTS)), strict=True)))
     try:
-        box.up()
-        assert box.started is not None and box.started.returncode == 0
         yield box
     finally:
         box.tear_down()

@@ -17,8 +17,8 @@ LEASE_WAIT_S = 600
 
 
 @pytest.fixture
-def lab(lab_box):
-    return lab_box
+def lab(ceph_box):
+    return ceph_box
 
 
 def bench(cli, campaign, check: bool = True):

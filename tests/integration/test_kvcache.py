@@ -55,15 +55,15 @@ def test_kvcache_runs_stays_under_nine_tenths_and_answers_its_search(cli, write_
     assert mounted("/mnt/iolab/itest-kv") == []
 
 
-def test_kvcache_on_cephfs_and_an_rbd_scratch_image(cli, write_campaign, lab_box):
-    pool = lab_box.ceph_client()["rbd_pool"]
+def test_kvcache_on_cephfs_and_an_rbd_scratch_image(cli, write_campaign, ceph_box):
+    pool = ceph_box.ceph_client()["rbd_pool"]
     rbd = {"type": "rbd_snapshot", "scratch": True, "pool": pool, "image": "itest-kv-rbd", "size": "1GiB"}
     path = write_campaign(
         {
             "name": "itest-kv-ceph",
             "backends": [
-                {"name": "itest-kv-fs", "type": "cephfs", **lab_box.ceph_fields()},
-                {"name": "itest-kv-rbd", **rbd, **lab_box.ceph_fields()},
+                {"name": "itest-kv-fs", "type": "cephfs", **ceph_box.ceph_fields()},
+                {"name": "itest-kv-rbd", **rbd, **ceph_box.ceph_fields()},
             ],
             "workloads": [{"name": "kv", "type": "kvcache", "users": 2, "duration": "2s", "context_scale": SCALE}],
         }
@@ -71,7 +71,7 @@ def test_kvcache_on_cephfs_and_an_rbd_scratch_image(cli, write_campaign, lab_box
     try:
         cli.bench(path)
     finally:
-        lab_box.rbd("rm", "--no-progress", f"{pool}/itest-kv-rbd")
+        ceph_box.rbd("rm", "--no-progress", f"{pool}/itest-kv-rbd")
     by = {(s["backend"], s["host"], s["metric"]): s for s in cli.samples("itest-kv-ceph")}
     for backend in ("itest-kv-fs", "itest-kv-rbd"):
         assert by[(backend, "*", "read_bw")]["value"] > 0 and by[(backend, "*", "kv_storage_write_bytes")]["value"] > 0

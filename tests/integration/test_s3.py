@@ -1,6 +1,6 @@
 """S3 through the lab's Ceph radosgw: a real radosgw, real boto3 requests, real campaigns on localhost.
 
-The session's lab in a box (fixture `lab_box`, tests/labbox.py) serves the bucket; this module's keys go under
+The session's lab in a box (fixture `ceph_box`, tests/labbox.py) serves the bucket; this module's keys go under
 its own prefixes (itest-objects, itest-loader) and its campaigns are `itest-s3-*`.
 """
 
@@ -30,8 +30,8 @@ def keys(lab) -> list[str]:
 
 
 @pytest.fixture
-def lab(lab_box):
-    return lab_box
+def lab(ceph_box):
+    return ceph_box
 
 
 def bench_all(cli, path: Path, check: bool = True):

@@ -72,15 +72,15 @@ def figures(samples: list[dict], backend: str, workload: str, host: str = "*") -
     }
 
 
-def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(lab_box, cli, write_campaign):
-    ceph = lab_box.ceph_fields()
+def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(ceph_box, cli, write_campaign):
+    ceph = ceph_box.ceph_fields()
     osd_stop = {"what": "osd_stop", "osd": 0}
     campaign = write_campaign(
         {
             "name": "itest-flt",
             "backends": [
                 {"name": "itest-flt-fs", "type": "cephfs", "method": "fuse", **ceph},
-                {"name": "itest-flt-obj", "type": "s3", "prefix": "itest-flt", **lab_box.s3_fields()},
+                {"name": "itest-flt-obj", "type": "s3", "prefix": "itest-flt", **ceph_box.s3_fields()},
             ],
             "dataset": {"kind": "imagenet-like", "files": 300, "seed": 36, "classes": 6},
             "workloads": [
@@ -128,9 +128,9 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(l
     try:
         bench(cli, campaign)
     finally:
-        restore(lab_box)
+        restore(ceph_box)
     took = time.monotonic() - started
-    healthy(lab_box)
+    healthy(ceph_box)
     assert mounted("/mnt/iolab/itest-flt") == []
     samples = cli.samples("itest-flt")
     assert {r["status"] for r in cli.runs("itest-flt")} == {"ok"}
