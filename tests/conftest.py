@@ -87,14 +87,27 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: item.get_closest_marker("lab_box_lifecycle") is not None)
 
 
+# Integration tests that run no campaign on this machine (so take no lease of it and mount nothing under
+# /mnt/iolab): the lab box's own (they need its NFS, and only one worker's box may run nfs-ganesha: tests/labbox.py),
+# the reports' and the results database's, which read stored files, and a role's staging play in a tmp_path.
+OFF_LOCALHOST = {
+    "test_services.py",
+    "test_report_faults.py",
+    "test_report_html.py",
+    "test_results_publish.py",
+    "test_live_pushgateway.py",
+    "test_s3_staging.py",
+}
+
+
 def xdist_group(nodeid: str) -> str:
     """The pytest-xdist group of a test (`--dist loadgroup`, tasks/test.py): a group's tests run one after another on
-    one worker, in their order. "localhost": the integration tests, campaigns on this machine that take its lease
+    one worker, in their order. "localhost": the integration tests' campaigns on this machine, which take its lease
     and mount under /mnt/iolab; "simlab": the simulated lab's tests, which share its hosts' names (gpu01..) and run
-    directories, with the lab box's own tests (tests/integration/test_services.py): they need its NFS, and only
-    one worker's box may run nfs-ganesha (tests/labbox.py). A unit test is a group of its own."""
+    directories, and the integration tests of OFF_LOCALHOST, which balance the two. A unit test is a group of its
+    own."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/lab/") or path == "tests/integration/test_services.py":
+    if path.startswith("tests/lab/") or path.removeprefix("tests/integration/") in OFF_LOCALHOST:
         return "simlab"
     return "localhost" if path.startswith("tests/integration/") else nodeid
 

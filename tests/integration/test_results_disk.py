@@ -7,6 +7,7 @@ would), and empties it again before resuming.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -28,6 +29,24 @@ def results_tmpfs(tmp_path, monkeypatch):
     monkeypatch.setenv("IOLAB_RESULTS", str(path))
     yield path
     subprocess.run(["umount", str(path)], check=False)
+
+
+def fill_up(path: Path, leave: int) -> None:
+    """Take all but `leave` bytes of the file system's free space with `path`, though the campaign writes beside it
+    (a size read a moment before, then allocated at once, failed: the campaign had written meanwhile)."""
+    with path.open("ab") as f:
+        for _ in range(50):
+            stat = os.statvfs(path.parent)
+            free = stat.f_bavail * stat.f_frsize - leave
+            if free <= 0:
+                return
+            try:
+                os.posix_fallocate(f.fileno(), os.fstat(f.fileno()).st_size, free)
+                return
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+    raise AssertionError(f"{path.parent} could not be filled: the campaign kept writing")
 
 
 def _lines(path: Path) -> list[dict]:
@@ -63,8 +82,7 @@ def test_a_full_results_disk_fails_the_run_and_resume_redoes_it(cli, write_campa
             assert proc.poll() is None and time.monotonic() < deadline, "the first run never stored its samples"
             time.sleep(0.2)
         # The disk fills up: everything but a few bytes, so the next run's files or samples do not fit.
-        free = os.statvfs(results_tmpfs).f_bavail * os.statvfs(results_tmpfs).f_frsize
-        subprocess.run(["fallocate", "-l", str(free - 4096), str(filler)], check=True)
+        fill_up(filler, leave=4096)
         output, _ = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
