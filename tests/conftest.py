@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,6 +21,18 @@ def results(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "results"
     monkeypatch.setenv("IOLAB_RESULTS", str(path))
     return path
+
+
+@pytest.fixture
+def write_campaign(tmp_path):
+    """`write(data, name)`: a campaign file of the test's own (YAML) → its path."""
+
+    def write(data: dict, name: str = "campaign.yml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    return write
 
 
 @pytest.fixture

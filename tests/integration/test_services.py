@@ -127,13 +127,22 @@ def test_nfs_serves_the_export_over_v3_and_v4(lab):
     payload = f"hello from {os.getpid()} at {time.time()}\n"
     (lab.export / "hello.txt").write_text(payload)
     base = f"nfs://{server['address']}{server['pseudo_path']}"
-    for query in (
+    queries = (
         f"version=3&nfsport={server['port']}&mountport={server['mount_port']}",
         f"version=4&nfsport={server['port']}",
-    ):
+    )
+    for query in queries:
         listing = run(["nfs-ls", f"{base}?{query}"], timeout=30).stdout
         assert "hello.txt" in listing, (query, listing)
         assert run(["nfs-cat", f"{base}/hello.txt?{query}"], timeout=30).stdout == payload
+    # A file put in the export on the server just after a listing is in the next one: ganesha keeps no 60 s old
+    # view of the directory (Attr_Expiration_Time 0, docs/LAB_PITFALLS.md).
+    (lab.export / "hello-again.txt").write_text(payload)
+    try:
+        for query in queries:
+            assert "hello-again.txt" in run(["nfs-ls", f"{base}?{query}"], timeout=30).stdout, query
+    finally:
+        (lab.export / "hello-again.txt").unlink()
 
 
 def test_a_second_started_run_changes_nothing(lab):

@@ -1,6 +1,6 @@
-"""A campaign with `search: accelerators` through bench.all on localhost, then its report.
+"""A campaign with `search: accelerators` through bench.all on a simulated host, then its report.
 
-Real Ansible, a real tmpfs, the data set made on the host, the real PyTorch loader
+Real Ansible over SSH, a real tmpfs, the data set made on the host, the real PyTorch loader
 with emulated accelerators. The accelerator is slow on purpose (0.4 s per batch
 of 8: 20 samples/s), so that any host feeds the one it is probed with and the
 answer does not depend on this machine's speed. The search reaches its ceiling
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import pytest
 
-from support import mounted
+pytestmark = pytest.mark.lab
 
 pytest.importorskip("torch", reason="loader workloads need torch (pip install torch==2.13.0)")
 
 
-def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them(cli, write_campaign):
+def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them(cli, write_campaign, sim_hosts):
+    on_gpu01 = ("--inventory", str(sim_hosts.inventory), "--hosts", "gpu01")
     cli.env["IOLAB_PROBE_STEPS"] = "4"
     data = {
         "name": "itest-fed",
@@ -42,7 +43,7 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
         ],
     }
     path = write_campaign(data)
-    done = cli("bench.all", "--campaign", str(path))
+    done = cli("bench.all", *on_gpu01, "--campaign", str(path))
     log = done.stdout + done.stderr
     # Without a terminal: one line per run, with its time and what is left; the probes in between.
     assert "run 1/2: seq on itest-fed, rep 1: read_bw" in log and "1 done, 1 left, about" in log
@@ -51,7 +52,7 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
 
     samples = cli.samples("itest-fed")
     fed = {s["host"]: s for s in samples if s["metric"] == "accelerators_fed"}
-    assert set(fed) == {"localhost", "*"} and fed["*"]["value"] == 1 and fed["*"]["unit"] == "count"
+    assert set(fed) == {"gpu01", "*"} and fed["*"]["value"] == 1 and fed["*"]["unit"] == "count"
     assert fed["*"]["params"]["au_threshold"] == 90 and fed["*"]["params"]["accelerator_type"] == "custom"
     meta = fed["*"]["metadata"]
     assert (meta["held"], meta["failed"], meta["bound"], meta["step_floor"]) == (1, None, "ceiling", 4)
@@ -61,7 +62,7 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
     probes = [p for p in meta["probes"] if p["counted"]]
     assert [(p["accelerators"], p["repeat"]) for p in probes][-1] == (1, len(meta["probes"]))
     assert len(probes) == 3
-    au = {s["run_id"]: s for s in samples if s["metric"] == "au" and s["host"] == "localhost"}
+    au = {s["run_id"]: s for s in samples if s["metric"] == "au" and s["host"] == "gpu01"}
     assert set(au) == {p["run_id"] for p in meta["probes"]}
     assert {s["metadata"]["cache_state"] for s in au.values()} == {"dropped"}
     assert min(s["metadata"]["steps_per_rank"] for s in au.values()) >= 4
@@ -69,7 +70,7 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
     at = meta["at"]
     assert au[at["run_id"]]["value"] == at["au"] >= 90 and au[at["run_id"]]["params"]["accelerators"] == 1
     assert {r["status"] for r in cli.runs("itest-fed")} == {"ok"}
-    assert mounted() == []
+    assert sim_hosts.mounts_left() == {}
 
     text = cli("report", "--campaign", "itest-fed").stdout
     first_table = text[: text.index("median ± half-range")]
@@ -85,5 +86,5 @@ def test_a_campaign_searches_the_accelerators_fed_and_its_report_opens_with_them
     assert "lab-scale" in first_table
     assert "seq" in text[len(first_table) :]  # the fio figures below it
 
-    again = cli("bench.all", "--campaign", str(path))
+    again = cli("bench.all", *on_gpu01, "--campaign", str(path))
     assert "2 already stored, 0 to run" in again.stdout + again.stderr

@@ -1,13 +1,15 @@
-"""The results index under real campaigns on localhost (real Ansible, fio, tmpfs): a controller SIGKILLed between a
-JSONL append and the index's write loses nothing and doubles nothing; three campaigns, one after another (one
-moved aside by --no-resume), land in results/iolab.db; report.history draws them; results.index --rebuild gives
-the same rows; status shows each campaign's runs."""
+"""The results index under real campaigns on a simulated host (real Ansible over SSH, fio, tmpfs): a controller
+SIGKILLed between a JSONL append and the index's write loses nothing and doubles nothing; three campaigns, one after
+another (one moved aside by --no-resume), land in results/iolab.db; report.history draws them; results.index
+--rebuild gives the same rows; status shows each campaign's runs."""
 
 from __future__ import annotations
 
 import json
 
-from support import mounted
+import pytest
+
+pytestmark = pytest.mark.lab
 
 FIO_1S = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "ramp": "0s", "size": "16MiB"}
 
@@ -26,11 +28,12 @@ def rows(cli) -> list:
     return json.loads(done.stdout)
 
 
-def test_a_crash_then_three_campaigns_land_in_the_index(cli, write_campaign):
+def test_a_crash_then_three_campaigns_land_in_the_index(cli, write_campaign, sim_hosts):
+    on_gpu01 = ("--inventory", str(sim_hosts.inventory), "--hosts", "gpu01")
     path_a = write_campaign(campaign("itest-rdb-a"), "a.yml")
     path_b = write_campaign(campaign("itest-rdb-b"), "b.yml")
     cli.env["IOLAB_TEST_CRASH_AT"] = "index:3"  # the 2nd run's samples appended, the index not written: SIGKILL
-    killed = cli("bench.all", "--campaign", str(path_a), check=False)
+    killed = cli("bench.all", *on_gpu01, "--campaign", str(path_a), check=False)
     del cli.env["IOLAB_TEST_CRASH_AT"]
     assert killed.returncode == -9, killed.stderr[-2000:]
     in_files = len(cli.samples("itest-rdb-a"))
@@ -42,9 +45,9 @@ def test_a_crash_then_three_campaigns_land_in_the_index(cli, write_campaign):
     assert "1 store(s): index and files agree" in index.stdout, index.stdout
     assert len(rows(cli)) == in_files  # nothing lost, nothing doubled
 
-    cli("bench.all", "--campaign", str(path_a))  # cleans what the killed one left; both runs are stored
-    cli("bench.all", "--campaign", str(path_b))
-    fresh = cli("bench.all", "--campaign", str(path_a), "--no-resume")
+    cli("bench.all", *on_gpu01, "--campaign", str(path_a))  # cleans what the killed one left; both runs are stored
+    cli("bench.all", *on_gpu01, "--campaign", str(path_b))
+    fresh = cli("bench.all", *on_gpu01, "--campaign", str(path_a), "--no-resume")
     assert "earlier results kept in" in fresh.stdout + fresh.stderr
     before = rows(cli)
     rebuilt = cli("results.index", "--rebuild")
@@ -60,4 +63,4 @@ def test_a_crash_then_three_campaigns_land_in_the_index(cli, write_campaign):
     assert all(p["n"] == 2 and p["min"] <= p["median"] <= p["max"] for p in read_bw["points"])
     status = cli("status").stdout
     assert all(name in status for name in stores)
-    assert mounted("/mnt/iolab/itest-rdb") == []
+    assert sim_hosts.mounts_left() == {}
