@@ -1,5 +1,6 @@
-"""Shared fixtures: the repository root, a results directory per test, the session's simulated lab (`sim_hosts`,
-tests/simlab.py) and its lab in a box (`lab_box`, tests/labbox.py), each up once for every test that asks."""
+"""Shared fixtures: the repository root, a results directory and campaign files per test, the session's simulated
+lab (`sim_hosts`, tests/simlab.py) and its lab in a box (`ceph_box`, `lab_box`, tests/labbox.py), each up once
+for every test that asks; and the CI's pytest-xdist groups (`xdist_group`)."""
 
 from __future__ import annotations
 
