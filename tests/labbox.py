@@ -12,8 +12,8 @@ happened: `lab.services-down --destroy`, then whatever is left, killed by PID, a
 
 Every test of the session (of a pytest-xdist worker, under the CI) shares it, so a test names what it creates
 (images, buckets' prefixes, directories) with its own prefix and removes it, and a test that stops a daemon or
-marks an OSD out restores it before it ends. The tests of the services' own life cycle (stopped, started again, absent)
-are marked `lab_box_lifecycle` and run last (tests/conftest.py orders them).
+marks an OSD out restores it before it ends. The tests of the services' own life cycle (stopped, started again,
+absent) are marked `lab_box_lifecycle` and run last (tests/conftest.py orders them).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 
 import yaml
 
+from iolab.services import SERVICES
 from support import ROOT, Cli
 
 PLAYBOOK = ROOT / "playbooks" / "services.yml"
@@ -153,7 +154,7 @@ class LabBox:
     def ensure(self, *services: str) -> LabBox:
         """The box with `services` up: `./lab lab.services-up` as a user runs it, with the box's variables and
         address, for those and the ones already up (the ones up change nothing: a second start is a no-op)."""
-        wanted = tuple(s for s in ("ceph", "nfs") if s in services or s in self.services)
+        wanted = tuple(s for s in SERVICES if s in services or s in self.services)
         if wanted == self.services:
             return self
         self.vars_file.write_text(yaml.safe_dump(self.role_vars()))
@@ -270,9 +271,16 @@ class LabBox:
         pids = self.daemon_pids() if self.root.exists() else {}
         if self.vars_file.exists():
             started = time.monotonic()
-            argv = ["lab.services-down", "--destroy", "--services", ",".join(self.services), "--vars-file"]
-            argv.append(str(self.vars_file))
-            self.cli()(*argv, check=False)
+            services = ",".join(self.services)
+            self.cli()(
+                "lab.services-down",
+                "--destroy",
+                "--services",
+                services,
+                "--vars-file",
+                str(self.vars_file),
+                check=False,
+            )
             self.timings["services-down"] = time.monotonic() - started
         for pid, comm in pids.values():  # the playbook failed or did not stop them all
             if pid_alive(pid, comm):
