@@ -10,7 +10,7 @@ max(c, B·p/W) and
 
     AU = 100 · c / max(c, B·p/W)          (first step excluded, as MLPerf Storage does)
 
-Target (issue 5): measured within ±2 points of that. The sleep-based emulation
+Target: measured within ±2 points of that. The sleep-based emulation
 (DLIO's) puts the loader's own per-step cost in the training loop's thread —
 receiving a batch from a worker, a few milliseconds here — on top of c; the table
 shows it as the median wait of compute-bound steps. Prints one line per case.

@@ -1,4 +1,4 @@
-"""Does a campaign's `search: accelerators` agree with `bench.accelerators`? (issue 14)
+"""Does a campaign's `search: accelerators` agree with `bench.accelerators`?
 
     .venv/bin/python bench/fed_agreement.py [--rounds 3] [--backend local]
 

@@ -1,4 +1,4 @@
-"""Fidelity and overhead of `invoke bench.fio` on localhost (issue 2).
+"""Fidelity and overhead of `invoke bench.fio` on localhost.
 
 Fidelity: the same fio job through `invoke bench.fio` and by hand on the same
 tmpfs, alternated; iolab's throughput / hand-run throughput should lie in

@@ -4,7 +4,7 @@
 
 If the PyTorch loader itself cannot move bytes nearly as fast as fio on the fastest
 storage there is, its results on real storage would measure the loader, not the
-storage. Target (issue 5): the packed reader, decode off, reaches at least 80% of
+storage. Target: the packed reader, decode off, reaches at least 80% of
 fio's sequential-read bandwidth on the same tmpfs with the same number of workers
 (fio numjobs = DataLoader workers). The data set is generated on a private tmpfs
 (mounted here, unmounted at the end), packed, then read by both: fio reads the

@@ -9,7 +9,7 @@ square to 224×224 (iolab.host.loader.decode.decode_pil, the reader's own functi
 without decode, read the file's bytes (read_exact: one open, one read, one close).
 No batches, no queues, no training loop. The loader runs as the other bench scripts
 run it (its command line, its loader.json, the parser's samples/s over the measured
-window): reader pil, the same workers, batch 64, decode on or off. Target (issue 16):
+window): reader pil, the same workers, batch 64, decode on or off. Target:
 loader / plain loop ≥ 0.95 with decode, ≥ 0.80 without.
 
 The files are generated once on a private tmpfs (mounted here, unmounted at the end),

@@ -8,7 +8,7 @@ and mounted read-only with sshfs (FUSE, SFTP over TCP: a real network file syste
 the lab's stand-in for remote file storage). The PyTorch loader then reads it —
 PIL on the small files against the packed file (one pread per sample), decode on
 and off, 2 workers, batches of 64, caches dropped before each run — and the same
-loader on the local disk gives the figures beside them. Target (issue 5): packed
+loader on the local disk gives the figures beside them. Target: packed
 ≥ 3× the samples/s of PIL over SSHFS.
 
 Why not two simulated hosts: `iolab.sim` allows one lab per machine and its

@@ -1,4 +1,4 @@
-"""The main job on the embedded default: `bench.all` of campaigns/quick.yml, K times in a row (issue 24, item 7).
+"""The main job on the embedded default: `bench.all` of campaigns/quick.yml, K times in a row.
 
 Each round starts from fresh results, so every search probes anew. Per round: the wall time, then per
 backend the answer with its interval and what limited it, and each probed point's AU over its probes

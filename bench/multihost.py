@@ -1,4 +1,4 @@
-"""Fan-out cost on simulated hosts (issue 26): a fio campaign on 1, 4, 16 and 32 hosts, and one through a gateway.
+"""Fan-out cost on simulated hosts: a fio campaign on 1, 4, 16 and 32 hosts, and one through a gateway.
 
 For each host count N: a one-run campaign and an R-run campaign (fio, --runtime s, --size files, tmpfs),
 each after a one-run campaign on the same hosts that is not measured (the first provisioning, the first ssh

@@ -1,4 +1,4 @@
-"""The results index at 100,000 samples: indexing them, and report.history over them (issue 34's target: each ≤ 5 s).
+"""The results index at 100,000 samples: indexing them, and report.history over them (the target: each ≤ 5 s).
 
     .venv/bin/python bench/results_db.py [--samples 100000] [--campaigns 10] [--rounds 2]
 

@@ -4,12 +4,12 @@
     .venv/bin/python bench/run_loop.py --six --inventory inventory/sim.yml --hosts 'gpu[01-04]'
     .venv/bin/python bench/run_loop.py --scale 1,2,4,8 --inventory inventory/sim.yml [--rounds 1]
 
-The campaign is the quick campaign's fio part as issue 16 states its target: two backends
+The campaign is the quick campaign's fio part, as its target was set: two backends
 (tmpfs, local disk), three fio profiles, three repetitions: 18 runs of 5 s + 1 s ramp, 108 s of
 fio. Everything else in the wall time (Ansible, mounting, dropping caches, starting together,
 bringing the results back, storing them) is the harness. A first, unmeasured call sets the
 hosts up. Prints each round's wall time and efficiency, then the median. `--six`: the 6-run
-campaign of issue 16's fan-out target (tmpfs only, two repetitions), to compare 1 host with 4.
+campaign of the fan-out's target (tmpfs only, two repetitions), to compare 1 host with 4.
 `--scale`: that 6-run campaign on gpu01..gpuN for each N, with what the controller spent per run
 (CPU seconds of the `./lab` process tree and of the SSH connection masters it holds open), its peak
 memory (the same processes' RSS, sampled 4 times a second), the SSH masters open, and the bytes

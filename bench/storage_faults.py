@@ -11,7 +11,7 @@ injection and after the heal, the clients' errors, the cluster's time to HEALTH_
 fault window and the data set's check after the fault.
 
 The CI's test (tests/integration/test_storage_faults.py) runs CephFS, the loader and S3 with shorter windows;
-this is the scenario as issue 36 states it, RBD included, for docs/PERFORMANCE.md.
+this is the whole scenario, RBD included, for docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from iolab.cli import lab as make_lab
 
 from .common import HOSTS, INVENTORY, STEAL, task
 
-# --- data and accelerators (issue 5) ---------------------------------------------------------
+# --- data and accelerators ----------------------------------------------------------------
 
 
 @task(

@@ -1,4 +1,4 @@
-"""The commands of the results database (issue 34): report.history, status, results.index/publish/query.
+"""The commands of the results database: report.history, status, results.index/publish/query.
 
 Invoke tasks, thin as tasks.py's (which gathers them into its collections): flags here, the work in
 iolab.history_series, history_html, status, results_check, results_publish and results_query.
