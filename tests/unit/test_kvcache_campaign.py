@@ -35,6 +35,8 @@ def load(workload: dict, memory=None, **campaign):
         ({"model": "custom", "layers": 32, "kv_heads": 8}, None, "model custom needs its shape: layers, kv_heads"),
         ({"layers": 32}, None, "layers: a shape of its own is model: custom"),
         ({"users": 0}, None, "users: Input should be greater than or equal to 1"),
+        ({"seed": -1}, None, "seed -1: give a whole number from 0 to 4294967295"),
+        ({"seed": 2**32, "engine": "mlperf-kvcache", "kvcache_source": "/srv/kv"}, None, "seed 4294967296: give"),
         ({"cpu_bytes": "20GiB", "clients": 2}, lambda: [16 << 30], "tiers take 40 GiB on each host"),
         ({"search": "users", "latency_bound": "0.1ms"}, None, "latency_bound 0.0001 s can never hold"),
         ({"latency_bound": "100ms"}, None, "latency_bound is the search's"),

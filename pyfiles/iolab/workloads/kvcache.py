@@ -36,6 +36,7 @@ LATENCY_BOUND = 0.200  # s
 FASTEST_READ = 100e9
 # Beyond the run itself: the ranks' start (each makes its data pool), their end, the summary.
 START_S = 120.0
+SEEDS = 2**32  # a seed is below this: NumPy's legacy seeding (kv-cache.py's np.random.seed) takes no other
 GIT_PINNED = re.compile(r"git\+\S+@[0-9a-f]{40}(#\S*)?")
 
 
@@ -88,6 +89,10 @@ class KvcacheWorkload(Workload):
             )
         if shape and self.model != "custom":
             raise ValueError(f"{', '.join(shape)}: a shape of its own is model: custom; a preset has its own shape")
+        if not 0 <= self.seed < SEEDS:
+            raise ValueError(
+                f"seed {self.seed}: give a whole number from 0 to {SEEDS - 1} (NumPy's seeds; kv-cache.py's too)"
+            )
         if self.duration is not None and self.duration <= 0:
             raise ValueError("duration: give how long each trial runs, e.g. 60s")
         if self.latency_bound is not None and not self.search:
