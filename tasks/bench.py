@@ -12,10 +12,14 @@ from iolab import campaign as campaign_mod
 from iolab.cli import echo, user_errors
 from iolab.cli import lab as make_lab
 from iolab.workloads import fio as fio_workload
+from iolab.workloads.mlperf import AU_THRESHOLD
+from iolab.workloads.pytorch import PytorchWorkload
 
 from .common import CAMPAIGN, HOSTS, INVENTORY, STEAL, task
 
 # --- bench -------------------------------------------------------------------------------
+
+_LOADER = PytorchWorkload.model_fields  # bench.accelerators' defaults are the workload's own
 
 
 @task(
@@ -114,13 +118,13 @@ def fio(
         "inventory": INVENTORY,
         "hosts": HOSTS,
         "reader": "pil | cv2-imread | cv2-imdecode | packed (default packed)",
-        "workers": "loader workers per accelerator (default 4)",
-        "batch_size": "samples per batch (default 32, as campaigns/quick.yml)",
+        "workers": f"loader workers per accelerator (default {_LOADER['workers'].default})",
+        "batch_size": f"samples per batch (default {_LOADER['batch_size'].default})",
         "steps": "batches per epoch and accelerator, at most (default: the data set's; a probe runs the epochs "
         "that give 500 measured steps)",
         "decode": "decode images (default yes)",
         "max": "the ceiling: most accelerators per host to try (default 16); reaching it answers ≥ N",
-        "threshold": "AU to hold, % (default 90)",
+        "threshold": f"AU to hold, % (default {AU_THRESHOLD:g}, MLPerf Storage's)",
     }
 )
 @user_errors
@@ -133,14 +137,14 @@ def accelerators(
     inventory=None,
     hosts=None,
     reader="packed",
-    workers=4,
-    batch_size=32,
+    workers=None,
+    batch_size=None,
     steps=0,
     decode=True,
     max=16,
-    threshold=90.0,
+    threshold=AU_THRESHOLD,
 ):
-    """Find the most emulated accelerators per host that a backend keeps at AU ≥ 90%."""
+    """Find the most emulated accelerators per host that a backend keeps at AU ≥ a threshold (MLPerf's 90 %)."""
     from iolab import accelerators as acc
 
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
@@ -148,8 +152,9 @@ def accelerators(
     accelerator = {"type": type, **({"compute_per_batch": compute} if compute else {})}
     workload = {
         "reader": reader,
-        "workers": int(workers),
-        "batch_size": int(batch_size),
+        # Not given: the workload's own defaults (iolab.workloads.pytorch), as a campaign entry gets them.
+        **({"workers": int(workers)} if workers is not None else {}),
+        **({"batch_size": int(batch_size)} if batch_size is not None else {}),
         **({"steps": int(steps)} if int(steps) else {}),
         "decode": decode,
         "shuffle": True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -124,7 +125,12 @@ def test_ping_and_exec_answer_per_host(sim_hosts, cli):
     for name in ("gpu01", "gpu03", "gpu04"):
         assert done.stdout.count(name) == 2  # the row's host and its output
     assert "gpu02" not in done.stdout
-    cli("lab.ping", "--inventory", str(sim_hosts.inventory))
+    pinged = cli("lab.ping", "--inventory", str(sim_hosts.inventory))
+    rows = {cells[0]: cells[1:] for line in pinged.stdout.splitlines() if len(cells := line.split("│")) == 4}
+    rows = {host.strip(): [c.strip() for c in rest] for host, rest in rows.items()}
+    for host in sim_hosts.hosts:  # a row each: exit 0, a round trip in ms, and the host's own name (uname -n)
+        exit_, took, output = rows[host.name]
+        assert exit_ == "0" and re.fullmatch(r"\d+ ms", took) and output.split()[0] == host.name, rows[host.name]
 
 
 def test_bench_fio_is_one_new_repetition_on_the_hosts_it_selects(sim_hosts, cli, tmp_path):

@@ -123,7 +123,8 @@ def test_write_benchmarks_are_refused_on_read_only_backends(backend):
 
 
 def test_write_benchmarks_run_on_writable_backends():
-    parse([{"name": "fs", "type": "cephfs"}, {"name": "blk", "type": "rbd"}], workloads=[WRITE])
+    spec = parse([{"name": "fs", "type": "cephfs"}, {"name": "blk", "type": "rbd"}], workloads=[WRITE])
+    assert sorted((r.workload.name, r.backend.name) for r in campaign.expand(spec)) == [("wr", "blk"), ("wr", "fs")]
 
 
 def test_an_rbd_backend_runs_the_fio_workloads_and_the_file_backends_the_rest():

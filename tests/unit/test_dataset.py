@@ -15,6 +15,7 @@ import json
 import os
 import pickle
 import random
+import re
 import shutil
 import statistics
 import struct
@@ -216,13 +217,13 @@ def test_bssplit_rounds_to_whole_percentages_summing_to_100():
     for _ in range(200):
         counts = {1 << rng.randrange(9, 24): rng.randrange(1, 1000) for _ in range(rng.randrange(1, 12))}
         assert sum(hist.parse_bssplit(hist.bssplit(counts)).values()) == 100
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no non-empty files"):
         hist.bssplit({0: 3})
 
 
 @pytest.mark.parametrize("bad", ["2x/50:64k/50", "2k/1:4k/98", "4k/50:4k/50", "4k:8k/100", ""])
 def test_parse_bssplit_rejects_what_fio_would_silently_accept(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape(repr(bad))):  # the message quotes the whole split
         hist.parse_bssplit(bad)
 
 

@@ -159,7 +159,6 @@ def figure_row(constant: str) -> str:
     "constant, stated",
     [
         ("shared.fio_options.IMAGENET_BSSPLIT", fio_options.IMAGENET_BSSPLIT),
-        ("host.dataset.gen.REFERENCE_BSSPLIT", gen.REFERENCE_BSSPLIT),
         ("host.dataset.gen.TARGET_MEAN", f"{gen.TARGET_MEAN:,} B"),
         ("shared.shapes.MEAN_SIZE", f"{shapes.MEAN_SIZE:,} B"),
         ("shared.shapes.SAMPLES_PER_SHARD", f"{shapes.SAMPLES_PER_SHARD:,}"),
@@ -181,8 +180,3 @@ def figure_row(constant: str) -> str:
 )
 def test_reference_figures_state_what_the_code_uses(constant, stated):
     assert stated in figure_row(constant)
-
-
-def test_the_two_imagenet_bssplits_agree():
-    """fio's read mix and the generator's file sizes follow one histogram."""
-    assert gen.REFERENCE_BSSPLIT == fio_options.IMAGENET_BSSPLIT

@@ -305,7 +305,7 @@ def test_without_libnvidia_ml_the_gpu_series_is_absent_and_the_record_says_why(t
     """The real pynvml on this machine, which has no NVIDIA driver: NVML cannot load its library."""
     import pynvml
 
-    with pytest.raises(pynvml.NVMLError):
+    with pytest.raises(pynvml.NVMLError, match="Library Not Found"):
         pynvml.nvmlInit()
     end, records, spawned = sample_with(tmp_path, "pynvml", 1.2)
     assert spawned == [] and end["errors"] == [] and end["samples"] >= 2

@@ -53,10 +53,10 @@ from iolab.errors import UserError
 from iolab.host.dataset import samples
 from iolab.host.dataset.manifest import MANIFEST_NAME, Entry, Manifest
 from iolab.host.dataset.pack import pack
+from iolab.shared.fio_options import IMAGENET_BSSPLIT
 from iolab.shared.shapes import GENERATORS, JPEG_KINDS, SHAPES
 
 GENERATOR = "iolab.host.dataset.gen/1"  # bump when the same seed would give other bytes
-REFERENCE_BSSPLIT = "2K/1:4K/2:8K/4:16K/8:32K/13:64K/38:128K/33:256K/1"  # ImageNet train JPEGs
 TARGET_MEAN = 114_660  # MLPerf Storage resnet50 sample size, bytes
 IN_PROGRESS = ".iolab-gen.json"  # config of a generation under way; gone once the manifest is written
 
@@ -86,7 +86,7 @@ def _parse_split(text: str) -> list[tuple[int, int]]:
     return out
 
 
-_BUCKETS = _parse_split(REFERENCE_BSSPLIT)
+_BUCKETS = _parse_split(IMAGENET_BSSPLIT)  # ImageNet train JPEGs' sizes
 _WEIGHT_SUM = sum(w for _, w in _BUCKETS)
 # Expected mean = Σ w·B·(1 + EDGE + (1 − 2·EDGE)/(a + 1)) / Σ w, solved for a.
 _LOWER_MEAN = sum(b * w for b, w in _BUCKETS) / _WEIGHT_SUM
