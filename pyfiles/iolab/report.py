@@ -33,7 +33,7 @@ from iolab.parsers import LOWER
 from iolab.profiles import side_by_side
 from iolab.report_layout import NUMBER, TEXT, Column, Fitted, cited
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample, parse_line
-from iolab.units import printable
+from iolab.units import COUNT, printable, significant
 
 AGREEMENT = validity.AGREEMENT
 # Unit systems for byte figures: iec (binary, the default) and si (decimal).
@@ -53,8 +53,8 @@ def unit_scale(unit: str, top: float, units: str = DEFAULT_UNITS) -> tuple[float
 
 
 def number(value: float) -> str:
-    """A figure in its row's unit: three significant digits."""
-    return f"{value:.3g}"
+    """A figure in its row's unit: three significant digits, never in exponent form (1010, not 1.01e+03)."""
+    return significant(value)
 
 
 def plain(text: object) -> Text:
@@ -63,8 +63,8 @@ def plain(text: object) -> Text:
 
 
 def with_unit(metric: str, label: str) -> str:
-    """A row's header: the metric and its unit, `read_bw (GiB/s)`."""
-    return f"{metric} ({label})" if label else metric
+    """A row's header: the metric and its unit, `read_bw (GiB/s)`; a count's metric alone (`kv_served`)."""
+    return f"{metric} ({label})" if label and label != COUNT else metric
 
 
 def find_store(results: Path, campaign: str | None) -> ResultStore:

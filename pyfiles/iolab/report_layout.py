@@ -12,8 +12,10 @@ cell. Here each column says what it holds, and the widths are chosen before Rich
 
 A table fits when its columns at their natural widths do; else the TEXT and NUMBER headers wrap,
 then the NAME columns wrap at their words, the widest first; only a table that still cannot fit
-folds a word (never below FOLD_FLOOR). The title and the notes under the table are printed at the
-full width, not the table's. Columns are separated by two spaces and a rule under the header.
+folds a word (never below FOLD_FLOOR). The title, the notes under the table and a group's line (the
+point, store or series its rows belong to: `add_row(..., group=)`) are printed at the full width,
+not a column's: a long name there takes no room from the columns. Columns are separated by two
+spaces and a rule under the header.
 """
 
 from __future__ import annotations
@@ -78,15 +80,16 @@ class Fitted:
         self.notes = notes  # numbered as the rows are added; printed under the table
         self.after = list(after)  # lines under the notes (what the marks † ⚑ mean)
         self.rows: list[list[str]] = []
+        self.groups: dict[int, str] = {}  # row index → the group line printed above it
         self._group: str | None = None
 
     def add_row(self, *cells: object, group: str | None = None) -> None:
         """A row; with `group` (the point it belongs to), the group is a line of its own above its first row,
-        and the row's first cell is indented under it."""
+        at the table's full width, and the row's first cell is indented under it."""
         row = [printable(str(c)) for c in cells]
         if group is not None:
             if group != self._group:
-                self.rows.append([printable(group)] + [""] * (len(row) - 1))
+                self.groups[len(self.rows)] = printable(group)
                 self._group = group
             row[0] = INDENT + row[0]
         self.rows.append(row)
@@ -112,8 +115,18 @@ class Fitted:
                 excess -= 1
         return [None if w == n else w for w, n in zip(chosen, natural, strict=True)]
 
-    def table(self, widths: list[int | None] | None = None) -> Table:
-        out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True, padding=(0, 1))
+    def table(
+        self, widths: list[int | None] | None = None, rows: list[list[str]] | None = None, header: bool = True
+    ) -> Table:
+        """The columns at `widths` (None: natural) with `rows` (default: all), under the header or not."""
+        out = Table(
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+            padding=(0, 1),
+            show_header=header,
+        )
         for index, col in enumerate(self.columns):
             out.add_column(
                 Text(col.head),
@@ -121,7 +134,7 @@ class Fitted:
                 overflow="fold",
                 width=widths[index] if widths else None,
             )
-        for row in self.rows:
+        for row in self.rows if rows is None else rows:
             out.add_row(*(Text(cell) for cell in row))
         return out
 
@@ -129,11 +142,25 @@ class Fitted:
         drawn = Measurement.get(console, options.update_width(WIDE), self.table()).maximum
         overhead = drawn - sum(self.naturals())  # the gaps between the columns
         parts: list[RenderableType] = [Text(printable(self.title))] if self.title else []
-        parts.append(self.table(self.widths(options.max_width, overhead)))
+        parts += self.parts(self.widths(options.max_width, overhead))
         notes = self.notes.rich() if self.notes else None
         parts += [notes] if notes is not None else []
         parts += [Text(printable(line)) for line in self.after]
         yield Group(*parts)
+
+    def parts(self, widths: list[int | None]) -> list[RenderableType]:
+        """The table at `widths`: one table, or with groups, the header, then each group's line above its rows
+        (every part at the same widths: their columns line up)."""
+        if not self.groups:
+            return [self.table(widths)]
+        fixed = [n if w is None else w for w, n in zip(widths, self.naturals(), strict=True)]
+        out: list[RenderableType] = [self.table(fixed, [])]
+        starts = sorted(self.groups)
+        if starts[0] > 0:
+            out.append(self.table(fixed, self.rows[: starts[0]], header=False))
+        for start, end in zip(starts, [*starts[1:], len(self.rows)], strict=True):
+            out += [Text(self.groups[start]), self.table(fixed, self.rows[start:end], header=False)]
+        return out
 
     def naturals(self) -> list[int]:
         """Each column's width with nothing wrapped: its widest cell or header."""

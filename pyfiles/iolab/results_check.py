@@ -13,12 +13,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from iolab import results_db
 from iolab.errors import RunFailed
+from iolab.report_layout import NUMBER, TEXT, Column, Fitted
 from iolab.results_db import RUNS, SAMPLES
 from iolab.results_schema import indexed, runs, samples
 
@@ -97,30 +97,20 @@ def _checksum(sample_rows: list[tuple[str, float]], run_rows: list[tuple[str, An
     return digest.hexdigest()[:16]
 
 
-def run(results: Path, rebuild: bool) -> tuple[Table, str]:
+def run(results: Path, rebuild: bool) -> tuple[Fitted, str]:
     """`results.index`: catch up (or rebuild), then set every store's files against its rows. The table, and
     the last line: what was done; RunFailed where a store's sides differ."""
-    from iolab.report import plain
-
     eng, caught = results_db.caught_up(results, rebuild)
     found = verify(eng, results)
-    title = plain(f"the results index {results_db.path_of(results)} against the files")
-    out = Table(title=title, title_justify="left")
-    for column in ("store", "samples (files / index)", "run records (files / index)", "checksum (files / index)", ""):
-        out.add_column(column)
+    out = Fitted(
+        [Column("store"), Column("samples (files / index)", NUMBER), Column("run records (files / index)", NUMBER)]
+        + [Column("checksum", NUMBER), Column("", TEXT)],
+        title=f"the results index {results_db.path_of(results)} against the files",
+    )
     for a in found:
-        out.add_row(
-            *map(
-                plain,
-                (
-                    a.store,
-                    f"{a.file_samples} / {a.db_samples}",
-                    f"{a.file_runs} / {a.db_runs}",
-                    f"{a.file_checksum} / {a.db_checksum}",
-                    "agree" if a.agree else "DIFFER",
-                ),
-            )
-        )
+        checksums = a.file_checksum if a.file_checksum == a.db_checksum else f"{a.file_checksum} / {a.db_checksum}"
+        counts = (f"{a.file_samples} / {a.db_samples}", f"{a.file_runs} / {a.db_runs}")
+        out.add_row(a.store, *counts, checksums, "agree" if a.agree else "DIFFER")
     done = "rebuilt from the files" if rebuild else f"{caught.samples} sample(s) and {caught.runs} run record(s) added"
     if caught.reread:
         done += f"; read again (moved, replaced or deleted): {', '.join(caught.reread)}"

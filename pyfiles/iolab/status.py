@@ -24,11 +24,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
 from sqlalchemy import func, select
 
-from iolab import lease, results_db, results_query, validity
+from iolab import footnotes, lease, results_db, results_query, validity
 from iolab.errors import UserError
+from iolab.report_layout import TEXT, Column, Fitted
 from iolab.results_schema import campaigns, runs, sample_metadata, samples
 from iolab.samples import AGGREGATE_HOST
 
@@ -127,7 +127,8 @@ def _rules(conn: Any, campaign_id: str, name: str) -> dict[str, tuple[int, str]]
     by_flag: dict[str, list[validity.Flag]] = defaultdict(list)
     for run_id, flags in validity.assess(found).flags.items():
         for flag in {f.name: f for f in flags}.values():
-            by_flag[flag.name].append(dataclasses.replace(flag, metric=run_id))
+            name, why = footnotes.flag_named(flag)  # a search answer's sentence by its short name
+            by_flag[name].append(validity.Flag(name, why, metric=run_id))
     for s in found:
         why = s.metadata.get(DISTURBED) if s.metric == "accelerators_fed" else None
         if why:
@@ -161,17 +162,17 @@ def _differs(a: Status, b: Status) -> str:
     return "; ".join(why)
 
 
-def table(found: list[Status]) -> Table:
-    from iolab.report import plain
-
-    out = Table(title="campaigns: runs of each store's plan, the rules its results break", title_justify="left")
-    for column in ("store", "started (UTC)", "ok", "failed", "missing", "running", "rules broken", "comparable with"):
-        out.add_column(column, justify="right" if column in ("ok", "failed", "missing", "running") else "left")
+def table(found: list[Status]) -> Fitted:
+    """A store a line, then its runs, rules broken (one a line) and the stores it compares with (one a line)."""
+    out = Fitted(
+        [Column("started (UTC)"), Column("runs", TEXT), Column("rules broken (runs)"), Column("comparable with")],
+        title="campaigns: runs of each store's plan, the rules its results break",
+    )
     for s in found:
-        rules = ", ".join(f"{name} ({runs})" for name, (runs, _) in s.rules.items()) or "none"
-        same = ", ".join(o for o, why in s.comparable.items() if not why) or "—"
-        counts = [str(s.counts[k]) for k in ("ok", "failed", "missing", "running")]
-        out.add_row(*map(plain, (s.store, s.started[:16].replace("T", " "), *counts, rules, same)))
+        runs = ", ".join(f"{n} {k}" for k, n in s.counts.items() if n) or "none"
+        rules = "\n".join(f"{name} ({runs})" for name, (runs, _) in s.rules.items()) or "none"
+        same = "\n".join(o for o, why in s.comparable.items() if not why) or "—"
+        out.add_row(s.started[:16].replace("T", " "), runs, rules, same, group=s.store)
     return out
 
 

@@ -31,6 +31,7 @@ _SIZE_UNITS = {
 MAX_SIZE = 1 << 60
 MAX_DURATION = 7 * 86400.0
 _DURATION_UNITS = {"": 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+COUNT = "count"  # the unit of a number of things, never written after the number
 _NUMBER_UNIT = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -77,14 +78,24 @@ def parse_duration(text: str | int | float) -> float:
     return seconds
 
 
-def _significant(value: float, digits: int = 3) -> str:
-    """`digits` significant digits, never in exponent form: 105000, not 1.05e+05."""
-    return f"{value:.0f}" if abs(value) >= 10**digits else f"{value:.{digits}g}"
+def significant(value: float, digits: int = 3) -> str:
+    """`digits` significant digits, never in exponent form (a table's figure reads whole): 105000, not 1.05e+05;
+    1010, not 1.01e+03; 0.0000123, not 1.23e-05; trailing zeros dropped as %g drops them.
+
+    >>> significant(1012.4), significant(0.0000123456), significant(2.5), significant(0.0)
+    ('1012', '0.0000123', '2.5', '0')
+    """
+    if not math.isfinite(value) or value == 0:
+        return f"{value:g}"
+    if abs(value) >= 10**digits:
+        return f"{value:.0f}"
+    text = f"{value:.{max(0, digits - 1 - math.floor(math.log10(abs(value))))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> str:
     factor, suffix = next(((f, s) for f, s in steps if abs(value) >= f), steps[-1])
-    return f"{_significant(value / factor, digits)} {suffix}"
+    return f"{significant(value / factor, digits)} {suffix}"
 
 
 def human(value: float, unit: str, si: bool = False) -> str:
@@ -102,8 +113,10 @@ def human(value: float, unit: str, si: bool = False) -> str:
     if unit == "%":
         return f"{value:.1f} %"
     if unit == "s":
-        return f"{_significant(value)} s"
-    return f"{_significant(value, 4)} {unit}".strip()
+        return f"{significant(value)} s"
+    if unit == COUNT:  # a number of things (accelerators fed, users served): the metric's name says of what
+        return significant(value, 4)
+    return f"{significant(value, 4)} {unit}".strip()
 
 
 def printable(text: str) -> str:

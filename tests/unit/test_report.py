@@ -777,7 +777,7 @@ def test_byte_settings_carry_a_unit_and_settings_sort_by_value_not_text(tmp_path
     want = [
         f"objects object_size={size} threads={threads}" for size in ("64KiB", "1MiB", "16MiB") for threads in (8, 16)
     ]
-    rows = [row[0] for row in report.table(store).rows]  # each point's line, then its metrics indented
+    rows = list(report.table(store).groups.values())  # each point's line, above its metrics
     assert [c for c in rows if c.startswith("objects")] == want
     found = report.winners(report.summarize(data))
     assert [report.point_label(w["workload"], w["setting_label"]) for w in found] == want
