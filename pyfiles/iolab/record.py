@@ -295,16 +295,25 @@ def store_run(store: ResultStore, run: Run, samples: list[Sample], errors: dict[
 
     Samples that cannot be stored leave the run not done (StoreError): runs.jsonl says so where
     the disk still allows it, and a resume runs it again.
+
+    The store's hook (the results index, and a server's publish: seconds) runs once, after both appends: a
+    controller killed between the two (its samples stored, its status not: a resume, seeing the samples, never
+    writes it) has only the second append's write and fsync to be killed in, no longer the hook's seconds.
     """
+    hook, store.on_append = store.on_append, None
     try:
-        store.add_samples(samples, f"the {len(samples)} samples of {run.label()}")
-    except StoreError as exc:
-        with contextlib.suppress(StoreError):
-            store.add_run_records([run_record(run, host, f"samples not stored: {exc}") for host in errors])
-        raise
-    store.add_run_records(
-        [run_record(run, host, error) for host, error in errors.items()], f"the status of {run.label()}"
-    )
+        try:
+            store.add_samples(samples, f"the {len(samples)} samples of {run.label()}")
+        except StoreError as exc:
+            with contextlib.suppress(StoreError):
+                store.add_run_records([run_record(run, host, f"samples not stored: {exc}") for host in errors])
+            raise
+        store.add_run_records(
+            [run_record(run, host, error) for host, error in errors.items()], f"the status of {run.label()}"
+        )
+    finally:
+        store.on_append = hook
+        store._appended()
 
 
 def run_record(run: Run, host: str, error: str | None) -> dict[str, Any]:

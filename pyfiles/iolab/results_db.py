@@ -45,7 +45,19 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from iolab import ledger
 from iolab.errors import UserError
-from iolab.results_schema import LOCAL, SHARED, campaigns, indexed, put, row_id, runs, sample_metadata, samples
+from iolab.results_schema import (
+    LOCAL,
+    SHARED,
+    campaigns,
+    forget,
+    indexed,
+    published,
+    put,
+    row_id,
+    runs,
+    sample_metadata,
+    samples,
+)
 from iolab.samples import _TYPES as FIELD_TYPES
 from iolab.samples import SCHEMA, UNITS, Sample, _run_record, parse_line
 from iolab.units import printable
@@ -54,7 +66,7 @@ FILE = "iolab.db"
 SAMPLES, RUNS = "samples.jsonl", "runs.jsonl"
 HEAD = 4096  # bytes of a file's head that identify it
 CHUNK = 32 << 20  # bytes read at a time (memory stays bounded on a large store)
-VERSION = 1  # PRAGMA user_version: an index of another layout is rebuilt
+VERSION = 2  # PRAGMA user_version: an index of another layout is rebuilt (2: row ids with the line's offset)
 
 
 class _Validity(msgspec.Struct):
@@ -167,7 +179,7 @@ def catch_up(eng: Engine, results: Path, only: str | None = None, rebuild: bool 
     caught = Caught()
     with eng.begin() as conn:
         if rebuild:
-            for table in (*SHARED.sorted_tables, indexed):
+            for table in (*SHARED.sorted_tables, indexed, published):
                 conn.execute(delete(table))
         known = _known(conn)
         for store, files in known.items():
@@ -210,10 +222,8 @@ def _stale(store_dir: Path, files: dict[str, Any]) -> bool:
 
 
 def _drop(conn: Connection, store: str, campaign_id: str) -> None:
-    theirs = select(samples.c.sample_id).where(samples.c.campaign_id == campaign_id)
-    conn.execute(delete(sample_metadata).where(sample_metadata.c.sample_id.in_(theirs)))
-    for table in (samples, runs, campaigns):
-        conn.execute(delete(table).where(table.c.campaign_id == campaign_id))
+    """The store's rows, read again next; and how far it was published: what a server holds of it is replaced."""
+    forget(conn, campaign_id, samples, runs, campaigns, published)
     conn.execute(delete(indexed).where(indexed.c.store == store))
 
 
@@ -370,7 +380,7 @@ def sample_rows(campaign_id: str, lines: list[tuple[int, bytes]], _: dict[str, A
     for offset, raw in lines:
         row = _fast_row(raw) or _checked_row(raw)
         if row is not None:
-            row.update(sample_id=row_id(campaign_id, raw), campaign_id=campaign_id, offset=offset)
+            row.update(sample_id=row_id(campaign_id, offset, raw), campaign_id=campaign_id, offset=offset)
             rows.append(row)
     return rows
 
@@ -435,7 +445,7 @@ def run_rows(campaign_id: str, lines: list[tuple[int, bytes]], configs: dict[str
         repetition = record.get("repetition")
         rows.append(
             {
-                "record_id": row_id(campaign_id, raw),
+                "record_id": row_id(campaign_id, offset, raw),
                 "campaign_id": campaign_id,
                 "offset": offset,
                 "run_id": record["run_id"],

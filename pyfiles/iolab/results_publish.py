@@ -14,6 +14,12 @@ killed halfway starts again at the last mark, and the batch it may send twice (c
 server, killed before the mark) is skipped row by row by the server. `--all` sends every row
 again (a server restored from an older backup): the server keeps one of each.
 
+**Rewritten stores are replaced.** A store whose files changed under the index (`results.reparse
+--write` moves samples.jsonl aside and writes it anew; a store replaced) is read again by the index,
+which drops its marks with its rows (iolab.results_db), as a rebuild drops all. A campaign without a
+mark is sent whole, and the first batch's transaction deletes what the server held of it: the server
+never keeps a superseded sample beside the new one, and never shows the campaign empty.
+
 **Credentials** never leave the URL object (iolab.results_url): messages name the server as
 user@host:port/database, and a driver's message is cut to its first line with the password, if it
 quotes it, blotted out.
@@ -34,7 +40,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from iolab import ledger, results_db
 from iolab.errors import UserError
-from iolab.results_schema import SHARED, campaigns, published, put, runs, sample_metadata, samples
+from iolab.results_schema import SHARED, campaigns, forget, published, put, runs, sample_metadata, samples
 from iolab.results_url import ENV, Target, parse
 
 BATCH = 5000  # rows per transaction on the server
@@ -59,6 +65,7 @@ class Published:
     samples: int = 0  # rows the server did not have
     runs: int = 0
     sent: int = 0  # rows sent (a resumed or --all publish sends rows the server keeps as they were)
+    superseded: int = 0  # rows the server held of campaigns whose stores were rewritten since: deleted
 
 
 def publish(
@@ -94,12 +101,15 @@ def _metadata(local: Engine, ids: list[str]) -> list[dict[str, Any]]:
 def _send(
     local: Engine, remote: Engine, target: Target, campaign_id: str, table: Any, done: Published, again: bool
 ) -> None:
-    """The campaign's rows of `table` past its mark, batch by batch, the mark moved after each."""
+    """The campaign's rows of `table` past its mark, batch by batch, the mark moved after each. Without a mark (never
+    published there, or its store read again since: rewritten, replaced), the server's rows of the campaign are
+    deleted in the first batch's transaction: a rewrite reaches the server as a replacement, never beside it."""
     kind = table.name
     mark_of = and_(published.c.target == target.key, published.c.campaign_id == campaign_id, published.c.kind == kind)
     with local.connect() as conn:
-        mark = -1 if again else conn.execute(select(published.c.offset).where(mark_of)).scalar()
-    mark = -1 if mark is None else mark
+        stored = conn.execute(select(published.c.offset).where(mark_of)).scalar()
+    replace = stored is None
+    mark = -1 if again or stored is None else stored
     while True:
         with local.connect() as conn:
             rows = [
@@ -111,16 +121,17 @@ def _send(
                     .limit(BATCH)
                 ).mappings()
             ]
-        if not rows:
+        if not rows and not replace:
             return
         with remote.begin() as conn:
+            done.superseded += forget(conn, campaign_id, table) if replace else 0
             added = put(conn, table, rows)
             if table is samples:  # each sample's metadata with it
                 put(conn, sample_metadata, _metadata(local, [r["sample_id"] for r in rows]))
         results_db.crash_point("publish-batch")
         done.sent += len(rows)
         setattr(done, kind, getattr(done, kind) + added)
-        mark = rows[-1]["offset"]
+        replace, mark = False, rows[-1]["offset"] if rows else mark
         with local.begin() as conn:
             entry = {"target": target.key, "campaign_id": campaign_id, "kind": kind, "offset": mark}
             put(conn, published, [entry], update=True)
@@ -143,4 +154,9 @@ def run(results: Path, to: str | None, campaign: str | None, again: bool) -> str
     return (
         f"published to {target.shown}: {done.samples} new sample(s), {done.runs} new run record(s) of "
         f"{done.campaigns} campaign(s) ({done.sent} row(s) sent; the server had the rest)"
+        + (
+            f"; {done.superseded} row(s) it held of stores rewritten since (results.reparse --write) replaced"
+            if done.superseded
+            else ""
+        )
     )

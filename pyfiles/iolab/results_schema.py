@@ -10,10 +10,11 @@ derived from one of their lines, so the database can be rebuilt at any time.
     samples     one per sample line: metric, value, unit, host, times, flags, params (JSON)
     sample_metadata  its metadata (JSON), one row per sample, apart so that scans of samples stay narrow
 
-Row ids are stable: a hash of the campaign's id and the line's bytes (`row_id`), so indexing or
-publishing the same line twice is a no-op. `offset` is the line's byte offset in its file: the
-order of the file, and what a publish resumes from. JSON columns are text (the line's own JSON,
-re-serialised), so both dialects store them alike.
+Row ids are stable: a hash of the campaign's id, the line's offset and its bytes (`row_id`), so
+indexing or publishing the same line twice is a no-op, and a line written twice in a file is two
+rows, as the file counts it. `offset` is the line's byte offset in its file: the order of the
+file, and what a publish resumes from. JSON columns are text (the line's own JSON, re-serialised),
+so both dialects store them alike.
 
 LOCAL holds the index's own bookkeeping, in SQLite only: how far each file is indexed (`indexed`)
 and how far each campaign is published to each server (`published`).
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, delete, select
 from sqlalchemy.engine import Connection
 
 SHARED = MetaData()
@@ -115,11 +116,25 @@ published = Table(
     Column("kind", Text, primary_key=True),  # samples | runs
     Column("offset", BigInteger, nullable=False),  # rows up to this offset of the campaign's file are there
 )
+# A campaign's marks are dropped when its store is read again (rewritten, replaced, cut: iolab.results_db), and by a
+# rebuild: without a mark, a publish replaces what the server holds of the campaign (iolab.results_publish).
 
 
-def row_id(campaign_id: str, line: bytes) -> str:
-    """A row's stable id: its campaign and its line's bytes (the same line of the same campaign, the same id)."""
-    return hashlib.sha256(campaign_id.encode() + b"\n" + line).hexdigest()[:32]
+def row_id(campaign_id: str, offset: int, line: bytes) -> str:
+    """A row's stable id: its campaign, its line's offset in its file and its bytes (the same line of the same
+    campaign, read again, the same id; a line repeated further on, a row of its own, as the files count it)."""
+    return hashlib.sha256(f"{campaign_id}\n{offset}\n".encode() + line).hexdigest()[:32]
+
+
+def forget(conn: Connection, campaign_id: str, *tables: Table) -> int:
+    """Delete the campaign's rows of `tables` (a sample's metadata with it); how many rows of them there were."""
+    gone = 0
+    for table in tables:
+        if table is samples:
+            theirs = select(samples.c.sample_id).where(samples.c.campaign_id == campaign_id)
+            conn.execute(delete(sample_metadata).where(sample_metadata.c.sample_id.in_(theirs)))
+        gone += max(conn.execute(delete(table).where(table.c.campaign_id == campaign_id)).rowcount, 0)
+    return gone
 
 
 def put(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], update: bool = False) -> int:

@@ -5,8 +5,9 @@
 After every append to samples.jsonl or runs.jsonl (iolab.samples.ResultStore's hook), `after_append`
 indexes the store's new lines (iolab.results_db) and, where a server is named ($IOLAB_RESULTS_DB, or
 the campaign's `results_db:`), publishes them there (iolab.results_publish). Neither can fail the run:
-the lines are stored already, and a failure is one line on stderr; the next command's catch-up, the
-next run's publish or `./lab results.publish` does what this could not.
+the lines are stored already, and a failure of any kind (a server's URL that does not parse included) is one
+line on stderr that never quotes a password; the next command's catch-up, the next run's publish or
+`./lab results.publish` does what this could not.
 """
 
 from __future__ import annotations
@@ -39,12 +40,15 @@ def after_append(store: ResultStore) -> None:
             "the next command catches it up"
         )
         return
+    later = "the next run or `./lab results.publish` sends what is missing"
     try:
         target = results_publish.target_for(store.dir)
         if target is not None:
             results_publish.publish(results, target, [store.dir.name], caught_up=True)
     except UserError as exc:
-        _warn(f"{exc}; the next run or `./lab results.publish` sends what is missing")
+        _warn(f"{exc}; {later}")
+    except Exception as exc:  # noqa: BLE001 - never the campaign's end; its text may quote the password: not shown
+        _warn(f"publishing {store.dir.name}'s new lines failed ({type(exc).__name__}); {later}")
 
 
 def _warn(line: str) -> None:

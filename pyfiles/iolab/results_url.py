@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
@@ -18,6 +19,7 @@ from iolab.errors import UserError
 
 ENV = "IOLAB_RESULTS_DB"
 SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
+HOST = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+")  # a name, an IPv4 or IPv6 address: nothing of a password
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,15 +43,21 @@ class Target:
 
 
 def parse(text: str, where: str) -> Target:
-    """A postgresql:// URL; the error never repeats it (it may hold a password)."""
+    """A postgresql:// URL; the error never repeats it (it may hold a password).
+
+    A password with an unencoded @ leaves its tail in the host ('pw@tail@host' reads as host 'tail@host'), one
+    with / or : can leave it in the port (a ValueError of the URL parser that quotes it): a host that is not a
+    name or an address, and a port that is not a number, are refused without repeating either."""
     try:
         url = make_url(str(text).strip())
-    except ArgumentError:
-        url = None
-    if url is None or url.drivername not in SCHEMES or not url.database:
+        usable = url.drivername in SCHEMES and bool(url.database) and bool(HOST.fullmatch(url.host or "localhost"))
+    except (ArgumentError, ValueError, TypeError):
+        usable = False
+    if not usable:
         raise UserError(
             f"{where}: not a PostgreSQL URL; write postgresql://USER@HOST[:PORT]/DATABASE "
-            "(the password in ~/.pgpass, PGPASSWORD or $IOLAB_RESULTS_DB)"
+            "(the password in ~/.pgpass, PGPASSWORD or $IOLAB_RESULTS_DB, where an @ in it is written %40, "
+            "a : %3A and a / %2F)"
         )
     return Target(url.set(drivername="postgresql+psycopg"))
 

@@ -8,6 +8,7 @@ postgres), password authentication (scram-sha-256), listening on a free loopback
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -161,3 +162,33 @@ def test_runs_go_to_the_campaigns_server_as_they_are_stored(postgres, tmp_path, 
         assert conn.execute(select(samples.c.value).where(mine)).scalars().all() == [1e9, 1e9]
         assert conn.execute(select(runs.c.status).where(runs.c.campaign_id == found["id"])).scalars().all() == ["ok"]
     eng.dispose()
+
+
+def rewrite(results: Path, name: str, keep: int, stamp: str) -> None:
+    """What `results.reparse --write` does to a store: samples.jsonl moved aside, the samples made again written
+    anew (here: the first `keep`, each value doubled)."""
+    store = ResultStore(results, name)
+    old = store.samples()
+    store.samples_path.rename(store.samples_path.with_name(f"samples.jsonl.{stamp}"))
+    store.add_samples([dataclasses.replace(s, value=s.value * 2) for s in old[:keep]])
+
+
+def test_a_rewritten_store_replaces_its_rows_on_the_server(postgres, tmp_path):
+    many(tmp_path, "quick", 30)
+    many(tmp_path, "other", 20)
+    cli = Cli(tmp_path)
+    cli("results.publish", "--to", postgres)
+    rewrite(tmp_path, "quick", 25, "20261129T000000Z")
+    again = cli("results.publish", "--to", postgres)
+    assert (
+        "25 new sample(s)" in again.stdout and "33 row(s) it held of stores rewritten since" in again.stdout
+    )  # and its 3 records
+    ids, mine = local_rows(tmp_path)
+    assert server_rows(postgres, ids) == mine and len(mine) == 45  # 25 of quick's, made again; other's 20
+    everything = cli("results.publish", "--to", postgres, "--all")
+    assert "0 new sample(s)" in everything.stdout and server_rows(postgres, ids) == mine
+    rewrite(tmp_path, "quick", 10, "20261129T010000Z")  # again, then a rebuild reads every store before the publish
+    cli("results.index", "--rebuild")
+    cli("results.publish", "--to", postgres)
+    ids, mine = local_rows(tmp_path)
+    assert server_rows(postgres, ids) == mine and len(mine) == 30

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 from sqlalchemy import select
@@ -18,7 +20,7 @@ from iolab import bench, ledger, results_check, results_db, results_query, resul
 from iolab.errors import UserError
 from iolab.results_schema import campaigns, runs, samples
 from iolab.samples import AGGREGATE_HOST, ResultStore
-from support import record, sample
+from support import Cli, record, sample
 
 
 def run_into(store: ResultStore, run_id: str, value: float, **kw) -> None:
@@ -220,3 +222,70 @@ def test_a_server_is_named_without_its_secret():
     with pytest.raises(UserError) as refused:
         parse("postgresql://iolab:s3cret@lab-db:6543", "--to")  # no database
     assert "s3cret" not in str(refused.value)
+
+
+SECRET = "Zz9secret"
+UNPARSED = (
+    f"postgresql://iolab:a@b:{SECRET}@127.0.0.1:55435/iolab",  # an @ then a : in the password: a "port" quoting it
+    f"postgresql://iolab:a@{SECRET}@127.0.0.1:55435/iolab",  # an @: the password's tail in the "host"
+    "postgresql://iolab@127.0.0.1:5432x/iolab",  # a port that is not a number
+)
+
+
+@pytest.mark.parametrize("url", UNPARSED)
+def test_a_server_url_that_does_not_parse_is_one_line_without_its_secret(tmp_path, url):
+    run_into(results_store.open_store(tmp_path, "quick"), "r1", 1e9)
+    done = Cli(tmp_path)("results.publish", "--to", url, check=False)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and done.stdout == "" and len(lines) == 1, done.stderr
+    assert "--to: not a PostgreSQL URL" in lines[0] and "an @ in it is written %40" in lines[0]
+    assert SECRET not in done.stderr
+
+
+def test_a_server_url_that_does_not_parse_never_stops_a_campaign(tmp_path, monkeypatch, capsys):
+    """$IOLAB_RESULTS_DB is read as each run is stored: its failure is a line on stderr; every run is stored whole."""
+    for url in UNPARSED:
+        monkeypatch.setenv("IOLAB_RESULTS_DB", url)
+        store = results_store.open_store(tmp_path, "quick")
+        run_into(store, "r1", 1e9)
+        run_into(store, "r2", 2e9)
+    assert len(results_store.open_store(tmp_path, "quick").run_records()) == 2 * len(UNPARSED)
+    err = capsys.readouterr().err
+    assert err.count("$IOLAB_RESULTS_DB: not a PostgreSQL URL") == 6 * len(UNPARSED) and SECRET not in err
+
+
+STORE_A_RUN = """
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from iolab import record, results_store
+from iolab.campaign import expand, parse
+from support import sample
+raw = {"name": "quick", "backends": [{"name": "tmpfs", "type": "tmpfs", "size": "64MiB"}],
+       "workloads": [{"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s"}]}
+run = expand(parse(raw, "test", os.getcwd()))[0]
+store = results_store.open_store(Path(sys.argv[1]), "quick")
+record.store_run(store, run, [sample("quick", run.run_id, 1e9)], {"localhost": None})
+"""
+
+
+def test_a_controller_killed_as_a_run_is_indexed_has_stored_its_status(tmp_path):
+    """The index (and a server: seconds) hear of a run once its samples and its status are both on disk: killed
+    there, the run's record is stored (a resume, seeing its samples, would never write it)."""
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, results_db.CRASH_ENV: "index", "PYTHONPATH": os.path.join(os.path.dirname(tests), "pyfiles")}
+    done = subprocess.run([sys.executable, "-c", STORE_A_RUN, str(tmp_path), tests], env=env, capture_output=True)
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+    store = ResultStore(tmp_path, "quick")
+    assert len(store.samples()) == 1 and [r["status"] for r in store.run_records()] == ["ok"]
+    assert agreement(tmp_path) == {"quick": (1, 1, True)}  # the next command indexes both
+
+
+def test_a_line_written_twice_is_two_rows_as_the_files_count_it(tmp_path):
+    store = results_store.open_store(tmp_path, "quick")
+    run_into(store, "r1", 1e9)
+    line = store.samples_path.read_bytes().splitlines(keepends=True)[0]
+    with store.samples_path.open("ab") as handle:
+        handle.write(line)
+    assert agreement(tmp_path) == {"quick": (3, 1, True)}
+    assert results_check.run(tmp_path, rebuild=True)[1].startswith("1 store(s): index and files agree")
