@@ -37,6 +37,7 @@ notation: `cpu_cores{mode=user}`, `dev_read_bw{device=vda}`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import statistics
 from collections import defaultdict
@@ -133,7 +134,23 @@ def setting_labels(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str
 def _setting_value(key: str, value: Any) -> str:
     if key in BYTE_SETTINGS and isinstance(value, int) and not isinstance(value, bool):
         return human(value, "B").replace(" ", "")
+    if key == "faults" and isinstance(value, list) and all(isinstance(f, dict) for f in value):
+        return "+".join(_fault_label(f) for f in value)
     return str(value)
+
+
+def _fault_label(fault: dict[str, Any]) -> str:
+    """A fault as a point's name shows it, `osd_stop(osd.0)@10s–30s`, `link_down(gpu02)@8s–13s`: never a
+    command's whole line (a command fault: its program and a hash of its argv, so two commands stay two points)."""
+    argv = fault.get("argv")
+    if isinstance(argv, list) and argv:
+        digest = hashlib.sha256(json.dumps([argv, fault.get("heal_argv")]).encode()).hexdigest()[:6]
+        who = f"{str(argv[0]).rsplit('/', 1)[-1]}#{digest}"
+    else:
+        who = fault.get("host") or (f"osd.{fault['osd']}" if "osd" in fault else "")
+    times = [t for t in (fault.get("at"), fault.get("heal_at")) if t is not None]
+    when = "–".join(f"{t:g}s" if isinstance(t, int | float) else str(t) for t in times)
+    return f"{fault.get('what')}" + (f"({who})" if who else "") + f"@{when}"
 
 
 def setting_order(setting: str) -> tuple:
