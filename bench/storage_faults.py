@@ -6,9 +6,9 @@ a box of this machine's own (real Ceph, real radosgw, bench.all on localhost).
 One campaign, run `--repeat` times (a new campaign each time, the box kept): fio through librbd and on CephFS with
 the OSD stopped at 10 s and started at 30 s (55 s runs), the PyTorch loader on CephFS (a data set larger than
 ceph-fuse's object cache) with it stopped from 25 s to 35 s, and S3 objects with radosgw stopped from 15 s to
-22 s. Prints, per run, the baseline, the mean rate while degraded, the dip, the time back to 90 % after the
-injection and after the heal, the clients' errors, the cluster's time to HEALTH_OK, the loader's AU inside the
-fault window and the data set's check after the fault.
+22 s. Prints, per run, the baseline, the mean rate while degraded, the floor (the lowest second in % of the
+baseline), the time back to 90 % after the injection and after the heal, the clients' errors, the cluster's time to
+HEALTH_OK, the loader's AU inside the fault window and the data set's check after the fault.
 
 The CI's test (tests/integration/test_storage_faults.py) runs CephFS, the loader and S3 with shorter windows;
 this is the whole scenario, RBD included, for docs/PERFORMANCE.md.
@@ -32,7 +32,7 @@ SHOWN = (  # (metric, params' after, how it is said; rates in B/s are said in Mi
     ("read_bw_baseline", None, "baseline {} MiB/s"),
     ("samples_per_s_baseline", None, "baseline {} samples/s"),
     ("read_bw_degraded", None, "{} MiB/s while degraded"),
-    ("dip", None, "dip {} %"),
+    ("floor_pct", None, "floor {} % of the baseline"),
     ("time_to_90pct", "injection", "back to 90 % {} s after the injection"),
     ("time_to_90pct", "heal", "{} s after the heal"),
     ("client_errors", None, "client errors {}"),

@@ -38,7 +38,7 @@ UNITS = "iec"  # byte figures in KiB, MiB (iolab.report's default); "si": kB, MB
 ROWS = (
     ("*_baseline", None, "baseline (median before)"),
     ("*_degraded", None, "mean while degraded"),
-    ("dip", None, "dip (lowest / baseline)"),
+    ("floor_pct", None, "floor, % of baseline"),
     ("time_to_90pct", "injection", "to 90 % after the injection"),
     ("time_to_90pct", "heal", "to 90 % after the heal"),
     ("time_to_99pct", "injection", "to 99 % after the injection"),
@@ -49,6 +49,9 @@ ROWS = (
     ("time_to_health_ok", None, "cluster back to its health"),
     ("degraded_objects_peak", None, "degraded objects, peak"),
 )
+# A store made before issue 44 calls floor_pct `dip`: read as the floor, so that its 0 never reads as "no dip"
+# (`./lab results.reparse --write` stores it under its name)
+FORMER = {"dip": "floor_pct"}
 NOT_BACK = "not back by the end"  # a time to X % the series' end came before (iolab.parsers.faults.time_to)
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 100  # characters of the terminal's sparkline at most
@@ -72,7 +75,8 @@ class Faulted:
 
     def figure(self, metric: str, after: str | None, host: str) -> Sample | None:
         for s in self.samples:
-            name = s.metric if not metric.startswith("*") else "*" + s.metric[len(self.rate or "") :]
+            stored = FORMER.get(s.metric, s.metric)
+            name = stored if not metric.startswith("*") else "*" + stored[len(self.rate or "") :]
             if name == metric and s.params.get("after") == after and s.host == host:
                 return s
         return None
@@ -194,7 +198,7 @@ def rows(run: Faulted, units: str = UNITS) -> tuple[list[str], list[list[str]]]:
     def cell(metric: str, after: str | None, host: str) -> str:
         found = figure(metric, after, host)
         # A time back to 90 or 99 % that is missing where the host felt the fault: its rate did not come back
-        if found is None and after is not None and figure("dip", None, host) is not None:
+        if found is None and after is not None and figure("floor_pct", None, host) is not None:
             return NOT_BACK if after == "injection" or healed else "—"
         return _cell(found, units)
 

@@ -101,8 +101,9 @@ def test_the_page_draws_each_faulted_run_with_its_faults_marked(results, tmp_pat
     assert head == ["figure", "gpu01", "gpu02", "gpu03", "all hosts"]
     by_label = {row[0]: row[1:] for row in rows}
     rbd = samples(results, "report-faults")
-    # gpu02 stopped while its link was down: its dip is 0, as the samples say; the page shows the sample's figure.
-    assert figure(rbd, "dip", "gpu02", backend="rbd") == 0.0 and by_label["dip (lowest / baseline)"][1] == "0.0 %"
+    # gpu02 stopped while its link was down: its floor is 0 % of its baseline, as the samples say; the page shows the
+    # sample's figure.
+    assert figure(rbd, "floor_pct", "gpu02", backend="rbd") == 0.0 and by_label["floor, % of baseline"][1] == "0.0 %"
     assert by_label["errors the clients saw"] == ["0", "0", "0", "0"]
 
     # One OSD stopped: the rate and the cluster's OSDs, both with the injection, the heal, and on the cluster's
@@ -114,7 +115,7 @@ def test_the_page_draws_each_faulted_run_with_its_faults_marked(results, tmp_pat
     assert osd["marks"] == [2, 3]
     cells = {row[0]: row[1] for row in osd["cells"][1:]}
     stopped = samples(results, "osd-stop")
-    assert cells["dip (lowest / baseline)"] == "0.0 %" and figure(stopped, "dip", "gpu01") == 0.0
+    assert cells["floor, % of baseline"] == "0.0 %" and figure(stopped, "floor_pct", "gpu01") == 0.0
     healthy = figure(stopped, "time_to_health_ok", "*")
     assert 20 < healthy < 120 and cells["cluster back to its health"].endswith(" s")
     assert [u for page in found.values() for u in page["loaded"] if not u.startswith("file:")] == []

@@ -136,7 +136,7 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(c
     assert {r["status"] for r in cli.runs("itest-flt")} == {"ok"}
 
     found = figures(samples, "itest-flt-fs", "rd")  # fio: the client stopped with the only OSD, no error
-    assert found[("dip", None)] < 10, found
+    assert found[("floor_pct", None)] < 10, found
     assert found[("read_bw_degraded", None)] < 0.25 * found[("read_bw_baseline", None)]
     back = found.get(("time_to_90pct", "heal"))
     if back is not None:  # 0 where the reads were back within a second of the heal's start (the heal took its time)
@@ -155,7 +155,7 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(c
         assert "not back by the end" in cli("report", "--campaign", "itest-flt").stdout
     assert found[("client_errors", None)] == 0
     assert 20 <= found[("time_to_health_ok", None)] < 60, found
-    assert figures(samples, "itest-flt-fs", "rd", "localhost")[("dip", None)] == found[("dip", None)]
+    assert figures(samples, "itest-flt-fs", "rd", "localhost")[("floor_pct", None)] == found[("floor_pct", None)]
     on_fs = figures(samples, "itest-flt-fs", "rd", "localhost")
     assert on_fs[("data_errors", None)] == 0  # the data set checked against its manifest after the fault
 
@@ -168,11 +168,11 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(c
     assert train[("data_errors", None)] == 0
 
     obj = figures(samples, "itest-flt-obj", "obj", "localhost")
-    assert obj[("dip", None)] < 10 and obj[("time_to_90pct", "heal")] < 20, obj
+    assert obj[("floor_pct", None)] < 10 and obj[("time_to_90pct", "heal")] < 20, obj
     assert obj[("client_errors", None)] > 0  # the PUTs radosgw refused, counted, and the run went on
 
     # What the injector did, beside the run's files: each injection and heal on time, and the cluster back
-    for sample in (s for s in samples if s["metric"] == "dip" and s["host"] == "*"):
+    for sample in (s for s in samples if s["metric"] == "floor_pct" and s["host"] == "*"):
         events = sample["metadata"]["faults"]["events"]
         assert [(e["type"], e["ok"]) for e in events if e["type"] in ("inject", "heal")] == [
             ("inject", True),

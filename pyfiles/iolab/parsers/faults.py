@@ -5,14 +5,16 @@ and each host's per-second rate (the tool's parser's series: fio's bandwidth log
 the object benchmark's seconds) give, on each host and on host "*" (the hosts' series added up, second by
 second):
 
-    <rate>_baseline     the median rate over the seconds before the first injection     B/s or samples/s
+    <rate>_baseline     the median rate over the steady seconds before the first injection: those wholly
+                        before it by a second at least (GUARD_S; all before it in a short lead-in) B/s, samples/s
     <rate>_degraded     the mean rate over the fault window (first injection to last heal)  B/s or samples/s
-    dip                 the lowest second's rate from the injection until the rate is back at 90 % after
-                        the heal (or the end), in % of the baseline (0: the clients stopped)  %
+    floor_pct           the lowest second's rate from the injection until the rate is back at 90 % after
+                        the heal (or the end), in % of the baseline: 0 when the clients stopped, 100 and
+                        more when they never slowed (stored as `dip` before issue 44)  %
     time_to_90pct       from the event (params.after: injection or heal) until the rate is back at 90 % of the
-    time_to_99pct       baseline after its lowest point since the event; 0 when it never fell below    s
-                        (or at the usual low of its seconds before the fault, their 10th percentile, where
-                        that is lower: a rate back inside its own usual band is back; noise is no fault)
+    time_to_99pct       baseline after its lowest point since the event; 0 when it never fell out of its usual
+                        band (below that share, and below the 10th percentile of its steady seconds: noise is
+                        no fault); no figure when it was not back by the series' end           s
     client_errors       errors the clients saw: fio's I/O errors (continue_on_error), failed S3 requests count
     fault_au            AU inside the fault window (loaders with an accelerator)             %
     data_errors         what the check after the run found wrong with the data set          count
@@ -41,14 +43,18 @@ TOOLS = ()  # not a tool's: iolab.record adds these to a faulted run's samples
 FAULTS_FILE, HEALTH_FILE, INTACT_FILE = "faults.jsonl", "ceph_health.jsonl", "intact.json"  # iolab.injector's
 RATES = ("samples_per_s", "read_bw", "write_bw")  # in the order they are chosen
 LEVELS = (90, 99)  # % of the baseline: time_to_90pct, time_to_99pct
-BASELINE_POINTS = 3  # seconds of the rate before the injection the baseline needs
+BASELINE_POINTS = 3  # steady seconds of the rate before the injection the baseline needs
+# The second just before the injection is no steady second: a host's series is placed on the controller's clock by
+# the tool's own times (fio's JSON end time less its runtime), which agree with the injector's within a second, and
+# that second has held the fault's first effects (a CephFS read at 166 MiB/s against 325, issue 44).
+GUARD_S = 1.0
 
 METRICS = (
     Metric("*_bw_baseline", "B/s", "the rate before the fault (median of its seconds)"),
     Metric("*_bw_degraded", "B/s", "the mean rate from the injection to the heal", HIGHER),
     Metric("samples_per_s_baseline", "samples/s", "the rate before the fault (median of its seconds)"),
     Metric("samples_per_s_degraded", "samples/s", "the mean rate from the injection to the heal", HIGHER),
-    Metric("dip", "%", "the lowest second's rate after the injection, in % of the baseline", HIGHER, table=300),
+    Metric("floor_pct", "%", "the lowest second's rate after the injection, in % of the baseline", HIGHER, table=300),
     Metric("time_to_90pct", "s", "time until the rate is back at 90 % of the baseline", LOWER, table=310),
     Metric("time_to_99pct", "s", "time until the rate is back at 99 % of the baseline", LOWER, table=320),
     Metric("client_errors", "count", "errors the clients saw during the faulted run", LOWER, table=330),
@@ -75,10 +81,23 @@ def completed(points: Series) -> Series:
     return out
 
 
+def steady(points: Series, inject: float) -> list[float]:
+    """The rate's seconds the fault cannot have touched: those wholly before `inject` less GUARD_S; where fewer than
+    BASELINE_POINTS are (a short lead-in), all those wholly before `inject`."""
+    guarded = [v for t, v in points if t <= inject - GUARD_S]
+    return guarded if len(guarded) >= BASELINE_POINTS else [v for t, v in points if t <= inject]
+
+
 def baseline(points: Series, inject: float) -> float | None:
-    """The median rate over the seconds wholly before `inject`; None with fewer than BASELINE_POINTS of them."""
-    before = [v for t, v in points if t <= inject]
+    """The median rate over the steady seconds; None with fewer than BASELINE_POINTS of them."""
+    before = steady(points, inject)
     return statistics.median(before) if len(before) >= BASELINE_POINTS else None
+
+
+def usual_low(points: Series, inject: float) -> float:
+    """The low end of the rate's own band before the fault: its steady seconds' 10th percentile (nearest rank)."""
+    before = sorted(steady(points, inject))
+    return before[max(1, math.ceil(0.1 * len(before))) - 1]
 
 
 def smoothed(points: Series) -> Series:
@@ -87,26 +106,18 @@ def smoothed(points: Series) -> Series:
     return [(t, statistics.median(values[max(0, i - 1) : i + 2])) for i, (t, _) in enumerate(points)]
 
 
-def time_to(points: Series, since: float, threshold: float) -> float | None:
-    """Seconds from `since` until the rate's 3-second median is back at `threshold` after its lowest point since
-    then: 0 when it never fell below; None when it was not back by the series' end."""
+def time_to(points: Series, since: float, level: float, band: float) -> float | None:
+    """Seconds from `since` until the rate's 3-second median is back at `level` after its lowest point since then:
+    0 when that median never fell below both `level` and `band` (the usual low: a rate that stayed inside its own
+    band did not fall, noise is no fault); None when it was not back by the series' end."""
     after = [(t, m) for t, m in smoothed(points) if t > since]
     if not after:
         return None
     low = min(range(len(after)), key=lambda i: after[i][1])
-    if after[low][1] >= threshold:
+    if after[low][1] >= min(level, band):
         return 0.0
-    back = next((t for t, m in after[low + 1 :] if m >= threshold), None)
+    back = next((t for t, m in after[low + 1 :] if m >= level), None)
     return None if back is None else max(0.0, back - 1 - since)
-
-
-def threshold(points: Series, inject: float, base: float, level: int) -> float:
-    """What counts as back at `level` % of the baseline: that share of it, or the usual low of the seconds before
-    the fault (their 10th percentile, nearest rank) where that is lower: a rate inside its own usual band is back,
-    noise is no fault."""
-    before = sorted(v for t, v in points if t <= inject)
-    usual = before[max(1, math.ceil(0.1 * len(before))) - 1]
-    return min(level / 100 * base, usual)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +127,7 @@ class Figures:
     rate: str
     baseline: float
     degraded: float | None
-    dip: float | None
+    floor: float | None  # % of the baseline
     times: dict[tuple[int, str], float | None]  # (level %, after) → s
 
 
@@ -128,8 +139,9 @@ def figures(rate: str, points: Series, inject: float, heal: float | None) -> Fig
     if not base:
         return None
     events = {"injection": inject, **({"heal": heal} if heal is not None else {})}
+    band = usual_low(points, inject)
     times = {
-        (level, after): time_to(points, at, threshold(points, inject, base, level))
+        (level, after): time_to(points, at, level / 100 * base, band)
         for level in LEVELS
         for after, at in events.items()
     }
@@ -141,7 +153,7 @@ def figures(rate: str, points: Series, inject: float, heal: float | None) -> Fig
         rate=rate,
         baseline=base,
         degraded=statistics.fmean(window) if window else None,
-        dip=100 * min(felt) / base if felt else None,
+        floor=100 * min(felt) / base if felt else None,
         times=times,
     )
 
@@ -150,8 +162,8 @@ def measurements(found: Figures, unit: str) -> list[Measurement]:
     out = [Measurement(f"{found.rate}_baseline", found.baseline, unit)]
     if found.degraded is not None:
         out.append(Measurement(f"{found.rate}_degraded", found.degraded, unit))
-    if found.dip is not None:
-        out.append(Measurement("dip", found.dip, "%"))
+    if found.floor is not None:
+        out.append(Measurement("floor_pct", found.floor, "%"))
     for (level, after), seconds in sorted(found.times.items()):
         if seconds is not None:
             out.append(Measurement(f"time_to_{level}pct", seconds, "s", {"after": after}))
