@@ -149,6 +149,20 @@ def test_fio_logs_no_line_for_a_second_without_io_and_that_second_counts_as_noth
     assert found.times[(90, "heal")] == pytest.approx(0.8, abs=1e-6)
 
 
+def test_a_log_line_that_drifted_past_a_second_leaves_no_empty_second():
+    """Issue 44 item 18: on a loaded machine fio's lines drift (a host that read all along, CephFS, 3 hosts, gpu02's
+    link down): its line at 16,523 ms came 1,246 ms after the one at 15,277 ms, so no line fell on second 16; read
+    as "nothing moved" it made a 0 in a host that never stopped (its floor 0 %). The line's rate, fio's average
+    since the line before, is that second's; only lines 1.5 s and more apart leave seconds of nothing."""
+    host = REPORT_FIXTURES / "report-faults" / "raw" / "0b7bfd6cb0d4" / "gpu03"
+    ms = [int(line.split(",")[0]) for line in (host / "fio_bw.1.log").read_text().splitlines()]
+    assert (15277, 16523) in zip(ms, ms[1:], strict=False)
+    values = [v for _, v in fio.parse(host).series["read_bw"]]
+    assert len(values) == 25 and 0.0 not in values
+    after = ms.index(16523)
+    assert values[after] == values[after + 1] == 79781 * 1024  # the line of 16,523 ms on seconds 16 and 17
+
+
 def test_a_stall_that_outlasts_fios_runtime_counts_as_nothing_moved_up_to_the_jobs_end():
     raw = FIXTURES / "stall-to-end"  # the lab's only OSD stopped at 5 s of a 12 s run, started at 12 s
     record = figures_of.load(raw)

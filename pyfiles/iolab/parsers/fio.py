@@ -109,14 +109,8 @@ def _bw_series(host_dir: Path, document: Mapping[str, Any], jobs: list[_Job]) ->
     start = (document["timestamp_ms"] - runtime_ms) / 1000
     sums: dict[tuple[str, int], float] = {}
     for log in logs:
-        for line in log.read_text().splitlines():
-            fields = [f.strip() for f in line.split(",")]
-            if len(fields) < 3 or not fields[0].isdigit():
-                continue
-            ddir = DIRECTIONS[int(fields[2])] if fields[2] in ("0", "1") else None
-            if ddir:
-                key = (ddir, round(int(fields[0]) / 1000))  # jobs log within a few ms of each other
-                sums[key] = sums.get(key, 0.0) + float(fields[1]) * 1024
+        for ddir, second, value in _log_seconds(log):
+            sums[(ddir, second)] = sums.get((ddir, second), 0.0) + value
     # A second without a line moved nothing: fio logs only the intervals that completed I/O. A stall that lasts to the
     # job's end leaves no line after it, so the seconds from the last line to the measured runtime's end (which counts
     # the stall) are zeros too, all but the last: fio often logs no partial interval at its end (its log's intervals
@@ -130,6 +124,28 @@ def _bw_series(host_dir: Path, document: Mapping[str, Any], jobs: list[_Job]) ->
     for (ddir, second), value in sorted(sums.items(), key=lambda kv: kv[0][1]):
         series.setdefault(f"{ddir}_bw", []).append((start + second, value))
     return series
+
+
+STALL_MS = 1500  # lines further apart than this: fio skipped an interval (nothing completed in it)
+
+
+def _log_seconds(log: Path) -> Iterable[tuple[str, int, float]]:
+    """(direction, second, B/s) of one bandwidth log: each line on the second nearest its time (jobs log within a
+    few ms of each other), and a second its line drifted past (a line 1,246 ms after the one before, from
+    15,277 ms to 16,523 ms: seconds 15 and 17) given that line's rate, which fio averaged over the time since the
+    one before: no line for a second means nothing moved only where the lines are STALL_MS or more apart."""
+    last: dict[str, tuple[int, int]] = {}  # direction → (ms, second) of its line before
+    for line in log.read_text().splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 3 or not fields[0].isdigit() or fields[2] not in ("0", "1"):
+            continue
+        ddir, ms, value = DIRECTIONS[int(fields[2])], int(fields[0]), float(fields[1]) * 1024
+        second = (ms + 500) // 1000
+        before = last.get(ddir)
+        drifted = range(before[1] + 1, second) if before and ms - before[0] < STALL_MS else range(0)
+        yield from ((ddir, skipped, value) for skipped in drifted)
+        yield ddir, second, value
+        last[ddir] = (ms, second)
 
 
 def errors(host_dir: Path) -> int:
