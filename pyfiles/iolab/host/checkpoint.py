@@ -181,7 +181,7 @@ def _record(out: Path, phase: str, ranks: list[dict], **extra: object) -> None:
     tmp.replace(path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m iolab.host.checkpoint")
     parser.add_argument("phase", choices=("check", "write", "read"))
     parser.add_argument("--dir", type=Path, required=True, help="where the shards are (on the storage under test)")
@@ -192,6 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bytes-per-rank", type=int, help="check, write: each shard's size in bytes")
     parser.add_argument("--count", type=int, default=1, help="checkpoints written, then read (MLPerf: 10)")
     parser.add_argument("--remove", action="store_true", help="read: remove the shards afterwards")
+    return parser
+
+
+def _options(argv: list[str] | None) -> argparse.Namespace | None:
+    """The command line, checked: a usage error exits 2, too few ranks for the hosts is None (told)."""
+    parser = _parser()
     opts = parser.parse_args(argv)
     if not 0 <= opts.index < opts.hosts:
         parser.error("--index is this host's place among --hosts, from 0")
@@ -203,47 +209,60 @@ def main(argv: list[str] | None = None) -> int:
             "give at least as many ranks as hosts, or select fewer hosts",
             file=sys.stderr,
         )
-        return 1
+        return None
     if opts.phase != "read" and (not opts.bytes_per_rank or opts.bytes_per_rank < 1):
         parser.error(f"{opts.phase} needs --bytes-per-rank (a positive number of bytes)")
+    return opts
+
+
+def _check_or_write(opts: argparse.Namespace, ranks: range, paths: list[Path]) -> int:
+    opts.dir.mkdir(parents=True, exist_ok=True)
+    refused = refusal(opts.dir, len(ranks), opts.bytes_per_rank, opts.count)
+    if refused or opts.phase == "check":
+        print(refused or f"{len(ranks)} ranks fit this host's memory and the target's space", file=sys.stderr)
+        return 1 if refused else 0
+    runs.note_scratch(opts.out, paths)  # for `hostrun stop`, should the run not end as it should
+    args = [(opts.dir, rank, opts.bytes_per_rank, opts.count) for rank in ranks]
+    _record(opts.out, "write", _run_ranks(_write_rank, args, opts.count), fsync=True, count=opts.count)
+    return 0
+
+
+def _read(opts: argparse.Namespace, ranks: range, paths: list[Path]) -> int:
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"no checkpoint to read: {missing[0]} is missing (the write phase did not finish)", file=sys.stderr)
+        return 1
+    resident = resident_bytes(paths)
+    read = _run_ranks(_read_rank, [(opts.dir, rank, opts.count) for rank in ranks], opts.count)
+    _record(
+        opts.out,
+        "read",
+        read,
+        resident_before_bytes=resident,
+        shard_bytes=sum(p.stat().st_size for p in paths),
+        count=opts.count,
+    )
+    if opts.remove:
+        for path in paths:
+            path.unlink(missing_ok=True)
+        runs.note_scratch(opts.out, [])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = _options(argv)
+    if opts is None:
+        return 1
     ranks = share(opts.world, opts.hosts, opts.index)
     paths = [shard(opts.dir, rank, k) for rank in ranks for k in range(1, opts.count + 1)]
     opts.out.mkdir(parents=True, exist_ok=True)
     try:
         if opts.phase in ("check", "write"):
-            opts.dir.mkdir(parents=True, exist_ok=True)
-            refused = refusal(opts.dir, len(ranks), opts.bytes_per_rank, opts.count)
-            if refused or opts.phase == "check":
-                print(refused or f"{len(ranks)} ranks fit this host's memory and the target's space", file=sys.stderr)
-                return 1 if refused else 0
-            runs.note_scratch(opts.out, paths)  # for `hostrun stop`, should the run not end as it should
-            args = [(opts.dir, rank, opts.bytes_per_rank, opts.count) for rank in ranks]
-            _record(opts.out, "write", _run_ranks(_write_rank, args, opts.count), fsync=True, count=opts.count)
-        else:
-            missing = [str(p) for p in paths if not p.is_file()]
-            if missing:
-                print(
-                    f"no checkpoint to read: {missing[0]} is missing (the write phase did not finish)", file=sys.stderr
-                )
-                return 1
-            resident = resident_bytes(paths)
-            read = _run_ranks(_read_rank, [(opts.dir, rank, opts.count) for rank in ranks], opts.count)
-            _record(
-                opts.out,
-                "read",
-                read,
-                resident_before_bytes=resident,
-                shard_bytes=sum(p.stat().st_size for p in paths),
-                count=opts.count,
-            )
-            if opts.remove:
-                for path in paths:
-                    path.unlink(missing_ok=True)
-                runs.note_scratch(opts.out, [])
+            return _check_or_write(opts, ranks, paths)
+        return _read(opts, ranks, paths)
     except (OSError, RuntimeError) as exc:
         print(f"checkpoint {opts.phase} on {opts.dir}: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

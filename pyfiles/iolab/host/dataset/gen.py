@@ -270,13 +270,7 @@ def gen(
         raise UserError(f"unknown data set kind {kind!r}: expected one of {', '.join(KINDS)}")
     config = {"files": files, "seed": seed, "classes": classes}
     generator = f"{KINDS[kind]} files of {file_size} B" if file_size else KINDS[kind]  # never taken for another
-    try:
-        existing = _existing(root, config, generator)
-    except UserError:
-        if not replace:
-            raise
-        shutil.rmtree(root)
-        existing = None
+    existing = _reusable(root, config, generator, replace)
     if existing is not None:
         if progress:
             progress(files, files)
@@ -284,19 +278,64 @@ def gen(
 
     root.mkdir(parents=True, exist_ok=True)
     (root / IN_PROGRESS).write_text(json.dumps(config, sort_keys=True) + "\n")
-    if kind not in ("imagenet-like", *JPEG_KINDS):
+    if kind in ("imagenet-like", *JPEG_KINDS):
+        one_size = file_size or (SHAPES[kind][0] if kind in JPEG_KINDS else None)
+        manifest = _jpegs(root, config, generator, one_size, workers, progress)
+    else:
         manifest = samples.generate(root, kind, files, seed, classes, workers or default_workers(), progress)
-        manifest.write(root)
-        if kind == "cosmoflow":  # MLPerf's layout: one sample per TFRecord file
-            pack(root, "tfrecord", samples_per_shard=1)
-        (root / IN_PROGRESS).unlink()
-        return manifest
+    manifest.write(root)
+    if kind == "cosmoflow":  # MLPerf's layout: one sample per TFRecord file
+        pack(root, "tfrecord", samples_per_shard=1)
+    (root / IN_PROGRESS).unlink()
+    return manifest
+
+
+def _reusable(root: Path, config: dict, generator: str, replace: bool) -> Manifest | None:
+    """The data set already in root if it has this config (as _existing); another one there is refused, or
+    removed where root is iolab's own scratch (`replace`)."""
+    try:
+        return _existing(root, config, generator)
+    except UserError:
+        if not replace:
+            raise
+        shutil.rmtree(root)
+        return None
+
+
+def _jpegs(
+    root: Path,
+    config: dict,
+    generator: str,
+    one_size: int | None,
+    workers: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> Manifest:
+    """Render the JPEGs of a data set of `config` in root, each about `one_size` bytes (None: ImageNet's mix)."""
+    files, seed, classes = config["files"], config["seed"], config["classes"]
     path_of, label_of = _names(files, classes)
     for label in range(min(classes, files)):
         (root / path_of(label)).parent.mkdir(parents=True, exist_ok=True)
-
-    targets = [file_size or SHAPES[kind][0]] * files if file_size or kind in JPEG_KINDS else target_sizes(files, seed)
+    targets = [one_size] * files if one_size else target_sizes(files, seed)
     plan = [(i, path_of(i), targets[i]) for i in range(files)]
+    sizes, hashes = _render_all(root, seed, plan, workers, progress)
+    return Manifest(
+        files=files,
+        seed=seed,
+        classes=classes,
+        generator=generator,
+        entries=tuple(Entry(path=path_of(i), size=sizes[i], sha256=hashes[i], label=label_of(i)) for i in range(files)),
+    )
+
+
+def _render_all(
+    root: Path,
+    seed: int,
+    plan: list[tuple[int, str, int]],
+    workers: int | None,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[list[int], list[str]]:
+    """Render every file of `plan` in batches over `workers` processes: each file's size and SHA-256, by index."""
+    files = len(plan)
     workers = max(1, min(workers or default_workers(), files))
     per_batch = max(1, min(64, files // (workers * 16)))
     jobs = [(str(root), seed, plan[i : i + per_batch]) for i in range(0, files, per_batch)]
@@ -310,17 +349,7 @@ def gen(
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         with multiprocessing.get_context(method).Pool(workers) as pool:
             _collect(pool.imap_unordered(_write_batch, jobs), sizes, hashes, files, progress)
-
-    manifest = Manifest(
-        files=files,
-        seed=seed,
-        classes=classes,
-        generator=generator,
-        entries=tuple(Entry(path=path_of(i), size=sizes[i], sha256=hashes[i], label=label_of(i)) for i in range(files)),
-    )
-    manifest.write(root)
-    (root / IN_PROGRESS).unlink()
-    return manifest
+    return sizes, hashes
 
 
 def _collect(results, sizes, hashes, total, progress) -> None:

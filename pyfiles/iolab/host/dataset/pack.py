@@ -100,31 +100,12 @@ def pack(
     total = len(manifest.entries)
 
     previous = _previous(out)
-    if (
-        previous is not None
-        and previous.format == fmt
-        and previous.manifest_hash == manifest.hash
-        and previous.samples_per_shard == per_shard
-        and _sizes_match(out, previous)
-    ):
+    if previous is not None and _kept(out, previous, fmt, manifest.hash, per_shard):
         if progress:
             progress(2 * total, 2 * total)
         return previous
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / PACK_INFO).unlink(missing_ok=True)  # from here on, the pack is not complete
-    if previous is not None:
-        for name in previous.files:
-            (out / name).unlink(missing_ok=True)
-
-    records = _sources(root, manifest, progress)
-    if fmt == "packed":
-        names = packed.write(out, records)
-    elif fmt == "wds":
-        names = wds.write(out, records, samples_per_shard)
-    else:
-        names = tfrecord.write(out, records, samples_per_shard, total)
-
+    _clear(out, previous)
+    names = _write(out, fmt, _sources(root, manifest, progress), samples_per_shard, total)
     info = PackInfo(
         format=fmt,
         manifest_hash=manifest.hash,
@@ -132,7 +113,41 @@ def pack(
         samples_per_shard=per_shard,
         files={name: os.stat(out / name).st_size for name in names},
     )
-    problems = check(out, manifest, info, _offset(progress, total))
+    _seal(out, manifest, info, progress)
+    return info
+
+
+def _kept(out: Path, previous: PackInfo, fmt: str, manifest_hash: str, per_shard: int | None) -> bool:
+    """Whether the pack already in out is the one wanted (its format, manifest and shards), whole."""
+    return (
+        previous.format == fmt
+        and previous.manifest_hash == manifest_hash
+        and previous.samples_per_shard == per_shard
+        and _sizes_match(out, previous)
+    )
+
+
+def _clear(out: Path, previous: PackInfo | None) -> None:
+    """Make out ready for a new pack: no pack.json (the pack is not complete from here on), no old files."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / PACK_INFO).unlink(missing_ok=True)
+    if previous is not None:
+        for name in previous.files:
+            (out / name).unlink(missing_ok=True)
+
+
+def _write(out: Path, fmt: str, records: Iterator[Record], samples_per_shard: int, total: int) -> list[str]:
+    """Write the records as fmt into out: the names of the files written, in sample order."""
+    if fmt == "packed":
+        return packed.write(out, records)
+    if fmt == "wds":
+        return wds.write(out, records, samples_per_shard)
+    return tfrecord.write(out, records, samples_per_shard, total)
+
+
+def _seal(out: Path, manifest: Manifest, info: PackInfo, progress: Progress | None) -> None:
+    """Read the pack back against the manifest, then declare it complete (pack.json); refused if it differs."""
+    problems = check(out, manifest, info, _offset(progress, info.samples))
     if problems:
         raise UserError(
             f"{out}: the pack does not read back as written ({len(problems)} problems, "
@@ -141,7 +156,6 @@ def pack(
     tmp = out / (PACK_INFO + ".tmp")
     tmp.write_text(info.to_json())
     os.replace(tmp, out / PACK_INFO)
-    return info
 
 
 def _previous(out: Path) -> PackInfo | None:
