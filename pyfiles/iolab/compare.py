@@ -70,12 +70,11 @@ import re
 import statistics
 from pathlib import Path
 
-from rich.table import Table
-
 from iolab import metrics, validity, yamlfile
 from iolab.errors import UserError
+from iolab.report_layout import NUMBER, TEXT, Column, Fitted
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
-from iolab.units import human, printable
+from iolab.units import human, printable, significant
 
 LEVEL = 0.95
 _RULE = re.compile(
@@ -115,7 +114,7 @@ class Ratio:
     def interval(self) -> str:
         if self.low is None:
             return "unknown (n=1)"
-        return f"{self.low:.3g} – {self.high:.3g}"
+        return f"{significant(self.low)} – {significant(self.high or 0.0)}"
 
 
 def ratio_ci(a: list[float], b: list[float], level: float | None = LEVEL) -> Ratio:
@@ -444,54 +443,51 @@ def _campaign_side(results: Path, name: str) -> Side:
     return Side(name, store.samples(), None, store)
 
 
-def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Table:
-    """The comparison; `metrics` limits it to those metrics (rule metrics are always shown)."""
-    from iolab.report import plain
+def table(comparison: Comparison, metrics: tuple[str, ...] | None = None) -> Fitted:
+    """The comparison, a line per point, then a row per metric (and backend) in the unit its line's header
+    names; `metrics` limits it to those metrics (rule metrics are always shown)."""
+    from iolab.report import number, unit_scale, with_unit
 
     a, b = comparison.a.label, comparison.b.label
     skipped = comparison.only_a + comparison.only_b
-    out = Table(
-        title=plain(
-            f"{b} against {a} (baseline): ratio of geometric means over repeats, {LEVEL:.0%} Welch t-interval on logs"
-        ),
-        title_justify="left",
-        caption=plain(
+    with_backend = any(p.backend for p in comparison.points)
+    out = Fitted(
+        [Column("metric"), *([Column("backend")] if with_backend else []), Column("A (n)", TEXT, "right")]
+        + [Column("B (n)", TEXT, "right"), Column("B/A", NUMBER), Column("95% CI", TEXT), Column("rules", TEXT)],
+        title=f"B: {b} against A: {a} (baseline): ratio of geometric means over repeats, {LEVEL:.0%} Welch "
+        "t-interval on logs",
+        after=[
             (f"{comparison.only_a} point(s) only in {a}, {comparison.only_b} only in {b}; " if skipped else "")
             + "✗ breaks a rule"
-        ),
+        ],
     )
-    with_backend = any(p.backend for p in comparison.points)
-    for column in (
-        "workload",
-        "metric",
-        *(["backend"] if with_backend else []),
-        f"A: {a} (n)",
-        f"B: {b} (n)",
-        "B/A",
-        "95% CI",
-        "rules",
-    ):
-        out.add_column(
-            plain(column), justify="left" if column in ("workload", "metric", "backend", "rules") else "right"
-        )
     for p in comparison.points:
         ruled = [r for r in comparison.rules if r.matches(p.metric)]
         if metrics is not None and p.metric not in metrics and not ruled:
             continue
         ratio = p.ratio
-        verdict = "✗ " + "; ".join(r.text for r in p.violations) if p.violations else ("ok" if ruled else "")
-        cells = (
-            f"{p.workload} {p.setting_label}".strip(),
-            p.metric,
+        factor, label = unit_scale(p.unit, max(abs(statistics.median(v)) for v in (p.a, p.b) if v))
+
+        out.add_row(
+            with_unit(p.metric, label) if not any(p.answers) else p.metric,
             *([p.backend or ""] if with_backend else []),
-            "; ".join(p.answers[0]) or f"{human(statistics.median(p.a), p.unit)} ({len(p.a)})",
-            "; ".join(p.answers[1]) or (f"{human(statistics.median(p.b), p.unit)} ({len(p.b)})" if p.b else "none (0)"),
-            f"{ratio.ratio:.3g}" if ratio else ("lost" if p.lost else "—"),
+            _side(p.a, p.answers[0], factor),
+            _side(p.b, p.answers[1], factor),
+            number(ratio.ratio) if ratio else ("lost" if p.lost else "—"),
             ratio.interval() if ratio else "—",
-            verdict,
+            "✗ " + "; ".join(r.text for r in p.violations) if p.violations else ("ok" if ruled else ""),
+            group=f"{p.workload} {p.setting_label}".strip(),
         )
-        out.add_row(*map(plain, cells))
     return out
+
+
+def _side(values: list[float], answers: list[str], factor: float) -> str:
+    """A side's cell: its answers (a search's), else its median in the row's unit and its n."""
+    from iolab.report import number
+
+    if answers:
+        return "; ".join(answers)
+    return f"{number(statistics.median(values) / factor)} ({len(values)})" if values else "none (0)"
 
 
 class Regression(UserError):

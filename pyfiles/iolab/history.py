@@ -18,8 +18,7 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from rich.table import Table
-
+from iolab.report_layout import TEXT, Column, Fitted
 from iolab.samples import AGGREGATE_HOST, ResultStore
 
 
@@ -125,25 +124,25 @@ def same_configuration(entries: list[Entry]) -> dict[str, list[str]]:
     return {h: stores for h, stores in by_hash.items() if len(stores) > 1}
 
 
-def table(results: Path) -> Table:
-    from iolab.report import plain
-
+def table(results: Path) -> Fitted:
+    """A store a line, then its date, runs, samples, hosts, backends and config hash; under the table, the stores
+    that ran the same configuration."""
     entries = campaigns(results)
     shared = same_configuration(entries)
-    out = Table(
-        title=plain(f"campaigns in {results}"),
-        title_justify="left",
-        caption="config: hash of the sorted run ids (each a hash of a run's full configuration); "
-        "equal hashes ran the same configuration",
+    out = Fitted(
+        [Column("date (UTC)"), Column("runs", TEXT), Column("samples", TEXT), Column("hosts")]
+        + [Column("backends"), Column("config")],
+        title=f"campaigns in {results}",
+        after=[
+            "config: hash of the sorted run ids (each a hash of a run's full configuration); equal hashes ran the "
+            "same configuration",
+            *(f"same configuration {h}: {', '.join(stores)}" for h, stores in shared.items()),
+        ],
     )
-    for column in ("store", "date (UTC)", "runs", "samples", "hosts", "backends", "config", "same as"):
-        out.add_column(column, justify="right" if column in ("runs", "samples") else "left")
     for e in entries:
-        others = [s for s in shared.get(e.config_hash, []) if s != e.store]
         runs = f"{e.runs}" + (f" (+{e.failed} failed)" if e.failed else "")
         samples = f"{e.samples}" + (f" ({e.skipped} bad lines skipped)" if e.skipped else "")
-        cells = (e.store, e.date, runs, samples, _hosts(e.hosts), ", ".join(e.backends), e.config_hash)
-        out.add_row(*map(plain, (*cells, ", ".join(others) or "—")))
+        out.add_row(e.date, runs, samples, _hosts(e.hosts), ", ".join(e.backends), e.config_hash, group=e.store)
     return out
 
 

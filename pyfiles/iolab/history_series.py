@@ -21,12 +21,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
 from sqlalchemy import select
 
 from iolab import compare, metrics, results_db, results_query, validity
 from iolab.errors import UserError
 from iolab.parsers import LOWER
+from iolab.report import number, unit_scale, with_unit
+from iolab.report_layout import NUMBER, TEXT, Column, Fitted
 from iolab.results_schema import campaigns, samples
 from iolab.units import human
 
@@ -49,15 +50,21 @@ class Point:
     def median(self) -> float:
         return statistics.median(self.values)
 
-    def cells(self, unit: str) -> list[str]:
-        """The point as the table and the page show it: start, store, median, min – max, IQR, n, change, rules."""
+    def cells(self, unit: str, scale: float | None = None) -> list[str]:
+        """The point as the table and the page show it: start, store, median, min – max, IQR, n, change, rules;
+        its figures in human units (the page), or divided by `scale` (the terminal: the unit in the series' line).
+        """
         low, high = self.iqr
+
+        def figure(value: float) -> str:
+            return human(value, unit) if scale is None else number(value / scale)
+
         return [
             self.when[:16].replace("T", " "),
             self.store,
-            human(self.median, unit),
-            f"{human(min(self.values), unit)} – {human(max(self.values), unit)}",
-            f"{human(low, unit)} – {human(high, unit)}",
+            figure(self.median),
+            f"{figure(min(self.values))} – {figure(max(self.values))}",
+            f"{figure(low)} – {figure(high)}",
             str(len(self.values)),
             "—" if self.change is None else f"{self.change * 100:+.1f}%",
             ("✗ " + "; ".join(self.regressions) if self.regressions else "") + (" ⚑" if self.flagged else ""),
@@ -216,31 +223,21 @@ def run(
     return found, [r.text for r in rules if any(r.matches(s.metric) for s in found)]
 
 
-def table(found: list[Series], rules: list[str]) -> Table | str:
-    """A row per point, the series' rows together: median, min–max, IQR and n, the change, the rules broken."""
-    from iolab.report import plain
-
+def table(found: list[Series], rules: list[str]) -> Fitted | str:
+    """A line per series (its metric and unit, point, backend), then a row per point: its store and start, median,
+    min–max, IQR and n, the change, the rules broken."""
     if not found:
         return "no figure of merit stored yet: run a campaign, then report.history draws each over time"
-    out = Table(
-        title=plain(f"each figure over time: a campaign's median over its repetitions; rules: {', '.join(rules)}"),
-        title_justify="left",
-        caption="change: against the point before (ratio of geometric means); ✗ breaks a rule; ⚑ a run is flagged",
+    out = Fitted(
+        [Column("store, start (UTC)"), Column("median", NUMBER), Column("min – max", TEXT), Column("IQR", TEXT)]
+        + [Column("n", NUMBER), Column("change", NUMBER), Column("rules broken", TEXT)],
+        title=f"each figure over time: a campaign's median over its repetitions; rules: {', '.join(rules)}",
+        after=["change: against the point before (ratio of geometric means); ✗ breaks a rule; ⚑ a run is flagged"],
     )
-    for column in (
-        "metric · workload · backend",
-        "campaign start",
-        "store",
-        "median",
-        "min – max",
-        "IQR",
-        "n",
-        "change",
-        "",
-    ):
-        out.add_column(column, justify="right" if column in ("median", "min – max", "IQR", "n", "change") else "left")
     for s in found:
-        for i, p in enumerate(s.points):
-            out.add_row(*map(plain, (s.title if i == 0 else "", *p.cells(s.unit))))
-        out.add_section()
+        factor, label = unit_scale(s.unit, max(p.median for p in s.points))
+        title = f"{with_unit(s.metric, label)} · {s.workload}{' ' + s.setting_label if s.setting_label else ''}"
+        for p in s.points:
+            when, store, *figures = p.cells(s.unit, factor)
+            out.add_row(f"{store}\n{when}", *figures, group=f"{title} · {s.backend}")
     return out

@@ -357,7 +357,7 @@ def answers_table(
     search, then a row per backend under its workload, each flag a named footnote (`name`: the notes' anchors)."""
     head, cells = table
     notes = footnotes.Footnotes(name)
-    columns = [Column(f"{head[0]}: {head[1]}"), Column(head[2]), *(Column(h, NUMBER) for h in head[3:])]
+    columns = [Column(f"{head[0]}: {head[1]}"), Column(head[2], TEXT), *(Column(h, NUMBER) for h in head[3:])]
     out = Fitted(columns, notes=notes, after=[LAB_SCALE])
     for row, line in zip(rows, cells, strict=True):
         answer = "\n".join(filter(None, (line[2], cited(notes, answer_flags(row, verdicts)))))

@@ -19,7 +19,6 @@ import statistics
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 
 from iolab import footnotes, validity
 from iolab.report import (
@@ -30,9 +29,9 @@ from iolab.report import (
     fed_label,
     limit_line,
     number,
-    plain,
     unit_scale,
 )
+from iolab.report_layout import NUMBER, Column, Fitted
 from iolab.samples import AGGREGATE_HOST, Sample
 
 METRIC = "kv_served"  # iolab.kvcache_search's answer
@@ -74,8 +73,8 @@ def verdict_rows(samples: list[Sample]) -> list[dict[str, Any]]:
 def verdict_cells(rows: list[dict[str, Any]], units: str = DEFAULT_UNITS) -> tuple[list[str], list[list[str]]]:
     """The answers as text: the header and one row of cells per verdict_rows row."""
     factor, label = unit_scale("B/s", max((r["read_bw"] or 0.0 for r in rows), default=0.0), units)
-    head = ["workload", "backend", "served (held–failed)", f"read_bw ({label}, all hosts)", "tokens/s"]
-    head += ["max-of-P95 read (ms)", "over the probes (ms)"]
+    head = ["workload", "backend", "served (held – failed)", f"read_bw ({label}, all hosts)", "tokens/s"]
+    head += ["max-of-P95 read (ms)", "over the (n) probes (ms)"]
     cells = []
     for r in rows:
         low_high = r["p95_range"]
@@ -87,7 +86,7 @@ def verdict_cells(rows: list[dict[str, Any]], units: str = DEFAULT_UNITS) -> tup
                 number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
                 f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] is not None else "—",
                 f"{r['p95'] * 1000:.1f}" if r["p95"] is not None else "—",
-                f"{low_high[0] * 1000:.1f}–{low_high[1] * 1000:.1f} ({low_high[2]} probes)" if low_high else "—",
+                f"{low_high[0] * 1000:.1f}–{low_high[1] * 1000:.1f} ({low_high[2]})" if low_high else "—",
             ]
         )
     return head, cells
@@ -149,46 +148,41 @@ def trial_rows(samples: list[Sample]) -> list[dict[str, Any]]:
     return list(points.values())
 
 
-def trials_table(samples: list[Sample], units: str = DEFAULT_UNITS) -> Table | None:
-    """The KV-cache points' trials: median, range, the rules' figure and its distance from the median."""
+def trials_table(samples: list[Sample], units: str = DEFAULT_UNITS) -> Fitted | None:
+    """The KV-cache points' trials: median over lowest–highest, the rules' figure and its distance from the median;
+    a line per point and backend, its row under it."""
     rows = trial_rows(samples)
     if not rows:
         return None
     factor, label = unit_scale("B/s", max((r["read_bw"]["max"] for r in rows if "read_bw" in r), default=0.0), units)
-    out = Table(
-        title=plain("KV cache: every trial's figures (the rules reduce trials by their mean; latency by the most)"),
-        title_justify="left",
-        caption="median [lowest–highest] over the trials; rules: the mean of the trials (read, tokens/s) or the "
-        "most (max-of-P95); Δ: how far the rules' mean read sits from the median",
+    out = Fitted(
+        [Column("trials", NUMBER), Column(f"read ({label})", NUMBER)]
+        + [Column(f"rules' mean ({label})", NUMBER), Column("Δ", NUMBER), Column("max-of-P95 read (ms)", NUMBER)]
+        + [Column("rules' (ms)", NUMBER), Column("tokens/s", NUMBER)],
+        title="KV cache: every trial's figures (the rules reduce trials by their mean; latency by the most)",
+        after=[
+            "median, under it [lowest–highest] over the trials; rules: the mean of the trials (read, tokens/s) or "
+            "the most (max-of-P95); Δ: how far the rules' mean read sits from the median"
+        ],
     )
-    head = ["workload", "backend", "trials", f"read ({label})", f"rules' mean ({label})", "Δ"]
-    head += ["max-of-P95 read (ms)", "rules' (ms)", "tokens/s"]
-    for index, column in enumerate(head):
-        out.add_column(column, justify="right" if index >= 2 else "left")
 
     def cell(figure: dict[str, Any] | None, scale: float) -> str:
         if not figure:
             return "—"
-        return f"{number(figure['median'] / scale)} [{number(figure['min'] / scale)}–{number(figure['max'] / scale)}]"
+        return f"{number(figure['median'] / scale)}\n[{number(figure['min'] / scale)}–{number(figure['max'] / scale)}]"
 
     for r in rows:
         read, p95 = r.get("read_bw"), r.get("kv_read_p95_max")
         delta = r["mean_from_median"]
         out.add_row(
-            *map(
-                plain,
-                [
-                    f"{r['workload']} {r['setting']}".strip(),
-                    r["backend"],
-                    str(r["trials"]),
-                    cell(read, factor),
-                    number(read["rules"] / factor) if read else "—",
-                    f"{delta * 100:+.1f} %" if delta is not None else "—",
-                    cell(p95, 1e-3),
-                    f"{p95['rules'] * 1000:.1f}" if p95 else "—",
-                    cell(r.get("tokens_per_s"), 1.0),
-                ],
-            )
+            str(r["trials"]),
+            cell(read, factor),
+            number(read["rules"] / factor) if read else "—",
+            f"{delta * 100:+.1f} %" if delta is not None else "—",
+            cell(p95, 1e-3),
+            number(p95["rules"] * 1000) if p95 else "—",
+            cell(r.get("tokens_per_s"), 1.0),
+            group=f"{r['workload']} {r['setting']}".strip() + f" · {r['backend']}",
         )
     return out
 

@@ -12,20 +12,21 @@ cell. Here each column says what it holds, and the widths are chosen before Rich
 
 A table fits when its columns at their natural widths do; else the TEXT and NUMBER headers wrap,
 then the NAME columns wrap at their words, the widest first; only a table that still cannot fit
-folds a word (never below FOLD_FLOOR). The title, the notes under the table and a group's line (the
-point, store or series its rows belong to: `add_row(..., group=)`) are printed at the full width,
-not a column's: a long name there takes no room from the columns. Columns are separated by two
-spaces and a rule under the header.
+folds a word (never below FOLD_FLOOR): a TEXT column's first, a name's last. The title, the notes
+under the table and a group's line (the point, store or series its rows belong to: `add_row(...,
+group=)`) are printed at the full width, not a column's: a long name there takes no room from the
+columns. Columns are separated by two spaces and a rule under the header.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -36,6 +37,7 @@ NAME, NUMBER, TEXT = "name", "number", "text"
 FOLD_FLOOR = 6  # a name or text column is never narrower than this
 WIDE = 10_000
 INDENT = "  "  # a grouped row's first cell, under its group's line
+FLAG = "⚑ "  # a cell's flag starts its line: `⚑ potential_caching [2]`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,17 +54,18 @@ def width(text: str) -> int:
 
 
 def longest_word(text: str) -> int:
-    """The narrowest a cell gets without breaking a word (a leading indent stays with the first word)."""
+    """The narrowest a cell gets without breaking a word (a leading indent stays with the first word; a flag's
+    line, `⚑ name [n]`, is one word: its mark, name and note number stay together)."""
     from rich.cells import cell_len
 
     lead = len(text) - len(text.lstrip(" "))
-    words = text.split()
+    words = [w for line in text.splitlines() for w in ([line] if line.startswith(FLAG) else line.split())]
     return max((cell_len(word) + (lead if i == 0 else 0) for i, word in enumerate(words)), default=0)
 
 
 def cited(notes: Footnotes, flags: list[tuple[str, str]]) -> str:
     """A cell's flags in the terminal: `⚑ name [n]`, one a line, each why a note of `notes`."""
-    return "\n".join(f"⚑ {cite}" for cite in notes.flags(flags))
+    return "\n".join(f"{FLAG}{cite}" for cite in notes.flags(flags))
 
 
 class Fitted:
@@ -81,6 +84,7 @@ class Fitted:
         self.after = list(after)  # lines under the notes (what the marks † ⚑ mean)
         self.rows: list[list[str]] = []
         self.groups: dict[int, str] = {}  # row index → the group line printed above it
+        self.indented: set[int] = set()  # the rows under a group line (their first cell indented, every line)
         self._group: str | None = None
 
     def add_row(self, *cells: object, group: str | None = None) -> None:
@@ -91,7 +95,8 @@ class Fitted:
             if group != self._group:
                 self.groups[len(self.rows)] = printable(group)
                 self._group = group
-            row[0] = INDENT + row[0]
+            row[0] = "\n".join(INDENT + line for line in row[0].split("\n"))  # each of its lines, for the widths
+            self.indented.add(len(self.rows))
         self.rows.append(row)
 
     def widths(self, room: int, overhead: int) -> list[int | None]:
@@ -105,7 +110,7 @@ class Fitted:
             hard.append(soft[-1] if col.kind == NUMBER else min(soft[-1], FOLD_FLOOR))
         chosen = list(natural)
         excess = sum(chosen) + overhead - room
-        for kinds, floor in (((TEXT, NUMBER), soft), ((NAME,), soft), ((TEXT, NAME), hard)):
+        for kinds, floor in (((TEXT, NUMBER), soft), ((NAME,), soft), ((TEXT,), hard), ((NAME,), hard)):
             while excess > 0:
                 can = [i for i, c in enumerate(self.columns) if c.kind in kinds and chosen[i] > floor[i]]
                 if not can:
@@ -116,9 +121,10 @@ class Fitted:
         return [None if w == n else w for w, n in zip(chosen, natural, strict=True)]
 
     def table(
-        self, widths: list[int | None] | None = None, rows: list[list[str]] | None = None, header: bool = True
+        self, widths: Sequence[int | None] | None = None, span: range | None = None, header: bool = True
     ) -> Table:
-        """The columns at `widths` (None: natural) with `rows` (default: all), under the header or not."""
+        """The columns at `widths` (None: natural) with the rows of `span` (default: all), under the header or not;
+        an indented first cell stays indented where it wraps."""
         out = Table(
             box=box.SIMPLE_HEAD,
             show_edge=False,
@@ -134,8 +140,12 @@ class Fitted:
                 overflow="fold",
                 width=widths[index] if widths else None,
             )
-        for row in self.rows if rows is None else rows:
-            out.add_row(*(Text(cell) for cell in row))
+        for index in span if span is not None else range(len(self.rows)):
+            cells: list[RenderableType] = [Text(cell) for cell in self.rows[index]]
+            if index in self.indented:
+                lines = self.rows[index][0].split("\n")
+                cells[0] = Padding(Text("\n".join(line[len(INDENT) :] for line in lines)), (0, 0, 0, len(INDENT)))
+            out.add_row(*cells)
         return out
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -154,12 +164,12 @@ class Fitted:
         if not self.groups:
             return [self.table(widths)]
         fixed = [n if w is None else w for w, n in zip(widths, self.naturals(), strict=True)]
-        out: list[RenderableType] = [self.table(fixed, [])]
+        out: list[RenderableType] = [self.table(fixed, range(0))]
         starts = sorted(self.groups)
         if starts[0] > 0:
-            out.append(self.table(fixed, self.rows[: starts[0]], header=False))
+            out.append(self.table(fixed, range(starts[0]), header=False))
         for start, end in zip(starts, [*starts[1:], len(self.rows)], strict=True):
-            out += [Text(self.groups[start]), self.table(fixed, self.rows[start:end], header=False)]
+            out += [Text(self.groups[start]), self.table(fixed, range(start, end), header=False)]
         return out
 
     def naturals(self) -> list[int]:

@@ -127,8 +127,8 @@ def _rules(conn: Any, campaign_id: str, name: str) -> dict[str, tuple[int, str]]
     by_flag: dict[str, list[validity.Flag]] = defaultdict(list)
     for run_id, flags in validity.assess(found).flags.items():
         for flag in {f.name: f for f in flags}.values():
-            name, why = footnotes.flag_named(flag)  # a search answer's sentence by its short name
-            by_flag[name].append(validity.Flag(name, why, metric=run_id))
+            named, reason = footnotes.flag_named(flag)  # a search answer's sentence by its short name
+            by_flag[named].append(validity.Flag(named, reason, metric=run_id))
     for s in found:
         why = s.metadata.get(DISTURBED) if s.metric == "accelerators_fed" else None
         if why:
