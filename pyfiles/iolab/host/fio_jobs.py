@@ -8,6 +8,8 @@ a workload's overrides, a user's checked job file).
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import time
@@ -76,60 +78,82 @@ def prepare(
     is checked here again (iolab.shared.fio_jobfile; `allow_devices` as the backend allows them)
     and job.fio is the text that was checked.
     """
-    import json
-    import os
-
     if not shutil.which("fio"):
         raise ValueError("fio is not installed on this host; run `invoke lab.setup` for it")
     run_dir.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
     if jobfile is not None:
-        # fio runs in `workdir`: relative file names land on the target.
-        job = fio_jobfile.check_on_host(fio_jobfile.load(jobfile), workdir, allow_devices)
-        stat = os.statvfs(workdir)
-        free = stat.f_bavail * stat.f_frsize
-        needed = jobfile_room(job, wanted, free, "the target", workdir)
-        text = job.text
-        chosen = {"jobfile": str(jobfile), "layout_bytes": needed, "free_bytes": free}
+        text, chosen = _user_job(workdir, jobfile, wanted, allow_devices)
+        laid_out = False
     elif options.get("ioengine") == "rbd":
-        # librbd on the image the storage role created and prefilled: no file to size or lay out.
-        options = {**options, "size": str(wanted), "write_bw_log": str(run_dir / "fio"), "log_avg_msec": "1000"}
-        (run_dir / "job.fio").write_text(render(options, "iolab"))
-        chosen = {"size": wanted, "size_chosen": "image", "rbd": f"{options['pool']}/{options['rbdname']}"}
-        (run_dir / "fio_job.json").write_text(json.dumps(chosen, indent=1))
-        return chosen
+        text, chosen = _rbd_job(run_dir, options, wanted)
+        laid_out = True  # the image the storage role created and prefilled: no file to lay out
     else:
-        data = workdir / DATA_FILE
-        stat = os.statvfs(workdir)
-        existing = data.stat().st_size if data.exists() else 0
-        size = choose_size(wanted, stat.f_bavail * stat.f_frsize, existing)
-        if existing > size:
-            data.unlink()  # fio reads only `size` bytes of a larger file but the rest holds the space
-        from_dataset = dataset_bssplit(workdir / bssplit_from) if bssplit_from else {}
-        if from_dataset:
-            options = {**options, "bssplit": from_dataset["bssplit"]}
-        # Per-second bandwidth logs let the controller add hosts up over their common window.
-        options = {
-            **options,
-            "filename": str(data),
-            "size": str(size),
-            "write_bw_log": str(run_dir / "fio"),
-            "log_avg_msec": "1000",
-        }
-        text = render(options, "iolab")
-        chosen = {
-            "size": size,
-            "size_chosen": "auto" if not wanted else "campaign",
-            "free_bytes": stat.f_bavail * stat.f_frsize,
-            "file": str(data),
-            **from_dataset,
-        }
+        text, chosen, laid_out = _file_job(run_dir, workdir, options, wanted, bssplit_from)
     (run_dir / "job.fio").write_text(text)
     (run_dir / "fio_job.json").write_text(json.dumps(chosen, indent=1))
-    if jobfile is None and existing == chosen["size"]:
-        return chosen  # laid out by an earlier run on this target
+    if not laid_out:
+        _lay_out(run_dir / "job.fio", workdir)
+    return chosen
+
+
+def _free(workdir: Path) -> int:
+    stat = os.statvfs(workdir)
+    return stat.f_bavail * stat.f_frsize
+
+
+def _user_job(workdir: Path, jobfile: Path, wanted: int, allow_devices: tuple[str, ...]) -> tuple[str, dict]:
+    """A user's job file, checked on this host against the target's room: its text and what was chosen."""
+    # fio runs in `workdir`: relative file names land on the target.
+    job = fio_jobfile.check_on_host(fio_jobfile.load(jobfile), workdir, allow_devices)
+    free = _free(workdir)
+    needed = jobfile_room(job, wanted, free, "the target", workdir)
+    return job.text, {"jobfile": str(jobfile), "layout_bytes": needed, "free_bytes": free}
+
+
+def _rbd_job(run_dir: Path, options: dict[str, str], wanted: int) -> tuple[str, dict]:
+    """A job through librbd on the storage role's image: no file to size."""
+    options = {**options, "size": str(wanted), "write_bw_log": str(run_dir / "fio"), "log_avg_msec": "1000"}
+    chosen = {"size": wanted, "size_chosen": "image", "rbd": f"{options['pool']}/{options['rbdname']}"}
+    return render(options, "iolab"), chosen
+
+
+def _file_job(
+    run_dir: Path, workdir: Path, options: dict[str, str], wanted: int, bssplit_from: Path | None
+) -> tuple[str, dict, bool]:
+    """A job on one data file in `workdir`, sized to the target: its text, what was chosen, and whether the file
+    is laid out already (by an earlier run on this target)."""
+    data = workdir / DATA_FILE
+    free = _free(workdir)
+    existing = data.stat().st_size if data.exists() else 0
+    size = choose_size(wanted, free, existing)
+    if existing > size:
+        data.unlink()  # fio reads only `size` bytes of a larger file but the rest holds the space
+    from_dataset = dataset_bssplit(workdir / bssplit_from) if bssplit_from else {}
+    if from_dataset:
+        options = {**options, "bssplit": from_dataset["bssplit"]}
+    # Per-second bandwidth logs let the controller add hosts up over their common window.
+    options = {
+        **options,
+        "filename": str(data),
+        "size": str(size),
+        "write_bw_log": str(run_dir / "fio"),
+        "log_avg_msec": "1000",
+    }
+    chosen = {
+        "size": size,
+        "size_chosen": "auto" if not wanted else "campaign",
+        "free_bytes": free,
+        "file": str(data),
+        **from_dataset,
+    }
+    return render(options, "iolab"), chosen, existing == size
+
+
+def _lay_out(job: Path, workdir: Path) -> None:
+    """Have fio create and fill the job's files (before the timed run)."""
     layout = subprocess.run(
-        ["fio", "--create_only=1", "--refill_buffers=1", "--output=/dev/null", str(run_dir / "job.fio")],
+        ["fio", "--create_only=1", "--refill_buffers=1", "--output=/dev/null", str(job)],
         capture_output=True,
         text=True,
         cwd=workdir,
@@ -137,12 +161,10 @@ def prepare(
     if layout.returncode != 0:
         reason = (layout.stderr.strip() or layout.stdout.strip()).splitlines()
         raise ValueError(f"fio could not lay out the job's files: {reason[-1] if reason else 'no message'}")
-    return chosen
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    import json
     import sys
 
     parser = argparse.ArgumentParser(prog="python -m iolab.host.fio_jobs")

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import json
 import math
 import os
@@ -133,6 +134,57 @@ def run(
     if start_at is not None and not wait_until(start_at, timeout, parent):
         return 1
     cached_before = facts.meminfo().get("Cached", 0)
+    ran = _launch(run_dir, argv, cwd, timeout, parent, profile, telemetry_after, target)
+    if ran is None:
+        return 127
+    record = {
+        "argv": argv,
+        "rc": ran.rc,
+        "stopped": ran.stopped,
+        "start_at": start_at,
+        "started_at": ran.started,
+        "ended_at": ran.ended,
+        "start_skew_s": None if start_at is None else ran.started - start_at,
+        **timeline,  # called, ready (prepared), told the start: start_at - told_at is the start's notice
+        "launcher": os.environ.get("IOLAB_LAUNCHER", "ansible"),  # clustershell: iolab.fanout started it
+        "page_cache_before": cached_before,
+        "page_cache_after": facts.meminfo().get("Cached", 0),
+        "facts": facts.collect(None if ran.stopped else target, run_dir),  # a stopped tool's storage may hang
+        "profiling": ran.profiled,
+    }
+    write_json(run_dir / "run.json", record)
+    if ran.stopped:
+        print(f"{argv[0]} stopped: {ran.stopped}", file=sys.stderr)
+    elif ran.rc != 0:
+        said = tooltail.file_message(run_dir / "stderr.txt")  # its error line, not mpirun's banner
+        print(f"{argv[0]} exited {ran.rc}: {said or 'no message'}", file=sys.stderr)
+    return ran.rc if ran.rc is not None else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ran:
+    """How the tool's run went: its exit status, why it was stopped (None: it ended), its times, the profilers'
+    record."""
+
+    rc: int | None
+    stopped: str | None
+    started: float
+    ended: float
+    profiled: dict | None
+
+
+def _launch(
+    run_dir: Path,
+    argv: list[str],
+    cwd: Path | None,
+    timeout: float | None,
+    parent: int,
+    profile: list[str] | None,
+    telemetry_after: float | None,
+    target: str | None,
+) -> _Ran | None:
+    """Start the tool now, watched, with its output in RUN_DIR's files, and wait for its end; None (said) where it
+    could not start."""
     with open(run_dir / "stdout.txt", "wb") as out, open(run_dir / "stderr.txt", "wb") as err:
         started = time.time()
         try:
@@ -141,7 +193,7 @@ def run(
             )
         except OSError as exc:
             print(f"{argv[0]} could not start: {exc.strerror}", file=sys.stderr)
-            return 127
+            return None
         (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
         observers = _Observers(run_dir, proc.pid, argv[0], profile, telemetry_after, target)
         reason = watch(proc, observers.live.tree, timeout, started, parent)
@@ -150,28 +202,7 @@ def run(
         ended = time.time()
         profiled = observers.stop()
     (run_dir / PIDFILE).unlink(missing_ok=True)
-    record = {
-        "argv": argv,
-        "rc": proc.returncode,
-        "stopped": reason,
-        "start_at": start_at,
-        "started_at": started,
-        "ended_at": ended,
-        "start_skew_s": None if start_at is None else started - start_at,
-        **timeline,  # called, ready (prepared), told the start: start_at - told_at is the start's notice
-        "launcher": os.environ.get("IOLAB_LAUNCHER", "ansible"),  # clustershell: iolab.fanout started it
-        "page_cache_before": cached_before,
-        "page_cache_after": facts.meminfo().get("Cached", 0),
-        "facts": facts.collect(None if reason else target, run_dir),  # a stopped tool's storage may hang
-        "profiling": profiled,
-    }
-    write_json(run_dir / "run.json", record)
-    if reason:
-        print(f"{argv[0]} stopped: {reason}", file=sys.stderr)
-    elif proc.returncode != 0:
-        said = tooltail.file_message(run_dir / "stderr.txt")  # its error line, not mpirun's banner
-        print(f"{argv[0]} exited {proc.returncode}: {said or 'no message'}", file=sys.stderr)
-    return proc.returncode if proc.returncode is not None else 1
+    return _Ran(proc.returncode, reason, started, ended, profiled)
 
 
 def pack(run_dir: Path) -> int:
@@ -236,6 +267,28 @@ def _seconds(text: str) -> float:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m iolab.host.hostrun")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    p_step = sub.add_parser("step", help="run a step of a run that is not its tool, bounded as the tool is")
+    p_step.add_argument("--timeout", type=_seconds, required=True, help="seconds; 0: no limit")
+    p_step.add_argument("argv", nargs=argparse.REMAINDER)
+    sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
+    sub.add_parser("kill", help="SIGKILL the run's tool (a fault)").add_argument("--dir", type=Path, required=True)
+    p_stop = sub.add_parser("stop")
+    p_stop.add_argument("--dir", type=Path, required=True)
+    p_stop.add_argument(
+        "--orphaned-mounts",
+        action="store_true",
+        help="also unmount what a campaign mounted here and did not keep (after a takeover)",
+    )
+    p_stop.add_argument(
+        "--keep-archives",
+        action="store_true",
+        help="leave finished runs' archives (RUN.tar.gz) for collect.yml, which fetches and removes them",
+    )
+    return parser
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p_run = sub.add_parser("run")
     p_run.add_argument("--dir", type=Path, required=True)
     starts = p_run.add_mutually_exclusive_group()
@@ -282,24 +335,6 @@ def _parser() -> argparse.ArgumentParser:
         help="leave RUN_DIR unpacked (a phase whose directory a later call packs)",
     )
     p_run.add_argument("argv", nargs=argparse.REMAINDER)
-    p_step = sub.add_parser("step", help="run a step of a run that is not its tool, bounded as the tool is")
-    p_step.add_argument("--timeout", type=_seconds, required=True, help="seconds; 0: no limit")
-    p_step.add_argument("argv", nargs=argparse.REMAINDER)
-    sub.add_parser("pack").add_argument("--dir", type=Path, required=True)
-    sub.add_parser("kill", help="SIGKILL the run's tool (a fault)").add_argument("--dir", type=Path, required=True)
-    p_stop = sub.add_parser("stop")
-    p_stop.add_argument("--dir", type=Path, required=True)
-    p_stop.add_argument(
-        "--orphaned-mounts",
-        action="store_true",
-        help="also unmount what a campaign mounted here and did not keep (after a takeover)",
-    )
-    p_stop.add_argument(
-        "--keep-archives",
-        action="store_true",
-        help="leave finished runs' archives (RUN.tar.gz) for collect.yml, which fetches and removes them",
-    )
-    return parser
 
 
 def main(args: list[str] | None = None) -> int:
