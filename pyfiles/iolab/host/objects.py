@@ -123,7 +123,39 @@ class Phase:
         }
 
 
-def main(args: list[str] | None = None) -> int:
+class _Requests:
+    """The phases' requests on this host's keys: PUT overwrites each thread's own keys in turn, GET reads keys in
+    each thread's seeded random order and checks each body's size."""
+
+    def __init__(self, s3, bucket: str, names: list[str], size: int, threads: int, seed: int):
+        self.s3, self.bucket, self.names, self.size, self.threads = s3, bucket, names, size, threads
+        # Random bytes (nothing to compress), one pool for all: each object starts at its own offset.
+        self.pool = os.urandom(size + 4096)
+        self.orders = [random.Random(seed * 1000 + t) for t in range(threads)]
+
+    def body(self, index: int, turn: int) -> bytes:
+        offset = (index * 131 + turn * 17) % 4096
+        return self.pool[offset : offset + self.size]
+
+    def fill(self) -> None:
+        """Write every key once (untimed)."""
+        for index, name in enumerate(self.names):
+            self.s3.put_object(Bucket=self.bucket, Key=name, Body=self.body(index, 0))
+
+    def put(self, thread: int, turn: int) -> int:
+        index = (thread + turn * self.threads) % len(self.names)
+        self.s3.put_object(Bucket=self.bucket, Key=self.names[index], Body=self.body(index, turn))
+        return self.size
+
+    def get(self, thread: int, turn: int) -> int:
+        name = self.names[self.orders[thread].randrange(len(self.names))]
+        data = self.s3.get_object(Bucket=self.bucket, Key=name)["Body"].read()
+        if len(data) != self.size:
+            raise ValueError(f"{name}: {len(data)} bytes back, {self.size} written")
+        return len(data)
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m iolab.host.objects", description=__doc__.split("\n")[0])
     p.add_argument("--s3", required=True, help="the backend's connection (JSON; names the credentials' source)")
     p.add_argument("--workdir", required=True, help="this host's keys go under PREFIX/WORKDIR/")
@@ -135,7 +167,11 @@ def main(args: list[str] | None = None) -> int:
     p.add_argument("--ramp", type=float, default=2.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--keep-going", action="store_true", help="count a failed request and go on (a faulted run)")
-    opts = p.parse_args(args)
+    return p
+
+
+def main(args: list[str] | None = None) -> int:
+    opts = _parser().parse_args(args)
     try:
         conn = s3client.connection(opts.s3)
         s3 = s3client.client(conn)
@@ -146,27 +182,7 @@ def main(args: list[str] | None = None) -> int:
 
     bucket, workdir = conn["bucket"], s3client.key(conn, opts.workdir)
     names = [f"{workdir}/obj-{i:06d}" for i in range(max(opts.objects, opts.threads))]
-    # Random bytes (nothing to compress), one pool for all: each object starts at its own offset.
-    pool = os.urandom(opts.size + 4096)
-
-    def body(index: int, turn: int) -> bytes:
-        offset = (index * 131 + turn * 17) % 4096
-        return pool[offset : offset + opts.size]
-
-    def put(thread: int, turn: int) -> int:
-        index = (thread + turn * opts.threads) % len(names)
-        s3.put_object(Bucket=bucket, Key=names[index], Body=body(index, turn))
-        return opts.size
-
-    orders = [random.Random(opts.seed * 1000 + t) for t in range(opts.threads)]
-
-    def get(thread: int, turn: int) -> int:
-        name = names[orders[thread].randrange(len(names))]
-        data = s3.get_object(Bucket=bucket, Key=name)["Body"].read()
-        if len(data) != opts.size:
-            raise ValueError(f"{name}: {len(data)} bytes back, {opts.size} written")
-        return len(data)
-
+    requests = _Requests(s3, bucket, names, opts.size, opts.threads, opts.seed)
     result: dict[str, Any] = {
         "client": "boto3",
         "boto3": boto3.__version__,
@@ -182,10 +198,9 @@ def main(args: list[str] | None = None) -> int:
     }
     try:
         filled = time.time()
-        for index, name in enumerate(names):
-            s3.put_object(Bucket=bucket, Key=name, Body=body(index, 0))
+        requests.fill()
         result["fill_s"] = time.time() - filled
-        for phase, request in (("put", put), ("get", get)):
+        for phase, request in (("put", requests.put), ("get", requests.get)):
             result["phases"][phase] = Phase(phase, opts.ramp, opts.runtime, opts.keep_going).run(opts.threads, request)
     except Exception as exc:
         print(f"objects on {conn['endpoint']}/{bucket}: {exc}", file=sys.stderr)
