@@ -334,7 +334,7 @@ class _Page:
                 (r for r in self.rows if r["backend"] == b),
                 key=lambda r: (
                     self.workloads.index(r["workload"]),
-                    r["setting_label"],
+                    validity.setting_order(r["setting"]),  # by value: 1, 2, 4, 8, 16 accelerators
                     metrics.rank(r["metric"]),
                 ),
             )

@@ -180,3 +180,79 @@ def test_chromium_draws_the_history_with_backend_markers_and_the_regression_ring
     assert found["regressions"][0].startswith("read_bw · seq · a: vendors (2026-12-01)")
     assert "-20.0% breaks read_bw >= -5%" in found["regressions"][0]
     assert [u for u in found["loaded"] if not u.startswith("file:")] == []
+
+
+# --- every page kind at 1280 px (issue 44, 9) -------------------------------------------------------------------
+
+
+def calibrated(root: Path) -> Path:
+    """The main job with its answers given in a calibrated CPU too (a bench.calibrate profile of resnet50, and the
+    profile each answer recorded): the answer's cell carries `= 3.7 AMD EPYC 7763 64-Core Processor (calibrated
+    …)`, which made the page 1,460 px wide at 1280 (its last column cut off)."""
+    import dataclasses
+
+    import report_stores
+
+    from iolab import profiles
+    from iolab.samples import ResultStore
+
+    store = report_stores.main_job(root)
+    device = "AMD EPYC 7763 64-Core Processor"
+    directory = profiles.profiles_dir(root)
+    directory.mkdir(parents=True, exist_ok=True)
+    document = {"kind": profiles.PROFILE_KIND, "host": "cpu01", "measured_at": "2026-11-28T10:00:00Z",
+                "entries": [{"model": "resnet50", "batch": 32, "step_s": 0.0112, "scale": "full"}],
+                "device": {"device": "cpu", "name": device, "count": 1}}  # fmt: skip
+    (directory / "cpu01-2026-11-28T100000Z.json").write_text(json.dumps(document))
+    recorded = {"step_times": {"32": 0.0112}, "calibrated_at": "2026-11-28T10:00:00Z", "scale": "full",
+                "device": device, "model": "resnet50"}  # fmt: skip
+    samples = [
+        dataclasses.replace(
+            s,
+            params={**s.params, "accelerator": {"type": "h100", "model": "resnet50"}},
+            metadata={**s.metadata, "profile": recorded},
+        )
+        if s.metric == "accelerators_fed"
+        else s
+        for s in store.samples()
+    ]
+    store.samples_path.unlink()
+    store.add_samples(samples)
+    return ResultStore(root, store.dir.name).dir
+
+
+@needs_chromium
+@pytest.mark.parametrize("kind", ["calibrated", "kv-cache", "faults", "fio-tmpfs", "history"])
+def test_every_page_kind_fits_a_1280_px_window(tmp_path, monkeypatch, kind):
+    """Nothing scrolls sideways and nothing passes the page's column at 1280 px: a calibrated campaign's answer
+    wraps in its cell, a faulted run's table keeps to its box."""
+    import report_stores
+
+    from iolab import history_html, history_series, reparse, report_html
+    from iolab.samples import ResultStore
+
+    root = tmp_path / "results"
+    monkeypatch.setenv("IOLAB_RESULTS", str(root))
+    if kind == "calibrated":
+        page = report_html.write(ResultStore(root, calibrated(root).name))
+        assert "AMD EPYC 7763 64-Core Processor (calibrated 2026-11-28" in page.read_text()
+    elif kind == "kv-cache":
+        page = report_html.write(report_stores.kv_cache(root))
+    elif kind == "faults":
+        shutil.copytree(FIXTURES.parent / "report_faults" / "report-faults", root / "report-faults")
+        assert reparse.check(ResultStore(root, "report-faults"), write=True)[1]
+        page = report_html.write(ResultStore(root, "report-faults"))
+    elif kind == "fio-tmpfs":
+        shutil.copytree(FIXTURES / "fio-tmpfs", root / "fio-tmpfs")
+        page = report_html.write(ResultStore(root, "fio-tmpfs"))
+    else:
+        report_stores.main_job(root)
+        shutil.copytree(FIXTURES / "fio-tmpfs", root / "fio-tmpfs")
+        found, rules = history_series.run(root, [], None, None, [], None)
+        page = history_html.write(found, rules, root)
+    found = probe(tmp_path, page, WIDTH, "--window-size=1280,2000")
+    shot = tmp_path / f"{kind}-1280.png"  # what Chromium drew, kept to look at when this fails
+    if found["scroll"] > found["window"] or found["wide"]:
+        chromium(tmp_path, "--window-size=1280,2000", f"--screenshot={shot}", page.as_uri())
+    assert found["window"] == 1280
+    assert found["scroll"] <= 1280 and found["wide"] == [], f"{found} (screenshot: {shot})"

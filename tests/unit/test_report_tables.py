@@ -142,3 +142,32 @@ def test_the_faults_section_names_each_host_and_figure_whole(results):
         text = printed(report_faults.table(store, report.figures(store.samples())))
         hosts = sorted({s.host for s in store.samples() if s.host != "*"})
         fits(text, hosts + ["baseline"])
+
+
+# --- the HTML page's tables (issue 44, 9) ------------------------------------------------------------------------
+
+
+def test_the_pages_per_backend_tables_order_points_by_value_not_text(tmp_path):
+    """A search's probes at 1, 2, 4, 8 and 16 accelerators: in that order, not 1, 16, 2, 4, 8."""
+    from report_stores import CLIENT, searched
+
+    from iolab import report_html
+
+    store = ResultStore(tmp_path, "probes")
+    store.dir.mkdir(parents=True)
+    store.add_samples(searched("tmpfs", lambda n: 95.0, 120e6, CLIENT))
+    page = report_html.build(store)
+    backends = page[page.index('<section id="backends">') : page.index('<section id="flags">')]
+    order = [int(n) for n in re.findall(r"<td>resnet50-h100 accelerators=(\d+)</td>", backends)]
+    assert order == sorted(order) and {1, 16} <= set(order), order
+
+
+def test_the_page_says_one_run_not_one_runs(results, tmp_path):
+    from iolab import report_html
+
+    fio = ResultStore(results, "fio-tmpfs").samples()
+    store = ResultStore(tmp_path, "fio-tmpfs")
+    store.dir.mkdir(parents=True)
+    store.add_samples([s for s in fio if s.run_id == fio[0].run_id])
+    page = report_html.build(store)
+    assert re.search(r"\b1 of 1 run comparable", page) and "1 runs" not in page
