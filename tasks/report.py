@@ -21,7 +21,7 @@ from .common import task
 @task(
     default=True,
     help={
-        "campaign": "campaign name (default: the latest with results)",
+        "campaign": "campaign name (default: the latest with results of those you ran, else anyone's latest)",
         "format": "table | html (writes results/<campaign>/report.html) | csv | json | mlperf (MLPerf Storage's "
         "results columns)",
         "units": "byte figures of table and html: iec (GiB/s, the default) | si (GB/s)",

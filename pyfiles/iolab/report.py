@@ -17,6 +17,7 @@ keep canonical units (`value` in the `unit` column: B/s, IOPS, ns, ...) whatever
 from __future__ import annotations
 
 import csv
+import getpass
 import io
 import json
 import re
@@ -68,7 +69,9 @@ def with_unit(metric: str, label: str) -> str:
 
 
 def find_store(results: Path, campaign: str | None) -> ResultStore:
-    """The named campaign's store, or the one with samples written to last (never a moved-aside one).
+    """The named campaign's store, or the one with samples written to last (never a moved-aside one): of those this
+    user ran (its ledger's `held_by`, iolab.ledger), where there is one, so that another user's campaign on a
+    shared controller is not taken for one's own.
 
     A name is a store's directory under `results`, never a path (`../x`, `/etc`).
     """
@@ -89,7 +92,16 @@ def find_store(results: Path, campaign: str | None) -> ResultStore:
     stores = sorted((p for p in results.glob("*/samples.jsonl") if _own_samples(p)), key=lambda p: p.stat().st_mtime)
     if not stores:
         raise UserError(f"no results in {results} yet; run `./lab bench.all` first")
-    return ResultStore(results, stores[-1].parent.name)
+    mine = [p for p in stores if _ran_by(p.parent) == getpass.getuser()]
+    return ResultStore(results, (mine or stores)[-1].parent.name)
+
+
+def _ran_by(store_dir: Path) -> str | None:
+    """The user whose command ran the campaign last (its ledger's `held_by`), None when the store does not say."""
+    from iolab import ledger
+
+    holder = (ledger.read(store_dir) or {}).get("held_by")
+    return holder.get("user") if isinstance(holder, dict) else None
 
 
 def _own_samples(path: Path) -> bool:

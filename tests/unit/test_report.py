@@ -802,3 +802,26 @@ def test_a_host_that_started_past_the_runs_skew_bound_is_flagged_but_stays_compa
     assert any("started 2.5 s after the hosts' common start, more than start_skew_max (1 s)" in r for r in reasons)
     assert "start_skewed" not in validity.sample_flags(on_time)[0] + validity.sample_flags(alone)[0]
     assert not validity.Flag("start_skewed", "late").blocking
+
+
+def test_the_report_without_a_campaign_takes_this_users_latest_not_anyones(tmp_path):
+    """On a shared controller another user's campaign may be the one written to last: `./lab report` shows the
+    latest this user ran (its ledger's held_by), and anyone's latest only where this user ran none."""
+    import getpass
+    import os
+
+    from iolab import ledger
+
+    fixture = FIXTURES / "fio-tmpfs"
+    for name, user, when in (("mine", getpass.getuser(), 1_000_000), ("theirs", "someone-else", 2_000_000)):
+        shutil.copytree(fixture, tmp_path / name)
+        samples = (
+            (tmp_path / name / "samples.jsonl").read_text().replace('"campaign":"fio-tmpfs"', f'"campaign":"{name}"')
+        )
+        (tmp_path / name / "samples.jsonl").write_text(samples)
+        led = {"schema": ledger.SCHEMA, "id": name * 4, "name": name, "held_by": {"user": user, "controller": "ctl01"}}
+        (tmp_path / name / ledger.FILE).write_text(json.dumps(led))
+        os.utime(tmp_path / name / "samples.jsonl", (when, when))
+    assert report.find_store(tmp_path, None).dir.name == "mine"
+    (tmp_path / "mine" / ledger.FILE).unlink()  # a store that does not say who ran it: anyone's latest
+    assert report.find_store(tmp_path, None).dir.name == "theirs"
