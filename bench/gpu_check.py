@@ -43,7 +43,7 @@ from typing import Any
 from _common import ROOT  # noqa: F401  (puts this checkout's iolab on the path)
 
 from iolab import limits
-from iolab.host import telemetry
+from iolab.host import gpu_telemetry
 from iolab.parsers import pytorch
 from iolab.parsers import telemetry as telemetry_parser
 from iolab.samples import Sample
@@ -56,7 +56,7 @@ SMALL = {"files": 32, "batch_size": 4, "steps": 3, "workers": 1, "scale": "tiny"
 def facts() -> dict[str, Any]:
     import torch
 
-    nvml, _, info = telemetry.open_nvml()
+    nvml, _, info = gpu_telemetry.open_nvml()
     if nvml is not None:
         nvml.nvmlShutdown()
     return {

@@ -57,8 +57,8 @@ def test_the_facts_name_the_gpus_nvml_sees(monkeypatch):
     """FakeNvml stands in for the NVML library (there is no GPU here): what it reports reaches the check's facts."""
     gpu_check = load_gpu_check()
     fake = FakeNvml()
-    opened = gpu_check.telemetry.open_nvml(fake)  # the real opening, of the fake library
-    monkeypatch.setattr(gpu_check.telemetry, "open_nvml", lambda: opened)
+    opened = gpu_check.gpu_telemetry.open_nvml(fake)  # the real opening, of the fake library
+    monkeypatch.setattr(gpu_check.gpu_telemetry, "open_nvml", lambda: opened)
     facts = gpu_check.facts()
     assert facts["nvml"] == {
         "source": "nvml",

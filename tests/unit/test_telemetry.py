@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from fake_nvml import FakeNvml
 
-from iolab.host import telemetry
+from iolab.host import gpu_telemetry, telemetry
 from iolab.parsers import ParseError, fio
 from iolab.parsers import telemetry as tparser
 from iolab.samples import UNITS
@@ -315,7 +315,7 @@ def test_without_libnvidia_ml_the_gpu_series_is_absent_and_the_record_says_why(t
     assert not [m for m in parsed.measurements if m.metric.startswith("gpu_")]
     assert parsed.metadata["telemetry"]["gpu"] == {"absent": "NVML: NVML Shared Library Not Found"}
     monkeypatch.setitem(sys.modules, "pynvml", None)  # the package is not installed
-    assert telemetry.open_nvml()[2] == {"absent": "module pynvml (package nvidia-ml-py) is not installed"}
+    assert gpu_telemetry.open_nvml()[2] == {"absent": "module pynvml (package nvidia-ml-py) is not installed"}
 
 
 def test_hostrun_samples_from_the_end_of_the_ramp_to_the_end_of_the_tool(tmp_path):

@@ -83,10 +83,10 @@ def _block_queue(path: str) -> dict[str, Any]:
 
 
 def _gpus(nvml: Any = "pynvml") -> list[dict[str, str]]:
-    """Each GPU's model, driver and memory (MiB), through NVML (iolab.host.telemetry); none without it."""
-    from iolab.host import telemetry
+    """Each GPU's model, driver and memory (MiB), through NVML (iolab.host.gpu_telemetry); none without it."""
+    from iolab.host import gpu_telemetry
 
-    nvml, handles, info = telemetry.open_nvml(nvml)
+    nvml, handles, info = gpu_telemetry.open_nvml(nvml)
     if nvml is None:
         return []
     try:
@@ -94,7 +94,7 @@ def _gpus(nvml: Any = "pynvml") -> list[dict[str, str]]:
             {
                 "model": name,
                 "driver": info["driver"],
-                "memory": f"{(telemetry.read_gpu(nvml, i, h)['mem_total'] or 0) >> 20} MiB",
+                "memory": f"{(gpu_telemetry.read_gpu(nvml, i, h)['mem_total'] or 0) >> 20} MiB",
             }
             for i, (h, name) in enumerate(zip(handles, info["names"], strict=True))
         ]

@@ -24,15 +24,11 @@ What each interval records, with the arithmetic of the usual tools:
 - **memory**: `Cached`, `Dirty`, `MemFree`, `Buffers`, `MemAvailable`, `MemTotal`
   (`/proc/meminfo`), in bytes.
 - **network**: bytes per interface (`/proc/net/dev`), interfaces that never moved a byte left out.
-- **GPUs**, through NVML (the `pynvml` module of the `nvidia-ml-py` package, which
-  loads the driver's libnvidia-ml): per GPU, utilization and memory-controller
+- **GPUs**, through NVML (iolab.host.gpu_telemetry): per GPU, utilization and memory-controller
   utilization (%), memory used and total (B), SM clock (Hz), temperature (°C), power
-  (W) and PCIe receive and transmit throughput (B/s), read once an interval by one
-  thread of this process: NVML is initialised once, and nothing is spawned per sample
-  (starting nvidia-smi initialises NVML each time, tens of milliseconds of CPU). The
-  thread is apart because NVML's PCIe counters take 20 ms each to sample. Without the
-  module, the library or a GPU, there are no GPU figures and the start record's `gpu`
-  says why.
+  (W) and PCIe receive and transmit throughput (B/s), read once an interval by a thread
+  of this process. Without NVML or a GPU, there are no GPU figures and the start record's
+  `gpu` says why.
 
 The file `telemetry.jsonl`, one JSON object a line, each written whole and at once:
 
@@ -52,7 +48,6 @@ threads' CPU clocks (`time.thread_time`), the NVML thread's included.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import stat
@@ -61,6 +56,7 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from iolab.host.gpu_telemetry import NVML_MODULE, GpuProbe, open_nvml
 from iolab.shared import mountinfo as shared_mountinfo
 from iolab.shared.processes import HZ, ToolTree
 
@@ -72,7 +68,6 @@ MEMINFO_KEYS = ("Cached", "Dirty", "MemFree", "Buffers", "MemAvailable", "MemTot
 # Devices that exist by the dozen and matter only once used; RAM disks are memory, not storage.
 IDLE_UNLESS_USED = ("loop", "zram", "nbd")
 NEVER = ("ram",)
-NVML_MODULE = "pynvml"  # the nvidia-ml-py package
 _U32 = 1 << 32
 
 
@@ -281,117 +276,6 @@ def target_storage(target: str | None, sys_root: str = "/sys", mountinfo: str = 
     return {"path": target, **mount, "devices": devices}
 
 
-# --- GPUs through NVML ---------------------------------------------------------------------------
-
-
-def _text(value: Any) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
-
-def open_nvml(nvml: Any = NVML_MODULE) -> tuple[Any, list[Any], dict[str, Any]]:
-    """(NVML, a handle per GPU, what the start record says) or (None, [], {"absent": why}).
-
-    `nvml` is a module with pynvml's interface or the name of one to import; None
-    turns GPU telemetry off.
-    """
-    if nvml is None:
-        return None, [], {"absent": "GPU telemetry turned off"}
-    if isinstance(nvml, str):
-        try:
-            nvml = importlib.import_module(nvml)
-        except ImportError:
-            return None, [], {"absent": f"module {NVML_MODULE} (package nvidia-ml-py) is not installed"}
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as exc:  # no libnvidia-ml (no driver), or a driver that does not answer
-        return None, [], {"absent": f"NVML: {exc}"}
-    try:
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        if not handles:
-            nvml.nvmlShutdown()
-            return None, [], {"absent": "NVML sees no GPU"}
-        info = {
-            "source": "nvml",
-            "count": len(handles),
-            "driver": _text(nvml.nvmlSystemGetDriverVersion()),
-            "names": [_text(nvml.nvmlDeviceGetName(h)) for h in handles],
-        }
-    except nvml.NVMLError as exc:
-        nvml.nvmlShutdown()
-        return None, [], {"absent": f"NVML: {exc}"}
-    return nvml, handles, info
-
-
-def read_gpu(nvml: Any, index: int, handle: Any) -> dict[str, Any]:
-    """One GPU's figures now, in canonical units; a figure the board does not report is None."""
-
-    def get(call, *args):
-        try:
-            return call(handle, *args)
-        except nvml.NVMLError:  # NOT_SUPPORTED on some boards, or a GPU that fell off the bus
-            return None
-
-    util = get(nvml.nvmlDeviceGetUtilizationRates)
-    memory = get(nvml.nvmlDeviceGetMemoryInfo)
-    clock = get(nvml.nvmlDeviceGetClockInfo, nvml.NVML_CLOCK_SM)  # MHz
-    power = get(nvml.nvmlDeviceGetPowerUsage)  # mW
-    rx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_RX_BYTES)  # KiB/s over 20 ms
-    tx = get(nvml.nvmlDeviceGetPcieThroughput, nvml.NVML_PCIE_UTIL_TX_BYTES)
-    uuid = get(nvml.nvmlDeviceGetUUID)
-    return {
-        "index": index,
-        "uuid": None if uuid is None else _text(uuid),
-        "util": None if util is None else float(util.gpu),
-        "mem_util": None if util is None else float(util.memory),
-        "mem_used": None if memory is None else int(memory.used),
-        "mem_total": None if memory is None else int(memory.total),
-        "sm_clock": None if clock is None else clock * 1_000_000,
-        "temp": get(nvml.nvmlDeviceGetTemperature, nvml.NVML_TEMPERATURE_GPU),
-        "power": None if power is None else power / 1000,
-        "pcie_rx_bw": None if rx is None else rx * 1024,
-        "pcie_tx_bw": None if tx is None else tx * 1024,
-    }
-
-
-class GpuProbe(threading.Thread):
-    """The latest figures of every GPU, read through NVML once an interval in a thread of its own."""
-
-    def __init__(self, nvml: Any, handles: list[Any], interval: float):
-        super().__init__(name="telemetry-gpu", daemon=True)
-        self.nvml, self.handles, self.interval = nvml, handles, interval
-        self.errors: list[str] = []
-        self.cpu_s = 0.0
-        self._latest: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        started = time.thread_time()
-        try:
-            while True:
-                figures = [read_gpu(self.nvml, i, h) for i, h in enumerate(self.handles)]
-                with self._lock:
-                    self._latest = figures
-                if self._stop_event.wait(self.interval):
-                    break
-        except Exception as exc:  # noqa: BLE001 - a GPU's trouble must not end the host's telemetry
-            self.errors.append(f"GPU telemetry stopped: {type(exc).__name__}: {exc}")
-        finally:
-            self.cpu_s = time.thread_time() - started
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [dict(g) for g in self._latest]
-
-    def close(self) -> None:
-        self._stop_event.set()
-        self.join(timeout=5)
-        try:
-            self.nvml.nvmlShutdown()
-        except self.nvml.NVMLError as exc:
-            self.errors.append(f"NVML shutdown: {exc}")
-
-
 # --- the sampler --------------------------------------------------------------------------------
 
 
@@ -436,6 +320,9 @@ class Sampler(threading.Thread):
         self._partition: dict[str, bool] = {}
         self._keep: frozenset[str] = frozenset()
         self._fd = -1
+        self._first: _Snapshot | None = None  # the window's first snapshot, and its last sampled one
+        self._last: _Snapshot | None = None
+        self._samples = 0
 
     # -- public
     def stop(self, timeout: float = 10.0) -> dict[str, Any]:
@@ -449,16 +336,9 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         cpu0 = time.thread_time()
         gpu: GpuProbe | None = None
-        first: _Snapshot | None = None
-        prev: _Snapshot | None = None
-        count = 0
         try:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-            try:
-                storage = target_storage(self.target, self.sys, f"{self.proc}/self/mountinfo")
-            except (OSError, ValueError) as exc:
-                storage = {"path": self.target, "devices": []}
-                self.errors.append(f"cannot tell what is under {self.target}: {exc}")
+            storage = self._storage()
             self._keep = frozenset(storage.get("devices", ()))
             nvml, handles, gpu_info = open_nvml(self.nvml)
             if nvml is not None:
@@ -468,56 +348,76 @@ class Sampler(threading.Thread):
             if self._stop_event.wait(self.after):
                 self.errors.append(f"the tool ended before the window opened ({self.after:g} s after its start)")
                 return
-            first = prev = self._snapshot()
-            self._write(
-                {
-                    "type": "start",
-                    "schema": SCHEMA,
-                    "t": first.wall,
-                    "interval": self.interval,
-                    "after": self.after,
-                    "tool_pid": self.tool_pid,
-                    "target": storage,
-                    "hz": HZ,
-                    "cpus": os.cpu_count(),
-                    "boot_id": _read(f"{self.proc}/sys/kernel/random/boot_id").strip(),
-                    "mem": first.mem,
-                    "gpu": gpu_info,
-                }
-            )
-            deadline = first.mono + self.interval
-            while True:
-                stopped = self._stop_event.wait(max(0.0, deadline - time.monotonic()))
-                cur = self._snapshot()
-                if not stopped or cur.mono - prev.mono >= 0.01:  # the last, partial interval, unless empty
-                    self._write(self._sample(prev, cur, gpu))
-                    count += 1
-                    prev = cur
-                if stopped:
-                    break
-                deadline += self.interval
-                if deadline < time.monotonic():  # fell behind (a stalled host): skip, don't burst
-                    deadline = time.monotonic() + self.interval
+            self._sample_every_interval(self._open_window(storage, gpu_info), gpu)
         except Exception as exc:  # noqa: BLE001 - telemetry must never take the run down with it
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
-            if gpu is not None:
-                gpu.close()
-                self.errors += gpu.errors
-            own = time.thread_time() - cpu0 + (gpu.cpu_s if gpu else 0.0)
-            window = (prev.mono - first.mono) if first and prev else 0.0
-            self.summary = {
-                "type": "end",
-                "t": time.time(),
-                "samples": count,
-                "window_s": _round(window),
-                "sampler_cpu_s": _round(own),
-                "sampler_cpu_pct": _round(own / window * 100) if window else None,
-                "errors": self.errors,
+            self._end(cpu0, gpu)
+
+    def _storage(self) -> dict[str, Any]:
+        """What is under the target (target_storage); no devices, and the error said, where that cannot be told."""
+        try:
+            return target_storage(self.target, self.sys, f"{self.proc}/self/mountinfo")
+        except (OSError, ValueError) as exc:
+            self.errors.append(f"cannot tell what is under {self.target}: {exc}")
+            return {"path": self.target, "devices": []}
+
+    def _open_window(self, storage: dict[str, Any], gpu_info: dict[str, Any]) -> _Snapshot:
+        """The window's first snapshot, written as the start record."""
+        self._first = self._last = first = self._snapshot()
+        self._write(
+            {
+                "type": "start",
+                "schema": SCHEMA,
+                "t": first.wall,
+                "interval": self.interval,
+                "after": self.after,
+                "tool_pid": self.tool_pid,
+                "target": storage,
+                "hz": HZ,
+                "cpus": os.cpu_count(),
+                "boot_id": _read(f"{self.proc}/sys/kernel/random/boot_id").strip(),
+                "mem": first.mem,
+                "gpu": gpu_info,
             }
-            if self._fd >= 0:
-                self._write(self.summary)
-                os.close(self._fd)
+        )
+        return first
+
+    def _sample_every_interval(self, first: _Snapshot, gpu: GpuProbe | None) -> None:
+        """A sample each interval after `first` until stop(), then the last, partial interval unless empty."""
+        prev, deadline = first, first.mono + self.interval
+        while True:
+            stopped = self._stop_event.wait(max(0.0, deadline - time.monotonic()))
+            cur = self._snapshot()
+            if not stopped or cur.mono - prev.mono >= 0.01:
+                self._write(self._sample(prev, cur, gpu))
+                self._samples += 1
+                prev = self._last = cur
+            if stopped:
+                break
+            deadline += self.interval
+            if deadline < time.monotonic():  # fell behind (a stalled host): skip, don't burst
+                deadline = time.monotonic() + self.interval
+
+    def _end(self, cpu0: float, gpu: GpuProbe | None) -> None:
+        """Close the GPU probe and write the end record: samples, window, the sampler's own CPU, errors."""
+        if gpu is not None:
+            gpu.close()
+            self.errors += gpu.errors
+        own = time.thread_time() - cpu0 + (gpu.cpu_s if gpu else 0.0)
+        window = (self._last.mono - self._first.mono) if self._first and self._last else 0.0
+        self.summary = {
+            "type": "end",
+            "t": time.time(),
+            "samples": self._samples,
+            "window_s": _round(window),
+            "sampler_cpu_s": _round(own),
+            "sampler_cpu_pct": _round(own / window * 100) if window else None,
+            "errors": self.errors,
+        }
+        if self._fd >= 0:
+            self._write(self.summary)
+            os.close(self._fd)
 
     def _write(self, record: dict[str, Any]) -> None:
         os.write(self._fd, (json.dumps(record, separators=(",", ":")) + "\n").encode())

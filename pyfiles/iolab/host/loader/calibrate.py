@@ -51,11 +51,11 @@ def device_facts(device: Any) -> dict[str, Any]:
     """What the step ran on: the GPU's model, how many the host has, the driver; or the CPU's model and cores."""
     import torch
 
-    from iolab.host import facts, telemetry
+    from iolab.host import facts, gpu_telemetry
 
     found: dict[str, Any] = {"torch": torch.__version__, "host": platform.node()}
     if device.type == "cuda":
-        nvml, _, info = telemetry.open_nvml()
+        nvml, _, info = gpu_telemetry.open_nvml()
         if nvml is not None:
             nvml.nvmlShutdown()
         found |= {

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from iolab.host import telemetry
+from iolab.host import gpu_telemetry
 from iolab.host.loader.proctree import tree_cpu_seconds
 
 KIND = "iolab.host.loader/1"
@@ -261,19 +261,19 @@ def run_steps(
 
 
 class GpuMonitor:
-    """One GPU's utilization (%) and memory in use (B) every half second, through NVML (iolab.host.telemetry),
+    """One GPU's utilization (%) and memory in use (B) every half second, through NVML (iolab.host.gpu_telemetry),
     while a rank runs; the parser keeps what falls inside the measured window (not the start-up).
 
     Nothing is spawned per sample. Without NVML or without that GPU, the samples stay empty
     and `absent` says why.
     """
 
-    def __init__(self, index: int, nvml: Any = telemetry.NVML_MODULE):
+    def __init__(self, index: int, nvml: Any = gpu_telemetry.NVML_MODULE):
         self.index = index
         self.samples: list[tuple[float, float]] = []  # (time, utilization %)
         self.memory: list[tuple[float, int]] = []  # (time, bytes in use)
         self.total: int | None = None
-        self._nvml, handles, info = telemetry.open_nvml(nvml)
+        self._nvml, handles, info = gpu_telemetry.open_nvml(nvml)
         self._handle = handles[index] if index < len(handles) else None
         self.absent = info.get("absent") or (None if self._handle is not None else f"NVML sees no GPU {index}")
         self._stop = threading.Event()
@@ -289,7 +289,7 @@ class GpuMonitor:
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
-            found = telemetry.read_gpu(self._nvml, self.index, self._handle)
+            found = gpu_telemetry.read_gpu(self._nvml, self.index, self._handle)
             now = time.time()
             if found["util"] is not None:
                 self.samples.append((now, found["util"]))
