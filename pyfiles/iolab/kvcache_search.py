@@ -85,7 +85,7 @@ def searched(session: BackendSession, run: Run, active: list[str], title: str) -
     assert isinstance(workload, KvcacheWorkload) and workload.search  # bench sends searches only
     console, store = session.state.lab.console, session.state.store
     per, bound = PER[workload.search], workload.bound
-    ceiling = workload.settled("users") if workload.search == "users" else workload.clients
+    ceiling = workload.ceiling()
     console.print(
         f"{title}: searching the most {per} whose max-of-P95 read latency holds ≤ {bound * 1000:g} ms "
         f"(ceiling {ceiling}; {workload.settled('duration'):g} s per probe)",
@@ -147,6 +147,8 @@ def answer(meta: dict[str, Any], backend: str, hosts: int) -> str:
     """The search's line: the answer with its interval, the figures at it, what limited it, its flags."""
     at, limit, bound = meta["at"], meta["limited_by"], meta["latency_bound"] * 1000
     flags = "".join(f"; ⚑ {flag}" for flag in meta["flags"])
+    probes = next((len(p["p95"]) for p in meta["points"] if p["count"] == at["count"]), 1)
+    worst = f", the worst of its {probes} probes," if probes > 1 else ""
     if meta["held"] == 0:
         return (
             f"answer: none — even 1 {meta['per']} takes the max-of-P95 read latency over {bound:g} ms on {backend} "
@@ -154,7 +156,7 @@ def answer(meta: dict[str, Any], backend: str, hosts: int) -> str:
         )
     return (
         f"answer: {fed_label(meta['held'], {**meta, 'flags': []}, meta['per'])} on {backend} (max-of-P95 read "
-        f"{at['p95'] * 1000:.1f} ms ≤ {bound:g} ms, {at['read_bw'] / 2**30:.2f} GiB/s read, "
+        f"{at['p95'] * 1000:.1f} ms{worst} ≤ {bound:g} ms, {at['read_bw'] / 2**30:.2f} GiB/s read, "
         f"{at['tokens_per_s']:.0f} tokens/s over {hosts} host(s)); {limits.said(limit)}{flags}"
     )
 

@@ -12,12 +12,15 @@ throughput now (iolab.live).
 The time to go: each run still to come is expected to take as long as the runs of the
 same workload took so far (their mean), or, for a workload not run yet, its estimate
 (the one `bench.all --dry-run` shows) scaled by how the finished runs compared with
-their own estimates. Before the first run ends, the estimates alone.
+their own estimates. Before the first run ends, the estimates alone. A search (the
+accelerators, KV-cache users or clients) is one run of many probes: its estimate is
+its expected probes (`search_probes`) times a probe's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 
@@ -29,6 +32,17 @@ class Planned:
     run_id: str
     kind: str  # runs of one kind take alike times: the workload's name
     estimate: float  # seconds, before any run has been timed
+
+
+def search_probes(ceiling: int, repeats: int) -> int:
+    """The probes a search up to `ceiling` is expected to run (iolab.accelerators.search): doubling from 1 to the
+    ceiling (⌈log2 ceiling⌉ + 1 probes; a boundary found sooner leaves about as many to its bisection), then the two
+    points next to the boundary probed again until each has `repeats`.
+
+    >>> search_probes(8, 3), search_probes(16, 3), search_probes(1, 3)
+    (8, 9, 5)
+    """
+    return math.ceil(math.log2(max(ceiling, 1))) + 1 + 2 * (repeats - 1)
 
 
 def duration(seconds: float) -> str:

@@ -102,6 +102,30 @@ def test_before_the_first_run_a_campaign_s_time_to_go_is_the_dry_run_estimate():
     assert p.eta() == plan.estimate(runs)[0] > 0
 
 
+def test_a_search_is_expected_to_take_its_probes_not_one_run():
+    """campaigns/kvcache.yml's users search (up to 8 users, 15 s a probe when written): doubling from 1 user to
+    its ceiling, then the two points by the boundary probed twice more each, each probe its duration and the ranks'
+    start and end. The estimate said 2.5 s a search ("about 0 s to go" for minutes)."""
+    import math
+    from pathlib import Path
+
+    from iolab import campaign, plan
+
+    spec = campaign.load(Path(__file__).resolve().parents[2] / "campaigns" / "kvcache.yml")
+    runs = campaign.expand(spec)
+    searches = [r for r in runs if plan.searches(r)]
+    assert searches and all(r.workload.search == "users" for r in searches)
+    p, clock, _ = progress(plan.planned(runs))
+    expected = {}
+    for r in searches:
+        probes = math.ceil(math.log2(r.workload.settled("users"))) + 1 + 2 * 2
+        expected[r.run_id] = probes * r.workload.settled("duration")
+        assert p.planned[r.run_id].estimate >= expected[r.run_id] >= 60.0
+    p.start(p.planned[searches[0].run_id])
+    clock.now += 30.0  # half a minute into the first search: its other probes and the other searches to go
+    assert p.eta() >= sum(expected.values()) - 30.0 and "min" in p.status()
+
+
 def test_on_a_terminal_the_live_table_of_each_playbook_shows_the_campaign_s_progress_under_it():
     from iolab import runner
 
