@@ -171,7 +171,7 @@ def accelerators(
 
 @task(help={"inventory": INVENTORY, "hosts": HOSTS, "steal": STEAL, **calibration.FLAGS})
 @user_errors
-def calibrate(c, inventory=None, hosts=None, models="", batch_sizes="", campaign=None, scale="full", steal=False):
+def calibrate(c, inventory=None, hosts=None, models="", batch_sizes="", campaign=None, scale="auto", steal=False):
     """Time each model's real training step on each host's GPU (or CPU) and write its accelerator profile."""
     echo("\n".join(calibration.run(make_lab(inventory, hosts), models, batch_sizes, campaign, scale, steal)))
 

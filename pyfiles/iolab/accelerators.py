@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from iolab import limits, record, results_store
+from iolab import limits, profiles, record, results_store
 from iolab.campaign import Campaign, Run, expand, parse, repetition
 from iolab.errors import RunFailed, UserError
 from iolab.execute import Lab
@@ -460,6 +460,7 @@ def fed_samples(
     assert isinstance(workload, PytorchWorkload) and workload.accelerator  # a search's schema asks for both
     threshold = threshold_of(workload)
     common = summary(outcome, probes, threshold, workload.accelerators, floor)
+    common["profile"] = profiles.recorded(workload.accelerator)  # the report's side by side converts with this one
     point = [s for s in stored if s.run_id == common["at"]["run_id"] and not s.params.get("syscall")]
     params = {k: v for k, v in run.params.items() if k != "accelerators"}
     params |= {"workload": run.workload.name, "accelerator_type": workload.accelerator.type, "au_threshold": threshold}

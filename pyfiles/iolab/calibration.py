@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from iolab import profiles
 from iolab.errors import UserError
 from iolab.profiles import CAMPAIGN, PROFILE_KIND, device_label, load_profile, profiles_dir
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
@@ -108,13 +109,40 @@ def write_profiles(store: ResultStore, repetition: int, results: Path) -> list[P
     return written
 
 
+def read_campaign(path: Path) -> Any:
+    """The campaign `path` as bench.calibrate reads it, for its batch sizes: its calibrated accelerators stand as
+    custom ones of their model (iolab.profiles.standing_in), since the profile they name may be the one this call
+    makes."""
+    from iolab import yamlfile
+    from iolab.campaign import parse
+
+    raw = yamlfile.load(path, "campaign file", "--campaign")
+    return parse(profiles.standing_in(raw) if isinstance(raw, dict) else raw, str(path), path.parent)
+
+
+def _scale(lab: Any, results: Path) -> str:
+    """--scale auto: full; UserError (one line) where a selected host is known to have no GPU (iolab.gpus.host_gpus:
+    its facts, its last profile, or this machine's own driver)."""
+    from iolab.gpus import host_gpus
+
+    cpus = [h for h in lab.hosts if host_gpus(lab.inventory.hostvars.get(h, {}), h, results) == 0]
+    if cpus:
+        raise UserError(
+            f"bench.calibrate: {', '.join(cpus)} has no GPU, and the full-size models take hours on a CPU: pass "
+            "--scale tiny --batch-sizes 2 to try the code path (a CPU's figure is no GPU's), --scale full to time "
+            "the real models anyway, or leave it out with --hosts"
+        )
+    return "full"
+
+
 # bench.calibrate's flags (tasks/bench.py): what each says
 FLAGS = {
     "models": "models to calibrate: resnet50,retinanet,unet3d (default all three)",
     "batch_sizes": "batch sizes, e.g. 400,256 (default: the campaign's workloads' for each model, else MLPerf's)",
     "campaign": "a campaign whose pytorch workloads' batch sizes to calibrate",
-    "scale": "full (the real models: 5 warm-up steps, 5 timed blocks of 10) | tiny (every width / 8, 1 warm-up "
-    "step, 2 blocks of 2: a CPU's code path, CI)",
+    "scale": "auto (the default: full, refused in one line where a host is known to have no GPU: the full-size "
+    "models take hours on a CPU) | full (the real models: 5 warm-up steps, 5 timed blocks of 10) | tiny (every "
+    "width / 8, 1 warm-up step, 2 blocks of 2: a CPU's code path, CI)",
 }
 # Steps per scale: (warm-up, steps per block, blocks); torch.compile on CUDA: both measured, the faster kept
 TIMING = {"full": (5, 10, 5), "tiny": (1, 2, 2)}
@@ -126,21 +154,21 @@ def run(
     """bench.calibrate: one new repetition of the calibration campaign on the lab's hosts (leased), then a profile
     per host; the lines that say what was measured and where the profiles are."""
     from iolab import bench, lease, paths
-    from iolab.campaign import load
 
-    spec = load(campaign_file) if campaign_file else None
+    spec = read_campaign(Path(campaign_file)) if campaign_file else None
     try:
         sizes = [int(b) for b in batch_sizes.split(",") if b.strip()]
     except ValueError:
         raise UserError(
             f"--batch-sizes {batch_sizes!r}: give whole numbers separated by commas, e.g. 400,256"
         ) from None
-    if scale not in TIMING:
-        raise UserError(f"--scale {scale!r}: choose full or tiny")
+    if scale not in (*TIMING, "auto"):
+        raise UserError(f"--scale {scale!r}: choose auto, full or tiny")
+    results = paths.results_root()
+    scale = _scale(lab, results) if scale == "auto" else scale
     warmup, steps, blocks = TIMING[scale]
     pairs = batches_for([m for m in (models or ",".join(MODELS)).split(",") if m], sizes or None, spec)
     one = campaign(pairs, scale, steps, blocks, warmup, "auto")
-    results = paths.results_root()
     store = ResultStore(results, CAMPAIGN)
     with lease.held(lab, "bench.calibrate", steal):
         one = bench.next_repetition(one, store)

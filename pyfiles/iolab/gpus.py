@@ -59,7 +59,7 @@ def legs(data: dict[str, Any]) -> dict[str, Any]:
 def known_gpus(host: str, results: Path) -> int | None:
     """How many GPUs `host` has, from its facts (lab.setup, lab.facts) or its newest calibration profile; None
     when neither says."""
-    from iolab.profiles import profiles_dir
+    from iolab.profiles import load_profile, profiles_dir
 
     facts = results / "facts" / f"{host}.json"
     try:
@@ -72,11 +72,27 @@ def known_gpus(host: str, results: Path) -> int | None:
     newest = sorted(directory.glob(f"{host}-*.json")) if directory.is_dir() else []
     for path in reversed(newest):
         try:
-            device = json.loads(path.read_text())["device"]
-        except (OSError, ValueError, KeyError, TypeError):
+            device = load_profile(path)["device"]  # bounded, a regular file, checked
+        except UserError:
             continue
-        return int(device["count"]) if device.get("device") == "cuda" else 0
+        if device.get("device") != "cuda":
+            return 0
+        if isinstance(device.get("count"), int):
+            return int(device["count"])
     return None
+
+
+def host_gpus(hostvars: dict[str, Any], host: str, results: Path) -> int | None:
+    """known_gpus, else for this machine itself (`hostvars` say ansible_connection: local) the GPUs its NVIDIA
+    driver lists (/proc/driver/nvidia/gpus): 0 where it lists none and no AMD GPU (/dev/kfd) is there; None
+    when nothing says."""
+    known = known_gpus(host, results)
+    if known is not None or hostvars.get("ansible_connection") != "local":
+        return known
+    nvidia = Path("/proc/driver/nvidia/gpus")
+    if nvidia.is_dir():
+        return len(list(nvidia.iterdir()))
+    return None if Path("/dev/kfd").exists() else 0
 
 
 def check_hosts(spec: Any, hosts: list[str], results: Path) -> None:

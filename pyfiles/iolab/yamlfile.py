@@ -86,8 +86,9 @@ class _BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def read_text(path: Path, what: str, flag: str, max_bytes: int = MAX_BYTES) -> str:
-    """A regular file's text, refused without reading it whole when it is not one or is over `max_bytes`."""
+def read_text(path: Path, what: str, flag: str, max_bytes: int = MAX_BYTES, kind: str = "a YAML file") -> str:
+    """A regular file's text, refused without reading it whole when it is not one or is over `max_bytes`; `kind`:
+    what the refusal asks for instead."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -96,7 +97,7 @@ def read_text(path: Path, what: str, flag: str, max_bytes: int = MAX_BYTES) -> s
         raise UserError(f"cannot read {what} {path}: {exc.strerror}; pass {flag} with a readable file") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UserError(f"{what} {path} is not a regular file; pass {flag} with a YAML file")
+            raise UserError(f"{what} {path} is not a regular file; pass {flag} with {kind}")
         data = os.read(fd, max_bytes + 1)
     finally:
         os.close(fd)

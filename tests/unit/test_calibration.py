@@ -3,20 +3,23 @@ refusals, and that an emulated device's compute per batch is its profile's step 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from iolab import calibration, campaign, gpus, profiles
+from iolab import calibration, campaign, gpus, profiles, report
 from iolab.errors import UserError
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
 from iolab.parsers import calibrate as calibrate_parser
 from iolab.parsers import pytorch as pytorch_parser
 from iolab.samples import ResultStore, Sample
+from iolab.workloads.accelerator import Accelerator
 
 
 def profile(results: Path, host: str = "gpu01", steps: dict[int, float] | None = None, model: str = "resnet50",
@@ -111,13 +114,16 @@ def test_compute_per_batch_follows_the_profile_in_the_loader_itself(tmp_path, re
 
 def test_the_report_gives_the_emulated_answer_in_the_calibrated_device_too(results):
     profile(results)
+    recorded = profiles.recorded(Accelerator(type="h100"))
     answer = Sample("c", "r", 1, "*", "b", "w", "accelerators_fed", 6.0, "count", "", "",
-                    {"accelerator": {"type": "h100", "model": "resnet50"}, "batch_size": 400})  # fmt: skip
+                    {"accelerator": {"type": "h100", "model": "resnet50"}, "batch_size": 400},
+                    {"profile": recorded})  # fmt: skip
     assert profiles.side_by_side(answer) == " (MLPerf's) = 1.9 NVIDIA H200 (calibrated 2026-11-28, 69 ms per 400)"
     other_batch = Sample(**{**answer.__dict__, "params": {**answer.params, "batch_size": 200}})
     assert profiles.side_by_side(other_batch).endswith("(calibrated 2026-11-28, 35 ms per 200, scaled from 400)")
-    no_model = Sample(**{**answer.__dict__, "params": {"accelerator": {"type": "b200", "model": "unet3d"},
-                                                         "batch_size": 7}})  # fmt: skip
+    unet3d = Accelerator(type="b200", model="unet3d")  # no profile of its model: no side by side
+    no_model = Sample(**{**answer.__dict__, "params": {"accelerator": unet3d.model_dump(), "batch_size": 7},
+                         "metadata": {"profile": profiles.recorded(unet3d)}})  # fmt: skip
     assert profiles.side_by_side(no_model) == ""
 
 
@@ -171,3 +177,105 @@ def test_bench_calibrate_refuses_unknown_models_and_batch_sizes_before_any_host_
     with pytest.raises(UserError, match="--batch-sizes 'a': give whole numbers"):
         calibration.run(None, "resnet50", "a", None, "tiny")
     assert calibration.batches_for(["resnet50", "unet3d"], None) == [("resnet50", 400), ("unet3d", 7)]
+
+
+def test_a_stored_answer_keeps_the_profile_its_search_recorded_and_its_at_least(results):
+    """Issue 44, 3: the equivalent is the profile's of the search's time (path and SHA-256 recorded), not the newest
+    one's when the report is drawn; an answer at its ceiling stays "≥" in the other device."""
+    from unit.test_accelerators_fed import HOSTS, fed_of, searched  # a search's samples, as that module makes them
+
+    first = profile(results, steps={400: 0.0692})
+    samples = searched("fast", lambda n, k: dict.fromkeys(HOSTS, 99.0), 100e6, ceiling=8)
+    profile(results, steps={400: 0.2}, at="2026-11-29T09:00:00Z", name="newer")
+    assert profiles.latest("resnet50") != first
+    kept = fed_of(samples).metadata["profile"]
+    assert (kept["profile"], kept["sha256"]) == (str(first), hashlib.sha256(first.read_bytes()).hexdigest())
+    [row] = [r for r in report.verdict_rows(samples) if r["backend"] == "fast"]
+    # 8 × 0.0692 / 0.224 (MLPerf's h100), at batch 32 both scaled from 400
+    assert row["label"].startswith(
+        "≥ 8 h100 (the workload's ceiling) (MLPerf's) ≥ 2.5 NVIDIA H200 (calibrated 2026-11-28"
+    )
+
+
+BAD_ENTRIES = {
+    "a step time of 0": {"model": "resnet50", "batch": 400, "step_s": 0},
+    "a negative step time": {"model": "resnet50", "batch": 400, "step_s": -0.07},
+    "NaN": {"model": "resnet50", "batch": 400, "step_s": float("nan")},
+    "Infinity": {"model": "resnet50", "batch": 400, "step_s": float("inf")},
+    "1e300": {"model": "resnet50", "batch": 400, "step_s": 1e300},
+    "no model": {"batch": 400, "step_s": 0.07},
+}
+
+
+@pytest.mark.parametrize("case", [*BAD_ENTRIES, "no device"])
+def test_a_profile_with_an_impossible_step_time_or_no_model_or_device_is_refused_in_one_line(tmp_path, results, case):
+    """Issue 44, 14: each refused before anything runs, naming the file and the fix (json.dumps writes NaN and
+    Infinity as JavaScript's literals, which json.loads reads back)."""
+    path = profile(results)
+    document = json.loads(path.read_text())
+    if case == "no device":
+        del document["device"]
+    else:
+        document["entries"] = [BAD_ENTRIES[case]]
+    path.write_text(json.dumps(document))
+    with pytest.raises(UserError) as caught:
+        spec(tmp_path, {"type": "calibrated", "profile": str(path)})
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message and "./lab bench.calibrate" in message, message
+    assert ("device" if case == "no device" else "model" if case == "no model" else "step_s") in message
+    with pytest.raises(UserError):  # latest refuses it too: never passed over for an older one
+        profiles.latest("resnet50")
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "a FIFO"])
+def test_a_profile_that_is_no_regular_file_is_refused_at_once(tmp_path, kind):
+    """Issue 44, 14: /dev/zero read without bound and a FIFO hung (in a child with a memory cap and a deadline)."""
+    path = Path("/dev/zero")
+    if kind == "a FIFO":
+        path = tmp_path / "fifo.json"
+        os.mkfifo(path)
+    code = (
+        "import sys, resource; from pathlib import Path; from iolab import profiles\n"
+        "from iolab.errors import UserError\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "try: profiles.load_profile(Path(sys.argv[1]))\n"
+        "except UserError as exc: print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-500:]
+    assert done.stdout.strip() == f"accelerator.profile {path} is not a regular file; pass profile: FILE with a " \
+        "profile bench.calibrate wrote"  # fmt: skip
+
+
+def test_bench_calibrate_reads_a_campaigns_batches_before_the_profile_it_names_exists(tmp_path, results):
+    """Issue 44, 5: a campaign's `profile: latest` is what bench.calibrate makes: its batches are read without it."""
+    path = tmp_path / "f.yml"
+    workload = {"type": "pytorch", "accelerator": {"type": "calibrated", "model": "unet3d"}, "reader": "npz"}
+    path.write_text(
+        json.dumps(
+            {
+                "name": "f",
+                "backends": [{"name": "t", "type": "tmpfs", "size": "64MiB"}],
+                "dataset": {"kind": "unet3d", "files": 8, "seed": 1},
+                "workloads": [{**workload, "name": "w", "batch_size": [3, 5]}],
+            }
+        )
+    )
+    with pytest.raises(UserError, match="no profile of unet3d"):  # a campaign run still needs it
+        campaign.load(path)
+    assert calibration.batches_for(["unet3d"], None, calibration.read_campaign(path)) == [("unet3d", 3), ("unet3d", 5)]
+
+
+@pytest.mark.skipif(Path("/proc/driver/nvidia/gpus").is_dir(), reason="this machine has an NVIDIA GPU")
+def test_bench_calibrate_with_no_flags_refuses_a_host_without_a_gpu_naming_scale_tiny(results):
+    """Issue 44, 4: full-size models on a CPU take hours; refused before any host is touched (this machine: its
+    driver lists no GPU; another host: its facts say none)."""
+    from iolab.cli import lab
+
+    with pytest.raises(
+        UserError, match=r"^bench.calibrate: localhost has no GPU, .* pass --scale tiny --batch-sizes 2"
+    ):
+        calibration.run(lab(None, None), "", "", None, "auto")
+    (results / "facts").mkdir(parents=True)
+    (results / "facts" / "gpu01.json").write_text(json.dumps({"gpus": []}))
+    assert gpus.host_gpus({}, "gpu01", results) == 0 and gpus.host_gpus({}, "gpu02", results) is None
