@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +76,6 @@ class DaliBatches:
         size: int = SIZE,
         source: str = "files",
     ):
-        from nvidia.dali import fn, pipeline_def, types
-        from nvidia.dali import tfrecord as tfrec
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
         if source not in INPUTS:
@@ -92,48 +90,10 @@ class DaliBatches:
         self.facts = {"reader": "dali", "decoder": decoder, "device_id": device_id, "input": source}
         shard_of: dict[str, Any] = dict(shard_id=shard, num_shards=shards, random_shuffle=shuffle, pad_last_batch=True)
         if source == "tfrecord":
-            pack = self.root / "tfrecord"
-            info = PackInfo.of(self.root, "tfrecord", manifest.hash)
-            self._indexes = tempfile.TemporaryDirectory(prefix="iolab-dali-idx-")  # removed with this object
-            paths = [pack / name for name in info.files]
-            indexes = [Path(self._indexes.name) / f"{name}.idx" for name in info.files]
-            for path, index in zip(paths, indexes, strict=True):
-                tfrecord.write_index(path, index)
-            features = {
-                "image/encoded": tfrec.FixedLenFeature([], tfrec.string, ""),
-                "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
-            }
-
-            def read() -> Sequence[Any]:
-                # Given features, the reader returns its outputs by feature name: a dict, which DALI's stub lacks.
-                record: dict[str, Any] = fn.readers.tfrecord(  # type: ignore[assignment]
-                    path=[str(p) for p in paths],
-                    index_path=[str(i) for i in indexes],
-                    features=features,
-                    name=READER_NAME,
-                    **shard_of,
-                )
-                return record["image/encoded"], record["image/class/label"]
-
+            read = self._tfrecord_reader(manifest, shard_of)
         else:
-            files = [str(self.root / entry.path) for entry in manifest.entries]
-            labels = [entry.label for entry in manifest.entries]
-
-            def read() -> Sequence[Any]:
-                return fn.readers.file(files=files, labels=labels, name=READER_NAME, **shard_of)
-
-        # device_id None: a pipeline without a GPU (decoder "cpu" on a host without one). DALI documents None
-        # (Pipeline's device_id); its stub of pipeline_def takes an int only.
-        @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=seed)  # type: ignore[arg-type]
-        def read_decode_resize():
-            encoded, label = read()
-            nbytes = encoded.shape()  # [length] of each encoded file
-            images = fn.decoders.image(encoded, device=decoder, output_type=types.RGB)
-            images = fn.resize(images, resize_shorter=size)  # the shorter side to `size`, aspect kept
-            images = fn.crop(images, crop=(size, size))  # the centre square (crop_pos 0.5 by default)
-            return images, label, nbytes
-
-        self.pipeline = read_decode_resize()
+            read = _files_reader(self.root, manifest, shard_of)
+        self.pipeline = _pipeline(read, batch_size, threads, device_id, seed, decoder, size)
         self.iterator = DALIGenericIterator(
             [self.pipeline],
             ["images", "labels", "bytes"],
@@ -141,6 +101,37 @@ class DaliBatches:
             last_batch_policy=LastBatchPolicy.PARTIAL,
             auto_reset=True,
         )
+
+    def _tfrecord_reader(self, manifest: Manifest, shard_of: dict[str, Any]) -> Callable[[], Sequence[Any]]:
+        """The reader of the data set's TFRecord pack (encoded image, label), with index files made from the
+        shards' framing in a temporary directory that lives as long as this object."""
+        from nvidia.dali import fn
+        from nvidia.dali import tfrecord as tfrec
+
+        pack = self.root / "tfrecord"
+        info = PackInfo.of(self.root, "tfrecord", manifest.hash)
+        self._indexes = tempfile.TemporaryDirectory(prefix="iolab-dali-idx-")  # removed with this object
+        paths = [pack / name for name in info.files]
+        indexes = [Path(self._indexes.name) / f"{name}.idx" for name in info.files]
+        for path, index in zip(paths, indexes, strict=True):
+            tfrecord.write_index(path, index)
+        features = {
+            "image/encoded": tfrec.FixedLenFeature([], tfrec.string, ""),
+            "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
+        }
+
+        def read() -> Sequence[Any]:
+            # Given features, the reader returns its outputs by feature name: a dict, which DALI's stub lacks.
+            record: dict[str, Any] = fn.readers.tfrecord(  # type: ignore[assignment]
+                path=[str(p) for p in paths],
+                index_path=[str(i) for i in indexes],
+                features=features,
+                name=READER_NAME,
+                **shard_of,
+            )
+            return record["image/encoded"], record["image/class/label"]
+
+        return read
 
     def __len__(self) -> int:
         return self.samples
@@ -158,6 +149,46 @@ class DaliBatches:
             labels = out["labels"].reshape(-1).long()
             self.delivered += len(labels)
             yield {"images": out["images"], "labels": labels, "bytes": int(out["bytes"].sum())}
+
+
+def _files_reader(root: Path, manifest: Manifest, shard_of: dict[str, Any]) -> Callable[[], Sequence[Any]]:
+    """The reader of the data set's files in the manifest's order, with their labels."""
+    from nvidia.dali import fn
+
+    files = [str(root / entry.path) for entry in manifest.entries]
+    labels = [entry.label for entry in manifest.entries]
+
+    def read() -> Sequence[Any]:
+        return fn.readers.file(files=files, labels=labels, name=READER_NAME, **shard_of)
+
+    return read
+
+
+def _pipeline(
+    read: Callable[[], Sequence[Any]],
+    batch_size: int,
+    threads: int,
+    device_id: int | None,
+    seed: int,
+    decoder: str,
+    size: int,
+) -> Any:
+    """The DALI pipeline: `read`'s samples decoded on `decoder`'s device, the shorter side resized to `size`, the
+    centre square cropped; its outputs images, labels and each sample's encoded length."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    # device_id None: a pipeline without a GPU (decoder "cpu" on a host without one). DALI documents None
+    # (Pipeline's device_id); its stub of pipeline_def takes an int only.
+    @pipeline_def(batch_size=batch_size, num_threads=threads, device_id=device_id, seed=seed)  # type: ignore[arg-type]
+    def read_decode_resize():
+        encoded, label = read()
+        nbytes = encoded.shape()  # [length] of each encoded file
+        images = fn.decoders.image(encoded, device=decoder, output_type=types.RGB)
+        images = fn.resize(images, resize_shorter=size)  # the shorter side to `size`, aspect kept
+        images = fn.crop(images, crop=(size, size))  # the centre square (crop_pos 0.5 by default)
+        return images, label, nbytes
+
+    return read_decode_resize()
 
 
 def main() -> int:
