@@ -126,6 +126,21 @@ def test_a_search_is_expected_to_take_its_probes_not_one_run():
     assert p.eta() >= sum(expected.values()) - 30.0 and "min" in p.status()
 
 
+def test_an_accelerator_search_is_expected_to_take_its_probes_at_least_at_the_accelerators_pace():
+    """campaigns/quick.yml's search up to 16 H100s: 9 expected probes, each rank at least 500 measured steps of the
+    emulated step time (17.9 ms for resnet50 at batch 32): 80 s a backend at the least, not 2.5 s."""
+    from pathlib import Path
+
+    from iolab import campaign, plan
+
+    spec = campaign.load(Path(__file__).resolve().parents[2] / "campaigns" / "quick.yml")
+    runs = campaign.expand(spec)
+    p, _, _ = progress(plan.planned(runs))
+    for r in (r for r in runs if plan.searches(r)):
+        step = r.workload.accelerator.compute_time(r.workload.batch_size)
+        assert p.planned[r.run_id].estimate >= 9 * 500 * step >= 60.0
+
+
 def test_on_a_terminal_the_live_table_of_each_playbook_shows_the_campaign_s_progress_under_it():
     from iolab import runner
 
