@@ -98,7 +98,8 @@ def main() -> None:
     parser.add_argument("--bind", default="127.0.0.1", help="the box's address (default 127.0.0.1)")
     args = parser.parse_args()
     results = Path(tempfile.mkdtemp(prefix="iolab-bench-faults-"))
-    with lab_box(args.bind) as box:
+    with lab_box(args.bind) as bare:
+        box = bare.ensure("ceph")  # RBD, CephFS and radosgw (the box starts what it is asked for)
         for attempt in range(1, args.repeat + 1):
             name = f"bfault{attempt}"
             path = write_campaign(campaign(name, box))
