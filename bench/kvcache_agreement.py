@@ -1,14 +1,16 @@
 """iolab's KV-cache clients against MLCommons' kv-cache.py: the same settings and storage, trials interleaved.
 
     sudo .venv/bin/python bench/kvcache_agreement.py --source /path/to/mlcommons-storage/kv_cache_benchmark
-                                                     [--backends tmpfs,local:/var/tmp] [--trials 3] [--users 4]
-                                                     [--clients 2] [--duration 30] [--scale 0.0625]
+                                                     [--config two-clients|one-client-70b]
+                                                     [--backends tmpfs,local:/var/tmp] [--trials 3] [--model M]
+                                                     [--users N] [--clients N] [--duration S] [--scale F]
 
 One campaign on this machine (`bench.all --allow-commands`, localhost): on each backend, trial after trial,
 iolab's clients (engine iolab) then kv-cache.py under mpirun (engine mlperf-kvcache, installed from
---source into the hosts' virtualenv), each a run of its own with the caches dropped before it, Llama-3.1-8B,
-no GPU or CPU tier. Prints, per backend and engine, each trial's read GiB/s and max-of-P95 device read
-latency (ms), their medians, and the difference of iolab's median from the reference's (%).
+--source into the hosts' virtualenv), each a run of its own with the caches dropped before it, no GPU or
+CPU tier, in one of CONFIGS (a flag given overrides its value). Prints, per backend and engine, each
+trial's read GiB/s and max-of-P95 device read latency (ms), their medians, and the difference of iolab's
+median from the reference's (%).
 
 The target: read GiB/s within 15 %; a larger gap is to be explained from both codes (docs/PERFORMANCE.md).
 """
@@ -24,11 +26,19 @@ from pathlib import Path
 from _common import lab, samples, write_campaign
 
 ENGINES = {"iolab": {}, "reference": {"engine": "mlperf-kvcache"}}
+# Configurations of different regimes, so that an agreement in one is not taken for all (docs/PERFORMANCE.md):
+CONFIGS = {
+    # two clients of few users, the smaller model, large entries (up to 195 MiB), 30 s
+    "two-clients": {"model": "llama3.1-8b", "users": 4, "clients": 2, "duration": 30, "scale": 1 / 16},
+    # the larger model, one client of more users, a longer run, smaller entries (up to 122 MiB)
+    "one-client-70b": {"model": "llama3.1-70b", "users": 12, "clients": 1, "duration": 60, "scale": 1 / 64},
+}
 
 
 def campaign(args: argparse.Namespace, backends: list[dict]) -> dict:
     common = {
         "type": "kvcache",
+        "model": args.model,
         "users": args.users,
         "clients": args.clients,
         "duration": f"{args.duration}s",
@@ -54,11 +64,20 @@ def main() -> int:
     parser.add_argument("--source", required=True, help="kv-cache.py's folder (kv_cache_benchmark) or git+URL@COMMIT")
     parser.add_argument("--backends", default="tmpfs,local:/var/tmp")
     parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--users", type=int, default=4, help="per client")
-    parser.add_argument("--clients", type=int, default=2, help="per host")
-    parser.add_argument("--duration", type=int, default=30, help="seconds per trial")
-    parser.add_argument("--scale", type=float, default=1 / 16, help="the contexts' scale (entries of a lab's size)")
+    parser.add_argument("--config", choices=CONFIGS, default="two-clients", help="the values of the flags below")
+    parser.add_argument("--model", choices=("llama3.1-8b", "llama3.1-70b"))
+    parser.add_argument("--users", type=int, help="per client")
+    parser.add_argument("--clients", type=int, help="per host")
+    parser.add_argument("--duration", type=int, help="seconds per trial")
+    parser.add_argument("--scale", type=float, help="the contexts' scale (entries of a lab's size)")
     args = parser.parse_args()
+    for key, value in CONFIGS[args.config].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    print(
+        f"{args.config}: {args.model}, {args.clients} client(s) × {args.users} user(s), {args.duration} s a trial, "
+        f"contexts × {args.scale:g}, {args.trials} trial(s) per engine"
+    )
     results = Path(tempfile.mkdtemp(prefix="iolab-kvcache-agreement-"))
     data = campaign(args, [backend_of(spec) for spec in args.backends.split(",")])
     lab("bench.all", "--campaign", str(write_campaign(data)), "--allow-commands", results=results)

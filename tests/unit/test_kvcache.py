@@ -8,6 +8,7 @@ Llama-3.1-8B at context scale 1/32, 4 s; docs/PERFORMANCE.md says how they were 
 from __future__ import annotations
 
 import json
+import random
 import re
 import shutil
 import statistics
@@ -17,7 +18,7 @@ import pytest
 
 from iolab.accelerators import search
 from iolab.host import kvcache, mlperf_kvcache
-from iolab.host.kvcache_sim import draw_users
+from iolab.host.kvcache_sim import DECODE_BATCH, Rank, Request, draw_users
 from iolab.host.kvcache_tiers import FILL_LIMIT, Settings, Stats, Tiers
 from iolab.parsers import kvcache as parser
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds, templates
@@ -95,6 +96,21 @@ def test_a_full_cpu_tier_demotes_to_storage(tmp_path):
     assert tiers.entries["a"].tier == "storage" and (tmp_path / "a.npy").exists()
     assert tiers.stats.counts["demoted"] >= 1
     assert tiers.stats.bytes[("storage", "write")] == 0  # a demotion is not the workload's write (the reference's)
+
+
+def test_a_request_taken_before_the_duration_ends_does_all_its_reads_as_the_references(tmp_path):
+    """kv-cache.py lets a request in flight when the duration ends do every read it has left, and its figures
+    count them; iolab's clients did none of them (docs/PERFORMANCE.md: what that did to the figures)."""
+    rank = Rank(Settings(2, 1, 64, users=1, duration=1.0, seed=7, context_scale=SCALE), tmp_path, 1 << 30)
+    user = draw_users(1, 7, SCALE)[0]
+    conversation = rank.conversations.start(user.name)
+    for _ in range(3):  # three earlier turns, each an entry on the storage
+        rank.tiers.allocate(rank.conversations.add_turn(conversation)[1], 40)
+    turn, key = rank.conversations.add_turn(conversation)
+    rank.stop.set()  # the duration is over: the request was taken before
+    rank._serve(Request(user, key, conversation, turn, 40, 100, prefill_only=False), random.Random(1))
+    decode = -(-100 // DECODE_BATCH)
+    assert len(rank.stats.latency["storage_read_device"]) == 3 + 1 + decode  # the turns, the entry, its decode
 
 
 def test_no_write_takes_the_file_system_past_nine_tenths(tmp_path, monkeypatch):
