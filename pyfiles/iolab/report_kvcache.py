@@ -74,7 +74,7 @@ def verdict_cells(rows: list[dict[str, Any]], units: str = DEFAULT_UNITS) -> tup
     """The answers as text: the header and one row of cells per verdict_rows row."""
     factor, label = unit_scale("B/s", max((r["read_bw"] or 0.0 for r in rows), default=0.0), units)
     head = ["workload", "backend", "served (held – failed)", f"read_bw ({label}, all hosts)", "tokens/s"]
-    head += ["max-of-P95 read (ms)", "over the (n) probes (ms)"]
+    head += ["max-of-P95 read, worst probe (ms)", "over the (n) probes (ms)"]
     cells = []
     for r in rows:
         low_high = r["p95_range"]

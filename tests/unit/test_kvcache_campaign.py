@@ -123,7 +123,9 @@ def test_the_answer_says_its_interval_the_figures_at_it_and_what_limited_it():
     assert meta["at"]["p95"] == 0.12 and meta["limited_by"]["side"] == "storage"
     assert [p["held"] for p in meta["points"]] == [True, True, False, False]
     line = kvcache_search.answer(meta, "tmpfs", 1)
-    assert line.startswith("answer: 2 user(s) per client (2–3) on tmpfs (max-of-P95 read 120.0 ms ≤ 200 ms")
+    assert line.startswith(
+        "answer: 2 user(s) per client (2–3) on tmpfs (max-of-P95 read 120.0 ms, the worst of its 3 probes, ≤ 200 ms"
+    )
     assert "limited by storage: device vda 95 % busy" in line
 
 
