@@ -9,7 +9,8 @@ live table shows under its hosts, all hosts added up:
     now: read 2.3 GiB/s, write 0 B/s, 1.9 cores (2 of 2 hosts)
 
 (with `, 61.4k IOPS` where fio says its own rate, `, 812 samples/s, AU 93 %` for a
-loader). `export`, where $IOLAB_LIVE_METRICS names a destination, gets each round's figures too
+loader, `, this run about 2 min 10 s to go` for a calibration: its slowest host's guess). `export`, where
+$IOLAB_LIVE_METRICS names a destination, gets each round's figures too
 (iolab.live_metrics: Prometheus). A host that does not answer, or has no live.json (the tool not started yet, or
 already ended), is left out of the sum; a host that failed to connect is tried again after
 `retry` seconds. Nothing here can fail or slow a run: the figures are for the person
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from iolab.hosts import Inventory
+from iolab.progress import duration
 from iolab.shared.protocol import LIVE_FILE
 from iolab.units import human
 
@@ -77,12 +79,14 @@ class Watch:
         iops = sum(f.get("iops", 0.0) for f in figures)
         rate = sum(f.get("samples_per_s", 0.0) for f in figures)
         au = [f["au_pct"] for f in figures if "au_pct" in f]
+        eta = [f["eta_s"] for f in figures if "eta_s" in f]  # a calibration's, from its steps timed so far
         return (
             f"now: read {human(read, 'B/s')}, write {human(write, 'B/s')}, "
             + (f"{human(iops, 'IOPS')}, " if iops else "")
             + (f"{human(rate, 'samples/s')}, AU {sum(au) / len(au):.0f} %, " if au else "")
             + f"{cores:.1f} cores "
             f"({len(figures)} of {len(self.hosts)} host{'s' if len(self.hosts) != 1 else ''})"
+            + (f", this run about {duration(max(eta))} to go" if eta else "")
         )
 
     # -- the thread

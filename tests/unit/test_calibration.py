@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab import calibration, campaign, gpus, profiles, report
+from iolab import calibration, campaign, gpus, live, profiles, report
 from iolab.errors import UserError
+from iolab.host import live as host_live
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
 from iolab.parsers import calibrate as calibrate_parser
@@ -147,6 +148,7 @@ def test_calibrate_times_the_tiny_model_on_the_cpu_and_its_samples_become_a_prof
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "calibrate: resnet50 at batch 2: " in done.stdout
+    assert host_live.tool_status(done.stdout)["source"] == "calibrate"  # its time to go, for the live line
     parsed = calibrate_parser.parse(out)
     figures = {m.metric: m.value for m in parsed.measurements}
     assert figures["step_time"] > 0 and figures["samples_per_s"] == pytest.approx(2 / figures["step_time"])
@@ -272,10 +274,31 @@ def test_bench_calibrate_with_no_flags_refuses_a_host_without_a_gpu_naming_scale
     driver lists no GPU; another host: its facts say none)."""
     from iolab.cli import lab
 
-    with pytest.raises(
-        UserError, match=r"^localhost has no GPU, .* pass --scale tiny --batch-sizes 2"
-    ):
+    with pytest.raises(UserError, match=r"^localhost has no GPU, .* pass --scale tiny --batch-sizes 2"):
         calibration.run(lab(None, None), "", "", None, "auto")
     (results / "facts").mkdir(parents=True)
     (results / "facts" / "gpu01.json").write_text(json.dumps({"gpus": []}))
     assert gpus.host_gpus({}, "gpu01", results) == 0 and gpus.host_gpus({}, "gpu02", results) is None
+
+
+def test_the_calibrations_time_to_go_comes_from_its_first_steps_and_reaches_the_live_line():
+    """Issue 44, 4: the progress said "about 5 s to go" for hours; the program guesses from the steps it timed."""
+    from iolab.host.loader.calibrate import Eta
+
+    said: list[str] = []
+    now = [0.0]
+    eta = Eta(pairs=3, steps_per_pair=10, say=said.append, clock=lambda: now[0])
+    eta.step(2.0)  # the first step of the first pair: 2 s a step, 20 s a pair, three pairs
+    assert said == ["iolab-calibrate: eta_s=58.0"]
+    eta.step(1.0)  # within the second: not said again
+    now[0] = 1.0
+    eta.step(1.5)  # 1.5 s a step so far: 15 s a pair, 10.5 s of this one left and two more
+    assert said[-1] == "iolab-calibrate: eta_s=40.5" and len(said) == 2
+    for _ in range(7):
+        eta.step(1.5)
+    eta.pair_ended()  # the first pair took 15 s: the two left, 15 s each
+    assert eta.seconds() == 30.0
+    assert host_live.tool_status("\n".join(said)) == {"source": "calibrate", "eta_s": 40.5}
+    watch = live.Watch(None, ["gpu01", "gpu02"], {})  # type: ignore[arg-type]
+    watch.figures = {"gpu01": {"cores": 1.0, "eta_s": 40.5}, "gpu02": {"cores": 1.0, "eta_s": 130.0}}
+    assert watch.text().endswith("(2 of 2 hosts), this run about 2 min 10 s to go")

@@ -15,7 +15,8 @@ tool's stdout.txt, and live.json then says `"source": "fio"` and has `iops` too.
 status line (about 2 s in: `Jobs: 1 (f=1)` comes first) there is no live.json at all: the counters
 of those seconds are fio's own small reads (`now: read 47.9 B/s` while fio read 5.6 GiB/s). A loader's ranks each
 print a line a second (`iolab-loader: pid=123 samples_per_s=812.3 au_pct=93.1`): live.json then has
-`samples_per_s` (the ranks added up) and `au_pct` (their mean) beside the byte rates.
+`samples_per_s` (the ranks added up) and `au_pct` (their mean) beside the byte rates. The calibration says its
+time to go, from the steps it has timed (`iolab-calibrate: eta_s=42.0`): live.json then has `eta_s`.
 
 The controller (iolab.live) reads it while the run's task is still running, which Ansible's
 own output cannot show. The figures are for watching, never recorded: the samples come from
@@ -45,11 +46,17 @@ _FIO_STATUS = re.compile(r"\[((?:[rw]=[\d.]+[kKMGT]?i?B/s,?)+)\]\[((?:[rw]=[\d.]
 
 # A loader rank's status line (iolab.host.loader.common): iolab-loader: pid=123 samples_per_s=812.3 au_pct=93.1
 _LOADER_STATUS = re.compile(r"iolab-loader: pid=(\d+) samples_per_s=([\d.]+) au_pct=([\d.]+)")
+# The calibration's time to go, from the steps it has timed (iolab.host.loader.calibrate.Eta)
+_CALIBRATE_STATUS = re.compile(r"iolab-calibrate: eta_s=([\d.]+)")
 
 
 def tool_status(tail: str) -> dict[str, Any] | None:
     """What the tool says of itself at the end of its stdout (`tail`), or None: fio's last status line, or
-    the loader's ranks' last lines (samples/s added up, AU averaged over the ranks)."""
+    the loader's ranks' last lines (samples/s added up, AU averaged over the ranks), or the calibration's time to
+    go."""
+    eta = _CALIBRATE_STATUS.findall(tail)
+    if eta:
+        return {"source": "calibrate", "eta_s": float(eta[-1])}
     ranks = {pid: (float(rate), float(au)) for pid, rate, au in _LOADER_STATUS.findall(tail)}  # the last per rank
     if ranks:
         return {

@@ -14,7 +14,8 @@ measured and the faster kept (both are recorded); on the CPU compilation is off 
 costs more than it gives to a tiny model, and the CPU figure is for the code path).
 Writes RUN_DIR/calibration.json: what the device is (GPU model and count, driver,
 torch and CUDA versions, or the CPU's model and cores) and one entry per model and
-batch — what iolab.calibration turns into an accelerator profile.
+batch — what iolab.calibration turns into an accelerator profile. At most once a second it
+prints its time to go, from the steps timed so far (`Eta`), which the campaign's live line shows.
 """
 
 from __future__ import annotations
@@ -71,16 +72,57 @@ def device_facts(device: Any) -> dict[str, Any]:
     return found
 
 
-def measure(trainer: Any, batch: int, warmup: int, steps: int, blocks: int) -> dict[str, Any]:
-    """Warm-up steps out, then `blocks` timed blocks of `steps` steps on one synthetic batch."""
+class Eta:
+    """The time to go from the steps timed so far, said at most once a second on stdout as `iolab-calibrate:
+    eta_s=42.0` (iolab.host.live puts it in live.json, the campaign's live line shows it): the pair running at its
+    steps' mean pace so far (warm-up steps in: the guess falls as a slow first step is averaged out), and each pair
+    still to come as long as the pairs before it took (this one's whole, as guessed, while none has ended)."""
+
+    def __init__(self, pairs: int, steps_per_pair: int, say: Any, clock: Any = time.monotonic):
+        self.pairs, self.per_pair, self.say, self.clock = pairs, steps_per_pair, say, clock
+        self.ended: list[float] = []  # seconds of each pair's steps
+        self.steps: list[float] = []  # the running pair's
+        self.said_at: float | None = None
+
+    def step(self, seconds: float) -> None:
+        self.steps.append(seconds)
+        now = self.clock()
+        if self.said_at is None or now - self.said_at >= 1.0:
+            self.said_at = now
+            self.say(f"iolab-calibrate: eta_s={self.seconds():.1f}")
+
+    def pair_ended(self) -> None:
+        self.ended.append(sum(self.steps))
+        self.steps = []
+
+    def seconds(self) -> float:
+        pairs, left = list(self.ended), 0.0
+        if self.steps:
+            whole = sum(self.steps) / len(self.steps) * self.per_pair
+            pairs.append(whole)
+            left = whole - sum(self.steps)
+        return max(0.0, left) + (self.pairs - len(pairs)) * sum(pairs) / max(1, len(pairs))
+
+
+def _quiet(seconds: float) -> None:
+    """An Eta for a measure that reports to no one."""
+
+
+def measure(trainer: Any, batch: int, warmup: int, steps: int, blocks: int, tick: Any = _quiet) -> dict[str, Any]:
+    """Warm-up steps out, then `blocks` timed blocks of `steps` steps on one synthetic batch; `tick(seconds)` after
+    each step."""
     x, y = trainer.synthetic(batch)
     for _ in range(warmup):
+        started = time.perf_counter()
         trainer.train(x, y)
+        tick(time.perf_counter() - started)
     per_step = []
     for _ in range(blocks):
         started = time.perf_counter()
         for _ in range(steps):
+            begun = time.perf_counter()
             trainer.train(x, y)
+            tick(time.perf_counter() - begun)
         per_step.append((time.perf_counter() - started) / steps)
     median = statistics.median(per_step)
     return {
@@ -93,21 +135,25 @@ def measure(trainer: Any, batch: int, warmup: int, steps: int, blocks: int) -> d
     }
 
 
-def calibrate_one(model: str, batch: int, device: Any, args: argparse.Namespace) -> dict[str, Any]:
+def modes(device: Any, compile: str) -> list[bool]:
+    """Whether each measurement of a pair is compiled: eager; on CUDA compiled too (auto) or instead (on)."""
+    if device.type == "cuda" and compile in ("auto", "on"):
+        return [True] if compile == "on" else [False, True]
+    return [False]
+
+
+def calibrate_one(model: str, batch: int, device: Any, args: argparse.Namespace, tick: Any = _quiet) -> dict[str, Any]:
     """One model at one batch: eager, and compiled where asked (the faster kept, both recorded)."""
     import torch
 
     from iolab.host.loader.models import Trainer
 
-    modes = [False]
-    if device.type == "cuda" and args.compile in ("auto", "on"):
-        modes = [True] if args.compile == "on" else [False, True]
     tried = {}
-    for compiled in modes:
+    for compiled in modes(device, args.compile):
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         trainer = Trainer(model, device, args.scale, compile=compiled)
-        found = measure(trainer, batch, args.warmup, args.steps, args.blocks)
+        found = measure(trainer, batch, args.warmup, args.steps, args.blocks, tick)
         if device.type == "cuda":
             found["memory_peak"] = torch.cuda.max_memory_allocated(device)
         tried["compiled" if compiled else "eager"] = found
@@ -124,7 +170,11 @@ def calibrate_one(model: str, batch: int, device: Any, args: argparse.Namespace)
     }
 
 
-def run(args: argparse.Namespace, say: Any = print) -> dict[str, Any]:
+def _say(line: str) -> None:
+    print(line, flush=True)  # at once: iolab.host.live reads the last status line of the tool's stdout
+
+
+def run(args: argparse.Namespace, say: Any = _say) -> dict[str, Any]:
     import torch
 
     cuda = torch.cuda.is_available()
@@ -135,15 +185,16 @@ def run(args: argparse.Namespace, say: Any = print) -> dict[str, Any]:
     wanted = batches(args.batch)
     entries: list[dict[str, Any]] = []
     started = time.time()
+    eta = Eta(len(wanted), len(modes(device, args.compile)) * (args.warmup + args.steps * args.blocks), say)
     for index, (model, batch) in enumerate(wanted, 1):
-        entry = calibrate_one(model, batch, device, args)
+        entry = calibrate_one(model, batch, device, args, eta.step)
         entries.append(entry)
-        left = (time.time() - started) / index * (len(wanted) - index)
+        eta.pair_ended()
         say(
             f"calibrate: {model} at batch {batch}: {entry['step_s'] * 1000:.1f} ms per step "
             f"({entry['step_s_min'] * 1000:.1f}–{entry['step_s_max'] * 1000:.1f} over {args.blocks} blocks), "
             f"{entry['samples_per_s']:.0f} samples/s{', compiled' if entry['compile'] else ''} "
-            f"[{index} of {len(wanted)}, about {left:.0f} s left]"
+            f"[{index} of {len(wanted)}, about {eta.seconds():.0f} s left]"
         )
     return {
         "kind": KIND,
