@@ -101,22 +101,49 @@ def run_rank(args: argparse.Namespace) -> int:
     from iolab.host.dataset.pack import PackInfo
     from iolab.host.loader.dataset_state import sha256_file
 
-    local = args.local_rank
-    replicas, rank = args.accelerators, local
-    directory = args.root / PACK_DIR
+    rank, replicas = args.local_rank, args.accelerators
     manifest_hash = sha256_file(args.root / "manifest.jsonl")
     try:
         info = PackInfo.of(args.root, PACK_DIR, manifest_hash)
     except UserError as exc:
         print(exc, file=sys.stderr)
         return 2
-    files = [str(directory / name) for name in info.files]
+    files = [str(args.root / PACK_DIR / name) for name in info.files]
     dataset = pipeline(tf, files, args, rank, replicas)
     mine = files[rank::replicas] if len(files) >= replicas else files  # the shards this rank reads (pipeline)
+    done, traced = _steps(args, tf, dataset, mine, rank)
+    import numpy
+
+    return common.finish_rank(
+        args,
+        rank,
+        done,
+        traced=traced,
+        device="cpu",
+        pin_memory=False,
+        compute_per_batch=args.compute_per_batch,
+        # Samples produced while traced (TensorFlow's reads are its own: prefetched ones are not counted).
+        samples_read=sum(r[6] for r in done["records"]),
+        page_cache_evicted=args.evict,
+        gpu=None,
+        versions={"python": platform.python_version(), "tensorflow": tf.__version__, "numpy": numpy.__version__},
+        dataset={
+            "root": str(args.root),
+            "manifest_hash": manifest_hash,
+            "samples": info.samples,
+            "bytes": info.bytes,
+            "reader": "tfrecord",
+            "shards": len(files),
+        },
+    )
+
+
+def _steps(args: argparse.Namespace, tf, dataset, mine: list[str], rank: int) -> tuple[dict, bool]:
+    """The rank's steps over `dataset` (common.run_steps), traced where asked; and whether they were traced."""
 
     def evict() -> None:
-        """With --evict, drop the rank's shards from the page cache: tf.data reads them in its own threads, so
-        what an epoch read goes before the next epoch starts, and after the last."""
+        """With --evict, drop the rank's shards (`mine`) from the page cache: tf.data reads them in its own threads,
+        so what an epoch read goes before the next epoch starts, and after the last."""
         if args.evict:
             for path in mine:
                 common.drop_file(path)
@@ -139,30 +166,7 @@ def run_rank(args: argparse.Namespace) -> int:
         if tracer:
             tracer.stop()
     evict()
-    import numpy
-
-    return common.finish_rank(
-        args,
-        rank,
-        done,
-        traced=tracer is not None,
-        device="cpu",
-        pin_memory=False,
-        compute_per_batch=args.compute_per_batch,
-        # Samples produced while traced (TensorFlow's reads are its own: prefetched ones are not counted).
-        samples_read=sum(r[6] for r in done["records"]),
-        page_cache_evicted=args.evict,
-        gpu=None,
-        versions={"python": platform.python_version(), "tensorflow": tf.__version__, "numpy": numpy.__version__},
-        dataset={
-            "root": str(args.root),
-            "manifest_hash": manifest_hash,
-            "samples": info.samples,
-            "bytes": info.bytes,
-            "reader": "tfrecord",
-            "shards": len(files),
-        },
-    )
+    return done, tracer is not None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -161,45 +161,64 @@ def _synthetic(args: argparse.Namespace, trainer: Any, shard: int) -> Callable[[
 def _batches(
     args: argparse.Namespace, device: Any, pin: bool, rank: int, replicas: int
 ) -> tuple[Any, Callable[[int], Iterator[Any]]]:
-    """The rank's data set (its shard of `replicas`) and what iterates one epoch of its batches: a DALI
-    pipeline (reader dali), else a DataLoader over a DistributedSampler."""
+    """The rank's data set (its shard of `replicas`) and what iterates one epoch of its batches: kvikio's reads into
+    the GPU (--gds), a DALI pipeline (reader dali), else a DataLoader over a DistributedSampler."""
+    if args.gds:
+        return _gds_batches(args, device, rank, replicas)
+    if args.reader == "dali":
+        return _dali_batches(args, device, rank, replicas)
+    return _loader_batches(args, pin, rank, replicas)
+
+
+def _gds_batches(
+    args: argparse.Namespace, device: Any, rank: int, replicas: int
+) -> tuple[Any, Callable[[int], Iterator[Any]]]:
+    from iolab.host.loader.decode import NPZ_SIDE
+    from iolab.host.loader.gds_reader import GdsBatches
+
+    source = GdsBatches(
+        args.root,
+        batch_size=args.batch_size,
+        device=device,
+        shard=rank,
+        shards=replicas,
+        seed=args.seed,
+        side=NPZ_SIDE,
+    )
+    return source, source.epoch
+
+
+def _dali_batches(
+    args: argparse.Namespace, device: Any, rank: int, replicas: int
+) -> tuple[Any, Callable[[int], Iterator[Any]]]:
     import torch
+
+    from iolab.host.loader.dali_reader import DaliBatches, decoder_for
+
+    decoder = decoder_for(args.dali_decoder, torch.cuda.is_available())
+    pipeline = DaliBatches(
+        args.root,
+        batch_size=args.batch_size,
+        threads=max(args.workers, 1),
+        decoder=decoder,
+        device_id=args.local_rank if decoder == "mixed" or device.type == "cuda" else None,
+        shard=rank,
+        shards=replicas,
+        shuffle=args.shuffle,
+        seed=args.seed,
+        source=args.dali_input,
+    )
+    return pipeline, pipeline.epoch
+
+
+def _loader_batches(
+    args: argparse.Namespace, pin: bool, rank: int, replicas: int
+) -> tuple[Any, Callable[[int], Iterator[Any]]]:
     from torch.utils.data import DataLoader
     from torch.utils.data.distributed import DistributedSampler
 
     from iolab.host.loader.readers import Samples, collate, worker_init
 
-    if args.gds:
-        from iolab.host.loader.decode import NPZ_SIDE
-        from iolab.host.loader.gds_reader import GdsBatches
-
-        source = GdsBatches(
-            args.root,
-            batch_size=args.batch_size,
-            device=device,
-            shard=rank,
-            shards=replicas,
-            seed=args.seed,
-            side=NPZ_SIDE,
-        )
-        return source, source.epoch
-    if args.reader == "dali":
-        from iolab.host.loader.dali_reader import DaliBatches, decoder_for
-
-        decoder = decoder_for(args.dali_decoder, torch.cuda.is_available())
-        pipeline = DaliBatches(
-            args.root,
-            batch_size=args.batch_size,
-            threads=max(args.workers, 1),
-            decoder=decoder,
-            device_id=args.local_rank if decoder == "mixed" or device.type == "cuda" else None,
-            shard=rank,
-            shards=replicas,
-            shuffle=args.shuffle,
-            seed=args.seed,
-            source=args.dali_input,
-        )
-        return pipeline, pipeline.epoch
     dataset = Samples(
         args.root, args.reader, decode=args.decode, preprocess_time=args.preprocess_time, evict=args.evict
     )
@@ -226,16 +245,18 @@ def _batches(
     return dataset, epoch_batches
 
 
+def _place(args: argparse.Namespace) -> tuple[int, int]:
+    """The rank's place in its job and the job's ranks: this host's, or with --distributed every host's."""
+    if args.distributed:
+        return args.node_rank * args.accelerators + args.local_rank, args.nodes * args.accelerators
+    return args.local_rank, args.accelerators
+
+
 def run_rank(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from iolab.host.loader.readers import Samples
-
-    local = args.local_rank
-    replicas, rank = args.accelerators, local
-    if args.distributed:
-        replicas, rank = args.nodes * args.accelerators, args.node_rank * args.accelerators + local
+    rank, replicas = _place(args)
     device, trainer = _accelerator(args, rank, replicas)
     pin = args.pin_memory and device.type == "cuda"  # pinning without a GPU only costs (torch warns)
     dataset, epoch_batches = _batches(args, device, pin, rank, replicas)
@@ -246,7 +267,7 @@ def run_rank(args: argparse.Namespace) -> int:
         dist.barrier()  # every rank of the job is ready: start together
     tracer = common.syscall_tracer(args, rank)
     read_before = dataset.samples_read  # samples counted against the trace: read while it ran
-    monitor = GpuMonitor(local).__enter__() if device.type == "cuda" else None  # closed after the steps
+    monitor = GpuMonitor(args.local_rank).__enter__() if device.type == "cuda" else None  # closed after the steps
 
     def compute(batch: Any) -> None:
         if synthetic:
@@ -280,29 +301,48 @@ def run_rank(args: argparse.Namespace) -> int:
         device=str(device),
         pin_memory=pin,
         compute_per_batch=args.compute_per_batch if trainer is None else None,
-        samples_read=0 if synthetic else traced_reads,
+        **_fields(
+            args,
+            dataset,
+            trainer,
+            replicas,
+            samples_read=0 if synthetic else traced_reads,
+            gpu=monitor.summary(torch.cuda.get_device_name(device)) if monitor else None,
+        ),
+    )
+
+
+def _fields(
+    args: argparse.Namespace, dataset: Any, trainer: Any, replicas: int, samples_read: int, gpu: dict | None
+) -> dict[str, Any]:
+    """A torch rank's own fields of its record (common.finish_rank): what it read, its GPU, its training job, its
+    reader, versions and data set."""
+    from iolab.host.loader.readers import Samples
+
+    return {
+        "samples_read": samples_read,
         # Batches the training loop held every arena slot for, which went through fresh shared memory.
-        batches_copied=dataset.batches_copied if isinstance(dataset, Samples) else None,
+        "batches_copied": dataset.batches_copied if isinstance(dataset, Samples) else None,
         # What it read was dropped from the page cache after each read (DALI reads on its own: never).
-        page_cache_evicted=dataset.evict if isinstance(dataset, Samples) else False,
-        gpu=monitor.summary(torch.cuda.get_device_name(device)) if monitor else None,
+        "page_cache_evicted": dataset.evict if isinstance(dataset, Samples) else False,
+        "gpu": gpu,
         # A real accelerator's job: its world, and each rank's parameters summed after the last step (equal on
         # every rank when DDP all-reduced the gradients)
-        training=(
+        "training": (
             {"world": replicas, "data": args.data, "scale": args.scale, "checksum": trainer.checksum()}
             if trainer is not None
             else None
         ),
-        reader=getattr(dataset, "facts", None),
-        versions=_versions(),
-        dataset={
+        "reader": getattr(dataset, "facts", None),
+        "versions": _versions(),
+        "dataset": {
             "root": str(args.root),
             "manifest_hash": dataset.manifest_hash,
             "samples": len(dataset),
             "bytes": dataset.total_bytes,
             "reader": args.reader,
         },
-    )
+    }
 
 
 def _preload() -> None:
