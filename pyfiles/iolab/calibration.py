@@ -7,7 +7,9 @@ A campaign (`calibration`) of `type: calibrate` workloads, one per model and bat
 model's real training step (iolab.host.loader.calibrate) and its samples (`step_time`,
 `step_time_spread`, `samples_per_s`) are stored as any run's are; each call is one new
 repetition. Then each host's figures of that call are written as one profile
-(iolab.profiles), which a campaign names as `accelerator: {type: calibrated}`.
+(iolab.profiles), which a campaign names as `accelerator: {type: calibrated}`. With no
+--scale (auto), a host known to have no GPU is refused before anything runs, naming --scale
+tiny: on a CPU the full-size models take hours (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def _scale(lab: Any, results: Path) -> str:
 FLAGS = {
     "models": "models to calibrate: resnet50,retinanet,unet3d (default all three)",
     "batch_sizes": "batch sizes, e.g. 400,256 (default: the campaign's workloads' for each model, else MLPerf's)",
-    "campaign": "a campaign whose pytorch workloads' batch sizes to calibrate",
+    "campaign": "a campaign whose pytorch workloads' batch sizes to calibrate (its profile: latest may not exist yet)",
     "scale": "auto (the default: full, refused in one line where a host is known to have no GPU: the full-size "
     "models take hours on a CPU) | full (the real models: 5 warm-up steps, 5 timed blocks of 10) | tiny (every "
     "width / 8, 1 warm-up step, 2 blocks of 2: a CPU's code path, CI)",
