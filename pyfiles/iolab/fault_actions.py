@@ -6,13 +6,15 @@ the lab's role started it with (client.json's `daemons`, roles/service_ceph and 
 signals a process it did not start. It is started again with that command line. A host's link goes down and up
 by the inventory's argv (`iolab_link_down`, `iolab_link_up`: a simulated host's own, `ip -n NAMESPACE link set
 eth0 down`; on a real lab, whatever takes the link down from the controller: a switch's or BMC's command); a
-tool is killed through `hostrun kill` on its host. A campaign's command is its argv, never a shell.
+tool is killed through `hostrun kill` on its host. A campaign's command is its argv, never a shell; one that
+has not ended within CLI_S, or when the run ends, is killed with its session and is a failed action.
 
 Every action returns (ok, what happened), its error said in a line; nothing here raises for a fault that fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -22,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,20 +58,33 @@ class Context:
     host_python: list[str]
 
 
-def run_argv(argv: list[str], timeout: float = CLI_S) -> Outcome:
+def run_argv(argv: list[str], timeout: float = CLI_S, stop: threading.Event | None = None) -> Outcome:
     """An argv on the controller, never through a shell: (exit status 0, its last line). Its output goes to a file,
-    not a pipe: a daemon it starts may keep the pipe open long after the argv itself has returned."""
+    not a pipe: a daemon it starts may keep the pipe open long after the argv itself has returned. It runs in a
+    session of its own; past `timeout`, or once `stop` is set (the run ended), that session is killed (SIGKILL):
+    a hung command is a failed action, never a wait without bound."""
     with tempfile.TemporaryFile() as out:
         try:
-            done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         except FileNotFoundError:
             return False, f"{argv[0]}: no such program"
-        except subprocess.TimeoutExpired:
-            return False, f"{shlex.join(argv)}: no answer in {timeout:g} s"
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            ended = stop is not None and stop.is_set()
+            if ended or time.monotonic() >= deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                why = "the run ended before it did" if ended else f"no answer in {timeout:g} s"
+                return False, f"{shlex.join(argv)}: {why}; killed"
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(0.05)
         out.seek(0)
         lines = [line for line in out.read().decode(errors="replace").splitlines() if line.strip()]
-    said = lines[-1] if lines else f"exit status {done.returncode}"
-    return done.returncode == 0, f"{shlex.join(argv)}: {said if done.returncode else 'done'}"
+    said = lines[-1] if lines else f"exit status {proc.returncode}"
+    return proc.returncode == 0, f"{shlex.join(argv)}: {said if proc.returncode else 'done'}"
 
 
 def ceph_argv(backend: CephBackend, *args: str) -> list[str]:
@@ -198,9 +214,9 @@ def _tool_kill(fault: HostFault, context: Context) -> Outcome:
     return reply.exit == 0, f"{fault.host}: {reply.output.splitlines()[-1] if reply.output else reply.exit}"
 
 
-def actions(fault: AnyFault, context: Context) -> tuple[Action, Action]:
+def actions(fault: AnyFault, context: Context, stop: threading.Event | None = None) -> tuple[Action, Action]:
     """(what injects the fault, what heals it: None from it for a kind with nothing to undo, a killed tool or a
-    command without heal_argv)."""
+    command without heal_argv). `stop`: set when the run ends, it kills a campaign's command still running."""
     if fault.what in DAEMON_TYPES:
         entry = functools.partial(daemon, fault, context.backend)
         return lambda: stop_daemon(entry()), lambda: start_daemon(entry())
@@ -223,7 +239,10 @@ def actions(fault: AnyFault, context: Context) -> tuple[Action, Action]:
         return functools.partial(_tool_kill, fault, context), lambda: None
     assert isinstance(fault, CommandFault)
     heal_argv = fault.heal_argv
-    return functools.partial(run_argv, fault.argv), (lambda: run_argv(heal_argv) if heal_argv else None)
+    return (
+        functools.partial(run_argv, fault.argv, stop=stop),
+        lambda: run_argv(heal_argv, stop=stop) if heal_argv else None,
+    )
 
 
 def left(fault: AnyFault) -> str:

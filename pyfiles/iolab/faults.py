@@ -148,7 +148,9 @@ Faults = Annotated[list[AnyFault], Field(max_length=16)]
 
 def problem(workload: _Workload) -> str | None:
     """Why a workload's faults cannot be measured (a campaign error), or None: a fault before the baseline (fio's
-    ramp and BASELINE_MIN_S of the rate), a heal past the run's end (fio's ramp + runtime), a search."""
+    ramp and BASELINE_MIN_S of the rate), a fault or heal past the run's end where the campaign says how long a run
+    lasts (Workload.estimate: fio's ramp + runtime, a KV-cache trial's duration), a search. A run whose length
+    the storage decides (a loader's epochs) is checked after it (iolab.injector: a fault that never fired)."""
     if not workload.faults:
         return None
     if getattr(workload, "jobfile", None):
@@ -166,10 +168,17 @@ def problem(workload: _Workload) -> str | None:
     late = [f for f in workload.faults if ends is not None and max(f.at, f.heal_at or 0.0) >= ends]
     if late:
         return (
-            f"faults: {late[0].describe()} falls at or past the run's end ({ends:g} s: ramp + runtime); "
-            "lengthen runtime or move the fault"
+            f"faults: {late[0].describe()} falls at or past the run's end ({ends:g} s: {_length(workload)}); "
+            f"lengthen {'the duration' if hasattr(workload, 'duration') else 'runtime'} or move the fault"
         )
     return None
+
+
+def _length(workload: _Workload) -> str:
+    """What a run's expected length (Workload.estimate) is made of, in words."""
+    if hasattr(workload, "duration"):  # KV-cache: a trial's, and the ranks' start and end
+        return "the trial's duration and about 10 s of its ranks' start and end"
+    return "ramp + runtime"
 
 
 # Where each kind is found (a backend's fault_kinds says which it has): refusal's words.

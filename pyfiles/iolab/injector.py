@@ -17,6 +17,11 @@ When the run ends, its teardown heals what is still injected (a fault healed pas
 the OSD back in, the daemon started, the link up; a heal that fails is said in one line naming what it left
 (`left`), and the campaign ends on it. A schedule whose clock never came (the run failed before its start)
 injects nothing, and says so.
+
+A run whose fault was not injected (its action failed, or a campaign's command hung: killed after
+fault_actions.CLI_S, or when the run ends) or never fired (the run ended before the fault's time: a kind whose
+length the campaign does not say, a loader's, is checked here rather than when the campaign loads) measured no
+fault: it is a failed run on every host (`failing`), with no samples, and the next call runs it again.
 """
 
 from __future__ import annotations
@@ -123,6 +128,7 @@ class Schedule:
         self.injected: dict[int, bool] = {}  # each fault injected → healed since (or nothing to heal)
         self.lock = threading.Lock()  # one action at a time, and one writer of the record
         self.left: list[str] = []  # what failed heals left, in sentences
+        self.failed: list[str] = []  # faults not injected, or never fired, in sentences: the run measured none
         self.health: _Health | None = None
         self.out: IO[str] | None = None
         self.thread = threading.Thread(target=self._serve, name="iolab-faults", daemon=True)
@@ -139,7 +145,8 @@ class Schedule:
         fault = self.faults[index]
         began = time.time()
         try:
-            inject, heal = fault_actions.actions(fault, self.context)
+            # the schedule's own actions end with the run (a campaign's command still running is killed then)
+            inject, heal = fault_actions.actions(fault, self.context, self.stopping if by == "schedule" else None)
             done = inject() if action == "inject" else heal()
         except Exception as exc:  # noqa: BLE001 - a fault that cannot be applied is recorded, never a traceback
             done = (False, f"{exc.__class__.__name__}: {exc}")
@@ -162,6 +169,8 @@ class Schedule:
         self._write(record)
         if action == "inject":
             self.injected[index] = not ok  # a fault that did not take needs no heal
+            if not ok:
+                self.failed.append(f"fault {fault.describe()}: not injected ({detail})")
         elif ok:
             self.injected[index] = True
         else:
@@ -226,13 +235,27 @@ class Schedule:
                     self._act(index, "heal", None, "teardown")
             if self.start_at is None:
                 self._write({"type": "never", "t": time.time(), "why": "the run never reached its common start"})
+                self.failed.append("its faults never fired: the run never reached its common start")
             for index in range(len(self.faults)):
                 if self.start_at is not None and index not in self.injected:
                     self._write({"type": "never", "fault": index, "why": "the run ended before its time came"})
+                    self.failed.append(
+                        f"fault {self.faults[index].describe()}: never fired (the run's play ended "
+                        f"{time.time() - self.start_at:.0f} s after its common start; move the fault earlier)"
+                    )
             self._wait_healthy()
             self._write({"type": "end", "t": time.time(), "left": self.left})
         if self.out is not None:
             self.out.close()
+
+    def failing(self, failed: dict[str, tuple[str, str]] | None) -> dict[str, tuple[str, str]] | None:
+        """The run's failed hosts (runner.Result.failed_hosts; None: it did not start) and, on its other hosts, its
+        faults' failure: a run whose fault was not injected or never fired measured no fault, so it is a failed run
+        (no samples stored, tried again by the next call), never a clean faulted one."""
+        if failed is None or not self.failed:
+            return failed
+        why = self.failed[0] + (f" (and {len(self.failed) - 1} more)" if len(self.failed) > 1 else "")
+        return {**dict.fromkeys(self.hosts, ("faults", why)), **failed}
 
     def _wait_healthy(self) -> None:
         """Poll until the cluster is as healthy as before the first fault (at most HEALTH_WAIT), then stop."""

@@ -187,8 +187,9 @@ class BackendSession:
     ) -> tuple[list[str], list[Sample], runner.Result]:
         """Play `run` alone on `hosts` and record it: its failures, its samples stored, and the playbook's result.
 
-        A faulted run plays under its faults' schedule (iolab.injector), then the check that it lost nothing; a
-        fault whose heal failed ends the campaign (RunFailed) once the run is recorded."""
+        A faulted run plays under its faults' schedule (iolab.injector), then the check that it lost nothing; one
+        whose fault was not injected or never fired is failed; a fault whose heal failed ends the campaign
+        (RunFailed) once the run is recorded."""
         lab, raw = self.state.lab, self.state.store.raw_dir(run.run_id)
         phases = [run_phase(run, warm_command)]
         with injector.Schedule(lab, run, hosts, raw) if run.workload.faults else contextlib.nullcontext() as faults:
@@ -196,6 +197,8 @@ class BackendSession:
                 phases.append(injector.check_phase(run, [h for h in hosts if h not in self.no_data], self.holds_data))
             result = play_run(lab, phases, run, raw, title, hosts)
         failed = result.failed_hosts() if result else None
+        if faults:  # a fault not injected, or that never fired: the run measured none, a failed run (injector)
+            failed = faults.failing(failed)
         failures, stored = record_run(self.state.store, run, failed, hosts, complete=complete, warmed_by=warmed_by)
         if faults and faults.left:
             raise RunFailed(
