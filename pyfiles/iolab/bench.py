@@ -61,6 +61,9 @@ def run_campaign(
         console.print(f"[yellow]{note}[/]")
     plan = planning.make(campaign, lab.hosts, store, only_repetition)  # refuses what could not be measured
     live_metrics.destination()  # a $IOLAB_LIVE_METRICS that names no destination is refused before any run
+    # A campaign file edited since the last call: refused or said (bench.fio's store gathers one-off runs of any flags)
+    if only_repetition is None and (edited := ledger.check(store, campaign, lab.hosts)):
+        console.print(f"[yellow]{edited}[/]")
     ledger.begin(store, campaign, plan.runs, lab.hosts)  # what the store is a campaign of: its plan, who runs it
     injector.preflight([e.run for e in plan.todo if e.run.workload.faults], lab)  # each fault can be applied here
     queues, runs = plan.queues, plan.runs

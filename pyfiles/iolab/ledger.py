@@ -13,6 +13,14 @@ is the same campaign under another directory. A store from before the ledger get
 time it is indexed, its id a hash of its first line, `adopt`. `held_by` says which command ran
 it last: while that command lives (iolab.lease.gone), the campaign is running (iolab.status).
 
+A campaign file edited between calls (`check`, before the ledger is written again): runs stored by an earlier
+call that the campaign no longer has (a workload or backend changed or removed: their run ids, hashes of
+everything that decides a run, are not the campaign's any more) are refused in one line naming them, with
+--no-resume as the fix; a resume never puts results of two configurations in one store under one id (reports,
+the index and `status` read a store as one campaign). Runs added (another backend, more repetitions) go on as a
+resume; a changed run with nothing stored yet is said in a line, and runs as the file says. bench.fio's and
+bench.calibrate's stores gather one-off runs of whatever flags each call gives: they are not checked.
+
 `config_hash` is a run's workload point without the campaign, the backend or the repetition:
 two campaigns with the same config hashes ran the same workloads (iolab.status's comparability).
 The file is replaced whole (written aside, fsynced, renamed), never torn.
@@ -74,6 +82,40 @@ def dataset_hash(campaign: Campaign) -> str | None:
     return hashlib.sha256(identity.encode()).hexdigest()[:12]
 
 
+def _file_hash(campaign: Campaign) -> str:
+    return hashlib.sha256(campaign.model_dump_json().encode()).hexdigest()
+
+
+def check(store: ResultStore, campaign: Campaign, hosts: list[str]) -> str | None:
+    """Before a resume writes the ledger again: UserError when the store holds runs of the earlier plan that the
+    campaign no longer has (see the module's docstring); a line to say when runs of that plan not stored yet
+    changed; None when nothing of the earlier plan changed."""
+    from iolab.campaign import expand
+    from iolab.errors import UserError
+
+    earlier = read(store.dir) or {}
+    plan = [p for p in earlier.get("plan") or [] if isinstance(p, dict)]
+    if not plan or earlier.get("file_hash") == _file_hash(campaign):
+        return None
+    now = {r.run_id for r in expand(campaign, len(hosts))}
+    stored = {run_id for run_id, _ in store.completed()}
+    gone = [p for p in plan if p.get("run_id") not in now]
+    if not gone:
+        return None
+    kept = [p for p in gone if p.get("run_id") in stored]
+    named = "; ".join(f"{p.get('workload')} on {p.get('backend')}, rep {p.get('repetition')}" for p in kept[:3])
+    if kept:
+        raise UserError(
+            f"campaign {campaign.name}: its file changed since {store.dir} was begun ({earlier.get('started')}): "
+            f"{len(kept)} stored run(s) are no longer in it ({named}{' …' if len(kept) > 3 else ''}); run with "
+            "--no-resume to start over (the stored results are moved aside, kept), or put the file back"
+        )
+    return (
+        f"campaign {campaign.name}: its file changed since the last call: {len(gone)} run(s) of the earlier plan, "
+        "none stored, are no longer in it; the runs are the file's as it is now"
+    )
+
+
 def begin(store: ResultStore, campaign: Campaign, runs: list[Run], hosts: list[str]) -> dict[str, Any]:
     """Write the store's ledger as a campaign (or a later call of it) starts; return it."""
     from iolab import lease
@@ -84,7 +126,7 @@ def begin(store: ResultStore, campaign: Campaign, runs: list[Run], hosts: list[s
         "schema": SCHEMA,
         "id": earlier.get("id") or _new_id(campaign.name, started),
         "name": campaign.name,
-        "file_hash": hashlib.sha256(campaign.model_dump_json().encode()).hexdigest(),
+        "file_hash": _file_hash(campaign),
         "started": started,
         "controller": socket.gethostname(),
         "iolab_version": iolab.__version__,
