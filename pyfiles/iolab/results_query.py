@@ -7,20 +7,28 @@
 `query` opens the index read-only three times over: SQLite's `mode=ro` URI (the file itself cannot be
 written), `PRAGMA query_only` (no statement may write) and an authorizer that allows reading only (no
 ATTACH of another file, no PRAGMA, no temporary table). A statement that writes is refused in one
-line; so is more than one statement. The tables and their columns are
-iolab.results_schema's (docs/DESIGN.md, "The results database").
+line; so is more than one statement. Its rows are streamed as SQLite makes them, and bounded: more
+than ROWS of them (`--max-rows`), SECONDS of work (`--seconds`: SQLite's progress handler looks at
+the clock every STEPS steps), a value over LENGTH bytes or more than HEAP in all (PRAGMA
+hard_heap_limit) is refused in one line; a recursive CTE without end is one of these, never a
+MemoryError. The SQL reaches SQLite as it is (no bind parameters: ':name' in a string is text).
+The tables and their columns are iolab.results_schema's (docs/DESIGN.md, "The results database").
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import re
 import sqlite3
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
-from sqlalchemy import Select, create_engine, event, select, text
+from sqlalchemy import Select, create_engine, event, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -32,15 +40,24 @@ from iolab.samples import Sample
 DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2})?)?)?)?)?$")
 
 
+ROWS = 10_000  # rows a statement may give (--max-rows: another cap; 0: none)
+SECONDS = 60.0  # seconds a statement may run (--seconds: another limit; 0: none)
+HEAP = 1 << 30  # bytes of memory SQLite may take in this process (PRAGMA hard_heap_limit)
+LENGTH = 64 << 20  # bytes of one value (a string or a blob: randomblob, a group_concat without end)
+STEPS = 10_000  # SQLite's virtual machine steps between two looks at the clock
+
+
 def read_only(results: Path) -> Engine:
     """The index opened read-only: SQLite's mode=ro and PRAGMA query_only, and an authorizer that lets a
-    statement only read (no ATTACH, no PRAGMA, no temporary table)."""
+    statement only read (no ATTACH, no PRAGMA, no temporary table); its memory bounded (HEAP, LENGTH)."""
     path = results_db.path_of(results)
     eng = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 60})
 
     @event.listens_for(eng, "connect")
     def _connect(dbapi: Any, _: Any) -> None:
         dbapi.execute("PRAGMA query_only=ON")
+        dbapi.execute(f"PRAGMA hard_heap_limit={HEAP}")
+        dbapi.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, LENGTH)
         dbapi.set_authorizer(_reads_only)
 
     return eng
@@ -53,30 +70,88 @@ def _reads_only(action: int, *_: Any) -> int:
 _READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
 
-def query(results: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def query(
+    results: Path, sql: str, max_rows: int = ROWS, seconds: float = SECONDS
+) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The columns and rows of one read-only statement over the index (caught up with the files first)."""
+    with answer(results, sql, max_rows, seconds) as (columns, rows):
+        return columns, list(rows)
+
+
+@contextlib.contextmanager
+def answer(
+    results: Path, sql: str, max_rows: int = ROWS, seconds: float = SECONDS
+) -> Iterator[tuple[list[str], Iterator[tuple[Any, ...]]]]:
+    """The columns of one read-only statement, and its rows as SQLite makes them (streamed): more than `max_rows`
+    of them, `seconds` of work, or more memory than HEAP is a UserError in one line (0: no cap, no limit). The SQL
+    goes to SQLite as it is: a ':name' is SQLite's to read (in a string, text)."""
     results_db.open_index(results).dispose()
     eng = read_only(results)
+    clock = _Clock(seconds)
     try:
         with eng.connect() as conn:
-            found = conn.execute(text(sql))
+            conn.connection.dbapi_connection.set_progress_handler(clock.over, STEPS)  # type: ignore[union-attr]
+            clock.start()
+            found = conn.exec_driver_sql(sql)
             if not found.returns_rows:
                 raise UserError("results.query answers questions: give one SELECT (or WITH … SELECT) statement")
-            return list(found.keys()), [tuple(row) for row in found.all()]
+            yield list(found.keys()), _capped(found, max_rows)
     except SQLAlchemyError as exc:
-        why = results_db.why(exc)
-        if "readonly" in why or "not authorized" in why:
-            raise UserError(
-                f"results.query is read-only, and this statement writes ({why}); the files are the truth: "
-                "change them, then `./lab results.index --rebuild`"
-            ) from None
-        raise UserError(f"results.query: {why}") from None
+        raise _refusal(exc, clock) from None
     finally:
         eng.dispose()
 
 
-def as_json(columns: list[str], rows: list[tuple[Any, ...]]) -> str:
-    return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=1, default=str)
+class _Clock:
+    """SQLite's progress handler: a statement past its time is interrupted (a non-zero answer)."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.deadline, self.stopped = seconds, math.inf, False
+
+    def start(self) -> None:
+        self.deadline = time.monotonic() + self.seconds if self.seconds > 0 else math.inf
+
+    def over(self) -> int:
+        self.stopped = time.monotonic() > self.deadline
+        return int(self.stopped)
+
+
+def _capped(found: Any, max_rows: int) -> Iterator[tuple[Any, ...]]:
+    for number, row in enumerate(found, 1):
+        if max_rows and number > max_rows:
+            raise UserError(
+                f"results.query: more than {max_rows} rows; narrow the statement (WHERE, LIMIT, GROUP BY) or give "
+                "another cap: --max-rows N (0: none)"
+            )
+        yield tuple(row)
+
+
+def _refusal(exc: SQLAlchemyError, clock: _Clock) -> UserError:
+    why = results_db.why(exc)
+    if clock.stopped:
+        return UserError(
+            f"results.query: stopped after {clock.seconds:g} s; narrow the statement or give it longer: "
+            "--seconds N (0: no limit)"
+        )
+    if "out of memory" in why or "too big" in why:
+        return UserError(
+            f"results.query: the statement needs more memory than it may take ({why}; {HEAP >> 20} MiB in all, "
+            f"{LENGTH >> 20} MiB a value); narrow it"
+        )
+    if "readonly" in why or "not authorized" in why:
+        return UserError(
+            f"results.query is read-only, and this statement writes ({why}); the files are the truth: "
+            "change them, then `./lab results.index --rebuild`"
+        )
+    return UserError(f"results.query: {why}")
+
+
+def as_json(columns: list[str], rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
+    """A JSON array of the rows (an object each), a line at a time as they come."""
+    yield "["
+    for number, row in enumerate(rows):
+        yield ("," if number else "") + json.dumps(dict(zip(columns, row, strict=True)), default=str)
+    yield "]"
 
 
 def samples_at(results: Path, spec: str) -> list[Sample]:

@@ -91,9 +91,17 @@ def publish(c, to=None, campaign=None, all=False):
     echo(results_publish.run(paths.results_root(), to, campaign, all))
 
 
-@task(positional=["sql"], help={"sql": "one SELECT statement over campaigns, runs, samples", "format": "table | json"})
+@task(
+    positional=["sql"],
+    help={
+        "sql": "one SELECT statement over campaigns, runs, samples",
+        "format": "table | json (streamed, a row a line)",
+        "max_rows": "refuse a statement that gives more rows than this (default 10000; 0: no cap)",
+        "seconds": "stop a statement that runs longer than this (default 60; 0: no limit)",
+    },
+)
 @user_errors
-def query(c, sql, format="table"):
+def query(c, sql, format="table", max_rows=None, seconds=None):
     """Ask results/iolab.db anything, read-only: results.query "SELECT metric, count(*) FROM samples GROUP BY 1"."""
     from rich.console import Console
 
@@ -101,11 +109,24 @@ def query(c, sql, format="table"):
 
     if format not in ("table", "json"):
         raise UserError(f"unknown query format {format!r}; use table or json")
-    columns, rows = results_query.query(paths.results_root(), sql)
-    if format == "json":
-        echo(results_query.as_json(columns, rows))
-    else:
-        Console().print(results_query.table(columns, rows))
+    cap = _number(max_rows, "--max-rows", results_query.ROWS)
+    limit = _number(seconds, "--seconds", results_query.SECONDS)
+    with results_query.answer(paths.results_root(), sql, int(cap), limit) as (columns, rows):
+        if format == "json":
+            for line in results_query.as_json(columns, rows):
+                echo(line)
+        else:
+            Console().print(results_query.table(columns, list(rows)))
+
+
+def _number(value: str | None, flag: str, default: float) -> float:
+    try:
+        number = default if value is None else float(value)
+    except ValueError:
+        number = -1
+    if not 0 <= number < float("inf"):
+        raise UserError(f"{flag} {value!r}: give a number, 0 or more (0: none)")
+    return number
 
 
 results = Collection("results", index, publish, query)

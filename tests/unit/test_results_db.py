@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from sqlalchemy import select
@@ -289,3 +290,36 @@ def test_a_line_written_twice_is_two_rows_as_the_files_count_it(tmp_path):
         handle.write(line)
     assert agreement(tmp_path) == {"quick": (3, 1, True)}
     assert results_check.run(tmp_path, rebuild=True)[1].startswith("1 store(s): index and files agree")
+
+
+COUNT = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c{}) SELECT {} FROM c"
+
+
+def test_a_query_is_streamed_and_bounded_in_rows_time_and_memory(tmp_path):
+    run_into(results_store.open_store(tmp_path, "quick"), "r1", 1e9)
+    with pytest.raises(UserError, match=r"more than 10000 rows; .* --max-rows N \(0: none\)"):
+        results_query.query(tmp_path, COUNT.format(" WHERE x <= 10000", "x"))  # 10001 rows
+    assert len(results_query.query(tmp_path, COUNT.format(" WHERE x < 30000", "x"), max_rows=0)[1]) == 30000
+    with results_query.answer(tmp_path, COUNT.format("", "x"), max_rows=0) as (_, rows):  # without end: as it comes
+        assert [next(rows) for _ in range(3)] == [(1,), (2,), (3,)]
+    started = time.monotonic()
+    with pytest.raises(UserError, match=r"stopped after 1 s; .* --seconds N \(0: no limit\)") as stopped:
+        results_query.query(tmp_path, COUNT.format("", "count(*)"), seconds=1)
+    assert time.monotonic() - started < 10 and "\n" not in str(stopped.value)
+    with pytest.raises(UserError, match="needs more memory than it may take .*; narrow it"):
+        results_query.query(tmp_path, "SELECT length(randomblob(100000000))", seconds=0)  # 95 MiB, one value
+
+
+def test_the_query_reads_a_colon_in_a_string_as_text(tmp_path):
+    run_into(results_store.open_store(tmp_path, "quick"), "r1", 1e9)
+    assert results_query.query(tmp_path, "SELECT ':name' AS t, count(*) FROM samples WHERE host != ':x'")[1] == [
+        (":name", 2)
+    ]
+    cli = Cli(tmp_path)
+    done = cli("results.query", "SELECT value FROM samples", "--format", "json", "--max-rows", "1", check=False)
+    assert done.returncode != 0 and done.stderr.strip().splitlines() == [
+        "iolab: results.query: more than 1 rows; narrow the statement (WHERE, LIMIT, GROUP BY) or give another cap: "
+        "--max-rows N (0: none)"
+    ]
+    everything = json.loads(cli("results.query", "SELECT value FROM samples", "--format", "json").stdout)
+    assert everything == [{"value": 1e9}, {"value": 1e9}]
