@@ -130,7 +130,8 @@ def _scale(lab: Any, results: Path) -> str:
     cpus = [h for h in lab.hosts if host_gpus(lab.inventory.hostvars.get(h, {}), h, results) == 0]
     if cpus:
         raise UserError(
-            f"{', '.join(cpus)} has no GPU, and the full-size models take hours on a CPU: pass "
+            f"{', '.join(cpus)} {'has' if len(cpus) == 1 else 'have'} no GPU, and the full-size models take hours "
+            "on a CPU: pass "
             "--scale tiny --batch-sizes 2 to try the code path (a CPU's figure is no GPU's), --scale full to time "
             "the real models anyway, or leave it out with --hosts"
         )
