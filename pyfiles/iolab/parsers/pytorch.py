@@ -96,10 +96,16 @@ def parse(host_dir: Path) -> Parsed:
         col = {name: columns.index(name) for name in COUNTED}
     except ValueError as exc:
         raise ParseError(f"{host_dir / 'loader.json'}: records lack a column ({exc})") from None
-    config = document.get("config", {})
-    accelerated = config.get("accelerator", "none") != "none"
-
     ranks = [_rank(host_dir, rank, col) for rank in document["ranks"]]
+    out = _measurements(host_dir, document, ranks, col)
+    return Parsed(measurements=out, metadata=_metadata(document, ranks), series=_series(document["ranks"], col))
+
+
+def _measurements(
+    host_dir: Path, document: dict[str, Any], ranks: list[dict[str, Any]], col: dict[str, int]
+) -> list[Measurement]:
+    """The host's figures (the module's table) from its ranks' (`_rank`'s, whose latencies and cores this takes
+    out; a rank's AU is None without an accelerator)."""
     latencies = [latency for r in ranks for latency in r.pop("latencies")]
     # Traced: every sample read while strace ran, batches prefetched past the last step included.
     traced_samples = sum(
@@ -114,7 +120,7 @@ def parse(host_dir: Path) -> Parsed:
         Measurement("cpu_cores", sum(r.pop("cores") for r in ranks), "cores"),
     ]
     out += _epochs(document["ranks"])
-    if accelerated:
+    if document.get("config", {}).get("accelerator", "none") != "none":
         out.append(Measurement("au", statistics.fmean(r["au"] for r in ranks), "%"))
     else:
         for r in ranks:
@@ -125,8 +131,12 @@ def parse(host_dir: Path) -> Parsed:
     memory = _gpu_in_window(document["ranks"], "memory")
     if memory:
         out.append(Measurement("gpu_mem_used", max(memory), "B"))
-    out += _syscalls(host_dir, document["ranks"], traced_samples)
+    return out + _syscalls(host_dir, document["ranks"], traced_samples)
 
+
+def _metadata(document: dict[str, Any], ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the figures were measured on: the data set, the loader's settings, the ranks' lines (their measured
+    bytes taken out, summed), versions, the GPU, a real accelerator's training, the reader's facts."""
     dataset = document.get("dataset", {})
     metadata = {
         "dataset_manifest_hash": dataset.get("manifest_hash"),
@@ -135,7 +145,7 @@ def parse(host_dir: Path) -> Parsed:
         # in the measured steps (first steps out), every rank: what the caching rule weighs
         "bytes_read": sum(r.pop("measured_bytes") for r in ranks),
         # The loader's settings, every flag (a new one too) but where this host's files and peers are
-        "loader": {k: v for k, v in config.items() if k not in WHERE},
+        "loader": {k: v for k, v in document.get("config", {}).items() if k not in WHERE},
         "pin_memory_effective": document["ranks"][0].get("pin_memory"),
         "devices": sorted({r.get("device") for r in document["ranks"]}),
         "ranks": ranks,
@@ -155,7 +165,7 @@ def parse(host_dir: Path) -> Parsed:
         metadata["training"]["checksums"] = [r["training"]["checksum"] for r in document["ranks"]]
     if first.get("reader"):  # what the reader really did: DALI's decoder, kvikio's GPU-direct path or not
         metadata["reader_facts"] = first["reader"]
-    return Parsed(measurements=out, metadata=metadata, series=_series(document["ranks"], col))
+    return metadata
 
 
 COUNTED = ("epoch", "requested_at", "ready_at", "compute_s", "sync_s", "samples", "bytes")  # the columns read

@@ -156,55 +156,13 @@ def wait_for_ssh(hosts: list[SimHost], lab_dir: Path, key: Path, tools: dict[str
     pending = {host.name: host for host in hosts}
     errors: dict[str, str] = {}
     while pending:
-        procs = {
-            name: subprocess.Popen(
-                [
-                    tools["ssh"],
-                    "-F",
-                    "/dev/null",
-                    "-i",
-                    str(key),
-                    "-o",
-                    "BatchMode=yes",
-                    "-o",
-                    "IdentitiesOnly=yes",
-                    "-o",
-                    "StrictHostKeyChecking=no",
-                    "-o",
-                    "UserKnownHostsFile=/dev/null",
-                    "-o",
-                    "ControlMaster=no",
-                    "-o",
-                    "ControlPath=none",
-                    "-o",
-                    "ConnectTimeout=5",
-                    "-o",
-                    "LogLevel=ERROR",
-                    f"root@{host.address}",
-                    "hostname",
-                ],  # fmt: skip
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for name, host in pending.items()
-        }
+        procs = {name: _ask_hostname(tools["ssh"], key, host.address) for name, host in pending.items()}
         for name, proc in procs.items():
-            try:
-                stdout, stderr = proc.communicate(timeout=max(deadline - time.monotonic(), 10.0))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-                errors[name] = "ssh hung"
-                continue
-            answer = stdout.strip().splitlines()[-1:]  # a login script may print first
-            if proc.returncode == 0 and answer == [name]:
+            error = _named(proc, name, max(deadline - time.monotonic(), 10.0))
+            if error is None:
                 del pending[name]
-            elif proc.returncode == 0:
-                errors[name] = f"it calls itself {answer[0] if answer else 'nothing'!r}"
             else:
-                errors[name] = stderr.strip().splitlines()[-1] if stderr.strip() else f"ssh exit {proc.returncode}"
+                errors[name] = error
         if pending and time.monotonic() > deadline:
             name = sorted(pending)[0]
             raise UserError(
@@ -213,6 +171,39 @@ def wait_for_ssh(hosts: list[SimHost], lab_dir: Path, key: Path, tools: dict[str
             )
         if pending:
             time.sleep(0.2)
+
+
+def _ask_hostname(ssh: str, key: Path, address: str) -> subprocess.Popen[str]:
+    """`hostname` on the host at `address` as root with the lab key: a fresh connection, no prompt."""
+    argv = [
+        ssh, "-F", "/dev/null", "-i", str(key),
+        "-o", "BatchMode=yes",
+        "-o", "IdentitiesOnly=yes",
+        "-o", "StrictHostKeyChecking=no",
+        "-o", "UserKnownHostsFile=/dev/null",
+        "-o", "ControlMaster=no",
+        "-o", "ControlPath=none",
+        "-o", "ConnectTimeout=5",
+        "-o", "LogLevel=ERROR",
+        f"root@{address}", "hostname",
+    ]  # fmt: skip
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _named(proc: subprocess.Popen[str], name: str, timeout: float) -> str | None:
+    """None when `proc` (_ask_hostname) answered `name`; else why not, in a few words."""
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return "ssh hung"
+    answer = stdout.strip().splitlines()[-1:]  # a login script may print first
+    if proc.returncode == 0 and answer == [name]:
+        return None
+    if proc.returncode == 0:
+        return f"it calls itself {answer[0] if answer else 'nothing'!r}"
+    return stderr.strip().splitlines()[-1] if stderr.strip() else f"ssh exit {proc.returncode}"
 
 
 def write_inventory(path: Path, hosts: list[SimHost], lab_dir: Path) -> None:
