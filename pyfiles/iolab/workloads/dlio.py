@@ -161,6 +161,26 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
     note = _other_phases(keys)
     framework = _take(keys, "framework", preset.framework)
     _check(keys, "reader.data_loader", framework, f"the data loader must be the framework ({framework})")
+    files, per_file = _data_set(keys, model, framework)
+    out: dict[str, Any] = {"name": name, "type": "mlperf", "workload": model}
+    if framework != preset.framework:
+        out["framework"] = framework
+    out |= _compute(keys, model)
+    out |= _loader(keys, framework)
+    _check(
+        keys, "metric.au", preset.au_threshold / 100, f"MLPerf's AU threshold for {model} is {preset.au_threshold:g} %"
+    )
+    _done(keys)
+    if note:
+        out["file_note"] = note
+    dataset = {"kind": preset.dataset, "files": files * per_file if files else 0, "seed": 1}
+    return out, dataset, None
+
+
+def _data_set(keys: dict[str, Any], model: str, framework: str) -> tuple[int | None, int]:
+    """A training file's data set keys, checked against iolab's data set of `model` (its format on `framework`,
+    sample size and samples per file): its files and samples per file."""
+    preset = PRESETS[model]
     fmt = {
         "unet3d": "npz",
         "resnet50": "tfrecord" if framework == "tensorflow" else "jpeg",
@@ -179,10 +199,13 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         raise Refused(
             "dataset.num_samples_per_file", f"iolab's {model} data set has {preset.samples_per_file} per file"
         )
-    files = _number(keys, "dataset.num_files_train", 1, whole=True)
-    out: dict[str, Any] = {"name": name, "type": "mlperf", "workload": model}
-    if framework != preset.framework:
-        out["framework"] = framework
+    return _number(keys, "dataset.num_files_train", 1, whole=True), per_file
+
+
+def _compute(keys: dict[str, Any], model: str) -> dict[str, Any]:
+    """The workload's batch size and accelerator: the published one whose compute time (at that batch size) is the
+    file's computation_time, else "custom" with the file's time."""
+    out: dict[str, Any] = {}
     seconds = _number(keys, "train.computation_time", 0)
     batch = _counts(keys, "reader.batch_size")
     if batch is not None:
@@ -197,6 +220,13 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
             out["accelerator"] = published[0]
         else:  # out of the table: the file's own time
             out.update(accelerator="custom", compute_per_batch=float(seconds))
+    return out
+
+
+def _loader(keys: dict[str, Any], framework: str) -> dict[str, Any]:
+    """The workload's length and its loader's settings on `framework`; the reader's keys iolab's loaders honour as
+    they are (seeded shuffles, no mmap, a reshuffle every epoch) checked."""
+    out: dict[str, Any] = {}
     for key, target in (("train.epochs", "epochs"), ("train.total_training_steps", "steps")):
         if key in keys:
             out[target] = _counts(keys, key)
@@ -217,14 +247,7 @@ def _training(keys: dict[str, Any], model: Any, name: str) -> tuple[dict[str, An
         _check(keys, key, "seed", "iolab shuffles with a seed (a new one per repetition)")
     _check(keys, "reader.dont_use_mmap", True, "iolab's readers never map files")
     _check(keys, "train.seed_change_epoch", True, "iolab's loaders reshuffle every epoch")
-    _check(
-        keys, "metric.au", preset.au_threshold / 100, f"MLPerf's AU threshold for {model} is {preset.au_threshold:g} %"
-    )
-    _done(keys)
-    if note:
-        out["file_note"] = note
-    dataset = {"kind": preset.dataset, "files": files * per_file if files else 0, "seed": 1}
-    return out, dataset, None
+    return out
 
 
 def _other_phases(keys: dict[str, Any]) -> str | None:
