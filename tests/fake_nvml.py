@@ -6,7 +6,7 @@ import types
 
 
 class FakeNvml:
-    """A stand-in for the pynvml module, with the part of its interface iolab.host.telemetry uses: there is
+    """A stand-in for the pynvml module, with the part of its interface iolab.host.gpu_telemetry uses: there is
     no GPU (and no libnvidia-ml) on the machines these tests run on. Two GPUs; GPU 1 reports no
     utilization and no PCIe throughput (NOT_SUPPORTED), as some boards do. Counts its calls."""
 

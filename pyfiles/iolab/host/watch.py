@@ -2,7 +2,7 @@
 that started it goes away (the watcher protocol `hostrun run` and `hostrun step` share).
 
 A tool runs in a session of its own; fio's job processes call setsid() too, so they are in no group of the
-tool's: iolab.host.telemetry.ToolTree (fed by iolab.host.live) knows the whole tree, and stop_group ends it.
+tool's: iolab.shared.processes.ToolTree (fed by iolab.host.live) knows the whole tree, and stop_group ends it.
 """
 
 from __future__ import annotations
