@@ -104,10 +104,10 @@ def main() -> None:
             name = f"bfault{attempt}"
             path = write_campaign(campaign(name, box))
             seconds, done = lab("bench.all", "--campaign", str(path), results=results, check=False)
-            box.rbd("rm", f"{box.ceph_client()['rbd_pool']}/{name}-blk")
             print(f"campaign {attempt}/{args.repeat}: {seconds:.0f} s, exit {done.returncode}")
             if done.returncode != 0:
-                sys.exit(done.stderr[-2000:])
+                sys.exit(done.stdout[-2000:] + done.stderr[-2000:])  # the box's teardown removes its image
+            box.rbd("rm", f"{box.ceph_client()['rbd_pool']}/{name}-blk")
             show(samples(results, name))
             box.wait_settled()  # the cluster healthy again between campaigns
     print(f"results: {results}")
