@@ -64,8 +64,8 @@ def run_campaign(
     # A campaign file edited since the last call: refused or said (bench.fio's store gathers one-off runs of any flags)
     if only_repetition is None and (edited := ledger.check(store, campaign, lab.hosts)):
         console.print(f"[yellow]{edited}[/]")
-    ledger.begin(store, campaign, plan.runs, lab.hosts)  # what the store is a campaign of: its plan, who runs it
     injector.preflight([e.run for e in plan.todo if e.run.workload.faults], lab)  # each fault can be applied here
+    ledger.begin(store, campaign, plan.runs, lab.hosts)  # what the store is a campaign of: its plan, who runs it
     queues, runs = plan.queues, plan.runs
     progress = Progress(planning.planned([entry.run for queue in queues.values() for entry in queue]), console)
     console.print(

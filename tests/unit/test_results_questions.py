@@ -14,7 +14,7 @@ import pytest
 from iolab import compare, history_series, lease, ledger, results_store, status
 from iolab.errors import UserError
 from iolab.samples import AGGREGATE_HOST
-from support import record, sample
+from support import Cli, record, sample
 
 GIB = 1 << 30
 MONTHS = ("2026-10-01", "2026-11-01", "2026-12-01")
@@ -139,3 +139,17 @@ def test_status_says_which_campaigns_compare(months):
     assert "a store without a ledger" in found["jan"].comparable["vendors"]
     with pytest.raises(UserError, match="no campaign 'nope'"):
         status.collect(months, "nope")
+
+
+def test_a_campaign_the_fault_preflight_refuses_leaves_no_store(tmp_path):
+    """Refused before anything runs (a fault on a host that is not the run's): no ledger, so no campaign in status."""
+    fio = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "10s", "ramp": "0s", "size": "16MiB"}
+    faulted = {**fio, "faults": [{"at": "5s", "what": "tool_kill", "host": "gpu02"}]}
+    path = tmp_path / "refused.yml"
+    backend = {"name": "itest-refused", "type": "tmpfs", "size": "48MiB"}
+    path.write_text(json.dumps({"name": "refused", "workloads": [faulted], "backends": [backend]}))
+    cli = Cli(tmp_path / "results")
+    done = cli.bench(path, check=False)  # (after another test run's campaign that holds localhost)
+    assert done.returncode != 0 and "not a host of the run" in done.stderr, done.stdout + done.stderr
+    assert not (tmp_path / "results" / "refused" / ledger.FILE).exists()
+    assert "refused" not in cli("status").stdout
