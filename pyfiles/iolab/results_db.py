@@ -66,6 +66,7 @@ FILE = "iolab.db"
 SAMPLES, RUNS = "samples.jsonl", "runs.jsonl"
 HEAD = 4096  # bytes of a file's head that identify it
 CHUNK = 32 << 20  # bytes read at a time (memory stays bounded on a large store)
+BUSY_S = 60  # seconds a command waits for another that holds the index's write lock
 VERSION = 2  # PRAGMA user_version: an index of another layout is rebuilt (2: row ids with the line's offset)
 
 
@@ -104,7 +105,7 @@ def path_of(results: Path) -> Path:
 @functools.cache
 def engine(path: Path) -> Engine:
     """The index at `path`, created (or rebuilt, if of another layout) on first use."""
-    eng = create_engine(f"sqlite:///{path}", connect_args={"timeout": 60})
+    eng = create_engine(f"sqlite:///{path}", connect_args={"timeout": BUSY_S})
 
     @event.listens_for(eng, "connect")
     def _connect(dbapi: Any, _: Any) -> None:
@@ -128,8 +129,11 @@ def engine(path: Path) -> Engine:
 
 
 def open_index(results: Path) -> Engine:
-    """The index of `results`, caught up with its files; a UserError in one line when it cannot be written."""
-    return caught_up(results)[0]
+    """The index of `results`, caught up with its files; a UserError in one line when it cannot be written.
+    Where `results` cannot be written, what is there (iolab.results_readonly)."""
+    from iolab import results_readonly
+
+    return caught_up(results)[0] if results_readonly.writable(results) else results_readonly.open_index(results)
 
 
 def caught_up(results: Path, rebuild: bool = False) -> tuple[Engine, Caught]:
@@ -139,6 +143,11 @@ def caught_up(results: Path, rebuild: bool = False) -> tuple[Engine, Caught]:
         eng = engine(path_of(results))
         return eng, catch_up(eng, Path(results), rebuild=rebuild)
     except (SQLAlchemyError, OSError) as exc:
+        if "database is locked" in why(exc):
+            raise UserError(
+                f"the results index {path_of(results)} is held by another command (it wrote for over {BUSY_S} s); "
+                "run this again when that one has ended"
+            ) from None
         raise UserError(
             f"the results index {path_of(results)} cannot be brought up to date: {why(exc)}; "
             f"check that {results} is writable, or delete {FILE} (the files rebuild it)"

@@ -32,7 +32,7 @@ from sqlalchemy import Select, create_engine, event, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from iolab import results_db
+from iolab import results_db, results_readonly
 from iolab.errors import UserError
 from iolab.results_schema import campaigns, sample_metadata, samples
 from iolab.samples import Sample
@@ -50,8 +50,7 @@ STEPS = 10_000  # SQLite's virtual machine steps between two looks at the clock
 def read_only(results: Path) -> Engine:
     """The index opened read-only: SQLite's mode=ro and PRAGMA query_only, and an authorizer that lets a
     statement only read (no ATTACH, no PRAGMA, no temporary table); its memory bounded (HEAP, LENGTH)."""
-    path = results_db.path_of(results)
-    eng = create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", connect_args={"timeout": 60})
+    eng = create_engine(f"sqlite:///{results_readonly.uri(results)}&uri=true", connect_args={"timeout": 60})
 
     @event.listens_for(eng, "connect")
     def _connect(dbapi: Any, _: Any) -> None:

@@ -323,3 +323,62 @@ def test_the_query_reads_a_colon_in_a_string_as_text(tmp_path):
     ]
     everything = json.loads(cli("results.query", "SELECT value FROM samples", "--format", "json").stdout)
     assert everything == [{"value": 1e9}, {"value": 1e9}]
+
+
+@pytest.fixture
+def read_only_results(tmp_path):
+    """A results directory on its own tmpfs, made read-only (`remount(ro)`) once the test has written to it."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "results"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "iolab-test-ro", str(mnt)], check=True)
+
+    def remount_ro() -> None:
+        results_db.engine(results_db.path_of(mnt)).dispose()  # this process's connections closed: nothing busy
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+
+    yield mnt, remount_ro
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_read_commands_read_a_read_only_results_directory(read_only_results, indexed):
+    results, remount_ro = read_only_results
+    run_into(results_store.open_store(results, "quick"), "r1", 1e9, day="2026-11-21")
+    run_into(ResultStore(results, "quick"), "r2", 2e9, day="2026-11-21")  # past the index
+    if not indexed:
+        for path in results.glob(f"{results_db.FILE}*"):
+            path.unlink()
+    remount_ro()
+    cli = Cli(results)
+    asked = cli("results.query", "SELECT count(*) AS n FROM samples", "--format", "json")
+    said = asked.stderr.strip().splitlines()
+    assert json.loads(asked.stdout) == [{"n": 2 if indexed else 4}] and len(said) == 1, asked.stderr
+    assert (
+        "is read-only: its index is read as it is, and may be behind its files" in said[0]
+        if indexed
+        else "is read-only and has no index: one is made from its files for now" in said[0]
+    )
+    assert "quick" in cli("status").stdout
+    assert "quick" in cli("report.history", "--format", "json").stdout
+    cli("report.compare", "quick@2026-11-21", "quick@2026-11-21")
+
+
+def test_an_index_another_command_holds_is_said_so_not_deleted(tmp_path, monkeypatch):
+    import sqlite3
+
+    run_into(results_store.open_store(tmp_path, "quick"), "r1", 1e9)
+    results_db.engine(results_db.path_of(tmp_path)).dispose()
+    results_db.engine.cache_clear()
+    monkeypatch.setattr(results_db, "BUSY_S", 1)
+    holder = sqlite3.connect(results_db.path_of(tmp_path), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another command's write, in progress
+    try:
+        with pytest.raises(UserError, match=r"is held by another command .*run this again when that one") as held:
+            results_db.open_index(tmp_path)
+        assert "delete" not in str(held.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        results_db.engine.cache_clear()
