@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,6 +95,25 @@ def lab_box(the_box):
 def ceph_box(the_box):
     """The session's Ceph (RBD, CephFS, radosgw), without NFS unless a test of the session asked for it."""
     return the_box.ensure("ceph")
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """mount(*options): a tmpfs of those options at tmp_path/results (a results disk of its own), unmounted after."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "results"
+    mnt.mkdir()
+    mounted = []
+
+    def mount(*options: str) -> Path:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options), "iolab-test-results", str(mnt)], check=True)
+        mounted.append(mnt)
+        return mnt
+
+    yield mount
+    for path in mounted:
+        subprocess.run(["umount", str(path)], check=False)
 
 
 def pytest_collection_modifyitems(items):

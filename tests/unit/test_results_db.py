@@ -326,20 +326,15 @@ def test_the_query_reads_a_colon_in_a_string_as_text(tmp_path):
 
 
 @pytest.fixture
-def read_only_results(tmp_path):
-    """A results directory on its own tmpfs, made read-only (`remount(ro)`) once the test has written to it."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "results"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "iolab-test-ro", str(mnt)], check=True)
+def read_only_results(small_tmpfs):
+    """A results directory on its own tmpfs, made read-only (`remount_ro()`) once the test has written to it."""
+    mnt = small_tmpfs("size=64m")
 
     def remount_ro() -> None:
         results_db.engine(results_db.path_of(mnt)).dispose()  # this process's connections closed: nothing busy
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
 
-    yield mnt, remount_ro
-    subprocess.run(["umount", str(mnt)], check=False)
+    return mnt, remount_ro
 
 
 @pytest.mark.parametrize("indexed", [True, False])

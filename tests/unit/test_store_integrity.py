@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,24 +85,6 @@ def test_a_torn_last_line_is_cut_before_the_first_run(tmp_path):
     assert store.samples_path.read_bytes().endswith(b"\n")
     assert all(json.loads(line) for line in store.samples_path.read_text().splitlines())
     assert store.preflight() == []
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "results"
-    mnt.mkdir()
-    mounted = []
-
-    def mount(*options: str) -> Path:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options), "iolab-test-results", str(mnt)], check=True)
-        mounted.append(mnt)
-        return mnt
-
-    yield mount
-    for path in mounted:
-        subprocess.run(["umount", str(path)], check=False)
 
 
 def test_an_unwritable_results_directory_is_found_before_the_first_run(small_tmpfs):
