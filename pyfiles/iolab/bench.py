@@ -25,6 +25,7 @@ from iolab.plan import Entry
 from iolab.progress import Progress
 from iolab.samples import ResultStore
 from iolab.session import BackendSession, CampaignState
+from iolab.units import counted
 
 # --- the campaign loop --------------------------------------------------------------------------
 
@@ -69,7 +70,7 @@ def run_campaign(
     queues, runs = plan.queues, plan.runs
     progress = Progress(planning.planned([entry.run for queue in queues.values() for entry in queue]), console)
     console.print(
-        f"campaign [bold]{campaign.name}[/]: {len(runs)} runs on {len(lab.hosts)} host(s), "
+        f"campaign [bold]{campaign.name}[/]: {counted(len(runs), 'run')} on {len(lab.hosts)} host(s), "
         f"{len(runs) - len(plan.todo)} already stored, {len(plan.todo)} to run"
         + (f" (and more repetitions, up to {campaign.max_repetitions}, where repeats disagree)" if plan.extra else "")
         + (f"; {progress.status()}" if queues else ""),
@@ -187,7 +188,7 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
     if unknown:
         estimate += f" plus the {unknown} data-loading run(s), as long as their data set takes to read"
     lines = [
-        f"campaign {spec.name}: {len(runs)} runs on {compress(lab.hosts)}, "
+        f"campaign {spec.name}: {counted(len(runs), 'run')} on {compress(lab.hosts)}, "
         + (
             "in random order (order_seed " + str(spec.order_seed) + ")"
             if spec.order == "random"

@@ -93,6 +93,11 @@ def significant(value: float, digits: int = 3) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+def counted(count: int, noun: str) -> str:
+    """A count and its noun, in the plural where it is not one: '1 run', '3 runs', '0 runs'."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _scaled(value: float, steps: list[tuple[float, str]], digits: int = 3) -> str:
     factor, suffix = next(((f, s) for f, s in steps if abs(value) >= f), steps[-1])
     return f"{significant(value / factor, digits)} {suffix}"

@@ -1,6 +1,6 @@
 import pytest
 
-from iolab.units import human, parse_duration, parse_size
+from iolab.units import counted, human, parse_duration, parse_size
 
 
 @pytest.mark.parametrize(
@@ -47,3 +47,7 @@ def test_sizes_are_whole_positive_byte_counts(bad, says):
 def test_a_duration_past_a_week_is_a_typo():
     with pytest.raises(ValueError, match="more than 7 days"):
         parse_duration("99999999999h")
+
+
+def test_a_count_names_its_noun_in_the_plural_where_it_is_not_one():
+    assert [counted(n, "run") for n in (0, 1, 2)] == ["0 runs", "1 run", "2 runs"]
