@@ -260,41 +260,9 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
     info = {**record(what), "owner": OWNER, "release": lab.extravars()["iolab_release"]}
     holders = _take(lab, lab.hosts, info, {})
     try:
-        busy = [h for h in holders if h.state == "busy"]
-        if busy and steal:
-            refused = []
-            for holder in busy:
-                reason = gone(holder.detail)
-                if reason is None:
-                    refused.append(holder)
-                else:
-                    lab.console.print(f"[yellow]--steal:[/] {describe(holder.host, holder.detail)}; {reason}")
-            if refused:
-                first = refused[0]
-                why = (
-                    "that process still runs"
-                    if first.detail.get("controller") == socket.gethostname()
-                    else f"this machine cannot check {first.detail.get('controller')}; run --steal there"
-                )
-                raise UserError(f"--steal refused: {describe(first.host, first.detail)}: {why}")
-            taken = _take(lab, [h.host for h in busy], info, {h.host: int(h.detail["holder_pid"]) for h in busy})
-            holders = [h for h in holders if h.state != "busy"] + taken
-            busy = [h for h in taken if h.state == "busy"]
-        if busy:
-            more = f" (and {len(busy) - 1} more host(s))" if len(busy) > 1 else ""
-            raise UserError(
-                f"{describe(busy[0].host, busy[0].detail)}{more}; wait for it to end, or pass "
-                "--steal if that campaign is gone"
-            )
-        if skewed := [off for h in holders if h.state == "held" and (off := clock_refusal(h))]:
-            more = f" (and {len(skewed) - 1} more host(s))" if len(skewed) > 1 else ""
-            raise UserError(skewed[0] + more)
-        failed = [h for h in holders if h.state == "error"]
-        if failed:
-            more = f" (and {len(failed) - 1} more host(s))" if len(failed) > 1 else ""
-            raise UserError(
-                f"{failed[0].host}{more}: no lease taken, so nothing was run: {failed[0].detail['message']}"
-            )
+        if steal:
+            holders = _steal(lab, holders, info)
+        _refuse(holders)
         for holder in holders:
             previous = holder.detail.get("previous") if holder.state == "held" else None
             if previous:
@@ -303,12 +271,58 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
                 lab.console.print(f"[yellow]{holder.host}: no lease taken (not reached):[/] {holder.detail['message']}")
         yield
     finally:
-        for holder in holders:
-            if holder.state == "held":
-                done = holder.host not in execute.untorn
-                if not done:
-                    lab.console.print(
-                        f"[yellow]{holder.host}: teardown incomplete; its lease record stays, and the next "
-                        "command on it cleans what is left first[/]"
-                    )
-                holder.release(done)
+        _release(lab, holders)
+
+
+def _steal(lab: Lab, holders: list[Holder], info: dict[str, Any]) -> list[Holder]:
+    """`holders` with each busy host's lease taken over (--steal), where its holder is gone; UserError, before
+    anything is taken, naming the first whose holder still runs or cannot be checked from this machine."""
+    busy = [h for h in holders if h.state == "busy"]
+    if not busy:
+        return holders
+    refused = []
+    for holder in busy:
+        reason = gone(holder.detail)
+        if reason is None:
+            refused.append(holder)
+        else:
+            lab.console.print(f"[yellow]--steal:[/] {describe(holder.host, holder.detail)}; {reason}")
+    if refused:
+        first = refused[0]
+        why = (
+            "that process still runs"
+            if first.detail.get("controller") == socket.gethostname()
+            else f"this machine cannot check {first.detail.get('controller')}; run --steal there"
+        )
+        raise UserError(f"--steal refused: {describe(first.host, first.detail)}: {why}")
+    taken = _take(lab, [h.host for h in busy], info, {h.host: int(h.detail["holder_pid"]) for h in busy})
+    return [h for h in holders if h.state != "busy"] + taken
+
+
+def _refuse(holders: list[Holder]) -> None:
+    """UserError naming the first host still busy, whose clock is off, or whose lease could not be taken."""
+    if busy := [h for h in holders if h.state == "busy"]:
+        more = f" (and {len(busy) - 1} more host(s))" if len(busy) > 1 else ""
+        raise UserError(
+            f"{describe(busy[0].host, busy[0].detail)}{more}; wait for it to end, or pass "
+            "--steal if that campaign is gone"
+        )
+    if skewed := [off for h in holders if h.state == "held" and (off := clock_refusal(h))]:
+        more = f" (and {len(skewed) - 1} more host(s))" if len(skewed) > 1 else ""
+        raise UserError(skewed[0] + more)
+    if failed := [h for h in holders if h.state == "error"]:
+        more = f" (and {len(failed) - 1} more host(s))" if len(failed) > 1 else ""
+        raise UserError(f"{failed[0].host}{more}: no lease taken, so nothing was run: {failed[0].detail['message']}")
+
+
+def _release(lab: Lab, holders: list[Holder]) -> None:
+    """Let go of each lease taken, dropping its record where the command's teardown is complete."""
+    for holder in holders:
+        if holder.state == "held":
+            done = holder.host not in execute.untorn
+            if not done:
+                lab.console.print(
+                    f"[yellow]{holder.host}: teardown incomplete; its lease record stays, and the next "
+                    "command on it cleans what is left first[/]"
+                )
+            holder.release(done)

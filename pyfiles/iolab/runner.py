@@ -338,8 +338,6 @@ def run(
     Raises KeyboardInterrupt after the playbook was cancelled by Ctrl-C (when
     `cancellable`); otherwise Ctrl-C is deferred until the playbook ends.
     """
-    import ansible_runner
-
     global plays_started
 
     plays_started += 1
@@ -347,38 +345,9 @@ def run(
     console = console or Console(stderr=True)
     progress = _Progress(title or ", ".join(p.playbook for p in phases), hosts, console, status, on_phase, on_start)
     private = Path(tempfile.mkdtemp(prefix="iolab-runner-"))
-    cancelled: dict[int, int] = {}  # the playbook's processes when it was cancelled: ended once it has been
-
-    def cancel() -> bool:
-        if ctrl_c.pressed and ctrl_c.cancellable or progress.error is not None:
-            cancelled.update(_playbook_tree(private))
-            return True
-        return False
-
     try:
         playbook = _project(private, phases)
-        live = _live(progress, console)
-        with CtrlC(cancellable, console) as ctrl_c:
-            if live:
-                live.start()
-            try:
-                runner = ansible_runner.run(
-                    private_data_dir=str(private),
-                    playbook=playbook,
-                    inventory=str(Path(inventory).resolve()),
-                    limit=",".join(hosts),
-                    extravars=extravars or {},
-                    envvars=_envvars(private),
-                    quiet=True,
-                    event_handler=progress.handle,
-                    cancel_callback=cancel,
-                    settings={"suppress_ansible_output": True},
-                    suppress_env_files=True,
-                )
-            finally:
-                if live:
-                    live.stop()
-                end_processes(cancelled)  # its workers, and what they ran here (on a host over SSH: `hostrun stop`)
+        runner = _play(private, playbook, inventory, hosts, extravars, progress, console, cancellable)
         if runner.status != "canceled":
             progress.end_phase()  # the last one
         if progress.error is not None:
@@ -389,3 +358,49 @@ def run(
         )
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+def _play(
+    private: Path,
+    playbook: str,
+    inventory: Path,
+    hosts: list[str],
+    extravars: dict[str, Any] | None,
+    progress: _Progress,
+    console: Console,
+    cancellable: bool,
+) -> Any:
+    """ansible-runner on the playbook of the project in `private`, with the live table on a terminal; on Ctrl-C
+    (when `cancellable`) or an error of `progress` the playbook is cancelled and its processes ended."""
+    import ansible_runner
+
+    cancelled: dict[int, int] = {}  # the playbook's processes when it was cancelled: ended once it has been
+
+    def cancel() -> bool:
+        if ctrl_c.pressed and ctrl_c.cancellable or progress.error is not None:
+            cancelled.update(_playbook_tree(private))
+            return True
+        return False
+
+    live = _live(progress, console)
+    with CtrlC(cancellable, console) as ctrl_c:
+        if live:
+            live.start()
+        try:
+            return ansible_runner.run(
+                private_data_dir=str(private),
+                playbook=playbook,
+                inventory=str(Path(inventory).resolve()),
+                limit=",".join(hosts),
+                extravars=extravars or {},
+                envvars=_envvars(private),
+                quiet=True,
+                event_handler=progress.handle,
+                cancel_callback=cancel,
+                settings={"suppress_ansible_output": True},
+                suppress_env_files=True,
+            )
+        finally:
+            if live:
+                live.stop()
+            end_processes(cancelled)  # its workers, and what they ran here (on a host over SSH: `hostrun stop`)

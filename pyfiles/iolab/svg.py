@@ -305,20 +305,11 @@ def line_chart(
     points = [p for line in series.values() for p in line]
     xs = [x for x, _ in points] + [x for x, _ in marks] or [0.0, 1.0]
     ys = [y for _, y in points] or [0.0]
-    x_lo, x_hi = (min(xs) if x_min is None else x_min), max(xs)
-    if x_hi == x_lo:
-        x_lo, x_hi = x_lo - 1, x_hi + 1
+    x_lo, x_hi, x_ticks = _x_scale(xs, x_min, x_integer)
     top_value = max(ys + [threshold[0] if threshold else 0.0, y_max or 0.0])
     left, right = 64, 16
     factor, axis_label, ticks, legend, top, height = _frame(list(series), palette, unit, top_value, width, plot_height)
     plot_w, plot_h = width - left - right, plot_height
-    if x_integer and len(set(xs)) <= 16:
-        x_ticks = sorted(set(xs))
-    elif x_lo == 0:
-        x_ticks = nice_ticks(x_hi)
-        x_hi = x_ticks[-1]
-    else:
-        x_ticks = [x_lo + (x_hi - x_lo) * i / 5 for i in range(6)]
 
     def x_of(x: float) -> float:
         return left + plot_w * (x - x_lo) / (x_hi - x_lo)
@@ -329,11 +320,10 @@ def line_chart(
     body = _y_axis(ticks, y_of, left, width - right, lambda v: _number(v / factor), axis_label, top)
     body += legend
     base = y_of(0)
-    for x in x_ticks:
-        body.append(
-            f'<text class="tick" x="{x_of(x):.1f}" y="{base + 16:.1f}" text-anchor="middle">'
-            f"{_number(round(x, 2))}</text>"
-        )
+    body += [
+        f'<text class="tick" x="{x_of(x):.1f}" y="{base + 16:.1f}" text-anchor="middle">{_number(round(x, 2))}</text>'
+        for x in x_ticks
+    ]
     body.append(
         f'<text class="axis-title" x="{left + plot_w / 2:.1f}" y="{height - 6:.1f}" '
         f'text-anchor="middle">{escape(x_label)}</text>'
@@ -348,19 +338,50 @@ def line_chart(
         )
     body += _marks([(x_of(x), x, text) for x, text in sorted(marks)], top, base, x_label)
     for name, line in series.items():
-        line = sorted(line)
-        if not line:
-            continue
-        path = " ".join(f"{'M' if i == 0 else 'L'}{x_of(x):.1f},{y_of(y):.1f}" for i, (x, y) in enumerate(line))
-        body.append(f'<path class="line" data-series="{escape(name)}" d="{path}" stroke="{palette[name]}"/>')
-        if markers:
-            for x, y in line:
-                body.append(
-                    f'<circle class="point" cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" r="3.5" '
-                    f'fill="{palette[name]}"><title>{escape(name)}: {escape(human(y, unit))} at '
-                    f"{escape(x_label)} {_number(x)}</title></circle>"
-                )
+        body += _line(name, sorted(line), palette, x_of, y_of, unit, x_label, markers)
     return _svg(width, height, body, "chart line-chart", label or "line chart")
+
+
+def _x_scale(xs: list[float], x_min: float | None, x_integer: bool) -> tuple[float, float, list[float]]:
+    """A line chart's x range (lowest, highest) and its ticks: each x where there are few whole ones
+    (`x_integer`), round steps from 0, or six even steps from the lowest x."""
+    x_lo, x_hi = (min(xs) if x_min is None else x_min), max(xs)
+    if x_hi == x_lo:
+        x_lo, x_hi = x_lo - 1, x_hi + 1
+    if x_integer and len(set(xs)) <= 16:
+        x_ticks = sorted(set(xs))
+    elif x_lo == 0:
+        x_ticks = nice_ticks(x_hi)
+        x_hi = x_ticks[-1]
+    else:
+        x_ticks = [x_lo + (x_hi - x_lo) * i / 5 for i in range(6)]
+    return x_lo, x_hi, x_ticks
+
+
+def _line(
+    name: str,
+    line: list[tuple[float, float]],
+    palette: Mapping[str, str],
+    x_of: Callable[[float], float],
+    y_of: Callable[[float], float],
+    unit: str,
+    x_label: str,
+    markers: bool,
+) -> list[str]:
+    """One series' path through its (sorted) points, and a marker with its value at each (`markers`)."""
+    if not line:
+        return []
+    color = palette[name]
+    path = " ".join(f"{'M' if i == 0 else 'L'}{x_of(x):.1f},{y_of(y):.1f}" for i, (x, y) in enumerate(line))
+    out = [f'<path class="line" data-series="{escape(name)}" d="{path}" stroke="{color}"/>']
+    if markers:
+        out += [
+            f'<circle class="point" cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" r="3.5" '
+            f'fill="{color}"><title>{escape(name)}: {escape(human(y, unit))} at '
+            f"{escape(x_label)} {_number(x)}</title></circle>"
+            for x, y in line
+        ]
+    return out
 
 
 # --- over time ------------------------------------------------------------------------------------
