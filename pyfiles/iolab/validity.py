@@ -522,7 +522,7 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
     unless lab_scale says a smaller one is meant (flagged all the same); five recorded repetitions
     after an unrecorded warm-up; a new shuffle seed per repetition; AU at the workload's threshold.
     """
-    from iolab.workloads.mlperf import MIN_STEPS, PRESETS, REPETITIONS, checkpoint_run_rules, required_samples
+    from iolab.workloads.mlperf import PRESETS, checkpoint_run_rules
 
     flags: dict[str, list[Flag]] = defaultdict(list)
     runs: dict[str, list[Sample]] = defaultdict(list)
@@ -543,51 +543,60 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
         if s.metric == "kv_read_p95_max" and s.host == AGGREGATE_HOST:
             flags[s.run_id] += [_mlperf_flag(n, w) for n, w in kvcache_rules.run_rules(s.params, trials[s.run_id])]
     for run_id, mine in runs.items():
-        params = mine[0].params
-        model, batch = params["mlperf"], int(params.get("batch_size", 1))
-        accelerators = int(params.get("accelerators", 1))
-        preset = PRESETS[model]
+        flags[run_id] += _run_flags(mine, repeats.get(run_id, 1))
+    return dict(flags)
 
-        def add(flag: Flag, run_id: str = run_id) -> None:
-            flags[run_id].append(_mlperf_flag(flag.name, flag.reason, flag.host))
 
-        if params.get("lab_scale"):
-            add(Flag(MLPERF_LAB_SCALE, f"{model}: lab_scale: true, a data set below MLPerf's size is meant"))
-        hosts = {s.host: s for s in mine if s.host != AGGREGATE_HOST}
-        memory = [int((s.metadata.get("host") or {}).get("memory_bytes") or 0) for s in hosts.values()]
-        held = min((int(s.metadata.get("dataset_samples") or 0) for s in hosts.values()), default=0)
-        if hosts and all(memory):
-            needed = required_samples(model, batch, accelerators, memory)
-            if held < needed:
-                add(
-                    Flag(
-                        MLPERF_DATASET_SIZE,
-                        f"{model}: the data set holds {held:,} samples; MLPerf asks for "
-                        f"{needed:,}: max({RAM_MULTIPLE} × the {len(memory)} host(s)' "
-                        f"{human(sum(memory), 'B')} of RAM, {MIN_STEPS} steps × batch {batch} × "
-                        f"{accelerators * len(memory)} accelerators)",
-                    )
-                )
-        count = repeats.get(run_id, 1)
-        if count < REPETITIONS:
-            add(Flag(MLPERF_REPETITIONS, f"{model}: {count} recorded repetition(s); MLPerf asks for {REPETITIONS}"))
-        if not params.get("warmup"):
-            add(Flag(MLPERF_WARMUP, f"{model}: no unrecorded warm-up run before the measured ones (warmup: true)"))
-        if not params.get("reseed"):
+def _run_flags(mine: list[Sample], count: int) -> list[Flag]:
+    """The flags of one run of an MLPerf workload (its samples, all hosts; `count` recorded repetitions):
+    lab_scale, the data set against its hosts' RAM, repetitions, warm-up, seed, each host's AU."""
+    from iolab.workloads.mlperf import MIN_STEPS, PRESETS, REPETITIONS, required_samples
+
+    params = mine[0].params
+    model, batch = params["mlperf"], int(params.get("batch_size", 1))
+    accelerators = int(params.get("accelerators", 1))
+    preset = PRESETS[model]
+    out: list[Flag] = []
+
+    def add(flag: Flag) -> None:
+        out.append(_mlperf_flag(flag.name, flag.reason, flag.host))
+
+    if params.get("lab_scale"):
+        add(Flag(MLPERF_LAB_SCALE, f"{model}: lab_scale: true, a data set below MLPerf's size is meant"))
+    hosts = {s.host: s for s in mine if s.host != AGGREGATE_HOST}
+    memory = [int((s.metadata.get("host") or {}).get("memory_bytes") or 0) for s in hosts.values()]
+    held = min((int(s.metadata.get("dataset_samples") or 0) for s in hosts.values()), default=0)
+    if hosts and all(memory):
+        needed = required_samples(model, batch, accelerators, memory)
+        if held < needed:
             add(
                 Flag(
-                    MLPERF_SEED,
-                    f"{model}: every repetition shuffles with seed {params.get('seed', 0)}; "
-                    "MLPerf asks for a new seed per repetition (reseed: true)",
+                    MLPERF_DATASET_SIZE,
+                    f"{model}: the data set holds {held:,} samples; MLPerf asks for "
+                    f"{needed:,}: max({RAM_MULTIPLE} × the {len(memory)} host(s)' "
+                    f"{human(sum(memory), 'B')} of RAM, {MIN_STEPS} steps × batch {batch} × "
+                    f"{accelerators * len(memory)} accelerators)",
                 )
             )
-        for s in mine:
-            if s.metric == "au" and s.host != AGGREGATE_HOST and s.value < preset.au_threshold:
-                add(
-                    Flag(
-                        MLPERF_AU,
-                        f"{s.host}: AU {s.value:.1f} % is below {model}'s {preset.au_threshold:g} %",
-                        host=s.host,
-                    )
+    if count < REPETITIONS:
+        add(Flag(MLPERF_REPETITIONS, f"{model}: {count} recorded repetition(s); MLPerf asks for {REPETITIONS}"))
+    if not params.get("warmup"):
+        add(Flag(MLPERF_WARMUP, f"{model}: no unrecorded warm-up run before the measured ones (warmup: true)"))
+    if not params.get("reseed"):
+        add(
+            Flag(
+                MLPERF_SEED,
+                f"{model}: every repetition shuffles with seed {params.get('seed', 0)}; "
+                "MLPerf asks for a new seed per repetition (reseed: true)",
+            )
+        )
+    for s in mine:
+        if s.metric == "au" and s.host != AGGREGATE_HOST and s.value < preset.au_threshold:
+            add(
+                Flag(
+                    MLPERF_AU,
+                    f"{s.host}: AU {s.value:.1f} % is below {model}'s {preset.au_threshold:g} %",
+                    host=s.host,
                 )
-    return dict(flags)
+            )
+    return out
