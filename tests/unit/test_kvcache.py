@@ -113,6 +113,19 @@ def test_a_request_taken_before_the_duration_ends_does_all_its_reads_as_the_refe
     assert len(rank.stats.latency["storage_read_device"]) == 3 + 1 + decode  # the turns, the entry, its decode
 
 
+def test_each_run_draws_its_requests_afresh_from_the_same_users(tmp_path):
+    """The seed fixes the users, not what they ask: two runs' first requests differ in size, as two of the
+    reference's runs do (a request stream fixed by the seed made every trial the same small-entry sample)."""
+    first = []
+    for run in (1, 2):
+        (tmp_path / str(run)).mkdir()
+        rank = Rank(Settings(2, 1, 64, users=1, duration=2.0, seed=42), tmp_path / str(run), 1 << 30)
+        rank.run()
+        first.append(rank.tiers.entries["conv_user_0000_0_turn_1"].size)  # its user's first request
+        rank.tiers.clear()
+    assert first[0] != first[1]
+
+
 def test_no_write_takes_the_file_system_past_nine_tenths(tmp_path, monkeypatch):
     """Before each storage write: this rank's LRU files go until the entry fits under FILL_LIMIT, else the write
     fails (an error) — the real file system's share is what decides (here made to read 95 % full, a fake: the

@@ -14,6 +14,12 @@ at most 500) takes the requests in priority order (the user's QoS) and does, for
 
 Where an entry goes, and how it is written and read, is iolab.host.kvcache_tiers'.
 
+The seed draws the users (the reference's own draws: the same users); what they then ask is drawn
+afresh in every run, as the reference's threads share one generator in an order no run repeats. A
+request stream fixed by the seed would make every trial and every probe the same sample of a few
+dozen requests per user, and so repeat its luck: at seed 42 it drew contexts 2–12 % under their
+mean for each busy user, entries 9 % smaller than the reference's in every trial (docs/PERFORMANCE.md).
+
 At the duration the users stop and no worker takes another request, but a request taken before
 then does all its I/O, as the reference's does; the rank's figures are taken once each worker has
 been waited for up to JOIN_S in turn (the reference's joins), so they count the reads that ran
@@ -192,13 +198,14 @@ class Rank:
     def run(self) -> dict[str, Any]:
         """The rank's run: users and workers for the duration; its figures in kv-cache.py's result shape."""
         users = draw_users(self.settings.users, self.settings.seed, self.settings.context_scale)
+        fresh = random.Random()  # each run's requests a new draw, as the reference's (see the module's docstring)
         threads = [
-            threading.Thread(target=self._user, args=(u, random.Random(f"{self.settings.seed}/{u.name}")), daemon=True)
+            threading.Thread(target=self._user, args=(u, random.Random(fresh.getrandbits(64))), daemon=True)
             for u in users
         ]
         workers = [
-            threading.Thread(target=self._worker, args=(random.Random(f"{self.settings.seed}/w{n}"),), daemon=True)
-            for n in range(min(len(users), MAX_WORKERS))
+            threading.Thread(target=self._worker, args=(random.Random(fresh.getrandbits(64)),), daemon=True)
+            for _ in range(min(len(users), MAX_WORKERS))
         ]
         started = time.time()
         for thread in threads + workers:
