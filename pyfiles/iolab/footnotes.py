@@ -20,7 +20,7 @@ import re
 from rich.table import Table
 from rich.text import Text
 
-from iolab import validity
+from iolab import host_flags, validity
 from iolab.units import printable
 
 
@@ -97,7 +97,7 @@ def note_text(name: str, why: str) -> str:
     return why if why.startswith(name) else f"{name}: {why}"
 
 
-def flag_named(flag: validity.Flag) -> tuple[str, str]:
+def flag_named(flag: host_flags.Flag) -> tuple[str, str]:
     """A run's flag as (name, why): validity's own are named by an identifier (`potential_caching`) and have
     their reason; a search answer's sentences (its metadata.flags, which validity reads as names, their
     reason only "recorded with the run") are named here."""

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab import metrics, validity
+from iolab import host_flags, metrics
 from iolab.campaign import Run
 from iolab.errors import StoreError
 from iolab.parsers import SUM, Measurement, Parsed, ParseError, failure_message
@@ -49,8 +49,8 @@ def _host_samples(
         **parsed.metadata,
         "host": record.get("facts", {}),
         "start_skew_s": record.get("start_skew_s"),
-        # how late a host of a run on several may start before it is flagged (validity: start_skewed)
-        **({"start_skew_max_s": run.workload.start_skew_max or validity.START_SKEW_MAX} if together else {}),
+        # how late a host of a run on several may start before it is flagged (host_flags: start_skewed)
+        **({"start_skew_max_s": run.workload.start_skew_max or host_flags.START_SKEW_MAX} if together else {}),
         # A fan-out run's common start (iolab.fanout): the host every host waited for, those it started without
         "start": _read_json(host_dir / START_JSON) or None,
         "page_cache_growth_bytes": record.get("page_cache_after", 0) - record.get("page_cache_before", 0),
@@ -74,7 +74,7 @@ def _host_samples(
     ]
     # The verdict on this host's run as recorded (the repeats rule needs the other
     # repetitions: reports add it); every sample of the host shares this metadata.
-    flags, notes = validity.host_run_check(samples) if samples else ([], [])
+    flags, notes = host_flags.host_run_check(samples) if samples else ([], [])
     metadata["validity"] = {
         "valid": not any(f.blocking for f in flags),
         "flags": [f.name for f in flags],

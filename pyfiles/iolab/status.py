@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from iolab import footnotes, lease, results_db, results_query, validity
+from iolab import footnotes, host_flags, lease, results_db, results_query, validity
 from iolab.errors import UserError
 from iolab.report_layout import TEXT, Column, Fitted
 from iolab.results_schema import campaigns, runs, sample_metadata, samples
@@ -124,15 +124,17 @@ def _rules(conn: Any, campaign_id: str, name: str) -> dict[str, tuple[int, str]]
     query = results_query.whole_samples().where(samples.c.campaign_id == campaign_id).order_by(samples.c.offset)
     rows = conn.execute(query)
     found = results_query.to_samples(rows, {campaign_id: name})
-    by_flag: dict[str, list[validity.Flag]] = defaultdict(list)
+    by_flag: dict[str, list[host_flags.Flag]] = defaultdict(list)
     for run_id, flags in validity.assess(found).flags.items():
         for flag in {f.name: f for f in flags}.values():
             named, reason = footnotes.flag_named(flag)  # a search answer's sentence by its short name
-            by_flag[named].append(validity.Flag(named, reason, metric=run_id))
+            by_flag[named].append(host_flags.Flag(named, reason, metric=run_id))
     for s in found:
         why = s.metadata.get(DISTURBED) if s.metric == "accelerators_fed" else None
         if why:
-            by_flag[DISTURBED].append(validity.Flag(DISTURBED, f"{s.workload} on {s.backend}: {why}", metric=s.run_id))
+            by_flag[DISTURBED].append(
+                host_flags.Flag(DISTURBED, f"{s.workload} on {s.backend}: {why}", metric=s.run_id)
+            )
     return {name: (len({f.metric for f in flags}), flags[0].reason) for name, flags in sorted(by_flag.items())}
 
 

@@ -10,7 +10,8 @@ Two rules, checked when reading (stored samples need no migration):
   (O_DIRECT) bypass the page cache and are not judged on size; evidence recorded
   with the run (the telemetry check: page cache growth, silent devices) flags a
   run whatever its size. A campaign's `allow_caching: true` turns the flag into
-  `overridden` (kept, with the reason, but the sample stays valid).
+  `overridden` (kept, with the reason, but the sample stays valid). This check of one host's
+  run, and `Flag`, live in iolab.host_flags (`sample_flags`: what bench records with a run).
 - **repeats_disagree**: the repetitions of one (backend, workload, setting,
   metric) must lie within 5% of their median (half their range, over the median).
   It applies to the figures of merit (throughput, IOPS, samples/s, AU: the metrics
@@ -25,7 +26,6 @@ false` in exports.
 
     flags_for(samples)   → {run_id: [Flag, ...]}            every flag of every run
     annotate(samples)    → [{...sample, valid, flags, reasons}, ...]   for exports
-    sample_flags(sample) → (["potential_caching"], ["..."])   what bench records with a run
     groups(samples)      → the repeats of each (workload, setting, metric, backend)
 
 Settings and metric labels: a run's *setting* is the parameters shared by all
@@ -45,8 +45,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from iolab import metrics
+from iolab.host_flags import MLPERF_PREFIX, Flag, host_run_check, mlperf_flag
 from iolab.samples import AGGREGATE_HOST, Sample
-from iolab.units import human, parse_size
+from iolab.units import human
 from iolab.workloads import kvcache_rules
 from iolab.workloads.mlperf import RAM_MULTIPLE
 
@@ -61,26 +62,7 @@ NOT_SETTINGS = frozenset(
 # Settings that are byte counts: labelled with a unit (object_size=1MiB, not 1048576).
 BYTE_SETTINGS = frozenset({"object_size", "gpu_bytes", "cpu_bytes"})
 
-POTENTIAL_CACHING = "potential_caching"
-OVERRIDDEN = "overridden"
 REPEATS_DISAGREE = "repeats_disagree"
-START_SKEWED = "start_skewed"  # a host of a run on several started late: said, the sample stays comparable
-START_SKEW_MAX = 1.0  # s, where the workload sets no start_skew_max: as far as the hosts' clocks may disagree
-
-
-@dataclasses.dataclass(frozen=True)
-class Flag:
-    """One reason a run may not be comparable; `overridden` is kept for the record but does not invalidate."""
-
-    name: str
-    reason: str
-    host: str | None = None
-    metric: str | None = None
-
-    @property
-    def blocking(self) -> bool:
-        """Whether it makes the sample incomparable; MLPerf's rules make it `mlperf_rules_followed: false` only."""
-        return self.name not in (OVERRIDDEN, START_SKEWED) and not self.name.startswith(MLPERF_PREFIX)
 
 
 # --- settings and metric labels -----------------------------------------------------------------
@@ -240,160 +222,6 @@ def _agreement_flags(all_groups: list[Group]) -> dict[str, list[Flag]]:
     return flags
 
 
-# --- potential caching ------------------------------------------------------------------------------
-
-
-def _options_list(options: Any) -> list[dict[str, str]]:
-    """fio_options is one mapping (all jobs alike) or one mapping per job name."""
-    if not isinstance(options, dict) or not options:
-        return []
-    if all(isinstance(v, dict) for v in options.values()):
-        return list(options.values())
-    return [options]
-
-
-def _direct(options: list[dict[str, str]]) -> bool:
-    return bool(options) and all(
-        str(o.get("direct", "0")) == "1" or str(o.get("buffered", "1")) == "0" for o in options
-    )
-
-
-def _fio_data_set(options: list[dict[str, str]]) -> int | None:
-    """Bytes of the files the jobs work on: one file per filename, else one per job thread."""
-    files: dict[str, int] = {}
-    for index, o in enumerate(options):
-        try:
-            size = parse_size(o["size"])
-        except (KeyError, ValueError):
-            return None
-        if o.get("filename"):
-            files[o["filename"]] = max(files.get(o["filename"], 0), size)
-        else:
-            files[f"#{index}"] = size * int(o.get("numjobs", 1) or 1)
-    return sum(files.values()) if files else None
-
-
-def _read_figures(meta: Mapping[str, Any], read_bw: float | None) -> tuple[float | None, int | None, str]:
-    """(bytes read in the window, data set bytes, where the figures came from)."""
-    if "bytes_read" in meta:  # a loader that counts its bytes
-        return float(meta["bytes_read"]), meta.get("dataset_bytes"), "the loader's bytes_read"
-    if meta.get("dataset_bytes"):  # the PyTorch loader: its data set, its ranks' windows
-        windows = [r.get("window_s") or 0 for r in meta.get("ranks") or [] if isinstance(r, dict)]
-        if read_bw is not None and windows:
-            return read_bw * max(windows), meta["dataset_bytes"], "read_bw × the loader's window"
-        return float(meta["dataset_bytes"]), meta["dataset_bytes"], "the data set's size"
-    options = _options_list(meta.get("fio_options"))
-    if "fio_read_bytes" in meta:
-        return float(meta["fio_read_bytes"]), _fio_data_set(options), "fio's io_bytes"
-    if read_bw is not None and meta.get("fio_runtime_ms"):
-        return read_bw * meta["fio_runtime_ms"] / 1000, _fio_data_set(options), "read_bw × fio's runtime"
-    return None, _fio_data_set(options), ""
-
-
-def _size_check(meta: Mapping[str, Any], read_bw: float | None, host: str) -> tuple[list[Flag], list[str]]:
-    """The data-set-versus-RAM rule for one host's run: (flags, notes on why it was not judged)."""
-    memory = (meta.get("host") or {}).get("memory_bytes")
-    if _direct(_options_list(meta.get("fio_options"))):
-        return [], [
-            f"{host}: not judged on data set size: fio ran with direct=1 (O_DIRECT), "
-            "which bypasses the page cache, so RAM cannot serve the reads"
-        ]
-    read, data_set, source = _read_figures(meta, read_bw)
-    if read is None:
-        return [], []  # not a reading tool, or nothing known about what it read
-    if not read:
-        return [], [f"{host}: not judged on data set size: the run read nothing"]
-    if not memory:
-        return [], [f"{host}: not judged on data set size: the host's memory is not recorded"]
-    distinct = min(read, data_set) if data_set else read
-    if distinct >= RAM_MULTIPLE * memory:
-        return [], []
-    over = f" from a {human(data_set, 'B')} data set" if data_set and data_set < read else ""
-    reason = (
-        f"{host} read {human(read, 'B')} ({source}){over}: {human(distinct, 'B')} of distinct data is "
-        f"{distinct / memory:.2g}× its {human(memory, 'B')} of RAM, less than the "
-        f"{RAM_MULTIPLE}× ({human(RAM_MULTIPLE * memory, 'B')}) that defeats the page cache"
-    )
-    return [Flag(POTENTIAL_CACHING, reason, host=host)], []
-
-
-def _skew_check(meta: Mapping[str, Any], host: str) -> list[Flag]:
-    """A host of a run on several that started further from the common start than the run's bound
-    (metadata.start_skew_max_s, recorded for runs on several hosts only)."""
-    skew, bound = meta.get("start_skew_s"), meta.get("start_skew_max_s")
-    if not isinstance(skew, int | float) or not isinstance(bound, int | float) or abs(skew) <= bound:
-        return []
-    return [
-        Flag(
-            START_SKEWED,
-            f"{host} started {skew:.3g} s after the hosts' common start, more than start_skew_max ({bound:g} s): "
-            "it did not run together with the others for all of the run",
-            host=host,
-        )
-    ]
-
-
-def _recorded(meta: Mapping[str, Any], host: str, known: set[str]) -> list[Flag]:
-    """Flags recorded with the run (the telemetry evidence check, and bench's own `sample_flags`).
-
-    Reasons this check gives again (`known`) are not repeated.
-    """
-    names = [str(n) for n in meta.get("flags") or []]
-    reasons = [str(r) for r in meta.get("flag_reasons") or [] if str(r) not in known]
-    if not names:
-        return []
-    why = "; ".join(reasons)
-    if why and not why.startswith(f"{host} ") and not why.startswith(f"{host}: "):
-        why = f"{host}: {why}"
-    return [Flag(name, why, host=host) for name in dict.fromkeys(names)]
-
-
-def _overridden(flags: list[Flag], allowed: bool) -> list[Flag]:
-    if not allowed:
-        return flags
-    return [
-        dataclasses.replace(
-            f, name=OVERRIDDEN, reason=f"{POTENTIAL_CACHING} overridden by the campaign's allow_caching: {f.reason}"
-        )
-        if f.name == POTENTIAL_CACHING
-        else f
-        for f in flags
-    ]
-
-
-def host_run_check(samples: list[Sample]) -> tuple[list[Flag], list[str]]:
-    """The caching check of one host's run, from that host's samples of it: (flags, notes)."""
-    first = samples[0]
-    read_bw = next((s.value for s in samples if s.metric == "read_bw" and not s.params.get("syscall")), None)
-    flags, notes = _size_check(first.metadata, read_bw, first.host)
-    flags += _skew_check(first.metadata, first.host)
-    flags += [_mlperf_flag(name, why, first.host) for name, why in _host_rules(first)]
-    recorded = _recorded(first.metadata, first.host, {f.reason for f in flags} | set(notes))
-    # The size check and the evidence check may both fire: one flag, both reasons.
-    merged: dict[str, Flag] = {}
-    for flag in [*flags, *recorded]:
-        if flag.name in merged:
-            if not flag.reason or flag.reason in merged[flag.name].reason:
-                continue
-            flag = dataclasses.replace(flag, reason=f"{merged[flag.name].reason}; {flag.reason}")
-        elif not flag.reason:
-            flag = dataclasses.replace(flag, reason=f"{first.host}: recorded with the run")
-        merged[flag.name] = flag
-    return _overridden(list(merged.values()), bool(first.params.get("allow_caching"))), notes
-
-
-def sample_flags(sample: Sample) -> tuple[list[str], list[str]]:
-    """(flag names, reasons) of one sample on its own: what bench records with a run's samples.
-
-    Reasons explain each flag, and also why a rule did not apply (O_DIRECT).
-    The repeats rule needs the other repetitions: `flags_for` adds it at report time.
-    """
-    if sample.host == AGGREGATE_HOST:
-        return [], []
-    flags, notes = host_run_check([sample])
-    return [f.name for f in flags], [f.reason for f in flags] + notes
-
-
 # --- everything together ---------------------------------------------------------------------------
 
 
@@ -468,7 +296,6 @@ def annotate(samples: list[Sample], verdicts: Verdicts | None = None) -> list[di
 
 # --- MLPerf Storage's rules -----------------------------------------------------------------------
 
-MLPERF_PREFIX = "mlperf_"
 # Whether a run of an MLPerf-Storage-style workload followed MLPerf Storage's rules: a key of the exports.
 # Never "valid": a number iolab measures is never an MLPerf result (MLCommons' names). The key was
 # `mlperf_valid` before; no store ever held it (it is computed as a report reads the samples), so an old
@@ -480,20 +307,6 @@ MLPERF_REPETITIONS = "mlperf_repetitions"
 MLPERF_WARMUP = "mlperf_warmup"
 MLPERF_SEED = "mlperf_seed"
 MLPERF_AU = "mlperf_au"
-
-
-def _mlperf_flag(name: str, why: str, host: str | None = None) -> Flag:
-    """A flag of MLPerf's rule `name`, its reason led by the rule's number in MLPerf Storage's rules document."""
-    from iolab.workloads.mlperf import rule_of
-
-    rule = rule_of(name)
-    return Flag(name, f"MLPerf Storage {rule}: {why}" if rule else why, host=host)
-
-
-def _host_rules(sample: Sample) -> list[tuple[str, str]]:
-    from iolab.workloads.mlperf import host_rules
-
-    return host_rules(sample.metadata, sample.params, sample.host)
 
 
 def _consecutive(runs: dict[str, list[Sample]], samples: list[Sample], all_groups: list[Group]) -> dict[str, str]:
@@ -534,14 +347,14 @@ def mlperf_flags(samples: list[Sample], all_groups: list[Group]) -> dict[str, li
             jobs[s.run_id].append(s)
     for run_id, job in jobs.items():
         ranks = sum(int(s.metadata.get("checkpoint", {}).get("write", {}).get("ranks", 0)) for s in job)
-        flags[run_id] += [_mlperf_flag(n, why) for n, why in checkpoint_run_rules(job[0].params, ranks)]
+        flags[run_id] += [mlperf_flag(n, why) for n, why in checkpoint_run_rules(job[0].params, ranks)]
     for run_id, why in _consecutive(runs, samples, all_groups).items():
-        flags[run_id].append(_mlperf_flag("mlperf_consecutive", why))
+        flags[run_id].append(mlperf_flag("mlperf_consecutive", why))
     repeats = {run_id: len(g.values) for g in all_groups if g.metric == "samples_per_s" for run_id in g.run_ids}
     trials = {run_id: len(g.values) for g in all_groups if g.metric == "kv_read_p95_max" for run_id in g.run_ids}
     for s in samples:  # a KV-cache run's settings, sequence and trials (iolab.workloads.kvcache_rules)
         if s.metric == "kv_read_p95_max" and s.host == AGGREGATE_HOST:
-            flags[s.run_id] += [_mlperf_flag(n, w) for n, w in kvcache_rules.run_rules(s.params, trials[s.run_id])]
+            flags[s.run_id] += [mlperf_flag(n, w) for n, w in kvcache_rules.run_rules(s.params, trials[s.run_id])]
     for run_id, mine in runs.items():
         flags[run_id] += _run_flags(mine, repeats.get(run_id, 1))
     return dict(flags)
@@ -559,7 +372,7 @@ def _run_flags(mine: list[Sample], count: int) -> list[Flag]:
     out: list[Flag] = []
 
     def add(flag: Flag) -> None:
-        out.append(_mlperf_flag(flag.name, flag.reason, flag.host))
+        out.append(mlperf_flag(flag.name, flag.reason, flag.host))
 
     if params.get("lab_scale"):
         add(Flag(MLPERF_LAB_SCALE, f"{model}: lab_scale: true, a data set below MLPerf's size is meant"))

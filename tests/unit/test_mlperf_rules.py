@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from iolab import campaign as campaign_mod
-from iolab import report_mlperf, validity
+from iolab import host_flags, report_mlperf, validity
 from iolab.errors import UserError
 from iolab.host import facts
 from iolab.parsers import checkpoint as parser
@@ -165,7 +165,7 @@ def test_each_host_rule_broken_is_flagged_with_its_number(ten_checkpoints, tmp_p
     change(meta)
     assert [name for name, _ in mlperf.host_rules(meta, RULES_ON, "h1")] == [flag]
     sample = Sample("c", "r1", 1, "h1", "b", "ck", "checkpoint_write_bw", 1.0, "B/s", "t0", "t1", RULES_ON, meta)
-    flags, _ = validity.host_run_check([sample])
+    flags, _ = host_flags.host_run_check([sample])
     assert [f.name for f in flags] == [flag]
     assert flags[0].reason.startswith(f"MLPerf Storage rule {rule} (") and not flags[0].blocking
 

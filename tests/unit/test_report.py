@@ -23,7 +23,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from iolab import compare, history, report, validity
+from iolab import compare, history, host_flags, report, validity
 from iolab.campaign import expand, load
 from iolab.errors import UserError
 from iolab.samples import ResultStore, Sample
@@ -179,7 +179,7 @@ def test_fixture_runs_use_direct_io_and_are_not_judged_on_size_and_say_why():
     for s in samples(CAMPAIGN):
         if s.host != "*":
             assert s.metadata["fio_options"]["direct"] == "1"
-            flags, reasons = validity.sample_flags(s)
+            flags, reasons = host_flags.sample_flags(s)
             assert flags == []
             assert any("direct=1" in r and "bypasses the page cache" in r for r in reasons)
 
@@ -190,7 +190,7 @@ def test_data_set_smaller_than_ram_without_direct_io_is_flagged():
     memory = original.metadata["host"]["memory_bytes"]
     size = int(original.metadata["fio_options"]["size"])
     assert size < 5 * memory
-    flags, reasons = validity.sample_flags(buffered(original))
+    flags, reasons = host_flags.sample_flags(buffered(original))
     assert flags == ["potential_caching"]
     assert "5×" in reasons[0] and "23.5 GiB of RAM" in reasons[0] and "localhost" in reasons[0]
 
@@ -200,7 +200,7 @@ def test_rereading_a_small_file_is_flagged_even_when_the_bytes_read_exceed_five_
     original = host_sample(backend="tmpfs")
     read = original.metadata["fio_read_bytes"]
     small_host = {**original.metadata["host"], "memory_bytes": read // 10}  # bytes read = 10× RAM
-    flags, reasons = validity.sample_flags(buffered(original, host=small_host))
+    flags, reasons = host_flags.sample_flags(buffered(original, host=small_host))
     assert flags == ["potential_caching"]
     assert "64 MiB data set" in reasons[0]
 
@@ -210,13 +210,13 @@ def test_data_set_of_five_times_ram_is_not_flagged():
     size = int(original.metadata["fio_options"]["size"])
     host = {**original.metadata["host"], "memory_bytes": size // 5}
     meta_read = max(original.metadata["fio_read_bytes"], size)
-    assert validity.sample_flags(buffered(original, host=host, fio_read_bytes=meta_read))[0] == []
+    assert host_flags.sample_flags(buffered(original, host=host, fio_read_bytes=meta_read))[0] == []
 
 
 def test_allow_caching_records_overridden_and_keeps_the_sample_valid():
     original = buffered(host_sample())
     allowed = dataclasses.replace(original, params={**original.params, "allow_caching": True})
-    flags, reasons = validity.sample_flags(allowed)
+    flags, reasons = host_flags.sample_flags(allowed)
     assert flags == ["overridden"]
     assert "allow_caching" in reasons[0] and "potential_caching" in reasons[0]
     row = validity.annotate([allowed])[0]
@@ -231,29 +231,29 @@ def test_evidence_recorded_with_the_run_flags_it_even_with_direct_io():
         "flags": ["potential_caching"],
         "flag_reasons": ["page cache grew by 64 MiB during the run, at least the 60 MiB the tool read"],
     }
-    flags, reasons = validity.sample_flags(dataclasses.replace(original, metadata=meta))
+    flags, reasons = host_flags.sample_flags(dataclasses.replace(original, metadata=meta))
     assert flags == ["potential_caching"] and "page cache grew" in reasons[0]
 
 
 def test_flags_that_bench_records_with_a_run_are_not_counted_twice():
     """bench will store sample_flags' output in metadata.flags / flag_reasons; reading it back adds nothing."""
     original = buffered(host_sample())
-    flags, reasons = validity.sample_flags(original)
+    flags, reasons = host_flags.sample_flags(original)
     stored = dataclasses.replace(original, metadata={**original.metadata, "flags": flags, "flag_reasons": reasons})
-    assert validity.sample_flags(stored) == (flags, reasons)
+    assert host_flags.sample_flags(stored) == (flags, reasons)
     direct = host_sample()
-    names, notes = validity.sample_flags(direct)
+    names, notes = host_flags.sample_flags(direct)
     stored = dataclasses.replace(direct, metadata={**direct.metadata, "flags": names, "flag_reasons": notes})
-    assert validity.sample_flags(stored) == ([], notes)
+    assert host_flags.sample_flags(stored) == ([], notes)
 
 
 def test_loader_bytes_read_is_judged_against_ram():
     original = host_sample()
     meta = {"host": original.metadata["host"], "bytes_read": 10 << 30}
     loader = dataclasses.replace(original, metric="samples_per_s", unit="samples/s", metadata=meta)
-    assert validity.sample_flags(loader)[0] == ["potential_caching"]
+    assert host_flags.sample_flags(loader)[0] == ["potential_caching"]
     meta = {**meta, "bytes_read": 6 * original.metadata["host"]["memory_bytes"]}
-    assert validity.sample_flags(dataclasses.replace(loader, metadata=meta))[0] == []
+    assert host_flags.sample_flags(dataclasses.replace(loader, metadata=meta))[0] == []
 
 
 def test_pytorch_loader_data_set_is_judged_from_its_size_and_window():
@@ -797,11 +797,11 @@ def test_a_host_that_started_past_the_runs_skew_bound_is_flagged_but_stays_compa
     late = dataclasses.replace(original, metadata={**original.metadata, "start_skew_s": 2.5, "start_skew_max_s": 1.0})
     on_time = dataclasses.replace(late, metadata={**late.metadata, "start_skew_s": 0.004})
     alone = dataclasses.replace(original, metadata={**original.metadata, "start_skew_s": 2.5})  # one host: no bound
-    flags, reasons = validity.sample_flags(late)
+    flags, reasons = host_flags.sample_flags(late)
     assert "start_skewed" in flags
     assert any("started 2.5 s after the hosts' common start, more than start_skew_max (1 s)" in r for r in reasons)
-    assert "start_skewed" not in validity.sample_flags(on_time)[0] + validity.sample_flags(alone)[0]
-    assert not validity.Flag("start_skewed", "late").blocking
+    assert "start_skewed" not in host_flags.sample_flags(on_time)[0] + host_flags.sample_flags(alone)[0]
+    assert not host_flags.Flag("start_skewed", "late").blocking
 
 
 def test_the_report_without_a_campaign_takes_this_users_latest_not_anyones(tmp_path):

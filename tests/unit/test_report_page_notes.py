@@ -14,7 +14,7 @@ from html import unescape
 import pytest
 import report_stores
 
-from iolab import report, report_html, svg, validity
+from iolab import host_flags, report, report_html, svg, validity
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_the_verdicts_flags_are_names_in_the_cell_and_their_reasons_notes_under_
     rows = report.verdict_rows(samples)
     flags = [f for r in rows for f in report.answer_flags(r, verdicts)]
     # The store's answers carry the search's flags and their probes' runs potential_caching.
-    assert {name for name, _ in flags} >= {"host-bound", "disturbed", validity.POTENTIAL_CACHING}
+    assert {name for name, _ in flags} >= {"host-bound", "disturbed", host_flags.POTENTIAL_CACHING}
     for name, why in flags:
         assert why not in " ".join(cells(table)), f"{name}'s reason is in a cell"
         anchor = next(a for a, text in found.items() if text.endswith(why))
