@@ -38,6 +38,7 @@ from iolab import (
     report_telemetry,
     svg,
     validity,
+    who_wins,
 )
 from iolab.parsers import BARS, PERCENTILES
 from iolab.report import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
@@ -63,7 +64,7 @@ def write(store: ResultStore, units: str = DEFAULT_UNITS) -> Path:
 def build(store: ResultStore, units: str = DEFAULT_UNITS) -> str:
     samples = store.samples()
     groups = validity.groups(report.figures(samples))
-    rows = report.summarize(report.figures(samples), groups)
+    rows = who_wins.summarize(report.figures(samples), groups)
     verdicts = validity.assess(samples, groups)
     backends = list(dict.fromkeys(s.backend for s in samples))
     palette = svg.colors(backends)
@@ -195,8 +196,8 @@ class _Page:
 
     def winners(self) -> dict[str, Any]:
         """Who wins each point and metric; no rows with one backend only."""
-        found = report.winners(self.rows)
-        left_out = len(report.contests(self.rows)) - len(found)
+        found = who_wins.winners(self.rows)
+        left_out = len(who_wins.contests(self.rows)) - len(found)
         tally: dict[str, int] = defaultdict(int)
         for w in found:
             tally[w["winner"]] += 1

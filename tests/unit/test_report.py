@@ -23,7 +23,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from iolab import compare, history, host_flags, report, validity
+from iolab import compare, history, host_flags, report, validity, who_wins
 from iolab.campaign import expand, load
 from iolab.errors import UserError
 from iolab.samples import ResultStore, Sample
@@ -69,7 +69,7 @@ def aggregate_values(name: str) -> dict[tuple, list[float]]:
 
 def test_summary_has_one_row_per_point_and_backend_with_the_median_of_the_repeats():
     expected = aggregate_values(CAMPAIGN)
-    rows = report.summarize(samples(CAMPAIGN))
+    rows = who_wins.summarize(samples(CAMPAIGN))
     assert len(rows) == len(expected) == 3 * 7 * 2  # 3 points × 7 fio metrics × 2 backends
     for row in rows:
         iodepth = json.loads(row["setting"]).get("iodepth")
@@ -81,13 +81,13 @@ def test_summary_has_one_row_per_point_and_backend_with_the_median_of_the_repeat
 
 
 def test_settings_are_labelled_by_what_varies_within_a_workload():
-    labels = {(r["workload"], r["setting_label"]) for r in report.summarize(samples(CAMPAIGN))}
+    labels = {(r["workload"], r["setting_label"]) for r in who_wins.summarize(samples(CAMPAIGN))}
     assert labels == {("seq-read", ""), ("rand-read", "iodepth=1"), ("rand-read", "iodepth=16")}
 
 
 def test_telemetry_qualifiers_label_the_metric_not_the_setting():
     """The third run of fio-tmpfs has cpu_cores per mode, dev_* per device: its read_bw is still a repeat."""
-    rows = report.summarize(samples(SINGLE))
+    rows = who_wins.summarize(samples(SINGLE))
     assert {r["setting"] for r in rows} == {rows[0]["setting"]}
     by_metric = {r["metric"]: r for r in rows}
     assert by_metric["read_bw"]["n"] == 3
@@ -100,7 +100,7 @@ def test_telemetry_qualifiers_label_the_metric_not_the_setting():
 
 def test_tmpfs_wins_every_point_by_the_ratio_of_the_medians():
     expected = aggregate_values(CAMPAIGN)
-    found = report.winners(report.summarize(samples(CAMPAIGN)))
+    found = who_wins.winners(who_wins.summarize(samples(CAMPAIGN)))
     assert {(w["workload"], w["setting_label"], w["metric"]) for w in found} == {
         (w, s, m)
         for w, s in [("seq-read", ""), ("rand-read", "iodepth=1"), ("rand-read", "iodepth=16")]
@@ -117,22 +117,22 @@ def test_tmpfs_wins_every_point_by_the_ratio_of_the_medians():
 
 
 def test_winner_is_sure_only_when_the_repeats_are_apart():
-    base = report.summarize(samples(CAMPAIGN))
+    base = who_wins.summarize(samples(CAMPAIGN))
     read_bw = [r for r in base if r["workload"] == "seq-read" and r["metric"] == "read_bw"]
     tmpfs, local = sorted(read_bw, key=lambda r: r["backend"] != "tmpfs")
     assert tmpfs["min"] > local["max"]
-    assert report.winners(read_bw)[0]["sure"] == "yes"
+    assert who_wins.winners(read_bw)[0]["sure"] == "yes"
     overlapping = [tmpfs, {**local, "max": tmpfs["min"] * 1.01}]
-    assert report.winners(overlapping)[0]["sure"] == "overlap"
+    assert who_wins.winners(overlapping)[0]["sure"] == "overlap"
     single = [tmpfs, {**local, "n": 1}]
-    assert report.winners(single) == []  # a single repeat has no range: nothing to compare
+    assert who_wins.winners(single) == []  # a single repeat has no range: nothing to compare
 
 
 def test_margin_reads_as_times_or_percent():
-    assert report.margin(5.8, False) == "5.8×"
-    assert report.margin(1.23, False) == "+23%"
-    assert report.margin(1.25, True) == "20% lower"
-    assert report.margin(1808.4, True) == "1,808× lower"
+    assert who_wins.margin(5.8, False) == "5.8×"
+    assert who_wins.margin(1.23, False) == "+23%"
+    assert who_wins.margin(1.25, True) == "20% lower"
+    assert who_wins.margin(1808.4, True) == "1,808× lower"
 
 
 def test_terminal_report_starts_with_the_winners_then_the_figures_then_the_flags(results):
@@ -147,7 +147,7 @@ def test_terminal_report_starts_with_the_winners_then_the_figures_then_the_flags
     assert winners_at < figures_at < flags_at
     seq_bw = next(
         w
-        for w in report.winners(report.summarize(samples(CAMPAIGN)))
+        for w in who_wins.winners(who_wins.summarize(samples(CAMPAIGN)))
         if w["workload"] == "seq-read" and w["metric"] == "read_bw"
     )
     assert seq_bw["margin"] == "5.8×" and seq_bw["margin"] in text[winners_at:figures_at]
@@ -300,7 +300,7 @@ def test_repeats_that_differ_by_more_than_five_percent_flag_their_runs():
 def test_latency_spread_is_shown_but_does_not_flag_a_run():
     flags = validity.flags_for(samples(CAMPAIGN))
     assert not [f for fs in flags.values() for f in fs if f.metric and "clat" in f.metric]
-    rows = report.summarize(samples(CAMPAIGN))
+    rows = who_wins.summarize(samples(CAMPAIGN))
     assert any(not r["agree"] for r in rows if r["metric"] == "read_clat_p999")
 
 
@@ -779,7 +779,7 @@ def test_byte_settings_carry_a_unit_and_settings_sort_by_value_not_text(tmp_path
     ]
     rows = list(report.table(store).groups.values())  # each point's line, above its metrics
     assert [c for c in rows if c.startswith("objects")] == want
-    found = report.winners(report.summarize(data))
+    found = who_wins.winners(who_wins.summarize(data))
     assert [report.point_label(w["workload"], w["setting_label"]) for w in found] == want
     page = report_html.build(store)
     throughput = page[page.index('<section id="throughput">') :]

@@ -14,7 +14,7 @@ from html import unescape
 import pytest
 import report_stores
 
-from iolab import host_flags, report, report_html, svg, validity
+from iolab import host_flags, report, report_html, svg, validity, who_wins
 
 
 @pytest.fixture(scope="module")
@@ -86,13 +86,13 @@ def test_the_header_and_the_flags_table_name_a_searchs_flags_by_their_short_name
 
 
 def test_who_wins_leaves_out_the_searchs_single_probes_and_says_how_many(store, page):
-    rows = report.summarize(report.figures(store.samples()))
-    single = [k for k, contenders in report.contests(rows).items() if len(contenders) < 2]
+    rows = who_wins.summarize(report.figures(store.samples()))
+    single = [k for k, contenders in who_wins.contests(rows).items() if len(contenders) < 2]
     assert len(single) == 9  # the probes at 1, 2 and 4 accelerators, measured once on a backend (3 metrics each)
     wins = section(page, "summary")
     assert "resnet50-h100" not in wins and "n=1" not in wins
     assert "Left out: 9 points measured once on a backend" in wins
-    assert wins.count("<tr>") == 1 + len(report.winners(rows)) == 1 + 9  # the header, then the fio points
+    assert wins.count("<tr>") == 1 + len(who_wins.winners(rows)) == 1 + 9  # the header, then the fio points
 
 
 def test_a_tilted_name_under_a_bar_chart_starts_inside_the_chart():
