@@ -10,7 +10,6 @@ is already stored.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import random
 from collections.abc import Sequence
@@ -26,14 +25,14 @@ from iolab.results_url import campaign_url
 from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name, kinds
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
+from iolab.sweeps import check_size, sweep, workload_defaults
 from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, kvcache, mlperf, presets
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.fio import FioWorkload
 
-# What a campaign may ask for before it is refused as a mistake (bench.all --max-runs raises MAX_RUNS).
+# The runs a campaign may make before it is refused as a mistake (bench.all --max-runs raises it; its workloads
+# and backends: iolab.sweeps).
 MAX_RUNS = 10_000
-MAX_WORKLOADS = 1_000
-MAX_BACKENDS = 100
 
 
 class Campaign(Model):
@@ -148,8 +147,6 @@ def _unique(kind: str, names: list[str]) -> None:
 
 FAULT_KINDS = tuple(kinds(faults.AnyFault, "what"))
 
-# The workload keys a campaign may set for all its workloads.
-WORKLOAD_DEFAULTS = ("cache", "warm_command", "warmup", "allow_caching", "timeout", "start_skew_max")
 # What a run's samples say of the page cache it started with (params.cache).
 CACHE_STATES = {"drop": "cold", "keep": "kept"}
 
@@ -217,40 +214,6 @@ def run_id(
         **({"cache_pass": cache_pass} if cache_pass else {}),
     }
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
-
-
-NOT_SWEPT = ("warm_command", "profilers", "faults")  # list-valued keys that are one value, not a sweep
-
-
-def _sweep(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """A workload's sweep points: list values as a cartesian product, `zip:` lists paired.
-
-    {'bs': ['4k', '1M'], 'rw': 'read'} → [{'bs': '4k', 'rw': 'read'}, {'bs': '1M', 'rw': 'read'}];
-    {'zip': {'bs': ['4k', '1M'], 'iodepth': [32, 4]}} → bs 4k with iodepth 32, bs 1M with iodepth 4.
-    """
-    raw = dict(raw)
-    paired = raw.pop("zip", None)
-    rows: list[dict[str, Any]] = [{}]
-    if paired is not None:
-        if not isinstance(paired, dict) or not paired or not all(isinstance(v, list) and v for v in paired.values()):
-            raise ValueError(
-                "zip: takes a mapping of keys to lists of equal length, e.g. zip: {bs: [4k, 1M], iodepth: [32, 4]}"
-            )
-        lengths = {k: len(v) for k, v in paired.items()}
-        if len(set(lengths.values())) > 1:
-            raise ValueError(
-                "zip: lists must have equal lengths, got " + ", ".join(f"{k}: {n}" for k, n in lengths.items())
-            )
-        both = sorted(set(paired) & set(raw))
-        if both:
-            raise ValueError(f"zip: {', '.join(both)} also given outside zip; give each key once")
-        rows = [dict(zip(paired, values, strict=False)) for values in zip(*paired.values(), strict=False)]
-    keys = [k for k, v in raw.items() if isinstance(v, list) and k not in NOT_SWEPT]
-    return [
-        {**raw, **dict(zip(keys, values, strict=False)), **row}
-        for values in itertools.product(*(raw[k] for k in keys))
-        for row in rows
-    ]
 
 
 def expand(campaign: Campaign, selected_hosts: int | None = None) -> list[Run]:
@@ -378,45 +341,6 @@ def _no_templates(value: Any, source: str, where: str) -> None:
         )
 
 
-def _points(workload: dict[str, Any]) -> int:
-    """How many sweep points a workload makes, counted without making them."""
-    count = 1
-    for key, value in workload.items():
-        if isinstance(value, list) and key not in NOT_SWEPT:
-            count *= len(value)
-    paired = workload.get("zip")
-    if isinstance(paired, dict) and paired:
-        count *= max(len(v) if isinstance(v, list) else 1 for v in paired.values())
-    return count
-
-
-def _check_size(data: dict[str, Any], source: str, max_runs: int) -> None:
-    """Refuse a campaign too large to be meant, before its sweeps are expanded."""
-    workloads, backends = data.get("workloads"), data.get("backends")
-    for key, items, limit in (("workloads", workloads, MAX_WORKLOADS), ("backends", backends, MAX_BACKENDS)):
-        if isinstance(items, list) and len(items) > limit:
-            raise UserError(
-                f"{source}: {key}: {len(items):,} entries, more than the {limit:,} a campaign may "
-                "have; split it into several campaigns"
-            )
-    if not isinstance(workloads, list) or not isinstance(backends, list):
-        return
-    defaults = {k: data[k] for k in WORKLOAD_DEFAULTS if data.get(k) is not None}
-    points = sum(
-        _points({**defaults, **w}) * (2 if {**defaults, **w}.get("cache") == "warm" else 1)
-        for w in workloads
-        if isinstance(w, dict)
-    )
-    repetitions = max(v for v in (data.get("repetitions"), data.get("max_repetitions"), 1) if isinstance(v, int))
-    sweep = data.get("hosts_sweep")
-    runs = points * len(backends) * repetitions * (len(sweep) if isinstance(sweep, list) and sweep else 1)
-    if runs > max_runs:
-        raise UserError(
-            f"{source}: the campaign makes {runs:,} runs (sweeps x backends x repetitions), more than "
-            f"{max_runs:,}; shorten its sweeps, or pass --max-runs {runs} if that many is meant"
-        )
-
-
 def _rules_mode(data: dict[str, Any]) -> dict[str, Any]:
     """`mlperf: true` (a workload's, or the campaign's for all of them) as each workload's `mlperf_rules`.
 
@@ -452,13 +376,13 @@ def parse(
         raise UserError(
             f"{source}: a campaign file must be a YAML mapping (name:, backends:, workloads:), got {type(raw).__name__}"
         )
-    _check_size(raw, source, max_runs)  # before a DLIO file is read or a host asked
+    check_size(raw, source, max_runs)  # before a DLIO file is read or a host asked
     try:  # type: mlperf and type: dlio entries become the workloads they stand for; then MLPerf's rules mode
         data = presets.expand(_rules_mode(dict(raw)), base_dir, memory)
         data = mlperf.apply_rules(data, memory)
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
-    _check_size(data, source, max_runs)  # again with the lists a DLIO file sweeps
+    check_size(data, source, max_runs)  # again with the lists a DLIO file sweeps
     _no_templates(data, source, "")
     origin: list[int] = []  # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
@@ -466,13 +390,13 @@ def parse(
             _unique("workload", [str(w.get("name")) for w in data["workloads"] if isinstance(w, dict)])
         except ValueError as exc:
             raise UserError(f"{source}: workloads: {exc}") from None
-        defaults = {k: data[k] for k in WORKLOAD_DEFAULTS if data.get(k) is not None}
+        defaults = workload_defaults(data)
         points = []
         for index, workload in enumerate(data["workloads"]):
             made = [workload]
             if isinstance(workload, dict):
                 try:
-                    made = _sweep({**defaults, **workload})
+                    made = sweep({**defaults, **workload})
                 except ValueError as exc:
                     raise UserError(f"{source}: workloads[{index}].{exc}") from None
             points += made
