@@ -20,7 +20,7 @@ from typing import IO, Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console
 
-from iolab import fanout, live, live_metrics, paths, release, runner
+from iolab import fanout, fanout_run, live, live_metrics, paths, release, runner
 from iolab.campaign import Campaign, Run
 from iolab.errors import DISK_ERRORS, RunFailed, StoreError
 from iolab.hosts import Inventory
@@ -302,7 +302,7 @@ class _Playbook:
                 argvs = {
                     h: fanout.fio_argvs(HOST_PYTHON, h, dirs[h], **kwargs, drop_caches=run.drop_caches) for h in hosts
                 }
-                outcomes = fanout.run_fio(engine, env, dirs, argvs, float(kwargs["timeout"])) if hosts else {}
+                outcomes = fanout_run.run_fio(engine, env, dirs, argvs, float(kwargs["timeout"])) if hosts else {}
                 self.ended(index, outcomes)
         finally:
             engine.close()

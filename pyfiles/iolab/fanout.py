@@ -17,24 +17,22 @@ to each ready host's session (through gateways, whose channel passes stdin to on
 `touch -d @T START_FILE` on all of them instead), and each host waits for T on its own clock and records its
 start skew and when T came. Each host's archive comes back in its output; a failed run's record (error.json, as
 playbooks/run.yml's rescue writes it) is added on the controller. The remote command is an argv joined with
-shlex.join here: no value reaches a shell otherwise.
+shlex.join here: no value reaches a shell otherwise. That run is iolab.fanout_run's; this module holds the
+sessions (Engine), the ssh_config and topology, and what may fan out (`refusal`).
 """
 
 from __future__ import annotations
 
-import base64
 import configparser
-import io
 import json
 import os
 import re
 import shlex
 import socket
-import tarfile
 import tempfile
 import threading
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from ClusterShell.Event import EventHandler
@@ -46,7 +44,7 @@ from ClusterShell.Topology import TopologyError, TopologyParser
 from iolab import paths, runner
 from iolab.errors import UserError
 from iolab.hosts import Inventory
-from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE, START_JSON, START_SUFFIX
+from iolab.shared.protocol import READY_LINE
 from iolab.units import parse_duration
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
@@ -62,8 +60,6 @@ PROBE_S = 20.0  # s a host whose command ended without an answer has to answer `
 # inventory variable `iolab_ready_wait` (a duration, one for every selected host) sets it for a lab: longer where
 # the hosts' prepares differ more (storage shared unevenly), shorter where a lost host should cost less.
 READY_WAIT = 30.0
-PREPARE_TASK = "Size, write and lay out the job, then drop the caches"  # the bench_fio role's task names
-RUN_TASK = "Run fio"
 # What fio's bench role takes from the controller (execute.workload_vars), by the name fio_argvs gives it.
 FIO_VARS = ("options", "jobtext", "allow_devices", "size", "target", "timeout", "bssplit_from", "telemetry_after")
 # Inventory variables the ssh_config says as Ansible does (and their aliases); a host with a variable that changes how
@@ -443,104 +439,3 @@ class Engine:
                     reply.err = said[-1:]
         except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
             box["error"] = exc
-
-
-# --- one fio run ----------------------------------------------------------------------------------
-
-
-def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dict[str, dict], timeout: float):
-    """Run fio on every host of `argvs` (its commands: fio_argvs) and return each host's outcome, its archives
-    among them. `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH). The start
-    file is the run's, beside the hosts' directories (RUNS/OWNER/HOST/RUN → RUNS/OWNER/RUN.start): one path for
-    every host, so that one `touch` through the gateways reaches them all; `hostrun stop` removes it."""
-    outcomes = {host: runner.HostOutcome(host, task=RUN_TASK) for host in argvs}
-    run_dir = PurePosixPath(next(iter(run_dirs.values())))
-    start_file = str(run_dir.parent.parent / f"{run_dir.name}{START_SUFFIX}")
-    commands = {
-        h: [*env, *a["run"], "--start-when-told", start_file, "--before", json.dumps(a["prepare"]), "--", *a["tool"]]
-        for h, a in argvs.items()
-    }
-    ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, start_file)  # the prepare, then the run
-    # ssh exits 255 when it could not connect or lost the connection, and when the remote command died by a signal
-    # (the OOM killer): a host that answers now is reachable, and the run's files are to be packed there.
-    silent = [h for h, r in ran.items() if not r.reached and not r.timed_out and not r.dropped]
-    if silent:
-        probed = engine.call({h: ["true"] for h in silent}, PROBE_S)
-        for host in silent:
-            ran[host].died = probed[host].rc == 0
-    for host, reply in ran.items():
-        _note(outcomes[host], reply, RUN_TASK if reply.ready is not None else PREPARE_TASK)
-    _pack_failed(engine, env, next(iter(argvs.values()))["prepare"][0], run_dirs, outcomes)
-    return outcomes
-
-
-def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
-    """One round's reply into the host's outcome; return whether the host answered. A command that failed is the
-    run's failure, recorded (error.json) as playbooks/run.yml's rescue records it; the host stays in the batch."""
-    outcome.task, outcome.ended = task, time.monotonic()
-    if reply.dropped or reply.died:
-        why = reply.dropped or (
-            f"its command ended without an answer (ssh exit {reply.rc}) and the host answers: it died there "
-            "(killed by a signal: the OOM killer?); what it left was ended and packed"
-        )
-        outcome.ok += 1
-        outcome.archives.append(_error_archive({"task": task, "result": {"msg": why, "rc": reply.rc}}))
-        return True
-    if not reply.reached:
-        outcome.unreachable = True
-        if reply.timed_out:
-            outcome.message = f"no answer within {SLACK:.0f} s past the run's timeout"
-        else:
-            outcome.message = reply.err[-1] if reply.err else f"ssh ended without an answer (exit {reply.rc})"
-        return False
-    lines = []
-    for line in reply.out:
-        if line.startswith(ARCHIVE_LINE):
-            outcome.archives.append(base64.b64decode(line[len(ARCHIVE_LINE) :]))
-        else:
-            lines.append(line)
-    if reply.start:  # beside the run's files: which host every host waited for, and who was left out
-        outcome.archives.append(_archive(START_JSON, reply.start))
-    outcome.ok += 1
-    if reply.rc != 0:
-        result = {"rc": reply.rc, "msg": "non-zero return code", "stdout": "\n".join(lines), "stdout_lines": lines}
-        result["stderr"] = "\n".join(reply.err)
-        outcome.archives.append(_error_archive({"task": task, "result": result}))
-    return True
-
-
-def _error_archive(record: dict[str, Any]) -> bytes:
-    """An archive holding error.json: the failed task's record, beside the run's files once unpacked."""
-    return _archive("error.json", record)
-
-
-def _archive(name: str, record: dict[str, Any]) -> bytes:
-    """An archive holding one JSON file, put beside the run's files once unpacked."""
-    data = json.dumps(record).encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        info = tarfile.TarInfo(f"./{name}")
-        info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-        tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def _pack_failed(engine: Engine, env: list[str], python: str, run_dirs: dict[str, str], outcomes: dict) -> None:
-    """Pack the files of a host whose run failed before hostrun packed them (its prepare, say): they come back
-    with the failure's record, and nothing of the run stays on the host (as the rescue's pack)."""
-    hosts = [h for h, o in outcomes.items() if not o.unreachable and len(o.archives) == 1 and _failed_only(o)]
-    if not hosts:
-        return
-    packed = engine.call({h: [*env, *_pack_argv(python, run_dirs[h])] for h in hosts}, SLACK)
-    for host in hosts:
-        _note(outcomes[host], packed[host], "Pack the run's files with the failure record")
-
-
-def _failed_only(outcome: runner.HostOutcome) -> bool:
-    """Whether the host's only archive is the failure's record (the run's files did not come back)."""
-    with tarfile.open(fileobj=io.BytesIO(outcome.archives[0])) as tar:
-        return tar.getnames() == ["./error.json"]
-
-
-def _pack_argv(python: str, run_dir: str) -> list[str]:
-    return [python, "-m", "iolab.host.hostrun", "pack", "--dir", run_dir]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import fanout, runner
+from iolab import fanout, fanout_run, runner
 from iolab.errors import UserError
 from iolab.hosts import load_inventory
 from iolab.shared.protocol import ARCHIVE_LINE
@@ -87,19 +87,19 @@ def test_a_failed_run_comes_back_with_its_record_and_an_unreachable_host_is_said
     line = ARCHIVE_LINE + base64.b64encode(archive.getvalue()).decode()
 
     ok = runner.HostOutcome("gpu01")
-    assert fanout._note(ok, reply(0, ["progress", line], []), fanout.RUN_TASK)
+    assert fanout_run._note(ok, reply(0, ["progress", line], []), fanout_run.RUN_TASK)
     assert not ok.failed and len(ok.archives) == 1
 
     failed = runner.HostOutcome("gpu02")
-    assert fanout._note(failed, reply(1, [line], ["fio exited 1: no space left"]), fanout.RUN_TASK)
+    assert fanout_run._note(failed, reply(1, [line], ["fio exited 1: no space left"]), fanout_run.RUN_TASK)
     assert not failed.failed  # the run failed, recorded as the rescue records it; the host goes on
     with tarfile.open(fileobj=io.BytesIO(failed.archives[1])) as tar:
         record = json.load(tar.extractfile("./error.json"))  # type: ignore[arg-type]
-    assert record["task"] == fanout.RUN_TASK
+    assert record["task"] == fanout_run.RUN_TASK
     assert runner.failure_message(record["result"]) == "fio exited 1: no space left (rc 1)"
 
     lost = runner.HostOutcome("gpu03")
-    assert not fanout._note(lost, reply(255, [], ["ssh: connect to host 10.0.0.13: No route to host"]), "x")
+    assert not fanout_run._note(lost, reply(255, [], ["ssh: connect to host 10.0.0.13: No route to host"]), "x")
     assert lost.unreachable and "No route to host" in lost.message
 
 
