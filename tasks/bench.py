@@ -145,7 +145,7 @@ def accelerators(
     threshold=AU_THRESHOLD,
 ):
     """Find the most emulated accelerators per host that a backend keeps at AU ≥ a threshold (MLPerf's 90 %)."""
-    from iolab import accelerators as acc
+    from iolab import accelerators_task as acc
 
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)
