@@ -8,8 +8,9 @@ import json
 import socket
 import statistics
 
-from iolab.compare import FAILED, LEVEL, PASSED, SKIPPED, Check, Comparison
+from iolab.compare import FAILED, PASSED, SKIPPED, Check, Comparison
 from iolab.units import printable
+from iolab.welch import LEVEL
 
 JSON_SCHEMA = "iolab.compare/1"
 

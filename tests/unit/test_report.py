@@ -23,7 +23,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from iolab import compare, history, host_flags, report, validity, who_wins
+from iolab import compare, history, host_flags, report, validity, welch, who_wins
 from iolab.campaign import expand, load
 from iolab.errors import UserError
 from iolab.samples import ResultStore, Sample
@@ -404,15 +404,15 @@ def test_csv_columns_are_the_ones_the_readme_lists():
 
 @pytest.mark.parametrize("df, expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423)])
 def test_t_quantile_matches_the_tables(df, expected):
-    assert compare.t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
+    assert welch.t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
 
 
 def test_ratio_interval_contains_the_ratio_and_is_unknown_with_one_repeat():
-    r = compare.ratio_ci([100, 104, 98], [90, 93, 88])
+    r = welch.ratio_ci([100, 104, 98], [90, 93, 88])
     assert r.low < r.ratio < r.high and r.ratio == pytest.approx(
         statistics.geometric_mean([90, 93, 88]) / statistics.geometric_mean([100, 104, 98])
     )
-    one = compare.ratio_ci([100], [90, 91])
+    one = welch.ratio_ci([100], [90, 91])
     assert one.low is None and one.interval() == "unknown (n=1)"
 
 
