@@ -36,12 +36,12 @@ from iolab import limits, profiles, record
 from iolab.campaign import Run, repetition
 from iolab.errors import RunFailed
 from iolab.parsers import Measurement
+from iolab.progress import REPEATS
 from iolab.samples import AGGREGATE_HOST, Sample
 from iolab.session import BackendSession
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS
 from iolab.workloads.pytorch import STEP_FLOOR, PytorchWorkload, probe_epochs, step_floor
 
-REPEATS = 3  # probes of each point next to the boundary, at least
 DISTURBED_RETRIES = 2  # a probe disturbed by foreign CPU is run again up to this many times
 
 

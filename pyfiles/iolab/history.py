@@ -73,12 +73,12 @@ def campaigns(results: Path) -> list[Entry]:
     (iolab.results_db, caught up with the files first)."""
     from sqlalchemy import func, select
 
-    from iolab import results_db
+    from iolab import results_index
     from iolab.results_schema import campaigns as stores
     from iolab.results_schema import indexed, runs, samples
 
     entries = []
-    with results_db.open_index(results).connect() as conn:
+    with results_index.open_index(results).connect() as conn:
         for c in conn.execute(select(stores)):
             mine = samples.c.campaign_id == c.campaign_id
             first, last, count = conn.execute(

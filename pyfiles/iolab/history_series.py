@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from iolab import compare, metrics, results_db, results_query, validity
+from iolab import compare, metrics, results_index, results_query, validity
 from iolab.errors import UserError
 from iolab.parsers import LOWER
 from iolab.report import number, unit_scale, with_unit
@@ -112,7 +112,7 @@ def build(
 ) -> list[Series]:
     """Every series of the `chosen` metrics (default: the figures of merit) over all campaigns, oldest first."""
     chosen = chosen or sorted(validity.MERIT_METRICS, key=metrics.rank)
-    eng = results_db.open_index(results)
+    eng = results_index.open_index(results)
     with eng.connect() as conn:
         stores = {r.campaign_id: r for r in conn.execute(select(campaigns))}
         query = select(samples)

@@ -34,7 +34,10 @@ class Planned:
     estimate: float  # seconds, before any run has been timed
 
 
-def search_probes(ceiling: int, repeats: int) -> int:
+REPEATS = 3  # a search's probes of each point next to the boundary, at least (iolab.accelerators.search)
+
+
+def search_probes(ceiling: int, repeats: int = REPEATS) -> int:
     """The probes a search up to `ceiling` is expected to run (iolab.accelerators.search): doubling from 1 to the
     ceiling (⌈log2 ceiling⌉ + 1 probes; a boundary found sooner leaves about as many to its bisection), then the two
     points next to the boundary probed again until each has `repeats`.

@@ -128,14 +128,6 @@ def engine(path: Path) -> Engine:
     return eng
 
 
-def open_index(results: Path) -> Engine:
-    """The index of `results`, caught up with its files; a UserError in one line when it cannot be written.
-    Where `results` cannot be written, what is there (iolab.results_readonly)."""
-    from iolab import results_readonly
-
-    return caught_up(results)[0] if results_readonly.writable(results) else results_readonly.open_index(results)
-
-
 def caught_up(results: Path, rebuild: bool = False) -> tuple[Engine, Caught]:
     """The index of `results` and what catching it up with its files (`rebuild`: from nothing) did."""
     try:

@@ -38,7 +38,7 @@ from sqlalchemy import and_, create_engine, select
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from iolab import ledger, results_db
+from iolab import ledger, results_db, results_index
 from iolab.errors import UserError
 from iolab.results_schema import SHARED, campaigns, forget, published, put, runs, sample_metadata, samples
 from iolab.results_url import ENV, Target, parse
@@ -72,7 +72,7 @@ def publish(
     results: Path, target: Target, stores: Iterable[str] | None = None, caught_up: bool = False, again: bool = False
 ) -> Published:
     """Send the server what it lacks of `stores` (default: every store); raise UserError in one line."""
-    local = results_db.open_index(results) if not caught_up else results_db.engine(results_db.path_of(results))
+    local = results_index.open_index(results) if not caught_up else results_db.engine(results_db.path_of(results))
     done = Published()
     with local.connect() as conn:
         query = select(campaigns)

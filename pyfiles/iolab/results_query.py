@@ -32,7 +32,7 @@ from sqlalchemy import Select, create_engine, event, select
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from iolab import results_db, results_readonly
+from iolab import results_db, results_index
 from iolab.errors import UserError
 from iolab.results_schema import campaigns, sample_metadata, samples
 from iolab.samples import Sample
@@ -50,7 +50,7 @@ STEPS = 10_000  # SQLite's virtual machine steps between two looks at the clock
 def read_only(results: Path) -> Engine:
     """The index opened read-only: SQLite's mode=ro and PRAGMA query_only, and an authorizer that lets a
     statement only read (no ATTACH, no PRAGMA, no temporary table); its memory bounded (HEAP, LENGTH)."""
-    eng = create_engine(f"sqlite:///{results_readonly.uri(results)}&uri=true", connect_args={"timeout": 60})
+    eng = create_engine(f"sqlite:///{results_index.uri(results)}&uri=true", connect_args={"timeout": 60})
 
     @event.listens_for(eng, "connect")
     def _connect(dbapi: Any, _: Any) -> None:
@@ -84,7 +84,7 @@ def answer(
     """The columns of one read-only statement, and its rows as SQLite makes them (streamed): more than `max_rows`
     of them, `seconds` of work, or more memory than HEAP is a UserError in one line (0: no cap, no limit). The SQL
     goes to SQLite as it is: a ':name' is SQLite's to read (in a string, text)."""
-    results_db.open_index(results).dispose()
+    results_index.open_index(results).dispose()
     eng = read_only(results)
     clock = _Clock(seconds)
     try:
@@ -162,7 +162,7 @@ def samples_at(results: Path, spec: str) -> list[Sample]:
             f"{spec!r}: after @ give a date as YYYY-MM-DD (or YYYY-MM, YYYY, YYYY-MM-DDTHH), e.g. quick@2026-11-21"
         )
     date = date.replace(" ", "T")
-    eng = results_db.open_index(results)
+    eng = results_index.open_index(results)
     with eng.connect() as conn:
         names = campaign_names(conn)
         ids = [i for i, n in names.items() if n == name] if name else list(names)

@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from iolab import footnotes, host_flags, lease, results_db, results_query, validity
+from iolab import footnotes, host_flags, lease, results_index, results_query, validity
 from iolab.errors import UserError
 from iolab.report_layout import TEXT, Column, Fitted
 from iolab.results_schema import campaigns, runs, sample_metadata, samples
@@ -52,7 +52,7 @@ class Status:
 
 def collect(results: Path, campaign: str | None = None) -> list[Status]:
     """Every store's status (`campaign`: the stores of that campaign name, or that store), oldest first."""
-    eng = results_db.open_index(results)
+    eng = results_index.open_index(results)
     with eng.connect() as conn:
         rows = list(conn.execute(select(campaigns).order_by(campaigns.c.started, campaigns.c.store)))
         found = [_status(conn, row, results) for row in rows]

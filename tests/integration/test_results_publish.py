@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select, text
 
-from iolab import ledger, results_db, results_store
+from iolab import ledger, results_index, results_store
 from iolab.results_schema import runs, samples
 from iolab.samples import ResultStore
 from support import Cli, record, sample
@@ -87,7 +87,7 @@ def server_rows(url: str, campaign_ids: set[str]) -> list[tuple]:
 
 
 def local_rows(results: Path) -> tuple[set[str], list[tuple]]:
-    with results_db.open_index(results).connect() as conn:
+    with results_index.open_index(results).connect() as conn:
         ids = set(conn.execute(text("SELECT campaign_id FROM campaigns")).scalars())
         return ids, sorted(tuple(r) for r in conn.execute(select(samples.c.sample_id, samples.c.value)))
 

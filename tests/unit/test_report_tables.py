@@ -29,7 +29,7 @@ from iolab import (
     report_faults,
     report_kvcache,
     results_check,
-    results_db,
+    results_index,
     status,
 )
 from iolab.samples import ResultStore
@@ -87,7 +87,7 @@ def test_status_names_each_store_and_each_rule_whole(results):
 def test_results_index_names_each_store_and_checksum_whole(results):
     table, line = results_check.run(results, rebuild=False)
     text = printed(table)
-    checked = results_check.verify(results_db.open_index(results), results)
+    checked = results_check.verify(results_index.open_index(results), results)
     fits(text, stores(results) + [a.file_checksum for a in checked])
     assert all(f"{a.file_samples} / {a.db_samples}" in text for a in checked) and line.startswith("7 store(s)")
 

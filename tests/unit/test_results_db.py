@@ -17,7 +17,7 @@ import time
 import pytest
 from sqlalchemy import select
 
-from iolab import bench, ledger, results_check, results_db, results_query, results_store
+from iolab import bench, ledger, results_check, results_db, results_index, results_query, results_store
 from iolab.errors import UserError
 from iolab.results_schema import campaigns, runs, samples
 from iolab.samples import AGGREGATE_HOST, ResultStore
@@ -33,12 +33,12 @@ def run_into(store: ResultStore, run_id: str, value: float, **kw) -> None:
 
 def agreement(results) -> dict[str, tuple[int, int, bool]]:
     """store → (samples, run records, whether files and index agree)."""
-    eng = results_db.open_index(results)
+    eng = results_index.open_index(results)
     return {a.store: (a.db_samples, a.db_runs, a.agree) for a in results_check.verify(eng, results)}
 
 
 def rows(results) -> list[tuple]:
-    with results_db.open_index(results).connect() as conn:
+    with results_index.open_index(results).connect() as conn:
         return sorted(tuple(r) for t in (samples, runs) for r in conn.execute(select(t)))
 
 
@@ -46,7 +46,7 @@ def test_each_append_lands_in_the_index_once(tmp_path):
     store = results_store.open_store(tmp_path, "quick")
     run_into(store, "r1", 1e9)
     run_into(store, "r2", 1.1e9)
-    with results_db.open_index(tmp_path).connect() as conn:
+    with results_index.open_index(tmp_path).connect() as conn:
         assert conn.execute(select(samples.c.value)).scalars().all() == [1e9, 1e9, 1.1e9, 1.1e9]
         assert conn.execute(select(campaigns.c.store, campaigns.c.name)).all() == [("quick", "quick")]
     assert agreement(tmp_path) == {"quick": (4, 2, True)}
@@ -60,7 +60,7 @@ def test_lines_stored_past_the_index_are_caught_up_never_doubled(tmp_path):
     behind = ResultStore(tmp_path, "quick")  # appends without the index's hook
     run_into(behind, "r2", 2e9)
     assert agreement(tmp_path) == {"quick": (4, 2, True)}
-    with results_db.open_index(tmp_path).connect() as conn:  # the index's offset: where the next one reads from
+    with results_index.open_index(tmp_path).connect() as conn:  # the index's offset: where the next one reads from
         indexed_to = conn.exec_driver_sql("SELECT offset FROM indexed WHERE file = 'samples.jsonl'").scalar()
     assert indexed_to == indexed.samples_path.stat().st_size
 
@@ -89,7 +89,7 @@ def test_a_store_moved_aside_is_the_same_campaign_renamed(tmp_path):
     ledger.begin(store, _campaign(), [], ["localhost"])
     run_into(store, "r1", 1.2e9)
     assert agreement(tmp_path) == {"quick": (2, 1, True), moved.name: (2, 1, True)}
-    with results_db.open_index(tmp_path).connect() as conn:
+    with results_index.open_index(tmp_path).connect() as conn:
         ids = dict(conn.execute(select(campaigns.c.store, campaigns.c.campaign_id)).all())
     assert ids[moved.name] == first_id != ids["quick"]
 
@@ -97,7 +97,7 @@ def test_a_store_moved_aside_is_the_same_campaign_renamed(tmp_path):
 def test_a_store_from_before_ledgers_gets_one_and_keeps_its_id_when_moved(tmp_path):
     old = ResultStore(tmp_path, "quick")
     run_into(old, "r1", 1e9)
-    results_db.open_index(tmp_path)
+    results_index.open_index(tmp_path)
     adopted = ledger.read(old.dir)
     assert adopted["name"] == "quick" and adopted["plan"] == []
     moved = tmp_path / "quick.20261121T070000Z"
@@ -124,7 +124,7 @@ def test_a_rebuild_gives_the_same_rows(tmp_path):
 
 def test_an_index_that_differs_from_the_files_fails_the_check(tmp_path):
     run_into(results_store.open_store(tmp_path, "quick"), "r1", 1e9)
-    with results_db.open_index(tmp_path).begin() as conn:
+    with results_index.open_index(tmp_path).begin() as conn:
         conn.execute(samples.update().values(value=5.0))
     with pytest.raises(UserError, match="differ for quick; run `./lab results.index --rebuild`"):
         results_check.run(tmp_path, rebuild=False)
@@ -371,7 +371,7 @@ def test_an_index_another_command_holds_is_said_so_not_deleted(tmp_path, monkeyp
     holder.execute("BEGIN IMMEDIATE")  # another command's write, in progress
     try:
         with pytest.raises(UserError, match=r"is held by another command .*run this again when that one") as held:
-            results_db.open_index(tmp_path)
+            results_index.open_index(tmp_path)
         assert "delete" not in str(held.value)
     finally:
         holder.execute("ROLLBACK")

@@ -167,11 +167,10 @@ class KvcacheWorkload(Workload):
     def estimate(self) -> float | None:
         """A trial's duration and the ranks' start and end (measured: about 10 s); a search: as many of those as it
         is expected to probe (iolab.progress.search_probes up to its ceiling)."""
-        from iolab.accelerators import REPEATS  # the search's (iolab.kvcache_search searches as it does)
         from iolab.progress import search_probes
 
         trial = self.settled("duration") + 10.0
-        return trial * search_probes(self.ceiling(), REPEATS) if self.search else trial
+        return trial * search_probes(self.ceiling()) if self.search else trial
 
     def ceiling(self) -> int:
         """The most a search probes: its users per client, or its clients per host."""

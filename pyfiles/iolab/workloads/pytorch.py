@@ -171,7 +171,6 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         """A search: its expected probes (iolab.progress.search_probes up to `accelerators`), each at least the step
         floor's steps at the emulated accelerator's step time (a storage that keeps up; a slower one takes longer);
         None otherwise (the data set's size and the storage decide a loader's epochs)."""
-        from iolab.accelerators import REPEATS
         from iolab.progress import search_probes
 
         if not self.search or self.accelerator is None:
@@ -180,7 +179,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             step = self.accelerator.compute_time(self.batch_size)
         except ValueError:  # a calibrated profile without this batch: refused before any run
             return None
-        return search_probes(self.accelerators, REPEATS) * step_floor() * step
+        return search_probes(self.accelerators) * step_floor() * step
 
     def dlio_file(self, repetition: int = 1) -> dict[str, Any]:
         """DLIO's workload file for engine dlio (the hosts add their data set's place, files and sizes). An MLPerf

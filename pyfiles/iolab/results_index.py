@@ -1,8 +1,9 @@
-"""The results index of a results directory that cannot be written (a read-only mount, an archive): what is there.
+"""The results index a command reads (`open_index`): caught up with the files (iolab.results_db), or where the
+results directory cannot be written (a read-only mount, an archive), what is there.
 
 Every read command (results.query, status, report.history, report.compare NAME@DATE) brings the index up to date
-with the files first (iolab.results_db.open_index), which writes. Where the directory cannot be written, a line on
-stderr says what is read instead:
+with the files first, which writes. Where the directory cannot be written, a line on stderr says what is read
+instead:
 
 - its index as it is, opened read-only and immutable (SQLite takes no lock and makes no journal, and reads no
   write-ahead log a killed writer left): it may be behind its files;
@@ -32,7 +33,10 @@ def writable(results: Path) -> bool:
 
 
 def open_index(results: Path) -> Engine:
-    """The index of a read-only `results`: as it is, or made from its files for now."""
+    """The index of `results`, caught up with its files; a UserError in one line when it cannot be written. Where
+    `results` cannot be written, what is there: its index as it is, or one made from its files for now."""
+    if writable(results):
+        return results_db.caught_up(results)[0]
     if not results_db.path_of(results).exists():
         return _made_for_now(Path(results))
     _say(f"the results directory {results} is read-only: its index is read as it is, and may be behind its files")
@@ -40,7 +44,7 @@ def open_index(results: Path) -> Engine:
 
 
 def uri(results: Path) -> str:
-    """The SQLite URI of the index that results_db.open_index(results) gave, read-only."""
+    """The SQLite URI of the index that open_index(results) gave, read-only."""
     made = _MADE.get(Path(results))
     if made is not None:
         return f"file:{made}?mode=ro"
