@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from markupsafe import Markup
-from rich.console import Group
-from rich.table import Table
+from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
 from iolab import metrics, svg
@@ -29,6 +28,7 @@ from iolab.campaign import Run
 from iolab.parsers import ParseError
 from iolab.parsers import faults as fault_figures
 from iolab.record import RECORDED
+from iolab.report_layout import NUMBER, Column, Fitted, width
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.units import human, printable
 
@@ -55,6 +55,7 @@ FORMER = {"dip": "floor_pct"}
 NOT_BACK = "not back by the end"  # a time to X % the series' end came before (iolab.parsers.faults.time_to)
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 100  # characters of the terminal's sparkline at most
+GAP = 2  # columns between two of a table's (iolab.report_layout)
 
 
 @dataclasses.dataclass
@@ -231,7 +232,7 @@ def table(store: ResultStore, samples: list[Sample], units: str = UNITS) -> Grou
     runs = faulted(store, samples)
     if not runs:
         return None
-    parts: list[Text | Table] = [plain("Faulted runs: what the clients felt")]
+    parts: list[Text | ByHosts] = [plain("Faulted runs: what the clients felt")]
     for run in runs:
         columns, figures = rows(run, units)
         line = run.series.get(ALL) or next(iter(run.series.values()), [])
@@ -242,14 +243,39 @@ def table(store: ResultStore, samples: list[Sample], units: str = UNITS) -> Grou
         seconds = max(1, math.ceil(len(line) / SPARK_WIDTH))
         parts.append(plain(f"  {run.rate or 'no rate'} of {whose}, a character {seconds} s:"))
         parts.append(Text("\n".join(f"  {row}" for row in drawn.splitlines()), no_wrap=True, overflow="crop"))
-        out = Table()
-        out.add_column("figure")
-        for column in columns:
-            out.add_column(plain(column), justify="right")
-        for figure in figures:
-            out.add_row(*map(plain, figure))
-        parts.append(out)
+        parts.append(ByHosts(columns, figures))
     return Group(*parts)
+
+
+class ByHosts:
+    """A faulted run's figures, a row per figure and a column per host, at the width they are printed at: where the
+    hosts' columns do not fit beside the figures' names, as many tables as it takes, each with as many hosts as fit
+    (a name or a figure is never cut: iolab.report_layout)."""
+
+    def __init__(self, hosts: list[str], figures: list[list[str]]):
+        self.hosts, self.figures = hosts, figures
+
+    def chunks(self, room: int) -> list[list[int]]:
+        """The hosts' indexes in the tables that fit `room` columns (one host a table at the least)."""
+        used = names = max([width("figure"), *(width(row[0]) for row in self.figures)])
+        out: list[list[int]] = [[]]
+        for index, host in enumerate(self.hosts):
+            wide = max([width(host), *(width(row[index + 1]) for row in self.figures)]) + GAP
+            if out[-1] and used + wide > room:
+                out.append([])
+                used = names
+            out[-1].append(index)
+            used += wide
+        return out
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for number, chunk in enumerate(self.chunks(options.max_width)):
+            if number:
+                yield Text("")
+            table = Fitted([Column("figure"), *(Column(self.hosts[i], NUMBER) for i in chunk)])
+            for row in self.figures:
+                table.add_row(row[0], *(row[i + 1] for i in chunk))
+            yield table
 
 
 Scale = Callable[[str, float, str], tuple[float, str]]  # (unit, top, units) → (divisor, label): report_html.in_units

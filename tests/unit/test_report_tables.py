@@ -32,6 +32,7 @@ from iolab import (
     results_index,
     status,
 )
+from iolab.report_faults import ROWS
 from iolab.samples import ResultStore
 
 FAULTS = FIXTURES.parent / "report_faults"
@@ -142,6 +143,18 @@ def test_the_faults_section_names_each_host_and_figure_whole(results):
         text = printed(report_faults.table(store, report.figures(store.samples())))
         hosts = sorted({s.host for s in store.samples() if s.host != "*"})
         fits(text, hosts + ["baseline"])
+
+
+def test_a_faulted_runs_hosts_that_do_not_fit_80_columns_go_on_in_another_table():
+    hosts = [f"gpu{i:02d}" for i in range(1, 9)] + ["all hosts"]
+    figures = [[label, *(report_faults.NOT_BACK if i % 3 else "1.23 GiB/s" for i in range(9))] for *_, label in ROWS]
+    shown = report_faults.ByHosts(hosts, figures)
+    text = printed(shown)
+    fits(text, [*hosts[:-1], "all", "hosts", "GiB/s", "1.23"])
+    assert text.count(report_faults.NOT_BACK) == 6 * len(ROWS)  # every figure, whole
+    # several tables, each naming the figures, every host in one of them
+    assert text.count("baseline (median before)") == len(shown.chunks(80)) > 1
+    assert sorted(i for chunk in shown.chunks(80) for i in chunk) == list(range(9))
 
 
 # --- the HTML page's tables (issue 44, 9) ------------------------------------------------------------------------
