@@ -28,7 +28,10 @@ def reparse(c, campaign=None, write=False):
     same, line = reparse_mod.check(report_mod.find_store(paths.results_root(), campaign), write)
     echo(line)
     if not same and not write:
-        raise RunFailed("the samples made again differ from the store; --write stores them")
+        raise RunFailed(
+            "the samples made again differ from the store; --write stores them (a run that cannot be made again "
+            "keeps its stored samples)"
+        )
 
 
 results = Collection("results", reparse, results_tasks.index, results_tasks.publish, results_tasks.query)

@@ -20,6 +20,7 @@ from iolab.errors import UserError
 from iolab.parsers.faults import FAULTS_FILE
 from iolab.record import RECORDED, derive
 from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.units import counted
 
 Why = dict[tuple[str, str], str]  # (run_id, host) → why its files made no samples (the parser's words)
 
@@ -74,7 +75,7 @@ def check(store: ResultStore, write: bool = False) -> tuple[bool, str]:
     again = {s.to_json() for s in made}
     same = stored == again
     line = (
-        f"campaign {store.dir.name}: {len(runs)} runs' samples made again from "
+        f"campaign {store.dir.name}: the samples of {counted(len(runs), 'run')} made again from "
         + (
             "their files: the same as the store"
             if same

@@ -50,7 +50,7 @@ def test_cache_warm_reports_cold_and_warm_side_by_side(cli, write_campaign, tmp_
     # Issue 37: the samples are made again from the runs' files (and what was recorded with them, how a warm run
     # was warmed among it), the same as the store.
     again = cli("results.reparse", "--campaign", "itest-warm")
-    assert "itest-warm: 4 runs' samples made again from their files: the same as the store" in again.stdout
+    assert "itest-warm: the samples of 4 runs made again from their files: the same as the store" in again.stdout
 
 
 def test_a_run_past_its_timeout_is_stopped_and_recorded_failed(cli, write_campaign, tmp_path):

@@ -157,7 +157,7 @@ def test_a_stored_cephfs_campaign_made_again_follows_fios_log_not_back_by_the_en
     said = dict((row[0], row[1]) for row in report_faults.rows(run)[1])
     for row in ("to 90 % after the injection", "to 90 % after the heal", "to 99 % after the heal"):
         assert said[row] == report_faults.NOT_BACK
-    assert reparse.check(store) == (True, f"campaign {CEPHFS.name}: 1 runs' samples made again from their files: "
+    assert reparse.check(store) == (True, f"campaign {CEPHFS.name}: the samples of 1 run made again from their files: "
                                           "the same as the store")  # fmt: skip
 
 
