@@ -49,7 +49,7 @@ ROWS = (
     ("time_to_health_ok", None, "cluster back to its health"),
     ("degraded_objects_peak", None, "degraded objects, peak"),
 )
-# A store made before issue 44 calls floor_pct `dip`: read as the floor, so that its 0 never reads as "no dip"
+# A store made before 2026-11-29 calls floor_pct `dip`: read as the floor, so that its 0 never reads as "no dip"
 # (`./lab results.reparse --write` stores it under its name)
 FORMER = {"dip": "floor_pct"}
 NOT_BACK = "not back by the end"  # a time to X % the series' end came before (iolab.parsers.faults.time_to)

@@ -10,7 +10,7 @@ second):
     <rate>_degraded     the mean rate over the fault window (first injection to last heal)  B/s or samples/s
     floor_pct           the lowest second's rate from the injection until the rate is back at 90 % after
                         the heal (or the end), in % of the baseline: 0 when the clients stopped, 100 and
-                        more when they never slowed (stored as `dip` before issue 44)  %
+                        more when they never slowed (`dip` in stores made before 2026-11-29)  %
     time_to_90pct       from the event (params.after: injection or heal) until the rate is back at 90 % of the
     time_to_99pct       baseline after its lowest point since the event; 0 when it never fell out of its usual
                         band (below that share, and below the 10th percentile of its steady seconds: noise is
@@ -46,7 +46,7 @@ LEVELS = (90, 99)  # % of the baseline: time_to_90pct, time_to_99pct
 BASELINE_POINTS = 3  # steady seconds of the rate before the injection the baseline needs
 # The second just before the injection is no steady second: a host's series is placed on the controller's clock by
 # the tool's own times (fio's JSON end time less its runtime), which agree with the injector's within a second, and
-# that second has held the fault's first effects (a CephFS read at 166 MiB/s against 325, issue 44).
+# that second has held the fault's first effects (a CephFS read at 166 MiB/s against 325).
 GUARD_S = 1.0
 
 METRICS = (
