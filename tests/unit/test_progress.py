@@ -103,7 +103,7 @@ def test_before_the_first_run_a_campaign_s_time_to_go_is_the_dry_run_estimate():
 
 
 def test_a_search_is_expected_to_take_its_probes_not_one_run():
-    """campaigns/kvcache.yml's users search (up to 8 users, 15 s a probe when written): doubling from 1 user to
+    """campaigns/kvcache.yml's users search (up to its ceiling of users, its duration a probe): doubling from 1 user to
     its ceiling, then the two points by the boundary probed twice more each, each probe its duration and the ranks'
     start and end. The estimate said 2.5 s a search ("about 0 s to go" for minutes)."""
     import math
