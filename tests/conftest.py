@@ -99,7 +99,8 @@ def ceph_box(the_box):
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
-    """mount(*options): a tmpfs of those options at tmp_path/results (a results disk of its own), unmounted after."""
+    """mount(*options): a tmpfs of those options at tmp_path/results (a results disk, or a backend's target, of the
+    test's own), unmounted after."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     mnt = tmp_path / "results"

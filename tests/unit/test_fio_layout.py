@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -84,15 +83,9 @@ def test_a_job_file_above_the_workloads_size_or_the_room_is_refused():
 
 
 @pytest.fixture
-def small_target(tmp_path):
+def small_target(small_tmpfs):
     """A 64 MiB tmpfs, as the backend's target (a small one: a job file larger than it fails harmlessly)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    target = tmp_path / "target"
-    target.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "iolab-test-fio-layout", str(target)], check=True)
-    yield target
-    subprocess.run(["umount", str(target)], check=False)
+    return small_tmpfs("size=64m")
 
 
 @needs_fio
