@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from iolab import results_tasks
-
 from .bench import bench
 from .data import data
 from .lab import lab
 from .report import report
-from .results import results
+from .results import results, status
 from .storage import storage
 from .test import lint, test
 
-ns = Collection(lab, bench, storage, report, results, data, results_tasks.status, test, lint)
+ns = Collection(lab, bench, storage, report, results, data, status, test, lint)

@@ -7,7 +7,7 @@ import sys
 from invoke import Collection
 from rich.console import Console
 
-from iolab import compare_export, metrics, paths, results_tasks
+from iolab import compare_export, metrics, paths
 from iolab import report as report_mod
 from iolab.cli import echo, user_errors
 from iolab.errors import UserError
@@ -101,4 +101,38 @@ def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
         )
 
 
-report = Collection("report", show, compare, results_tasks.history)
+@task(
+    iterable=["metric", "rule"],
+    help={
+        "metric": "metric to draw over time, repeatable (default: the figures of merit: read_bw, IOPS, samples/s, AU…)",
+        "backend": "only this backend",
+        "workload": "only this workload",
+        "rule": "regression rule between a point and the one before, repeatable, as report.compare's "
+        "(default: 5% the worse way for each metric)",
+        "rules": "YAML file with rules: [...]",
+        "format": "table | html (writes results/history.html) | json",
+    },
+)
+@user_errors
+def history(c, metric=None, backend=None, workload=None, rule=None, rules=None, format="table"):
+    """Past campaigns (moved-aside stores too), then each metric per backend and workload over time."""
+    from rich.console import Console
+
+    from iolab import history as history_mod
+    from iolab import history_series
+
+    if format not in ("table", "html", "json"):
+        raise UserError(f"unknown history format {format!r}; use table, html or json")
+    found, used = history_series.run(paths.results_root(), metric or [], backend, workload, rule or [], rules)
+    if format == "json":
+        echo(history_series.to_json(found))
+    elif format == "html":
+        from iolab import history_html
+
+        echo(str(history_html.write(found, used, paths.results_root())))
+    else:
+        Console().print(history_mod.table(paths.results_root()))
+        Console().print(history_series.table(found, used))
+
+
+report = Collection("report", show, compare, history)
