@@ -32,7 +32,7 @@ def test_a_crash_then_three_campaigns_land_in_the_index(cli, write_campaign, sim
     on_gpu01 = ("--inventory", str(sim_hosts.inventory), "--hosts", "gpu01")
     path_a = write_campaign(campaign("itest-rdb-a"), "a.yml")
     path_b = write_campaign(campaign("itest-rdb-b"), "b.yml")
-    cli.env["IOLAB_TEST_CRASH_AT"] = "index:3"  # the 2nd run's samples appended, the index not written: SIGKILL
+    cli.env["IOLAB_TEST_CRASH_AT"] = "index:2"  # run 2's samples and record appended, not indexed: SIGKILL
     killed = cli("bench.all", *on_gpu01, "--campaign", str(path_a), check=False)
     del cli.env["IOLAB_TEST_CRASH_AT"]
     assert killed.returncode == -9, killed.stderr[-2000:]
