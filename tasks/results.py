@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from iolab import paths
+from iolab import paths, results_query
 from iolab import report as report_mod
 from iolab.cli import echo, user_errors
 from iolab.errors import RunFailed, UserError
@@ -85,16 +85,14 @@ def publish(c, to=None, campaign=None, all=False):
     help={
         "sql": "one SELECT statement over campaigns, runs, samples",
         "format": "table | json (streamed, a row a line)",
-        "max_rows": "refuse a statement that gives more rows than this (default 10000; 0: no cap)",
-        "seconds": "stop a statement that runs longer than this (default 60; 0: no limit)",
+        "max_rows": f"refuse a statement that gives more rows than this (default {results_query.ROWS}; 0: no cap)",
+        "seconds": f"stop a statement that runs longer than this (default {results_query.SECONDS:g}; 0: no limit)",
     },
 )
 @user_errors
 def query(c, sql, format="table", max_rows=None, seconds=None):
     """Ask results/iolab.db anything, read-only: results.query "SELECT metric, count(*) FROM samples GROUP BY 1"."""
     from rich.console import Console
-
-    from iolab import results_query
 
     if format not in ("table", "json"):
         raise UserError(f"unknown query format {format!r}; use table or json")

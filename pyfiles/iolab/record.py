@@ -300,8 +300,7 @@ def store_run(store: ResultStore, run: Run, samples: list[Sample], errors: dict[
     controller killed between the two (its samples stored, its status not: a resume, seeing the samples, never
     writes it) has only the second append's write and fsync to be killed in, no longer the hook's seconds.
     """
-    hook, store.on_append = store.on_append, None
-    try:
+    with store.appending():
         try:
             store.add_samples(samples, f"the {len(samples)} samples of {run.label()}")
         except StoreError as exc:
@@ -311,9 +310,6 @@ def store_run(store: ResultStore, run: Run, samples: list[Sample], errors: dict[
         store.add_run_records(
             [run_record(run, host, error) for host, error in errors.items()], f"the status of {run.label()}"
         )
-    finally:
-        store.on_append = hook
-        store._appended()
 
 
 def run_record(run: Run, host: str, error: str | None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ not tell which runs are stored.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import errno
@@ -31,7 +32,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -326,6 +327,16 @@ class ResultStore:
         """The lines are on disk: tell `on_append` (the results index, iolab.results_db, which never raises)."""
         if self.on_append is not None:
             self.on_append(self)
+
+    @contextlib.contextmanager
+    def appending(self) -> Iterator[None]:
+        """The appends inside tell `on_append` once, when the last has ended (whether or not it failed)."""
+        hook, self.on_append = self.on_append, None
+        try:
+            yield
+        finally:
+            self.on_append = hook
+            self._appended()
 
     def preflight(self, min_free: int = MIN_FREE_BYTES) -> list[str]:
         """Before a campaign's first run: the results directory is writable and has room; torn lines are cut.
