@@ -23,6 +23,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from iolab.progress import search_probes
 from iolab.schema import Duration
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds
 from iolab.units import human, parse_size
@@ -167,8 +168,6 @@ class KvcacheWorkload(Workload):
     def estimate(self) -> float | None:
         """A trial's duration and the ranks' start and end (measured: about 10 s); a search: as many of those as it
         is expected to probe (iolab.progress.search_probes up to its ceiling)."""
-        from iolab.progress import search_probes
-
         trial = self.settled("duration") + 10.0
         return trial * search_probes(self.ceiling()) if self.search else trial
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from iolab.errors import UserError
+from iolab.progress import search_probes
 from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import REAL, Accelerator
 from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
@@ -171,8 +172,6 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         """A search: its expected probes (iolab.progress.search_probes up to `accelerators`), each at least the step
         floor's steps at the emulated accelerator's step time (a storage that keeps up; a slower one takes longer);
         None otherwise (the data set's size and the storage decide a loader's epochs)."""
-        from iolab.progress import search_probes
-
         if not self.search or self.accelerator is None:
             return None
         try:
