@@ -177,3 +177,35 @@ def test_no_process_of_the_tool_outlives_stop_not_even_fios_jobs_in_sessions_of_
     finally:
         wrapper.kill()
         wrapper.wait()
+
+
+def test_stop_ends_a_process_the_tool_forked_after_its_tree_was_last_recorded(tmp_path):
+    """A signal just after the tool started: it forked a job into a session of its own (as fio does) before the
+    live thread recorded its tree, and the call was killed. The job is found by the mark hostrun puts in the tool's
+    environment, and ended: left running, it held the tmpfs ('target is busy', a CI run's SIGTERM test)."""
+    from iolab.shared.processes import TOOL_MARK
+
+    mine = tmp_path / "runs" / "ctl-600-6" / "gpu01"
+    run_dir = mine / "run-a"
+    run_dir.mkdir(parents=True)
+    job_pid = tmp_path / "job.pid"
+    script = f'setsid sh -c "echo \\$\\$ > {job_pid}; exec sleep 300" & exec sleep 300'
+    tool = subprocess.Popen(
+        ["sh", "-c", script], start_new_session=True, env={**os.environ, TOOL_MARK: str(run_dir.resolve())}
+    )
+    (run_dir / "hostrun.pid").write_text(f"{tool.pid}\n")  # no tool.pids: nothing recorded the tree yet
+    deadline = time.monotonic() + 10
+    while not (job_pid.exists() and job_pid.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job = int(job_pid.read_text())
+    try:
+        assert os.getsid(job) != os.getsid(tool.pid)  # out of the tool's group and session
+        done = hostrun("stop", "--dir", str(mine))
+        assert done.returncode == 0, done.stderr
+        tool.wait(timeout=10)
+        assert not alive(job)
+    finally:
+        tool.kill()
+        tool.wait()
+        if alive(job):
+            os.kill(job, 9)

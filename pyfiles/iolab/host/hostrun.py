@@ -67,6 +67,7 @@ from iolab.host.runstart import wait_for_start, wait_until
 from iolab.host.runstop import stop
 from iolab.host.watch import end_left, group_alive, step, watch
 from iolab.shared import tooltail
+from iolab.shared.processes import TOOL_MARK
 from iolab.shared.protocol import ARCHIVE_LINE, INLINE_MAX, LIVE_FILE, READY_LINE
 
 CALLED_AT = time.time()  # when this command started (its imports done)
@@ -189,7 +190,13 @@ def _launch(
         started = time.time()
         try:
             proc = subprocess.Popen(
-                argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=cwd or run_dir, start_new_session=True
+                argv,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                cwd=cwd or run_dir,
+                start_new_session=True,
+                env={**os.environ, TOOL_MARK: str(run_dir.resolve())},  # `hostrun stop` finds all it forks by it
             )
         except OSError as exc:
             print(f"{argv[0]} could not start: {exc.strerror}", file=sys.stderr)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from iolab.host import live, telemetry
-from iolab.shared.processes import end_processes
+from iolab.shared.processes import end_processes, marked
 
 STUCK_AFTER = 15.0  # seconds a stopped tool may take to end before `run` gives up waiting for it
 
@@ -42,12 +42,12 @@ def stop_group(proc: subprocess.Popen, tree: telemetry.ToolTree, grace: float = 
 
 
 def kill_recorded(run_dir: Path, wait: float = 10.0) -> list[int]:
-    """SIGKILL the tool tree's processes that a run recorded (live.PIDS) and that still run as the same
-    processes; return those still running after `wait` seconds."""
-    try:
-        members = {int(pid): int(start) for pid, start in json.loads((run_dir / live.PIDS).read_text()).items()}
-    except (OSError, ValueError, AttributeError):
-        return []
+    """SIGKILL the tool tree's processes that a run recorded (live.PIDS) and those its environment marks as the
+    run's (one the tool forked after the record was last written), that still run as the same processes; return
+    those still running after `wait` seconds."""
+    members = marked(str(run_dir.resolve()))
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        members |= {int(pid): int(start) for pid, start in json.loads((run_dir / live.PIDS).read_text()).items()}
     return end_processes(members, signal.SIGKILL, wait)
 
 

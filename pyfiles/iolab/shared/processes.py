@@ -126,6 +126,26 @@ def _running(members: dict[int, int]) -> list[int]:
     return alive
 
 
+TOOL_MARK = "IOLAB_TOOL_OF"  # in the environment of a run's tool, and so of every process it forks: the run's directory
+
+
+def marked(value: str) -> dict[int, int]:
+    """The processes whose environment says TOOL_MARK=`value` (iolab.host.hostrun starts a run's tool so): PID →
+    start time. It finds what a recorded list misses: a process the tool forked after the list was last written."""
+    needle = f"{TOOL_MARK}={value}".encode()
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = Path(entry.path, "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and (start := started(int(entry.name))) is not None:
+            found[int(entry.name)] = start
+    return found
+
+
 def end_processes(members: dict[int, int], sig: int = signal.SIGKILL, wait: float = 5.0) -> list[int]:
     """Send `sig` to what of `members` still runs, wait up to `wait` seconds; return those still running."""
     for pid in _running(members):
