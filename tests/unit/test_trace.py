@@ -13,8 +13,7 @@ ROOT = "/tmp/iolab-fixture/root"  # where the recorded program read (tests/fixtu
 
 
 def _converted() -> tuple[dict, list]:
-    with FIXTURE.open() as lines:
-        return trace_strace.convert(lines, ROOT)
+    return trace_strace.convert(FIXTURE.read_text(), ROOT)
 
 
 def test_the_recorded_log_gives_each_process_its_files_offsets_and_bytes():
@@ -38,7 +37,7 @@ def test_the_recorded_log_gives_each_process_its_files_offsets_and_bytes():
     starts = [r[5] for r in records]
     assert starts[0] == 0 and starts == sorted(starts)
     assert records[0][1] == "open" and records[0][6] == 173  # the first openat was unfinished: its whole time
-    assert header["outside_root_calls"] > 0  # the interpreter's own files are left out
+    assert header["lines_left_out"] > 0  # the interpreter's own files are left out
 
 
 def test_a_trace_written_reads_back_with_its_figures(tmp_path):
@@ -77,8 +76,12 @@ def test_bad_traces_are_refused_in_one_line(tmp_path):
         assert "outside the trace's root" in _refused(tmp_path, escaped)
     unknown = trace.render({"root": "/r", "files": [["a", 1]]}, [(1, "read", 3, 0, 1, 0, 1)])
     assert "file 3 is not in the header's 1 files" in _refused(tmp_path, unknown)
+    negative = trace.render({"root": "/r", "files": [["a", 1]]}, [(1, "read", 0, -1, 1, 0, 1)])
+    assert "line 2 is not PID, OP, FILE" in _refused(tmp_path, negative)
+    mapped = trace.render({"root": "/r", "files": [["a", 1]]}, [(1, "mmap", 0, 0, 1, 0, 1)])
+    assert "line 2 is not PID" in _refused(tmp_path, mapped)
 
 
 def test_a_log_that_is_not_strace_s_is_refused():
-    with pytest.raises(trace_strace.StraceError, match="not a log of"):
-        trace_strace.convert(["hello", "world"], ROOT)
+    with pytest.raises(trace_strace.StraceError, match=f"no file I/O under {ROOT} in strace's log"):
+        trace_strace.convert("hello\nworld\n", ROOT)

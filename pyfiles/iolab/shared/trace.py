@@ -17,7 +17,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Sequence
+from operator import add, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -120,43 +122,46 @@ def load(path: Path | str) -> Trace:
     return Trace(path, header, digest.strip(), records, moved, processes, span)
 
 
+_LINE = re.compile(r"^(\d+)\t(open|close|read|write|fsync|fdatasync)\t(\d+)\t(\d+)\t(\d+)\t(\d+)\t(\d+)$", re.M)
+
+
+def _rows(path: Path, body: str) -> list[tuple[str, ...]]:
+    """The records' seven fields, as text, every line's shape checked (TraceError names the first bad line)."""
+    rows = _LINE.findall(body)
+    if len(rows) != body.count("\n"):
+        good = set(rows)
+        lines = body.splitlines()
+        number = next(i for i, line in enumerate(lines) if tuple(line.split("\t")) not in good)
+        raise TraceError(
+            f"{path}: line {number + 2} is not PID, OP, FILE, OFFSET, LENGTH, START_US, DURATION_US (whole numbers, "
+            f"OP one of {', '.join(OPS)}, tab-separated): {lines[number][:60]!r}; capture the trace again"
+        )
+    return rows
+
+
 def _check(path: Path, body: str, files: int) -> tuple[dict[str, int], tuple[int, ...], int, int]:
-    """(bytes per op, the processes, the span in µs, the record count) of a trace's records, each checked."""
-    moved = dict.fromkeys(MOVES, 0)
-    processes: dict[int, None] = {}
-    last = span = number = 0
-    for number, record in enumerate(_parsed(path, body), start=2):
-        pid, op, index, offset, length, start, duration = record
-        if start < last:
-            raise TraceError(
-                f"{path}: line {number}: timestamps go backwards ({start} µs after {last} µs); "
-                "order the records by their start"
-            )
-        if not 0 <= index < files:
-            raise TraceError(f"{path}: line {number}: file {index} is not in the header's {files} files")
-        if op in moved:
-            moved[op] += length
-        last, span = start, max(span, start + duration)
-        processes[pid] = None
-    return moved, tuple(processes), span, max(number - 1, 0)
+    """(bytes per op, the processes, the span in µs, the record count) of a trace's records, each checked (the
+    columns taken whole, in C: a million records in about a second)."""
+    rows = _rows(path, body)
+    starts = list(map(int, map(itemgetter(5), rows)))
+    if starts != sorted(starts):
+        number = next(i for i in range(1, len(starts)) if starts[i] < starts[i - 1])
+        raise TraceError(
+            f"{path}: line {number + 2}: timestamps go backwards ({starts[number]} µs after {starts[number - 1]} µs); "
+            "order the records by their start"
+        )
+    largest = max(map(int, map(itemgetter(2), rows)), default=0)
+    if largest >= files:
+        raise TraceError(f"{path}: file {largest} is not in the header's {files} files; capture the trace again")
+    moved = {op: sum(map(int, re.findall(rf"^\d+\t{op}\t\d+\t\d+\t(\d+)", body, re.M))) for op in MOVES}
+    span = max(map(add, starts, map(int, map(itemgetter(6), rows))), default=0)
+    return moved, tuple(map(int, dict.fromkeys(map(itemgetter(0), rows)))), span, len(starts)
 
 
 def _parsed(path: Path, body: str) -> Iterator[Record]:
-    """The records of a trace's body, each line's shape checked (TraceError names the line)."""
-    ops = set(OPS)
-    for number, line in enumerate(body.splitlines(), start=2):
-        fields = line.split("\t")
-        try:
-            pid, op, index, offset, length, start, duration = fields
-            record = (int(pid), op, int(index), int(offset), int(length), int(start), int(duration))
-        except ValueError:
-            raise TraceError(
-                f"{path}: line {number} is not PID, OP, FILE, OFFSET, LENGTH, START_US, DURATION_US "
-                "(tab-separated whole numbers); capture the trace again"
-            ) from None
-        if op not in ops or min(record[3:]) < 0:
-            raise TraceError(f"{path}: line {number}: op {op!r} or a negative figure; ops are {', '.join(OPS)}")
-        yield record
+    """The records of a trace's body."""
+    for pid, op, index, offset, length, start, duration in _LINE.findall(body):
+        yield int(pid), op, int(index), int(offset), int(length), int(start), int(duration)
 
 
 def records(trace: Trace) -> Iterator[Record]:

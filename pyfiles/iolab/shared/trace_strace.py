@@ -14,7 +14,7 @@ mmap'd reads are page faults, not calls: strace cannot see them (docs/TRACES.md)
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from operator import itemgetter
 from typing import Any
 
@@ -26,12 +26,15 @@ CALLS = (
     "fsync,fdatasync,close,lseek"
 )
 OPTIONS = ["-f", "-ttt", "-T", "-y", "-qq", "-s", "0", "-e", f"trace={CALLS}"]
-_LINE = re.compile(r"(\d+) +(\d+)\.(\d{6}) (?:<\.\.\. (\w+) resumed>|(\w+)\()(.*)$")
-_OPENS = {"open", "openat", "openat2", "creat"}
-_READS = {"read": "read", "readv": "read", "write": "write", "writev": "write"}
-_PREADS = {"pread64": "read", "preadv": "read", "preadv2": "read"}
-_PREADS |= {"pwrite64": "write", "pwritev": "write", "pwritev2": "write"}
-_SYNCS = {"fsync": "fsync", "fdatasync": "fdatasync"}
+# A finished call: PID, seconds, µs, the call, its first argument's descriptor and file (-y's `N</path>`), the
+# other arguments, the result and its file (an open's), the duration's seconds and µs.
+_FINISHED = re.compile(
+    r"(\d+) +(\d+)\.(\d{6}) (\w+)\((?:(\d+)<([^>]*)>)?(.*)\) = (-?\d+)(?:<([^>]*)>)?.* <(\d+)\.(\d{6})>$"
+)
+_KINDS = dict.fromkeys(("open", "openat", "openat2", "creat"), "open")
+_KINDS |= {"read": "read", "readv": "read", "write": "write", "writev": "write", "lseek": "lseek", "close": "close"}
+_KINDS |= dict.fromkeys(("pread64", "preadv", "preadv2"), "pread") | {"fsync": "fsync", "fdatasync": "fdatasync"}
+_KINDS |= dict.fromkeys(("pwrite64", "pwritev", "pwritev2"), "pwrite")
 _UNFINISHED = " <unfinished ...>"
 
 
@@ -39,60 +42,45 @@ class StraceError(ValueError):
     """The text is not strace's log with the options iolab asks for."""
 
 
-def _calls(lines: Iterable[str]) -> Iterable[tuple[int, str, int, str, str, int]]:
-    """(pid, call, start µs, args, result, duration µs) of each finished call, unfinished halves joined."""
-    pending: dict[int, tuple[str, int, str]] = {}
+def _finished(lines: Iterable[str], prefix: str, state: _State) -> Iterator[tuple[str, ...]]:
+    """_FINISHED's groups for each finished call that may concern a file under `prefix`, the halves of an
+    interrupted call joined on its PID (the start the first half's); other lines are counted in `state.outside`."""
+    pending: dict[str, str] = {}
     for line in lines:
-        match = _LINE.match(line)
-        if not match:
-            continue  # signals, exits, strace's own notes
-        pid_text, seconds, micros, resumed, call, rest = match.groups()
-        pid, start = int(pid_text), int(seconds) * 1_000_000 + int(micros)
-        if resumed:
-            if pid not in pending:
-                continue  # its start was before the log began
-            call, start, head = pending.pop(pid)
-            rest = head + rest
-        if rest.endswith(_UNFINISHED):
-            pending[pid] = (call, start, rest[: -len(_UNFINISHED)])
+        if line.endswith(_UNFINISHED) or "resumed>" in line:
+            pid, _, rest = line.partition(" ")
+            if not rest.lstrip(" ").partition(" ")[2].startswith("<... "):
+                pending[pid] = line[: -len(_UNFINISHED)]
+                continue
+            line = pending.pop(pid, "") + rest[rest.find(" resumed>") + 9 :]
+        elif prefix not in line:
+            state.outside += 1
             continue
-        args, sep, result = rest.rpartition(") = ")
-        if not sep or not result.endswith(">"):
-            continue
-        value, _, took = result[:-1].rpartition(" <")
-        try:
-            duration = round(float(took) * 1_000_000)
-        except ValueError:
-            continue
-        yield pid, call, start, args, value, duration
-
-
-def _fd_path(text: str) -> tuple[int, str] | None:
-    """(descriptor, file) of `N</path>` at the start of `text` (a call's first argument or its result)."""
-    lt = text.find("<")
-    if lt <= 0 or not text[:lt].isdigit():
-        return None
-    end = text.find(">, ", lt)
-    end = text.rfind(">") if end < 0 else end
-    return int(text[:lt]), text[lt + 1 : end]
+        match = _FINISHED.match(line)
+        if match:
+            yield match.groups()
 
 
 def convert(
-    lines: Iterable[str], root: str, size_of: Callable[[str], int | None] = lambda name: None
+    text: str, root: str, size_of: Callable[[str], int | None] = lambda name: None
 ) -> tuple[dict[str, Any], list[Record]]:
     """(the header's files and figures, the records ordered by start, µs from the first) of strace's log, the
     I/O on files under `root` only; `size_of` gives a file's size where it can still be seen (else its extent)."""
     prefix = root.rstrip("/") + "/"
     state = _State(prefix)
-    for pid, call, start, args, value, duration in _calls(lines):
-        state.call(pid, call, start, args, value, duration)
-    if not state.records and not state.outside:
-        raise StraceError("no system call in strace's log: not a log of `strace -f -ttt -T -y`")
+    for groups in _finished(text.splitlines(), prefix, state):
+        state.call(*groups)
+    if not state.records:
+        raise StraceError(
+            f"no file I/O under {root} in strace's log: give the root the job read from, and a log of "
+            "`strace -f -ttt -T -y` (iolab's capture writes one)"
+        )
     state.records.sort(key=itemgetter(5))
-    origin = state.records[0][5] if state.records else 0
+    origin = state.records[0][5]
     records = [(p, o, f, off, n, s - origin, d) for p, o, f, off, n, s, d in state.records]
-    files = [[name, max(size_of(name) or 0, state.extent[i])] for i, name in enumerate(state.index)]
-    return {"root": root, "files": files, "started_at": origin / 1e6, "outside_root_calls": state.outside}, records
+    names = [path[len(prefix) :] for path in state.index]
+    files = [[name, max(size_of(name) or 0, state.extent[i])] for i, name in enumerate(names)]
+    return {"root": root, "files": files, "started_at": origin / 1e6, "lines_left_out": state.outside}, records
 
 
 class _State:
@@ -100,49 +88,41 @@ class _State:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self.index: dict[str, int] = {}
+        self.index: dict[str, int] = {}  # a file's whole path → its index
         self.extent: list[int] = []
-        self.position: dict[tuple[int, str], int] = {}
+        self.position: dict[tuple[str, str], int] = {}  # (descriptor, path) → offset
         self.records: list[Record] = []
         self.outside = 0
 
-    def _file(self, fd_path: tuple[int, str] | None) -> tuple[tuple[int, str], int] | None:
-        if fd_path is None:
-            return None
-        if not fd_path[1].startswith(self.prefix):
+    def call(self, *groups: str) -> None:
+        """One finished call (_FINISHED's groups) → its record, the descriptor's new position."""
+        pid, seconds, micros, call, fd, path, args, value, opened, took, took_us = groups
+        kind = _KINDS.get(call)
+        if kind is None or value[0] == "-":
+            return
+        if kind == "open":
+            fd, path = value, opened
+        if path is None or not path.startswith(self.prefix):
             self.outside += 1
-            return None
-        name = fd_path[1][len(self.prefix) :]
-        if name not in self.index:
-            self.index[name] = len(self.extent)
+            return
+        index = self.index.setdefault(path, len(self.extent))
+        if index == len(self.extent):
             self.extent.append(0)
-        return fd_path, self.index[name]
-
-    def call(self, pid: int, call: str, start: int, args: str, value: str, duration: int) -> None:
-        if call in _OPENS:
-            found = self._file(_fd_path(value))
-            if found:
-                self.position[found[0]] = 0
-                self.records.append((pid, "open", found[1], 0, 0, start, duration))
+        key, moved, offset = (fd, path), int(value), 0
+        if kind == "lseek":
+            self.position[key] = moved
             return
-        found = self._file(_fd_path(args))
-        if found is None or value.startswith("-"):
-            return
-        key, index = found
-        if call in _READS or call in _PREADS:
-            moved = int(value.split(" ", 1)[0])
-            if call in _READS:
-                offset = self.position.get(key, 0)
-                self.position[key] = offset + moved
-            else:  # the offset is the last argument, before preadv2's and pwritev2's flags
-                offset = int(args.rsplit(", ", 2)[1 if call.endswith("v2") else 2])
+        if kind in ("read", "write"):
+            offset = self.position.get(key, 0)
+            self.position[key] = offset + moved
+        elif kind in ("pread", "pwrite"):  # the offset is the last argument, before preadv2's and pwritev2's flags
+            offset, kind = int(args.rsplit(", ", 2)[1 if call.endswith("v2") else 2]), kind[1:]
+        elif kind in ("open", "close"):
+            self.position[key] = 0
+            moved = 0
+        if kind in ("read", "write"):
             self.extent[index] = max(self.extent[index], offset + moved)
-            if moved:
-                self.records.append((pid, _READS.get(call) or _PREADS[call], index, offset, moved, start, duration))
-        elif call == "lseek":
-            self.position[key] = int(value.split(" ", 1)[0])
-        elif call in _SYNCS:
-            self.records.append((pid, _SYNCS[call], index, 0, 0, start, duration))
-        elif call == "close":
-            self.position.pop(key, None)
-            self.records.append((pid, "close", index, 0, 0, start, duration))
+            if not moved:
+                return
+        start, duration = int(seconds) * 1_000_000 + int(micros), int(took) * 1_000_000 + int(took_us)
+        self.records.append((int(pid), kind, index, offset, moved, start, duration))
