@@ -92,6 +92,12 @@ def lab_box(the_box):
 
 
 @pytest.fixture(scope="session")
+def nfs_box(the_box):
+    """The session's nfs-ganesha, with Ceph only if a test of the session asked for it."""
+    return the_box.ensure("nfs")
+
+
+@pytest.fixture(scope="session")
 def ceph_box(the_box):
     """The session's Ceph (RBD, CephFS, radosgw), without NFS unless a test of the session asked for it."""
     return the_box.ensure("ceph")
@@ -135,6 +141,11 @@ OFF_LOCALHOST = {
 }
 
 
+# Integration tests that run a campaign on this machine on the lab box's NFS: on the worker that runs the lab's tests,
+# whose box has the machine's only nfs-ganesha; they wait for this machine's lease as the localhost group's do.
+ON_LAB_NFS = {"test_nfs_userspace.py"}
+
+
 def xdist_group(nodeid: str) -> str:
     """The pytest-xdist group of a test (`--dist loadgroup`, tasks/test.py): a group's tests run one after another on
     one worker, in their order. "localhost": the integration tests' campaigns on this machine, which take its lease
@@ -142,7 +153,7 @@ def xdist_group(nodeid: str) -> str:
     directories, and the integration tests of OFF_LOCALHOST, which balance the two. A unit test is a group of its
     own."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/lab/") or path.removeprefix("tests/integration/") in OFF_LOCALHOST:
+    if path.startswith("tests/lab/") or path.removeprefix("tests/integration/") in OFF_LOCALHOST | ON_LAB_NFS:
         return "simlab"
     return "localhost" if path.startswith("tests/integration/") else nodeid
 
