@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.shared import trace, trace_strace
+from iolab.shared import trace, trace_kvcache, trace_strace
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "strace_reader.log"
 ROOT = "/tmp/iolab-fixture/root"  # where the recorded program read (tests/fixtures/strace_reader.log)
@@ -85,3 +85,24 @@ def test_bad_traces_are_refused_in_one_line(tmp_path):
 def test_a_log_that_is_not_strace_s_is_refused():
     with pytest.raises(trace_strace.StraceError, match=f"no file I/O under {ROOT} in strace's log"):
         trace_strace.convert("hello\nworld\n", ROOT)
+
+
+KV_LOG = """Timestamp,Operation,Object_Size_Bytes,Tier,Key,Phase
+1700000000.100,Write,1048576,NVMe,user1/seq0/blk0,prefill
+1700000000.050,Write,524288,CPU,user1/seq0/blk1,prefill
+1700000000.300,Read,1048576,NVMe,user1/seq0/blk0,decode
+1700000000.200,WRITE,2097152,nvme,user2/seq0/blk0,prefill
+"""
+
+
+def test_the_kvcache_io_trace_becomes_whole_object_ios_on_its_storage_tier(tmp_path):
+    header, records = trace_kvcache.convert(KV_LOG)
+    assert header["files"] == [["nvme/user1_seq0_blk0", 1 << 20], ["nvme/user2_seq0_blk0", 2 << 20]]
+    moved = [(op, f, n, start) for _, op, f, _, n, start, _ in records if op in trace.MOVES]
+    assert moved == [("write", 0, 1 << 20, 0), ("write", 1, 2 << 20, 100_000), ("read", 0, 1 << 20, 200_000)]
+    loaded = trace.load(trace.write(tmp_path, header, records))  # rows sorted: a valid trace
+    assert loaded.bytes == {"read": 1 << 20, "write": 3 << 20} and loaded.processes == (1,)
+    with pytest.raises(trace_kvcache.KvcacheTraceError, match="no operation of tier 'ssd'"):
+        trace_kvcache.convert(KV_LOG, "ssd")
+    with pytest.raises(trace_kvcache.KvcacheTraceError, match="not MLCommons' KV-cache I/O trace"):
+        trace_kvcache.convert("a,b\n1,2\n")

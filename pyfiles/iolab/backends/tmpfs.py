@@ -25,8 +25,16 @@ class TmpfsBackend(Backend):
     mountpoint: AbsPath | None = None
 
     def refuse(self, workload: Workload) -> str | None:
-        """Also a checkpoint the tmpfs cannot hold: a run on one host writes all of it there."""
+        """Also a checkpoint the tmpfs cannot hold: a run on one host writes all of it there; and a trace's data set."""
         from iolab.workloads.checkpoint import CheckpointWorkload
+        from iolab.workloads.replay import ReplayWorkload
+
+        if isinstance(workload, ReplayWorkload) and workload.room > self.size:
+            return (
+                f"workload {workload.name}: its trace's data set ({human(workload.room, 'B')} staged on each host) "
+                f"does not fit tmpfs backend {self.name} ({human(self.size, 'B')}); raise the backend's size"
+                + (" or drop own_files" if workload.copies > 1 else "")
+            )
 
         if isinstance(workload, CheckpointWorkload) and workload.room > self.size:
             return (

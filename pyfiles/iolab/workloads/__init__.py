@@ -16,6 +16,7 @@ from iolab.workloads.kvcache import KvcacheWorkload
 from iolab.workloads.metadata import MetadataWorkload
 from iolab.workloads.objects import ObjectsWorkload
 from iolab.workloads.pytorch import PytorchWorkload
+from iolab.workloads.replay import ReplayWorkload
 from iolab.workloads.tensorflow import TensorflowWorkload
 
 AnyWorkload = Annotated[
@@ -26,7 +27,8 @@ AnyWorkload = Annotated[
     | CheckpointWorkload
     | ObjectsWorkload
     | CalibrateWorkload
-    | KvcacheWorkload,
+    | KvcacheWorkload
+    | ReplayWorkload,
     Field(discriminator="type"),
 ]
 WORKLOAD_TYPES: dict[str, type[Workload]] = kinds(AnyWorkload)

@@ -1,0 +1,111 @@
+"""Workload kind `replay`: a captured job's file I/O (a trace, iolab.shared.trace) played on each backend by fio."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from iolab.schema import Bool
+from iolab.shared import trace as traces
+from iolab.units import human
+from iolab.workloads.base import LOADER_TIMEOUT, Workload
+
+
+@functools.lru_cache(maxsize=8)
+def _loaded(path: str, mtime_ns: int, size: int) -> traces.Trace:
+    return traces.load(path)
+
+
+def loaded(path: str) -> traces.Trace:
+    """The trace at `path`, checked once while the file is unchanged (a campaign validates its workloads often)."""
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise traces.TraceError(
+            f"{path}: cannot read the trace ({exc.strerror}); give the path of a .trace file"
+        ) from None
+    return _loaded(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+class ReplayWorkload(Workload):
+    """A captured job's file I/O, replayed on each backend through fio's iolog replay (docs/TRACES.md).
+
+    `trace` is a file of `./lab trace.capture` (or `trace.convert`): absolute, or relative to
+    the directory iolab runs in. Each host stages the trace's files at their sizes under
+    <target>/iolab-<host>/trace-<hash>, caches are dropped, and fio plays each traced process as a
+    job of its own: `timing: recorded` keeps the recorded gaps between a process's I/Os (the run
+    says how much later than recorded it ended: the stall), `fast` plays them back to back.
+    `processes: N` plays N copies of each process, on the same files or (own_files) each on its own.
+    """
+
+    type: Literal["replay"]
+    trace: Annotated[str, Field(min_length=1)]
+    timing: Literal["recorded", "fast"] = "recorded"
+    processes: Annotated[int, Field(ge=1, le=1024, strict=True)] = 1
+    own_files: Bool = False
+
+    tool: ClassVar[str] = "replay"
+    uses_dataset: ClassVar[bool] = False
+    formats: ClassVar[set[str]] = set()
+
+    @model_validator(mode="after")
+    def _a_trace(self) -> ReplayWorkload:
+        try:
+            loaded(self.trace)
+        except traces.TraceError as exc:
+            raise ValueError(f"trace: {exc}") from None
+        return self
+
+    @property
+    def loaded(self) -> traces.Trace:
+        return loaded(self.trace)
+
+    @property
+    def copies(self) -> int:
+        """The copies of the trace's files a host stages: one, or one per process copy with own_files."""
+        return self.processes if self.own_files else 1
+
+    @property
+    def room(self) -> int:
+        """Bytes its staged files hold on the target, per host."""
+        return self.loaded.dataset_bytes * self.copies
+
+    @property
+    def writes(self) -> str:
+        written = self.loaded.bytes["write"]
+        return f"the trace's writes ({human(written, 'B')})" if written else ""
+
+    def params(self) -> dict[str, Any]:
+        """The trace by its hash (the path is where it lay on the controller, not what was replayed)."""
+        return {**super().params(), "trace": self.loaded.sha256[:16]}
+
+    def role_vars(self, target: str) -> dict[str, Any]:
+        return {
+            "bench_replay_target": target,
+            "bench_replay_trace": str(Path(self.trace).resolve()),
+            "bench_replay_hash": self.loaded.sha256[:16],
+            "bench_replay_timing": self.timing,
+            "bench_replay_processes": self.processes,
+            "bench_replay_own_files": self.own_files,
+            "bench_replay_copies": self.copies,
+            "bench_replay_timeout": self.run_timeout(max(LOADER_TIMEOUT, 4 * self.loaded.span_us / 1e6)),
+        }
+
+    def estimate(self) -> float | None:
+        return self.loaded.span_us / 1e6 if self.timing == "recorded" else None
+
+    def describe(self) -> str:
+        found = self.loaded
+        return (
+            f"replay of trace {found.sha256[:16]} ({found.records:,} I/Os of {len(found.processes)} processes: "
+            f"{human(found.bytes['read'], 'B')} read, {human(found.bytes['write'], 'B')} written in "
+            f"{found.span_us / 1e6:.2f} s as recorded; {len(found.files):,} files, "
+            f"{human(found.dataset_bytes, 'B')}) through fio's iolog replay, "
+            + ("at its recorded timing" if self.timing == "recorded" else "as fast as the storage allows")
+            + (f", {self.processes} copies of each process" if self.processes > 1 else "")
+            + (" on files of their own" if self.own_files and self.processes > 1 else "")
+        )
