@@ -124,15 +124,25 @@ def small_tmpfs(tmp_path):
 
 
 def pytest_collection_modifyitems(items):
-    """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order."""
-    items.sort(key=lambda item: item.get_closest_marker("lab_box_lifecycle") is not None)
+    """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order; the
+    FLOATING files' tests come after the others (so pytest-xdist queues their groups after the two long ones)."""
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("lab_box_lifecycle") is not None,
+            Path(item.nodeid.split("::", 1)[0]).name in FLOATING,
+        )
+    )
 
 
 # Integration tests that run no campaign on this machine (so take no lease of it and mount nothing under
-# /mnt/iolab): the lab box's own (they need its NFS, and only one worker's box may run nfs-ganesha: tests/labbox.py),
-# the reports' and the results database's, which read stored files, and a role's staging play in a tmp_path.
-OFF_LOCALHOST = {
-    "test_services.py",
+# /mnt/iolab) but need the lab box's NFS (only one worker's box may run nfs-ganesha: tests/labbox.py): the box's own.
+OFF_LOCALHOST = {"test_services.py"}
+
+# Integration tests that need neither this machine's lease, nor a simulated lab, nor a lab box: the reports' and the
+# results database's, which read stored files, the live figures' gateway, a role's staging play in a tmp_path. Each
+# file is a group of its own, queued after the two long groups: whichever worker ends its group first takes them
+# (the two groups' lengths vary from run to run by minutes: docs/PERFORMANCE.md, "The project's own CI").
+FLOATING = {
     "test_report_faults.py",
     "test_report_html.py",
     "test_results_publish.py",
@@ -150,9 +160,11 @@ def xdist_group(nodeid: str) -> str:
     """The pytest-xdist group of a test (`--dist loadgroup`, tasks/test.py): a group's tests run one after another on
     one worker, in their order. "localhost": the integration tests' campaigns on this machine, which take its lease
     and mount under /mnt/iolab; "simlab": the simulated lab's tests, which share its hosts' names (gpu01..) and run
-    directories, and the integration tests of OFF_LOCALHOST, which balance the two. A unit test is a group of its
-    own."""
+    directories, and the integration tests of OFF_LOCALHOST and ON_LAB_NFS, which need its box's NFS. A FLOATING
+    file, and a unit test, is a group of its own."""
     path = nodeid.split("::", 1)[0]
+    if path.removeprefix("tests/integration/") in FLOATING:
+        return path
     if path.startswith("tests/lab/") or path.removeprefix("tests/integration/") in OFF_LOCALHOST | ON_LAB_NFS:
         return "simlab"
     return "localhost" if path.startswith("tests/integration/") else nodeid
