@@ -106,3 +106,17 @@ def test_the_kvcache_io_trace_becomes_whole_object_ios_on_its_storage_tier(tmp_p
         trace_kvcache.convert(KV_LOG, "ssd")
     with pytest.raises(trace_kvcache.KvcacheTraceError, match="not MLCommons' KV-cache I/O trace"):
         trace_kvcache.convert("a,b\n1,2\n")
+
+
+def test_a_directory_the_job_opened_is_not_a_file_of_the_trace():
+    """The KV-cache clients open their rank's directory (listing it, fsyncing it after a create): strace names it
+    as it names a file; staging it as one would collide with the files under it."""
+    log = (
+        '100 1700000000.000001 openat(AT_FDCWD</r>, "/r/d", O_RDONLY|O_DIRECTORY) = 3</r/d> <0.000010>\n'
+        '100 1700000000.000020 openat(AT_FDCWD</r>, "/r/d/x", O_WRONLY|O_CREAT, 0644) = 4</r/d/x> <0.000010>\n'
+        '100 1700000000.000030 write(4</r/d/x>, ""..., 10) = 10 <0.000010>\n'
+        "100 1700000000.000040 fsync(3</r/d>) = 0 <0.000010>\n"
+    )
+    header, records = trace_strace.convert(log, "/r")
+    assert header["files"] == [["d/x", 10]] and header["directories_left_out"] == 1
+    assert [(op, f, start) for _, op, f, _, _, start, _ in records] == [("open", 0, 0), ("write", 0, 10)]

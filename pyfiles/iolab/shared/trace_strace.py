@@ -70,17 +70,27 @@ def convert(
     state = _State(prefix)
     for groups in _finished(text.splitlines(), prefix, state):
         state.call(*groups)
-    if not state.records:
+    names = [path[len(prefix) :] for path in state.index]
+    kept = _files(names)  # old index → new, directories left out
+    if not any(record[2] in kept for record in state.records):
         raise StraceError(
             f"no file I/O under {root} in strace's log: give the root the job read from, and a log of "
             "`strace -f -ttt -T -y` (iolab's capture writes one)"
         )
     state.records.sort(key=itemgetter(5))
-    origin = state.records[0][5]
-    records = [(p, o, f, off, n, s - origin, d) for p, o, f, off, n, s, d in state.records]
-    names = [path[len(prefix) :] for path in state.index]
-    files = [[name, max(size_of(name) or 0, state.extent[i])] for i, name in enumerate(names)]
-    return {"root": root, "files": files, "started_at": origin / 1e6, "lines_left_out": state.outside}, records
+    origin = next(record[5] for record in state.records if record[2] in kept)
+    records = [(p, o, kept[f], off, n, s - origin, d) for p, o, f, off, n, s, d in state.records if f in kept]
+    files = [[name, max(size_of(name) or 0, state.extent[i])] for i, name in enumerate(names) if i in kept]
+    left = {"lines_left_out": state.outside, "directories_left_out": len(names) - len(kept)}
+    return {"root": root, "files": files, "started_at": origin / 1e6, **left}, records
+
+
+def _files(names: list[str]) -> dict[int, int]:
+    """{index: new index} of the names that are files: a name another one lies under is a directory the job opened
+    (to list it, or fsync it after a create), which a replay does not stage as a file."""
+    parents = {name[:at] for name in names for at, char in enumerate(name) if char == "/"}
+    files = [i for i, name in enumerate(names) if name not in parents]
+    return {old: new for new, old in enumerate(files)}
 
 
 class _State:
