@@ -18,7 +18,7 @@ installed (`bench/_common.py` puts this checkout's pyfiles on the path). In orde
    (its mixed decoder on a GPU) — one run of the loader itself at 1 GPU, exactly as a
    campaign runs it (`python -m iolab.host.loader.torch_loader` under `iolab.host.hostrun`
    with host telemetry): its images/s and GB/s over its measured window, the GPU's
-   utilisation and memory over that window, and its verdict (iolab.limits.gpu_verdict):
+   utilisation and memory over that window, and its verdict (iolab.measures.limits.gpu_verdict):
    GPU-bound, client-CPU-bound (decode, with the cores it would need to feed the ceiling) or
    storage-bound, with the evidence.
 
@@ -42,11 +42,11 @@ from typing import Any
 
 from _common import ROOT  # noqa: F401  (puts this checkout's iolab on the path)
 
-from iolab import limits
 from iolab.host import gpu_telemetry
+from iolab.measures import limits
+from iolab.measures.samples import Sample
 from iolab.parsers import pytorch
 from iolab.parsers import telemetry as telemetry_parser
-from iolab.samples import Sample
 
 READERS = ("pil", "packed", "dali")
 MLPERF_BATCH = 400  # MLPerf Storage's resnet50 batch: the second calibration point
@@ -115,7 +115,7 @@ def loader_run(root: Path, out: Path, reader: str, data: str, args: argparse.Nam
         tail = (out / "stderr.txt").read_text()[-600:] if (out / "stderr.txt").exists() else done.stderr[-600:]
         raise RuntimeError(f"the loader ({reader}) exited {done.returncode}: {tail.strip()}")
     tool = pytorch.parse(out)
-    found, metadata = telemetry_parser.merge(out, tool.measurements)  # as iolab.record merges a host's files
+    found, metadata = telemetry_parser.merge(out, tool.measurements)  # as iolab.store.record merges a host's files
     metadata = {**tool.metadata, **metadata}
     run = ("gpu-check", reader, 1, "this-host", "local", reader)
     made = [Sample(*run, m.metric, m.value, m.unit, "", "", m.params, metadata) for m in [*tool.measurements, *found]]

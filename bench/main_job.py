@@ -26,8 +26,10 @@ from pathlib import Path
 import yaml
 from _common import lab, write_campaign
 
-from iolab import limits, paths, report
-from iolab.samples import AGGREGATE_HOST, ResultStore
+from iolab import paths
+from iolab.measures import limits
+from iolab.measures.samples import AGGREGATE_HOST, ResultStore
+from iolab.report import tables as report
 
 
 def round_lines(results: Path, campaign: str) -> list[str]:

@@ -8,11 +8,11 @@ three backends, each run id and value its own, written as a campaign writes them
 store's files). Then, each round on a fresh index:
 
 - index: `./lab results.index --rebuild`'s work, in process: every store's lines read and inserted
-  (iolab.results_db.caught_up), timed alone (wall and CPU seconds: on a shared machine the CPU time is
+  (iolab.results.db.caught_up), timed alone (wall and CPU seconds: on a shared machine the CPU time is
   what the work costs, the wall time what the machine's load made of it); and the command end to end
   (Python's start, imports, the catch-up that finds nothing, the proof that reads every file again),
   for what a person waits;
-- history: `./lab report.history --format json`'s work (iolab.history_series.run), in process, and the
+- history: `./lab report.history --format json`'s work (iolab.report.history_series.run), in process, and the
   command end to end (`report.history`: the campaign table and the series table).
 
 Prints the load average before and after: the machine is shared, figures under load are slower.
@@ -78,7 +78,8 @@ def main() -> None:
     parser.add_argument("--campaigns", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
-    from iolab import history_series, results_db
+    from iolab.report import history_series
+    from iolab.results import db as results_db
 
     base = Path(tempfile.mkdtemp(prefix="iolab-bench-history-"))
     try:

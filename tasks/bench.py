@@ -6,11 +6,15 @@ from pathlib import Path
 
 from invoke import Collection
 
-from iolab import bench as bench_mod
-from iolab import calibration, direct, gpus, lease, paths, results_store
-from iolab import campaign as campaign_mod
-from iolab.cli import echo, user_errors
-from iolab.cli import lab as make_lab
+from iolab import paths
+from iolab.campaign import gpus
+from iolab.campaign import model as campaign_mod
+from iolab.drive import direct, lease
+from iolab.results import store as results_store
+from iolab.run import bench as bench_mod
+from iolab.run import calibration
+from iolab.run.cli import echo, user_errors
+from iolab.run.cli import lab as make_lab
 from iolab.workloads import fio as fio_workload
 from iolab.workloads.mlperf import AU_THRESHOLD
 from iolab.workloads.pytorch import PytorchWorkload
@@ -145,7 +149,7 @@ def accelerators(
     threshold=AU_THRESHOLD,
 ):
     """Find the most emulated accelerators per host that a backend keeps at AU ≥ a threshold (MLPerf's 90 %)."""
-    from iolab import accelerators_task as acc
+    from iolab.run import accelerators_task as acc
 
     spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
     lab = make_lab(inventory, hosts)

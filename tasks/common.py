@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iolab.cli import task
+from iolab.run.cli import task
 
 HOSTS = "host pattern: gpu[01-04], gpu01,gpu03, gpu[01-04]:!gpu02 (default: all hosts)"
 INVENTORY = "inventory file (default: inventory/local.yml, this machine)"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from iolab import lease, paths
-from iolab.cli import echo, here, user_errors
-from iolab.cli import lab as make_lab
+from iolab import paths
+from iolab.drive import lease
+from iolab.run.cli import echo, here, user_errors
+from iolab.run.cli import lab as make_lab
 
 from .common import HOSTS, INVENTORY, STEAL, task
 
@@ -29,7 +30,7 @@ from .common import HOSTS, INVENTORY, STEAL, task
 @user_errors
 def gen(c, path, files, seed=1, classes=100, formats="", per_host=False, inventory=None, hosts=None, steal=False):
     """Generate an ImageNet-shaped data set on the hosts (kept where it is already there)."""
-    from iolab import datasets
+    from iolab.drive import datasets
 
     lab = make_lab(inventory, hosts)
     wanted = [f for f in formats.split(",") if f]

@@ -5,10 +5,12 @@ from __future__ import annotations
 from invoke import Collection
 from rich.console import Console
 
-from iolab import direct, execute, paths, provenance, sim
-from iolab.cli import console, echo, user_errors
-from iolab.cli import lab as make_lab
+from iolab import paths, sim
+from iolab.drive import direct, execute
 from iolab.errors import RunFailed, UserError
+from iolab.measures import provenance
+from iolab.run.cli import console, echo, user_errors
+from iolab.run.cli import lab as make_lab
 
 from .common import HOSTS, INVENTORY, task
 
@@ -83,7 +85,7 @@ def _services_lab(inventory, hosts):
 @user_errors
 def services_up(c, inventory=None, hosts=None, bind=None, services="ceph,nfs", vars_file=None):
     """Start the lab's Ceph cluster and NFS server (lab in a box) and say how clients reach them."""
-    from iolab import services as services_mod
+    from iolab.drive import services as services_mod
 
     if bind == "sim":
         subnet = sim.subnet_of(sim.for_checkout())
@@ -98,7 +100,7 @@ def services_up(c, inventory=None, hosts=None, bind=None, services="ceph,nfs", v
 @user_errors
 def services_down(c, inventory=None, hosts=None, destroy=False, services="ceph,nfs", vars_file=None):
     """Stop the lab's services (their data stays); --destroy deletes them with their data."""
-    from iolab import services as services_mod
+    from iolab.drive import services as services_mod
 
     for line in services_mod.down(_services_lab(inventory, hosts), destroy, services, vars_file):
         echo(line)

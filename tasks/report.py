@@ -7,10 +7,12 @@ import sys
 from invoke import Collection
 from rich.console import Console
 
-from iolab import compare_export, metrics, paths
-from iolab import report as report_mod
-from iolab.cli import echo, user_errors
+from iolab import paths
 from iolab.errors import UserError
+from iolab.measures import metrics
+from iolab.report import compare_export
+from iolab.report import tables as report_mod
+from iolab.run.cli import echo, user_errors
 from iolab.units import printable
 
 from .common import task
@@ -39,17 +41,18 @@ def show(c, campaign=None, format="table", units=None):
     report_mod.unit_scale("B/s", 1.0, units)  # an unknown system is refused before any work
     store = report_mod.find_store(paths.results_root(), campaign)
     if format == "table":
-        from iolab import report_kvcache
+        from iolab.report import kvcache as report_kvcache
 
         report_mod.print_report(store, units=units, leads=report_kvcache.LEADS)
     elif format == "html":
-        from iolab import report_html
+        from iolab.report import html as report_html
 
         echo(str(report_html.write(store, units)))
     elif format in ("csv", "json"):
         echo(report_mod.export(store, format))
     elif format == "mlperf":
-        from iolab import report_mlperf, report_mlperf_kv
+        from iolab.report import mlperf as report_mlperf
+        from iolab.report import mlperf_kv as report_mlperf_kv
 
         samples = store.samples()
         echo(report_mlperf.text(samples, report_mlperf_kv.text(store, samples)))
@@ -81,7 +84,7 @@ def _say_skipped(*stores):
 def compare(c, a, b, campaign=None, rule=None, rules=None, format="table"):
     """B against A: ratio per metric with a 95% confidence interval; exit 1 when a rule is broken."""
 
-    from iolab import compare as compare_mod
+    from iolab.report import compare as compare_mod
 
     writers = {"junit": compare_export.to_junit, "json": compare_export.to_json}
     if format != "table" and format not in writers:
@@ -118,8 +121,8 @@ def history(c, metric=None, backend=None, workload=None, rule=None, rules=None, 
     """Past campaigns (moved-aside stores too), then each metric per backend and workload over time."""
     from rich.console import Console
 
-    from iolab import history as history_mod
-    from iolab import history_series
+    from iolab.report import history as history_mod
+    from iolab.report import history_series
 
     if format not in ("table", "html", "json"):
         raise UserError(f"unknown history format {format!r}; use table, html or json")
@@ -127,7 +130,7 @@ def history(c, metric=None, backend=None, workload=None, rule=None, rules=None, 
     if format == "json":
         echo(history_series.to_json(found))
     elif format == "html":
-        from iolab import history_html
+        from iolab.report import history_html
 
         echo(str(history_html.write(found, used, paths.results_root())))
     else:

@@ -1,15 +1,16 @@
 """./lab results.* and ./lab status: the results themselves, and the results database (results/iolab.db).
 
-Flags here; the work in iolab.reparse, status, results_check, results_publish and results_query."""
+Flags here; the work in iolab.store.reparse, status, results_check, results_publish and results_query."""
 
 from __future__ import annotations
 
 from invoke import Collection
 
-from iolab import paths, results_query
-from iolab import report as report_mod
-from iolab.cli import echo, user_errors
+from iolab import paths
 from iolab.errors import RunFailed, UserError
+from iolab.report import tables as report_mod
+from iolab.results import query as results_query
+from iolab.run.cli import echo, user_errors
 
 from .common import task
 
@@ -25,7 +26,7 @@ from .common import task
 @user_errors
 def reparse(c, campaign=None, write=False):
     """Make a campaign's samples again from its runs' files and hold them against its store (exit 1 if they differ)."""
-    from iolab import reparse as reparse_mod
+    from iolab.store import reparse as reparse_mod
 
     same, line = reparse_mod.check(report_mod.find_store(paths.results_root(), campaign), write)
     echo(line)
@@ -42,7 +43,7 @@ def status(c, campaign=None):
     """Per campaign: runs ok / failed / missing / running, the rules its results break, what it compares with."""
     from rich.console import Console
 
-    from iolab import status as status_mod
+    from iolab.report import status as status_mod
 
     found = status_mod.collect(paths.results_root(), campaign)
     Console().print(status_mod.table(found))
@@ -57,10 +58,11 @@ def index(c, rebuild=False):
     """Bring results/iolab.db up to date with the files (or rebuild it), and prove that the two agree."""
     from rich.console import Console
 
-    from iolab import results_check
+    from iolab.report import database
+    from iolab.results import check as results_check
 
-    table, line = results_check.run(paths.results_root(), rebuild)
-    Console().print(table)
+    found, line = results_check.run(paths.results_root(), rebuild)
+    Console().print(database.agreement(found, paths.results_root()))
     echo(line)
 
 
@@ -75,7 +77,7 @@ def index(c, rebuild=False):
 @user_errors
 def publish(c, to=None, campaign=None, all=False):
     """Copy the results index's rows into a PostgreSQL server (same schema; a re-publish adds nothing)."""
-    from iolab import results_publish
+    from iolab.results import publish as results_publish
 
     echo(results_publish.run(paths.results_root(), to, campaign, all))
 
@@ -94,6 +96,8 @@ def query(c, sql, format="table", max_rows=None, seconds=None):
     """Ask results/iolab.db anything, read-only: results.query "SELECT metric, count(*) FROM samples GROUP BY 1"."""
     from rich.console import Console
 
+    from iolab.report import database
+
     if format not in ("table", "json"):
         raise UserError(f"unknown query format {format!r}; use table or json")
     cap = _number(max_rows, "--max-rows", results_query.ROWS)
@@ -103,7 +107,7 @@ def query(c, sql, format="table", max_rows=None, seconds=None):
             for line in results_query.as_json(columns, rows):
                 echo(line)
         else:
-            Console().print(results_query.table(columns, list(rows)))
+            Console().print(database.rows(columns, list(rows)))
 
 
 def _number(value: str | None, flag: str, default: float) -> float:

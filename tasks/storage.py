@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from iolab import campaign as campaign_mod
-from iolab import lease, paths, session
-from iolab.cli import echo, user_errors
-from iolab.cli import lab as make_lab
+from iolab import paths
+from iolab.campaign import model as campaign_mod
+from iolab.drive import lease
+from iolab.run import session
+from iolab.run.cli import echo, user_errors
+from iolab.run.cli import lab as make_lab
 
 from .common import CAMPAIGN, HOSTS, INVENTORY, STEAL, task
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from invoke.exceptions import Exit
 
 from iolab import paths
-from iolab.cli import echo
+from iolab.run.cli import echo
 
 from .common import task
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from iolab.services import SERVICES
+from iolab.drive.services import SERVICES
 from support import ROOT, Cli
 
 PLAYBOOK = ROOT / "playbooks" / "services.yml"

@@ -4,7 +4,7 @@ Its fio runs are the real ones of tests/fixtures/report/report-fixture (tmpfs ag
 repetitions); to them it adds what the main job's accelerator search stores on each backend: the probes
 (in the pytorch parser's shape, as tests/unit/test_accelerators_fed.py writes them, with the fixture host's
 facts and a lab-scale data set, so that validity flags them potential_caching as it flags the main job's)
-and the accelerators_fed answers that iolab.accelerators makes of them. tmpfs holds 6 H100s and fails 7,
+and the accelerators_fed answers that iolab.run.accelerators makes of them. tmpfs holds 6 H100s and fails 7,
 limited by this host's CPU (flagged: it measures the host); local holds 2 and fails 3, limited by its
 device, one probe disturbed by a foreign process. Probes at 1, 2 and 4 accelerators run on both backends:
 "who wins" has rows for them that compare one probe with another (n=1).
@@ -18,8 +18,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from iolab import accelerators, campaign
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.campaign import model as campaign
+from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.run import accelerators
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "report"
 NAME = "report-fixture"
@@ -142,8 +143,8 @@ KV_TRIALS = {  # backend → each trial's (read B/s, max-of-P95 s, tokens/s): kv
 def kv_cache(root: Path) -> ResultStore:
     """results/kv-fixture under `root`: three trials of one KV-cache point on each of two backends with a vendor's
     long names, and each backend's `kv_served` answer (8 users per client on the first, 2 on the second)."""
-    from iolab import kvcache_search
-    from iolab.accelerators import Outcome
+    from iolab.run import kvcache_search
+    from iolab.run.accelerators import Outcome
 
     store = ResultStore(root, "kv-fixture")
     store.dir.mkdir(parents=True, exist_ok=True)

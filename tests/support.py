@@ -102,7 +102,7 @@ def two_workers(samples):
 
 def sample(campaign: str, run_id: str, value: float, host: str = "localhost", day: str = "2026-11-21", **kw):
     """A sample of seq's read_bw on tmpfs as a campaign stores it (the results index's tests); `kw` overrides."""
-    from iolab.samples import Sample
+    from iolab.measures.samples import Sample
 
     fields = {
         "repetition": 1,

@@ -18,7 +18,7 @@ tool at: iolab_host's sync_start; a fault at 10 s is at T + 10 s on the controll
     command             an argv of the campaign's (never a shell; only with --allow-commands)   heal: heal_argv
 
 Ceph's kinds need a Ceph backend (rbd, rbd_snapshot, cephfs), nfs_stop an nfs backend, rgw_stop an s3 one: a
-fault the backend does not have is refused when the campaign loads (`refusal`). The injector is iolab.injector;
+fault the backend does not have is refused when the campaign loads (`refusal`). The injector is iolab.drive.injector;
 what a run's clients felt is iolab.parsers.faults'. This module is the schema and what a dry run says.
 """
 
@@ -150,7 +150,7 @@ def problem(workload: _Workload) -> str | None:
     """Why a workload's faults cannot be measured (a campaign error), or None: a fault before the baseline (fio's
     ramp and BASELINE_MIN_S of the rate), a fault or heal past the run's end where the campaign says how long a run
     lasts (Workload.estimate: fio's ramp + runtime, a KV-cache trial's duration), a search. A run whose length
-    the storage decides (a loader's epochs) is checked after it (iolab.injector: a fault that never fired)."""
+    the storage decides (a loader's epochs) is checked after it (iolab.drive.injector: a fault that never fired)."""
     if not workload.faults:
         return None
     if getattr(workload, "jobfile", None):

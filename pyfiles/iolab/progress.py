@@ -5,9 +5,9 @@ prints one line (the same on a terminal and in a CI log):
 
     run 3/18: seq-read on tmpfs, rep 3: read_bw 2.1 GiB/s  (12 s; 3 done, 15 left, about 2 min 40 s to go)
 
-On a terminal the live table of the playbook running (iolab.runner) also shows
+On a terminal the live table of the playbook running (iolab.drive.runner) also shows
 `status()` as its caption, updated as the run goes on, followed by the running run's
-throughput now (iolab.live).
+throughput now (iolab.drive.live).
 
 The time to go: each run still to come is expected to take as long as the runs of the
 same workload took so far (their mean), or, for a workload not run yet, its estimate
@@ -34,11 +34,11 @@ class Planned:
     estimate: float  # seconds, before any run has been timed
 
 
-REPEATS = 3  # a search's probes of each point next to the boundary, at least (iolab.accelerators.search)
+REPEATS = 3  # a search's probes of each point next to the boundary, at least (iolab.run.accelerators.search)
 
 
 def search_probes(ceiling: int, repeats: int = REPEATS) -> int:
-    """The probes a search up to `ceiling` is expected to run (iolab.accelerators.search): doubling from 1 to the
+    """The probes a search up to `ceiling` is expected to run (iolab.run.accelerators.search): doubling from 1 to the
     ceiling (⌈log2 ceiling⌉ + 1 probes; a boundary found sooner leaves about as many to its bisection), then the two
     points next to the boundary probed again until each has `repeats`.
 

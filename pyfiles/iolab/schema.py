@@ -1,7 +1,7 @@
 """The field types of campaign files, with their checks: names, sizes, durations, paths, mount options;
 and the campaign's data set, which backends and the campaign both describe.
 
-Every model of a campaign (iolab.campaign, iolab.backends, iolab.workloads) builds on these, so a
+Every model of a campaign (iolab.campaign.model, iolab.backends, iolab.workloads) builds on these, so a
 value means the same and is refused the same way wherever it appears.
 """
 

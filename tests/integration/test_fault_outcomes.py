@@ -78,8 +78,9 @@ def test_runs_whose_fault_failed_hung_or_never_fired_are_failed_and_run_again_an
     assert json.loads((cli.results / NAME / "campaign.json").read_text())["plan"][0]["workload"] == "plain"
 
     campaign_file(tmp_path)  # put back: the next call's plan runs the three failed runs again, the stored one not
-    from iolab import campaign, plan
-    from iolab.samples import ResultStore
+    from iolab.campaign import model as campaign
+    from iolab.measures.samples import ResultStore
+    from iolab.run import plan
 
     todo = plan.make(campaign.load(path), ["localhost"], ResultStore(cli.results, NAME)).todo
     assert sorted(entry.run.workload.name for entry in todo) == ["failed", "hung", "never"]

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from iolab import live_metrics
+from iolab.drive import live_metrics
 
 GATEWAY = shutil.which("prometheus-pushgateway")
 pytestmark = pytest.mark.skipif(

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from iolab import validity
-from iolab.samples import Sample
+from iolab.measures import validity
+from iolab.measures.samples import Sample
 from iolab.workloads.accelerator import COMPUTE_TIMES
 
 pytest.importorskip("tensorflow", reason="the cosmoflow preset runs tf.data (pip install tensorflow-cpu)")

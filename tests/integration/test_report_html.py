@@ -114,7 +114,7 @@ def test_the_main_jobs_page_fits_a_1280_px_window_its_flags_noted_under_their_ta
     job's (tests/report_stores.py: real fio runs, both backends' searches, every kind of flag)."""
     import report_stores
 
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     page = report_html.write(report_stores.main_job(tmp_path / "results"))
     found = probe(tmp_path, page, WIDTH, "--window-size=1280,2000")
@@ -146,7 +146,7 @@ document.body.setAttribute('data-probe', JSON.stringify({
 
 def three_months(results: Path) -> None:
     """Campaign 'vendors' a month apart on backends a and b; in the third, a reads 20 % slower."""
-    from iolab import results_store
+    from iolab.results import store as results_store
     from support import record, sample
 
     for name, day, a in (("vendors.20261101T000000Z", "2026-10-01", 4e9), ("vendors-nov", "2026-11-01", 4e9),
@@ -193,8 +193,8 @@ def calibrated(root: Path) -> Path:
 
     import report_stores
 
-    from iolab import profiles
-    from iolab.samples import ResultStore
+    from iolab.campaign import profiles
+    from iolab.measures.samples import ResultStore
 
     store = report_stores.main_job(root)
     device = "AMD EPYC 7763 64-Core Processor"
@@ -228,8 +228,10 @@ def test_every_page_kind_fits_a_1280_px_window(tmp_path, monkeypatch, kind):
     wraps in its cell, a faulted run's table keeps to its box."""
     import report_stores
 
-    from iolab import history_html, history_series, reparse, report_html
-    from iolab.samples import ResultStore
+    from iolab.measures.samples import ResultStore
+    from iolab.report import history_html, history_series
+    from iolab.report import html as report_html
+    from iolab.store import reparse
 
     root = tmp_path / "results"
     monkeypatch.setenv("IOLAB_RESULTS", str(root))

@@ -21,9 +21,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select, text
 
-from iolab import ledger, results_index, results_store
-from iolab.results_schema import runs, samples
-from iolab.samples import ResultStore
+from iolab.measures.samples import ResultStore
+from iolab.results import index as results_index
+from iolab.results import store as results_store
+from iolab.results.schema import runs, samples
+from iolab.store import ledger
 from support import Cli, record, sample
 
 INITDB = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
@@ -116,7 +118,7 @@ def test_publish_sends_the_same_rows_and_a_second_adds_none(postgres, tmp_path):
 
 
 def test_a_publish_killed_halfway_completes_exactly(postgres, tmp_path):
-    from iolab.results_publish import BATCH
+    from iolab.results.publish import BATCH
 
     total = 2 * BATCH + 700
     many(tmp_path, "big", total)

@@ -38,7 +38,7 @@ def bench(cli, campaign, *more: str, check: bool = True):
 
 def restore(box) -> None:
     """The box as every test expects it: its daemons running, the OSD in, no flag set, healthy (at most 180 s)."""
-    from iolab import fault_actions
+    from iolab.drive import fault_actions
 
     for entry in box.ceph_client()["daemons"]:
         entry = {**entry, "argv": [str(a) for a in entry["argv"]]}
@@ -53,7 +53,7 @@ def restore(box) -> None:
 def healthy(box) -> None:
     """The box as found: healthy (labbox.unaccepted), every placement group active+clean, the OSD up and in, no
     flag, daemons running."""
-    from iolab import fault_actions
+    from iolab.drive import fault_actions
 
     status = box.ceph("status")
     assert not box.unaccepted(status["health"]), status["health"]

@@ -1,4 +1,4 @@
-"""Runs through ClusterShell (iolab.fanout) on simulated hosts: through a gateway, started together, named last."""
+"""Runs through ClusterShell (drive.fanout) on simulated hosts: through a gateway, started together, named last."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import fanout
+from iolab.drive import fanout
 from iolab.shared.processes import alive
 from support import ROOT, Cli, tmpfs_campaign
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab import cli as cli_mod
-from iolab import lease
+from iolab.drive import lease
 from iolab.errors import UserError
+from iolab.run import cli as cli_mod
 from support import ROOT, tmpfs_campaign
 
 pytestmark = pytest.mark.lab

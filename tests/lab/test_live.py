@@ -1,4 +1,4 @@
-"""The running run's throughput comes from simulated hosts over SFTP (iolab.live), while a real tool runs there."""
+"""The running run's throughput comes from simulated hosts over SFTP (drive.live), while a real tool runs there."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from iolab.hosts import load_inventory
-from iolab.live import Watch
+from iolab.campaign.hosts import load_inventory
+from iolab.drive.live import Watch
 from support import PACED, ROOT
 
 pytestmark = pytest.mark.lab

@@ -18,10 +18,14 @@ import pytest
 from report_stores import probe_samples  # a probe's samples in the pytorch parser's shape
 from rich.console import Console
 
-from iolab import accelerators, bench, campaign, compare, compare_export, report, report_html
+from iolab.campaign import model as campaign
+from iolab.drive.execute import Lab
 from iolab.errors import RunFailed, UserError
-from iolab.execute import Lab
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.report import compare, compare_export
+from iolab.report import html as report_html
+from iolab.report import tables as report
+from iolab.run import accelerators, bench
 from iolab.workloads import pytorch as pytorch_workload
 
 HOSTS = ["gpu01", "gpu02"]
@@ -269,7 +273,7 @@ def test_a_probe_under_the_step_floor_is_no_answer(tmp_path):
 
 
 def test_a_disturbed_probe_is_run_again_and_if_it_stays_disturbed_the_answer_says_so(tmp_path):
-    """Foreign CPU (busy less the emulator's: iolab.limits) of a core or more disturbs a probe of 2 cores."""
+    """Foreign CPU (busy less the emulator's: iolab.measures.limits) of a core or more disturbs a probe of 2 cores."""
     run = search_run("fast")
 
     def cpu(n: int, k: int) -> tuple[float, float]:
@@ -289,7 +293,7 @@ def test_a_disturbed_probe_is_run_again_and_if_it_stays_disturbed_the_answer_say
 
 
 def test_the_search_stops_where_this_host_can_emulate_no_more_and_says_so(tmp_path):
-    """The emulator costs 0.45 of a core per rank on 2 cores: this host emulates 4 (iolab.limits.capacity)."""
+    """The emulator costs 0.45 of a core per rank on 2 cores: this host emulates 4 (iolab.measures.limits.capacity)."""
     run = search_run("fast")
     session = Probing(ResultStore(tmp_path, "verdict"), lambda n, k: 99.0, cpu=lambda n, k: (0.45 * n, 0.45 * n))
     outcome, probes = accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 16, show=str)

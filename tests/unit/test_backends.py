@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab import campaign, execute
+from iolab.campaign import model as campaign
+from iolab.drive import execute
 from iolab.errors import UserError
 from iolab.host import mounts
 from iolab.host.dataset.manifest import Manifest

@@ -1,4 +1,4 @@
-"""Accelerator profiles (iolab.profiles, iolab.calibration): what a campaign and the report make of them, the
+"""Accelerator profiles (campaign.profiles, run.calibration): what a campaign and the report make of them, the
 refusals, and that an emulated device's compute per batch is its profile's step time."""
 
 from __future__ import annotations
@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from iolab import calibration, campaign, gpus, live, profiles, report
+from iolab.campaign import gpus, profiles
+from iolab.campaign import model as campaign
+from iolab.drive import live
 from iolab.errors import UserError
 from iolab.host import live as host_live
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
+from iolab.measures.samples import ResultStore, Sample
 from iolab.parsers import calibrate as calibrate_parser
 from iolab.parsers import pytorch as pytorch_parser
-from iolab.samples import ResultStore, Sample
+from iolab.report import tables as report
+from iolab.run import calibration
 from iolab.workloads.accelerator import Accelerator
 
 
@@ -237,7 +241,7 @@ def test_a_profile_that_is_no_regular_file_is_refused_at_once(tmp_path, kind):
         path = tmp_path / "fifo.json"
         os.mkfifo(path)
     code = (
-        "import sys, resource; from pathlib import Path; from iolab import profiles\n"
+        "import sys, resource; from pathlib import Path; from iolab.campaign import profiles\n"
         "from iolab.errors import UserError\n"
         "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
         "try: profiles.load_profile(Path(sys.argv[1]))\n"
@@ -272,7 +276,7 @@ def test_bench_calibrate_reads_a_campaigns_batches_before_the_profile_it_names_e
 def test_bench_calibrate_with_no_flags_refuses_a_host_without_a_gpu_naming_scale_tiny(results):
     """Issue 44, 4: full-size models on a CPU take hours; refused before any host is touched (this machine: its
     driver lists no GPU; another host: its facts say none)."""
-    from iolab.cli import lab
+    from iolab.run.cli import lab
 
     with pytest.raises(UserError, match=r"^localhost has no GPU, .* pass --scale tiny --batch-sizes 2"):
         calibration.run(lab(None, None), "", "", None, "auto")

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign
+from iolab.campaign import model as campaign
 from iolab.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]

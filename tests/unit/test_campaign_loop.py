@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from iolab import bench, runner
-from iolab.campaign import parse
+from iolab.campaign.model import parse
+from iolab.drive import runner
+from iolab.drive.execute import Lab
 from iolab.errors import RunFailed
-from iolab.execute import Lab
-from iolab.samples import ResultStore
+from iolab.measures.samples import ResultStore
+from iolab.run import bench
 
 
 class Ansible(Lab):

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from iolab import ceph
 from iolab.host import ceph_osds
+from iolab.store import ceph
 from support import ROOT
 
 
@@ -91,7 +91,7 @@ def test_a_kept_cache_is_not_called_dropped():
 
 
 def test_only_ceph_backends_get_a_cluster_for_the_run():
-    from iolab.campaign import Campaign
+    from iolab.campaign.model import Campaign
 
     campaign = Campaign.model_validate(
         {

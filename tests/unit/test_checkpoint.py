@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign, record
+from iolab.campaign import model as campaign
 from iolab.errors import UserError
 from iolab.host import checkpoint
+from iolab.measures.samples import Sample
 from iolab.parsers import checkpoint as parser
-from iolab.samples import Sample
+from iolab.store import record
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab import report
 from iolab.errors import UserError
-from iolab.samples import ResultStore, Sample
+from iolab.measures.samples import ResultStore, Sample
+from iolab.report import tables as report
 
 ROOT = Path(__file__).resolve().parents[2]
 

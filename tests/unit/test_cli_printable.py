@@ -1,4 +1,4 @@
-"""No error message puts a terminal escape on the screen: iolab.cli.user_errors writes the control characters of
+"""No error message puts a terminal escape on the screen: iolab.run.cli.user_errors writes the control characters of
 every UserError's line out (units.printable), whatever name or value it quotes (issue 23)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from invoke.exceptions import Exit
 
-from iolab.cli import user_errors
-from iolab.compare import Regression
 from iolab.errors import UserError
+from iolab.report.compare import Regression
+from iolab.run.cli import user_errors
 
 ESCAPES = "lo\x1b]0;owned\x07cal\x1b[2J\u009b31m"
 

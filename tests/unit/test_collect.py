@@ -8,7 +8,7 @@ import tarfile
 
 import yaml
 
-from iolab import execute, runner
+from iolab.drive import execute, runner
 from support import ROOT, hostrun
 
 
@@ -32,7 +32,7 @@ def test_hostrun_returns_a_small_run_in_its_output_and_leaves_nothing_on_the_hos
 
 def test_an_archive_near_the_inline_limit_comes_back_through_ansible_runner(tmp_path):
     """ansible-runner empties a task's result over MAX_EVENT_RES characters (700,000 by default): a 1 MiB archive
-    returned in the output (base64, twice: stdout and stdout_lines) was dropped without a word before iolab.runner
+    returned in the output (base64, twice: stdout and stdout_lines) was dropped without a word before iolab.drive.runner
     raised that limit above what a run returns."""
     run_dir = tmp_path / "run-1"
     hostrun_argv = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(run_dir), "--pack", "--"]

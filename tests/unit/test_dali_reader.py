@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.campaign import expand, parse
+from iolab.campaign.model import expand, parse
 from iolab.errors import UserError
 from iolab.host.dataset.gen import gen
 from support import ROOT

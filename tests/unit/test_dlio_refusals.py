@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign as campaign_mod
+from iolab.campaign import model as campaign_mod
 from iolab.errors import UserError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "dlio"

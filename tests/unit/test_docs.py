@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab import validity
 from iolab.host import kvcache_sim
 from iolab.host.dataset import gen
+from iolab.measures import validity
 from iolab.shared import fio_options, kvcache_model, shapes
 from iolab.workloads import accelerator, kvcache, kvcache_rules, mlperf
 
@@ -103,14 +103,14 @@ def names_something(dotted: str) -> bool:
 
 
 def test_dotted_names_are_found_in_prose_and_checked():
-    text = "see iolab.execute.OWNER, `iolab.bench.OWNER` (moved), iolab.pack/1 and pyfiles/iolab.egg-info"
-    assert DOTTED.findall(text) == ["iolab.execute.OWNER", "iolab.bench.OWNER"]
-    assert names_something("iolab.execute.OWNER") and names_something("iolab.shared.shapes")
-    assert not names_something("iolab.bench.OWNER") and not names_something("iolab.hostrun")
+    text = "see iolab.drive.execute.OWNER, `iolab.run.bench.OWNER` (moved), iolab.pack/1 and pyfiles/iolab.egg-info"
+    assert DOTTED.findall(text) == ["iolab.drive.execute.OWNER", "iolab.run.bench.OWNER"]
+    assert names_something("iolab.drive.execute.OWNER") and names_something("iolab.shared.shapes")
+    assert not names_something("iolab.run.bench.OWNER") and not names_something("iolab.hostrun")
 
 
 def test_every_iolab_name_mentioned_resolves():
-    """A name in prose that moved in a split (`iolab.bench.OWNER`) sends a reader to nothing."""
+    """A name in prose that moved in a split (`iolab.run.bench.OWNER`) sends a reader to nothing."""
     missing, seen = [], 0
     for path in text_files():
         if path == Path(__file__):

@@ -1,4 +1,4 @@
-"""iolab.fanout's parts that need no host: what fans out, the ssh_config, the start margin, a reply's record."""
+"""iolab.drive.fanout's parts that need no host: what fans out, the ssh_config, the start margin, a reply's record."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import fanout, fanout_run, runner
+from iolab.campaign.hosts import load_inventory
+from iolab.drive import fanout, fanout_run, runner
 from iolab.errors import UserError
-from iolab.hosts import load_inventory
 from iolab.shared.protocol import ARCHIVE_LINE
 
 FIO = {

@@ -13,12 +13,14 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from iolab import campaign, fault_actions, injector, ledger
+from iolab.campaign import model as campaign
+from iolab.campaign.hosts import Inventory
+from iolab.drive import fault_actions, injector, lease
 from iolab.errors import UserError
-from iolab.hosts import Inventory
+from iolab.measures.samples import ResultStore
 from iolab.parsers import faults as figures_of
-from iolab.samples import ResultStore
 from iolab.shared.processes import alive
+from iolab.store import ledger
 from support import sample
 
 TMPFS = {"name": "mem", "type": "tmpfs", "size": "256MiB"}
@@ -115,7 +117,7 @@ def begun(tmp_path: Path, workloads: list[dict]) -> tuple[ResultStore, campaign.
     spec = write(tmp_path / "c.yml", workloads)
     store = ResultStore(tmp_path / "results", spec.name)
     runs = campaign.expand(spec)
-    ledger.begin(store, spec, runs, ["localhost"])
+    ledger.begin(store, spec, runs, ["localhost"], lease.record("campaign test"))
     store.add_samples([sample(spec.name, runs[0].run_id, 1e9, workload=runs[0].workload.name)])
     return store, spec
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign
+from iolab.campaign import model as campaign
 from iolab.errors import UserError
 from iolab.host import fio_jobs
 from iolab.shared import fio_jobfile

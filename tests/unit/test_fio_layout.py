@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.campaign import load
+from iolab.campaign.model import load
 from iolab.errors import UserError
 from iolab.host import fio_jobs
 from iolab.shared import fio_jobfile, fio_options

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from iolab.record import headline
-from iolab.samples import AGGREGATE_HOST, Sample
+from iolab.measures.samples import AGGREGATE_HOST, Sample
+from iolab.store.record import headline
 from iolab.units import human
 
 HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]

@@ -25,7 +25,7 @@ def test_stop_ends_and_removes_its_own_runs_and_leaves_another_commands(tmp_path
     mine, theirs = runs / "ctl-100-1" / "gpu01", runs / "ctl-200-2" / "gpu01"  # two labs' gpu01, one file system
     mine_proc, theirs_proc = _left_running(mine, "run-a"), _left_running(theirs, "run-a")
     for owner in (mine.parent, theirs.parent):
-        (owner / "run-a.start").touch()  # each run's start file, beside its hosts' directories (iolab.fanout)
+        (owner / "run-a.start").touch()  # each run's start file, beside its hosts' directories (iolab.drive.fanout)
     try:
         done = hostrun("stop", "--dir", str(mine))
         assert done.returncode == 0, done.stderr

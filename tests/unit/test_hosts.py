@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
+from iolab.campaign.hosts import compress, expand_names, load_inventory, select_hosts
 from iolab.errors import UserError
-from iolab.hosts import compress, expand_names, load_inventory, select_hosts
 
 INVENTORY = """
 all:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab import campaign, compare, yamlfile
+from iolab import yamlfile
+from iolab.campaign import model as campaign
 from iolab.errors import UserError
+from iolab.report import compare
 from iolab.workloads import dlio, mlperf
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.accelerators import search
 from iolab.host import kvcache, mlperf_kvcache
 from iolab.host.kvcache_sim import DECODE_BATCH, Rank, Request, draw_users
 from iolab.host.kvcache_tiers import FILL_LIMIT, Settings, Stats, Tiers
 from iolab.parsers import kvcache as parser
+from iolab.run.accelerators import search
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds, templates
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kvcache"

@@ -12,11 +12,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from iolab import kvcache_search, report_kvcache, report_mlperf_kv, validity
-from iolab.accelerators import Outcome
-from iolab.campaign import expand, parse
+from iolab.campaign.model import expand, parse
 from iolab.errors import UserError
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.measures import validity
+from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.report import kvcache as report_kvcache
+from iolab.report import mlperf_kv as report_mlperf_kv
+from iolab.run import kvcache_search
+from iolab.run.accelerators import Outcome
 from iolab.workloads.kvcache import LATENCY_BOUND
 from iolab.workloads.kvcache_rules import OPTIONS, run_rules
 

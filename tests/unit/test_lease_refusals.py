@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab import cli as cli_mod
-from iolab import execute, lease
+from iolab.drive import execute, lease
 from iolab.errors import UserError
+from iolab.run import cli as cli_mod
 from support import ROOT
 
 HOST = "localhost"

@@ -1,4 +1,4 @@
-"""What limited a probe (iolab.limits), from real telemetry: runs captured on this machine under
+"""What limited a probe (iolab.measures.limits), from real telemetry: runs captured on this machine under
 iolab.host.hostrun (tests/fixtures/telemetry/README.md, the limits-* cases), parsed as bench parses
 them; and a loader run on a loop device whose reader a blkio/io cgroup throttles, live.
 
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab import limits
+from iolab.measures import limits
+from iolab.measures.samples import Sample
 from iolab.parsers import Measurement, Parsed, fio, pytorch
 from iolab.parsers import telemetry as tparser
-from iolab.samples import Sample
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
 SHARED = ("h1", "h2")
@@ -33,7 +33,7 @@ SHARED = ("h1", "h2")
 def host_samples(
     host_dir: Path, host: str = "h1", run_id: str = "probe", workload: str = "resnet50", tool: Parsed | None = None
 ) -> list[Sample]:
-    """A host's samples of one run as iolab.record makes them: the tool's figures and the telemetry's summaries,
+    """A host's samples of one run as iolab.store.record makes them: the tool's figures and the telemetry's summaries,
     each with the tool's metadata and the telemetry's."""
     measured: list[Measurement] = tool.measurements if tool else []
     found, metadata = tparser.merge(host_dir, measured)
@@ -324,7 +324,7 @@ def test_the_loader_on_a_throttled_device_is_limited_by_the_storage_and_beside_a
     assert limits.disturbed(ev) is not None and ev.foreign_cores >= 0.5
 
 
-# ----------------------------------------------------------------- real GPUs: limits.gpu_verdict, iolab.gpus
+# ----------------------------------------------------------------- real GPUs: limits.gpu_verdict, iolab.campaign.gpus
 
 
 def gpu_run(case: str, rate: float, util: float | None, loader_cores: float = 1.0, run_id: str = "real") -> list:
@@ -366,7 +366,7 @@ def test_a_real_gpu_run_is_storage_bound_when_it_reads_what_fio_got_from_the_sto
 
 
 def test_the_gpus_fed_are_the_most_whose_real_data_held_the_threshold_of_the_ceiling():
-    from iolab import gpus
+    from iolab.campaign import gpus
 
     def leg(count: int, data: str, rate: float, run_id: str) -> list[Sample]:
         made = gpu_run("tmpfs-seq-read-1m", rate, 95.0 if data == "synthetic" else 60.0, run_id=run_id)

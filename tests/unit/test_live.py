@@ -1,4 +1,4 @@
-"""The running run's throughput: hostrun's live.json (iolab.host.live), read by the controller (iolab.live).
+"""The running run's throughput: hostrun's live.json (iolab.host.live), read by the controller (iolab.drive.live).
 
 Real processes, real /proc counters: a tool paced at a known rate, read while `hostrun run` runs it.
 Bounds are wide (±50 %): the rate is for a person watching, and these two cores are shared.
@@ -13,8 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from iolab.hosts import load_inventory
-from iolab.live import Watch
+from iolab.campaign.hosts import load_inventory
+from iolab.drive.live import Watch
 from support import PACED, ROOT
 
 MIB = 1 << 20
@@ -88,7 +88,7 @@ def test_the_controller_adds_up_every_hosts_figures(tmp_path):
 def test_the_live_table_caption_is_the_campaigns_progress_and_the_runs_throughput_now(tmp_path):
     from rich.console import Console
 
-    from iolab.execute import Lab
+    from iolab.drive.execute import Lab
 
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(json.dumps({"all": {"hosts": {"h1": {"ansible_connection": "local"}}}}))

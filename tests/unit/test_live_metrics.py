@@ -1,5 +1,5 @@
-"""Live figures to Prometheus (iolab.live_metrics): node_exporter's textfile, read back with prometheus-client's own
-parser; the live watch feeding it (iolab.live.Watch on a local host's live.json); a destination that fails."""
+"""Live figures to Prometheus (drive.live_metrics): node_exporter's textfile, read back with prometheus-client's own
+parser; the live watch feeding it (iolab.drive.live.Watch on a local host's live.json); a destination that fails."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from iolab import live, live_metrics
+from iolab.campaign.hosts import Inventory
+from iolab.drive import live, live_metrics
 from iolab.errors import UserError
-from iolab.hosts import Inventory
 from iolab.shared.protocol import LIVE_FILE
 
 

@@ -31,7 +31,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the loader needs torch (pip install torch==2.13.0)")
 pytest.importorskip("cv2", reason="the loader needs opencv-python-headless")
 
-from iolab import campaign as campaign_mod  # noqa: E402
+from iolab.campaign import model as campaign_mod  # noqa: E402
 from iolab.host.dataset.gen import gen  # noqa: E402
 from iolab.host.dataset.manifest import Manifest  # noqa: E402
 from iolab.host.dataset.pack import pack  # noqa: E402
@@ -559,7 +559,7 @@ def test_run_ids_follow_the_data_set_only_where_it_is_read():
 
 
 def test_read_only_backends_hold_one_data_set_for_every_host():
-    from iolab import datasets, execute
+    from iolab.drive import datasets, execute
 
     raw = {
         "name": "ro",

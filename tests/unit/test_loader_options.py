@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import campaign
+from iolab.campaign import model as campaign
 from iolab.host.loader import common, tf_loader, torch_loader
 from support import ROOT
 

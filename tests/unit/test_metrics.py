@@ -1,4 +1,4 @@
-"""The metric catalogue (iolab.metrics): every metric a parser emits is declared there, in its unit.
+"""The metric catalogue (iolab.measures.metrics): every metric a parser emits is declared there, in its unit.
 
 Each parser runs over the tests' fixtures (fio's and telemetry's captured runs) and over
 documents shaped as the host-side tools write them (the loader, the checkpoint, object and
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab import metrics
+from iolab.measures import metrics
+from iolab.measures.samples import ResultStore
 from iolab.parsers import Measurement, checkpoint, fio, objects, pytorch, telemetry
 from iolab.parsers import metadata as metadata_parser
-from iolab.samples import ResultStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign as campaign_mod
-from iolab import validity
+from iolab.campaign import model as campaign_mod
 from iolab.errors import UserError
-from iolab.samples import Sample
+from iolab.measures import validity
+from iolab.measures.samples import Sample
 from iolab.shared import shapes
 from iolab.workloads import accelerator, dlio, mlperf
 from iolab.workloads.checkpoint import CHECKPOINT_MODELS
@@ -396,9 +396,9 @@ def test_files_auto_takes_mlperfs_size_for_the_selected_hosts_ram():
 
 
 def test_host_memory_reads_each_hosts_meminfo():
-    """localhost through iolab.direct, against this machine's own /proc/meminfo."""
-    from iolab import direct
-    from iolab.hosts import load_inventory
+    """localhost through iolab.drive.direct, against this machine's own /proc/meminfo."""
+    from iolab.campaign.hosts import load_inventory
+    from iolab.drive import direct
 
     inventory = load_inventory(ROOT / "inventory" / "local.yml")
     (memory,) = direct.memory(inventory, ["localhost"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign as campaign_mod
+from iolab.campaign import model as campaign_mod
 from iolab.workloads import dlio
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from iolab import campaign as campaign_mod
-from iolab import host_flags, report_mlperf, validity
+from iolab.campaign import model as campaign_mod
 from iolab.errors import UserError
 from iolab.host import facts
+from iolab.measures import host_flags, validity
+from iolab.measures.samples import AGGREGATE_HOST, Sample
 from iolab.parsers import checkpoint as parser
-from iolab.samples import AGGREGATE_HOST, Sample
+from iolab.report import mlperf as report_mlperf
 from iolab.workloads import mlperf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -331,8 +332,8 @@ def test_a_tmpfs_must_hold_all_ten_checkpoints_at_once():
 
 
 def test_the_dry_run_says_which_workloads_the_rules_apply_to(tmp_path):
-    from iolab import bench
-    from iolab import cli as cli_mod
+    from iolab.run import bench
+    from iolab.run import cli as cli_mod
 
     spec = load([{"name": "ck", "type": "checkpoint", "scale": 0.0001, "mlperf": True}])
     said = bench.describe(spec, cli_mod.lab(None, "localhost"))

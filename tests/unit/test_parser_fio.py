@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from iolab.measures.samples import UNITS
 from iolab.parsers import Parsed, ParseError, fio
-from iolab.samples import UNITS
 from iolab.workloads import parser_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"

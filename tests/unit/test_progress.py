@@ -94,7 +94,8 @@ def test_durations_read_as_a_person_says_them():
 def test_before_the_first_run_a_campaign_s_time_to_go_is_the_dry_run_estimate():
     from pathlib import Path
 
-    from iolab import campaign, plan
+    from iolab.campaign import model as campaign
+    from iolab.run import plan
 
     spec = campaign.load(Path(__file__).resolve().parents[2] / "campaigns" / "quick.yml")
     runs = campaign.expand(spec)
@@ -109,7 +110,8 @@ def test_a_search_is_expected_to_take_its_probes_not_one_run():
     import math
     from pathlib import Path
 
-    from iolab import campaign, plan
+    from iolab.campaign import model as campaign
+    from iolab.run import plan
 
     spec = campaign.load(Path(__file__).resolve().parents[2] / "campaigns" / "kvcache.yml")
     runs = campaign.expand(spec)
@@ -131,7 +133,8 @@ def test_an_accelerator_search_is_expected_to_take_its_probes_at_least_at_the_ac
     emulated step time (17.9 ms for resnet50 at batch 32): 80 s a backend at the least, not 2.5 s."""
     from pathlib import Path
 
-    from iolab import campaign, plan
+    from iolab.campaign import model as campaign
+    from iolab.run import plan
 
     spec = campaign.load(Path(__file__).resolve().parents[2] / "campaigns" / "quick.yml")
     runs = campaign.expand(spec)
@@ -142,7 +145,7 @@ def test_an_accelerator_search_is_expected_to_take_its_probes_at_least_at_the_ac
 
 
 def test_on_a_terminal_the_live_table_of_each_playbook_shows_the_campaign_s_progress_under_it():
-    from iolab import runner
+    from iolab.drive import runner
 
     p, clock, _ = progress(PLAN, terminal=True)
     run(p, clock, PLAN[0], 10.0)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign
+from iolab.campaign import model as campaign
 from iolab.errors import UserError
 
 GOOD = {
@@ -143,7 +143,7 @@ BOMB = "\n".join(
 # Each case is loaded in a child process: its peak memory (ru_maxrss) and time are the command's.
 CHILD = """
 import sys, time
-from iolab import campaign
+from iolab.campaign import model as campaign
 from iolab.errors import UserError
 started = time.monotonic()
 try:

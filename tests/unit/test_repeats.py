@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iolab import campaign, plan
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.campaign import model as campaign
+from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.run import plan
 
 SPEC = {
     "name": "rep",

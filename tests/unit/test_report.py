@@ -23,10 +23,12 @@ import pytest
 import yaml
 from rich.console import Console
 
-from iolab import compare, history, host_flags, report, validity, welch, who_wins
-from iolab.campaign import expand, load
+from iolab.campaign.model import expand, load
 from iolab.errors import UserError
-from iolab.samples import ResultStore, Sample
+from iolab.measures import host_flags, validity, welch, who_wins
+from iolab.measures.samples import ResultStore, Sample
+from iolab.report import compare, history
+from iolab.report import tables as report
 from support import Cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
@@ -343,7 +345,7 @@ def test_units_name_the_row_unit_and_scale_its_cells(results, units, divisor, la
 
 
 def test_html_report_in_si_units_labels_rows_and_axes_in_decimal_units(results):
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     expected = aggregate_values(CAMPAIGN)
     store = ResultStore(results, CAMPAIGN)
@@ -609,7 +611,7 @@ def write_store(root: Path, name: str, data: list[Sample]) -> ResultStore:
 def test_accelerator_utilization_curve_and_how_many_accelerators_each_backend_feeds(tmp_path):
     """No AU workload exists yet: AU samples are made from real read_bw samples (metric, value and
     params.accelerators replaced), tmpfs holding 90% up to 4 accelerators, local only up to 1."""
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     base = {
         b: next(s for s in samples(CAMPAIGN) if s.host == "*" and s.metric == "read_bw" and s.backend == b)
@@ -634,7 +636,7 @@ def test_accelerator_utilization_curve_and_how_many_accelerators_each_backend_fe
 
 
 def test_provenance_flags_hosts_that_differ(tmp_path):
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     data = samples(CAMPAIGN)
     other = [
@@ -654,7 +656,7 @@ def test_provenance_flags_hosts_that_differ(tmp_path):
 
 
 def test_flags_section_lists_the_flags_and_the_checks_not_applied():
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     page = report_html.build(ResultStore(FIXTURES, CAMPAIGN))
     section = page[page.index('<section id="flags">') : page.index('<section id="provenance">')]
@@ -672,7 +674,7 @@ def test_html_report_escapes_names_from_the_campaign(tmp_path):
 
     from markupsafe import escape
 
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     names = {"campaign": f"c {HOSTILE}", "workload": f"w {HOSTILE}", "backend": f"b {HOSTILE}"}
     data = [
@@ -713,14 +715,14 @@ def test_the_report_templates_ship_with_the_package():
     import importlib.resources
     import tomllib
 
-    from iolab import report_html
+    from iolab.report import html as report_html
 
-    templates = importlib.resources.files("iolab") / "templates"
+    templates = importlib.resources.files("iolab.report") / "templates"
     names = sorted(t.name for t in templates.iterdir() if t.is_file() and not t.name.startswith("."))
     assert {"report.html.j2", "macros.html.j2", "report.css.j2"} <= set(names)
     assert report_html.TEMPLATE in names
     pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
-    globs = pyproject["tool"]["setuptools"]["package-data"]["iolab"]
+    globs = pyproject["tool"]["setuptools"]["package-data"]["iolab.report"]
     for name in names:
         assert any(fnmatch.fnmatch(f"templates/{name}", g) for g in globs), f"{name} would not be installed"
     environment = report_html._templates()
@@ -728,7 +730,7 @@ def test_the_report_templates_ship_with_the_package():
 
 
 def test_telemetry_lines_without_the_parser_are_read_by_their_numeric_fields(tmp_path):
-    from iolab import report_telemetry
+    from iolab.report import telemetry as report_telemetry
 
     (tmp_path / "telemetry.jsonl").write_text(
         "\n".join(
@@ -753,7 +755,7 @@ def test_telemetry_lines_without_the_parser_are_read_by_their_numeric_fields(tmp
 def test_byte_settings_carry_a_unit_and_settings_sort_by_value_not_text(tmp_path, results):
     """object_size 65536/1048576/16777216 and threads 8/16: as text they would sort 1048576 < 16777216 < 65536
     and 16 < 8; the report, the winners, the HTML page and compare give them in value order, with units."""
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     base = {
         b: next(s for s in samples(CAMPAIGN) if s.host == "*" and s.metric == "read_bw" and s.backend == b)
@@ -810,7 +812,7 @@ def test_the_report_without_a_campaign_takes_this_users_latest_not_anyones(tmp_p
     import getpass
     import os
 
-    from iolab import ledger
+    from iolab.store import ledger
 
     fixture = FIXTURES / "fio-tmpfs"
     for name, user, when in (("mine", getpass.getuser(), 1_000_000), ("theirs", "someone-else", 2_000_000)):

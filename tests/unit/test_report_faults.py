@@ -1,4 +1,4 @@
-"""The report side of faulted runs (iolab.report_faults, svg's marks) and report.compare on recovery figures,
+"""The report side of faulted runs (iolab.report.faults, svg's marks) and report.compare on recovery figures,
 whose baseline is often 0 (a time to recover where the clients never slowed)."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab import compare, compare_export, reparse, report_faults, svg
-from iolab.samples import ResultStore, Sample
+from iolab.measures.samples import ResultStore, Sample
+from iolab.report import compare, compare_export, svg
+from iolab.report import faults as report_faults
+from iolab.store import reparse
 
 CEPHFS = Path(__file__).resolve().parents[1] / "fixtures" / "report_faults" / "osd-stop-cephfs"
 RUN = "2630bf4e4a6a"

@@ -17,9 +17,10 @@ from report_stores import main_job
 from rich.cells import cell_len
 from rich.console import Console
 
-from iolab import metrics, report, validity
-from iolab.report_layout import NAME, NUMBER, Column, Fitted
-from iolab.samples import AGGREGATE_HOST
+from iolab.measures import metrics, validity
+from iolab.measures.samples import AGGREGATE_HOST
+from iolab.report import tables as report
+from iolab.report.layout import NAME, NUMBER, Column, Fitted
 
 VENDOR = {"tmpfs": "vendor-a-nvme-east", "local": "vendor-b-nvme-west", "resnet50-h100": "resnet50-h100-packed"}
 

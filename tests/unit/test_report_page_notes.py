@@ -14,7 +14,10 @@ from html import unescape
 import pytest
 import report_stores
 
-from iolab import host_flags, report, report_html, svg, validity, who_wins
+from iolab.measures import host_flags, validity, who_wins
+from iolab.report import html as report_html
+from iolab.report import svg
+from iolab.report import tables as report
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from iolab import compare
 from iolab.errors import UserError
+from iolab.report import compare
 from support import Cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"

@@ -20,20 +20,15 @@ from report_stores import FIXTURES, KV_TRIALS, NAME, kv_cache, main_job
 from rich.cells import cell_len
 from rich.console import Console
 
-from iolab import (
-    compare,
-    history,
-    history_series,
-    reparse,
-    report,
-    report_faults,
-    report_kvcache,
-    results_check,
-    results_index,
-    status,
-)
-from iolab.report_faults import ROWS
-from iolab.samples import ResultStore
+from iolab.measures.samples import ResultStore
+from iolab.report import compare, database, history, history_series, status
+from iolab.report import faults as report_faults
+from iolab.report import kvcache as report_kvcache
+from iolab.report import tables as report
+from iolab.report.faults import ROWS
+from iolab.results import check as results_check
+from iolab.results import index as results_index
+from iolab.store import reparse
 
 FAULTS = FIXTURES.parent / "report_faults"
 MOVED = ("report-fixture.20261120T060000Z", "report-fixture.20261121T060000Z")
@@ -86,8 +81,8 @@ def test_status_names_each_store_and_each_rule_whole(results):
 
 
 def test_results_index_names_each_store_and_checksum_whole(results):
-    table, line = results_check.run(results, rebuild=False)
-    text = printed(table)
+    found, line = results_check.run(results, rebuild=False)
+    text = printed(database.agreement(found, results))
     checked = results_check.verify(results_index.open_index(results), results)
     fits(text, stores(results) + [a.file_checksum for a in checked])
     assert all(f"{a.file_samples} / {a.db_samples}" in text for a in checked) and line.startswith("7 store(s)")
@@ -164,7 +159,7 @@ def test_the_pages_per_backend_tables_order_points_by_value_not_text(tmp_path):
     """A search's probes at 1, 2, 4, 8 and 16 accelerators: in that order, not 1, 16, 2, 4, 8."""
     from report_stores import CLIENT, searched
 
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     store = ResultStore(tmp_path, "probes")
     store.dir.mkdir(parents=True)
@@ -176,7 +171,7 @@ def test_the_pages_per_backend_tables_order_points_by_value_not_text(tmp_path):
 
 
 def test_the_page_says_one_run_not_one_runs(results, tmp_path):
-    from iolab import report_html
+    from iolab.report import html as report_html
 
     fio = ResultStore(results, "fio-tmpfs").samples()
     store = ResultStore(tmp_path, "fio-tmpfs")

@@ -1,8 +1,8 @@
-"""The results index (iolab.results_db): every stored line once, repaired after a crash, rebuilt from the files.
+"""The results index (iolab.results.db): every stored line once, repaired after a crash, rebuilt from the files.
 
-Stores are written as a campaign writes them (iolab.results_store's store: each append indexed), or
+Stores are written as a campaign writes them (iolab.results.store's store: each append indexed), or
 past the index (a plain ResultStore: what a controller killed between the append and the index's
-write leaves); the index is then set against the files (iolab.results_check) as `results.index` does.
+write leaves); the index is then set against the files (iolab.results.check) as `results.index` does.
 """
 
 from __future__ import annotations
@@ -17,10 +17,17 @@ import time
 import pytest
 from sqlalchemy import select
 
-from iolab import bench, ledger, results_check, results_db, results_index, results_query, results_store
+from iolab.drive import lease
 from iolab.errors import UserError
-from iolab.results_schema import campaigns, runs, samples
-from iolab.samples import AGGREGATE_HOST, ResultStore
+from iolab.measures.samples import AGGREGATE_HOST, ResultStore
+from iolab.results import check as results_check
+from iolab.results import db as results_db
+from iolab.results import index as results_index
+from iolab.results import query as results_query
+from iolab.results import store as results_store
+from iolab.results.schema import campaigns, runs, samples
+from iolab.run import bench
+from iolab.store import ledger
 from support import Cli, record, sample
 
 
@@ -75,18 +82,18 @@ def test_a_torn_line_waits_and_a_bad_line_is_skipped_on_both_sides(tmp_path):
     with store.samples_path.open("ab") as handle:
         handle.write(whole[40:] + b"\n")
     assert agreement(tmp_path) == {"quick": (3, 1, True)}
-    from iolab import history
+    from iolab.report import history
 
     assert [e.skipped for e in history.campaigns(tmp_path)] == [1]
 
 
 def test_a_store_moved_aside_is_the_same_campaign_renamed(tmp_path):
     store = results_store.open_store(tmp_path, "quick")
-    ledger.begin(store, _campaign(), [], ["localhost"])
+    ledger.begin(store, _campaign(), [], ["localhost"], lease.record("campaign test"))
     run_into(store, "r1", 1e9)
     first_id = ledger.read(store.dir)["id"]
     moved = bench.start_over(store)  # --no-resume
-    ledger.begin(store, _campaign(), [], ["localhost"])
+    ledger.begin(store, _campaign(), [], ["localhost"], lease.record("campaign test"))
     run_into(store, "r1", 1.2e9)
     assert agreement(tmp_path) == {"quick": (2, 1, True), moved.name: (2, 1, True)}
     with results_index.open_index(tmp_path).connect() as conn:
@@ -117,7 +124,7 @@ def test_a_rebuild_gives_the_same_rows(tmp_path):
     for name, value in (("a", 1e9), ("b", 2e9), ("c", 3e9)):
         run_into(results_store.open_store(tmp_path, name), f"{name}1", value)
     before = rows(tmp_path)
-    table, line = results_check.run(tmp_path, rebuild=True)
+    _, line = results_check.run(tmp_path, rebuild=True)
     assert rows(tmp_path) == before and len(before) == 9
     assert line.startswith("3 store(s): index and files agree; rebuilt from the files")
 
@@ -174,7 +181,7 @@ def test_the_index_is_behind_but_the_run_is_not_failed(tmp_path, capsys):
 
 
 def _campaign():
-    from iolab.campaign import parse
+    from iolab.campaign.model import parse
 
     raw = {
         "name": "quick",
@@ -185,12 +192,12 @@ def _campaign():
 
 
 def test_the_ledger_keeps_its_id_and_start_and_names_its_plan(tmp_path):
-    from iolab.campaign import expand
+    from iolab.campaign.model import expand
 
     spec = _campaign()
     store = ResultStore(tmp_path, "quick")
-    first = ledger.begin(store, spec, expand(spec), ["localhost"])
-    again = ledger.begin(store, spec, expand(spec), ["localhost"])
+    first = ledger.begin(store, spec, expand(spec), ["localhost"], lease.record("campaign test"))
+    again = ledger.begin(store, spec, expand(spec), ["localhost"], lease.record("campaign test"))
     assert (again["id"], again["started"]) == (first["id"], first["started"])
     assert [p["hosts"] for p in again["plan"]] == [["localhost"]]
     assert again["held_by"]["pid"] == os.getpid()
@@ -198,7 +205,7 @@ def test_the_ledger_keeps_its_id_and_start_and_names_its_plan(tmp_path):
 
 
 def test_a_campaign_file_may_name_a_server_but_never_its_password():
-    from iolab.campaign import parse
+    from iolab.campaign.model import parse
 
     raw = {
         "name": "quick",
@@ -215,7 +222,7 @@ def test_a_campaign_file_may_name_a_server_but_never_its_password():
 
 
 def test_a_server_is_named_without_its_secret():
-    from iolab.results_url import parse
+    from iolab.campaign.results_url import parse
 
     target = parse("postgresql://iolab:s3cret@lab-db:6543/results", "--to")
     assert target.shown == "iolab@lab-db:6543/results" and "s3cret" not in target.key
@@ -259,8 +266,9 @@ STORE_A_RUN = """
 import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from iolab import record, results_store
-from iolab.campaign import expand, parse
+from iolab.store import record
+from iolab.results import store as results_store
+from iolab.campaign.model import expand, parse
 from support import sample
 raw = {"name": "quick", "backends": [{"name": "tmpfs", "type": "tmpfs", "size": "64MiB"}],
        "workloads": [{"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s"}]}

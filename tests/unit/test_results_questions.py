@@ -11,9 +11,12 @@ import time
 
 import pytest
 
-from iolab import compare, history_series, lease, ledger, results_store, status
+from iolab.drive import lease
 from iolab.errors import UserError
-from iolab.samples import AGGREGATE_HOST
+from iolab.measures.samples import AGGREGATE_HOST
+from iolab.report import compare, history_series, status
+from iolab.results import store as results_store
+from iolab.store import ledger
 from support import Cli, record, sample
 
 GIB = 1 << 30

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab import campaign, datasets, execute, validity
+from iolab.campaign import model as campaign
+from iolab.drive import datasets, execute
 from iolab.errors import UserError
 from iolab.host import objects as host_objects
 from iolab.host import s3client
+from iolab.measures import validity
 from iolab.parsers import objects as parser
 
 
@@ -191,7 +193,7 @@ def test_a_missing_result_names_the_file(tmp_path):
 def test_services_up_says_where_the_bucket_and_the_credentials_file_are_not_the_keys(tmp_path):
     from types import SimpleNamespace
 
-    from iolab import services
+    from iolab.drive import services
 
     credentials = tmp_path / "s3.credentials"
     credentials.write_text("[default]\naws_access_key_id = AKEXAMPLE\naws_secret_access_key = SECRETEXAMPLE\n")

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from iolab.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
 
 
 def sample(run_id="r1", host="h1", metric="read_bw", value=1.0):

@@ -19,7 +19,7 @@ CHILD = """
 import signal, sys, time
 sys.path.insert(0, sys.argv[1])
 from invoke.exceptions import Exit
-from iolab.cli import user_errors
+from iolab.run.cli import user_errors
 
 @user_errors
 def command():

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from iolab import campaign, injector
+from iolab.campaign import model as campaign
+from iolab.campaign.hosts import Inventory
+from iolab.drive import injector
 from iolab.errors import UserError
-from iolab.hosts import Inventory
 from iolab.parsers import faults as figures_of
 from iolab.parsers import fio
 
@@ -81,7 +82,7 @@ def test_a_command_fault_runs_only_with_allow_commands_and_the_dry_run_says_the_
     ):
         campaign.check_commands(spec, "c.yml", allowed=False)
     campaign.check_commands(spec, "c.yml", allowed=True)
-    from iolab import bench
+    from iolab.run import bench
 
     lab = SimpleNamespace(hosts=["localhost"], inventory=Inventory(Path("i"), ("localhost",), {}, {}))
     text = bench.describe(spec, lab)  # type: ignore[arg-type]
@@ -369,7 +370,7 @@ def test_the_schedule_thread_ends_with_the_run(tmp_path):
 
 
 def test_a_daemon_is_stopped_only_by_the_pid_its_file_names_and_with_the_command_line_it_was_started_with(tmp_path):
-    from iolab import fault_actions
+    from iolab.drive import fault_actions
 
     pid_file = tmp_path / "run" / "sleeper.pid"
     pid_file.parent.mkdir()
@@ -395,8 +396,8 @@ def test_a_daemon_is_stopped_only_by_the_pid_its_file_names_and_with_the_command
 
 
 def test_a_fault_on_a_daemon_the_services_do_not_publish_is_refused_before_anything_starts(tmp_path):
-    from iolab import fault_actions
     from iolab.backends.cephfs import CephfsBackend
+    from iolab.drive import fault_actions
     from iolab.faults import OsdFault
 
     (tmp_path / "client.json").write_text(json.dumps({"daemons": [{"type": "mon", "id": "iolab", "argv": ["x"]}]}))

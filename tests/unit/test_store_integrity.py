@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.samples import ResultStore, Sample, StoreError
+from iolab.measures.samples import ResultStore, Sample, StoreError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ CHILD = """
 import resource, signal, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[3])
-from iolab.samples import ResultStore, Sample, StoreError
+from iolab.measures.samples import ResultStore, Sample, StoreError
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)          # EFBIG instead of a signal, as ENOSPC comes
 store = ResultStore(Path(sys.argv[1]), "integrity")
 limit = store.samples_path.stat().st_size + int(sys.argv[2])
@@ -167,10 +167,10 @@ def test_a_resume_refuses_a_store_with_a_bad_line_before_anything_runs(tmp_path)
 
     from rich.console import Console
 
-    from iolab import bench
-    from iolab.campaign import parse
-    from iolab.execute import Lab
-    from iolab.samples import CorruptStore
+    from iolab.campaign.model import parse
+    from iolab.drive.execute import Lab
+    from iolab.measures.samples import CorruptStore
+    from iolab.run import bench
 
     class NoAnsible(Lab):
         def play(self, *args, **kwargs):
@@ -225,7 +225,7 @@ def test_a_number_that_is_not_finite_is_never_written(tmp_path, field, value):
 def test_the_store_reads_only_what_was_appended_since_and_all_again_when_rewritten(tmp_path, monkeypatch):
     """Issue 37, structure 6: the campaign's loop asks for the samples after each run; each ask reads the lines
     appended since the last, and a file rewritten under it (another inode, cut, other bytes) whole again."""
-    import iolab.samples as samples_mod
+    import iolab.measures.samples as samples_mod
 
     store = ResultStore(tmp_path, "c")
     store.add_samples([sample("r1"), sample("r2")])

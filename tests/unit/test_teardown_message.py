@@ -15,8 +15,8 @@ CHILD = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from invoke.exceptions import Exit
-from iolab import execute, runner
-from iolab.cli import user_errors
+from iolab.drive import execute, runner
+from iolab.run.cli import user_errors
 
 @user_errors
 def command():

@@ -19,9 +19,9 @@ import pytest
 from fake_nvml import FakeNvml
 
 from iolab.host import gpu_telemetry, telemetry
+from iolab.measures.samples import UNITS
 from iolab.parsers import ParseError, fio
 from iolab.parsers import telemetry as tparser
-from iolab.samples import UNITS
 from iolab.shared import processes
 from support import hostrun
 
@@ -286,8 +286,8 @@ def test_gpu_figures_through_nvml_and_no_process_per_sample(tmp_path):
 
 def test_the_html_report_draws_the_gpu_series(tmp_path):
     """A run's telemetry sampled through FakeNvml (no GPU here) put in place of a real run's: GPU charts appear."""
-    from iolab import report_html
-    from iolab.samples import ResultStore
+    from iolab.measures.samples import ResultStore
+    from iolab.report import html as report_html
 
     store_dir = tmp_path / "results" / "fio-tmpfs"
     shutil.copytree(REPORT_FIXTURES / "fio-tmpfs", store_dir)

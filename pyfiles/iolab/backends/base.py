@@ -28,7 +28,7 @@ class Backend(Model):
         name: str
         type: str
 
-    # The storage role stages the campaign's data set itself (s3): no dataset phase (iolab.datasets).
+    # The storage role stages the campaign's data set itself (s3): no dataset phase (iolab.drive.datasets).
     stages_dataset: ClassVar[bool] = False
     # The faults a workload on it may inject (iolab.faults): on the client and a command, everywhere; each kind
     # of storage adds its own servers'.
@@ -69,7 +69,7 @@ class Backend(Model):
     def supports(self, workload: Workload) -> bool:
         """Whether `workload` is of this backend's kind: S3 workloads on s3 backends, file workloads on the others.
 
-        A campaign runs each workload on the backends that support it (iolab.campaign.expand).
+        A campaign runs each workload on the backends that support it (iolab.campaign.model.expand).
         """
         return workload.needs_s3 == (self.type == "s3")
 

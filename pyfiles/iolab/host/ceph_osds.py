@@ -22,7 +22,7 @@ its cache and from the device (hits and misses), into `osd_telemetry.jsonl` besi
 host's telemetry, on the run's first host only ($IOLAB_CEPH, set by playbooks/run.yml). One
 persistent connection, no process per sample: the ceph CLI costs a Python start-up each call.
 
-On the controller, iolab.ceph reads what they wrote.
+On the controller, iolab.store.ceph reads what they wrote.
 """
 
 from __future__ import annotations
@@ -318,7 +318,7 @@ class Sampler:
             prev, mono = cur, now
 
 
-# --- the cluster's health while a fault is injected (run on the controller: iolab.injector) ----------------
+# --- the cluster's health while a fault is injected (run on the controller: iolab.drive.injector) ----------------
 
 
 def health_record(status: dict[str, Any]) -> dict[str, Any]:

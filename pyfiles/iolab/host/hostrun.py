@@ -4,7 +4,7 @@
                                 [--cwd DIR] [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
     python -m iolab.host.hostrun step --timeout SECONDS -- python -m iolab.host.fio_jobs prepare ...
     python -m iolab.host.hostrun pack --dir RUN_DIR
-    python -m iolab.host.hostrun kill --dir RUN_DIR      (a fault: the running tool killed, iolab.injector)
+    python -m iolab.host.hostrun kill --dir RUN_DIR      (a fault: the running tool killed, iolab.drive.injector)
     python -m iolab.host.hostrun stop --dir HOST_DIR/runs/OWNER/HOST [--orphaned-mounts]
 
 This module is the command line, `run` and `pack`; the parts live beside it: iolab.host.runs (a command's
@@ -20,7 +20,7 @@ group and its whole process tree (fio's job processes call setsid(); iolab.host.
 waits for that command's other hostrun calls to finish (an flock on its run directory), and removes its files
 (and, after a crashed campaign, its mounts). `--before` runs a step that must succeed first, in the same call:
 on a single host, where no common start is needed, fio's prepare (size, lay out, drop caches) and the run are
-one task. With `--start-when-told` (iolab.fanout's runs), `run` prints `iolab-ready:<epoch>` once `--before` has
+one task. With `--start-when-told` (iolab.drive.fanout's runs), `run` prints `iolab-ready:<epoch>` once `--before` has
 succeeded, then waits for the start time: a line on its stdin (an epoch), or START_FILE, whose modification time
 is the start (`touch -d @EPOCH`: through a ClusterShell gateway, which passes stdin to one command of a channel
 only; one file for all the hosts of a run, which `stop` removes). The controller sends it once every host of the
@@ -34,7 +34,7 @@ the workload's `profilers`), iolab.host.profilers samples the tool while it runs
 `--pack` (or $IOLAB_PACK_RUN=1, set by run.yml) the run directory ends as one archive in
 the same call (`pack` does the same for a run that failed before or after the tool).
 An archive up to 8 MiB comes back in the task's own output, as Ansible's slurp returns
-a file: one line `iolab-archive:<base64>` that iolab.runner takes, and nothing stays on
+a file: one line `iolab-archive:<base64>` that iolab.drive.runner takes, and nothing stays on
 the host; a larger one (a profiler's data) stays as RUN_DIR.tar.gz for collect.yml to fetch
 ($IOLAB_INLINE_MAX sets the limit in bytes).
 
@@ -147,7 +147,7 @@ def run(
         "ended_at": ran.ended,
         "start_skew_s": None if start_at is None else ran.started - start_at,
         **timeline,  # called, ready (prepared), told the start: start_at - told_at is the start's notice
-        "launcher": os.environ.get("IOLAB_LAUNCHER", "ansible"),  # clustershell: iolab.fanout started it
+        "launcher": os.environ.get("IOLAB_LAUNCHER", "ansible"),  # clustershell: iolab.drive.fanout started it
         "page_cache_before": cached_before,
         "page_cache_after": facts.meminfo().get("Cached", 0),
         "facts": facts.collect(None if ran.stopped else target, run_dir),  # a stopped tool's storage may hang
@@ -248,7 +248,7 @@ def pack(run_dir: Path) -> int:
 
 
 def kill(run_dir: Path) -> int:
-    """SIGKILL the running tool's process group (a fault, tool_kill: iolab.injector); its run then ends as a tool
+    """SIGKILL the running tool's process group (a fault, tool_kill: iolab.drive.injector); its run then ends as a tool
     that died ends, recorded by the `run` that watches it."""
     try:
         pid = int((run_dir / PIDFILE).read_text().split()[0])

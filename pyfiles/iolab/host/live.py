@@ -18,7 +18,7 @@ print a line a second (`iolab-loader: pid=123 samples_per_s=812.3 au_pct=93.1`):
 `samples_per_s` (the ranks added up) and `au_pct` (their mean) beside the byte rates. The calibration says its
 time to go, from the steps it has timed (`iolab-calibrate: eta_s=42.0`): live.json then has `eta_s`.
 
-The controller (iolab.live) reads it while the run's task is still running, which Ansible's
+The controller (iolab.drive.live) reads it while the run's task is still running, which Ansible's
 own output cannot show. The figures are for watching, never recorded: the samples come from
 the tool's own results. A process that ended takes its counts with it (its bytes drop out of
 the sum): the rate of that second is floored at 0. The file is removed when the tool ends.

@@ -1,6 +1,6 @@
 """A command's runs on a host, as files: where they lie, who writes there, what they wrote on the storage.
 
-HOST_DIR/runs/OWNER/HOST/RUN is one run's directory (OWNER: the controller command, iolab.lease's holder);
+HOST_DIR/runs/OWNER/HOST/RUN is one run's directory (OWNER: the controller command, iolab.drive.lease's holder);
 RUN.scratch.json beside it lists what the run writes outside it (note_scratch), for `hostrun stop`.
 """
 

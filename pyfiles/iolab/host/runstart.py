@@ -1,9 +1,9 @@
 """The common start of a run's hosts, host side: say this host is ready, take the start time the controller sends
-(iolab.fanout: on stdin, or as a start file's modification time; the Ansible path: --start-at), check it, and
+(iolab.drive.fanout: on stdin, or as a start file's modification time; the Ansible path: --start-at), check it, and
 wait for it.
 
 A start time is an epoch on the controller's clock, a little ahead of the moment it is sent: a host whose clock
-agrees (iolab.lease checks each host's against the controller's when the command takes its lease) waits for it
+agrees (iolab.drive.lease checks each host's against the controller's when the command takes its lease) waits for it
 on its own. A time that is not a number, lies more than LATE seconds in the past (a start sent late, or a
 clock behind the controller's: starting at once would start this host alone, with a skew nobody flags) or
 further ahead than the run's timeout (a stale or future start file, a clock ahead) is refused: the tool does not
@@ -58,7 +58,7 @@ def _parse(text: str) -> float:
 def wait_for_start(start_file: Path, timeout: float | None, parent: int, timeline: dict) -> float | None:
     """Say this host is ready (READY_LINE and the time), then wait for the start time, on stdin or as start_file's
     modification time; note when in `timeline`, and what else the start line said (`without`: the hosts the run
-    started without, iolab.fanout). None, and why on stderr, when none came or it is refused."""
+    started without, iolab.drive.fanout). None, and why on stderr, when none came or it is refused."""
     ready = timeline["ready_at"] = time.time()
     print(f"{READY_LINE}{ready!r}", flush=True)
     start_at, reading = None, True  # stdin, until it is closed (the start may still come as the file)

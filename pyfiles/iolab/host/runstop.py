@@ -101,7 +101,7 @@ def _run_of(pidfile: Path) -> str:
 
 
 def _remove_owner_dir(owner_dir: Path) -> None:
-    """Remove the directory of a command's hosts (HOST_DIR/runs/OWNER) and its runs' start files (iolab.fanout)
+    """Remove the directory of a command's hosts (HOST_DIR/runs/OWNER) and its runs' start files (iolab.drive.fanout)
     once no host has files there; hosts on one file system (simulated ones) stop at once, and may remove it first."""
     try:
         entries = list(owner_dir.iterdir())
@@ -121,7 +121,7 @@ def stop(runs_dir: Path, orphaned_mounts: bool = False, keep_archives: bool = Fa
     recorded as missing and runs again. `runs_dir` is one command's (HOST_DIR/runs/OWNER/HOST): nothing
     outside it is touched. Exit 1, naming them, when tools still run afterwards.
 
-    `orphaned_mounts` (a lease taken over from a campaign that died without tearing down, iolab.lease):
+    `orphaned_mounts` (a lease taken over from a campaign that died without tearing down, iolab.drive.lease):
     also unmount what a campaign mounted in this mount namespace and did not keep, lazily, with a
     bounded wait: no campaign holds this host now, so none of it is in use by one.
 

@@ -6,7 +6,7 @@ adds the run's context (campaign, run id, host, backend, times) to make samples.
 
 Each parser module declares the metrics it emits in a `METRICS` tuple of `Metric` (what the
 metric means: unit, aggregate over hosts, ...); the names several tools share are declared
-here. iolab.metrics gathers them into the catalogue that records and reports read.
+here. iolab.measures.metrics gathers them into the catalogue that records and reports read.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def load_json(path: Path, tool: str) -> dict[str, Any]:
 
 def failure_message(res: dict[str, Any]) -> str:
     """The sentence worth showing from a failed task's result (a loop's: its first failed item's): Ansible's, and
-    error.json's beside a run's files (run.yml's rescue, iolab.fanout)."""
+    error.json's beside a run's files (run.yml's rescue, iolab.drive.fanout)."""
     failed_items = [item for item in res.get("results", []) if isinstance(item, dict) and item.get("failed")]
     if failed_items:
         return failure_message(failed_items[0])
@@ -80,7 +80,7 @@ def failure_message(res: dict[str, Any]) -> str:
     return f"{msg}: {detail}" if msg and detail else msg or detail or "failed (no message)"
 
 
-# --- what each metric means: declared here and by each parser (the catalogue, iolab.metrics) ---------
+# --- what each metric means: declared here and by each parser (the catalogue, iolab.measures.metrics) ---------
 
 HIGHER, LOWER = "higher", "lower"  # which way a metric wins
 SUM = "sum"  # host "*": each host's mean over the window all of them ran, added up (record.aggregate)
@@ -88,7 +88,7 @@ BARS, PERCENTILES = "bars", "percentiles"  # its chart on the HTML page: per poi
 
 
 class Stored(Protocol):
-    """What a host rule reads of a stored sample (iolab.samples.Sample, which reads the catalogue's units)."""
+    """What a host rule reads of a stored sample (iolab.measures.samples.Sample, which reads the catalogue's units)."""
 
     @property
     def host(self) -> str: ...

@@ -6,7 +6,7 @@
 
 A run is one model at one batch (its params say which). The metadata keeps the device
 (GPU model and count, driver, torch and CUDA versions, or the CPU's model and cores),
-the settings and each entry whole: what iolab.calibration
+the settings and each entry whole: what iolab.run.calibration
 writes as the host's accelerator profile.
 """
 

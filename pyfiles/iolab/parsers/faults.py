@@ -1,6 +1,6 @@
 """What a faulted run's clients felt, and what the storage did: figures from the rate's per-second series.
 
-A faulted run's files (iolab.injector: raw/<run_id>/faults.jsonl, ceph_health.jsonl; each host's intact.json)
+A faulted run's files (iolab.drive.injector: raw/<run_id>/faults.jsonl, ceph_health.jsonl; each host's intact.json)
 and each host's per-second rate (the tool's parser's series: fio's bandwidth log, the loaders' per-step records,
 the object benchmark's seconds) give, on each host and on host "*" (the hosts' series added up, second by
 second):
@@ -39,8 +39,8 @@ from typing import Any
 
 from iolab.parsers import HIGHER, LOWER, Measurement, Metric
 
-TOOLS = ()  # not a tool's: iolab.record adds these to a faulted run's samples
-FAULTS_FILE, HEALTH_FILE, INTACT_FILE = "faults.jsonl", "ceph_health.jsonl", "intact.json"  # iolab.injector's
+TOOLS = ()  # not a tool's: iolab.store.record adds these to a faulted run's samples
+FAULTS_FILE, HEALTH_FILE, INTACT_FILE = "faults.jsonl", "ceph_health.jsonl", "intact.json"  # iolab.drive.injector's
 RATES = ("samples_per_s", "read_bw", "write_bw")  # in the order they are chosen
 LEVELS = (90, 99)  # % of the baseline: time_to_90pct, time_to_99pct
 BASELINE_POINTS = 3  # steady seconds of the rate before the injection the baseline needs
@@ -192,7 +192,7 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """A faulted run's last attempt, as iolab.injector recorded it."""
+    """A faulted run's last attempt, as iolab.drive.injector recorded it."""
 
     events: list[dict[str, Any]]  # its lines: start, clock, inject, heal, never, health, end
     health: list[dict[str, Any]]  # `ceph status` once a second (a Ceph backend's)

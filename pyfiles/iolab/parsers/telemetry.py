@@ -28,7 +28,7 @@ and power are in the time series only (`load_series`). Why a host has no GPU fig
 is in the metadata (`telemetry.gpu.absent`).
 
 Simulated hosts share one kernel: there the host CPU, run queue and memory are the whole
-machine's, and foreign_cpu counts the other hosts' tools (iolab.limits takes them out; the
+machine's, and foreign_cpu counts the other hosts' tools (iolab.measures.limits takes them out; the
 metadata's `telemetry.boot_id` tells hosts on one kernel).
 """
 
@@ -44,7 +44,7 @@ from iolab.parsers import LOWER, Measurement, Metric, Parsed, ParseError
 FILE = "telemetry.jsonl"
 IDLE_MODES = ("idle", "iowait", "steal")  # a CPU in these is not busy: waiting, or taken by the hypervisor
 # Its summaries (besides the shared cpu_cores, gpu_util and gpu_mem_used) and its series (`load_series`, and the
-# OSD series iolab.ceph reads beside it); `timeline` orders the HTML page's telemetry charts.
+# OSD series iolab.store.ceph reads beside it); `timeline` orders the HTML page's telemetry charts.
 METRICS = (
     Metric("dev_read_bw", "B/s", "a device's bytes read per second", timeline=10),
     Metric("dev_write_bw", "B/s", "a device's bytes written per second", timeline=20),

@@ -2,7 +2,7 @@
 
     python3 -c "<this file>" DIR INFO_JSON [STEAL_PID]
 
-iolab.lease starts this once per host and campaign, over the campaign's own SSH
+iolab.drive.lease starts this once per host and campaign, over the campaign's own SSH
 connection (a plain process for a host reached without SSH), before the campaign
 touches the host. It runs this file's text, so a host needs no iolab installed yet.
 

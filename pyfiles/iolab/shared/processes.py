@@ -1,7 +1,7 @@
 """Process trees on this machine, read from /proc: what a tool started, and ending what is left of it (stdlib only).
 
 The hosts measure and end a tool's tree with them (iolab.host.hostrun, iolab.host.live); the controller
-ends what a cancelled ansible-playbook left (iolab.runner) with the same code. `terminate` ends processes
+ends what a cancelled ansible-playbook left (iolab.drive.runner) with the same code. `terminate` ends processes
 by PID, gently then not: a backend's daemons on a host (iolab.host.mounts), a simulated host's (iolab.sim).
 """
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 READY_LINE = "iolab-ready:"  # a line of `hostrun run --start-when-told`: prepared at <epoch>; it then reads the start
-START_SUFFIX = ".start"  # or as a file's modification time, RUNS/OWNER/RUN.start (through gateways: iolab.fanout)
-START_JSON = "start.json"  # beside a fan-out run's files: how its common start went (iolab.fanout, iolab.record)
-ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.runner)
+START_SUFFIX = ".start"  # or as a file's modification time, RUNS/OWNER/RUN.start (through gateways: iolab.drive.fanout)
+START_JSON = "start.json"  # beside a fan-out run's files: how its common start went (drive.fanout, store.record)
+ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.drive.runner)
 # Bytes of archive a run returns in that line; a larger one is fetched by collect.yml ($IOLAB_INLINE_MAX overrides).
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
-LIVE_FILE = "live.json"  # the running tool's throughput, rewritten as it runs (iolab.host.live, iolab.live)
-OSD_FILE = "osd_telemetry.jsonl"  # a Ceph backend's OSD counters (iolab.host.ceph_osds, iolab.ceph)
+LIVE_FILE = "live.json"  # the running tool's throughput, rewritten as it runs (iolab.host.live, iolab.drive.live)
+OSD_FILE = "osd_telemetry.jsonl"  # a Ceph backend's OSD counters (iolab.host.ceph_osds, iolab.store.ceph)

@@ -216,7 +216,7 @@ def write_inventory(path: Path, hosts: list[SimHost], lab_dir: Path) -> None:
                             "ansible_host": h.address,
                             "ansible_user": "root",
                             "ansible_ssh_private_key_file": str(private_key(lab_dir)),
-                            # A fault's link_down (iolab.fault_actions): the host's end of its veth, in its namespace
+                            # A fault's link_down (drive.fault_actions): the host's end of its veth, in its namespace
                             **{
                                 f"iolab_link_{state}": ["ip", "-n", h.namespace, "link", "set", "dev", "eth0", state]
                                 for state in ("down", "up")

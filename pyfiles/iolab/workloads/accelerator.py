@@ -46,7 +46,7 @@ class Accelerator(Model):
     # one's profile measured; what a real one trains (ResNet-50: the loader's images).
     model: Literal["resnet50", "unet3d", "cosmoflow", "retinanet"] = "resnet50"
     # type calibrated: the profile (a path relative to the campaign file, or latest); the rest is filled in from
-    # it as the campaign loads (iolab.profiles.resolve): whatever a file says for them is replaced.
+    # it as the campaign loads (iolab.campaign.profiles.resolve): whatever a file says for them is replaced.
     profile: str | None = None
     device: str | None = None
     calibrated_at: str | None = None

@@ -29,16 +29,16 @@ class Workload(Model):
     allow_caching: Bool = False  # potential_caching becomes `overridden`: kept, but the sample stays valid
     timeout: Duration | None = None  # per run: the tool is stopped and the run recorded as failed after it
     # A host of a run on several that started further than this from the common start is flagged (start_skewed;
-    # None: START_SKEW_MAX). Its clock agrees with the controller's within a second (iolab.lease checks it).
+    # None: START_SKEW_MAX). Its clock agrees with the controller's within a second (iolab.drive.lease checks it).
     start_skew_max: Duration | None = None
     # MLPerf Storage v3.0's rules mode (`mlperf: true` in the campaign file, iolab.workloads.mlperf.apply_rules):
-    # the run does what the rules ask and its samples are checked against them (iolab.validity).
+    # the run does what the rules ask and its samples are checked against them (iolab.measures.validity).
     mlperf_rules: Bool = False
     # Sampling profilers while the tool runs, kept under raw/: perf (system-wide, with call
     # graphs: the kernel's storage stack too) and py-spy (the Python tool and its workers).
     profilers: list[Literal["perf", "py-spy"]] = []
     # Faults injected into the storage while each run measures it, on the clock of the run's common start
-    # (iolab.faults: the kinds; iolab.injector applies them; iolab.parsers.faults says what the clients felt).
+    # (campaign.faults: the kinds; drive.injector applies them; parsers.faults says what the clients felt).
     faults: faulting.Faults = []
 
     tool: ClassVar[str]  # each kind's: names its bench role (roles/bench_<tool>) and its parser
@@ -78,7 +78,7 @@ class Workload(Model):
         return warm + faulting.commands(self)
 
     def params(self) -> dict[str, Any]:
-        """The fields a run's samples carry as parameters (iolab.validity tells settings from run sizes by name)."""
+        """The fields a run's samples carry as parameters (measures.validity tells settings from run sizes by name)."""
         return self.model_dump(exclude={"name", "type", "warm_command"}, exclude_none=True)
 
     def dataset_vars(self, root: str) -> dict[str, Any]:

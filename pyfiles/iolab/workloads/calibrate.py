@@ -1,7 +1,7 @@
 """Workload kind `calibrate`: one model's real training step at one batch, the batch already on the device.
 
 `./lab bench.calibrate` makes a campaign of these (one per model and batch) and turns
-what each host measured into accelerator profiles (iolab.calibration); a campaign may
+what each host measured into accelerator profiles (iolab.run.calibration); a campaign may
 also name one itself. The host side is iolab.host.loader.calibrate.
 """
 

@@ -111,7 +111,7 @@ def _number(keys: dict[str, Any], key: str, low: float, whole: bool = False) -> 
 
 
 def _counts(keys: dict[str, Any], key: str) -> Any:
-    """Pop `key` (None if absent): a whole number, or a list of them (a sweep, counted by iolab.campaign)."""
+    """Pop `key` (None if absent): a whole number, or a list of them (a sweep, counted by iolab.campaign.model)."""
     value = keys.get(key)
     for item in value if isinstance(value, list) and value else [value]:
         _number({key: item}, key, 0, whole=True)

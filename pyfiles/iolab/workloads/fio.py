@@ -140,7 +140,7 @@ class FioWorkload(Workload):
 def single_run(
     backends: list[Backend], backend: str | None, profile: str, runtime: str, ramp: str, size: str | None
 ) -> dict[str, Any]:
-    """`bench.fio`'s one-run campaign 'fio-<backend>' as a campaign mapping (iolab.campaign.parse checks it as it
+    """`bench.fio`'s one-run campaign 'fio-<backend>' as a campaign mapping (iolab.campaign.model.parse checks it as it
     checks a file): a profile or a job file on one of a campaign's `backends` (the first by default)."""
     names = [b.name for b in backends]
     chosen = backend or names[0]

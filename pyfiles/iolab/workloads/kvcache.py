@@ -11,7 +11,7 @@ the CLOSED option's value when `option` names one (workloads.kvcache_rules.OPTIO
 here. `trials` is the point's repetitions (each trial a run: caches dropped before it, every one
 stored). `search: users` (or `clients`) finds the most users per client (clients per host), up to
 this workload's, whose max-of-P95 device read latency holds under `latency_bound` in every probe
-(iolab.kvcache_search).
+(iolab.run.kvcache_search).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ workloads (unet3d, resnet50, cosmoflow) and v3.0's (unet3d, retinanet, on B200 a
 are all here; an accelerator without a published figure for a workload is refused.
 
 MLPerf's rules travel with the expanded workload (`mlperf:` names the preset) and are
-checked on the results (iolab.validity): the data set's size, five recorded repetitions
+checked on the results (iolab.measures.validity): the data set's size, five recorded repetitions
 after a warm-up, a new shuffle seed per repetition, the AU threshold. `lab_scale: true`
 says a data set too small for the rules is meant: every sample is then marked
 `mlperf_rules_followed: false`.

@@ -26,7 +26,7 @@ def _requirement(value: str) -> str:
     return value
 
 
-# A search's probes (iolab.accelerators): each rank measures this many steps, first steps excluded.
+# A search's probes (iolab.run.accelerators): each rank measures this many steps, first steps excluded.
 STEP_FLOOR = 500  # measured steps per rank a probe needs (MLPerf Storage's floor), first steps excluded
 # Test-only: a lower floor (a tiny data set at a test's time). It is stored with the answer, which is then flagged.
 FLOOR_ENV = "IOLAB_PROBE_STEPS"
@@ -88,14 +88,14 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     # accelerator gpu (or cpu): the GPUs per host, one rank each (a list sweeps: [1, 2, 4, 8]); on the CPU, ranks
     gpus: Annotated[int, Field(ge=1, le=64)] | None = None
     # accelerator gpu (or cpu): synthetic, the batch made on the device (the GPUs' ceiling: no loader), or real,
-    # the data set through the reader; a workload that says neither runs both (iolab.gpus.legs)
+    # the data set through the reader; a workload that says neither runs both (iolab.campaign.gpus.legs)
     data: Literal["synthetic", "real"] = "real"
     # One data-parallel job over every host (DDP over torch.distributed's env:// rendezvous): needs a real
     # accelerator, whose gradients are all-reduced each step; without it each host's ranks are one job.
     distributed: Bool = False
     seed: int = 0
     # search: accelerators finds the most accelerators per host, up to `accelerators`, that hold AU ≥ 90%
-    # (iolab.accelerators); one search per backend, whatever the campaign's repetitions.
+    # (iolab.run.accelerators); one search per backend, whatever the campaign's repetitions.
     search: Literal["accelerators"] | None = None
     # dlio: DLIO itself (dlio_benchmark, MLPerf Storage's reference) runs the workload instead of iolab's loader,
     # one MPI job over the run's hosts (roles/bench_dlio, iolab.host.dlio), a reference leg beside iolab's figures.
@@ -227,7 +227,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         """dali_input only where reader dali reads it, engine only when dlio (other samples stay as they were)."""
         params = super().params()
         if self.accelerator is not None and self.accelerator.type in REAL:
-            params["gpus"] = self.gpus or 1  # the GPUs per host each leg ran on (iolab.gpus reads it)
+            params["gpus"] = self.gpus or 1  # the GPUs per host each leg ran on (iolab.campaign.gpus reads it)
         else:  # samples of emulated accelerators carry what they carried before real ones
             params.pop("gpus", None)
             del params["data"]

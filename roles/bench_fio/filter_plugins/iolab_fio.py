@@ -1,8 +1,8 @@
-"""The bench_fio role's commands, from iolab.fanout.fio_argvs: the one place both run paths build them."""
+"""The bench_fio role's commands, from iolab.drive.fanout.fio_argvs: the one place both run paths build them."""
 
 from __future__ import annotations
 
-from iolab.fanout import fio_argvs
+from iolab.drive.fanout import fio_argvs
 
 
 class FilterModule:

@@ -14,7 +14,7 @@ measured and the faster kept (both are recorded); on the CPU compilation is off 
 costs more than it gives to a tiny model, and the CPU figure is for the code path).
 Writes RUN_DIR/calibration.json: what the device is (GPU model and count, driver,
 torch and CUDA versions, or the CPU's model and cores) and one entry per model and
-batch — what iolab.calibration turns into an accelerator profile. At most once a second it
+batch — what iolab.run.calibration turns into an accelerator profile. At most once a second it
 prints its time to go, from the steps timed so far (`Eta`), which the campaign's live line shows.
 """
 

@@ -1,0 +1,442 @@
+"""The run path through ClusterShell: hand each host its run, start every host at one time, bring its files back.
+
+Ansible changes the hosts (provisioning, the mounts, the data set, teardown: playbooks/); a run that only
+starts iolab.host.hostrun on each host goes through ClusterShell's task/worker API instead, which pays no
+playbook, module or fact machinery per host: one ssh session per host per round, `FANOUT` at a time, through
+the control sockets Ansible opened (the same ssh options: ansible.cfg's ssh_args, the inventory's
+ansible_ssh_common_args, and each host's address, user, port and key, written as one ssh_config). With a
+ClusterShell topology file (the inventory variable `iolab_topology`; its root is this controller's short host
+name), the sessions go through its gateways (tree mode: ClusterShell's gateway, `python -m ClusterShell.Gateway`,
+runs on each gateway under the python the inventory variable `iolab_gateway_python` names, default python3, which
+must have ClusterShell; it reads the same ssh_config, at the same path: a file system the gateway shares, or a copy).
+
+A fio run is one call per host: `hostrun run --start-when-told START_FILE --before PREPARE` does the
+prepare (iolab.host.fio_jobs: size, lay out, drop caches), says it is ready, and waits for the start time;
+once every host has said so (or ended), the controller writes T = now + `margin` (sized to the host count)
+to each ready host's session (through gateways, whose channel passes stdin to one command only, it runs one
+`touch -d @T START_FILE` on all of them instead), and each host waits for T on its own clock and records its
+start skew and when T came. Each host's archive comes back in its output; a failed run's record (error.json, as
+playbooks/run.yml's rescue writes it) is added on the controller. The remote command is an argv joined with
+shlex.join here: no value reaches a shell otherwise. That run is iolab.drive.fanout_run's; this module holds the
+sessions (Engine), the ssh_config and topology, and what may fan out (`refusal`).
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import re
+import shlex
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ClusterShell.Event import EventHandler
+from ClusterShell.NodeSet import NodeSet
+from ClusterShell.Propagation import RouteResolvingError
+from ClusterShell.Task import Task, task_self
+from ClusterShell.Topology import TopologyError, TopologyParser
+
+from iolab import paths
+from iolab.campaign.hosts import Inventory
+from iolab.drive import runner
+from iolab.errors import UserError
+from iolab.shared.protocol import READY_LINE
+from iolab.units import parse_duration
+
+FANOUT = 256  # ssh sessions (or gateway channels) open at once
+START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
+START_PER_HOST = 0.002  # s of notice per host: the start line is written to each host's session in turn
+TREE_PER_HOST = 0.01  # s of notice per host through gateways: the gateway's ssh session to each for `touch`
+SLACK = 120.0  # s past a run's timeout (and its start) after which a host that has not answered is given up
+PROBE_S = 20.0  # s a host whose command ended without an answer has to answer `true`: then the command died there
+# A host not ready when every other host has been ready this long is not coming: the run starts without it. The
+# bound is the longer of READY_WAIT and the slowest ready host's own time to get ready: every host does the same
+# prepare (size, lay out, drop caches) on the same kind of storage, so one taking more than twice as long as the
+# slowest of the others is stuck (or measures another machine), and 30 s keeps a short prepare's noise out. The
+# inventory variable `iolab_ready_wait` (a duration, one for every selected host) sets it for a lab: longer where
+# the hosts' prepares differ more (storage shared unevenly), shorter where a lost host should cost less.
+READY_WAIT = 30.0
+# What fio's bench role takes from the controller (execute.workload_vars), by the name fio_argvs gives it.
+FIO_VARS = ("options", "jobtext", "allow_devices", "size", "target", "timeout", "bssplit_from", "telemetry_after")
+# Inventory variables the ssh_config says as Ansible does (and their aliases); a host with a variable that changes how
+# Ansible reaches or runs on it otherwise (a connection other than ssh, become, a password, extra ssh arguments,
+# another ssh or shell) is run through Ansible (`refusal`).
+_SSH_VARS = {
+    "ansible_host": "HostName",
+    "ansible_ssh_host": "HostName",
+    "ansible_user": "User",
+    "ansible_ssh_user": "User",
+    "ansible_port": "Port",
+    "ansible_ssh_port": "Port",
+    "ansible_ssh_private_key_file": "IdentityFile",
+    "ansible_private_key_file": "IdentityFile",
+    "ansible_timeout": "ConnectTimeout",
+    "ansible_ssh_timeout": "ConnectTimeout",
+}
+_ANSIBLES = (
+    "ansible_become",
+    "ansible_password",
+    "ansible_ssh_pass",
+    "ansible_ssh_extra_args",
+    "ansible_ssh_args",
+    "ansible_ssh_executable",
+    "ansible_shell_type",
+    "ansible_shell_executable",
+    "ansible_sftp_extra_args",
+)
+
+
+def fio_argvs(
+    python: str,
+    host: str,
+    run_dir: str,
+    *,
+    options: dict[str, Any],
+    jobtext: str,
+    allow_devices: list[str],
+    size: int,
+    target: str,
+    timeout: float,
+    bssplit_from: str,
+    telemetry_after: float,
+    drop_caches: bool,
+) -> dict[str, list[str]]:
+    """A fio run's commands on `host`, for both paths (the bench_fio role's filter, and this module):
+    `prepare` (iolab.host.fio_jobs), `run` (iolab.host.hostrun run's options, before its start: --start-at,
+    --start-when-told or --before) and `tool` (fio, after --). Each host works in <target>/iolab-<host> (hosts
+    may share it)."""
+    workdir = f"{target}/iolab-{host}"
+    prepare = [python, "-m", "iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir]
+    prepare += ["--options", json.dumps(options), "--size", str(size)]
+    prepare += ["--jobfile", f"{run_dir}/user.fio"] if jobtext else []
+    prepare += [f"--allow-device={device}" for device in allow_devices]
+    prepare += ["--bssplit-from", bssplit_from] if bssplit_from else []
+    prepare += ["--drop-caches"] if drop_caches else []
+    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
+    run += ["--timeout", str(timeout), "--cwd", workdir, "--telemetry-after", str(telemetry_after)]
+    tool = ["fio", f"--output={run_dir}/fio.json", "--output-format=json+", "--eta=always", f"{run_dir}/job.fio"]
+    return {"prepare": prepare, "run": run, "tool": tool}
+
+
+def margin(hosts: int, tree: bool = False) -> float:
+    """Seconds between sending the start time to `hosts` ready hosts and the start itself: on the open sessions,
+    or through gateways (`tree`) as the start file's `touch`, which each gateway runs on its hosts."""
+    return START_LEAD + (TREE_PER_HOST if tree else START_PER_HOST) * hosts
+
+
+def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
+    """Why this run goes through Ansible rather than here; None when it can fan out here. Only fio's runs come
+    here, with nothing Ansible must do around the tool: no job file to copy, no warm-up command, no storage side
+    to drop (group ceph_osd, a Ceph backend), no more environment, every host reached by ssh as this module says
+    it (a local connection, become or other connection variables stay Ansible's)."""
+    if inventory is None:  # a stand-in lab of the unit tests plays every phase itself
+        return "no inventory to reach the hosts by"
+    if variables.get("run_role") != "bench_fio":
+        return f"{variables.get('run_role')} runs through Ansible"
+    if variables.get("bench_fio_jobtext") or variables.get("run_warm_command"):
+        return "a job file or a warm-up command runs through Ansible"
+    unknown = sorted(
+        k for k in variables if k.startswith("bench_fio_") and k.removeprefix("bench_fio_") not in FIO_VARS
+    )
+    if unknown:
+        return f"a run with {', '.join(unknown)} runs through Ansible"
+    if inventory.groups.get("ceph_osd") or variables.get("run_ceph") or variables.get("run_environment"):
+        return "a run with a storage side or an environment of its own runs through Ansible"
+    for host in hosts:
+        hostvars = inventory.hostvars.get(host, {})
+        other = sorted(k for k in hostvars if k.startswith(_ANSIBLES))
+        if hostvars.get("ansible_connection", "ssh") not in ("ssh", "smart"):
+            other.append(f"ansible_connection: {hostvars['ansible_connection']}")
+        if other:
+            return f"{host}'s {', '.join(other)} is Ansible's to apply"
+    common = {str(inventory.hostvars.get(h, {}).get("ansible_ssh_common_args", "")) for h in hosts}
+    if len(common) > 1:  # (one topology for all: iolab.run.cli checks it with the hosts, fanout.topology)
+        return "the hosts differ in ansible_ssh_common_args"
+    return None
+
+
+_PYTHON = re.compile(r"[\w./+-]+")  # a gateway's python: a program's path or name, never a shell command
+
+
+def topology(inventory: Inventory, hosts: list[str]) -> tuple[str, list[str]] | None:
+    """The selected hosts' ClusterShell topology file and its gateways, checked; None without one. UserError, in one
+    line naming the file and the fix, for what would fail once runs start: a file that cannot be read, is not a
+    topology or has a loop, a root that is not this controller's short name, a selected host no route reaches, a
+    gateway that is not a host of the inventory (its ssh settings come from there), hosts that name different
+    files, a gateway python that is not a program (ClusterShell runs it through the gateway's shell)."""
+    files = {str(inventory.hostvars.get(h, {}).get("iolab_topology", "")) for h in hosts}
+    if files == {""}:
+        return None
+    if len(files) > 1:
+        raise UserError(
+            f"the hosts name different topologies ({', '.join(sorted(files))}): name one, in the group's vars"
+        )
+    (path,) = files
+    root = socket.gethostname().split(".")[0]
+    where = f"iolab_topology {path}"
+    if not Path(path).is_file():
+        raise UserError(f"{where}: no such file; give the path of a ClusterShell topology file (its root: {root})")
+    try:
+        groups = list(TopologyParser(path).tree(root))
+    except (TopologyError, configparser.Error, OSError, ValueError) as exc:
+        raise UserError(f"{where}: not a usable topology for this controller ({root}): {exc}") from None
+    gateways = [str(n) for g in groups if g.parent is not None and g.children_len() > 0 for n in g.nodeset]
+    routed = {str(n) for g in groups if g.parent is not None for n in g.nodeset}
+    if unrouted := [h for h in hosts if h not in routed]:
+        raise UserError(f"{where}: no route from {root} reaches {', '.join(unrouted)}; add them under a gateway")
+    if strangers := [g for g in gateways if g not in inventory.hostvars]:
+        raise UserError(
+            f"{where}: gateway {strangers[0]} is not a host of the inventory, which says how to reach it over ssh; "
+            "add it (it need not be selected)"
+        )
+    python = str(inventory.hostvars.get(hosts[0], {}).get("iolab_gateway_python", "python3"))
+    if not _PYTHON.fullmatch(python):
+        raise UserError(f"iolab_gateway_python {python!r} is not a program's path or name (one word, no shell syntax)")
+    return path, gateways
+
+
+def ready_wait(inventory: Inventory, hosts: list[str]) -> float:
+    """The selected hosts' bound on the wait for a host not ready (READY_WAIT unless the inventory variable
+    `iolab_ready_wait` says), checked; UserError, in one line naming the variable, for a value that is not a
+    positive duration (30s, 2m or a number of seconds) or hosts that give different ones."""
+    values = {str(inventory.hostvars.get(h, {}).get("iolab_ready_wait", "")) for h in hosts}
+    if values == {""}:
+        return READY_WAIT
+    if len(values) > 1:
+        shown = ", ".join(v or "(none)" for v in sorted(values))
+        raise UserError(f"the hosts give different iolab_ready_wait ({shown}): give one, in the group's vars")
+    (value,) = values
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise UserError(f"iolab_ready_wait {value!r}: {exc}; give a duration such as 30s") from None
+
+
+def ssh_config(inventory: Inventory, hosts: list[str]) -> str:
+    """One ssh_config block per host: its address, user, port, key and connect timeout as the inventory gives them
+    (ansible.cfg's timeout where it gives none); the user's own ssh config is read after them."""
+    defaults = configparser.ConfigParser(interpolation=None)
+    defaults.read(paths.ANSIBLE_CFG)
+    lines = []
+    for host in hosts:
+        values = {"ConnectTimeout": defaults.get("defaults", "timeout", fallback="10")}
+        values.update({_SSH_VARS[k]: str(v) for k, v in inventory.hostvars.get(host, {}).items() if k in _SSH_VARS})
+        lines.append(f"Host {host}")
+        lines += [f"  {key} {json.dumps(value)}" for key, value in values.items()]
+    lines += ["Match all", "  Include config"]  # ~/.ssh/config, for what the inventory leaves to it
+    return "\n".join(lines) + "\n"
+
+
+def _ssh_options(inventory: Inventory, hosts: list[str], config: Path) -> str:
+    """ClusterShell's ssh_options: ansible.cfg's ssh_args, the inventory's common arguments, then the ssh_config."""
+    defaults = configparser.ConfigParser(interpolation=None)
+    defaults.read(paths.ANSIBLE_CFG)
+    common = str(inventory.hostvars.get(hosts[0], {}).get("ansible_ssh_common_args", ""))
+    argv = [*shlex.split(common), *shlex.split(defaults.get("ssh_connection", "ssh_args", fallback=""))]
+    return shlex.join([*argv, "-T", "-o", "LogLevel=ERROR", "-F", str(config)])
+
+
+class Reply:
+    """What one host's command gave: its exit status (None: no answer), its output lines and its error lines;
+    when it said it was ready (READY_LINE), and the worker that reaches it."""
+
+    def __init__(self) -> None:
+        self.rc: int | None = None
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.timed_out = False
+        self.ready: float | None = None
+        self.worker: Any = None
+        self.dropped: str | None = None  # why the run started without this host (not ready in time)
+        self.start: dict[str, Any] | None = None  # how the common start went, for a host that took it
+        self.died = False  # ended without an answer, and answered a probe after: its command died there
+
+    @property
+    def reached(self) -> bool:
+        """Whether the command ran there: ssh exits 255 when it could not connect, or lost the connection."""
+        return self.rc is not None and self.rc != 255
+
+
+class _Collect(EventHandler):
+    """Each host's reply; with `start_file`, the common start sent to every ready host once none is left to wait
+    for (each has said it is ready, or ended): on its stdin, or through gateways (`tree`) as the start file's
+    time, by one `touch` to all of them."""
+
+    def __init__(
+        self, task: Task, replies: dict[str, Reply], start_file: str | None, tree: bool, wait: float = READY_WAIT
+    ):
+        self.task, self.replies, self.wait = task, replies, wait  # wait: the least bound on the wait (READY_WAIT)
+        self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
+        self.start_file, self.tree = start_file, tree
+        self.waiting = start_file is not None  # until the start is sent
+        self.called = time.time()
+        self.timer: Any = None  # the bound on the wait for the hosts not ready yet
+        self.start: dict[str, Any] = {}  # how the start went: when, who was waited for, who was left out
+
+    def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
+        reply = self.replies.get(str(node)) or self.gateways.setdefault(str(node), Reply())  # a gateway's own
+        line = msg.decode(errors="replace")
+        if self.waiting and sname != "stderr" and line.startswith(READY_LINE) and str(node) in self.replies:
+            reply.ready = time.time()
+            self._start()
+            return
+        (reply.err if sname == "stderr" else reply.out).append(line)
+
+    def ev_hup(self, worker: Any, node: str, rc: int) -> None:
+        if str(node) in self.replies:
+            self.replies[str(node)].rc = rc
+            self._start()
+
+    def ev_close(self, worker: Any, timedout: bool) -> None:
+        if timedout:
+            for node in worker.iter_keys_timeout():
+                self.replies[str(node)].timed_out = True
+
+    def ev_timer(self, timer: Any) -> None:
+        """The bound passed with hosts still not ready: start without them (their sessions ended, so each one's
+        hostrun stops its prepare), and say why on each."""
+        ready = [r.ready for r in self.replies.values() if r.ready is not None and r.rc is None]
+        if not self.waiting or not ready:  # none ready now: nothing to start, the rest end on their own
+            return
+        for reply in self.replies.values():
+            if reply.ready is None and reply.rc is None:
+                reply.dropped = (
+                    f"not ready {time.time() - max(ready):.0f} s after the other {len(ready)} host(s) were "
+                    f"(their slowest took {max(ready) - self.called:.0f} s): the run started without it"
+                )
+                reply.worker.abort()
+        self._start(bounded=True)
+
+    def _start(self, bounded: bool = False) -> None:
+        if not self.waiting:
+            return
+        pending = [r for r in self.replies.values() if r.ready is None and r.rc is None and not r.dropped]
+        ready = {h: r for h, r in self.replies.items() if r.ready is not None and r.rc is None}
+        if pending and not bounded:
+            if ready:  # every host that is done or ready waits at most the bound for the rest
+                latest = max(r.ready for r in ready.values() if r.ready is not None)
+                bound = max(self.wait, latest - self.called)
+                if self.timer is not None:
+                    self.timer.invalidate()
+                self.timer = self.task.timer(max(0.0, latest + bound - time.time()), handler=self)
+            return
+        self.waiting = False
+        if self.timer is not None:
+            self.timer.invalidate()
+        if not ready:
+            return
+        start_at = time.time() + margin(len(ready), self.tree)
+        last = max(ready, key=lambda h: ready[h].ready or 0.0)
+        self.start = {
+            "start_at": start_at,
+            "waited_for": last,  # the host every other one waited for: the last to be ready
+            "wait_s": (ready[last].ready or start_at) - min(r.ready or start_at for r in ready.values()),
+            "without": sorted(h for h, r in self.replies.items() if r.dropped),
+        }
+        for reply in ready.values():
+            reply.start = self.start
+        if not self.tree:
+            for reply in ready.values():
+                reply.worker.write(f"{start_at!r}\n".encode())
+            return
+        touch = shlex.join(["touch", "-d", f"@{start_at!r}", str(self.start_file)])
+        self.task.shell(touch, nodes=NodeSet.fromlist(list(ready)), handler=_Said(self.replies), tree=True)
+
+
+class _Said(EventHandler):
+    """The start file's `touch` through gateways: what went wrong, to each host's reply (the host then waits
+    for the run's timeout)."""
+
+    def __init__(self, replies: dict[str, Reply]):
+        self.replies = replies
+
+    def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
+        if str(node) in self.replies:
+            self.replies[str(node)].err.append(msg.decode(errors="replace"))
+
+    def ev_hup(self, worker: Any, node: str, rc: int) -> None:
+        if rc != 0 and str(node) in self.replies:
+            self.replies[str(node)].err.append(f"the start could not be sent (touch exited {rc})")
+
+
+class Engine:
+    """ClusterShell for one batch of runs on `hosts`: its ssh_config (and topology) in a directory of its own."""
+
+    def __init__(self, inventory: Inventory, hosts: list[str], console: Any):
+        self.console = console
+        self.private = Path(tempfile.mkdtemp(prefix="iolab-fanout-"))
+        config = self.private / "ssh_config"
+        config.write_text(ssh_config(inventory, list(inventory.hosts)))  # a gateway need not run anything
+        self.options = _ssh_options(inventory, hosts, config)
+        hostvars = inventory.hostvars.get(hosts[0], {}) if hosts else {}
+        self.topology = str(hostvars.get("iolab_topology", ""))
+        # The python that runs ClusterShell's gateway on each gateway (ClusterShell reads it from the environment).
+        self.gateway_python = str(hostvars.get("iolab_gateway_python", "python3"))
+        self.ready_wait = ready_wait(inventory, hosts) if hosts else READY_WAIT
+
+    def close(self) -> None:
+        for path in self.private.iterdir():
+            path.unlink()
+        self.private.rmdir()
+
+    def call(
+        self, commands: dict[str, list[str]], timeout: float | None, start_file: str | None = None
+    ) -> dict[str, Reply]:
+        """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
+        each gave. `start_file`: the commands say when they are ready (hostrun run --start-when-told
+        START_FILE) and are sent the common start. Ctrl-C or SIGTERM ends every session (each host's
+        hostrun then stops its tool, as when an Ansible task goes away) and is raised once they have ended."""
+        replies = {host: Reply() for host in commands}
+        box: dict[str, Any] = {}
+        thread = threading.Thread(target=self._serve, args=(commands, timeout, replies, box, start_file), daemon=True)
+        with runner.CtrlC(True, self.console) as ctrl:
+            thread.start()
+            while thread.is_alive():
+                thread.join(0.1)
+                if ctrl.pressed and "task" in box and not box.get("aborted"):
+                    box["aborted"] = True
+                    box["task"].abort(kill=True)
+        if "error" in box:
+            raise box["error"]
+        return replies
+
+    def _serve(
+        self,
+        commands: dict[str, list[str]],
+        timeout: float | None,
+        replies: dict[str, Reply],
+        box: dict,
+        start_file: str | None,
+    ) -> None:
+        try:
+            task: Task = task_self()
+            box["task"] = task
+            task.set_info("fanout", FANOUT)
+            task.set_info("ssh_options", self.options)
+            task.set_info("connect_timeout", 0)  # the ssh_config's, per host
+            for key in ("stderr", "stdout_msgtree", "stderr_msgtree"):
+                task.set_default(key, key == "stderr")
+                task.set_info(f"tree_default:{key}", key == "stderr")
+            if self.topology:
+                os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
+                task.load_topology(self.topology)
+            handler = _Collect(task, replies, start_file, bool(self.topology), self.ready_wait)
+            for host, argv in commands.items():
+                replies[host].worker = task.shell(
+                    shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology)
+                )
+            try:
+                task.run()
+            except RouteResolvingError as exc:  # every gateway to a host was lost: the hosts not answered are
+                handler.gateways.setdefault("(none left)", Reply()).err.append(str(exc))
+            said = [f"through gateway {g}: {r.err[-1]}" for g, r in handler.gateways.items() if r.err]
+            for reply in replies.values():
+                if not reply.reached and not reply.err:
+                    reply.err = said[-1:]
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            box["error"] = exc

@@ -1,0 +1,1 @@
+"""What a user reads: tables, the HTML page, comparisons, history, status, their layout and footnotes."""

@@ -1,0 +1,1 @@
+"""The results database: schema, index, publish, query, check, and storing a run into it."""
