@@ -191,6 +191,7 @@ def write_campaign(lab: Services, sim_hosts) -> Path:
                 "export": nfs["pseudo_path"],
                 "version": 4,
                 "port": nfs["port"],
+                "method": "kernel",  # the FUSE client's mounts are tests/integration/test_nfs_userspace.py's
             },
             {
                 "name": "itest-nfs-bad",
@@ -504,7 +505,7 @@ def test_nfs_checks_the_export_then_says_the_kernel_has_no_client(services, sim_
     text = " ".join(done.stderr.split())
     assert done.returncode == 1 and "Traceback" not in text
     assert "the export answers, but the kernel of gpu01" in text and "has no NFS client" in text
-    assert "hosts whose kernel has the nfs module" in text and "lab.services-up" in text and "nfs-ls" in text
+    assert "with method kernel; load the nfs module" in text and "set the backend's method to auto or fuse" in text
     bad = storage(services, sim_hosts, "mount", "itest-nfs-bad", hosts="gpu01", check=False)
     text = " ".join(bad.stderr.split())
     assert bad.returncode == 1 and f"export {sim_hosts.controller}:/nowhere (NFSv4) does not answer gpu01" in text

@@ -65,6 +65,8 @@ def test_every_backend_type_parses_with_its_defaults_and_target():
     assert (ds.pool, ds.image_name, ds.snapshot, ds.client) == ("iolab", "iolab-ds", "dataset", "admin")
     assert ds.ceph_conf == "/var/lib/iolab/ceph/ceph.conf"  # the lab's, as lab.services-up publishes it
     assert nas.version == "3" and fs.fs_name == "iolab" and blk.size == 2 << 30
+    # the client is chosen on the host (roles/storage_nfs: the kernel's where it has the nfs module, else FUSE)
+    assert nas.method == "auto" and nas.role_vars("mounted")["storage_nfs_method"] == "auto"
     assert [b.writable for b in spec.backends] == [False, False, True, True, True, True]
 
 

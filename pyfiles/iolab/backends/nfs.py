@@ -1,4 +1,5 @@
-"""Backend kind `nfs`: an NFS export through the kernel client (checked first with libnfs's nfs-ls)."""
+"""Backend kind `nfs`: an NFS export through the kernel client where present, else iolab's userspace client over
+FUSE (iolab.host.nfs_fuse); checked first with libnfs's nfs-ls."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from iolab.schema import (
 
 
 class NfsBackend(Backend):
-    """An NFS export (kernel client; checked first with libnfs's nfs-ls, which needs no kernel support)."""
+    """An NFS export: the kernel's client where present, else nfs-rs over FUSE (`method`); checked first with libnfs's
+    nfs-ls, which needs no kernel support."""
 
     fault_kinds: ClassVar[tuple[str, ...]] = (*faults.EVERYWHERE, "nfs_stop")
     name: Name
@@ -32,4 +34,5 @@ class NfsBackend(Backend):
     mount_port: Annotated[int, Field(ge=1, le=65535)] | None = None
     options: list[MountOption] = []
     readonly: Bool = False
+    method: Literal["auto", "kernel", "fuse"] = "auto"
     mountpoint: AbsPath | None = None
