@@ -1,0 +1,84 @@
+"""A trace's fidelity: the pil loader captured on this machine's disk, then replayed on that disk (issue 45).
+
+    .venv/bin/python bench/trace_fidelity.py [--files 1200] [--dir /var/tmp/iolab-trace-fidelity] [--repetitions 2]
+
+1. an ImageNet-like data set of --files JPEGs (iolab.host.dataset gen) in --dir/ds;
+2. `./lab trace.capture --root DIR/ds --baseline -- python -m iolab.host.loader.torch_loader --reader pil ...`
+   (1 rank, 2 workers, batches of 32, 20 ms of emulated compute per batch): the loader once untraced,
+   once under strace, caches dropped before each; its images/s both ways from each run's loader.json;
+3. a campaign replaying the trace on a local backend in DIR/disk (the same file system), at recorded
+   timing and as fast as possible, --repetitions times each.
+
+Prints the capture's cost, and per repetition: bytes replayed against the trace's, the replay's duration
+against the trace's span (recorded timing) and its rate against the loader's (fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import ROOT, drop_caches, lab, loader_argv, samples, write_campaign
+
+from iolab.parsers import pytorch
+from iolab.shared import trace
+
+
+def _capture(work: Path, results: Path) -> tuple[trace.Trace, dict]:
+    """The loader's trace, and its images/s untraced (a run of its own) and traced (the capture's run)."""
+    argv = ["--reader", "pil", "--workers", "2", "--batch-size", "32", "--accelerator", "emulated"]
+    argv += ["--compute-per-batch", "0.02", "--accelerators", "1"]
+    drop_caches()
+    subprocess.run([*loader_argv(work / "ds", work / "untraced"), *argv], check=True, capture_output=True)
+    flags = ["--root", str(work / "ds"), "--timeout", "900", "--baseline", "--"]
+    _, done = lab("trace.capture", *flags, *loader_argv(work / "ds", work / "traced"), *argv, results=results)
+    found = trace.load(done.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    rates = {
+        name: next(m.value for m in pytorch.parse(work / name).measurements if m.metric == "samples_per_s")
+        for name in ("untraced", "traced")
+    }
+    return found, {"images_per_s": rates, "wall_s": found.header["capture"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=1200)
+    parser.add_argument("--dir", type=Path, default=Path("/var/tmp/iolab-trace-fidelity"))
+    parser.add_argument("--repetitions", type=int, default=2)
+    args = parser.parse_args()
+    work, results = args.dir, Path(tempfile.mkdtemp(prefix="iolab-fidelity-"))
+    gen = [sys.executable, "-m", "iolab.host.dataset", "gen", str(work / "ds"), "--files", str(args.files)]
+    subprocess.run([*gen, "--seed", "1", "--classes", "20"], check=True, env={"PYTHONPATH": str(ROOT / "pyfiles")})
+    found, cost = _capture(work, results)
+    print(
+        f"trace {found.path.name}: {found.records:,} I/Os, {len(found.files):,} files, {found.bytes['read']:,} B read,"
+    )
+    print(f"  span {found.span_us / 1e6:.3f} s, {len(found.processes)} processes; capture cost: {json.dumps(cost)}")
+    (work / "disk").mkdir(exist_ok=True)
+    workloads = [{"name": "recorded", "type": "replay", "trace": str(found.path)}]
+    workloads.append({"name": "fast", "type": "replay", "trace": str(found.path), "timing": "fast"})
+    backend = {"name": "fidelity-disk", "type": "local", "path": str(work / "disk")}
+    name = "trace-fidelity"
+    campaign = {"name": name, "repetitions": args.repetitions, "backends": [backend], "workloads": workloads}
+    lab("bench.all", "--campaign", str(write_campaign(campaign)), results=results)
+    loader_rate = found.bytes["read"] / (found.span_us / 1e6)
+    for s in samples(results, name):
+        if s["host"] == "localhost" and s["metric"] in ("replay_s", "replay_bw"):
+            same = s["metadata"]["replay_bytes"] == found.bytes
+            against = s["value"] / (found.span_us / 1e6) - 1 if s["metric"] == "replay_s" else s["value"] / loader_rate
+            what = "vs span" if s["metric"] == "replay_s" else "× the loader's read rate"
+            print(
+                f"  {s['workload']} rep {s['repetition']}: {s['metric']} {s['value']:.4g} ({against:+.1%} {what}); "
+                f"bytes {'the same' if same else 'DIFFER'}"
+            )
+    shutil.rmtree(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
