@@ -14,5 +14,6 @@ from .report import report
 from .results import results, status
 from .storage import storage
 from .test import lint, test
+from .trace import trace
 
-ns = Collection(lab, bench, storage, report, results, data, status, test, lint)
+ns = Collection(lab, bench, storage, report, results, data, trace, status, test, lint)

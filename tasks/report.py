@@ -42,8 +42,9 @@ def show(c, campaign=None, format="table", units=None):
     store = report_mod.find_store(paths.results_root(), campaign)
     if format == "table":
         from iolab.report import kvcache as report_kvcache
+        from iolab.report import replay as report_replay
 
-        report_mod.print_report(store, units=units, leads=report_kvcache.LEADS)
+        report_mod.print_report(store, units=units, leads=report_kvcache.LEADS + report_replay.LEADS)
     elif format == "html":
         from iolab.report import html as report_html
 
