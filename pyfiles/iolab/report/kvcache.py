@@ -27,6 +27,7 @@ from iolab.report.layout import NUMBER, Column, Fitted
 from iolab.report.tables import (
     DEFAULT_UNITS,
     LAB_SCALE,
+    answer_cells,
     answer_flags,
     answers_table,
     fed_label,
@@ -81,10 +82,7 @@ def verdict_cells(rows: list[dict[str, Any]], units: str = DEFAULT_UNITS) -> tup
         low_high = r["p95_range"]
         cells.append(
             [
-                r["workload"],
-                r["backend"],
-                r["label"],
-                number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
+                *answer_cells(r, factor),
                 f"{r['tokens_per_s']:.0f}" if r["tokens_per_s"] is not None else "—",
                 f"{r['p95'] * 1000:.1f}" if r["p95"] is not None else "—",
                 f"{low_high[0] * 1000:.1f}–{low_high[1] * 1000:.1f} ({low_high[2]})" if low_high else "—",

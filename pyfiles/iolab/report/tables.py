@@ -220,17 +220,17 @@ def verdict_cells(rows: list[dict], units: str = DEFAULT_UNITS) -> tuple[list[st
     cells = []
     for r in rows:
         low_high = r["au_range"]
-        cells.append(
-            [
-                r["workload"],
-                r["backend"],
-                r["label"],
-                number(r["read_bw"] / factor) if r["read_bw"] is not None else "—",
-                f"{r['au']:.1f}" if r["au"] is not None else "—",
-                f"{low_high[0]:.1f}–{low_high[1]:.1f} ({low_high[2]})" if low_high else "—",
-            ]
-        )
+        au = f"{r['au']:.1f}" if r["au"] is not None else "—"
+        spread = f"{low_high[0]:.1f}–{low_high[1]:.1f} ({low_high[2]})" if low_high else "—"
+        cells.append([*answer_cells(r, factor), au, spread])
     return head, cells
+
+
+def answer_cells(row: dict, factor: float) -> list[str]:
+    """A search's answer row's first cells, every search alike: workload, backend, the answer's label, read_bw
+    in the table's unit (`factor`)."""
+    bw = number(row["read_bw"] / factor) if row["read_bw"] is not None else "—"
+    return [row["workload"], row["backend"], row["label"], bw]
 
 
 LAB_SCALE = (

@@ -30,6 +30,13 @@ from iolab.run.session import BackendSession, CampaignState
 from iolab.store import ledger
 from iolab.units import counted
 
+# What a workload's `search:` names, and who answers it on a mounted backend (BackendSession.search).
+SEARCHES = {
+    "accelerators": accelerators.searched,
+    "users": kvcache_search.searched,
+    "clients": kvcache_search.searched,
+}
+
 # --- the campaign loop --------------------------------------------------------------------------
 
 
@@ -116,9 +123,8 @@ def _run_backend(state: CampaignState, backend: str, queue: list[Entry], runs: l
             state.plans.update({entry.run.run_id: planning.planned([entry.run])[0] for entry in queue})
             parts = planning.parts(queue)
             for number, part in enumerate(parts, 1):
-                if planning.searches(part[0].run):  # the accelerators fed, or a KV-cache workload's users or clients
-                    searcher = kvcache_search if part[0].run.workload.type == "kvcache" else accelerators
-                    session.search(*part[0], functools.partial(searcher.searched, session, part[0].run))
+                if search := planning.search_of(part[0].run):  # the accelerators fed, a KV-cache's users or clients
+                    session.search(*part[0], functools.partial(SEARCHES[search], session, part[0].run))
                 else:  # the last runs of the backend: unmounted with them, unless more repetitions may follow
                     session.play(part, last=number == len(parts) and not extra)
             tried.update(entry.run.run_id for entry in queue)

@@ -108,9 +108,15 @@ def parts(queue: list[Entry]) -> list[list[Entry]]:
     return out
 
 
+def search_of(run: Run) -> str | None:
+    """What the run searches for (its workload's `search:`: iolab.run.bench.SEARCHES answers it), None for a run
+    that is one measurement."""
+    return getattr(run.workload, "search", None)
+
+
 def searches(run: Run) -> bool:
     """A run that is a search (iolab.run.accelerators, iolab.run.kvcache_search), not one measurement."""
-    return getattr(run.workload, "search", None) is not None
+    return search_of(run) is not None
 
 
 def planned(runs: list[Run]) -> list[Planned]:
