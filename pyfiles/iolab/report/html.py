@@ -33,6 +33,7 @@ from iolab.parsers import BARS, PERCENTILES
 from iolab.report import faults as report_faults
 from iolab.report import footnotes, history, svg
 from iolab.report import kvcache as report_kvcache
+from iolab.report import replay as report_replay
 from iolab.report import tables as report
 from iolab.report import telemetry as report_telemetry
 from iolab.report.tables import BYTE_UNITS, DEFAULT_UNITS, number, unit_scale, with_unit
@@ -71,6 +72,7 @@ def build(store: ResultStore, units: str = DEFAULT_UNITS) -> str:
         header=page.header(),
         verdict=page.verdict(),
         kv_cache=report_kvcache.page(samples, units),  # the KV-cache search's answers
+        replay=report_replay.answers(samples, units),  # each replayed trace's answer per backend
         winners=page.winners(),
         throughput=page.throughput(),
         latency=page.latency(),
