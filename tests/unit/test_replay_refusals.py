@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,17 @@ def test_the_refusal_comes_before_any_host_is_reached(tmp_path):
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "workloads[0]: trace: " in done.stderr and "truncated" in done.stderr
+
+
+def test_a_capture_s_bad_command_is_refused_before_any_host(tmp_path):
+    """trace.capture's refusals come before the lab is used (None here: nothing is played)."""
+    from iolab.drive import traces
+
+    for root, command, said in (
+        ("data", ["python3", "job.py"], "give the absolute directory"),
+        ("/data", [], "give the command to capture after --"),
+        ("/data", ["python3", "{{ lookup('env', 'HOME') }}"], "Ansible would evaluate {{ or {% on the controller"),
+    ):
+        with pytest.raises(UserError, match=re.escape(said)):
+            traces.capture(None, root, command, False, 60.0, tmp_path)  # type: ignore[arg-type]
+    assert not any(tmp_path.iterdir())
