@@ -20,7 +20,8 @@ LEAVES = {"iolab", "iolab.errors", "iolab.units"}
 # The controller's layers, lowest first, each with its packages and modules (a package holds its sub-modules).
 LAYERS = [
     ("base", ["iolab.paths", "iolab.yamlfile", "iolab.progress", "iolab.schema", "iolab.faults", "iolab.parsers"]),
-    ("kinds", ["iolab.workloads", "iolab.backends"]),
+    ("backends", ["iolab.backends"]),  # they see a workload through a Protocol (backends.base.Workload)
+    ("workloads", ["iolab.workloads"]),
     ("measures", ["iolab.measures"]),
     ("campaign", ["iolab.campaign"]),
     ("store", ["iolab.store"]),

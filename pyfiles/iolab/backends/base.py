@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from iolab import faults
 from iolab.schema import CephPath, Model, Name
@@ -13,7 +13,35 @@ DATASET_DIR = "dataset"  # each host's data set: <target>/iolab-<inventory_hostn
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
-    from iolab.workloads.base import Workload
+
+
+class Workload(Protocol):
+    """What a backend asks of a workload (iolab.workloads.base.Workload has it all): backends import no workload
+    kind, and a new kind needs nothing of them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def needs_s3(self) -> bool: ...
+
+    @property
+    def writes(self) -> str: ...
+
+    def too_big(self, where: str, size: int) -> str | None: ...
+
+
+class FioWorkload(Workload, Protocol):
+    """An fio workload as the block backends read it, once its `tool` said fio (iolab.workloads.fio)."""
+
+    @property
+    def jobfile(self) -> str | None: ...
+
+    @property
+    def size(self) -> int | None: ...
 
 
 def host_root(target: str, host: str) -> str:

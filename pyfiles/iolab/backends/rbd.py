@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from iolab.backends.base import LAB_CEPH, CephBackend
+from iolab.backends.base import LAB_CEPH, CephBackend, FioWorkload, Workload
 from iolab.schema import (
     AbsPath,
     Bool,
@@ -16,7 +16,6 @@ from iolab.shared import fio_options
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
-    from iolab.workloads.base import Workload
 
 
 class RbdBackend(CephBackend):
@@ -46,27 +45,23 @@ class RbdBackend(CephBackend):
         return workload.tool == "fio"
 
     def refuse(self, workload: Workload) -> str | None:
-        from iolab.workloads.fio import FioWorkload
-
-        assert isinstance(workload, FioWorkload)  # supports(): fio's workloads only
-        if workload.jobfile:
+        fio = cast(FioWorkload, workload)  # supports(): fio's workloads only
+        if fio.jobfile:
             return (
                 f"workload {workload.name}: backend {self.name} runs fio's built-in profiles with the "
                 "rbd engine; a job file cannot be rewritten for it"
             )
-        if workload.size and workload.size > self.size:
-            return f"workload {workload.name}: size {workload.size} exceeds the image ({self.size} bytes)"
+        if fio.size and fio.size > self.size:
+            return f"workload {workload.name}: size {fio.size} exceeds the image ({self.size} bytes)"
         return None
 
     def run_vars(self, workload: Workload, variables: dict[str, Any]) -> dict[str, Any]:
-        from iolab.workloads.fio import FioWorkload
-
-        assert isinstance(workload, FioWorkload)  # supports(): fio's workloads only
+        fio = cast(FioWorkload, workload)  # supports(): fio's workloads only
         options = {**variables["bench_fio_options"], **fio_options.rbd_options(self.pool, self.image_name, self.client)}
         # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS.
         return {
             **variables,
             "bench_fio_options": options,
-            "bench_fio_size": workload.size or self.size,
+            "bench_fio_size": fio.size or self.size,
             "run_environment": {"CEPH_CONF": self.ceph_conf, "CEPH_ARGS": f"--keyring {self.keyring}"},
         }

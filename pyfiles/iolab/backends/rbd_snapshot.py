@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import model_validator
 
-from iolab.backends.base import LAB_CEPH, CephBackend
+from iolab.backends.base import LAB_CEPH, CephBackend, FioWorkload, Workload
 from iolab.schema import (
     AbsPath,
     Bool,
@@ -18,7 +18,6 @@ from iolab.schema import (
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
-    from iolab.workloads.base import Workload
 
 
 class RbdSnapshotBackend(CephBackend):
@@ -75,12 +74,11 @@ class RbdSnapshotBackend(CephBackend):
         return variables
 
     def refuse(self, workload: Workload) -> str | None:
-        from iolab.workloads.fio import FioWorkload
-
         reason = super().refuse(workload)
-        if reason or not isinstance(workload, FioWorkload) or self.scratch:  # fio lays out its file on a scratch
+        if reason or workload.tool != "fio" or self.scratch:  # fio lays out its file on a scratch
             return reason
-        if workload.jobfile:
+        fio = cast(FioWorkload, workload)
+        if fio.jobfile:
             return (
                 f"workload {workload.name}: a job file cannot run on backend {self.name}, a read-only "
                 "snapshot where fio cannot lay out its files; use a read profile"
@@ -90,9 +88,9 @@ class RbdSnapshotBackend(CephBackend):
                 f"workload {workload.name} reads a fio file but backend {self.name} holds none: give the "
                 "backend fio_size (e.g. 1GiB), laid out once in the image before the snapshot"
             )
-        if workload.size and workload.size != self.fio_size:
+        if fio.size and fio.size != self.fio_size:
             return (
-                f"workload {workload.name}: size {workload.size} differs from the fio file of backend "
+                f"workload {workload.name}: size {fio.size} differs from the fio file of backend "
                 f"{self.name} (fio_size {self.fio_size}); leave size out, or make it fio_size"
             )
         return None

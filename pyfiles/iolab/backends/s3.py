@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator
 
 from iolab import faults
-from iolab.backends.base import DATASET_DIR, LAB_CEPH_DIR, Backend, host_root
+from iolab.backends.base import DATASET_DIR, LAB_CEPH_DIR, Backend, Workload, host_root
 from iolab.schema import AbsPath, Bool, Name
 
 if TYPE_CHECKING:
     from iolab.schema import Dataset
-    from iolab.workloads.base import Workload
 
 # What `invoke lab.services-up` publishes (roles/service_ceph, defaults): radosgw on loopback.
 LAB_S3 = {

@@ -71,6 +71,11 @@ class Workload(Model):
         """What it writes on its target, '' when it only reads: a read-only backend refuses a workload that writes."""
         return ""
 
+    def too_big(self, where: str, size: int) -> str | None:
+        """Why what one host's run holds at once on the target does not fit `size` bytes of `where` (a tmpfs holds
+        all of it), or None: only the kinds that write or stage files of their own say so."""
+        return None
+
     def commands(self) -> list[str]:
         """What the workload would run or install on every host that the campaign file, not iolab, chose: each a
         sentence; `bench.all` runs them only with --allow-commands (campaign.check_commands), the dry run says them."""

@@ -76,6 +76,15 @@ class CheckpointWorkload(Workload):
     def writes(self) -> str:
         return f"checkpoint {self.model}"
 
+    def too_big(self, where: str, size: int) -> str | None:
+        if self.room <= size:
+            return None
+        return (
+            f"workload {self.name}: its checkpoint ({human(self.room, 'B', si=True)}) does not fit {where} "
+            f"({human(size, 'B')}), which holds all of it in a run on one host; lower the workload's scale or raise "
+            "the backend's size"
+        )
+
     def role_vars(self, target: str) -> dict[str, Any]:
         return {
             "bench_checkpoint_target": target,

@@ -74,6 +74,15 @@ class ReplayWorkload(Workload):
         """Bytes its staged files hold on the target, per host."""
         return self.loaded.dataset_bytes * self.copies
 
+    def too_big(self, where: str, size: int) -> str | None:
+        if self.room <= size:
+            return None
+        return (
+            f"workload {self.name}: its trace's data set ({human(self.room, 'B')} staged on each host) does not fit "
+            f"{where} ({human(size, 'B')}); raise the backend's size"
+            + (" or drop own_files" if self.copies > 1 else "")
+        )
+
     @property
     def writes(self) -> str:
         written = self.loaded.bytes["write"]
