@@ -201,8 +201,8 @@ def serve(url: str, mountpoint: str, log: str, readonly: bool) -> int:
 def _fuse_mounted(mountpoint: str) -> bool:
     from iolab.host.mounts import mounted_at
 
-    found = mounted_at(mountpoint)
-    return bool(found) and found.get("source") == FSNAME
+    found = mounted_at(mountpoint) or {}
+    return found.get("source") == FSNAME
 
 
 def mount(url: str, mountpoint: str, state_dir: str, readonly: bool) -> int:
