@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from _common import ROOT, drop_caches, lab, loader_argv, samples, write_campaign
@@ -29,14 +31,27 @@ from iolab.parsers import pytorch
 from iolab.shared import trace
 
 
+def _waiting(*args: str, results: Path) -> subprocess.CompletedProcess:
+    """A lab task, waiting (up to 30 min) while another campaign holds this machine's lease."""
+    for _ in range(360):
+        _, done = lab(*args, results=results, check=False)
+        if "is held by campaign" not in done.stderr:
+            if done.returncode != 0:
+                sys.exit(f"{args[0]} failed ({done.returncode}):\n{done.stderr}")
+            return done
+        time.sleep(5)
+    sys.exit(f"{args[0]}: this machine's lease stayed held for 30 min")
+
+
 def _capture(work: Path, results: Path) -> tuple[trace.Trace, dict]:
     """The loader's trace, and its images/s untraced (a run of its own) and traced (the capture's run)."""
     argv = ["--reader", "pil", "--workers", "2", "--batch-size", "32", "--accelerator", "emulated"]
     argv += ["--compute-per-batch", "0.02", "--accelerators", "1"]
     drop_caches()
-    subprocess.run([*loader_argv(work / "ds", work / "untraced"), *argv], check=True, capture_output=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
+    subprocess.run([*loader_argv(work / "ds", work / "untraced"), *argv], check=True, capture_output=True, env=env)
     flags = ["--root", str(work / "ds"), "--timeout", "900", "--baseline", "--"]
-    _, done = lab("trace.capture", *flags, *loader_argv(work / "ds", work / "traced"), *argv, results=results)
+    done = _waiting("trace.capture", *flags, *loader_argv(work / "ds", work / "traced"), *argv, results=results)
     found = trace.load(done.stdout.strip().splitlines()[-1].split(": ", 1)[1])
     rates = {
         name: next(m.value for m in pytorch.parse(work / name).measurements if m.metric == "samples_per_s")
@@ -65,7 +80,7 @@ def main() -> int:
     backend = {"name": "fidelity-disk", "type": "local", "path": str(work / "disk")}
     name = "trace-fidelity"
     campaign = {"name": name, "repetitions": args.repetitions, "backends": [backend], "workloads": workloads}
-    lab("bench.all", "--campaign", str(write_campaign(campaign)), results=results)
+    _waiting("bench.all", "--campaign", str(write_campaign(campaign)), results=results)
     loader_rate = found.bytes["read"] / (found.span_us / 1e6)
     for s in samples(results, name):
         if s["host"] == "localhost" and s["metric"] in ("replay_s", "replay_bw"):
