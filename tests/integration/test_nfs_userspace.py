@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from integration.test_storage_faults import bench, figures
+from integration.test_storage_faults import LOADER, bench, figures
 
 from support import mounted
 
@@ -64,16 +64,7 @@ def test_fio_and_a_loader_on_nfs_through_the_userspace_client_with_nfs_ganesha_s
                     "size": "64MiB",
                     "faults": [{"at": "10s", "heal_at": "20s", **stop}],
                 },
-                {  # 100 ms of compute per batch of 10: at most 100 samples/s
-                    "name": "train",
-                    "type": "pytorch",
-                    "reader": "packed",
-                    "workers": 1,
-                    "batch_size": 10,
-                    "epochs": 15,
-                    "accelerator": {"type": "custom", "compute_per_batch": "100ms"},
-                    "faults": [{"at": "25s", "heal_at": "35s", **stop}],
-                },
+                {**LOADER, "faults": [{"at": "25s", "heal_at": "35s", **stop}]},
             ],
         }
     )

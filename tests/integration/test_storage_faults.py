@@ -23,6 +23,16 @@ pytestmark = pytest.mark.integration
 
 LEASE_WAIT_S = 600
 FIO = {"type": "fio", "profile": "seq-read-1m", "runtime": "14s", "ramp": "1s", "size": "64MiB"}
+# 100 ms of compute per batch of 10: at most 100 samples/s, 45 s and more for 4,500 (a data set of 300 files)
+LOADER = {
+    "name": "train",
+    "type": "pytorch",
+    "reader": "packed",
+    "workers": 1,
+    "batch_size": 10,
+    "epochs": 15,
+    "accelerator": {"type": "custom", "compute_per_batch": "100ms"},
+}
 
 
 def bench(cli, campaign, *more: str, check: bool = True):
@@ -88,17 +98,8 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(c
                 # placement groups were clean: 25 s after the heal leaves room for a loaded machine, 10 s before the
                 # fault a baseline that holds (with 5 s, the first seconds' higher rate made 90 % unreachable)
                 {**FIO, "name": "rd", "runtime": "55s", "faults": [{"at": "10s", "heal_at": "30s", **osd_stop}]},
-                {  # 100 ms of compute per batch of 10: at most 100 samples/s, 45 s and more for 4,500
-                    "name": "train",
-                    "type": "pytorch",
-                    "reader": "packed",
-                    "workers": 1,
-                    "batch_size": 10,
-                    "epochs": 15,
-                    "accelerator": {"type": "custom", "compute_per_batch": "100ms"},
-                    # after its start-up (10–35 s here: docs/LAB_PITFALLS.md), so that its baseline is measured
-                    "faults": [{"at": "25s", "heal_at": "35s", **osd_stop}],
-                },
+                # after its start-up (10–35 s here: docs/LAB_PITFALLS.md), so that its baseline is measured
+                {**LOADER, "faults": [{"at": "25s", "heal_at": "35s", **osd_stop}]},
                 {
                     "name": "obj",
                     "type": "objects",
