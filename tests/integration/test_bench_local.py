@@ -205,9 +205,10 @@ def test_values_never_pass_through_a_shell(cli, write_campaign, tmp_path):
     "sig, code, said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")]
 )
 def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_campaign, tmp_path, sig, code, said):
-    # Run 2 lasts 12 s: the signal lands while it runs (at 4 s, a clean clone's run 2 ended before the controller
-    # handled SIGINT, and was stored).
-    data = small_campaign(tmp_path, name="itest-int", repetitions=3, workloads=[{**FIO_1S, "runtime": "12s"}])
+    # Run 1 lasts 1 s, to be stored; run 2 lasts 12 s: the signal lands while it runs (at 4 s, a clean clone's run 2
+    # ended before the controller handled SIGINT, and was stored).
+    workloads = [{**FIO_1S, "name": "first"}, {**FIO_1S, "runtime": "12s"}]
+    data = small_campaign(tmp_path, name="itest-int", repetitions=1, workloads=workloads)
     data["backends"] = data["backends"][:1]
     proc = subprocess.Popen(
         cli.argv("bench.all", "--campaign", str(write_campaign(data))),
