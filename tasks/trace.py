@@ -30,12 +30,13 @@ def _command() -> list[str]:
     }
 )
 @user_errors
-def capture(c, root, baseline=False, timeout=3600, inventory=None, hosts=None, steal=False):
+def capture(c, root=None, baseline=False, timeout=3600, inventory=None, hosts=None, steal=False):
     """Run a command (after --) under strace on the hosts; keep the trace of its I/O under ROOT in results/traces/."""
     from iolab.drive import traces
 
-    lab = make_lab(inventory, hosts)
     command = _command()
+    traces.check(root, command)
+    lab = make_lab(inventory, hosts)
     with lease.held(lab, "trace.capture", steal):
         stored = traces.capture(lab, root, command, bool(baseline), float(timeout), paths.results_root() / "traces")
     for host, path in stored.items():

@@ -28,15 +28,20 @@ def store(found: trace.Trace, directory: Path) -> Path:
     return kept
 
 
-def capture(lab: Lab, root: str, command: list[str], baseline: bool, timeout: float, store_dir: Path) -> dict:
-    """{host: its trace, stored} of `command` run under strace on each of the lab's hosts."""
-    if not root.startswith("/"):
+def check(root: str | None, command: list[str]) -> None:
+    """Refuse (UserError, one line) a capture that could not run as asked, before any host or lease is touched."""
+    if not root or not root.startswith("/"):
         raise UserError(f"--root {root!r}: give the absolute directory whose files the job reads")
     if not command:
         raise UserError("give the command to capture after --: ./lab trace.capture --root DIR -- COMMAND ...")
     for value in [root, *command]:
         if "{{" in value or "{%" in value:
             raise UserError(f"{value!r}: Ansible would evaluate {{{{ or {{% on the controller; write it otherwise")
+
+
+def capture(lab: Lab, root: str, command: list[str], baseline: bool, timeout: float, store_dir: Path) -> dict:
+    """{host: its trace, stored} of `command` run under strace on each of the lab's hosts."""
+    check(root, command)
     fetched = store_dir / ".fetched"
     fetched.mkdir(parents=True, exist_ok=True)
     variables = {
