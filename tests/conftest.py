@@ -124,14 +124,17 @@ def small_tmpfs(tmp_path):
 
 
 def pytest_collection_modifyitems(items):
-    """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order; the
-    FLOATING files' tests come after the others (so pytest-xdist queues their groups after the two long ones)."""
-    items.sort(
-        key=lambda item: (
-            item.get_closest_marker("lab_box_lifecycle") is not None,
-            Path(item.nodeid.split("::", 1)[0]).name in FLOATING,
-        )
-    )
+    """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order; before
+    them the FLOATING files' tests (so pytest-xdist queues their groups after the two long ones), and before those
+    ON_LAB_NFS's: last of the simlab group's campaigns, they take this machine's lease when the localhost group is
+    (nearly) done, not at the stage's start, where the localhost worker waited on it (docs/DESIGN.md, "The test
+    suite")."""
+
+    def key(item) -> tuple[bool, bool, bool]:
+        name = Path(item.nodeid.split("::", 1)[0]).name
+        return (item.get_closest_marker("lab_box_lifecycle") is not None, name in FLOATING, name in ON_LAB_NFS)
+
+    items.sort(key=key)
 
 
 # Integration tests that run no campaign on this machine (so take no lease of it and mount nothing under
