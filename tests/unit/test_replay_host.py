@@ -90,3 +90,10 @@ def test_a_replay_that_moved_other_bytes_is_an_error(captured, tmp_path):
     (out / "fio.json").unlink()
     with pytest.raises(ParseError):
         replay_parser.parse(out)
+
+
+def test_a_staged_path_longer_than_fio_reads_is_refused_in_one_line(captured, tmp_path):
+    deep = tmp_path / ("d" * 200) / ("e" * 40)
+    done = _host("replay", "--trace", str(captured.path), "--root", str(deep), "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "longer than the 256 characters fio's iolog reads of a name" in done.stderr

@@ -57,6 +57,11 @@ def test_a_file_outside_the_root_is_refused(tmp_path):
     assert "file '../../etc/shadow' is outside the trace's root" in _refusal(tmp_path, text)
 
 
+def test_a_file_name_fio_s_iolog_cannot_carry_is_refused(tmp_path):
+    text = trace.render({"root": "/data", "files": [["my photos/a.jpg", 4096]]}, GOOD)
+    assert "file 'my photos/a.jpg' has a blank in its name" in _refusal(tmp_path, text)
+
+
 def test_a_data_set_that_does_not_fit_the_tmpfs_is_refused(tmp_path):
     text = trace.render({"root": "/data", "files": [["a.jpg", 4096], ["big.bin", 3 << 20]]}, GOOD)
     message = _refusal(tmp_path, text, size="2MiB")

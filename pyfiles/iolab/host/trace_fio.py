@@ -23,6 +23,7 @@ from iolab.shared import trace
 
 _ACTIONS = {"read": "read", "write": "write", "fsync": "sync", "fdatasync": "datasync"}
 RESULT = "replay.json"
+NAME_MAX = 256  # fio 3.33 reads an iolog line's file name with sscanf's %256s
 
 
 class _Log:
@@ -91,6 +92,12 @@ def jobfile(logs: dict[str, Path], delays: dict[str, int], fast: bool) -> str:
 def replay(loaded: trace.Trace, root: Path, out: Path, fast: bool, copies: int, own_files: bool) -> int:
     """fio replays the trace on `root` (staged), writing fio.json and replay.json in `out`; fio's exit status."""
     out.mkdir(parents=True, exist_ok=True)
+    longest = max((name for name, _ in loaded.files), key=len, default="")
+    if len(f"{root}/copy-{copies}/{longest}") > NAME_MAX:
+        raise RuntimeError(
+            f"{root}/{longest} is longer than the {NAME_MAX} characters fio's iolog reads of a name; "
+            "mount the backend at a shorter path"
+        )
     logs = iologs(loaded, root, copies, own_files)
     paths = {}
     for name, log in logs.items():

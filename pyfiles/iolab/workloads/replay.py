@@ -55,9 +55,15 @@ class ReplayWorkload(Workload):
     @model_validator(mode="after")
     def _a_trace(self) -> ReplayWorkload:
         try:
-            loaded(self.trace)
+            found = loaded(self.trace)
         except traces.TraceError as exc:
             raise ValueError(f"trace: {exc}") from None
+        spaced = next((name for name, _ in found.files if any(c.isspace() for c in name)), None)
+        if spaced is not None:
+            raise ValueError(
+                f"trace: file {spaced!r} has a blank in its name, which fio's iolog cannot carry (it reads names "
+                "up to a blank); rename the files of the job's data"
+            )
         return self
 
     @property
