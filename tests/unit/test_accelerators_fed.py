@@ -292,6 +292,25 @@ def test_a_disturbed_probe_is_run_again_and_if_it_stays_disturbed_the_answer_say
     assert next(p for p in meta["points"] if p["accelerators"] == 2)["disturbed"] == 2
 
 
+def test_a_test_may_count_a_disturbed_probe_at_once_and_the_answer_still_says_so(tmp_path, monkeypatch):
+    """The integration and lab tests (tests/support.py) run beside another pytest-xdist worker: IOLAB_DISTURBED_RETRIES
+    0 counts each disturbed probe without running it again, flagged; anything above the product's 2 is refused."""
+    run = search_run("fast")
+
+    def hogged(n: int, k: int) -> tuple[float, float]:
+        return 0.2 * n + 1.0, 0.2 * n  # a core of foreign load on every probe
+
+    session = Probing(ResultStore(tmp_path, "verdict"), lambda n, k: 95.0 if n <= 2 else 60.0, cpu=hogged)
+    monkeypatch.setenv(accelerators.RETRIES_ENV, "0")
+    outcome, probes = accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 8, show=str)
+    assert session.measured == [(1, 1), (2, 1), (4, 1), (3, 1), (2, 2), (3, 2), (2, 3), (3, 3)]  # as undisturbed
+    assert all(p.counted and p.disturbed for p in probes) and (outcome.held, outcome.failed) == (2, 3)
+    assert accelerators.summary(outcome, probes, 90.0, 8, 500)["flags"][0].startswith("disturbed: foreign load")
+    monkeypatch.setenv(accelerators.RETRIES_ENV, "3")
+    with pytest.raises(UserError, match="IOLAB_DISTURBED_RETRIES='3': a test's runs again of a disturbed probe are 0"):
+        accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 8, show=str)
+
+
 def test_the_search_stops_where_this_host_can_emulate_no_more_and_says_so(tmp_path):
     """The emulator costs 0.45 of a core per rank on 2 cores: this host emulates 4 (iolab.measures.limits.capacity)."""
     run = search_run("fast")
