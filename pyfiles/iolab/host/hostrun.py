@@ -62,7 +62,7 @@ import time
 from pathlib import Path
 
 from iolab.host import ceph_osds, facts, live, profilers, telemetry
-from iolab.host.runs import PIDFILE, hold, write_json
+from iolab.host.runs import PIDFILE, hold, write_json, write_pid
 from iolab.host.runstart import wait_for_start, wait_until
 from iolab.host.runstop import stop
 from iolab.host.watch import end_left, group_alive, step, watch
@@ -201,11 +201,11 @@ def _launch(
         except OSError as exc:
             print(f"{argv[0]} could not start: {exc.strerror}", file=sys.stderr)
             return None
-        (run_dir / PIDFILE).write_text(f"{proc.pid}\n")
+        write_pid(run_dir / PIDFILE, proc.pid)
         observers = _Observers(run_dir, proc.pid, argv[0], profile, telemetry_after, target)
         reason = watch(proc, observers.live.tree, timeout, started, parent)
         if reason and group_alive(proc.pid):  # its PID file stays, outside what is packed, for teardown
-            (run_dir.parent / f"{run_dir.name}.{PIDFILE}").write_text(f"{proc.pid}\n")
+            write_pid(run_dir.parent / f"{run_dir.name}.{PIDFILE}", proc.pid)
         ended = time.time()
         profiled = observers.stop()
     (run_dir / PIDFILE).unlink(missing_ok=True)

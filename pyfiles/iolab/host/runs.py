@@ -67,6 +67,13 @@ def write_json(path: Path, data: dict) -> None:
     tmp.replace(path)
 
 
+def write_pid(path: Path, pid: int) -> None:
+    """A PID file written whole or not at all (`stop` may read it at any moment: an empty one would be no PID)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(f"{pid}\n")
+    tmp.replace(path)
+
+
 def note_scratch(run_dir: Path, files: list[Path]) -> None:
     """Record that the run writes `files` outside its directory (on the storage under test: a checkpoint's shards),
     so that `stop` removes them after an interrupted run, or the run's command killed outright (a takeover);
