@@ -6,8 +6,8 @@
 2. `./lab trace.capture --root DIR/ds --baseline -- python -m iolab.host.loader.torch_loader --reader pil ...`
    (1 rank, 2 workers, batches of 32, 20 ms of emulated compute per batch): the loader once untraced,
    once under strace, caches dropped before each; its images/s both ways from each run's loader.json;
-3. a campaign replaying the trace on a local backend in DIR/disk (the same file system), at recorded
-   timing and as fast as possible, --repetitions times each.
+3. a campaign replaying the trace on a local backend in DIR/disk (the same file system; a 1 GiB tmpfs
+   backend where DIR is under /dev/shm), at recorded timing and as fast as possible, --repetitions times each.
 
 Prints the capture's cost, and per repetition: bytes replayed against the trace's, the replay's duration
 against the trace's span (recorded timing) and its rate against the loader's (fast).
@@ -74,10 +74,13 @@ def main() -> int:
         f"trace {found.path.name}: {found.records:,} I/Os, {len(found.files):,} files, {found.bytes['read']:,} B read,"
     )
     print(f"  span {found.span_us / 1e6:.3f} s, {len(found.processes)} processes; capture cost: {json.dumps(cost)}")
-    (work / "disk").mkdir(exist_ok=True)
+    on_tmpfs = str(work).startswith("/dev/shm/")  # iolab mounts no backend under /dev: a tmpfs of its own then
     workloads = [{"name": "recorded", "type": "replay", "trace": str(found.path)}]
     workloads.append({"name": "fast", "type": "replay", "trace": str(found.path), "timing": "fast"})
-    backend = {"name": "fidelity-disk", "type": "local", "path": str(work / "disk")}
+    backend = {"name": "fidelity-tmpfs", "type": "tmpfs", "size": "1GiB"} if on_tmpfs else {}
+    if not on_tmpfs:
+        (work / "disk").mkdir(exist_ok=True)
+        backend = {"name": "fidelity-disk", "type": "local", "path": str(work / "disk")}
     name = "trace-fidelity"
     campaign = {"name": name, "repetitions": args.repetitions, "backends": [backend], "workloads": workloads}
     _waiting("bench.all", "--campaign", str(write_campaign(campaign)), results=results)
@@ -85,10 +88,12 @@ def main() -> int:
     for s in samples(results, name):
         if s["host"] == "localhost" and s["metric"] in ("replay_s", "replay_bw"):
             same = s["metadata"]["replay_bytes"] == found.bytes
-            against = s["value"] / (found.span_us / 1e6) - 1 if s["metric"] == "replay_s" else s["value"] / loader_rate
-            what = "vs span" if s["metric"] == "replay_s" else "× the loader's read rate"
+            if s["metric"] == "replay_s":
+                against = f"{s['value'] / (found.span_us / 1e6) - 1:+.1%} of the trace's span"
+            else:
+                against = f"{s['value'] / loader_rate:.3g} × the loader's read rate"
             print(
-                f"  {s['workload']} rep {s['repetition']}: {s['metric']} {s['value']:.4g} ({against:+.1%} {what}); "
+                f"  {s['workload']} rep {s['repetition']}: {s['metric']} {s['value']:.4g} ({against}); "
                 f"bytes {'the same' if same else 'DIFFER'}"
             )
     shutil.rmtree(results)
