@@ -97,3 +97,12 @@ def test_a_staged_path_longer_than_fio_reads_is_refused_in_one_line(captured, tm
     done = _host("replay", "--trace", str(captured.path), "--root", str(deep), "--out", str(tmp_path / "out"))
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert "longer than the 256 characters fio's iolog reads of a name" in done.stderr
+
+
+def test_a_data_set_the_file_system_cannot_hold_is_refused_before_a_file_is_written(tmp_path):
+    """The room of a backend iolab cannot know from the controller (a local disk) is checked on the host."""
+    huge = trace.write(tmp_path, {"root": "/data", "files": [["a.bin", 1 << 50]]}, [(1, "read", 0, 0, 4096, 0, 5)])
+    done = _host("stage", "--trace", str(huge), "--root", str(tmp_path / "staged"), "--copies", "2")
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert "the trace's data set (2,251,799,813,685,248 B for 2 copies) does not fit" in done.stderr
+    assert not any((tmp_path / "staged").iterdir())
