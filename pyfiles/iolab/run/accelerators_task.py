@@ -81,7 +81,7 @@ def run_search(
 
     with BackendSession(state, backend, hosts, expand(first)) as session:
         session.flush()
-        session.require(hosts)
+        session.standing.require(hosts)
         outcome, probes = probe_until(session, run_of, hosts, ceiling, threshold, show, floor)
     return summary(outcome, probes, threshold, ceiling, floor)
 

@@ -2,8 +2,9 @@
 
 `BackendSession` is a context manager: entered, it queues the mount (and the data set) to play
 first in the backend's next playbook; exited, however it ends (a failure, Ctrl-C), it tears down
-what its playbooks did not unmount and check. Its state says which hosts are mounted, which lack
-the data set, and which are left out of the rest of the campaign and why (`CampaignState.lost`).
+what its playbooks did not unmount and check. Where its hosts stand (mounted, without the data set, to tear
+down) is its `standing` (iolab.run.standing), the warm-ups before a run its `warming` (iolab.run.warming); the
+hosts left out of the rest of the campaign, and why, are the campaign's (`CampaignState.lost`).
 The campaign loop (iolab.run.bench) and the accelerator search (iolab.run.accelerators) both use it.
 
 Runs alike (no warm-up, no search) on the same hosts play one after the other in one
@@ -17,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import shutil
 from collections.abc import Callable, Iterator
 
 from iolab.campaign.model import Campaign, Run
@@ -26,8 +26,11 @@ from iolab.drive.execute import Lab, Queued, Step, left_behind, play_run, play_r
 from iolab.errors import RunFailed, UserError
 from iolab.measures.samples import ResultStore, Sample
 from iolab.progress import Planned, Progress
+from iolab.run import warming
 from iolab.run.plan import Entry
-from iolab.store.record import headline, record_run, run_record, store_run
+from iolab.run.standing import Standing
+from iolab.run.warming import Warming
+from iolab.store.record import headline, record_run, store_run
 
 
 @dataclasses.dataclass
@@ -93,12 +96,9 @@ class BackendSession:
     def __init__(self, state: CampaignState, backend: str, hosts: list[str], runs: list[Run]):
         self.state, self.backend, self.runs = state, backend, runs
         self.hosts = hosts  # the hosts that run something on it
-        self.mounted: list[str] = []  # mounted, until a mount or a run says otherwise
-        self.teardown: list[str] = []  # every host the mount reached (Ctrl-C too) and no unmount checked
-        self.no_data: dict[str, str] = {}  # mounted hosts without the data set, and why
+        self.standing = Standing(backend, state.store, state.lost, state.lab.console)  # mounted, data set, teardown
         self.failures: list[str] = []
-        self.warmed: set[tuple] = set()  # points that had their warm-up run on this mount
-        self.previous: tuple[Run, list[str], bool] | None = None  # the run just run, its hosts, whether it succeeded
+        self.warming = Warming(state.lab, state.store)  # the points warmed on this mount, the run just run
         self.batch: _Batch | None = None  # the runs alike playing now
         self.waiting: list[Step] = []  # the steps that waited before this backend's
         self.steps_alone = False  # the steps waiting play alone, not with runs
@@ -109,7 +109,7 @@ class BackendSession:
         if state.ahead and self.hosts != lab.hosts:  # provisioning is played on every host
             self.flush("setup", lab.hosts)
             self.hosts = [h for h in self.hosts if h not in state.lost]
-        self.mounted, self.teardown = list(self.hosts), list(self.hosts)
+        self.standing.mounted, self.standing.teardown = list(self.hosts), list(self.hosts)
         self.waiting = list(state.ahead)  # if nothing of this backend is played, they wait for the next
         state.ahead.append(Step("mount", storage_phase(state.campaign, self.backend, "mounted")))
         self.holds_data = datasets.held(state.campaign, self.runs)
@@ -123,8 +123,8 @@ class BackendSession:
         """Tear down what no playbook unmounted and checked (after a failure, Ctrl-C, or a host lost)."""
         state = self.state
         if state.ahead:  # nothing of this backend was played: nothing to tear down
-            state.ahead[:], self.teardown = self.waiting, []
-        hosts = [h for h in self.teardown if h not in state.unprovisioned]
+            state.ahead[:], self.standing.teardown = self.waiting, []
+        hosts = [h for h in self.standing.teardown if h not in state.unprovisioned]
         if hosts:
             self.failures += tear_down(state.lab, state.campaign, self.backend, hosts)
 
@@ -149,26 +149,24 @@ class BackendSession:
                 self._play_warmed(run, active)
                 continue
             batch = [run]  # runs alike on the same hosts after it: one ansible-playbook process for them all
-            while pending and not _alone(pending[0].run) and self.active(*pending[0]) == active:
+            while pending and not _alone(pending[0].run) and self.standing.active(*pending[0]) == active:
                 entry = pending.pop(0)
-                self.failures += self._left_out(*entry)
+                self.failures += self.standing.left_out(*entry)
                 batch.append(entry.run)
             self._play_batch(batch, active, unmount=last and not pending)
 
     def admit(self, run: Run, hosts: list[str], batched: bool) -> list[str]:
         """Before `run`: the steps waiting play (alone, unless they go with `run`: batched on all the hosts);
         its hosts that cannot run it are recorded as left out. Return those that run it."""
-        if self.state.ahead and (self.steps_alone or not (batched and set(self.active(run, hosts)) == set(self.hosts))):
+        standing = self.standing
+        together = batched and set(standing.active(run, hosts)) == set(self.hosts)
+        if self.state.ahead and (self.steps_alone or not together):
             self.flush()  # the steps waiting play on every host, alone
-        active = self.active(run, hosts)
-        self.failures += self._left_out(run, hosts)
+        active = standing.active(run, hosts)
+        self.failures += standing.left_out(run, hosts)
         if not active:
             self.state.progress.drop(run.run_id)
         return active
-
-    def active(self, run: Run, hosts: list[str]) -> list[str]:
-        """The hosts of `hosts` that run `run`: mounted, and holding the data set if it reads one."""
-        return [h for h in hosts if h in self.mounted and not (run.workload.uses_dataset and h in self.no_data)]
 
     def start(self, run: Run) -> str:
         """A run played alone starts: its title."""
@@ -194,7 +192,8 @@ class BackendSession:
         phases = [run_phase(run, warm_command)]
         with injector.Schedule(lab, run, hosts, raw) if run.workload.faults else contextlib.nullcontext() as faults:
             if faults:
-                phases.append(injector.check_phase(run, [h for h in hosts if h not in self.no_data], self.holds_data))
+                holding = [h for h in hosts if h not in self.standing.no_data]
+                phases.append(injector.check_phase(run, holding, self.holds_data))
             result = play_run(lab, phases, run, raw, title, hosts)
         failed = result.failed_hosts() if result else None
         if faults:  # a fault not injected, or that never fired: the run measured none, a failed run (injector)
@@ -217,8 +216,8 @@ class BackendSession:
     ) -> None:
         """A run played alone ended: its failures kept, the hosts it found unreachable left out, its line."""
         self.failures += failures
-        self.previous = (run, hosts, not failures)
-        self._lose_unreachable(result, title)
+        self.warming.previous = (run, hosts, not failures)
+        self.standing.lose_unreachable(result, title)
         self.state.progress.finish(title, headline(stored, failures, run.on(self.state.lab.hosts)))
 
     def search(self, run: Run, hosts: list[str], probe: Callable[[list[str], str], list[Sample]]) -> None:
@@ -240,7 +239,7 @@ class BackendSession:
 
     def _play_warmed(self, run: Run, hosts: list[str]) -> None:
         title = self.start(run)
-        warmed_by = self._warm(run, hosts)
+        warmed_by = self.warming.warm(run, hosts)
         warm_command = bool(run.cache_pass == "warm" and run.workload.warm_command)
         failures, stored, result = self.measure(
             run,
@@ -261,7 +260,7 @@ class BackendSession:
         which = f"run {numbers[0]}" if len(runs) == 1 else f"runs {numbers[0]}–{numbers[-1]}"
         title = f"{which}/{state.planned} on {self.backend}, one playbook"
         self.batch = _Batch(runs, hosts, titles)
-        self.previous = (runs[-1], hosts, False)  # until its run ends well
+        self.warming.previous = (runs[-1], hosts, False)  # until its run ends well
         after = [Step("unmount", storage_phase(state.campaign, self.backend, "unmounted"))] if unmount else []
         try:
             play_runs(
@@ -283,11 +282,11 @@ class BackendSession:
         if step.kind == "setup":
             return self.state.provisioned(outcomes)
         if step.kind == "mount":
-            return self._mount_ended(outcomes)
+            return self.standing.mount_ended(outcomes)
         if step.kind == "dataset":
-            return self._data_ended(outcomes)
+            return self.standing.data_ended(outcomes)
         self.failures += left_behind(self.state.lab, self.backend, outcomes.values())  # as tear_down says it
-        self.teardown = [h for h in self.teardown if h not in outcomes]  # unmounted and checked, or what is left said
+        self.standing.unmounted(outcomes)
         return {}
 
     def run_started(self, run: Run) -> None:
@@ -302,134 +301,15 @@ class BackendSession:
         )
         self.failures += failures
         if run is batch.runs[-1]:
-            self.previous = (run, batch.hosts, not failures)
-        self._lose_unreachable(result, batch.titles[run.run_id])
+            self.warming.previous = (run, batch.hosts, not failures)
+        self.standing.lose_unreachable(result, batch.titles[run.run_id])
         state.progress.finish(batch.titles[run.run_id], headline(stored, failures, run.on(state.lab.hosts)), run.run_id)
-
-    def _mount_ended(self, outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
-        left: dict[str, str] = {}
-        lost = self.state.lost
-        for host in list(self.mounted):
-            outcome = outcomes.get(host)
-            if outcome is not None and not (outcome.failed or outcome.unreachable):
-                continue
-            self.mounted.remove(host)
-            if outcome is not None and outcome.unreachable:
-                self.teardown.remove(host)
-            if host not in lost:
-                why = outcome.message if outcome else "the playbook stopped"
-                lost[host] = f"mounting {self.backend} failed: {why}"
-            left[host] = lost[host]
-        return left
-
-    def _data_ended(self, outcomes: dict[str, runner.HostOutcome]) -> dict[str, str]:
-        """A mounted host whose data set was not made is left out of the runs that read it, with why."""
-        for host in self.mounted:
-            outcome = outcomes.get(host)
-            if outcome is None or outcome.failed or outcome.unreachable:
-                why = outcome.message if outcome else "the playbook stopped before it"
-                self.no_data[host] = f"making the data set on {self.backend} failed: {why}"
-        return dict(self.no_data)
-
-    # --- hosts left out ---------------------------------------------------------------------------
-
-    def _left_out(self, run: Run, hosts: list[str]) -> list[str]:
-        """Record `run` as failed on those of its hosts that cannot run it: not mounted, or without the data set."""
-        store = self.state.store
-        skipped = _skipped(store, run, [h for h in hosts if h not in self.mounted], self.state.lost)
-        if run.workload.uses_dataset:
-            skipped += _skipped(store, run, [h for h in hosts if h in self.mounted and h in self.no_data], self.no_data)
-        return skipped
-
-    def _lose_unreachable(self, result: runner.Result | None, title: str) -> None:
-        """Leave the hosts the run found unreachable out of the rest of the campaign (a later call fills their gap).
-        They stay in the teardown: what the run left there is torn down when the backend's session ends, over
-        Ansible's own connection (a fan-out's gateway may be what failed); a host it cannot reach keeps its lease
-        record, and the next command there cleans first (iolab.drive.lease)."""
-        for outcome in result.failures() if result else []:
-            if outcome.unreachable and outcome.host in self.mounted:
-                self.state.lost[outcome.host] = f"unreachable since {title}: {outcome.message}"
-                self.mounted.remove(outcome.host)
-                self.state.lab.console.print(
-                    f"[yellow]{outcome.host} is unreachable:[/] left out of the rest; "
-                    "run bench.all again later to fill its gap"
-                )
-
-    def require(self, hosts: list[str]) -> None:
-        """Stop (RunFailed) unless every one of `hosts` is mounted and holds the data set (the accelerator search)."""
-        why = {h: self.state.lost.get(h, "not mounted") for h in hosts if h not in self.mounted}
-        why |= {h: self.no_data[h] for h in hosts if h in self.no_data}
-        if why:
-            raise RunFailed("; ".join(f"{h}: {reason}" for h, reason in why.items()))
-
-    # --- warming ----------------------------------------------------------------------------------
-
-    def _warm(self, run: Run, hosts: list[str]) -> str | None:
-        """Warm-up before `run` as its workload asks; return how a warm run's cache was warmed (None: cold run).
-
-        `warmup: true`: one unrecorded run of the point before its first measured one on this
-        mount. The warm run of cache: warm follows its warm_command (run.yml runs it), or
-        the cold run of the same repetition when that just ran on the same hosts, or else an
-        unrecorded pass of the workload.
-        """
-        key = (run.point[:3], tuple(hosts))
-        if run.workload.warmup and key not in self.warmed:
-            self._warm_up_pass(run, hosts, "warm-up run (warmup: true)")
-            self.warmed.add(key)
-        if run.cache_pass != "warm":
-            return None
-        if run.workload.warm_command:
-            return "after the warm_command " + " ".join(run.workload.warm_command)
-        previous = self.previous
-        if (
-            previous
-            and previous[2]
-            and previous[1] == hosts
-            and previous[0].cache_pass == "cold"
-            and previous[0].point[:3] == run.point[:3]
-            and previous[0].repetition == run.repetition
-        ):
-            return "right after the cold run of the same repetition, caches not dropped"
-        self._warm_up_pass(run, hosts, "warm-up pass (cache: warm)")
-        return "after an unrecorded pass of the workload, caches not dropped"
-
-    def _warm_up_pass(self, run: Run, hosts: list[str], what: str) -> None:
-        """An unrecorded run of `run`'s workload (its files are fetched and discarded); a failure is a warning."""
-        lab = self.state.lab
-        warm = run.model_copy(update={"run_id": f"{run.run_id}-warmup", "cache_pass": "warm"})
-        scratch = self.state.store.raw_dir(warm.run_id)
-        try:
-            result = play_run(lab, [run_phase(warm)], warm, scratch, f"{what}: {run.label()}", hosts)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-        errors = [o.describe() for o in result.failures()]
-        if errors:
-            lab.console.print(f"[yellow]{what} of {run.label()} failed[/] (the measured run follows): {errors[0]}")
-        else:
-            lab.console.print(f"{what} of {run.label()}: done, not recorded")
-
-
-def _needs_warming(run: Run) -> bool:
-    return run.workload.warmup or run.cache_pass == "warm"
 
 
 def _alone(run: Run) -> bool:
     """A run played in a playbook of its own: one that is warmed first, or one with faults (its clock, the checks
     after it and the cluster's healing stay its own)."""
-    return _needs_warming(run) or bool(run.workload.faults)
-
-
-def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str]) -> list[str]:
-    """Record a run as failed on hosts left out of it, with the reason."""
-    if not hosts:
-        return []
-    records = [run_record(run, h, f"not run: {lost.get(h, 'host left out')}") for h in hosts]
-    store.add_run_records(records)
-    return [
-        f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) not run on {h}: "
-        f"{lost.get(h, 'host left out')}"
-        for h in hosts
-    ]
+    return warming.needed(run) or bool(run.workload.faults)
 
 
 def by_hand(spec: Campaign, backend: str, state: str, source: str) -> list[runner.Phase]:
