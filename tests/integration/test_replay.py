@@ -88,6 +88,7 @@ def test_capture_then_replay_on_tmpfs_and_disk_then_report(cli, write_campaign, 
         recorded = by[(backend, "as-recorded", "localhost", "replay_s")]
         assert recorded["metadata"]["replay_bytes"] == found.bytes  # exactly the trace's bytes
         assert recorded["metadata"]["cache_state"] == "dropped"
+        assert (cli.results / "itest-replay" / "raw" / recorded["run_id"] / "localhost" / "telemetry.jsonl").exists()
         assert recorded["value"] >= found.span_us / 1e6 * 0.95  # the recorded gaps are kept
         assert (backend, "as-recorded", "*", "replay_stall_s") in by
         fast = by[(backend, "fast", "localhost", "replay_bw")]
