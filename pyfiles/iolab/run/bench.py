@@ -76,10 +76,8 @@ def run_campaign(
     if only_repetition is None and (edited := ledger.check(store, campaign, lab.hosts)):
         console.print(f"[yellow]{edited}[/]")
     injector.preflight([e.run for e in plan.todo if e.run.workload.faults], lab)  # each fault can be applied here
-    holder = lease.record(f"campaign {campaign.name}")
-    ledger.begin(
-        store, campaign, plan.runs, lab.hosts, holder
-    )  # what the store is a campaign of: its plan, who runs it
+    # What the store is a campaign of: its plan, and who runs it (the lease's holder).
+    ledger.begin(store, campaign, plan.runs, lab.hosts, lease.record(f"campaign {campaign.name}"))
     queues, runs = plan.queues, plan.runs
     progress = Progress(planning.planned([entry.run for queue in queues.values() for entry in queue]), console)
     console.print(
