@@ -61,6 +61,7 @@ def test_capture_then_replay_on_tmpfs_and_disk_then_report(cli, write_campaign, 
     path = Path(captured.strip().splitlines()[-1].split(": ", 1)[1])
     found = trace.load(path)
     assert path.parent == cli.results / "traces" and path.name == f"{found.sha256[:16]}.trace"
+    assert path.with_suffix(".localhost.telemetry.jsonl").read_text().count("\n") >= 1  # the host while it ran
     assert found.bytes == {"read": FILES * (SIZE + 4096), "write": 10000}
     assert len(found.files) == FILES + 1 and len(found.processes) == 3
     header = found.header

@@ -1,7 +1,8 @@
 """`./lab trace.capture` and `trace.convert`: traces made on the hosts or from a file, stored in results/traces/.
 
-A trace is stored as results/traces/<hash>.trace (its SHA-256's first 16 hex digits: iolab.shared.trace);
-a campaign's `type: replay` workload names it. The command to capture reaches the hosts as an argv
+A trace is stored as results/traces/<hash>.trace (its SHA-256's first 16 hex digits: iolab.shared.trace),
+the host's telemetry while the command ran beside it (<hash>.<host>.telemetry.jsonl); a campaign's
+`type: replay` workload names the trace. The command to capture reaches the hosts as an argv
 (Ansible's command module, no shell); a value Ansible would evaluate as a template is refused first.
 """
 
@@ -58,6 +59,9 @@ def capture(lab: Lab, root: str, command: list[str], baseline: bool, timeout: fl
     for host in lab.hosts:
         out[host] = store(trace.load(fetched / f"{host}.trace"), store_dir)
         (fetched / f"{host}.trace").unlink()
+        telemetry = fetched / f"{host}.telemetry.jsonl"
+        if telemetry.exists():  # the host's telemetry while the command ran: beside the trace, by host
+            telemetry.replace(out[host].with_suffix(f".{host}.telemetry.jsonl"))
     return out
 
 
