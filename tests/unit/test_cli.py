@@ -67,6 +67,14 @@ def test_dash_h_after_a_task_shows_that_tasks_help(command):
     assert "--hosts=STRING" in done.stdout
 
 
+def test_a_help_flag_after_dashdash_is_the_users_commands_not_the_tasks():
+    """`trace.capture ... -- CMD --help`: the flags after `--` are the traced command's; the task runs (here it
+    refuses its relative --root in one line) instead of showing its own help."""
+    done = lab("trace.capture", "--root", "relative/dir", "--", "true", "--help")
+    assert done.returncode == 2 and "[--core-opts] trace.capture" not in done.stdout
+    assert "--root 'relative/dir': give the absolute directory" in done.stderr
+
+
 def test_no_task_flag_takes_the_short_flag_h():
     ns = namespace()
     owners = {name: [a.name for a in ns[name].get_arguments() if "h" in a.names] for name in ns.task_names}
