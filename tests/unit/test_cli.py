@@ -84,16 +84,19 @@ def test_no_task_flag_takes_the_short_flag_h():
 
 
 def lab_commands(text: str) -> list[tuple[str, list[str]]]:
-    """(task, --flags) of every `./lab TASK ...` in `text`, up to the end of its line or backtick span."""
+    """(task, --flags) of every `./lab TASK ...` in `text`, up to the end of its line or backtick span, or to a
+    ` -- ` after which the flags are a command's of the user's (trace.capture)."""
     found = []
     for match in re.finditer(r"\./lab ([a-z][\w.-]*)([^\n`]*)", text):
-        found.append((match.group(1), re.findall(r"(?<![\w-])--([a-z][a-z0-9-]*)", match.group(2))))
+        own = match.group(2).split(" -- ")[0]
+        found.append((match.group(1), re.findall(r"(?<![\w-])--([a-z][a-z0-9-]*)", own)))
     return found
 
 
 def test_lab_commands_finds_flags():
     text = "x `./lab report --campaign q --format html --output f.html` y\n./lab --list\n"
     assert lab_commands(text) == [("report", ["campaign", "format", "output"])]
+    assert lab_commands("./lab trace.capture --root /d -- python t.py --data /d") == [("trace.capture", ["root"])]
 
 
 def test_commands_in_the_docs_and_campaigns_use_flags_that_exist():
