@@ -77,6 +77,14 @@ def mounted(prefix: str = "/mnt/iolab/itest") -> list[str]:
     return [line for line in out.splitlines() if line.startswith(prefix)]
 
 
+def cmdline(pid: int) -> str:
+    """A process's command line, its arguments joined by spaces ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def tmpfs_campaign(directory: Path, name: str, workloads: list[dict], repetitions: int = 1) -> Path:
     """A campaign `name` of `workloads` on one 48 MiB tmpfs backend (itest-<name>), as <directory>/<name>.yml."""
     path = directory / f"{name}.yml"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT, mounted
+from support import ROOT, cmdline, mounted
 
 FIO_1S = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "ramp": "0s", "size": "32MiB"}
 
@@ -55,6 +56,8 @@ def test_a_campaign_runs_end_to_end_and_resumes(cli, write_campaign, tmp_path):
     raw = cli.results / "itest" / "raw" / mem["run_id"] / "localhost"
     assert {"fio.json", "job.fio", "run.json", "drop_caches.json", "stderr.txt"} <= {p.name for p in raw.iterdir()}
     assert "rw=read" in (raw / "job.fio").read_text()
+    # localhost's fio runs take the fan-out's route (one call, no run.yml), as ssh hosts' do
+    assert json.loads((raw / "run.json").read_text())["launcher"] == "clustershell"
 
     assert mounted() == []  # teardown unmounted
     assert not list(Path("/opt/iolab/runs").glob(f"*/localhost/{mem['run_id']}"))  # host side cleaned
@@ -236,6 +239,39 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
     with pytest.raises(ProcessLookupError):
         os.kill(fio_pid, 0)
     assert not pid_file.parents[2].exists()  # nor the command's run files on the host
+
+
+def test_a_hostrun_killed_mid_run_fails_its_run_as_died_and_leaves_nothing(cli, write_campaign, tmp_path):
+    """localhost's run is the fan-out's call started here: its hostrun killed outright (kill -9, as the OOM killer
+    does) fails the run as died (the signal known, no probe), its fio (in a session of its own) is ended and its
+    files packed, and teardown leaves no mount and no run files."""
+    data = small_campaign(tmp_path, name="itest-died", repetitions=1, workloads=[{**FIO_1S, "runtime": "30s"}])
+    data["backends"] = data["backends"][:1]
+    argv = cli.argv("bench.all", "--campaign", str(write_campaign(data)))
+    proc = subprocess.Popen(argv, cwd=ROOT, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runs_dir = Path("/opt/iolab/runs")
+    try:
+        deadline, pid_file = time.monotonic() + 120, None
+        while pid_file is None and time.monotonic() < deadline and proc.poll() is None:
+            pid_file = next(iter(runs_dir.glob(f"*-{proc.pid}-*/localhost/*/hostrun.pid")), None)  # this command's
+            time.sleep(0.1)
+        assert pid_file is not None, proc.communicate()
+        fio_pid = int(pid_file.read_text())
+        calls = pid_file.parents[1] / ".calls"
+        (hostrun,) = [int(p.name) for p in calls.iterdir() if f"--dir {pid_file.parent} " in cmdline(int(p.name))]
+        os.kill(hostrun, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1 and "Traceback" not in err, out + err
+    (run,) = cli.runs("itest-died")
+    assert run["status"] == "failed" and "(signal 9): it died there (killed by a signal" in run["error"], run
+    with pytest.raises(ProcessLookupError):
+        os.kill(fio_pid, 0)
+    raw = cli.results / "itest-died" / "raw" / run["run_id"] / "localhost"
+    assert (raw / "error.json").exists() and (raw / "job.fio").exists()  # what the dead call left, packed
+    assert mounted() == [] and not pid_file.parents[2].exists()
 
 
 def test_a_bind_mount_of_a_link_to_a_system_directory_is_refused_by_the_host(cli, write_campaign, tmp_path):

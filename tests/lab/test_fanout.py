@@ -17,7 +17,7 @@ import yaml
 
 from iolab.drive import fanout
 from iolab.shared.processes import alive
-from support import ROOT, Cli, tmpfs_campaign
+from support import ROOT, Cli, cmdline, tmpfs_campaign
 
 pytestmark = pytest.mark.lab
 
@@ -157,10 +157,3 @@ def test_a_host_never_ready_is_left_out_and_a_host_whose_hostrun_is_killed_is_to
     assert not list(RUNS.glob("*/gpu0[1-3]/*"))  # nothing of the run stays on a host
     assert sim_hosts.mounts_left() == {}
     assert not [p for p in Path("/opt/iolab/leases").glob("*.json") if "lab-silent" in p.read_text()]
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""

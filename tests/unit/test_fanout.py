@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import socket
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
@@ -16,7 +18,7 @@ import yaml
 from iolab.campaign.hosts import load_inventory
 from iolab.drive import fanout, fanout_run, runner
 from iolab.errors import UserError
-from iolab.shared.protocol import ARCHIVE_LINE
+from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE
 
 FIO = {
     "run_role": "bench_fio",
@@ -46,8 +48,13 @@ def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_pat
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_ceph": {"conf": "/c"}})
     assert "bench_fio_s3" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_s3": {}}))
     assert "ansible_become" in str(fanout.refusal(inventory(tmp_path, ansible_become=True), ["gpu01"], FIO))
-    local = inventory(tmp_path, ansible_connection="local")
-    assert "ansible_connection: local" in str(fanout.refusal(local, ["gpu01"], FIO))
+    local = inventory(tmp_path, ansible_connection="local")  # this machine: the same route, without ssh
+    assert fanout.refusal(local, ["gpu01", "gpu02"], FIO) is None
+    assert "ansible_connection: docker" in str(
+        fanout.refusal(inventory(tmp_path, ansible_connection="docker"), ["gpu01"], FIO)
+    )
+    become = inventory(tmp_path, ansible_connection="local", ansible_become=True)
+    assert "gpu01's ansible_become is Ansible's to apply" in str(fanout.refusal(become, ["gpu01"], FIO))
 
 
 def test_the_ssh_config_reaches_each_host_as_the_inventory_says(tmp_path):
@@ -190,3 +197,55 @@ def test_hosts_ready_wait_the_bound_for_one_that_is_not_then_start_without_it():
     replies["gpu01"].ready = collect.called + 6.0  # ready after 6 s: the slowest's own time is the bound
     collect._start()
     assert 11.0 < task.after[1] <= 12.0
+
+
+def local_engine(tmp_path: Path) -> fanout.Engine:
+    (tmp_path / "local.yml").write_text(
+        yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}})
+    )
+    return fanout.Engine(load_inventory(tmp_path / "local.yml"), ["localhost"], console=None)
+
+
+# A host-side command's stand-in (real hostrun runs in tests/integration/test_bench_local.py): says it is ready, takes
+# the start line from stdin, then prints its argument, its session and whether its parent is this test's process.
+READY_THEN_ECHO = f"""
+import os, sys
+print({READY_LINE!r} + "0", flush=True)
+start = sys.stdin.readline().strip()
+print(sys.argv[1]); print(start); print(os.getsid(0) == os.getpid(), os.getppid() == {os.getpid()})
+"""
+
+
+def test_a_local_host_takes_the_same_call_here_its_argv_as_it_is_in_a_session_of_its_own(tmp_path):
+    """ansible_connection: local: the fan-out's call runs here (no ssh, no shell), is given the common start on its
+    stdin as an ssh host is, and its parent is this controller (whose death hostrun notices)."""
+    marker = tmp_path / "pwned"
+    value = f"$(touch {marker}); `touch {marker}`; '\""
+    engine = local_engine(tmp_path)
+    try:
+        argv = [sys.executable, "-c", READY_THEN_ECHO, value]
+        replies = engine.call({"localhost": argv}, 30, start_file=str(tmp_path / "r.start"))
+    finally:
+        engine.close()
+    reply = replies["localhost"]
+    assert reply.local and reply.rc == 0 and reply.reached and reply.ready is not None, reply.err
+    assert reply.out[0] == value and not marker.exists()
+    assert float(reply.out[1]) == reply.start["start_at"]  # type: ignore[index]
+    assert reply.out[2] == "True True"
+
+
+def test_a_local_command_killed_by_a_signal_is_a_run_that_died_not_a_lost_host(tmp_path):
+    """Over ssh, a command killed there and a lost connection both give 255 (a probe tells them apart); here the
+    signal is known, and the run is failed as died, its host kept."""
+    engine = local_engine(tmp_path)
+    try:
+        argv = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+        reply = engine.call({"localhost": argv}, 30)["localhost"]
+    finally:
+        engine.close()
+    assert reply.signalled == 9 and reply.reached and reply.died
+    outcome = runner.HostOutcome("localhost")
+    assert fanout_run._note(outcome, reply, fanout_run.RUN_TASK) and not outcome.unreachable
+    with tarfile.open(fileobj=io.BytesIO(outcome.archives[0])) as tar:
+        record = json.load(tar.extractfile("./error.json"))  # type: ignore[arg-type]
+    assert record["result"]["msg"].startswith("its command ended without an answer (signal 9): it died there")

@@ -10,6 +10,10 @@ name), the sessions go through its gateways (tree mode: ClusterShell's gateway, 
 runs on each gateway under the python the inventory variable `iolab_gateway_python` names, default python3, which
 must have ClusterShell; it reads the same ssh_config, at the same path: a file system the gateway shares, or a copy).
 
+A host that is this machine (`ansible_connection: local`: localhost, the default inventory) takes the same argv on
+the same route, started here without ssh (iolab.drive.local_worker: ClusterShell's local execution, under the same
+Engine and event handler); its reply and its record are an ssh host's.
+
 A fio run is one call per host: `hostrun run --start-when-told START_FILE --before PREPARE` does the
 prepare (iolab.host.fio_jobs: size, lay out, drop caches), says it is ready, and waits for the start time;
 once every host has said so (or ended), the controller writes T = now + `margin` (sized to the host count)
@@ -44,6 +48,7 @@ from ClusterShell.Topology import TopologyError, TopologyParser
 from iolab import paths
 from iolab.campaign.hosts import Inventory
 from iolab.drive import runner
+from iolab.drive.local_worker import LocalWorker
 from iolab.errors import UserError
 from iolab.shared.protocol import READY_LINE
 from iolab.units import parse_duration
@@ -64,8 +69,8 @@ READY_WAIT = 30.0
 # What fio's bench role takes from the controller (execute.workload_vars), by the name fio_argvs gives it.
 FIO_VARS = ("options", "jobtext", "allow_devices", "size", "target", "timeout", "bssplit_from", "telemetry_after")
 # Inventory variables the ssh_config says as Ansible does (and their aliases); a host with a variable that changes how
-# Ansible reaches or runs on it otherwise (a connection other than ssh, become, a password, extra ssh arguments,
-# another ssh or shell) is run through Ansible (`refusal`).
+# Ansible reaches or runs on it otherwise (a connection other than ssh or local, become, a password, extra ssh
+# arguments, another ssh or shell) is run through Ansible (`refusal`).
 _SSH_VARS = {
     "ansible_host": "HostName",
     "ansible_ssh_host": "HostName",
@@ -133,7 +138,7 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
     """Why this run goes through Ansible rather than here; None when it can fan out here. Only fio's runs come
     here, with nothing Ansible must do around the tool: no job file to copy, no warm-up command, no storage side
     to drop (group ceph_osd, a Ceph backend), no more environment, every host reached by ssh as this module says
-    it (a local connection, become or other connection variables stay Ansible's)."""
+    it, or this machine itself (`ansible_connection: local`); become or other connection variables stay Ansible's."""
     if inventory is None:  # a stand-in lab of the unit tests plays every phase itself
         return "no inventory to reach the hosts by"
     if variables.get("run_role") != "bench_fio":
@@ -150,14 +155,23 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
     for host in hosts:
         hostvars = inventory.hostvars.get(host, {})
         other = sorted(k for k in hostvars if k.startswith(_ANSIBLES))
-        if hostvars.get("ansible_connection", "ssh") not in ("ssh", "smart"):
+        if hostvars.get("ansible_connection", "ssh") not in ("ssh", "smart", "local"):
             other.append(f"ansible_connection: {hostvars['ansible_connection']}")
         if other:
             return f"{host}'s {', '.join(other)} is Ansible's to apply"
-    common = {str(inventory.hostvars.get(h, {}).get("ansible_ssh_common_args", "")) for h in hosts}
+    common = {
+        str(inventory.hostvars.get(h, {}).get("ansible_ssh_common_args", ""))
+        for h in hosts
+        if not is_local(inventory, h)
+    }
     if len(common) > 1:  # (one topology for all: iolab.run.cli checks it with the hosts, fanout.topology)
         return "the hosts differ in ansible_ssh_common_args"
     return None
+
+
+def is_local(inventory: Inventory, host: str) -> bool:
+    """Whether Ansible reaches `host` without ssh (`ansible_connection: local`): the fan-out starts its command here."""
+    return inventory.hostvars.get(host, {}).get("ansible_connection") == "local"
 
 
 _PYTHON = re.compile(r"[\w./+-]+")  # a gateway's python: a program's path or name, never a shell command
@@ -243,9 +257,11 @@ def _ssh_options(inventory: Inventory, hosts: list[str], config: Path) -> str:
 
 class Reply:
     """What one host's command gave: its exit status (None: no answer), its output lines and its error lines;
-    when it said it was ready (READY_LINE), and the worker that reaches it."""
+    when it said it was ready (READY_LINE), and the worker that reaches it (over ssh, or here: `local`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, local: bool = False) -> None:
+        self.local = local
+        self.signalled: int | None = None  # a local command's: the signal that ended it
         self.rc: int | None = None
         self.out: list[str] = []
         self.err: list[str] = []
@@ -259,7 +275,14 @@ class Reply:
     @property
     def reached(self) -> bool:
         """Whether the command ran there: ssh exits 255 when it could not connect, or lost the connection."""
-        return self.rc is not None and self.rc != 255
+        return self.rc is not None and (self.local or self.rc != 255)
+
+    def end(self) -> None:
+        """End the command: its session (hostrun there stops its tool), or here SIGTERM, which does the same."""
+        if self.local:
+            self.worker.end()
+        else:
+            self.worker.abort()
 
 
 class _Collect(EventHandler):
@@ -289,7 +312,10 @@ class _Collect(EventHandler):
 
     def ev_hup(self, worker: Any, node: str, rc: int) -> None:
         if str(node) in self.replies:
-            self.replies[str(node)].rc = rc
+            reply = self.replies[str(node)]
+            reply.rc = rc
+            reply.signalled = getattr(worker, "signalled", None)  # a LocalWorker's: its command died here
+            reply.died = reply.signalled is not None
             self._start()
 
     def ev_close(self, worker: Any, timedout: bool) -> None:
@@ -309,7 +335,7 @@ class _Collect(EventHandler):
                     f"not ready {time.time() - max(ready):.0f} s after the other {len(ready)} host(s) were "
                     f"(their slowest took {max(ready) - self.called:.0f} s): the run started without it"
                 )
-                reply.worker.abort()
+                reply.end()
         self._start(bounded=True)
 
     def _start(self, bounded: bool = False) -> None:
@@ -378,6 +404,7 @@ class Engine:
         # The python that runs ClusterShell's gateway on each gateway (ClusterShell reads it from the environment).
         self.gateway_python = str(hostvars.get("iolab_gateway_python", "python3"))
         self.ready_wait = ready_wait(inventory, hosts) if hosts else READY_WAIT
+        self.local = {h for h in inventory.hosts if is_local(inventory, h)}
 
     def close(self) -> None:
         for path in self.private.iterdir():
@@ -389,9 +416,10 @@ class Engine:
     ) -> dict[str, Reply]:
         """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
         each gave. `start_file`: the commands say when they are ready (hostrun run --start-when-told
-        START_FILE) and are sent the common start. Ctrl-C or SIGTERM ends every session (each host's
-        hostrun then stops its tool, as when an Ansible task goes away) and is raised once they have ended."""
-        replies = {host: Reply() for host in commands}
+        START_FILE) and are sent the common start. Ctrl-C or SIGTERM ends every command (each host's hostrun then
+        stops its tool, as when an Ansible task goes away: a local one told by SIGTERM, the ssh sessions cut once the
+        local commands have ended) and is raised once they have ended."""
+        replies = {host: Reply(host in self.local) for host in commands}
         box: dict[str, Any] = {}
         thread = threading.Thread(target=self._serve, args=(commands, timeout, replies, box, start_file), daemon=True)
         with runner.CtrlC(True, self.console) as ctrl:
@@ -399,7 +427,12 @@ class Engine:
             while thread.is_alive():
                 thread.join(0.1)
                 if ctrl.pressed and "task" in box and not box.get("aborted"):
-                    box["aborted"] = True
+                    box["aborted"], told = True, set()
+                for host, reply in replies.items() if box.get("aborted") is True else ():
+                    if reply.local and host not in told and reply.rc is None and reply.worker.end():
+                        told.add(host)  # (a command not started yet is told once it is)
+                if box.get("aborted") is True and not any(r.local and r.rc is None for r in replies.values()):
+                    box["aborted"] = "sessions"  # the local commands have ended: the ssh sessions are cut
                     box["task"].abort(kill=True)
         if "error" in box:
             raise box["error"]
@@ -427,6 +460,10 @@ class Engine:
                 task.load_topology(self.topology)
             handler = _Collect(task, replies, start_file, bool(self.topology), self.ready_wait)
             for host, argv in commands.items():
+                if replies[host].local:  # this machine: the argv as it is, no ssh and no shell
+                    replies[host].worker = LocalWorker(host, argv, handler, timeout)
+                    task.schedule(replies[host].worker)
+                    continue
                 replies[host].worker = task.shell(
                     shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology)
                 )

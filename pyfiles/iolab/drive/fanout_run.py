@@ -37,7 +37,8 @@ def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dic
     }
     ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, start_file)  # the prepare, then the run
     # ssh exits 255 when it could not connect or lost the connection, and when the remote command died by a signal
-    # (the OOM killer): a host that answers now is reachable, and the run's files are to be packed there.
+    # (the OOM killer): a host that answers now is reachable, and the run's files are to be packed there. (A local
+    # command's reply says the signal itself: Reply.signalled.)
     silent = [h for h, r in ran.items() if not r.reached and not r.timed_out and not r.dropped]
     if silent:
         probed = engine.call({h: ["true"] for h in silent}, PROBE_S)
@@ -54,8 +55,9 @@ def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
     run's failure, recorded (error.json) as playbooks/run.yml's rescue records it; the host stays in the batch."""
     outcome.task, outcome.ended = task, time.monotonic()
     if reply.dropped or reply.died:
+        how = f"(signal {reply.signalled})" if reply.signalled else f"(ssh exit {reply.rc}) and the host answers"
         why = reply.dropped or (
-            f"its command ended without an answer (ssh exit {reply.rc}) and the host answers: it died there "
+            f"its command ended without an answer {how}: it died there "
             "(killed by a signal: the OOM killer?); what it left was ended and packed"
         )
         outcome.ok += 1
@@ -74,7 +76,9 @@ def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
             outcome.archives.append(base64.b64decode(line[len(ARCHIVE_LINE) :]))
         else:
             lines.append(line)
-    if reply.start:  # beside the run's files: which host every host waited for, and who was left out
+    # Beside the run's files: which host every host waited for, and who was left out. Not for a run whose files stay
+    # on the host for collect.yml (over $IOLAB_INLINE_MAX): an archive here would say they had come back.
+    if reply.start and outcome.archives:
         outcome.archives.append(_archive(START_JSON, reply.start))
     outcome.ok += 1
     if reply.rc != 0:

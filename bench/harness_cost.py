@@ -1,0 +1,86 @@
+"""The harness's cost on localhost, whole `./lab bench.all` commands (the hosts set up by a first, unmeasured call):
+
+    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal]
+
+(a) one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (/mnt/iolab/NAME-mem): the command's wall time;
+(b) a campaign of 6 runs of 5 s + 1 s ramp on a 1 GiB tmpfs (3 fio profiles × 2 repetitions): Σ(runtime + ramp) / wall.
+Each call stores into a fresh results directory, so every call runs its runs. Prints each figure, the load average
+before it, and the route each run took (its run.json's `launcher`: clustershell, or ansible for run.yml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from _common import ROOT
+
+PROFILES = ["seq-read-1m", "rand-read-16k", "imagenet-bssplit"]
+
+
+def campaign(directory: Path, name: str, runs: int) -> Path:
+    """One fio run of 2 s + 1 s (runs=1), or 3 profiles × 2 repetitions of 5 s + 1 s."""
+    one = runs == 1
+    data = {
+        "name": name,
+        "repetitions": 1 if one else 2,
+        "backends": [{"name": f"{name}-mem", "type": "tmpfs", "size": "256MiB" if one else "1GiB"}],
+        "workloads": [
+            {"name": p, "type": "fio", "profile": p, "runtime": "2s" if one else "5s", "ramp": "1s", "size": "128MiB"}
+            for p in (PROFILES[:1] if one else PROFILES)
+        ],
+    }
+    path = directory / f"{name}.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def bench_all(path: Path, results: Path) -> float:
+    """`./lab bench.all --campaign PATH` into `results`; its wall time in s. Where another engineer's command holds
+    localhost, waits and tries again (never --steal)."""
+    env = {**os.environ, "IOLAB_RESULTS": str(results)}
+    while True:
+        started = time.monotonic()
+        done = subprocess.run(["./lab", "bench.all", "--campaign", str(path)], cwd=ROOT, env=env, capture_output=True)
+        wall = time.monotonic() - started
+        if done.returncode == 0:
+            return wall
+        if b"is held by" not in done.stderr:
+            raise SystemExit(f"bench.all {path} failed ({done.returncode}):\n{done.stderr.decode()}")
+        print(f"(localhost held by another command: waiting) {done.stderr.decode().strip()}", flush=True)
+        time.sleep(15)
+
+
+def routes(results: Path, name: str) -> list[str]:
+    return sorted({json.loads(p.read_text()).get("launcher", "?") for p in (results / name).glob("raw/*/*/run.json")})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--name", default="fanlocal", help="campaign name, and the tmpfs /mnt/iolab/NAME-mem")
+    opts = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="harness-cost-"))
+    one, six = campaign(work, opts.name, 1), campaign(work, f"{opts.name}6", 6)
+    bench_all(one, work / "setup")  # sets the hosts up (this release), unmeasured
+    for round_ in range(1, opts.rounds + 1):
+        for path, runs, busy in ((one, 1, 3.0), (six, 6, 36.0)):
+            load = os.getloadavg()[0]
+            wall = bench_all(path, work / f"r{round_}-{runs}")
+            said = (
+                f"{wall:.2f} s wall"
+                if runs == 1
+                else f"Σ(runtime+ramp)/wall {busy / wall:.3f} ({busy:.0f}/{wall:.1f} s)"
+            )
+            route = routes(work / f"r{round_}-{runs}", path.stem)
+            print(f"round {round_}, {runs} run(s): {said}, load {load:.2f} before, route {route}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
