@@ -1,6 +1,6 @@
 """Sampling profilers beside a running tool (host side, stdlib only): perf and py-spy.
 
-    perf     `perf record -a -g -F 99` for as long as the tool runs: every CPU, kernel and
+    perf     `perf record -a -g -F 99 -N` for as long as the tool runs: every CPU, kernel and
              user stacks — where a storage client (NFS, Ceph, FUSE) spends its time shows up
              in the kernel's frames. Kept: perf.data, and perf-report.txt (`perf report
              --stdio`: the hottest symbols by command and shared object) to read anywhere.
@@ -59,6 +59,7 @@ class Profilers:
                 "-g",
                 "-F",
                 "99",
+                "--no-buildid-cache",  # at its end perf would copy every sampled DSO into ~/.debug (torch's: GBs)
                 "--quiet",
                 "-o",
                 str(self.run_dir / PERF_DATA),
