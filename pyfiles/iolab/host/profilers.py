@@ -15,6 +15,7 @@ start or fails says why in `errors`, and the run goes on without it.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import subprocess
@@ -94,11 +95,15 @@ class Profilers:
     def stop(self) -> dict[str, Any]:
         """Stop them (perf on SIGINT writes its data; py-spy ends with the tool); return files and errors."""
         for name, proc in self.procs.items():
-            if name == "perf" and proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
+            # perf stops on SIGINT (or SIGTERM), writing its data. Where its caller ignores SIGINT (a CI's pytest-xdist
+            # worker), perf does until it sets its handler: a SIGINT before that is lost and perf records on. Told
+            # again after 10 s, then SIGTERM, then killed.
+            for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM) if name == "perf" else (None,):
+                if sig is not None and proc.poll() is None:
+                    proc.send_signal(sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10 if sig is not None else 30)
+            if proc.poll() is None:
                 proc.kill()
                 proc.wait()
                 self.errors.append(f"{name} did not stop within 30 s and was killed")
