@@ -93,21 +93,20 @@ class Profilers:
                 log.close()
 
     def stop(self) -> dict[str, Any]:
-        """Stop them (perf on SIGINT writes its data; py-spy ends with the tool); return files and errors."""
+        """Stop them (perf on SIGTERM writes its data, and exits by it; py-spy ends with the tool); return files and
+        errors."""
         for name, proc in self.procs.items():
-            # perf stops on SIGINT (or SIGTERM), writing its data. Where its caller ignores SIGINT (a CI's pytest-xdist
-            # worker), perf does until it sets its handler: a SIGINT before that is lost and perf records on. Told
-            # again after 10 s, then SIGTERM, then killed.
-            for sig in (signal.SIGINT, signal.SIGINT, signal.SIGTERM) if name == "perf" else (None,):
-                if sig is not None and proc.poll() is None:
-                    proc.send_signal(sig)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=10 if sig is not None else 30)
+            # perf stops on SIGTERM as on SIGINT, writing its data; SIGTERM because a caller may ignore or block
+            # SIGINT (the CI's pytest-xdist worker did), and perf inherits that: SIGINT was lost there.
+            if name == "perf" and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=30)
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
                 self.errors.append(f"{name} did not stop within 30 s and was killed")
-            if proc.returncode not in (0, -signal.SIGINT, 128 + signal.SIGINT):
+            if proc.returncode not in (0, -signal.SIGINT, 128 + signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGTERM):
                 tail = (self.run_dir / f"{name}.log").read_text(errors="replace").strip().splitlines()
                 self.errors.append(f"{name} exited {proc.returncode}: {tail[-1] if tail else 'no message'}")
         if "perf" in self.procs and (self.run_dir / PERF_DATA).exists():
