@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from invoke import Collection
 
 from iolab import paths
-from iolab.campaign import gpus
 from iolab.campaign import model as campaign_mod
-from iolab.drive import direct, lease
-from iolab.results import store as results_store
-from iolab.run import bench as bench_mod
-from iolab.run import calibration
+from iolab.run import calibration, command
 from iolab.run.cli import echo, user_errors
 from iolab.run.cli import lab as make_lab
-from iolab.workloads import fio as fio_workload
 from iolab.workloads.mlperf import AU_THRESHOLD
 from iolab.workloads.pytorch import PytorchWorkload
 
@@ -53,25 +46,17 @@ def all_(
     allow_commands=False,
 ):
     """Run a campaign: every backend × workload × repetition, skipping runs already stored."""
-    lab = make_lab(inventory, hosts)
-    path = campaign or paths.DEFAULT_CAMPAIGN
-    sized_without_ram = []
-
-    def memory() -> list[int | None]:  # asked only by dataset.files: auto and MLPerf's size rule
-        if dry_run:  # a dry run touches no host: MLPerf's floor without the RAM, and it says so
-            sized_without_ram.append(True)
-            return [None] * len(lab.hosts)
-        return direct.memory(lab.inventory, lab.hosts)
-
-    spec = campaign_mod.load(path, max_runs=int(max_runs), workload_file=workload_file, memory=memory)
-    gpus.check_hosts(spec, lab.hosts, paths.results_root())  # a GPU count a host is known to lack: refused here
-    if dry_run:  # it names what the campaign would run on the hosts (check_commands refuses it below)
-        echo(bench_mod.describe(spec, lab, files_at_run_time=bool(sized_without_ram)))
-        return
-    campaign_mod.check_commands(spec, path, allow_commands)
-    with lease.held(lab, f"campaign {spec.name}", steal):
-        store = results_store.open_store(paths.results_root(), spec.name)
-        echo(bench_mod.outcome(bench_mod.run_campaign(spec, lab, store, resume=not no_resume), store))
+    command.campaign(
+        inventory,
+        hosts,
+        campaign or paths.DEFAULT_CAMPAIGN,
+        max_runs=int(max_runs),
+        workload_file=workload_file,
+        dry_run=dry_run,
+        resume=not no_resume,
+        steal=steal,
+        allow_commands=allow_commands,
+    )
 
 
 @task(
@@ -102,15 +87,10 @@ def fio(
     steal=False,
 ):
     """Run one fio job on one backend now; results go to the campaign 'fio-<backend>'."""
-    spec = campaign_mod.load(campaign or paths.DEFAULT_CAMPAIGN)
-    lab = make_lab(inventory, hosts)
-    one = campaign_mod.parse(
-        fio_workload.single_run(spec.backends, backend, profile, runtime, ramp, size), "bench.fio flags", Path(".")
+    path = campaign or paths.DEFAULT_CAMPAIGN
+    command.one_fio(
+        inventory, hosts, path, backend=backend, profile=profile, runtime=runtime, ramp=ramp, size=size, steal=steal
     )
-    with lease.held(lab, f"bench.fio (campaign {one.name})", steal):
-        store = results_store.open_store(paths.results_root(), one.name)
-        one = bench_mod.next_repetition(one, store)
-        echo(bench_mod.outcome(bench_mod.run_campaign(one, lab, store, only_repetition=one.repetitions), store))
 
 
 @task(

@@ -82,5 +82,5 @@ def test_runs_whose_fault_failed_hung_or_never_fired_are_failed_and_run_again_an
     from iolab.measures.samples import ResultStore
     from iolab.run import plan
 
-    todo = plan.make(campaign.load(path), ["localhost"], ResultStore(cli.results, NAME)).todo
+    todo = plan.queued(campaign.load(path), ["localhost"], ResultStore(cli.results, NAME)).todo
     assert sorted(entry.run.workload.name for entry in todo) == ["failed", "hung", "never"]

@@ -26,7 +26,7 @@ from iolab.results import index as results_index
 from iolab.results import query as results_query
 from iolab.results import store as results_store
 from iolab.results.schema import campaigns, runs, samples
-from iolab.run import bench
+from iolab.run import plan
 from iolab.store import ledger
 from support import Cli, record, sample
 
@@ -92,7 +92,7 @@ def test_a_store_moved_aside_is_the_same_campaign_renamed(tmp_path):
     ledger.begin(store, _campaign(), [], ["localhost"], lease.record("campaign test"))
     run_into(store, "r1", 1e9)
     first_id = ledger.read(store.dir)["id"]
-    moved = bench.start_over(store)  # --no-resume
+    moved = plan.start_over(store)  # --no-resume
     ledger.begin(store, _campaign(), [], ["localhost"], lease.record("campaign test"))
     run_into(store, "r1", 1.2e9)
     assert agreement(tmp_path) == {"quick": (2, 1, True), moved.name: (2, 1, True)}

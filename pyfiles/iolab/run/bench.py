@@ -9,25 +9,20 @@ a later call runs only what is missing.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import json
-import shutil
-from pathlib import Path
 
 from iolab import faults
 from iolab.backends.base import DATASET_DIR
 from iolab.campaign.model import Campaign, Run, expand
-from iolab.drive import fanout, injector, lease, live_metrics
+from iolab.drive import fanout
 from iolab.drive.execute import Lab, workload_vars
 from iolab.errors import RunFailed
 from iolab.measures.samples import ResultStore
-from iolab.progress import Progress
 from iolab.run import accelerators, kvcache_search
 from iolab.run import plan as planning
 from iolab.run.plan import Entry
 from iolab.run.session import BackendSession, CampaignState
-from iolab.store import ledger
 from iolab.units import counted
 
 # What a workload's `search:` names, and who answers it on a mounted backend (BackendSession.search).
@@ -38,16 +33,6 @@ SEARCHES = {
 }
 
 # --- the campaign loop --------------------------------------------------------------------------
-
-
-def start_over(store: ResultStore) -> Path | None:
-    """--no-resume: keep the old results, moved aside, and start with an empty store."""
-    if not store.dir.exists():
-        return None
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    moved = store.dir.with_name(f"{store.dir.name}.{stamp}")
-    shutil.move(store.dir, moved)
-    return moved
 
 
 def run_campaign(
@@ -64,22 +49,8 @@ def run_campaign(
     get more repetitions, up to the campaign's max_repetitions.
     """
     console = lab.console
-    if not resume:
-        moved = start_over(store)
-        if moved:
-            console.print(f"--no-resume: earlier results kept in {moved}")
-    for note in store.preflight():  # writable, with room, no torn line: before anything runs
-        console.print(f"[yellow]{note}[/]")
-    plan = planning.make(campaign, lab.hosts, store, only_repetition)  # refuses what could not be measured
-    live_metrics.destination()  # a $IOLAB_LIVE_METRICS that names no destination is refused before any run
-    # A campaign file edited since the last call: refused or said (bench.fio's store gathers one-off runs of any flags)
-    if only_repetition is None and (edited := ledger.check(store, campaign, lab.hosts)):
-        console.print(f"[yellow]{edited}[/]")
-    injector.preflight([e.run for e in plan.todo if e.run.workload.faults], lab)  # each fault can be applied here
-    # What the store is a campaign of: its plan, and who runs it (the lease's holder).
-    ledger.begin(store, campaign, plan.runs, lab.hosts, lease.record(f"campaign {campaign.name}"))
+    plan, progress = planning.make(campaign, lab, store, resume, only_repetition)
     queues, runs = plan.queues, plan.runs
-    progress = Progress(planning.planned([entry.run for queue in queues.values() for entry in queue]), console)
     console.print(
         f"campaign [bold]{campaign.name}[/]: {counted(len(runs), 'run')} on {len(lab.hosts)} host(s), "
         f"{len(runs) - len(plan.todo)} already stored, {len(plan.todo)} to run"

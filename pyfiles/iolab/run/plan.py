@@ -1,6 +1,9 @@
 """What one call of a campaign runs, and in what order: planned once, before anything runs.
 
-    make(campaign, hosts, store)        the runs, those not stored yet and each backend's queue; a run its hosts
+    make(campaign, lab, store)          the whole prelude of a call, before anything runs: the store checked, the
+                                        queues, the live metrics' destination, the ledger checked and begun, each
+                                        fault's preflight, the progress; each refusal one line
+    queued(campaign, hosts, store)      the runs, those not stored yet and each backend's queue; a run its hosts
                                         could not measure is refused here (Workload.admissible)
     more_repetitions(...)               the next repetition of each point whose stored repeats disagree
     parts(queue)                        a queue cut at its searches: each search plays alone
@@ -12,12 +15,18 @@ iolab.run.bench runs the plan: a backend session per queue (iolab.run.session).
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import shutil
+from pathlib import Path
 from typing import NamedTuple
 
 from iolab.campaign.model import Campaign, Run, expand, repetition
+from iolab.drive import injector, lease, live_metrics
+from iolab.drive.execute import Lab
 from iolab.measures import validity
 from iolab.measures.samples import ResultStore, Sample
-from iolab.progress import Planned
+from iolab.progress import Planned, Progress
+from iolab.store import ledger
 
 ORCHESTRATION_S = 2.5  # per run, batched: prepare, drop caches, start together, collect (docs/PERFORMANCE.md)
 
@@ -37,7 +46,39 @@ class Plan:
     extra: bool  # repeats that disagree may earn more repetitions (max_repetitions above repetitions)
 
 
-def make(campaign: Campaign, hosts: list[str], store: ResultStore, only_repetition: int | None = None) -> Plan:
+def make(
+    campaign: Campaign, lab: Lab, store: ResultStore, resume: bool = True, only_repetition: int | None = None
+) -> tuple[Plan, Progress]:
+    """Everything before the first run of a call, in the order a refusal costs least: `resume` false moves the
+    earlier results aside; the store must be writable (its notes said); the queues (`queued`); the live metrics'
+    destination; a campaign file edited since the store's last call refused or said (not for bench.fio's store,
+    which gathers one-off runs of any flags); every fault checked on this controller; the ledger begun, with who
+    holds the hosts; then the plan, and the call's progress planned from its queues."""
+    console = lab.console
+    if not resume and (moved := start_over(store)):
+        console.print(f"--no-resume: earlier results kept in {moved}")
+    for note in store.preflight():  # writable, with room, no torn line: before anything runs
+        console.print(f"[yellow]{note}[/]")
+    plan = queued(campaign, lab.hosts, store, only_repetition)  # refuses what could not be measured
+    live_metrics.destination()  # a $IOLAB_LIVE_METRICS that names no destination is refused before any run
+    if only_repetition is None and (edited := ledger.check(store, campaign, lab.hosts)):
+        console.print(f"[yellow]{edited}[/]")
+    injector.preflight([e.run for e in plan.todo if e.run.workload.faults], lab)  # each fault can be applied here
+    ledger.begin(store, campaign, plan.runs, lab.hosts, lease.record(f"campaign {campaign.name}"))
+    return plan, Progress(planned([entry.run for queue in plan.queues.values() for entry in queue]), console)
+
+
+def start_over(store: ResultStore) -> Path | None:
+    """--no-resume: keep the old results, moved aside, and start with an empty store."""
+    if not store.dir.exists():
+        return None
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    moved = store.dir.with_name(f"{store.dir.name}.{stamp}")
+    shutil.move(store.dir, moved)
+    return moved
+
+
+def queued(campaign: Campaign, hosts: list[str], store: ResultStore, only_repetition: int | None = None) -> Plan:
     """The call's plan: its runs, what the store lacks of them, and each backend's queue. `only_repetition`: that
     repetition and no other (bench.fio: each call is one new repetition on the hosts it selects)."""
     runs = [r for r in expand(campaign, len(hosts)) if only_repetition in (None, r.repetition)]
