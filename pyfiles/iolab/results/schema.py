@@ -34,6 +34,19 @@ SHARED = MetaData()
 LOCAL = MetaData()
 ID = String(32)
 
+
+def _line(key: str, *columns: Column | Index) -> list[Column | Index]:
+    """A table of one file's lines (runs.jsonl, samples.jsonl): its row id (`row_id`), its campaign, the line's
+    offset in the file and its run, then `columns`."""
+    return [
+        Column(key, ID, primary_key=True),
+        Column("campaign_id", ID, nullable=False),
+        Column("offset", BigInteger, nullable=False),
+        Column("run_id", Text, nullable=False),
+        *columns,
+    ]
+
+
 campaigns = Table(
     "campaigns",
     SHARED,
@@ -51,42 +64,40 @@ campaigns = Table(
 runs = Table(
     "runs",
     SHARED,
-    Column("record_id", ID, primary_key=True),
-    Column("campaign_id", ID, nullable=False),
-    Column("offset", BigInteger, nullable=False),
-    Column("run_id", Text, nullable=False),
-    Column("config_hash", Text),  # the workload point's hash (iolab.store.ledger.config_hash), from the plan
-    Column("backend", Text),
-    Column("workload", Text),
-    Column("repetition", Integer),
-    Column("host", Text, nullable=False),
-    Column("status", Text),  # ok | failed
-    Column("error", Text),
-    Column("at", Text),
-    Index("runs_by_campaign", "campaign_id", "run_id"),
+    *_line(
+        "record_id",
+        Column("config_hash", Text),  # the workload point's hash (iolab.store.ledger.config_hash), from the plan
+        Column("backend", Text),
+        Column("workload", Text),
+        Column("repetition", Integer),
+        Column("host", Text, nullable=False),
+        Column("status", Text),  # ok | failed
+        Column("error", Text),
+        Column("at", Text),
+        Index("runs_by_campaign", "campaign_id", "run_id"),
+    ),
 )
 samples = Table(
     "samples",
     SHARED,
-    Column("sample_id", ID, primary_key=True),
-    Column("campaign_id", ID, nullable=False),
-    Column("offset", BigInteger, nullable=False),
-    Column("run_id", Text, nullable=False),
-    Column("repetition", Integer, nullable=False),
-    Column("host", Text, nullable=False),
-    Column("backend", Text, nullable=False),
-    Column("workload", Text, nullable=False),
-    Column("metric", Text, nullable=False),
-    Column("value", Float, nullable=False),
-    Column("unit", Text, nullable=False),
-    Column("started_at", Text, nullable=False),
-    Column("ended_at", Text, nullable=False),
-    Column("flags", Text, nullable=False),  # JSON list: the flags recorded with the run (metadata.validity)
-    Column("params", Text, nullable=False),  # JSON object
-    # report.history: a metric per backend/workload over time; status and each campaign's rows: its runs.
-    # (report.compare @DATE reads a campaign's rows, or all: one index fewer for every insert.)
-    Index("samples_by_series", "metric", "backend", "workload", "started_at"),
-    Index("samples_by_run", "campaign_id", "run_id"),
+    *_line(
+        "sample_id",
+        Column("repetition", Integer, nullable=False),
+        Column("host", Text, nullable=False),
+        Column("backend", Text, nullable=False),
+        Column("workload", Text, nullable=False),
+        Column("metric", Text, nullable=False),
+        Column("value", Float, nullable=False),
+        Column("unit", Text, nullable=False),
+        Column("started_at", Text, nullable=False),
+        Column("ended_at", Text, nullable=False),
+        Column("flags", Text, nullable=False),  # JSON list: the flags recorded with the run (metadata.validity)
+        Column("params", Text, nullable=False),  # JSON object
+        # report.history: a metric per backend/workload over time; status and each campaign's rows: its runs.
+        # (report.compare @DATE reads a campaign's rows, or all: one index fewer for every insert.)
+        Index("samples_by_series", "metric", "backend", "workload", "started_at"),
+        Index("samples_by_run", "campaign_id", "run_id"),
+    ),
 )
 # A sample's metadata (≈1.5 KB of provenance a host's sample) beside it, one row each: the questions that never
 # read it (history, counts, the campaigns' list) scan narrow rows; `JOIN sample_metadata USING (sample_id)`.
