@@ -88,7 +88,7 @@ def test_a_replay_that_moved_other_bytes_is_an_error(captured, tmp_path):
     (out / "replay.json").write_text(json.dumps(record))
     assert "it did not replay the trace" in (replay_parser.parse(out).error or "")
     (out / "fio.json").unlink()
-    with pytest.raises(ParseError):
+    with pytest.raises(ParseError, match=r"fio\.json: missing, fio wrote no JSON"):
         replay_parser.parse(out)
 
 
