@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import os
@@ -19,6 +20,8 @@ from iolab.campaign.hosts import load_inventory
 from iolab.drive import fanout, fanout_run, runner
 from iolab.errors import UserError
 from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE
+from iolab.workloads import hostcall
+from iolab.workloads.base import Play
 
 FIO = {
     "run_role": "bench_fio",
@@ -26,6 +29,10 @@ FIO = {
     **{f"bench_fio_{name}": value for name, value in [("size", 0), ("target", "/mnt/t"), ("timeout", 60.0)]},
     **{f"bench_fio_{name}": value for name, value in [("bssplit_from", ""), ("telemetry_after", 0.0)]},
 }
+
+
+TORCH = {"run_role": "bench_pytorch", "bench_pytorch_target": "/mnt/t", "bench_pytorch_options": {"reader": "dali"}}
+TORCH |= {"bench_pytorch_timeout": 60.0, "bench_pytorch_packs": ["packed"], "bench_pytorch_distributed": True}
 
 
 def inventory(tmp_path: Path, **host: object):
@@ -43,7 +50,9 @@ def inventory(tmp_path: Path, **host: object):
 def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_path):
     plain = inventory(tmp_path)
     assert fanout.refusal(plain, ["gpu01", "gpu02"], FIO) is None
-    assert "bench_pytorch" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "run_role": "bench_pytorch"}))
+    assert "bench_dlio runs through Ansible" in str(fanout.refusal(plain, ["gpu01"], {"run_role": "bench_dlio"}))
+    assert fanout.refusal(plain, ["gpu01", "gpu02"], TORCH) is None  # a loader's run fans out too
+    assert "bench_pytorch_s3" in str(fanout.refusal(plain, ["gpu01"], {**TORCH, "bench_pytorch_s3": {}}))
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": "[job]\n"})
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_ceph": {"conf": "/c"}})
     assert "bench_fio_s3" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_s3": {}}))
@@ -71,14 +80,31 @@ def test_the_start_margin_grows_with_the_host_count():
 
 
 def test_the_commands_are_argv_lists_with_values_as_they_are():
-    argvs = fanout.fio_argvs(
-        "/py", "gpu01", "/runs/r1", **{k.removeprefix("bench_fio_"): v for k, v in FIO.items() if k != "run_role"},
-        drop_caches=True,
-    )  # fmt: skip
-    assert argvs["prepare"][:4] == ["/py", "-m", "iolab.host.fio_jobs", "prepare"]
-    assert "--workdir" in argvs["prepare"] and "/mnt/t/iolab-gpu01" in argvs["prepare"]
-    assert argvs["prepare"][-1] == "--drop-caches"
-    assert argvs["tool"][-1] == "/runs/r1/job.fio"
+    fio = {k.removeprefix("bench_fio_"): v for k, v in FIO.items() if k != "run_role"}
+    call = hostcall.host_call("bench_fio", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, fio)
+    assert call.prepare[:4] == ["/py", "-m", "iolab.host.fio_jobs", "prepare"]
+    assert "--workdir" in call.prepare and "/mnt/t/iolab-gpu01" in call.prepare
+    assert call.prepare[-1] == "--drop-caches"
+    assert call.tool[-1] == "/runs/r1/job.fio"
+
+
+def test_a_distributed_loader_call_ranks_each_host_by_its_place_in_the_play_as_the_role_did():
+    """bench_pytorch's vars computed the rank (the host's index in the play), the rendezvous (the first host's
+    ansible_host, 127.0.0.1 for a local one) and the port (29500 + the run id's sha1's first 4 hex digits mod 2000)."""
+    play = Play.of(["gpu01", "gpu02"], "r-7", {"ansible_host": "10.0.0.11"})
+    kind = hostcall.kind_vars({**TORCH, "bench_pytorch_gloo_ifname": "br0"})
+    calls = {h: hostcall.host_call("bench_pytorch", "/py", h, f"/runs/{h}/r-7", play, False, kind) for h in play.hosts}
+    port = str(29500 + int(hashlib.sha1(b"r-7").hexdigest()[:4], 16) % 2000)
+    for rank, host in enumerate(play.hosts):
+        tool = calls[host].tool
+        assert tool[tool.index("--node-rank") + 1] == str(rank) and tool[tool.index("--nodes") + 1] == "2"
+        assert tool[tool.index("--master-addr") + 1 :][:3] == ["10.0.0.11", "--master-port", port]
+        assert calls[host].env == {"GLOO_SOCKET_IFNAME": "br0", "NCCL_SOCKET_IFNAME": "br0"}
+        assert calls[host].prepare[-2:] == ["--pack=packed", "--dali"] and "--drop-caches" not in calls[host].prepare
+        assert f"/mnt/t/iolab-{host}/dataset" in calls[host].run  # its cwd: the host's own copy of the data set
+    local = Play.of(["localhost"], "r-7", {"ansible_connection": "local"})
+    tool = hostcall.host_call("bench_pytorch", "/py", "localhost", "/r", local, True, kind).tool
+    assert tool[tool.index("--master-addr") + 1] == "127.0.0.1"
 
 
 def reply(rc: int | None, out: list[str], err: list[str]) -> fanout.Reply:
@@ -94,15 +120,15 @@ def test_a_failed_run_comes_back_with_its_record_and_an_unreachable_host_is_said
     line = ARCHIVE_LINE + base64.b64encode(archive.getvalue()).decode()
 
     ok = runner.HostOutcome("gpu01")
-    assert fanout_run._note(ok, reply(0, ["progress", line], []), fanout_run.RUN_TASK)
+    assert fanout_run._note(ok, reply(0, ["progress", line], []), "Run fio")
     assert not ok.failed and len(ok.archives) == 1
 
     failed = runner.HostOutcome("gpu02")
-    assert fanout_run._note(failed, reply(1, [line], ["fio exited 1: no space left"]), fanout_run.RUN_TASK)
+    assert fanout_run._note(failed, reply(1, [line], ["fio exited 1: no space left"]), "Run fio")
     assert not failed.failed  # the run failed, recorded as the rescue records it; the host goes on
     with tarfile.open(fileobj=io.BytesIO(failed.archives[1])) as tar:
         record = json.load(tar.extractfile("./error.json"))  # type: ignore[arg-type]
-    assert record["task"] == fanout_run.RUN_TASK
+    assert record["task"] == "Run fio"
     assert runner.failure_message(record["result"]) == "fio exited 1: no space left (rc 1)"
 
     lost = runner.HostOutcome("gpu03")
@@ -245,7 +271,7 @@ def test_a_local_command_killed_by_a_signal_is_a_run_that_died_not_a_lost_host(t
         engine.close()
     assert reply.signalled == 9 and reply.reached and reply.died
     outcome = runner.HostOutcome("localhost")
-    assert fanout_run._note(outcome, reply, fanout_run.RUN_TASK) and not outcome.unreachable
+    assert fanout_run._note(outcome, reply, "Run fio") and not outcome.unreachable
     with tarfile.open(fileobj=io.BytesIO(outcome.archives[0])) as tar:
         record = json.load(tar.extractfile("./error.json"))  # type: ignore[arg-type]
     assert record["result"]["msg"].startswith("its command ended without an answer (signal 9): it died there")

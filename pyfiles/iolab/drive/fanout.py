@@ -14,11 +14,12 @@ A host that is this machine (`ansible_connection: local`: localhost, the default
 the same route, started here without ssh (iolab.drive.local_worker: ClusterShell's local execution, under the same
 Engine and event handler); its reply and its record are an ssh host's.
 
-A fio run is one call per host: `hostrun run --start-when-told START_FILE --before PREPARE` does the
-prepare (iolab.host.fio_jobs: size, lay out, drop caches), says it is ready, and waits for the start time;
-once every host has said so (or ended), the controller writes T = now + `margin` (sized to the host count)
-to each ready host's session (through gateways, whose channel passes stdin to one command only, it runs one
-`touch -d @T START_FILE` on all of them instead), and each host waits for T on its own clock and records its
+A run is one call per host: `hostrun run --start-when-told START_FILE --before PREPARE` does the prepare (its
+kind's, iolab.workloads.hostcall: fio's iolab.host.fio_jobs sizes, lays out and drops the caches, a loader's
+iolab.host.prepare checks the data set, makes the run directory and drops the caches), says it is ready, and waits
+for the start time; once every host has said so (or ended), the controller writes T = now + `margin` (sized to the
+host count) to each ready host's session (through gateways, whose channel passes stdin to one command only, it runs
+one `touch -d @T START_FILE` on all of them instead), and each host waits for T on its own clock and records its
 start skew and when T came. Each host's archive comes back in its output; a failed run's record (error.json, as
 playbooks/run.yml's rescue writes it) is added on the controller. The remote command is an argv joined with
 shlex.join here: no value reaches a shell otherwise. That run is iolab.drive.fanout_run's; this module holds the
@@ -52,6 +53,7 @@ from iolab.drive.local_worker import LocalWorker
 from iolab.errors import UserError
 from iolab.shared.protocol import READY_LINE
 from iolab.units import parse_duration
+from iolab.workloads import hostcall
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
 START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
@@ -66,8 +68,6 @@ PROBE_S = 20.0  # s a host whose command ended without an answer has to answer `
 # inventory variable `iolab_ready_wait` (a duration, one for every selected host) sets it for a lab: longer where
 # the hosts' prepares differ more (storage shared unevenly), shorter where a lost host should cost less.
 READY_WAIT = 30.0
-# What fio's bench role takes from the controller (execute.workload_vars), by the name fio_argvs gives it.
-FIO_VARS = ("options", "jobtext", "allow_devices", "size", "target", "timeout", "bssplit_from", "telemetry_after")
 # Inventory variables the ssh_config says as Ansible does (and their aliases); a host with a variable that changes how
 # Ansible reaches or runs on it otherwise (a connection other than ssh or local, become, a password, extra ssh
 # arguments, another ssh or shell) is run through Ansible (`refusal`).
@@ -96,38 +96,6 @@ _ANSIBLES = (
 )
 
 
-def fio_argvs(
-    python: str,
-    host: str,
-    run_dir: str,
-    *,
-    options: dict[str, Any],
-    jobtext: str,
-    allow_devices: list[str],
-    size: int,
-    target: str,
-    timeout: float,
-    bssplit_from: str,
-    telemetry_after: float,
-    drop_caches: bool,
-) -> dict[str, list[str]]:
-    """A fio run's commands on `host`, for both paths (the bench_fio role's filter, and this module):
-    `prepare` (iolab.host.fio_jobs), `run` (iolab.host.hostrun run's options, before its start: --start-at,
-    --start-when-told or --before) and `tool` (fio, after --). Each host works in <target>/iolab-<host> (hosts
-    may share it)."""
-    workdir = f"{target}/iolab-{host}"
-    prepare = [python, "-m", "iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir]
-    prepare += ["--options", json.dumps(options), "--size", str(size)]
-    prepare += ["--jobfile", f"{run_dir}/user.fio"] if jobtext else []
-    prepare += [f"--allow-device={device}" for device in allow_devices]
-    prepare += ["--bssplit-from", bssplit_from] if bssplit_from else []
-    prepare += ["--drop-caches"] if drop_caches else []
-    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
-    run += ["--timeout", str(timeout), "--cwd", workdir, "--telemetry-after", str(telemetry_after)]
-    tool = ["fio", f"--output={run_dir}/fio.json", "--output-format=json+", "--eta=always", f"{run_dir}/job.fio"]
-    return {"prepare": prepare, "run": run, "tool": tool}
-
-
 def margin(hosts: int, tree: bool = False) -> float:
     """Seconds between sending the start time to `hosts` ready hosts and the start itself: on the open sessions,
     or through gateways (`tree`) as the start file's `touch`, which each gateway runs on its hosts."""
@@ -135,19 +103,20 @@ def margin(hosts: int, tree: bool = False) -> float:
 
 
 def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
-    """Why this run goes through Ansible rather than here; None when it can fan out here. Only fio's runs come
-    here, with nothing Ansible must do around the tool: no job file to copy, no warm-up command, no storage side
-    to drop (group ceph_osd, a Ceph backend), no more environment, every host reached by ssh as this module says
-    it, or this machine itself (`ansible_connection: local`); become or other connection variables stay Ansible's."""
+    """Why this run goes through Ansible rather than here; None when it can fan out here. The runs of a kind with a
+    host call (iolab.workloads.hostcall: fio, the pytorch and tensorflow loaders) come here, with nothing Ansible
+    must do around the tool: no job file to copy, no warm-up command, no storage side to drop (group ceph_osd, a
+    Ceph backend), no more environment, every host reached by ssh as this module says it, or this machine itself
+    (`ansible_connection: local`); become or other connection variables stay Ansible's."""
     if inventory is None:  # a stand-in lab of the unit tests plays every phase itself
         return "no inventory to reach the hosts by"
-    if variables.get("run_role") != "bench_fio":
-        return f"{variables.get('run_role')} runs through Ansible"
+    role = variables.get("run_role")
+    if role not in hostcall.KINDS:
+        return f"{role} runs through Ansible"
     if variables.get("bench_fio_jobtext") or variables.get("run_warm_command"):
         return "a job file or a warm-up command runs through Ansible"
-    unknown = sorted(
-        k for k in variables if k.startswith("bench_fio_") and k.removeprefix("bench_fio_") not in FIO_VARS
-    )
+    taken = hostcall.KINDS[str(role)][1]
+    unknown = sorted(f"{role}_{k}" for k in hostcall.kind_vars(variables) if k not in taken)
     if unknown:
         return f"a run with {', '.join(unknown)} runs through Ansible"
     if inventory.groups.get("ceph_osd") or variables.get("run_ceph") or variables.get("run_environment"):

@@ -1,8 +1,8 @@
-"""One fio run through ClusterShell (iolab.drive.fanout's Engine, its docstring says the path): every host's prepare
-and run in one call, the common start, a silent host probed, each host's reply into its outcome with its archives,
-a failed host's files packed.
+"""One run of any kind with a host call through ClusterShell (iolab.drive.fanout's Engine, its docstring says the
+path): every host's prepare and run in one call, the common start, a silent host probed, each host's reply into its
+outcome with its archives, a failed host's files packed.
 
-    run_fio(engine, env, run_dirs, argvs, timeout) → {host: runner.HostOutcome}
+    run_calls(engine, env, run_dirs, calls, timeout) → {host: runner.HostOutcome}
 """
 
 from __future__ import annotations
@@ -18,22 +18,21 @@ from typing import Any
 from iolab.drive import runner
 from iolab.drive.fanout import PROBE_S, SLACK, Engine, Reply
 from iolab.shared.protocol import ARCHIVE_LINE, START_JSON, START_SUFFIX
-
-PREPARE_TASK = "Size, write and lay out the job, then drop the caches"  # the bench_fio role's task names
-RUN_TASK = "Run fio"
+from iolab.workloads.base import HostCall
 
 
-def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dict[str, dict], timeout: float):
-    """Run fio on every host of `argvs` (its commands: fio_argvs) and return each host's outcome, its archives
-    among them. `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH). The start
-    file is the run's, beside the hosts' directories (RUNS/OWNER/HOST/RUN → RUNS/OWNER/RUN.start): one path for
-    every host, so that one `touch` through the gateways reaches them all; `hostrun stop` removes it."""
-    outcomes = {host: runner.HostOutcome(host, task=RUN_TASK) for host in argvs}
+def run_calls(engine: Engine, env: list[str], run_dirs: dict[str, str], calls: dict[str, HostCall], timeout: float):
+    """Run each host's call (iolab.workloads.hostcall) and return each host's outcome, its archives among them.
+    `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH), the call's own environment
+    after it. The start file is the run's, beside the hosts' directories (RUNS/OWNER/HOST/RUN → RUNS/OWNER/RUN.start):
+    one path for every host, so that one `touch` through the gateways reaches them all; `hostrun stop` removes it."""
+    outcomes = {host: runner.HostOutcome(host, task=call.run_task) for host, call in calls.items()}
     run_dir = PurePosixPath(next(iter(run_dirs.values())))
     start_file = str(run_dir.parent.parent / f"{run_dir.name}{START_SUFFIX}")
     commands = {
-        h: [*env, *a["run"], "--start-when-told", start_file, "--before", json.dumps(a["prepare"]), "--", *a["tool"]]
-        for h, a in argvs.items()
+        h: [*env, *(f"{k}={v}" for k, v in c.env.items()), *c.run, "--start-when-told", start_file]
+        + ["--before", json.dumps(c.prepare), "--", *c.tool]
+        for h, c in calls.items()
     }
     ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, start_file)  # the prepare, then the run
     # ssh exits 255 when it could not connect or lost the connection, and when the remote command died by a signal
@@ -45,8 +44,9 @@ def run_fio(engine: Engine, env: list[str], run_dirs: dict[str, str], argvs: dic
         for host in silent:
             ran[host].died = probed[host].rc == 0
     for host, reply in ran.items():
-        _note(outcomes[host], reply, RUN_TASK if reply.ready is not None else PREPARE_TASK)
-    _pack_failed(engine, env, next(iter(argvs.values()))["prepare"][0], run_dirs, outcomes)
+        call = calls[host]
+        _note(outcomes[host], reply, call.run_task if reply.ready is not None else call.prepare_task)
+    _pack_failed(engine, env, next(iter(calls.values())).prepare[0], run_dirs, outcomes)
     return outcomes
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -137,3 +138,55 @@ class LoaderWorkload(Workload):
 
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
         return {f"bench_{self.tool}_options": self.loader_options(repetition)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Play:
+    """The hosts of one run, as a kind's host call needs them: in the play's order (a distributed job's node
+    ranks), the run's id, and how the first host is reached (a distributed job's rendezvous)."""
+
+    hosts: list[str]
+    run_id: str = "0"
+    first_local: bool = False  # the first host is this machine (ansible_connection: local)
+    first_address: str = ""  # its ansible_host, or its name
+
+    @classmethod
+    def of(cls, hosts: list[str], run_id: str, first_hostvars: dict[str, Any]) -> Play:
+        """The play of `hosts`, the first host's inventory variables saying how it is reached."""
+        first = hosts[0] if hosts else ""
+        local = first_hostvars.get("ansible_connection", "ssh") == "local"
+        return cls(list(hosts), run_id, local, str(first_hostvars.get("ansible_host", first)))
+
+
+@dataclasses.dataclass(frozen=True)
+class HostCall:
+    """One host's run of any kind, from one place per kind (iolab.workloads.hostcall): its `prepare` (checks, the run
+    directory, the cache drop), `run` (iolab.host.hostrun run's options before the start option), the `tool` (after
+    --), more environment for the tool, and the names of the two steps (its bench role's task names) a failure
+    is recorded under. Both routes run it: the fan-out's one call (hostrun run --before PREPARE) and the bench
+    role's tasks (through a filter plugin), so that no argv is built twice."""
+
+    prepare: list[str]
+    run: list[str]
+    tool: list[str]
+    env: dict[str, str]
+    prepare_task: str
+    run_task: str
+
+
+def loader_call(
+    kind: str, python: str, host: str, run_dir: str, drop_caches: bool, *, target: str, dataset: str, timeout: float
+) -> tuple[str, list[str], list[str]]:
+    """What every loader kind's host call has: the data set's directory (the one every host reads, `dataset`, or the
+    host's own copy, <target>/iolab-<host>/dataset), its prepare (iolab.host.prepare loader: the checks, the run
+    directory, the cache drop; each kind adds its packs) and hostrun run's options (in the data set's directory,
+    telemetry from the tool's start)."""
+    root = dataset or f"{target}/iolab-{host}/dataset"
+    prepare = [python, "-m", "iolab.host.prepare", "loader", "--kind", kind, "--host", host, "--dir", run_dir]
+    prepare += ["--root", root, *(["--drop-caches"] if drop_caches else [])]
+    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
+    run += ["--timeout", str(timeout), "--cwd", root, "--telemetry-after", "0"]
+    return root, prepare, run
+
+
+LOADER_PREPARE_TASK = "Check the data set, make the run directory and drop the caches"  # the loader roles' task

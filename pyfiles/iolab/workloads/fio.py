@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -12,7 +13,7 @@ from iolab.backends.tmpfs import TmpfsBackend
 from iolab.errors import UserError
 from iolab.schema import Duration, Ramp, Size
 from iolab.shared import fio_jobfile, fio_options
-from iolab.workloads.base import Workload
+from iolab.workloads.base import HostCall, Play, Workload
 
 
 class FioWorkload(Workload):
@@ -164,3 +165,38 @@ def single_run(
         )
     chosen_backend = next(b for b in backends if b.name == chosen).model_dump(exclude_none=True)
     return {"name": f"fio-{chosen}", "backends": [chosen_backend], "workloads": [workload]}
+
+
+# What fio's bench role takes from the controller (execute.workload_vars), by the name host_call gives it.
+FIO_VARS = ("options", "jobtext", "allow_devices", "size", "target", "timeout", "bssplit_from", "telemetry_after")
+
+
+def host_call(
+    python: str,
+    host: str,
+    run_dir: str,
+    play: Play,
+    drop_caches: bool,
+    *,
+    options: dict[str, Any],
+    jobtext: str,
+    allow_devices: list[str],
+    size: int,
+    target: str,
+    timeout: float,
+    bssplit_from: str,
+    telemetry_after: float,
+) -> HostCall:
+    """A fio run's call on `host` (iolab.workloads.hostcall): `prepare` is iolab.host.fio_jobs (size, lay out, drop
+    the caches), the tool fio on the job it wrote. Each host works in <target>/iolab-<host> (hosts may share it)."""
+    workdir = f"{target}/iolab-{host}"
+    prepare = [python, "-m", "iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir]
+    prepare += ["--options", json.dumps(options), "--size", str(size)]
+    prepare += ["--jobfile", f"{run_dir}/user.fio"] if jobtext else []
+    prepare += [f"--allow-device={device}" for device in allow_devices]
+    prepare += ["--bssplit-from", bssplit_from] if bssplit_from else []
+    prepare += ["--drop-caches"] if drop_caches else []
+    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
+    run += ["--timeout", str(timeout), "--cwd", workdir, "--telemetry-after", str(telemetry_after)]
+    tool = ["fio", f"--output={run_dir}/fio.json", "--output-format=json+", "--eta=always", f"{run_dir}/job.fio"]
+    return HostCall(prepare, run, tool, {}, "Size, write and lay out the job, then drop the caches", "Run fio")

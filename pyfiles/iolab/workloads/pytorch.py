@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -11,7 +13,7 @@ from iolab.errors import UserError
 from iolab.progress import search_probes
 from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import REAL, Accelerator
-from iolab.workloads.base import LOADER_TIMEOUT, LoaderWorkload
+from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, HostCall, LoaderWorkload, Play, loader_call
 from iolab.workloads.dlio import mlperf_prefetch_factor, training_file
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
 
@@ -319,3 +321,50 @@ def _dlio_consistent(w: PytorchWorkload) -> None:
             raise ValueError(f"engine dlio runs DLIO as it is: {key} is iolab's loader's; drop it")
     if not w.decode:
         raise ValueError("engine dlio decodes as DLIO does: drop decode: false")
+
+
+# What the pytorch role takes from the controller, by the name host_call gives it (bench_pytorch_<name>).
+PYTORCH_VARS: tuple[str, ...] = ("target", "dataset", "options", "packs", "distributed", "timeout")
+PYTORCH_VARS += ("master_addr", "master_port", "gloo_ifname")
+
+
+def rendezvous_port(run_id: str) -> int:
+    """A distributed job's rendezvous port, one per run (a job still closing cannot meet the next one's ranks)."""
+    return 29500 + int(hashlib.sha1(run_id.encode()).hexdigest()[:4], 16) % 2000
+
+
+def host_call(
+    python: str,
+    host: str,
+    run_dir: str,
+    play: Play,
+    drop_caches: bool,
+    *,
+    target: str,
+    options: dict[str, Any],
+    timeout: float,
+    dataset: str = "",
+    packs: list[str] | tuple[str, ...] = (),
+    distributed: bool = False,
+    master_addr: str = "",
+    master_port: int = 0,
+    gloo_ifname: str = "",
+) -> HostCall:
+    """A pytorch run's call on `host` (iolab.workloads.hostcall): iolab's loader (python -m
+    iolab.host.loader.torch_loader); `distributed`, one DDP job over the play's hosts: this host's node rank is its
+    place in the play, the rendezvous the first host's (127.0.0.1 when it is this machine) on a port of the run's
+    own unless given; gloo's and NCCL's interface `gloo_ifname` where given."""
+    root, prepare, run = loader_call(
+        "pytorch", python, host, run_dir, drop_caches, target=target, dataset=dataset, timeout=timeout
+    )
+    prepare += [f"--pack={pack}" for pack in packs]
+    prepare += ["--dali"] if options.get("reader") == "dali" else []
+    tool = [python, "-m", "iolab.host.loader.torch_loader", "--root", root, "--out", run_dir]
+    tool += ["--options", json.dumps(options)]
+    if distributed:
+        address = master_addr or ("127.0.0.1" if play.first_local else play.first_address)
+        port = master_port if int(master_port) > 0 else rendezvous_port(play.run_id)
+        tool += ["--distributed", "--nodes", str(len(play.hosts)), "--node-rank", str(play.hosts.index(host))]
+        tool += ["--master-addr", address, "--master-port", str(port)]
+    env = {"GLOO_SOCKET_IFNAME": gloo_ifname, "NCCL_SOCKET_IFNAME": gloo_ifname} if gloo_ifname else {}
+    return HostCall(prepare, run, tool, env, LOADER_PREPARE_TASK, "Run the loader")

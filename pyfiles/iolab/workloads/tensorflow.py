@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from iolab.schema import Bool
 from iolab.workloads.accelerator import REAL, Accelerator
-from iolab.workloads.base import LoaderWorkload
+from iolab.workloads.base import LOADER_PREPARE_TASK, HostCall, LoaderWorkload, Play, loader_call
 from iolab.workloads.mlperf import MlperfFields
 
 
@@ -75,3 +76,31 @@ class TensorflowWorkload(LoaderWorkload, MlperfFields):
             + (", under strace -c" if self.syscall_profile else "")
             + (f"; {self.file_note}" if self.file_note else "")
         )
+
+
+# What the tensorflow role takes from the controller, by the name host_call gives it (bench_tensorflow_<name>).
+TENSORFLOW_VARS = ("target", "dataset", "options", "timeout")
+
+
+def host_call(
+    python: str,
+    host: str,
+    run_dir: str,
+    play: Play,
+    drop_caches: bool,
+    *,
+    target: str,
+    options: dict[str, Any],
+    timeout: float,
+    dataset: str = "",
+) -> HostCall:
+    """A tensorflow run's call on `host` (iolab.workloads.hostcall): tf.data over the TFRecord pack (python -m
+    iolab.host.loader.tf_loader), TensorFlow's C++ log quiet but for errors."""
+    root, prepare, run = loader_call(
+        "tensorflow", python, host, run_dir, drop_caches, target=target, dataset=dataset, timeout=timeout
+    )
+    tool = [python, "-m", "iolab.host.loader.tf_loader", "--root", root, "--out", run_dir]
+    tool += ["--options", json.dumps(options)]
+    return HostCall(
+        [*prepare, "--pack=tfrecord"], run, tool, {"TF_CPP_MIN_LOG_LEVEL": "2"}, LOADER_PREPARE_TASK, "Run tf.data"
+    )

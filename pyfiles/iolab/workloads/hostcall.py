@@ -1,0 +1,45 @@
+"""Each kind's host call, by its bench role: the one place both run routes take a run's commands from.
+
+    host_call(role, python, host, run_dir, play, drop_caches, kind_vars) → HostCall
+
+`kind_vars` are the role's variables without their prefix (bench_pytorch_target → target), as the controller gives
+them (iolab.drive.execute.workload_vars). The fan-out (iolab.drive.fanout_run) runs the call as one command per host;
+the bench role's tasks run the same argvs through its filter plugin (roles/bench_<tool>/filter_plugins), which calls
+this with the role's variables. A kind without a call here runs through Ansible only (iolab.drive.fanout.refusal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from iolab.workloads import fio, pytorch, tensorflow
+from iolab.workloads.base import HostCall, Play
+
+# role → (its kind's call, the role variables the call takes, by name)
+KINDS: dict[str, tuple[Callable[..., HostCall], tuple[str, ...]]] = {
+    "bench_fio": (fio.host_call, fio.FIO_VARS),
+    "bench_pytorch": (pytorch.host_call, pytorch.PYTORCH_VARS),
+    "bench_tensorflow": (tensorflow.host_call, tensorflow.TENSORFLOW_VARS),
+}
+
+
+def kind_vars(variables: dict[str, Any]) -> dict[str, Any]:
+    """The run's role variables (run_role's, bench_<tool>_*) without their prefix."""
+    prefix = f"{variables['run_role']}_"
+    return {k.removeprefix(prefix): v for k, v in variables.items() if k.startswith(prefix)}
+
+
+def host_call(
+    role: str,
+    python: str,
+    host: str,
+    run_dir: str,
+    play: Play | dict[str, Any],
+    drop_caches: bool,
+    variables: dict[str, Any],
+) -> HostCall:
+    """`host`'s call for a run of `role` (a key of KINDS) in `run_dir`; `play` as a Play or, from a role, its
+    fields as a mapping."""
+    call, _ = KINDS[role]
+    return call(python, host, run_dir, play if isinstance(play, Play) else Play(**play), drop_caches, **variables)
