@@ -1,9 +1,13 @@
 """The harness's cost on localhost, whole `./lab bench.all` commands (the hosts set up by a first, unmeasured call):
 
-    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal]
+    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal] [--kind fio|pytorch|tensorflow]
 
 (a) one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (/mnt/iolab/NAME-mem): the command's wall time;
 (b) a campaign of 6 runs of 5 s + 1 s ramp on a 1 GiB tmpfs (3 fio profiles × 2 repetitions): Σ(runtime + ramp) / wall.
+--kind pytorch (or tensorflow): a loader's instead, one epoch of a 256-file data set on a 256 MiB tmpfs (the data
+set made by the command's dataset phase): (a) one run: its harness, the wall less the loader's own time (its
+run.json's ended_at - started_at); (b) 4 runs of it in one batch: the mean time between one run's loader ending and
+the next one's starting (run.json's), the per-run cost between runs.
 Each call stores into a fresh results directory, so every call runs its runs. Prints each figure, the load average
 before it, and the route each run took (its run.json's `launcher`: clustershell, or ansible for run.yml).
 """
@@ -41,6 +45,58 @@ def campaign(directory: Path, name: str, runs: int) -> Path:
     return path
 
 
+LOADERS = {
+    "pytorch": {"type": "pytorch", "reader": "packed", "workers": 0, "batch_size": 32, "decode": False},
+    "tensorflow": {"type": "tensorflow", "batch_size": 32, "decode": False},
+}
+
+
+def loader_campaign(directory: Path, name: str, kind: str, runs: int) -> Path:
+    """One epoch of a loader `kind` over a 256-file data set, `runs` repetitions."""
+    data = {
+        "name": name,
+        "repetitions": runs,
+        "backends": [{"name": f"{name}-mem", "type": "tmpfs", "size": "256MiB"}],
+        "dataset": {"kind": "imagenet-like", "files": 256, "seed": 1, "classes": 4},
+        "workloads": [{"name": "load", **LOADERS[kind], "epochs": 1}],
+    }
+    path = directory / f"{name}.yml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def tool_times(results: Path, name: str) -> list[tuple[float, float]]:
+    """Each run's tool (started_at, ended_at), epoch s, from its run.json, in order."""
+    records = [json.loads(p.read_text()) for p in (results / name).glob("raw/*/*/run.json")]
+    return sorted((r["started_at"], r["ended_at"]) for r in records)
+
+
+def loaders(kind: str, work: Path, name: str, rounds: int) -> None:
+    """--kind: a loader's harness on one run and its per-run cost between the runs of a 4-run batch."""
+    one, four = loader_campaign(work, name, kind, 1), loader_campaign(work, f"{name}4", kind, 4)
+    bench_all(one, work / "setup")  # sets the hosts up (this release), unmeasured
+    for round_ in range(1, rounds + 1):
+        load = os.getloadavg()[0]
+        wall = bench_all(one, work / f"r{round_}-1")
+        ((start, end),) = tool_times(work / f"r{round_}-1", one.stem)
+        route = routes(work / f"r{round_}-1", one.stem)
+        print(
+            f"round {round_}, 1 {kind} run: {wall:.2f} s wall, loader {end - start:.2f} s, harness "
+            f"{wall - (end - start):.2f} s, load {load:.2f} before, route {route}",
+            flush=True,
+        )
+        load = os.getloadavg()[0]
+        wall = bench_all(four, work / f"r{round_}-4")
+        times = tool_times(work / f"r{round_}-4", four.stem)
+        gaps = [b[0] - a[1] for a, b in zip(times, times[1:], strict=False)]
+        route = routes(work / f"r{round_}-4", four.stem)
+        print(
+            f"round {round_}, 4 {kind} runs: {wall:.2f} s wall, between runs {sum(gaps) / len(gaps):.2f} s "
+            f"(each: {', '.join(f'{g:.2f}' for g in gaps)}), load {load:.2f} before, route {route}",
+            flush=True,
+        )
+
+
 def bench_all(path: Path, results: Path) -> float:
     """`./lab bench.all --campaign PATH` into `results`; its wall time in s. Where another engineer's command holds
     localhost, waits and tries again (never --steal)."""
@@ -65,8 +121,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--name", default="fanlocal", help="campaign name, and the tmpfs /mnt/iolab/NAME-mem")
+    parser.add_argument("--kind", choices=["fio", *LOADERS], default="fio", help="the runs' kind (fio: (a) and (b))")
     opts = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="harness-cost-"))
+    if opts.kind != "fio":
+        loaders(opts.kind, work, opts.name, opts.rounds)
+        return
     one, six = campaign(work, opts.name, 1), campaign(work, f"{opts.name}6", 6)
     bench_all(one, work / "setup")  # sets the hosts up (this release), unmeasured
     for round_ in range(1, opts.rounds + 1):
