@@ -264,6 +264,7 @@ def held(lab: Lab, what: str, steal: bool = False) -> Iterator[None]:
         if steal:
             holders = _steal(lab, holders, info)
         _refuse(holders)
+        lab.released = {h.host for h in holders if h.state == "held" and h.detail.get("release_here") is True}
         for holder in holders:
             previous = holder.detail.get("previous") if holder.state == "held" else None
             if previous:

@@ -28,6 +28,9 @@ with `iolab.host.hostrun stop --orphaned-mounts` from the release it ran (INFO_J
 
     iolab-lease held {"previous": <record>, "cleaned": [lines], "clean_error": null | "why not"}
 
+Every held answer also says whether this host has the controller's release (INFO_JSON's `release`) unpacked
+(`release_here`): lab.setup then skips its look for it there (roles/iolab_host), one Ansible task a command.
+
 Anything that keeps it from answering for sure — a lease directory it cannot make, a lock
 it cannot open, a record that is not a JSON object with an integer `holder_pid` (so it
 cannot tell who holds the host, nor what a crashed holder left) — is answered, never
@@ -146,6 +149,7 @@ def _hold(argv: list[str]) -> int:
         return 3
     previous = _read(record_path)
     answer = {"previous": previous, **(_clean(os.path.dirname(directory), previous) if previous else {})}
+    answer["release_here"] = _has_release(os.path.dirname(directory), info.get("release"))
     answer["clock"] = [started, time.time()]
     tmp = f"{record_path}.{os.getpid()}.tmp"
     with open(tmp, "w") as handle:
@@ -159,6 +163,13 @@ def _hold(argv: list[str]) -> int:
     if said == RELEASE:  # else the record stays for the next campaign to clean after this one
         os.unlink(record_path)
     return 0
+
+
+def _has_release(host_dir: str, release: object) -> bool:
+    """This host has `release` unpacked: the file roles/iolab_host's own look for it checks."""
+    if not isinstance(release, str) or not release or "/" in release:
+        return False
+    return os.path.isfile(os.path.join(host_dir, "releases", release, "iolab", "__init__.py"))
 
 
 def _clean(host_dir: str, previous: dict) -> dict:
