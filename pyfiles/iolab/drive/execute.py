@@ -25,6 +25,8 @@ from iolab.campaign.hosts import Inventory
 from iolab.campaign.model import Campaign, Run
 from iolab.drive import fanout, fanout_run, live, live_metrics, release, runner
 from iolab.errors import DISK_ERRORS, RunFailed, StoreError
+from iolab.workloads import hostcall
+from iolab.workloads.base import HostCall, Play
 
 HOST_DIR = "/opt/iolab"
 HOST_PYTHON = f"{HOST_DIR}/venv/bin/python"  # made by the iolab_host role
@@ -301,11 +303,11 @@ class _Playbook:
                 env.append("IOLAB_LAUNCHER=clustershell")
                 env.append(f"IOLAB_PROFILERS={','.join(run.workload.profilers)}")
                 dirs = {h: f"{HOST_DIR}/runs/{OWNER}/{h}/{run.run_id}" for h in hosts}
-                kwargs = {name: variables[f"bench_fio_{name}"] for name in fanout.FIO_VARS}
-                argvs = {
-                    h: fanout.fio_argvs(HOST_PYTHON, h, dirs[h], **kwargs, drop_caches=run.drop_caches) for h in hosts
-                }
-                outcomes = fanout_run.run_fio(engine, env, dirs, argvs, float(kwargs["timeout"])) if hosts else {}
+                outcomes = (
+                    fanout_run.run_calls(engine, env, dirs, _calls(self.lab, hosts, run, dirs), _timeout(variables))
+                    if hosts
+                    else {}
+                )
                 self.ended(index, outcomes)
         finally:
             engine.close()
@@ -338,6 +340,20 @@ class _Playbook:
             self.deferred.append((queued, result, fetch))
         else:
             self.listener.run_ended(queued.run, result)
+
+
+def _calls(lab: Lab, hosts: list[str], run: Run, dirs: dict[str, str]) -> dict[str, HostCall]:
+    """Each host's call for `run` (iolab.workloads.hostcall), from the variables its bench role would get."""
+    variables = fan_vars(run)
+    play = Play.of(hosts, run.run_id, lab.inventory.hostvars.get(hosts[0], {}))
+    kind = hostcall.kind_vars(variables)
+    role = variables["run_role"]
+    return {h: hostcall.host_call(role, HOST_PYTHON, h, dirs[h], play, run.drop_caches, kind) for h in hosts}
+
+
+def _timeout(variables: dict[str, Any]) -> float:
+    """The run's timeout, in s: its bench role's."""
+    return float(variables[f"{variables['run_role']}_timeout"])
 
 
 class _Watch:
