@@ -86,6 +86,9 @@ def test_the_commands_are_argv_lists_with_values_as_they_are():
     assert "--workdir" in call.prepare and "/mnt/t/iolab-gpu01" in call.prepare
     assert call.prepare[-1] == "--drop-caches"
     assert call.tool[-1] == "/runs/r1/job.fio"
+    walk = {"target": "/mnt/t", "threads": 2, "limit": 0, "drop_caches": False, "timeout": 60.0}
+    call = hostcall.host_call("bench_metadata", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, walk)
+    assert call.prepare[-1] == "--drop-caches" and call.tool[-1] == "--no-drop-caches"  # the run's drop, not each op's
 
 
 def test_a_distributed_loader_call_ranks_each_host_by_its_place_in_the_play_as_the_role_did():

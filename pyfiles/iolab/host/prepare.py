@@ -1,16 +1,16 @@
 """A loader run's prepare on its host (host side, stdlib only): what the bench role's preflight checked, then the
 run directory and the cache drop.
 
-    python -m iolab.host.prepare loader --kind pytorch --host NAME --dir RUN_DIR --root DATASET
+    python -m iolab.host.prepare loader --kind pytorch|tensorflow|metadata --host NAME --dir RUN_DIR --root DATASET
                                  [--pack packed] [--pack tfrecord] [--dali] [--drop-caches]
 
 One call, whichever route runs it: the fan-out's `hostrun run --before` (iolab.drive.fanout_run) or the bench role's
-`hostrun step` (roles/bench_pytorch, roles/bench_tensorflow). In order: the data set's manifest and the packs its
-reader reads are there (one line naming what is missing and how the campaign makes it), NVIDIA DALI imports for
-reader dali (iolab.host.loader.dali_reader's line), then the run directory is made and, with --drop-caches, the caches
-are synced, dropped and the drop recorded (iolab.host.caches, as role drop_caches does). Nothing is made before every
-check has passed: a refused run leaves no directory. Its last line is JSON: when it started (`started_at`), which
-sizes the common start's lead as fio's prepare does.
+`hostrun step` (roles/bench_pytorch, roles/bench_tensorflow, roles/bench_metadata). In order: the data set's
+manifest and the packs its reader reads are there (one line naming what is missing and how the campaign makes it),
+NVIDIA DALI imports for reader dali (iolab.host.loader.dali_reader's line), then the run directory is made and, with
+--drop-caches, the caches are synced, dropped and the drop recorded (iolab.host.caches, as role drop_caches does).
+Nothing is made before every check has passed: a refused run leaves no directory. Its last line is JSON: when it
+started (`started_at`), which sizes the common start's lead as fio's prepare does.
 """
 
 from __future__ import annotations
@@ -32,12 +32,16 @@ _HINTS = {
         "no TFRecord pack at {root}/tfrecord on {host}: the campaign's dataset phase makes it on a writable backend "
         "(give the campaign a dataset); a read-only backend must hold it at <target>/dataset/tfrecord"
     ),
+    "metadata": (
+        "no data set at {root} on {host}: the campaign's dataset phase makes it on a writable backend (give the "
+        "campaign a dataset); a read-only backend must hold it at <target>/dataset"
+    ),
 }
 
 
 def problem(kind: str, host: str, root: Path, packs: list[str], dali: bool) -> str:
     """Why the loader cannot run on this host ('' when it can): the data set, its packs, DALI."""
-    needed = [root / "manifest.jsonl"] if kind == "pytorch" else []
+    needed = [root / "manifest.jsonl"] if kind != "tensorflow" else []  # tensorflow reads its pack only
     needed += [root / pack / "pack.json" for pack in packs]
     missing = [str(path) for path in needed if not path.exists()]
     if missing:

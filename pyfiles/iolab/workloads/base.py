@@ -175,7 +175,7 @@ class HostCall:
 
 
 def loader_call(
-    kind: str, python: str, host: str, run_dir: str, drop_caches: bool, *, target: str, dataset: str, timeout: float
+    kind: str, python: str, host: str, run_dir: str, drop: bool, *, target: str, dataset: str, timeout: float
 ) -> tuple[str, list[str], list[str]]:
     """What every loader kind's host call has: the data set's directory (the one every host reads, `dataset`, or the
     host's own copy, <target>/iolab-<host>/dataset), its prepare (iolab.host.prepare loader: the checks, the run
@@ -183,7 +183,7 @@ def loader_call(
     telemetry from the tool's start)."""
     root = dataset or f"{target}/iolab-{host}/dataset"
     prepare = [python, "-m", "iolab.host.prepare", "loader", "--kind", kind, "--host", host, "--dir", run_dir]
-    prepare += ["--root", root, *(["--drop-caches"] if drop_caches else [])]
+    prepare += ["--root", root, *(["--drop-caches"] if drop else [])]
     run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
     run += ["--timeout", str(timeout), "--cwd", root, "--telemetry-after", "0"]
     return root, prepare, run

@@ -176,7 +176,7 @@ def host_call(
     host: str,
     run_dir: str,
     play: Play,
-    drop_caches: bool,
+    drop: bool,
     *,
     options: dict[str, Any],
     jobtext: str,
@@ -195,7 +195,7 @@ def host_call(
     prepare += ["--jobfile", f"{run_dir}/user.fio"] if jobtext else []
     prepare += [f"--allow-device={device}" for device in allow_devices]
     prepare += ["--bssplit-from", bssplit_from] if bssplit_from else []
-    prepare += ["--drop-caches"] if drop_caches else []
+    prepare += ["--drop-caches"] if drop else []
     run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
     run += ["--timeout", str(timeout), "--cwd", workdir, "--telemetry-after", str(telemetry_after)]
     tool = ["fio", f"--output={run_dir}/fio.json", "--output-format=json+", "--eta=always", f"{run_dir}/job.fio"]

@@ -1,6 +1,6 @@
 """Each kind's host call, by its bench role: the one place both run routes take a run's commands from.
 
-    host_call(role, python, host, run_dir, play, drop_caches, kind_vars) → HostCall
+    host_call(role, python, host, run_dir, play, drop, kind_vars) → HostCall
 
 `kind_vars` are the role's variables without their prefix (bench_pytorch_target → target), as the controller gives
 them (iolab.drive.execute.workload_vars). The fan-out (iolab.drive.fanout_run) runs the call as one command per host;
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from iolab.workloads import fio, pytorch, tensorflow
+from iolab.workloads import fio, metadata, pytorch, tensorflow
 from iolab.workloads.base import HostCall, Play
 
 # role → (its kind's call, the role variables the call takes, by name)
@@ -21,6 +21,7 @@ KINDS: dict[str, tuple[Callable[..., HostCall], tuple[str, ...]]] = {
     "bench_fio": (fio.host_call, fio.FIO_VARS),
     "bench_pytorch": (pytorch.host_call, pytorch.PYTORCH_VARS),
     "bench_tensorflow": (tensorflow.host_call, tensorflow.TENSORFLOW_VARS),
+    "bench_metadata": (metadata.host_call, metadata.METADATA_VARS),
 }
 
 
@@ -36,10 +37,10 @@ def host_call(
     host: str,
     run_dir: str,
     play: Play | dict[str, Any],
-    drop_caches: bool,
+    drop: bool,
     variables: dict[str, Any],
 ) -> HostCall:
-    """`host`'s call for a run of `role` (a key of KINDS) in `run_dir`; `play` as a Play or, from a role, its
-    fields as a mapping."""
+    """`host`'s call for a run of `role` (a key of KINDS) in `run_dir`, the caches dropped before it (`drop`, the
+    run's cache policy); `play` as a Play or, from a role, its fields as a mapping."""
     call, _ = KINDS[role]
-    return call(python, host, run_dir, play if isinstance(play, Play) else Play(**play), drop_caches, **variables)
+    return call(python, host, run_dir, play if isinstance(play, Play) else Play(**play), drop, **variables)

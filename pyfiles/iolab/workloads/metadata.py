@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from iolab.schema import Bool
-from iolab.workloads.base import LOADER_TIMEOUT, Workload
+from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, HostCall, Play, Workload, loader_call
 
 
 class MetadataWorkload(Workload):
@@ -38,3 +38,33 @@ class MetadataWorkload(Workload):
         return f"readdir, then stat, then open+close of every data set file with {self.threads} thread(s)" + (
             ", caches dropped before each" if self.drop_caches else ""
         )
+
+
+# What the metadata role takes from the controller, by the name host_call gives it (bench_metadata_<name>).
+METADATA_VARS = ("target", "dataset", "threads", "limit", "drop_caches", "timeout")
+
+
+def host_call(
+    python: str,
+    host: str,
+    run_dir: str,
+    play: Play,
+    drop: bool,
+    *,
+    target: str,
+    timeout: float,
+    threads: int,
+    limit: int = 0,
+    dataset: str = "",
+    drop_caches: bool = True,
+) -> HostCall:
+    """A metadata run's call on `host` (iolab.workloads.hostcall): the tree walk (python -m
+    iolab.host.loader.metadata), the caches dropped before each of its operations too unless `drop_caches` is off
+    (`drop`: the run's cache policy, before the run)."""
+    root, prepare, run = loader_call(
+        "metadata", python, host, run_dir, drop, target=target, dataset=dataset, timeout=timeout
+    )
+    tool = [python, "-m", "iolab.host.loader.metadata", "--root", root, "--out", run_dir]
+    tool += ["--threads", str(threads), "--limit", str(limit)]
+    tool += ["--drop-caches" if drop_caches else "--no-drop-caches"]
+    return HostCall(prepare, run, tool, {}, LOADER_PREPARE_TASK, "Measure readdir, stat and open rates")

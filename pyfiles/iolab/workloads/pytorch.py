@@ -338,7 +338,7 @@ def host_call(
     host: str,
     run_dir: str,
     play: Play,
-    drop_caches: bool,
+    drop: bool,
     *,
     target: str,
     options: dict[str, Any],
@@ -355,7 +355,7 @@ def host_call(
     place in the play, the rendezvous the first host's (127.0.0.1 when it is this machine) on a port of the run's
     own unless given; gloo's and NCCL's interface `gloo_ifname` where given."""
     root, prepare, run = loader_call(
-        "pytorch", python, host, run_dir, drop_caches, target=target, dataset=dataset, timeout=timeout
+        "pytorch", python, host, run_dir, drop, target=target, dataset=dataset, timeout=timeout
     )
     prepare += [f"--pack={pack}" for pack in packs]
     prepare += ["--dali"] if options.get("reader") == "dali" else []

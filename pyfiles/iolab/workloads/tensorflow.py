@@ -87,7 +87,7 @@ def host_call(
     host: str,
     run_dir: str,
     play: Play,
-    drop_caches: bool,
+    drop: bool,
     *,
     target: str,
     options: dict[str, Any],
@@ -97,7 +97,7 @@ def host_call(
     """A tensorflow run's call on `host` (iolab.workloads.hostcall): tf.data over the TFRecord pack (python -m
     iolab.host.loader.tf_loader), TensorFlow's C++ log quiet but for errors."""
     root, prepare, run = loader_call(
-        "tensorflow", python, host, run_dir, drop_caches, target=target, dataset=dataset, timeout=timeout
+        "tensorflow", python, host, run_dir, drop, target=target, dataset=dataset, timeout=timeout
     )
     tool = [python, "-m", "iolab.host.loader.tf_loader", "--root", root, "--out", run_dir]
     tool += ["--options", json.dumps(options)]
