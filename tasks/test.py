@@ -85,4 +85,7 @@ def test(c, args=""):
     # The unit tests over two pytest-xdist workers; then the integration and simulated-lab tests, each group one
     # after another on its worker (tests/conftest.py's groups; docs/DESIGN.md, "The test suite", says why).
     _stage([*pytest, "-n", "2", "-x", "--durations=15", "tests/unit"])  # the slowest tests, named in the log
-    _stage([*pytest, "-n", "2", "--dist", "loadgroup", "--durations=25", "tests/integration", "tests/lab"])
+    # Each test's worker and end ("[gw1] PASSED"), and every duration over 5 s: the two workers' timelines, from
+    # which the stage's critical path is read (docs/PERFORMANCE.md, "The project's own CI").
+    last = ["-n", "2", "--dist", "loadgroup", "-v", "--durations=0", "--durations-min=5"]
+    _stage([*pytest, *last, "tests/integration", "tests/lab"])
