@@ -1,0 +1,122 @@
+"""A backend's tmpfs put in place or taken away in one call (host side; roles/storage_tmpfs runs it):
+
+    python -m iolab.host.tmpfs mounted|kept --name NAME --size BYTES --mountpoint DIR --host HOST
+                               [--check-target TARGET --root MOUNT_ROOT [--existing]]
+    python -m iolab.host.tmpfs unmounted|absent --name NAME --mountpoint DIR --host HOST
+
+One process instead of a chain of Ansible tasks (each ≈ 0.3 s; docs/PERFORMANCE.md). The mount's source says
+who mounted it: iolab:NAME (a campaign), iolab:NAME:kept (`storage.mount`, which campaigns leave alone).
+
+mounted, kept: with --check-target, first the check of iolab.host.mounts check-target (the backend's directory is
+one iolab may mount on: playbooks/storage.yml leaves it to this call); then, as the role's preflight did: root, the
+mount point free (or our tmpfs there already, used as it is), the size below the host's memory; then the mount
+point made and the tmpfs mounted. unmounted: our tmpfs unmounted, unless it is kept; absent: unmounted whoever
+mounted it. A tool stopped a moment ago may still hold the file system: umount is tried for up to 10 s. Prints
+{"kept": bool, "changed": bool}; a refusal is one line on stderr naming the host and the fix, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from typing import Any
+
+from iolab.host import facts, mounts
+from iolab.shared.confine import host_refusal
+
+UMOUNT_TRIES = 10  # 1 s apart
+
+
+class Refused(Exception):
+    """What stops the call: one line."""
+
+
+def mount(opts: argparse.Namespace) -> dict[str, Any]:
+    if opts.check_target is not None:
+        held = mounts.mounted_at(opts.check_target)
+        ours_at = mounts.record_for(held) is not None or (held or {}).get("source", "").startswith("iolab:")
+        reason = host_refusal(opts.check_target, opts.root, opts.existing, ours_at)
+        if reason:
+            raise Refused(f"{platform.node()}: {reason}")  # as iolab.host.mounts check-target says it
+    seen, ours, kept = _look(opts)
+    if seen["uid"] != 0:
+        raise Refused(
+            f"mounting a tmpfs (mount(2) is privileged) needs root on {opts.host}; connect as root or set "
+            "ansible_become true"
+        )
+    if not ours and seen["mounted"] is not None:
+        raise Refused(
+            f"{opts.mountpoint} already has another file system ({seen['mounted'].get('source', '')}) mounted on "
+            f"{opts.host}; unmount it or give the backend another mountpoint"
+        )
+    if opts.size >= seen["memory_bytes"]:
+        raise Refused(
+            f"tmpfs size {round(opts.size / 1048576)} MiB does not fit in the {round(seen['memory_bytes'] / 1048576)}"
+            f" MiB of memory of {opts.host} (a tmpfs lives in RAM); lower the backend's size"
+        )
+    if ours:  # a tmpfs of ours that is already mounted is used as it is
+        return {"kept": kept, "changed": False}
+    os.makedirs(opts.mountpoint, mode=0o755, exist_ok=True)
+    source = f"iolab:{opts.name}" + (":kept" if opts.state == "kept" else "")
+    argv = ["mount", "-t", "tmpfs", "-o", f"size={opts.size},mode=0755", source, opts.mountpoint]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise Refused(f"mount of the tmpfs at {opts.mountpoint} on {opts.host} failed: {_last(done.stderr)}")
+    return {"kept": opts.state == "kept", "changed": True}
+
+
+def unmount(opts: argparse.Namespace) -> dict[str, Any]:
+    """The empty mount point stays: on simulated hosts (one shared root file system) removing it would detach the
+    same mount point in every other host's namespace."""
+    _, ours, kept = _look(opts)
+    if not ours or (kept and opts.state != "absent"):
+        return {"kept": kept, "changed": False}
+    for attempt in range(UMOUNT_TRIES):
+        done = subprocess.run(["umount", opts.mountpoint], capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            return {"kept": kept, "changed": True}
+        if attempt < UMOUNT_TRIES - 1:
+            time.sleep(1)
+    raise Refused(f"umount {opts.mountpoint} on {opts.host} failed {UMOUNT_TRIES} times: {_last(done.stderr)}")
+
+
+def _look(opts: argparse.Namespace) -> tuple[dict[str, Any], bool, bool]:
+    """The host (iolab.host.facts.probe), whether our tmpfs is mounted there, and whether it is a kept one."""
+    seen = facts.probe(opts.mountpoint)
+    source = (seen["mounted"] or {}).get("source", "")
+    ours = f"iolab:{opts.name}"
+    return seen, source in (ours, f"{ours}:kept"), source == f"{ours}:kept"
+
+
+def _last(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iolab.host.tmpfs")
+    parser.add_argument("state", choices=["mounted", "kept", "unmounted", "absent"])
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--mountpoint", required=True)
+    parser.add_argument("--host", required=True, help="the inventory name, as refusals say it")
+    parser.add_argument("--size", type=int, default=0, help="bytes (mounted, kept)")
+    parser.add_argument("--check-target", help="check first that this directory is one iolab may mount on")
+    parser.add_argument("--root", default="", help="with --check-target: iolab's mount root")
+    parser.add_argument("--existing", action="store_true", help="with --check-target: the directory is an existing one")
+    opts = parser.parse_args(argv)
+    try:
+        done = mount(opts) if opts.state in ("mounted", "kept") else unmount(opts)
+    except Refused as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(json.dumps(done))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
