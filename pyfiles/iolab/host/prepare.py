@@ -3,6 +3,7 @@ run directory and the cache drop.
 
     python -m iolab.host.prepare loader --kind pytorch|tensorflow|metadata --host NAME --dir RUN_DIR --root DATASET
                                  [--pack packed] [--pack tfrecord] [--dali] [--drop-caches]
+    python -m iolab.host.prepare directory --dir RUN_DIR      (a calibration: no storage, no data set, no drop)
 
 One call, whichever route runs it: the fan-out's `hostrun run --before` (iolab.drive.fanout_run) or the bench role's
 `hostrun step` (roles/bench_pytorch, roles/bench_tensorflow, roles/bench_metadata). In order: the data set's
@@ -80,7 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--pack", action="append", default=[], dest="packs", help="a pack the reader reads; repeatable")
     load.add_argument("--dali", action="store_true", help="the reader is NVIDIA DALI: check that it imports")
     load.add_argument("--drop-caches", action="store_true", help="then sync and drop the caches, recording it")
+    only = sub.add_parser("directory", help="make the run directory only")
+    only.add_argument("--dir", type=Path, required=True, help="the run's directory on this host")
     opts = parser.parse_args(argv)
+    if opts.command == "directory":
+        started_at = time.time()
+        opts.dir.mkdir(parents=True, exist_ok=True)
+        print(json.dumps({"started_at": started_at}))
+        return 0
     return loader(opts.kind, opts.host, opts.dir, opts.root, opts.packs, opts.dali, opts.drop_caches)
 
 
