@@ -1,9 +1,12 @@
 """Storage that breaks during the test (issue 36), on the session's lab in a box (tests/labbox.py): real Ceph, real
 radosgw, real bench.all on localhost. One campaign proves several things at once, to keep CI short: fio on CephFS
-with the box's only OSD stopped at 10 s and started at 30 s, a loader on CephFS with it stopped for 10 s, and S3
-objects with radosgw stopped for 7 s; the data set verified after. And a campaign whose fault's heal fails, which
-ends on it in one line and leaves nothing of iolab's running or mounted. The same through librbd is
-bench/storage_faults.py's (the fio rbd engine's stall is the unit tests', on a recorded log).
+with the box's only OSD stopped at 10 s and started at 30 s, the data set verified after and read whole by a
+loader, and S3 objects with radosgw stopped for 7 s. A loader under a storage fault is test_nfs_userspace.py's
+(nfs-ganesha stopped, where the loader's reads stop; on ceph-fuse a 300-file data set is served from the client's
+own cache through an OSD stop, docs/LAB_PITFALLS.md, so a faulted loader here showed only that it ran). And a
+campaign whose fault's heal fails, which ends on it in one line and leaves nothing of iolab's running or mounted.
+The same through librbd is bench/storage_faults.py's (the fio rbd engine's stall is the unit tests', on a recorded
+log).
 
 Each test leaves the box as it found it (the OSD up and in, no flag set, radosgw running, healthy as a one-node
 lab is: labbox.unaccepted), in a finally.
@@ -82,7 +85,9 @@ def figures(samples: list[dict], backend: str, workload: str, host: str = "*") -
     }
 
 
-def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(ceph_box, cli, write_campaign):
+def test_an_osd_stopped_under_cephfs_then_its_data_set_read_whole_and_radosgw_stopped_under_s3(
+    ceph_box, cli, write_campaign
+):
     ceph = ceph_box.ceph_fields()
     osd_stop = {"what": "osd_stop", "osd": 0}
     campaign = write_campaign(
@@ -98,8 +103,8 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(c
                 # placement groups were clean: 25 s after the heal leaves room for a loaded machine, 10 s before the
                 # fault a baseline that holds (with 5 s, the first seconds' higher rate made 90 % unreachable)
                 {**FIO, "name": "rd", "runtime": "55s", "faults": [{"at": "10s", "heal_at": "30s", **osd_stop}]},
-                # after its start-up (10–35 s here: docs/LAB_PITFALLS.md), so that its baseline is measured
-                {**LOADER, "faults": [{"at": "25s", "heal_at": "35s", **osd_stop}]},
+                # the data set the check after rd's fault verified, read whole once (its runs make it: uses_dataset)
+                {**LOADER, "epochs": 1},
                 {
                     "name": "obj",
                     "type": "objects",
@@ -160,14 +165,6 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(c
     on_fs = figures(samples, "itest-flt-fs", "rd", "localhost")
     assert on_fs[("data_errors", None)] == 0  # the data set checked against its manifest after the fault
 
-    train = figures(samples, "itest-flt-fs", "train", "localhost")
-    # AU inside the fault window, reported. Not asserted low: the loader re-reads a 300-file data set that ceph-fuse's
-    # own cache holds after the first epoch (its `evict` drops the kernel's page cache only), and on a quiet machine
-    # it kept 100 samples/s through the stop while fio's O_DIRECT reads on the same mount stopped (docs/LAB_PITFALLS.md)
-    assert 0 <= train[("fault_au", None)] <= 100, train
-    assert train[("time_to_90pct", "heal")] < 30 and train[("samples_per_s_baseline", None)] > 0
-    assert train[("data_errors", None)] == 0
-
     obj = figures(samples, "itest-flt-obj", "obj", "localhost")
     assert obj[("floor_pct", None)] < 10 and obj[("time_to_90pct", "heal")] < 20, obj
     assert obj[("client_errors", None)] > 0  # the PUTs radosgw refused, counted, and the run went on
@@ -181,7 +178,9 @@ def test_an_osd_stopped_under_cephfs_and_a_loader_and_radosgw_stopped_under_s3(c
         ]
         assert all(e["late_s"] < 1 for e in events if "late_s" in e)
     raw = cli.results / "itest-flt" / "raw"
-    assert len(list(raw.glob("*/ceph_health.jsonl"))) == 2  # the Ceph backend's runs polled `ceph status`
+    # the faulted run on the Ceph backend polled `ceph status`; the S3 run's fault is radosgw's, the loader's none
+    (rd_run,) = {s["run_id"] for s in samples if (s["backend"], s["workload"]) == ("itest-flt-fs", "rd")}
+    assert [p.parent.name for p in raw.glob("*/ceph_health.jsonl")] == [rd_run]
     print(f"\nfaulted campaign: {took:.0f} s")
 
 
