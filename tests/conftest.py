@@ -125,21 +125,20 @@ def small_tmpfs(tmp_path):
 
 def pytest_collection_modifyitems(items):
     """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order; before
-    them the FLOATING files' tests (so pytest-xdist queues their groups after the two long ones), and before those
-    ON_LAB_NFS's: last of the simlab group's campaigns, they take this machine's lease when the localhost group is
-    (nearly) done, not at the stage's start, where the localhost worker waited on it (docs/DESIGN.md, "The test
-    suite")."""
+    them the FLOATING files' tests (so pytest-xdist queues their groups after the two long ones) (docs/DESIGN.md,
+    "The test suite")."""
 
-    def key(item) -> tuple[bool, bool, bool]:
+    def key(item) -> tuple[bool, bool]:
         name = Path(item.nodeid.split("::", 1)[0]).name
-        return (item.get_closest_marker("lab_box_lifecycle") is not None, name in FLOATING, name in ON_LAB_NFS)
+        return (item.get_closest_marker("lab_box_lifecycle") is not None, name in FLOATING)
 
     items.sort(key=key)
 
 
 # Integration tests that run no campaign on this machine (so take no lease of it and mount nothing under
-# /mnt/iolab) but need the lab box's NFS (only one worker's box may run nfs-ganesha: tests/labbox.py): the box's own.
-OFF_LOCALHOST = {"test_services.py"}
+# /mnt/iolab) but need the lab box's NFS (only one worker's box may run nfs-ganesha: tests/labbox.py): the box's own,
+# and the userspace NFS client's campaign, on a simulated host.
+OFF_LOCALHOST = {"test_services.py", "test_nfs_userspace.py"}
 
 # Integration tests that need neither this machine's lease, nor a simulated lab, nor a lab box: the reports' and the
 # results database's, which read stored files, the live figures' gateway, a role's staging play in a tmp_path. Each
@@ -154,21 +153,16 @@ FLOATING = {
 }
 
 
-# Integration tests that run a campaign on this machine on the lab box's NFS: on the worker that runs the lab's tests,
-# whose box has the machine's only nfs-ganesha; they wait for this machine's lease as the localhost group's do.
-ON_LAB_NFS = {"test_nfs_userspace.py"}
-
-
 def xdist_group(nodeid: str) -> str:
     """The pytest-xdist group of a test (`--dist loadgroup`, tasks/test.py): a group's tests run one after another on
     one worker, in their order. "localhost": the integration tests' campaigns on this machine, which take its lease
     and mount under /mnt/iolab; "simlab": the simulated lab's tests, which share its hosts' names (gpu01..) and run
-    directories, and the integration tests of OFF_LOCALHOST and ON_LAB_NFS, which need its box's NFS. A FLOATING
+    directories, and the integration tests of OFF_LOCALHOST, which need its box's NFS. A FLOATING
     file, and a unit test, is a group of its own."""
     path = nodeid.split("::", 1)[0]
     if path.removeprefix("tests/integration/") in FLOATING:
         return path
-    if path.startswith("tests/lab/") or path.removeprefix("tests/integration/") in OFF_LOCALHOST | ON_LAB_NFS:
+    if path.startswith("tests/lab/") or path.removeprefix("tests/integration/") in OFF_LOCALHOST:
         return "simlab"
     return "localhost" if path.startswith("tests/integration/") else nodeid
 
