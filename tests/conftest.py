@@ -125,12 +125,12 @@ def small_tmpfs(tmp_path):
 
 def pytest_collection_modifyitems(items):
     """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order; before
-    them the FLOATING files' tests (so pytest-xdist queues their groups after the two long ones) (docs/DESIGN.md,
-    "The test suite")."""
+    them the FLOATING files' tests (so pytest-xdist queues their groups after the two long ones), and before those
+    STOPS_GANESHA's (docs/DESIGN.md, "The test suite")."""
 
-    def key(item) -> tuple[bool, bool]:
+    def key(item) -> tuple[bool, bool, bool]:
         name = Path(item.nodeid.split("::", 1)[0]).name
-        return (item.get_closest_marker("lab_box_lifecycle") is not None, name in FLOATING)
+        return (item.get_closest_marker("lab_box_lifecycle") is not None, name in FLOATING, name in STOPS_GANESHA)
 
     items.sort(key=key)
 
@@ -139,6 +139,10 @@ def pytest_collection_modifyitems(items):
 # /mnt/iolab) but need the lab box's NFS (only one worker's box may run nfs-ganesha: tests/labbox.py): the box's own,
 # and the userspace NFS client's campaign, on a simulated host.
 OFF_LOCALHOST = {"test_services.py", "test_nfs_userspace.py"}
+
+# Tests that stop the box's nfs-ganesha (fault nfs_stop; it is started again): after the simlab group's other tests,
+# which see the box's services as started, Ceph and NFS in one play by the group's first test.
+STOPS_GANESHA = {"test_nfs_userspace.py"}
 
 # Integration tests that need neither this machine's lease, nor a simulated lab, nor a lab box: the reports' and the
 # results database's, which read stored files, the live figures' gateway, a role's staging play in a tmp_path. Each
