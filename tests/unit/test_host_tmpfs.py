@@ -38,17 +38,17 @@ def test_a_campaigns_tmpfs_is_mounted_once_used_as_it_is_and_unmounted(capsys, p
     assert call(capsys, "mounted", point, "--size", str(8 << 20)) == (0, {"kept": False, "changed": True})
     assert source(point) == f"iolab:{point.name}"
     assert call(capsys, "mounted", point, "--size", str(8 << 20)) == (0, {"kept": False, "changed": False})
-    assert call(capsys, "unmounted", point) == (0, {"kept": False, "changed": True})
+    assert call(capsys, "unmounted", point) == (0, {"kept": False, "changed": True, "stopped": []})
     assert source(point) is None and point.is_dir()  # the empty mount point stays
-    assert call(capsys, "unmounted", point) == (0, {"kept": False, "changed": False})
+    assert call(capsys, "unmounted", point) == (0, {"kept": False, "changed": False, "stopped": []})
 
 
 def test_a_kept_tmpfs_outlives_a_campaigns_unmount_and_absent_removes_it(capsys, point):
     assert call(capsys, "kept", point, "--size", str(8 << 20)) == (0, {"kept": True, "changed": True})
     assert call(capsys, "mounted", point, "--size", str(8 << 20)) == (0, {"kept": True, "changed": False})
-    assert call(capsys, "unmounted", point) == (0, {"kept": True, "changed": False})
+    assert call(capsys, "unmounted", point) == (0, {"kept": True, "changed": False, "stopped": []})
     assert source(point) == f"iolab:{point.name}:kept"
-    assert call(capsys, "absent", point) == (0, {"kept": True, "changed": True})
+    assert call(capsys, "absent", point) == (0, {"kept": True, "changed": True, "stopped": []})
     assert source(point) is None
 
 
@@ -67,7 +67,19 @@ def test_refusals_are_one_line_naming_the_host_and_the_fix_and_mount_nothing(cap
             f"{point} already has another file system (someone-else) mounted on here; unmount it or give the "
             "backend another mountpoint"
         )
-        assert call(capsys, "absent", point) == (0, {"kept": False, "changed": False})  # not ours: left alone
+        assert call(capsys, "absent", point) == (0, {"kept": False, "changed": False, "stopped": []})  # not ours
         assert source(point) == "someone-else"
     finally:
         subprocess.run(["umount", str(point)], check=True)
+
+
+def test_the_teardown_stops_the_commands_tools_and_removes_its_run_files_first(capsys, point, tmp_path):
+    """What storage.yml's `hostrun stop` did before the unmount, in the same call (--stop-dir)."""
+    runs = tmp_path / "runs" / "owner" / "here"
+    (runs / "run-1").mkdir(parents=True)
+    (runs / "run-1" / "partial.json").write_text("{}")
+    assert call(capsys, "mounted", point, "--size", str(8 << 20))[0] == 0
+    code, done = call(capsys, "unmounted", point, "--stop-dir", str(runs))
+    assert code == 0 and done["changed"] and source(point) is None
+    assert done["stopped"] == [f"removed what 1 interrupted run(s) left in {runs}"]
+    assert not runs.exists()

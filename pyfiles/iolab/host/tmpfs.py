@@ -3,6 +3,7 @@
     python -m iolab.host.tmpfs mounted|kept --name NAME --size BYTES --mountpoint DIR --host HOST
                                [--check-target TARGET --root MOUNT_ROOT [--existing]]
     python -m iolab.host.tmpfs unmounted|absent --name NAME --mountpoint DIR --host HOST
+                               [--stop-dir RUNS_DIR [--keep-archives]]
 
 One process instead of a chain of Ansible tasks (each ≈ 0.3 s; docs/PERFORMANCE.md). The mount's source says
 who mounted it: iolab:NAME (a campaign), iolab:NAME:kept (`storage.mount`, which campaigns leave alone).
@@ -11,22 +12,28 @@ mounted, kept: with --check-target, first the check of iolab.host.mounts check-t
 one iolab may mount on: playbooks/storage.yml leaves it to this call); then, as the role's preflight did: root, the
 mount point free (or our tmpfs there already, used as it is), the size below the host's memory; then the mount
 point made and the tmpfs mounted. unmounted: our tmpfs unmounted, unless it is kept; absent: unmounted whoever
-mounted it. A tool stopped a moment ago may still hold the file system: umount is tried for up to 10 s. Prints
-{"kept": bool, "changed": bool}; a refusal is one line on stderr naming the host and the fix, exit 1.
+mounted it. With --stop-dir, first what storage.yml's `hostrun stop` did (iolab.host.runstop: this command's tools
+ended, its run files removed; it leaves that to this call), and, where a tool was left, again after the unmount,
+which fails naming it. A tool stopped a moment ago may still hold the file system: umount is tried for up to 10 s.
+Prints {"kept": bool, "changed": bool, "stopped": [what the stop did]}; a refusal is one line on stderr naming the
+host and the fix, exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import platform
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from iolab.host import facts, mounts
+from iolab.host import facts, mounts, runstop
 from iolab.shared.confine import host_refusal
 
 UMOUNT_TRIES = 10  # 1 s apart
@@ -73,13 +80,35 @@ def mount(opts: argparse.Namespace) -> dict[str, Any]:
 def unmount(opts: argparse.Namespace) -> dict[str, Any]:
     """The empty mount point stays: on simulated hosts (one shared root file system) removing it would detach the
     same mount point in every other host's namespace."""
+    stopped, left = _stop(opts)
     _, ours, kept = _look(opts)
-    if not ours or (kept and opts.state != "absent"):
-        return {"kept": kept, "changed": False}
+    changed = ours and not (kept and opts.state != "absent")
+    if changed:
+        _umount(opts)
+    if left:  # a tool that held the storage ends once it is gone: stopped again, and must be gone now
+        again, left = _stop(opts)
+        stopped += again
+        if left:
+            raise Refused(left)
+    return {"kept": kept, "changed": changed, "stopped": stopped}
+
+
+def _stop(opts: argparse.Namespace) -> tuple[list[str], str]:
+    """This command's tools ended and its run files removed (iolab.host.runstop): what it did, and what it found
+    still running (its own line), or ''."""
+    if opts.stop_dir is None:
+        return [], ""
+    said, complaint = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(complaint):
+        rc = runstop.stop(Path(opts.stop_dir), keep_archives=opts.keep_archives)
+    return said.getvalue().splitlines(), (_last(complaint.getvalue()) if rc else "")
+
+
+def _umount(opts: argparse.Namespace) -> None:
     for attempt in range(UMOUNT_TRIES):
         done = subprocess.run(["umount", opts.mountpoint], capture_output=True, text=True, check=False)
         if done.returncode == 0:
-            return {"kept": kept, "changed": True}
+            return
         if attempt < UMOUNT_TRIES - 1:
             time.sleep(1)
     raise Refused(f"umount {opts.mountpoint} on {opts.host} failed {UMOUNT_TRIES} times: {_last(done.stderr)}")
@@ -108,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check-target", help="check first that this directory is one iolab may mount on")
     parser.add_argument("--root", default="", help="with --check-target: iolab's mount root")
     parser.add_argument("--existing", action="store_true", help="with --check-target: the directory is an existing one")
+    parser.add_argument("--stop-dir", help="unmounted, absent: first end this command's tools, as hostrun stop")
+    parser.add_argument("--keep-archives", action="store_true", help="with --stop-dir: as hostrun stop's")
     opts = parser.parse_args(argv)
     try:
         done = mount(opts) if opts.state in ("mounted", "kept") else unmount(opts)
