@@ -39,7 +39,10 @@ def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_pat
     cli = Cli(results)
     path = tmpfs_campaign(tmp_path, "lab-gateway", [FIO])
     dry = cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path), "--dry-run")
-    assert f"fio's runs go through the ClusterShell gateways gpu01 (topology {topology})" in dry.stdout
+    assert (
+        "runs of calibrate, fio, metadata, pytorch, tensorflow go through the ClusterShell gateways gpu01 "
+        f"(topology {topology})" in dry.stdout
+    )
     cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path))
 
     samples = [s for s in cli.samples("lab-gateway") if s["metric"] == "read_bw"]

@@ -24,6 +24,7 @@ from iolab.run import plan as planning
 from iolab.run.plan import Entry
 from iolab.run.session import BackendSession, CampaignState
 from iolab.units import counted
+from iolab.workloads import hostcall
 
 # What a workload's `search:` names, and who answers it on a mounted backend (BackendSession.search).
 SEARCHES = {
@@ -187,8 +188,9 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
         )
     if gated := fanout.topology(lab.inventory, lab.hosts):
         lines.append(
-            f"  fio's runs go through the ClusterShell gateways {', '.join(gated[1])} (topology {gated[0]}); every "
-            "change to a host (mounts, data set, teardown) and the other tools go through Ansible's own ssh"
+            f"  runs of {', '.join(sorted(k.removeprefix('bench_') for k in hostcall.KINDS))} go through the "
+            f"ClusterShell gateways {', '.join(gated[1])} (topology {gated[0]}); every change to a host (mounts, "
+            "data set, teardown) and the other kinds' runs go through Ansible's own ssh"
         )
     for name, command in dict.fromkeys((w.name, c) for w in spec.workloads for c in w.commands()):
         lines.append(f"  workload {name}: {command} (only with bench.all --allow-commands)")
