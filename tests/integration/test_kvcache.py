@@ -5,6 +5,8 @@ dropped before each run."""
 
 from __future__ import annotations
 
+import json
+
 from support import mounted
 
 SCALE = 1 / 32  # entries of 2 to 98 MiB for Llama-3.1-8B
@@ -45,6 +47,9 @@ def test_kvcache_runs_stays_under_nine_tenths_and_answers_its_search(cli, write_
     host = by[("itest-kv-mem", "kv", "localhost", "read_bw", None)]["metadata"]
     assert len(host["kv_ranks"]) == 2 and all(0 < r["fill_peak"] <= 0.9 for r in host["kv_ranks"])
     assert host["cache_state"] == "dropped"
+    run_id = by[("itest-kv-mem", "kv", "localhost", "read_bw", None)]["run_id"]
+    raw = cli.results / "itest-kv" / "raw" / run_id / "localhost"
+    assert json.loads((raw / "run.json").read_text())["launcher"] == "clustershell"  # the fan-out's one call
     served = by[("itest-kv-mem", "served", "*", "kv_served", None)]
     assert served["value"] == 1 and served["metadata"]["bound"] == "ceiling"  # 1 user, the ceiling, held
     assert len(served["metadata"]["probes"]) >= 3  # the point probed three times

@@ -91,6 +91,34 @@ def test_the_commands_are_argv_lists_with_values_as_they_are():
     assert call.prepare[-1] == "--drop-caches" and call.tool[-1] == "--no-drop-caches"  # the run's drop, not each op's
 
 
+def test_a_kvcache_call_runs_the_argvs_its_role_built_and_its_prepare_does_the_roles_check_pause_and_drop():
+    """roles/bench_kvcache (cd105f8) ran `hostrun step --timeout T -- python -m iolab.host.kvcache check ARGS`, paused,
+    dropped the caches, then `hostrun run --dir RUN --start-at S --target T --timeout T --telemetry-after 0 --
+    python -m iolab.host.kvcache run --out RUN --option K ARGS`, ARGS: --dir, --clients, --options | to_json."""
+    options = {"model": "llama3.1-8b", "users": 2, "duration": 2.0, "context_scale": 0.03125}
+    kv = {"target": "/mnt/t", "options": options, "clients": 2, "option": 3, "pause": 90.0, "timeout": 102.0}
+    call = hostcall.host_call("bench_kvcache", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, kv)
+    args = ["--dir", "/mnt/t/iolab-gpu01/kvcache", "--clients", "2", "--options", json.dumps(options)]
+    old_run = ["/py", "-m", "iolab.host.hostrun", "run", "--dir", "/runs/r1", "--start-at", "S", "--target", "/mnt/t"]
+    old_run += ["--timeout", "102.0", "--telemetry-after", "0", "--"]
+    old_run += ["/py", "-m", "iolab.host.kvcache", "run", "--out", "/runs/r1", "--option", "3", *args]
+    new_run = [*call.run, "--start-at", "S", "--", *call.tool]  # as the role (and hostrun's argparse) takes it
+    assert new_run[new_run.index("--") :] == old_run[old_run.index("--") :]
+    assert _options(new_run) == _options(old_run)  # hostrun run's options, in any order
+    assert call.prepare[:4] == ["/py", "-m", "iolab.host.prepare", "kvcache"]
+    assert call.prepare[call.prepare.index("--dir") :][:6] == args  # the check's own arguments
+    assert call.prepare[-3:] == ["--pause", "90.0", "--drop-caches"]
+    kept = hostcall.host_call("bench_kvcache", "/py", "gpu01", "/r", Play(["gpu01"]), False, kv)
+    assert "--drop-caches" not in kept.prepare  # the run's cache policy: kept
+    assert call.run_task == "Run the clients"  # its role's task name, for a failure's record
+
+
+def _options(argv: list[str]) -> list[tuple[str, str]]:
+    """`hostrun run OPTION VALUE ... --`'s options."""
+    pairs = argv[4 : argv.index("--")]
+    return sorted(zip(pairs[::2], pairs[1::2], strict=True))
+
+
 def test_a_distributed_loader_call_ranks_each_host_by_its_place_in_the_play_as_the_role_did():
     """bench_pytorch's vars computed the rank (the host's index in the play), the rendezvous (the first host's
     ansible_host, 127.0.0.1 for a local one) and the port (29500 + the run id's sha1's first 4 hex digits mod 2000)."""

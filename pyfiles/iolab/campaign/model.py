@@ -129,7 +129,13 @@ class Campaign(Model):
     def setup_vars(self) -> dict[str, Any]:
         """What the setup phase installs on the hosts for this campaign (role iolab_host)."""
         profilers = sorted({p for w in self.workloads for p in w.profilers})
-        return {"iolab_host_dl": self.needs_dl, "iolab_host_tf": self.needs_tf, "iolab_host_profilers": profilers}
+        kvcache = any(w.tool == "kvcache" for w in self.workloads)  # its runs may fan out past its role's install
+        return {
+            "iolab_host_dl": self.needs_dl,
+            "iolab_host_tf": self.needs_tf,
+            "iolab_host_kvcache": kvcache,
+            "iolab_host_profilers": profilers,
+        }
 
     @property
     def dataset_formats(self) -> list[str]:

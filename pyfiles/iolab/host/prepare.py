@@ -4,14 +4,18 @@ run directory and the cache drop.
     python -m iolab.host.prepare loader --kind pytorch|tensorflow|metadata --host NAME --dir RUN_DIR --root DATASET
                                  [--pack packed] [--pack tfrecord] [--dali] [--drop-caches]
     python -m iolab.host.prepare directory --dir RUN_DIR      (a calibration: no storage, no data set, no drop)
+    python -m iolab.host.prepare kvcache --host NAME --run-dir RUN_DIR --dir WORKDIR --clients N --options JSON
+                                 [--pause S] [--drop-caches]    (the KV-cache clients: room and memory, the pause)
 
 One call, whichever route runs it: the fan-out's `hostrun run --before` (iolab.drive.fanout_run) or the bench role's
 `hostrun step` (roles/bench_pytorch, roles/bench_tensorflow, roles/bench_metadata). In order: the data set's
 manifest and the packs its reader reads are there (one line naming what is missing and how the campaign makes it),
 NVIDIA DALI imports for reader dali (iolab.host.loader.dali_reader's line), then the run directory is made and, with
 --drop-caches, the caches are synced, dropped and the drop recorded (iolab.host.caches, as role drop_caches does).
-Nothing is made before every check has passed: a refused run leaves no directory. Its last line is JSON: when it
-started (`started_at`), which sizes the common start's lead as fio's prepare does.
+Nothing is made before every check has passed: a refused run leaves no directory. A KV-cache run's (roles/bench_kvcache)
+checks instead the target's room and the host's memory for its clients (iolab.host.kvcache's refusal, in the work
+directory it makes for that), then idles its pause. Its last line is JSON: when it started (`started_at`), which
+sizes the common start's lead as fio's prepare does.
 """
 
 from __future__ import annotations
@@ -60,6 +64,25 @@ def loader(kind: str, host: str, run_dir: Path, root: Path, packs: list[str], da
     if said := problem(kind, host, root, packs, dali):
         print(said, file=sys.stderr)
         return 1
+    return ready(started_at, run_dir, drop_caches)
+
+
+def kvcache(work: Path, clients: int, options: dict, pause: float, run_dir: Path, drop_caches: bool) -> int:
+    """A KV-cache run's prepare: the target's room and the host's memory for its clients (iolab.host.kvcache's
+    check, its line), the pause between options, then the run directory and the drop."""
+    from iolab.host.kvcache import refusal
+
+    work.mkdir(parents=True, exist_ok=True)  # the room is read on the target's file system
+    if said := refusal(work, clients, options):
+        print(said, file=sys.stderr)
+        return 1
+    time.sleep(max(pause, 0.0))
+    return ready(time.time(), run_dir, drop_caches)  # the call's start, for the lead: after the pause
+
+
+def ready(started_at: float, run_dir: Path, drop_caches: bool) -> int:
+    """Every check passed: the run directory, the caches synced, dropped and the drop recorded (`drop_caches`),
+    then the JSON line of when the call started."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if drop_caches:
         from iolab.host import caches
@@ -83,7 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--drop-caches", action="store_true", help="then sync and drop the caches, recording it")
     only = sub.add_parser("directory", help="make the run directory only")
     only.add_argument("--dir", type=Path, required=True, help="the run's directory on this host")
+    kv = sub.add_parser("kvcache", help="check the room and memory for the KV-cache clients, pause, make, drop")
+    kv.add_argument("--host", required=True, help="this host's inventory name")
+    kv.add_argument("--run-dir", type=Path, required=True, help="the run's directory on this host")
+    kv.add_argument("--dir", type=Path, required=True, help="the clients' work directory on the storage under test")
+    kv.add_argument("--clients", type=int, default=1, help="ranks on this host")
+    kv.add_argument("--options", type=json.loads, required=True, help="the simulation's settings (JSON)")
+    kv.add_argument("--pause", type=float, default=0.0, help="seconds idle once the checks pass (between options)")
+    kv.add_argument("--drop-caches", action="store_true", help="then sync and drop the caches, recording it")
     opts = parser.parse_args(argv)
+    if opts.command == "kvcache":
+        return kvcache(opts.dir, opts.clients, opts.options, opts.pause, opts.run_dir, opts.drop_caches)
     if opts.command == "directory":
         started_at = time.time()
         opts.dir.mkdir(parents=True, exist_ok=True)

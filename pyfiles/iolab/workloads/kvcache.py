@@ -27,7 +27,7 @@ from iolab.progress import search_probes
 from iolab.schema import Duration
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds
 from iolab.units import human, parse_size
-from iolab.workloads.base import Workload
+from iolab.workloads.base import HostCall, Play, Workload
 from iolab.workloads.kvcache_rules import OPTIONS
 
 # The search's default bound on the max-of-P95 device read latency: kv-cache.py's own pass mark for the storage
@@ -264,6 +264,38 @@ class KvcacheWorkload(Workload):
             *[f"  {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"],
         ]
 
+
+# What the kvcache role takes from the controller, by the name host_call gives it (bench_kvcache_<name>).
+KVCACHE_VARS = ("target", "options", "clients", "option", "pause", "timeout")
+
+
+def host_call(
+    python: str,
+    host: str,
+    run_dir: str,
+    play: Play,
+    drop: bool,
+    *,
+    target: str,
+    options: dict[str, Any],
+    clients: int = 1,
+    option: int = 0,
+    pause: float = 0.0,
+    timeout: float,
+) -> HostCall:
+    """A KV-cache run's call on `host` (iolab.workloads.hostcall): its ranks work in <target>/iolab-<host>/kvcache;
+    the prepare (iolab.host.prepare kvcache) checks the target's room and the host's memory, idles `pause` s (the
+    rules' pause between options), makes the run directory and drops the caches (`drop`); then the clients."""
+    work = ["--dir", f"{target}/iolab-{host}/kvcache", "--clients", str(clients), "--options", json.dumps(options)]
+    prepare = [python, "-m", "iolab.host.prepare", "kvcache", "--host", host, "--run-dir", run_dir, *work]
+    prepare += ["--pause", str(pause), *(["--drop-caches"] if drop else [])]
+    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
+    run += ["--timeout", str(timeout), "--telemetry-after", "0"]
+    tool = [python, "-m", "iolab.host.kvcache", "run", "--out", run_dir, "--option", str(option), *work]
+    return HostCall(prepare, run, tool, {}, KVCACHE_PREPARE_TASK, "Run the clients")
+
+
+KVCACHE_PREPARE_TASK = "Check the room and the memory, make the run directory and drop the caches"  # the role's task
 
 # The values of the keys an option fixes, where neither the file nor an option gives one: kv-cache.py's defaults,
 # but for the tiers (0: everything reaches the storage, as every CLOSED option's GPU tier) and the generation.
