@@ -159,6 +159,26 @@ class Play:
 
 
 @dataclasses.dataclass(frozen=True)
+class At:
+    """Where a kind's host call runs: the host's python, the host, the run's directory there, the run's play, and
+    whether the caches are dropped before the run (its cache policy)."""
+
+    python: str
+    host: str
+    run_dir: str
+    play: Play
+    drop: bool
+
+    def module(self, name: str, *args: str) -> list[str]:
+        """`python -m NAME ARGS` on the host."""
+        return [self.python, "-m", name, *args]
+
+    def hostrun(self, *options: str) -> list[str]:
+        """iolab.host.hostrun run in the run's directory, with `options` (before its start option)."""
+        return self.module("iolab.host.hostrun", "run", "--dir", self.run_dir, *options)
+
+
+@dataclasses.dataclass(frozen=True)
 class HostCall:
     """One host's run of any kind, from one place per kind (iolab.workloads.hostcall): its `prepare` (checks, the run
     directory, the cache drop), `run` (iolab.host.hostrun run's options before the start option), the `tool` (after
@@ -174,18 +194,15 @@ class HostCall:
     run_task: str
 
 
-def loader_call(
-    kind: str, python: str, host: str, run_dir: str, drop: bool, *, target: str, dataset: str, timeout: float
-) -> tuple[str, list[str], list[str]]:
+def loader_call(kind: str, at: At, *, target: str, dataset: str, timeout: float) -> tuple[str, list[str], list[str]]:
     """What every loader kind's host call has: the data set's directory (the one every host reads, `dataset`, or the
     host's own copy, <target>/iolab-<host>/dataset), its prepare (iolab.host.prepare loader: the checks, the run
     directory, the cache drop; each kind adds its packs) and hostrun run's options (in the data set's directory,
     telemetry from the tool's start)."""
-    root = dataset or f"{target}/iolab-{host}/dataset"
-    prepare = [python, "-m", "iolab.host.prepare", "loader", "--kind", kind, "--host", host, "--dir", run_dir]
-    prepare += ["--root", root, *(["--drop-caches"] if drop else [])]
-    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
-    run += ["--timeout", str(timeout), "--cwd", root, "--telemetry-after", "0"]
+    root = dataset or f"{target}/iolab-{at.host}/dataset"
+    prepare = at.module("iolab.host.prepare", "loader", "--kind", kind, "--host", at.host, "--dir", at.run_dir)
+    prepare += ["--root", root, *(["--drop-caches"] if at.drop else [])]
+    run = at.hostrun("--target", target, "--timeout", str(timeout), "--cwd", root, "--telemetry-after", "0")
     return root, prepare, run
 
 

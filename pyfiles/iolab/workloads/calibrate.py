@@ -11,7 +11,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
-from iolab.workloads.base import LOADER_TIMEOUT, HostCall, Play, Workload
+from iolab.workloads.base import LOADER_TIMEOUT, At, HostCall, Workload
 
 MODELS = ("resnet50", "retinanet", "unet3d")  # iolab.host.loader.models.MODELS: what iolab trains
 
@@ -65,14 +65,10 @@ class CalibrateWorkload(Workload):
 CALIBRATE_VARS = ("argv", "timeout")
 
 
-def host_call(
-    python: str, host: str, run_dir: str, play: Play, drop: bool, *, argv: list[str], timeout: float
-) -> HostCall:
+def host_call(at: At, *, argv: list[str], timeout: float) -> HostCall:
     """A calibration's call on `host` (iolab.workloads.hostcall): no storage and no data set (the batch is made on
     the device), so its prepare only makes the run directory and the caches are left alone, whatever `drop` says."""
-    prepare = [python, "-m", "iolab.host.prepare", "directory", "--dir", run_dir]
-    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--timeout", str(timeout)]
-    tool = [python, "-m", "iolab.host.loader.calibrate", "--out", run_dir, *argv]
-    return HostCall(
-        prepare, [*run, "--telemetry-after", "0"], tool, {}, "Create the run directory", "Time the training step"
-    )
+    prepare = at.module("iolab.host.prepare", "directory", "--dir", at.run_dir)
+    run = at.hostrun("--timeout", str(timeout), "--telemetry-after", "0")
+    tool = at.module("iolab.host.loader.calibrate", "--out", at.run_dir, *argv)
+    return HostCall(prepare, run, tool, {}, "Create the run directory", "Time the training step")

@@ -13,7 +13,7 @@ from iolab.backends.tmpfs import TmpfsBackend
 from iolab.errors import UserError
 from iolab.schema import Duration, Ramp, Size
 from iolab.shared import fio_jobfile, fio_options
-from iolab.workloads.base import HostCall, Play, Workload
+from iolab.workloads.base import At, HostCall, Workload
 
 
 class FioWorkload(Workload):
@@ -172,11 +172,7 @@ FIO_VARS = ("options", "jobtext", "allow_devices", "size", "target", "timeout", 
 
 
 def host_call(
-    python: str,
-    host: str,
-    run_dir: str,
-    play: Play,
-    drop: bool,
+    at: At,
     *,
     options: dict[str, Any],
     jobtext: str,
@@ -189,14 +185,14 @@ def host_call(
 ) -> HostCall:
     """A fio run's call on `host` (iolab.workloads.hostcall): `prepare` is iolab.host.fio_jobs (size, lay out, drop
     the caches), the tool fio on the job it wrote. Each host works in <target>/iolab-<host> (hosts may share it)."""
-    workdir = f"{target}/iolab-{host}"
-    prepare = [python, "-m", "iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir]
+    run_dir, workdir = at.run_dir, f"{target}/iolab-{at.host}"
+    prepare = at.module("iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir)
     prepare += ["--options", json.dumps(options), "--size", str(size)]
     prepare += ["--jobfile", f"{run_dir}/user.fio"] if jobtext else []
     prepare += [f"--allow-device={device}" for device in allow_devices]
     prepare += ["--bssplit-from", bssplit_from] if bssplit_from else []
-    prepare += ["--drop-caches"] if drop else []
-    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
-    run += ["--timeout", str(timeout), "--cwd", workdir, "--telemetry-after", str(telemetry_after)]
+    prepare += ["--drop-caches"] if at.drop else []
+    run = at.hostrun("--target", target, "--timeout", str(timeout), "--cwd", workdir)
+    run += ["--telemetry-after", str(telemetry_after)]
     tool = ["fio", f"--output={run_dir}/fio.json", "--output-format=json+", "--eta=always", f"{run_dir}/job.fio"]
     return HostCall(prepare, run, tool, {}, "Size, write and lay out the job, then drop the caches", "Run fio")

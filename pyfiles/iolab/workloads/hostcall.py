@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from iolab.workloads import calibrate, fio, kvcache, metadata, pytorch, tensorflow
-from iolab.workloads.base import HostCall, Play
+from iolab.workloads.base import At, HostCall, Play
 
 # role → (its kind's call, the role variables the call takes, by name)
 KINDS: dict[str, tuple[Callable[..., HostCall], tuple[str, ...]]] = {
@@ -45,4 +45,4 @@ def host_call(
     """`host`'s call for a run of `role` (a key of KINDS) in `run_dir`, the caches dropped before it (`drop`, the
     run's cache policy); `play` as a Play or, from a role, its fields as a mapping."""
     call, _ = KINDS[role]
-    return call(python, host, run_dir, play if isinstance(play, Play) else Play(**play), drop, **variables)
+    return call(At(python, host, run_dir, play if isinstance(play, Play) else Play(**play), drop), **variables)

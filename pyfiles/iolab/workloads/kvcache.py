@@ -27,7 +27,7 @@ from iolab.progress import search_probes
 from iolab.schema import Duration
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds
 from iolab.units import human, parse_size
-from iolab.workloads.base import HostCall, Play, Workload
+from iolab.workloads.base import At, HostCall, Workload
 from iolab.workloads.kvcache_rules import OPTIONS
 
 # The search's default bound on the max-of-P95 device read latency: kv-cache.py's own pass mark for the storage
@@ -270,11 +270,7 @@ KVCACHE_VARS = ("target", "options", "clients", "option", "pause", "timeout")
 
 
 def host_call(
-    python: str,
-    host: str,
-    run_dir: str,
-    play: Play,
-    drop: bool,
+    at: At,
     *,
     target: str,
     options: dict[str, Any],
@@ -286,12 +282,11 @@ def host_call(
     """A KV-cache run's call on `host` (iolab.workloads.hostcall): its ranks work in <target>/iolab-<host>/kvcache;
     the prepare (iolab.host.prepare kvcache) checks the target's room and the host's memory, idles `pause` s (the
     rules' pause between options), makes the run directory and drops the caches (`drop`); then the clients."""
-    work = ["--dir", f"{target}/iolab-{host}/kvcache", "--clients", str(clients), "--options", json.dumps(options)]
-    prepare = [python, "-m", "iolab.host.prepare", "kvcache", "--host", host, "--run-dir", run_dir, *work]
-    prepare += ["--pause", str(pause), *(["--drop-caches"] if drop else [])]
-    run = [python, "-m", "iolab.host.hostrun", "run", "--dir", run_dir, "--target", target]
-    run += ["--timeout", str(timeout), "--telemetry-after", "0"]
-    tool = [python, "-m", "iolab.host.kvcache", "run", "--out", run_dir, "--option", str(option), *work]
+    work = ["--dir", f"{target}/iolab-{at.host}/kvcache", "--clients", str(clients), "--options", json.dumps(options)]
+    prepare = at.module("iolab.host.prepare", "kvcache", "--host", at.host, "--run-dir", at.run_dir, *work)
+    prepare += ["--pause", str(pause), *(["--drop-caches"] if at.drop else [])]
+    run = at.hostrun("--target", target, "--timeout", str(timeout), "--telemetry-after", "0")
+    tool = at.module("iolab.host.kvcache", "run", "--out", at.run_dir, "--option", str(option), *work)
     return HostCall(prepare, run, tool, {}, KVCACHE_PREPARE_TASK, "Run the clients")
 
 

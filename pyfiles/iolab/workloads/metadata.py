@@ -7,7 +7,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from iolab.schema import Bool
-from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, HostCall, Play, Workload, loader_call
+from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, At, HostCall, Workload, loader_call
 
 
 class MetadataWorkload(Workload):
@@ -45,11 +45,7 @@ METADATA_VARS = ("target", "dataset", "threads", "limit", "drop_caches", "timeou
 
 
 def host_call(
-    python: str,
-    host: str,
-    run_dir: str,
-    play: Play,
-    drop: bool,
+    at: At,
     *,
     target: str,
     timeout: float,
@@ -61,10 +57,8 @@ def host_call(
     """A metadata run's call on `host` (iolab.workloads.hostcall): the tree walk (python -m
     iolab.host.loader.metadata), the caches dropped before each of its operations too unless `drop_caches` is off
     (`drop`: the run's cache policy, before the run)."""
-    root, prepare, run = loader_call(
-        "metadata", python, host, run_dir, drop, target=target, dataset=dataset, timeout=timeout
-    )
-    tool = [python, "-m", "iolab.host.loader.metadata", "--root", root, "--out", run_dir]
+    root, prepare, run = loader_call("metadata", at, target=target, dataset=dataset, timeout=timeout)
+    tool = at.module("iolab.host.loader.metadata", "--root", root, "--out", at.run_dir)
     tool += ["--threads", str(threads), "--limit", str(limit)]
     tool += ["--drop-caches" if drop_caches else "--no-drop-caches"]
     return HostCall(prepare, run, tool, {}, LOADER_PREPARE_TASK, "Measure readdir, stat and open rates")

@@ -13,7 +13,7 @@ from iolab.errors import UserError
 from iolab.progress import search_probes
 from iolab.schema import Bool, Ramp
 from iolab.workloads.accelerator import REAL, Accelerator
-from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, HostCall, LoaderWorkload, Play, loader_call
+from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, At, HostCall, LoaderWorkload, loader_call
 from iolab.workloads.dlio import mlperf_prefetch_factor, training_file
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
 
@@ -334,11 +334,7 @@ def rendezvous_port(run_id: str) -> int:
 
 
 def host_call(
-    python: str,
-    host: str,
-    run_dir: str,
-    play: Play,
-    drop: bool,
+    at: At,
     *,
     target: str,
     options: dict[str, Any],
@@ -354,17 +350,16 @@ def host_call(
     iolab.host.loader.torch_loader); `distributed`, one DDP job over the play's hosts: this host's node rank is its
     place in the play, the rendezvous the first host's (127.0.0.1 when it is this machine) on a port of the run's
     own unless given; gloo's and NCCL's interface `gloo_ifname` where given."""
-    root, prepare, run = loader_call(
-        "pytorch", python, host, run_dir, drop, target=target, dataset=dataset, timeout=timeout
-    )
+    root, prepare, run = loader_call("pytorch", at, target=target, dataset=dataset, timeout=timeout)
     prepare += [f"--pack={pack}" for pack in packs]
     prepare += ["--dali"] if options.get("reader") == "dali" else []
-    tool = [python, "-m", "iolab.host.loader.torch_loader", "--root", root, "--out", run_dir]
+    tool = at.module("iolab.host.loader.torch_loader", "--root", root, "--out", at.run_dir)
     tool += ["--options", json.dumps(options)]
     if distributed:
+        play = at.play
         address = master_addr or ("127.0.0.1" if play.first_local else play.first_address)
         port = master_port if int(master_port) > 0 else rendezvous_port(play.run_id)
-        tool += ["--distributed", "--nodes", str(len(play.hosts)), "--node-rank", str(play.hosts.index(host))]
+        tool += ["--distributed", "--nodes", str(len(play.hosts)), "--node-rank", str(play.hosts.index(at.host))]
         tool += ["--master-addr", address, "--master-port", str(port)]
     env = {"GLOO_SOCKET_IFNAME": gloo_ifname, "NCCL_SOCKET_IFNAME": gloo_ifname} if gloo_ifname else {}
     return HostCall(prepare, run, tool, env, LOADER_PREPARE_TASK, "Run the loader")

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from iolab.schema import Bool
 from iolab.workloads.accelerator import REAL, Accelerator
-from iolab.workloads.base import LOADER_PREPARE_TASK, HostCall, LoaderWorkload, Play, loader_call
+from iolab.workloads.base import LOADER_PREPARE_TASK, At, HostCall, LoaderWorkload, loader_call
 from iolab.workloads.mlperf import MlperfFields
 
 
@@ -82,24 +82,11 @@ class TensorflowWorkload(LoaderWorkload, MlperfFields):
 TENSORFLOW_VARS = ("target", "dataset", "options", "timeout")
 
 
-def host_call(
-    python: str,
-    host: str,
-    run_dir: str,
-    play: Play,
-    drop: bool,
-    *,
-    target: str,
-    options: dict[str, Any],
-    timeout: float,
-    dataset: str = "",
-) -> HostCall:
+def host_call(at: At, *, target: str, options: dict[str, Any], timeout: float, dataset: str = "") -> HostCall:
     """A tensorflow run's call on `host` (iolab.workloads.hostcall): tf.data over the TFRecord pack (python -m
     iolab.host.loader.tf_loader), TensorFlow's C++ log quiet but for errors."""
-    root, prepare, run = loader_call(
-        "tensorflow", python, host, run_dir, drop, target=target, dataset=dataset, timeout=timeout
-    )
-    tool = [python, "-m", "iolab.host.loader.tf_loader", "--root", root, "--out", run_dir]
+    root, prepare, run = loader_call("tensorflow", at, target=target, dataset=dataset, timeout=timeout)
+    tool = at.module("iolab.host.loader.tf_loader", "--root", root, "--out", at.run_dir)
     tool += ["--options", json.dumps(options)]
     return HostCall(
         [*prepare, "--pack=tfrecord"], run, tool, {"TF_CPP_MIN_LOG_LEVEL": "2"}, LOADER_PREPARE_TASK, "Run tf.data"
