@@ -304,7 +304,9 @@ class _Playbook:
                 env.append(f"IOLAB_PROFILERS={','.join(run.workload.profilers)}")
                 dirs = {h: f"{HOST_DIR}/runs/{OWNER}/{h}/{run.run_id}" for h in hosts}
                 outcomes = (
-                    fanout_run.run_calls(engine, env, dirs, _calls(self.lab, hosts, run, dirs), _timeout(variables))
+                    fanout_run.run_calls(
+                        engine, env, dirs, _calls(self.lab, hosts, run, variables, dirs), _timeout(variables)
+                    )
                     if hosts
                     else {}
                 )
@@ -342,9 +344,11 @@ class _Playbook:
             self.listener.run_ended(queued.run, result)
 
 
-def _calls(lab: Lab, hosts: list[str], run: Run, dirs: dict[str, str]) -> dict[str, HostCall]:
-    """Each host's call for `run` (iolab.workloads.hostcall), from the variables its bench role would get."""
-    variables = fan_vars(run)
+def _calls(
+    lab: Lab, hosts: list[str], run: Run, variables: dict[str, Any], dirs: dict[str, str]
+) -> dict[str, HostCall]:
+    """Each host's call for `run` (iolab.workloads.hostcall), from `variables`, those its bench role would get
+    (fan_vars)."""
     play = Play.of(hosts, run.run_id, lab.inventory.hostvars.get(hosts[0], {}))
     kind = hostcall.kind_vars(variables)
     role = variables["run_role"]

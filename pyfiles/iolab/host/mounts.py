@@ -105,6 +105,15 @@ def record_for(mount: dict[str, Any] | None) -> dict[str, Any] | None:
     return data if same else None
 
 
+def target_refusal(target: str, root: str, existing: bool) -> tuple[str, bool]:
+    """check-target: why `target` is no place for iolab to mount on or write into, as one line naming this host
+    ('' when it is; iolab.shared.confine.host_refusal), and whether what is mounted there is iolab's."""
+    mount = mounted_at(target)
+    ours = record_for(mount) is not None or (mount or {}).get("source", "").startswith("iolab:")
+    reason = host_refusal(target, root, existing, ours)
+    return (f"{platform.node()}: {reason}" if reason else ""), ours
+
+
 def forget(target: str) -> bool:
     """Remove the record of the mount now at `target` (before unmounting it)."""
     mount = mounted_at(target)
@@ -426,11 +435,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         result = {"write_error": message}
     elif opts.command == "check-target":
-        mount = mounted_at(opts.target)
-        ours = record_for(mount) is not None or (mount or {}).get("source", "").startswith("iolab:")
-        reason = host_refusal(opts.target, opts.root, opts.existing, ours)
+        reason, ours = target_refusal(opts.target, opts.root, opts.existing)
         if reason:
-            print(f"{platform.node()}: {reason}", file=sys.stderr)
+            print(reason, file=sys.stderr)
             return 1
         result = {"target": opts.target, "ours": ours}
     elif opts.command == "stop":

@@ -118,10 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.command == "kvcache":
         return kvcache(opts.dir, opts.clients, opts.options, opts.pause, opts.run_dir, opts.drop_caches)
     if opts.command == "directory":
-        started_at = time.time()
-        opts.dir.mkdir(parents=True, exist_ok=True)
-        print(json.dumps({"started_at": started_at}))
-        return 0
+        return ready(time.time(), opts.dir, drop_caches=False)
     return loader(opts.kind, opts.host, opts.dir, opts.root, opts.packs, opts.dali, opts.drop_caches)
 
 

@@ -26,7 +26,6 @@ import contextlib
 import io
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -34,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from iolab.host import facts, mounts, runstop
-from iolab.shared.confine import host_refusal
 
 UMOUNT_TRIES = 10  # 1 s apart
 
@@ -45,11 +43,9 @@ class Refused(Exception):
 
 def mount(opts: argparse.Namespace) -> dict[str, Any]:
     if opts.check_target is not None:
-        held = mounts.mounted_at(opts.check_target)
-        ours_at = mounts.record_for(held) is not None or (held or {}).get("source", "").startswith("iolab:")
-        reason = host_refusal(opts.check_target, opts.root, opts.existing, ours_at)
+        reason, _ = mounts.target_refusal(opts.check_target, opts.root, opts.existing)
         if reason:
-            raise Refused(f"{platform.node()}: {reason}")  # as iolab.host.mounts check-target says it
+            raise Refused(reason)
     seen, ours, kept = _look(opts)
     if seen["uid"] != 0:
         raise Refused(
