@@ -140,9 +140,9 @@ class Campaign(Model):
     @property
     def dataset_formats(self) -> list[str]:
         """Packed copies to make: the campaign's own list and what its workloads read."""
-        wanted = set(self.dataset.formats) if self.dataset else set()
+        wanted: set[str] = set(self.dataset.formats) if self.dataset else set()
         for workload in self.workloads:
-            wanted |= getattr(workload, "formats", set())
+            wanted |= workload.formats
         return sorted(wanted)
 
 

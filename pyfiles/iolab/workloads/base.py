@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -42,7 +42,8 @@ class Workload(Model):
     # (campaign.faults: the kinds; drive.injector applies them; parsers.faults says what the clients felt).
     faults: faulting.Faults = []
 
-    tool: ClassVar[str]  # each kind's: names its bench role (roles/bench_<tool>) and its parser
+    if TYPE_CHECKING:  # every kind declares it, with its own literal
+        type: str
 
     @model_validator(mode="after")
     def _consistent_policies(self) -> Workload:
@@ -53,6 +54,22 @@ class Workload(Model):
         if refused := faulting.problem(self):
             raise ValueError(refused)
         return self
+
+    @property
+    def tool(self) -> str:
+        """Names its bench role (roles/bench_<tool>) and its parser: its type, unless its fields pick (an engine)."""
+        return self.type
+
+    # What a kind says only where it differs: a class variable, or a property where its fields decide.
+    @property
+    def uses_dataset(self) -> bool:
+        """Whether its runs read the campaign's data set (a dataset phase makes it before them)."""
+        return False
+
+    @property
+    def formats(self) -> set[str]:
+        """The packed copies of the data set it reads (Campaign.dataset_formats has them made)."""
+        return set()
 
     def repetitions_of(self, campaign: int) -> int:
         """The runs of one of its points: a search's one, else the campaign's repetitions (each kind may say)."""

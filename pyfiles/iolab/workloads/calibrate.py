@@ -7,7 +7,7 @@ also name one itself. The host side is iolab.host.loader.calibrate.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -29,10 +29,6 @@ class CalibrateWorkload(Workload):
     steps: Annotated[int, Field(ge=1, le=10000)] = 10
     blocks: Annotated[int, Field(ge=2, le=100)] = 5
     compile: Literal["auto", "on", "off"] = "auto"  # torch.compile on CUDA: auto measures both, keeps the faster
-
-    tool: ClassVar[str] = "calibrate"
-    uses_dataset: ClassVar[bool] = False
-    formats: ClassVar[set[str]] = set()
 
     def role_vars(self, target: str) -> dict[str, Any]:
         return {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -40,10 +40,6 @@ class CheckpointWorkload(Workload):
     checkpoints: Annotated[int, Field(ge=1, le=100, strict=True)] = 1
     accelerator: Literal["b200", "mi355", "h100", "a100"] = "b200"
     subset: Bool = False
-
-    tool: ClassVar[str] = "checkpoint"
-    uses_dataset: ClassVar[bool] = False
-    formats: ClassVar[set[str]] = set()
 
     @model_validator(mode="after")
     def _at_least_a_mebibyte(self) -> CheckpointWorkload:

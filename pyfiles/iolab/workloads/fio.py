@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -55,8 +55,6 @@ class FioWorkload(Workload):
                 + ", or jobfile: PATH)"
             )
         return self
-
-    tool: ClassVar[str] = "fio"  # names the role (bench_fio) and the parser (parsers/fio.py)
 
     @property
     def uses_dataset(self) -> bool:

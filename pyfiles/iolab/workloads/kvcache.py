@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -70,9 +70,6 @@ class KvcacheWorkload(Workload):
     latency_bound: Duration | None = None
     engine: Literal["iolab", "mlperf-kvcache"] = "iolab"
     kvcache_source: str | None = None
-
-    uses_dataset: ClassVar[bool] = False
-    formats: ClassVar[set[str]] = set()
 
     @model_validator(mode="before")
     @classmethod
@@ -157,7 +154,7 @@ class KvcacheWorkload(Workload):
         return self.latency_bound if self.latency_bound is not None else LATENCY_BOUND
 
     @property
-    def tool(self) -> str:  # type: ignore[override]
+    def tool(self) -> str:
         """kvcache (roles/bench_kvcache, iolab's), or mlperf_kvcache (roles/bench_mlperf_kvcache, kv-cache.py)."""
         return "mlperf_kvcache" if self.engine == "mlperf-kvcache" else "kvcache"
 

@@ -18,9 +18,7 @@ class MetadataWorkload(Workload):
     limit: Annotated[int, Field(ge=1)] | None = None  # files per operation, at most (default: all)
     drop_caches: Bool = True  # before each operation, not only before the run
 
-    tool: ClassVar[str] = "metadata"
     uses_dataset: ClassVar[bool] = True
-    formats: ClassVar[set[str]] = set()
 
     def role_vars(self, target: str) -> dict[str, Any]:
         return {

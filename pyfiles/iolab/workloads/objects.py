@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -29,10 +29,6 @@ class ObjectsWorkload(Workload):
     runtime: Duration = 10.0
     ramp: Ramp = 2.0
     seed: int = 0
-
-    tool: ClassVar[str] = "objects"
-    uses_dataset: ClassVar[bool] = False
-    formats: ClassVar[set[str]] = set()
 
     @property
     def needs_s3(self) -> bool:

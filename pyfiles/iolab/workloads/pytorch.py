@@ -153,9 +153,9 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             )
         return self
 
-    # Workload's ClassVar, a property here: the engine picks the role (bench_<tool>) and the parser.
+    # The engine picks the role (bench_<tool>) and the parser.
     @property
-    def tool(self) -> str:  # type: ignore[override]
+    def tool(self) -> str:
         """pytorch (roles/bench_pytorch, iolab's loader), or dlio (roles/bench_dlio, DLIO under MPI)."""
         return "dlio" if self.engine == "dlio" else "pytorch"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -47,10 +47,6 @@ class ReplayWorkload(Workload):
     timing: Literal["recorded", "fast"] = "recorded"
     processes: Annotated[int, Field(ge=1, le=1024, strict=True)] = 1
     own_files: Bool = False
-
-    tool: ClassVar[str] = "replay"
-    uses_dataset: ClassVar[bool] = False
-    formats: ClassVar[set[str]] = set()
 
     @model_validator(mode="after")
     def _a_trace(self) -> ReplayWorkload:

@@ -30,7 +30,6 @@ class TensorflowWorkload(LoaderWorkload, MlperfFields):
     accelerators: Annotated[int, Field(ge=1, le=256)] = 1
     seed: int = 0
 
-    tool: ClassVar[str] = "tensorflow"
     uses_dataset: ClassVar[bool] = True
     formats: ClassVar[set[str]] = {"tfrecord"}
 
