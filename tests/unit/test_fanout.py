@@ -52,7 +52,8 @@ def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_pat
     assert fanout.refusal(plain, ["gpu01", "gpu02"], FIO) is None
     assert "bench_dlio runs through Ansible" in str(fanout.refusal(plain, ["gpu01"], {"run_role": "bench_dlio"}))
     assert fanout.refusal(plain, ["gpu01", "gpu02"], TORCH) is None  # a loader's run fans out too
-    assert "bench_pytorch_s3" in str(fanout.refusal(plain, ["gpu01"], {**TORCH, "bench_pytorch_s3": {}}))
+    assert fanout.refusal(plain, ["gpu01"], {**TORCH, "bench_pytorch_s3": {}}) is None  # reader s3's too
+    assert "environment of its own" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "run_environment": {"A": "1"}}))
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": "[job]\n"})
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_ceph": {"conf": "/c"}})
     assert "bench_fio_s3" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_s3": {}}))
@@ -111,6 +112,72 @@ def test_a_kvcache_call_runs_the_argvs_its_role_built_and_its_prepare_does_the_r
     kept = hostcall.host_call("bench_kvcache", "/py", "gpu01", "/r", Play(["gpu01"]), False, kv)
     assert "--drop-caches" not in kept.prepare  # the run's cache policy: kept
     assert call.run_task == "Run the clients"  # its role's task name, for a failure's record
+
+
+# Keys as radosgw makes them (20 and 40 characters), in a credentials file as role service_ceph writes it.
+ACCESS, SECRET = "IOLABTESTACCESS0KEY1", "iolab/test+Secret=Key/0123456789abcdefghij"
+
+
+def s3_runs(tmp_path: Path) -> list:
+    """A campaign's runs on an s3 backend whose credentials file holds ACCESS and SECRET: S3 objects, reader s3."""
+    from iolab.campaign import model as campaign
+
+    keys = tmp_path / "s3.credentials"
+    keys.write_text(f"[default]\naws_access_key_id = {ACCESS}\naws_secret_access_key = {SECRET}\n")
+    s3 = {"name": "obj", "type": "s3", "endpoint": "http://10.77.0.1:7480", "credentials": str(keys)}
+    objects = {"name": "o", "type": "objects", "size": "1MiB", "threads": 2, "runtime": "5s", "ramp": "1s"}
+    loader = {"name": "l", "type": "pytorch", "reader": "s3"}
+    data = {"name": "s3", "backends": [s3], "workloads": [objects, loader], "dataset": {"files": 10}}
+    (tmp_path / "c.yml").write_text(yaml.safe_dump(data))
+    return campaign.expand(campaign.load(tmp_path / "c.yml"))
+
+
+def test_s3_runs_fan_out_their_calls_naming_where_the_keys_are_never_the_keys(tmp_path):
+    """The S3 objects runs and the loader's reader s3 went through Ansible (a kind without a call; $IOLAB_S3 as
+    run_environment): they fan out now, over ssh and here, and what reaches the host names the credentials file."""
+    from iolab.drive import execute
+
+    runs = s3_runs(tmp_path)
+    local = inventory(tmp_path, ansible_connection="local")
+    for run in runs:
+        variables = execute.fan_vars(run)
+        assert fanout.refusal(inventory(tmp_path), ["gpu01", "gpu02"], variables) is None, run.workload.name
+        assert fanout.refusal(local, ["gpu01", "gpu02"], variables) is None, run.workload.name
+        role, kind = variables["run_role"], hostcall.kind_vars(variables)
+        call = hostcall.host_call(role, "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, kind)
+        said = json.dumps([call.prepare, call.run, call.tool, call.env, variables])
+        assert str(tmp_path / "s3.credentials") in said and ACCESS not in said and SECRET not in said
+        if role == "bench_pytorch":  # reader s3's bucket, in the loader's environment as the role's run task set it
+            assert json.loads(call.env["IOLAB_S3"]) == variables["bench_pytorch_s3"]
+        else:
+            assert call.prepare == [
+                "/py",
+                "-m",
+                "iolab.host.prepare",
+                "directory",
+                "--dir",
+                "/runs/r1",
+                "--drop-caches",
+            ]
+
+
+def test_an_objects_call_runs_the_argv_its_role_built():
+    """roles/bench_objects (eb03f37) dropped the caches, then ran `hostrun run --dir RUN --start-at S --timeout T
+    --telemetry-after 0 -- python -m iolab.host.objects --s3 CONN|to_json --workdir iolab-HOST/objects --out RUN
+    --size N --threads N --objects N --runtime S --ramp S --seed N [--keep-going]`."""
+    conn = {"endpoint": "http://e:7480", "bucket": "b", "prefix": "p", "region": "r", "credentials": "/c"}
+    kind = {"s3": conn, "size": 4096, "threads": 2, "objects": 8, "runtime": 5.0, "ramp": 1.0, "seed": 3}
+    kind |= {"timeout": 132.0, "keep_going": True}
+    call = hostcall.host_call("bench_objects", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), False, kind)
+    old_run = ["/py", "-m", "iolab.host.hostrun", "run", "--dir", "/runs/r1", "--start-at", "S", "--timeout", "132.0"]
+    old_run += ["--telemetry-after", "0", "--", "/py", "-m", "iolab.host.objects", "--s3", json.dumps(conn)]
+    old_run += ["--workdir", "iolab-gpu01/objects", "--out", "/runs/r1", "--size", "4096", "--threads", "2"]
+    old_run += ["--objects", "8", "--runtime", "5.0", "--ramp", "1.0", "--seed", "3", "--keep-going"]
+    new_run = [*call.run, "--start-at", "S", "--", *call.tool]
+    assert new_run[new_run.index("--") :] == old_run[old_run.index("--") :]
+    assert _options(new_run) == _options(old_run)
+    assert call.prepare == ["/py", "-m", "iolab.host.prepare", "directory", "--dir", "/runs/r1"]  # caches kept
+    assert call.env == {} and call.run_task == "PUT then GET objects on every host"
 
 
 def _options(argv: list[str]) -> list[tuple[str, str]]:

@@ -3,9 +3,9 @@
 Nothing is mounted: role storage_s3 checks that each host reaches the endpoint and the
 bucket with the backend's credentials, and the workloads that speak S3 (type objects,
 the pytorch reader s3) get the endpoint, bucket, prefix, region and the credentials'
-*source* as role variables (and as $IOLAB_S3). The keys themselves stay in the
-credentials file on the hosts (or in their environment) and never reach a campaign, a
-result or a log.
+*source* as role variables (the loader's host call hands it to reader s3 as $IOLAB_S3). The
+keys themselves stay in the credentials file on the hosts (or in their environment) and never
+reach a campaign, a command line, a result or a log (docs/DESIGN.md, "Secrets").
 
 The campaign's data set is staged by role storage_s3 as it checks the bucket: each host
 generates it in its own directory, STAGING/<backend>/iolab-<host>/dataset, with role dataset_gen
@@ -17,7 +17,6 @@ directory), and the first host uploads it once, one object per sample, under
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
@@ -129,12 +128,7 @@ class S3Backend(Backend):
         )
 
     def run_vars(self, workload: Workload, variables: dict[str, Any]) -> dict[str, Any]:
-        """The connection for the workload's role and, as $IOLAB_S3, for the loader's reader s3. The loader's host
-        facts and telemetry describe the staging copy's disk (the bucket has no local device)."""
+        """The connection for the workload's role (the loader's host call gives it to reader s3 as $IOLAB_S3). The
+        loader's host facts and telemetry describe the staging copy's disk (the bucket has no local device)."""
         local = {"bench_pytorch_target": self.staging} if workload.tool == "pytorch" else {}
-        return {
-            **variables,
-            **local,
-            f"bench_{workload.tool}_s3": self.client(),
-            "run_environment": {"IOLAB_S3": json.dumps(self.client())},
-        }
+        return {**variables, **local, f"bench_{workload.tool}_s3": self.client()}

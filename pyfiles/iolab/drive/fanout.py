@@ -104,10 +104,11 @@ def margin(hosts: int, tree: bool = False) -> float:
 
 def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
     """Why this run goes through Ansible rather than here; None when it can fan out here. The runs of a kind with a
-    host call (iolab.workloads.hostcall.KINDS: fio, the loaders, metadata, calibrate, kvcache) come here, with
-    nothing Ansible must do around the tool: no job file to copy, no warm-up command, no storage side to drop (group
-    ceph_osd, a Ceph backend), no more environment, every host reached by ssh as this module says it, or this
-    machine itself (`ansible_connection: local`); become or other connection variables stay Ansible's."""
+    host call (iolab.workloads.hostcall.KINDS: fio, the loaders (reader s3 too), metadata, calibrate, kvcache, S3
+    objects) come here, with nothing Ansible must do around the tool: no job file to copy, no warm-up command, no
+    storage side to drop (group ceph_osd, a Ceph backend), no more environment (rbd's), every host reached by ssh as
+    this module says it, or this machine itself (`ansible_connection: local`); become or other connection variables
+    stay Ansible's. An s3 backend's runs carry no secret: its connection names where the keys are on the host."""
     if inventory is None:  # a stand-in lab of the unit tests plays every phase itself
         return "no inventory to reach the hosts by"
     role = variables.get("run_role")

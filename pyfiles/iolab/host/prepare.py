@@ -3,7 +3,8 @@ run directory and the cache drop.
 
     python -m iolab.host.prepare loader --kind pytorch|tensorflow|metadata --host NAME --dir RUN_DIR --root DATASET
                                  [--pack packed] [--pack tfrecord] [--dali] [--drop-caches]
-    python -m iolab.host.prepare directory --dir RUN_DIR      (a calibration: no storage, no data set, no drop)
+    python -m iolab.host.prepare directory --dir RUN_DIR [--drop-caches]
+                                 (no data set: a calibration, without a drop; S3 objects, with the run's)
     python -m iolab.host.prepare kvcache --host NAME --run-dir RUN_DIR --dir WORKDIR --clients N --options JSON
                                  [--pause S] [--drop-caches]    (the KV-cache clients: room and memory, the pause)
 
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     load.add_argument("--drop-caches", action="store_true", help="then sync and drop the caches, recording it")
     only = sub.add_parser("directory", help="make the run directory only")
     only.add_argument("--dir", type=Path, required=True, help="the run's directory on this host")
+    only.add_argument("--drop-caches", action="store_true", help="then sync and drop the caches, recording it")
     kv = sub.add_parser("kvcache", help="check the room and memory for the KV-cache clients, pause, make, drop")
     kv.add_argument("--host", required=True, help="this host's inventory name")
     kv.add_argument("--run-dir", type=Path, required=True, help="the run's directory on this host")
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.command == "kvcache":
         return kvcache(opts.dir, opts.clients, opts.options, opts.pause, opts.run_dir, opts.drop_caches)
     if opts.command == "directory":
-        return ready(time.time(), opts.dir, drop_caches=False)
+        return ready(time.time(), opts.dir, opts.drop_caches)
     return loader(opts.kind, opts.host, opts.dir, opts.root, opts.packs, opts.dali, opts.drop_caches)
 
 

@@ -12,3 +12,4 @@ ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archiv
 INLINE_MAX = int(os.environ.get("IOLAB_INLINE_MAX", 8 << 20))
 LIVE_FILE = "live.json"  # the running tool's throughput, rewritten as it runs (iolab.host.live, iolab.drive.live)
 OSD_FILE = "osd_telemetry.jsonl"  # a Ceph backend's OSD counters (iolab.host.ceph_osds, iolab.store.ceph)
+S3_ENV = "IOLAB_S3"  # reader s3's bucket: an s3 backend's connection (JSON; where the keys are, never the keys)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from iolab.schema import Duration, Ramp, Size
 from iolab.units import human
-from iolab.workloads.base import Workload
+from iolab.workloads.base import At, HostCall, Workload
 
 FILL_S = 120.0  # the timeout's allowance for writing the keys once and deleting them
 
@@ -61,3 +62,34 @@ class ObjectsWorkload(Workload):
             f"S3 objects of {human(self.size, 'B')}: {self.objects} keys per host written once, then PUT and GET "
             f"by {self.threads} threads per host, each {self.ramp:g} s warm-up + {self.runtime:g} s timed"
         )
+
+
+OBJECTS_PREPARE_TASK = "Make the run directory and drop the caches"  # roles/bench_objects' task names
+OBJECTS_VARS = ("s3", "size", "threads", "objects", "runtime", "ramp", "seed", "timeout", "keep_going")
+
+
+def host_call(
+    at: At,
+    *,
+    s3: dict[str, Any],
+    size: int,
+    threads: int,
+    objects: int,
+    runtime: float,
+    ramp: float,
+    seed: int,
+    timeout: float,
+    keep_going: bool = False,
+) -> HostCall:
+    """An objects run's call on `host` (iolab.workloads.hostcall): the run directory and the cache drop (nothing is
+    mounted, but every run's host starts alike), then iolab.host.objects on the host's keys
+    (<prefix>/iolab-<host>/objects). `s3` is the backend's connection: where the keys are (a file on the host, or
+    the host's own environment), never the keys (docs/DESIGN.md, "Secrets")."""
+    drop = ["--drop-caches"] if at.drop else []
+    prepare = at.module("iolab.host.prepare", "directory", "--dir", at.run_dir, *drop)
+    run = at.hostrun("--timeout", str(timeout), "--telemetry-after", "0")
+    tool = at.module("iolab.host.objects", "--s3", json.dumps(s3), "--workdir", f"iolab-{at.host}/objects")
+    tool += ["--out", at.run_dir, "--size", str(size), "--threads", str(threads), "--objects", str(objects)]
+    tool += ["--runtime", str(runtime), "--ramp", str(ramp), "--seed", str(seed)]
+    tool += ["--keep-going"] if keep_going else []
+    return HostCall(prepare, run, tool, {}, OBJECTS_PREPARE_TASK, "PUT then GET objects on every host")

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, Field, model_validator
 from iolab.errors import UserError
 from iolab.progress import search_probes
 from iolab.schema import Bool, Ramp
+from iolab.shared.protocol import S3_ENV
 from iolab.workloads.accelerator import REAL, Accelerator
 from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, At, HostCall, LoaderWorkload, loader_call
 from iolab.workloads.dlio import mlperf_prefetch_factor, training_file
@@ -325,7 +326,7 @@ def _dlio_consistent(w: PytorchWorkload) -> None:
 
 # What the pytorch role takes from the controller, by the name host_call gives it (bench_pytorch_<name>).
 PYTORCH_VARS: tuple[str, ...] = ("target", "dataset", "options", "packs", "distributed", "timeout")
-PYTORCH_VARS += ("master_addr", "master_port", "gloo_ifname")
+PYTORCH_VARS += ("master_addr", "master_port", "gloo_ifname", "s3")
 
 
 def rendezvous_port(run_id: str) -> int:
@@ -345,11 +346,13 @@ def host_call(
     master_addr: str = "",
     master_port: int = 0,
     gloo_ifname: str = "",
+    s3: dict[str, Any] | None = None,
 ) -> HostCall:
     """A pytorch run's call on `host` (iolab.workloads.hostcall): iolab's loader (python -m
     iolab.host.loader.torch_loader); `distributed`, one DDP job over the play's hosts: this host's node rank is its
     place in the play, the rendezvous the first host's (127.0.0.1 when it is this machine) on a port of the run's
-    own unless given; gloo's and NCCL's interface `gloo_ifname` where given."""
+    own unless given; gloo's and NCCL's interface `gloo_ifname` where given; on an s3 backend, its connection `s3`
+    as $IOLAB_S3 for reader s3 (where the keys are, never the keys: docs/DESIGN.md, "Secrets")."""
     root, prepare, run = loader_call("pytorch", at, target=target, dataset=dataset, timeout=timeout)
     prepare += [f"--pack={pack}" for pack in packs]
     prepare += ["--dali"] if options.get("reader") == "dali" else []
@@ -362,4 +365,5 @@ def host_call(
         tool += ["--distributed", "--nodes", str(len(play.hosts)), "--node-rank", str(play.hosts.index(at.host))]
         tool += ["--master-addr", address, "--master-port", str(port)]
     env = {"GLOO_SOCKET_IFNAME": gloo_ifname, "NCCL_SOCKET_IFNAME": gloo_ifname} if gloo_ifname else {}
+    env |= {S3_ENV: json.dumps(s3)} if s3 else {}
     return HostCall(prepare, run, tool, env, LOADER_PREPARE_TASK, "Run the loader")

@@ -9,8 +9,7 @@ from typing import Any
 
 from iolab.host.dataset.manifest import Manifest
 from iolab.host.dataset.s3stage import DATASET
-
-S3_ENV = "IOLAB_S3"  # the s3 backend's connection (JSON: endpoint, bucket, prefix, region, credentials' source)
+from iolab.shared.protocol import S3_ENV
 
 
 class S3Objects:
