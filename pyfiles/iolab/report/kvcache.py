@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Group
 
 from iolab.measures import validity
-from iolab.measures.samples import AGGREGATE_HOST, Sample
+from iolab.measures.samples import Sample
 from iolab.report import footnotes
 from iolab.report.layout import NUMBER, Column, Fitted
 from iolab.report.tables import (
@@ -29,6 +29,7 @@ from iolab.report.tables import (
     LAB_SCALE,
     answer_cells,
     answer_flags,
+    answers,
     answers_table,
     fed_label,
     limit_line,
@@ -43,19 +44,13 @@ FIGURES = ("read_bw", "kv_read_p95_max", "tokens_per_s")
 def verdict_rows(samples: list[Sample]) -> list[dict[str, Any]]:
     """Per (workload, backend), the latest `kv_served` for all hosts: the answer, its label (interval, flags),
     what limited it, and at that point the read B/s, tokens/s and max-of-P95 read with its range over probes."""
-    latest: dict[tuple[str, str], Sample] = {}
-    for s in samples:
-        if s.metric == METRIC and s.host == AGGREGATE_HOST:
-            latest[(s.workload, s.backend)] = s
     rows = []
-    for (workload, backend), s in latest.items():
+    for s, at, point in answers(samples, METRIC, "count"):
         meta = s.metadata
-        at = meta.get("at", {})
-        point = next((p for p in meta.get("points", []) if p["count"] == at.get("count")), None)
         rows.append(
             {
-                "workload": workload,
-                "backend": backend,
+                "workload": s.workload,
+                "backend": s.backend,
                 "served": int(s.value),
                 "label": fed_label(s.value, {**meta, "flags": []}, meta.get("per", "")),
                 "flags": [footnotes.named(f) for f in meta.get("flags", [])],

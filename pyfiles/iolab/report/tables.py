@@ -165,6 +165,19 @@ def limit_line(row: dict) -> str:
     return f"{row['backend']} ({row['workload']}): {limits.said(limit)}{note}"
 
 
+def answers(samples: list[Sample], metric: str, key: str) -> list[tuple[Sample, dict[str, Any], dict[str, Any] | None]]:
+    """A search's answers, one per (workload, backend): its latest `metric` sample for all hosts (searched more than
+    once: the last), the point it answers at (its metadata's `at`) and that point's probes (the entry of its
+    `points` whose `key` is the answer's: accelerators, count), or None where none is."""
+    latest = {(s.workload, s.backend): s for s in samples if s.metric == metric and s.host == AGGREGATE_HOST}
+    found = []
+    for s in latest.values():
+        at: dict[str, Any] = s.metadata.get("at", {})
+        point = next((p for p in s.metadata.get("points", []) if p[key] == at.get(key)), None)
+        found.append((s, at, point))
+    return found
+
+
 def verdict_rows(samples: list[Sample]) -> list[dict]:
     """The campaign's answer: per workload and backend, the accelerators fed (`search: accelerators`).
 
@@ -174,19 +187,12 @@ def verdict_rows(samples: list[Sample]) -> list[dict]:
     1-accelerator probe when none held) the total read B/s, samples/s and the lowest host's AU, with
     the probe's run id and the AU spread of that point's probes.
     """
-    latest: dict[tuple[str, str], Sample] = {}
-    for s in samples:
-        if s.metric == VERDICT_METRIC and s.host == AGGREGATE_HOST:
-            latest[(s.workload, s.backend)] = s
     rows = []
-    for (workload, backend), s in latest.items():
-        at = s.metadata.get("at", {})
-        points: list[dict[str, Any]] = s.metadata.get("points", [])
-        point = next((p for p in points if p["accelerators"] == at.get("accelerators")), None)
+    for s, at, point in answers(samples, VERDICT_METRIC, "accelerators"):
         rows.append(
             {
-                "workload": workload,
-                "backend": backend,
+                "workload": s.workload,
+                "backend": s.backend,
                 "fed": int(s.value),
                 # where a bench.calibrate profile of its model exists, the same answer in that device too
                 "label": fed_label(s.value, {**s.metadata, "flags": []}, s.params.get("accelerator_type", ""))
