@@ -135,6 +135,12 @@ class Workload(Model):
         return {}
 
 
+def pip_installs(installs: str, source: str | None, runs: str) -> list[str]:
+    """Workload.commands' sentence for what pip installs, as root, on every host from the campaign file's `source`
+    (`installs`: what installs what from it; `runs`: what of it runs there), or none where the file names none."""
+    return [f"{installs} {source!r} with pip, as root, on every host ({runs})"] if source else []
+
+
 class LoaderWorkload(Workload):
     """A kind whose tool is an iolab loader (iolab.host.loader): its role, roles/bench_<tool>, takes the loader's
     flags as one object (bench_<tool>_options, `--options JSON`), the target and the data set."""

@@ -27,7 +27,7 @@ from iolab.progress import search_probes
 from iolab.schema import Duration
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds
 from iolab.units import human, parse_size
-from iolab.workloads.base import At, HostCall, Workload
+from iolab.workloads.base import At, HostCall, Workload, pip_installs
 from iolab.workloads.kvcache_rules import OPTIONS
 
 # The search's default bound on the max-of-P95 device read latency: kv-cache.py's own pass mark for the storage
@@ -174,13 +174,8 @@ class KvcacheWorkload(Workload):
 
     def commands(self) -> list[str]:
         """kvcache_source is the campaign file's choice of code, installed on every host (--allow-commands)."""
-        if not self.kvcache_source:
-            return super().commands()
-        return [
-            *super().commands(),
-            f"engine mlperf-kvcache installs kv-cache.py from {self.kvcache_source!r} with pip, as root, on every "
-            "host (its build runs there)",
-        ]
+        installs = "engine mlperf-kvcache installs kv-cache.py from"
+        return super().commands() + pip_installs(installs, self.kvcache_source, "its build runs there")
 
     def repetitions_of(self, campaign: int) -> int:
         """Runs of one point: a search's one, else its trials (the campaign's repetitions when not given)."""

@@ -14,7 +14,15 @@ from iolab.progress import search_probes
 from iolab.schema import Bool, Ramp
 from iolab.shared.protocol import S3_ENV
 from iolab.workloads.accelerator import REAL, Accelerator
-from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, At, HostCall, LoaderWorkload, loader_call
+from iolab.workloads.base import (
+    LOADER_PREPARE_TASK,
+    LOADER_TIMEOUT,
+    At,
+    HostCall,
+    LoaderWorkload,
+    loader_call,
+    pip_installs,
+)
 from iolab.workloads.dlio import mlperf_prefetch_factor, training_file
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
 
@@ -272,13 +280,8 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
             probe_epochs(self, dataset_files, self.accelerators, hosts, step_floor())
 
     def commands(self) -> list[str]:
-        if not self.dlio_requirement:
-            return super().commands()
-        return [
-            *super().commands(),
-            f"dlio_requirement installs {self.dlio_requirement!r} with pip, as root, on every host "
-            "(a local tree's setup.py runs there)",
-        ]
+        runs = "a local tree's setup.py runs there"
+        return super().commands() + pip_installs("dlio_requirement installs", self.dlio_requirement, runs)
 
     def describe(self) -> str:
         if self.engine == "dlio":
