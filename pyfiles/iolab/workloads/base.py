@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from iolab import faults as faulting
 from iolab.schema import Bool, Duration, Model, Name
+from iolab.units import human
 
 LOADER_TIMEOUT = 1800.0  # seconds a loader or metadata run may take unless the campaign says otherwise
 
@@ -133,6 +134,14 @@ class Workload(Model):
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
         """Role variables that change with the repetition (a loader's shuffle seed under MLPerf's rules)."""
         return {}
+
+
+def does_not_fit(workload: str, held: str, room: int, where: str, size: int, fix: str) -> str | None:
+    """Workload.too_big's line where a host's `room` bytes (`held`: what they are) do not fit `size` bytes of `where`,
+    `fix` after it; None where they fit."""
+    if room <= size:
+        return None
+    return f"workload {workload}: its {held} does not fit {where} ({human(size, 'B')}){fix}"
 
 
 def pip_installs(installs: str, source: str | None, runs: str) -> list[str]:

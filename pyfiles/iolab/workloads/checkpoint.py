@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from iolab.schema import Bool
 from iolab.units import human
-from iolab.workloads.base import LOADER_TIMEOUT, Workload
+from iolab.workloads.base import LOADER_TIMEOUT, Workload, does_not_fit
 
 # MLPerf Storage v2's checkpointing models: the whole checkpoint (model and optimizer state) and the
 # processes a CLOSED submission writes it with (docs/REFERENCE_FIGURES.md, "Checkpointing").
@@ -73,13 +73,9 @@ class CheckpointWorkload(Workload):
         return f"checkpoint {self.model}"
 
     def too_big(self, where: str, size: int) -> str | None:
-        if self.room <= size:
-            return None
-        return (
-            f"workload {self.name}: its checkpoint ({human(self.room, 'B', si=True)}) does not fit {where} "
-            f"({human(size, 'B')}), which holds all of it in a run on one host; lower the workload's scale or raise "
-            "the backend's size"
-        )
+        held = f"checkpoint ({human(self.room, 'B', si=True)})"
+        fix = ", which holds all of it in a run on one host; lower the workload's scale or raise the backend's size"
+        return does_not_fit(self.name, held, self.room, where, size, fix)
 
     def role_vars(self, target: str) -> dict[str, Any]:
         return {

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 from iolab.schema import Bool
 from iolab.shared import trace as traces
 from iolab.units import human
-from iolab.workloads.base import LOADER_TIMEOUT, Workload
+from iolab.workloads.base import LOADER_TIMEOUT, Workload, does_not_fit
 
 
 @functools.lru_cache(maxsize=8)
@@ -77,13 +77,9 @@ class ReplayWorkload(Workload):
         return self.loaded.dataset_bytes * self.copies
 
     def too_big(self, where: str, size: int) -> str | None:
-        if self.room <= size:
-            return None
-        return (
-            f"workload {self.name}: its trace's data set ({human(self.room, 'B')} staged on each host) does not fit "
-            f"{where} ({human(size, 'B')}); raise the backend's size"
-            + (" or drop own_files" if self.copies > 1 else "")
-        )
+        held = f"trace's data set ({human(self.room, 'B')} staged on each host)"
+        fix = "; raise the backend's size" + (" or drop own_files" if self.copies > 1 else "")
+        return does_not_fit(self.name, held, self.room, where, size, fix)
 
     @property
     def writes(self) -> str:
