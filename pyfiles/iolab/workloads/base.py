@@ -56,12 +56,21 @@ class Workload(Model):
             raise ValueError(refused)
         return self
 
+    def repetitions_of(self, campaign: int) -> int:
+        """The runs of one of its points: a search's one, else the campaign's repetitions (each kind may say)."""
+        return 1 if getattr(self, "search", None) else campaign
+
+    def run_timeout(self, default: float) -> float:
+        return self.timeout or default
+
+    # What a kind says of itself where it differs from these: a class variable where it is one value, a property
+    # where its fields decide. The campaign asks uses_dataset and formats; a backend asks tool, needs_s3, writes and
+    # too_big (iolab.backends.base.Workload: Backend.supports, refuse, run_vars).
     @property
     def tool(self) -> str:
         """Names its bench role (roles/bench_<tool>) and its parser: its type, unless its fields pick (an engine)."""
         return self.type
 
-    # What a kind says only where it differs: a class variable, or a property where its fields decide.
     @property
     def uses_dataset(self) -> bool:
         """Whether its runs read the campaign's data set (a dataset phase makes it before them)."""
@@ -72,14 +81,6 @@ class Workload(Model):
         """The packed copies of the data set it reads (Campaign.dataset_formats has them made)."""
         return set()
 
-    def repetitions_of(self, campaign: int) -> int:
-        """The runs of one of its points: a search's one, else the campaign's repetitions (each kind may say)."""
-        return 1 if getattr(self, "search", None) else campaign
-
-    def run_timeout(self, default: float) -> float:
-        return self.timeout or default
-
-    # What a backend asks of a workload (iolab.backends.base.Backend.supports, refuse, run_vars):
     @property
     def needs_s3(self) -> bool:
         """Whether it runs on s3 backends (objects, reader s3) rather than on file systems."""

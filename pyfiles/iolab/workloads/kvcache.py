@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -70,6 +70,8 @@ class KvcacheWorkload(Workload):
     latency_bound: Duration | None = None
     engine: Literal["iolab", "mlperf-kvcache"] = "iolab"
     kvcache_source: str | None = None
+
+    writes: ClassVar[str] = "KV-cache entries"
 
     @model_validator(mode="before")
     @classmethod
@@ -157,10 +159,6 @@ class KvcacheWorkload(Workload):
     def tool(self) -> str:
         """kvcache (roles/bench_kvcache, iolab's), or mlperf_kvcache (roles/bench_mlperf_kvcache, kv-cache.py)."""
         return "mlperf_kvcache" if self.engine == "mlperf-kvcache" else "kvcache"
-
-    @property
-    def writes(self) -> str:
-        return "KV-cache entries"
 
     def estimate(self) -> float | None:
         """A trial's duration and the ranks' start and end (measured: about 10 s); a search: as many of those as it

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -31,13 +31,8 @@ class ObjectsWorkload(Workload):
     ramp: Ramp = 2.0
     seed: int = 0
 
-    @property
-    def needs_s3(self) -> bool:
-        return True
-
-    @property
-    def writes(self) -> str:
-        return "PUT objects"
+    needs_s3: ClassVar[bool] = True
+    writes: ClassVar[str] = "PUT objects"
 
     def params(self) -> dict[str, Any]:
         """`size` as `object_size`: what the run measures, not how big it is (a report row per object size)."""
