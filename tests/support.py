@@ -111,28 +111,29 @@ def two_workers(samples):
     )
 
 
-def sample(campaign: str, run_id: str, value: float, host: str = "localhost", day: str = "2026-11-21", **kw):
-    """A sample of seq's read_bw on tmpfs as a campaign stores it (the results index's tests); `kw` overrides."""
+# What a test's Sample holds where the test does not say (plain_sample).
+PLAIN_SAMPLE = {"campaign": "c", "run_id": "r1", "repetition": 1, "host": "h1", "backend": "b", "workload": "w"}
+PLAIN_SAMPLE |= {"metric": "read_bw", "value": 1.0, "unit": "B/s", "started_at": "t0", "ended_at": "t1"}
+
+
+def plain_sample(**fields):
+    """A Sample of `fields`, the others plain (PLAIN_SAMPLE): a test names only the fields it looks at."""
     from iolab.measures.samples import Sample
 
+    return Sample(**(PLAIN_SAMPLE | fields))
+
+
+def sample(campaign: str, run_id: str, value: float, host: str = "localhost", day: str = "2026-11-21", **kw):
+    """A sample of seq's read_bw on tmpfs as a campaign stores it (the results index's tests); `kw` overrides."""
     fields = {
-        "repetition": 1,
         "backend": "tmpfs",
         "workload": "seq",
-        "metric": "read_bw",
-        "unit": "B/s",
         "params": {"profile": "seq-read-1m"},
         "metadata": {"validity": {"valid": True, "flags": [], "reasons": []}},
-    } | kw
-    return Sample(
-        campaign=campaign,
-        run_id=run_id,
-        host=host,
-        value=value,
-        started_at=f"{day}T06:00:00.000000Z",
-        ended_at=f"{day}T06:00:10.000000Z",
-        **fields,
-    )
+        "started_at": f"{day}T06:00:00.000000Z",
+        "ended_at": f"{day}T06:00:10.000000Z",
+    }
+    return plain_sample(campaign=campaign, run_id=run_id, value=value, host=host, **(fields | kw))
 
 
 def record(run_id: str, status: str = "ok", host: str = "localhost") -> dict:

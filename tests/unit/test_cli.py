@@ -16,6 +16,7 @@ import pytest
 from iolab.errors import UserError
 from iolab.measures.samples import ResultStore, Sample
 from iolab.report import tables as report
+from support import plain_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,19 +116,7 @@ def test_commands_in_the_docs_and_campaigns_use_flags_that_exist():
 
 
 def sample(campaign: str) -> Sample:
-    return Sample(
-        campaign=campaign,
-        run_id="r1",
-        repetition=1,
-        host="h",
-        backend="tmpfs",
-        workload="seq-read",
-        metric="read_bw",
-        value=1.0,
-        unit="B/s",
-        started_at="2026-11-21T06:00:00.000000Z",
-        ended_at="2026-11-21T06:00:10.000000Z",
-    )
+    return plain_sample(campaign=campaign)
 
 
 def test_report_without_a_campaign_picks_the_newest_store_with_its_own_samples(tmp_path):

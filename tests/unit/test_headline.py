@@ -5,24 +5,13 @@ from __future__ import annotations
 from iolab.measures.samples import AGGREGATE_HOST, Sample
 from iolab.store.record import headline
 from iolab.units import human
+from support import plain_sample
 
 HOSTS = ["gpu01", "gpu02", "gpu03", "gpu04"]
 
 
 def sample(host: str, value: float, metric: str = "read_bw") -> Sample:
-    return Sample(
-        campaign="c",
-        run_id="r1",
-        repetition=1,
-        host=host,
-        backend="tmpfs",
-        workload="seq",
-        metric=metric,
-        value=value,
-        unit="B/s",
-        started_at="2025-01-01T00:00:00Z",
-        ended_at="2025-01-01T00:00:05Z",
-    )
+    return plain_sample(host=host, value=value, metric=metric)
 
 
 def test_the_aggregate_heads_a_run_of_every_host():

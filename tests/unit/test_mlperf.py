@@ -21,6 +21,7 @@ from iolab.measures.samples import Sample
 from iolab.shared import shapes
 from iolab.workloads import accelerator, dlio, mlperf
 from iolab.workloads.checkpoint import CHECKPOINT_MODELS
+from support import plain_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "dlio"
@@ -318,20 +319,10 @@ def test_workload_file_replaces_the_campaigns_workload_and_data_set(tmp_path):
 
 
 def sample(run: str, rep: int, metric: str, value: float, unit: str, memory: int, held: int, **params) -> Sample:
-    return Sample(
-        campaign="t",
-        run_id=run,
-        repetition=rep,
-        host="h1",
-        backend="b",
-        workload="u",
-        metric=metric,
-        value=value,
-        unit=unit,
-        started_at="",
-        ended_at="",
-        params={"mlperf": "unet3d", "batch_size": 7, "accelerators": 1, **params},
-        metadata={"host": {"memory_bytes": memory}, "dataset_samples": held},
+    params = {"mlperf": "unet3d", "batch_size": 7, "accelerators": 1, **params}
+    metadata = {"host": {"memory_bytes": memory}, "dataset_samples": held}
+    return plain_sample(
+        run_id=run, repetition=rep, metric=metric, value=value, unit=unit, params=params, metadata=metadata
     )
 
 

@@ -13,26 +13,24 @@ from iolab.measures.samples import ResultStore, Sample
 from iolab.report import compare, compare_export, svg
 from iolab.report import faults as report_faults
 from iolab.store import reparse
+from support import plain_sample
 
 CEPHFS = Path(__file__).resolve().parents[1] / "fixtures" / "report_faults" / "osd-stop-cephfs"
 RUN = "2630bf4e4a6a"
 
 
 def sample(backend: str, metric: str, value: float, unit: str, run: str, **params) -> Sample:
-    return Sample(
-        campaign="c",
+    faults = {"start_at": 1000.0, "events": [], "window_s": [10.0, 30.0]}
+    return plain_sample(
         run_id=run,
-        repetition=1,
         host="*",
         backend=backend,
         workload="seq",
         metric=metric,
         value=value,
         unit=unit,
-        started_at="2026-11-28T09:00:00Z",
-        ended_at="2026-11-28T09:01:00Z",
         params={"profile": "seq-read-1m", **params},
-        metadata={"faults": {"start_at": 1000.0, "events": [], "window_s": [10.0, 30.0]}},
+        metadata={"faults": faults},
     )
 
 

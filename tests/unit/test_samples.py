@@ -2,23 +2,12 @@ import json
 
 import pytest
 
-from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
+from iolab.measures.samples import AGGREGATE_HOST, ResultStore
+from support import plain_sample
 
 
 def sample(run_id="r1", host="h1", metric="read_bw", value=1.0):
-    return Sample(
-        campaign="c",
-        run_id=run_id,
-        repetition=1,
-        host=host,
-        backend="b",
-        workload="w",
-        metric=metric,
-        value=value,
-        unit="B/s",
-        started_at="t0",
-        ended_at="t1",
-    )
+    return plain_sample(run_id=run_id, host=host, metric=metric, value=value)
 
 
 def test_samples_round_trip_with_every_contract_field(tmp_path):
@@ -63,16 +52,4 @@ def test_a_line_torn_by_a_crash_is_ignored_then_cut(tmp_path):
 
 def test_units_are_canonical():
     with pytest.raises(ValueError, match="unit 'MB/s'"):
-        Sample(
-            campaign="c",
-            run_id="r",
-            repetition=1,
-            host="h",
-            backend="b",
-            workload="w",
-            metric="read_bw",
-            value=1,
-            unit="MB/s",
-            started_at="",
-            ended_at="",
-        )
+        plain_sample(unit="MB/s")

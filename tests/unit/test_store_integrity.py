@@ -16,26 +16,13 @@ from pathlib import Path
 import pytest
 
 from iolab.measures.samples import ResultStore, Sample, StoreError
+from support import plain_sample
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def sample(run_id: str, metric: str = "read_bw") -> Sample:
-    return Sample(
-        campaign="integrity",
-        run_id=run_id,
-        repetition=1,
-        host="h1",
-        backend="b",
-        workload="w",
-        metric=metric,
-        value=1.0,
-        unit="B/s",
-        started_at="t0",
-        ended_at="t1",
-        params={"pad": "x" * 500},
-        metadata={},
-    )
+    return plain_sample(campaign="integrity", run_id=run_id, metric=metric, params={"pad": "x" * 500})
 
 
 CHILD = """
