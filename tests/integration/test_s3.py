@@ -7,14 +7,18 @@ its own prefixes (itest-objects, itest-loader) and its campaigns are `itest-s3-*
 from __future__ import annotations
 
 import configparser
+import json
 import re
 import stat
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from labbox import BUCKET, assert_ok, run
+from support import ROOT, cmdline
 
 OUTPUTS: dict[str, str] = {}  # what the services and the campaign printed, for the keys test at the end
 
@@ -133,6 +137,76 @@ def test_object_put_and_get_figures_by_size_and_threads(lab, cli, write_campaign
     OUTPUTS["objects_results"] = str(cli.results / "itest-s3-objects")
 
 
+class CommandLines:
+    """Every command line on this machine while it runs, read from /proc every 20 ms: the simulated hosts share its
+    process table (network and mount namespaces only), so their sshd's children and the ssh clients are seen too."""
+
+    def __init__(self, needle: str):
+        self.needle, self.seen, self.stop = needle, set(), threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self.stop.wait(0.02):
+            for pid in [p.name for p in Path("/proc").iterdir() if p.name.isdigit()]:
+                line = cmdline(int(pid))
+                if self.needle in line:
+                    self.seen.add(line)
+
+    def __enter__(self) -> CommandLines:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def between_runs(raw: Path, host: str) -> list[float]:
+    """Seconds from one run's tool ending to the next one's starting, in run order (each run's run.json)."""
+    records = sorted((json.loads(p.read_text()) for p in raw.glob(f"*/{host}/run.json")), key=lambda r: r["started_at"])
+    return [round(b["started_at"] - a["ended_at"], 2) for a, b in zip(records, records[1:], strict=False)]
+
+
+def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_holds_a_key(
+    lab, sim_hosts, cli, write_campaign, tmp_path
+):
+    """The objects runs went through Ansible (no host call; refused for an environment of their own): they fan out
+    now, here (a local worker) and on gpu01 (ClusterShell's ssh), and no process's argv (the ssh client's, sshd's
+    children, hostrun, the tool) holds a key. An inventory with ansible_become keeps them on Ansible's route (the
+    thinned role, the same argvs): they run there too, and what the two routes spend between runs is printed."""
+    workload = {"name": "obj", "type": "objects", "size": "64KiB", "threads": [1, 2, 4], "objects": 4}
+    workload |= {"runtime": "2s", "ramp": "1s"}
+    become = tmp_path / "become.yml"
+    local = yaml.safe_load((ROOT / "inventory" / "local.yml").read_text())
+    local["all"]["children"]["gpu"]["hosts"]["localhost"]["ansible_become"] = False  # Ansible's to apply
+    become.write_text(yaml.safe_dump(local))
+    routes = {  # campaign → (host, bench.all's extra arguments, the launcher its runs must say)
+        "itest-s3-fan": ("localhost", [], "clustershell"),
+        "itest-s3-fan-sim": ("gpu01", ["--inventory", str(sim_hosts.inventory), "--hosts", "gpu01"], "clustershell"),
+        "itest-s3-fan-ansible": ("localhost", ["--inventory", str(become)], "ansible"),
+    }
+    secrets = keys(lab)
+    for name, (host, extra, launcher) in routes.items():
+        backend_ = backend(lab, f"{name}-b", prefix=name)
+        path = write_campaign({"name": name, "backends": [backend_], "workloads": [workload]}, f"{name}.yml")
+        with CommandLines("iolab.host.objects") as lines:
+            done = cli("bench.all", "--campaign", str(path), *extra) if extra else bench_all(cli, path)
+        raw = cli.results / name / "raw"
+        assert {json.loads(p.read_text())["launcher"] for p in raw.glob(f"*/{host}/run.json")} == {launcher}
+        assert {r["status"] for r in cli.runs(name)} == {"ok"} and len(cli.runs(name)) == 3
+        rates = [s["value"] for s in cli.samples(name) if s["metric"] == "read_bw" and s["host"] == host]
+        assert len(rates) == 3 and min(rates) > 0
+        tools = [line for line in lines.seen if " -m iolab.host.objects " in line and f"iolab-{host}/objects" in line]
+        assert tools, lines.seen  # the watch saw the runs' commands
+        if host == "gpu01":  # the command ClusterShell's ssh carried to the host
+            assert any(line.startswith("ssh ") and " gpu01 " in line for line in lines.seen), lines.seen
+        assert not [line for line in lines.seen for secret in secrets if secret in line]
+        stored = [p for p in (cli.results / name).rglob("*") if p.is_file()]
+        assert not [p for p in stored for secret in secrets if secret.encode() in p.read_bytes()]
+        assert not [secret for secret in secrets if secret in done.stdout + done.stderr]
+        print(f"{name}: s between runs (tool ended to the next tool's start): {between_runs(raw, host)}")
+
+
 def s3_client(lab):
     import boto3
 
@@ -185,6 +259,9 @@ def test_the_loader_reads_the_staged_data_set_from_the_bucket_beside_a_file_back
     }
     rate = {s["backend"]: s for s in samples if s["metric"] == "samples_per_s" and s["host"] == "localhost"}
     assert rate["itest-s3-bucket"]["value"] > 0 and rate["itest-s3-mem"]["value"] > 0
+    run_id = rate["itest-s3-bucket"]["run_id"]  # reader s3's run took the fan-out's one call, $IOLAB_S3 in its env
+    raw = cli.results / "itest-s3-loader" / "raw" / run_id / "localhost"
+    assert json.loads((raw / "run.json").read_text())["launcher"] == "clustershell"
     hashes = {b: s["metadata"]["dataset_manifest_hash"] for b, s in rate.items()}
     assert hashes["itest-s3-bucket"] == hashes["itest-s3-mem"]  # the same data set, from the bucket
     listing = s3_client(lab).list_objects_v2(Bucket=BUCKET, Prefix="itest-loader/dataset/")
