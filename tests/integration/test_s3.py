@@ -161,10 +161,13 @@ class CommandLines:
         self.thread.join()
 
 
-def between_runs(raw: Path, host: str) -> list[float]:
-    """Seconds from one run's tool ending to the next one's starting, in run order (each run's run.json)."""
+def harness(name: str, raw: Path, host: str, wall: float) -> str:
+    """What the command spent around its tools: its wall time, the tools' own (each run.json's ended_at -
+    started_at), and the seconds from one run's tool ending to the next one's starting, in run order."""
     records = sorted((json.loads(p.read_text()) for p in raw.glob(f"*/{host}/run.json")), key=lambda r: r["started_at"])
-    return [round(b["started_at"] - a["ended_at"], 2) for a, b in zip(records, records[1:], strict=False)]
+    tools = sum(r["ended_at"] - r["started_at"] for r in records)
+    gaps = [f"{b['started_at'] - a['ended_at']:.2f}" for a, b in zip(records, records[1:], strict=False)]
+    return f"{name}: wall {wall:.1f} s, tools {tools:.1f} s, between runs {', '.join(gaps)} s"
 
 
 def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_holds_a_key(
@@ -190,8 +193,10 @@ def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_h
         backend_ = backend(lab, f"{name}-b", prefix=name)
         path = write_campaign({"name": name, "backends": [backend_], "workloads": [workload]}, f"{name}.yml")
         with CommandLines("iolab.host.objects") as lines:
+            began = time.monotonic()
             done = cli("bench.all", "--campaign", str(path), *extra) if extra else bench_all(cli, path)
         raw = cli.results / name / "raw"
+        print(harness(name, raw, host, time.monotonic() - began))  # before the checks: eb03f37's figures too
         assert {json.loads(p.read_text())["launcher"] for p in raw.glob(f"*/{host}/run.json")} == {launcher}
         assert {r["status"] for r in cli.runs(name)} == {"ok"} and len(cli.runs(name)) == 3
         rates = [s["value"] for s in cli.samples(name) if s["metric"] == "read_bw" and s["host"] == host]
@@ -204,7 +209,6 @@ def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_h
         stored = [p for p in (cli.results / name).rglob("*") if p.is_file()]
         assert not [p for p in stored for secret in secrets if secret.encode() in p.read_bytes()]
         assert not [secret for secret in secrets if secret in done.stdout + done.stderr]
-        print(f"{name}: s between runs (tool ended to the next tool's start): {between_runs(raw, host)}")
 
 
 def s3_client(lab):
