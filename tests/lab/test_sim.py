@@ -16,6 +16,7 @@ import pytest
 
 from iolab import sim
 from iolab.errors import UserError
+from support import alive
 
 pytestmark = pytest.mark.lab
 
@@ -23,19 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 MOUNTPOINT = "/mnt/iolab-sim-test"
 
 
-def _alive(pid: int) -> bool:
-    """Gone or a zombie counts as ended (PID 1 here may reap late)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
 def _mount_namespaces_in_use() -> set[str]:
     found = set()
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and _alive(int(entry.name)):
+        if entry.name.isdigit() and alive(int(entry.name)):
             try:
                 found.add(os.readlink(f"/proc/{entry.name}/ns/mnt"))
             except OSError:
@@ -46,7 +38,7 @@ def _mount_namespaces_in_use() -> set[str]:
 def _processes_mentioning(text: str) -> list[int]:
     found = []
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and _alive(int(entry.name)):
+        if entry.name.isdigit() and alive(int(entry.name)):
             try:
                 if text.encode() in Path(f"/proc/{entry.name}/cmdline").read_bytes():
                     found.append(int(entry.name))
@@ -151,7 +143,7 @@ def test_down_leaves_nothing_and_up_grows_the_lab_back(sim_hosts):
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert f"iolab-{lab.name}-" not in netns
     assert not [link for link in _links() if link == lab.bridge or link.startswith(f"v{lab.name}-")]
-    assert not [pid for pid in pids if _alive(pid)]
+    assert not [pid for pid in pids if alive(pid)]
     assert not host_mount_namespaces & _mount_namespaces_in_use()
     assert not list(Path("/etc").glob(f"netns/iolab-{lab.name}-*"))
     assert lab.name not in sim.labs()

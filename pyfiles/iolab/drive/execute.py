@@ -23,7 +23,7 @@ from rich.console import Console
 from iolab import paths
 from iolab.campaign.hosts import Inventory
 from iolab.campaign.model import Campaign, Run
-from iolab.drive import fanout, fanout_run, live, live_metrics, release, runner
+from iolab.drive import fanout, fanout_run, live, live_metrics, release, runner, steps
 from iolab.errors import DISK_ERRORS, RunFailed, StoreError
 from iolab.workloads import hostcall
 from iolab.workloads.base import HostCall, Play
@@ -256,9 +256,13 @@ class _Playbook:
                 if not fanned:
                     self._ansible(0, len(self.plays), title)
                 else:
-                    self._ansible(0, queued[0], title)
-                    self._fan(queued[0], queued[-1] + 1)
-                    self._ansible(queued[-1] + 1, len(self.plays), title)
+                    engine = fanout.Engine(self.lab.inventory, self.hosts, self.lab.console)
+                    try:
+                        self._steps(engine, 0, queued[0], title)
+                        self._fan(engine, queued[0], queued[-1] + 1)
+                        self._steps(engine, queued[-1] + 1, len(self.plays), title)
+                    finally:
+                        engine.close()
         finally:
             for run, ended, fetch in self.deferred:
                 self.listener.run_ended(run.run, _fetch(self.lab, ended, run.run, run.raw_dir, run.title, fetch))
@@ -285,34 +289,37 @@ class _Playbook:
             for index in range(self.handed, stop):
                 self.ended(index, {})
 
-    def _fan(self, start: int, stop: int) -> None:
+    def _steps(self, engine: fanout.Engine, start: int, stop: int, title: str) -> None:
+        """The steps self.plays[start:stop] around fanned-out runs: as host calls over the fan-out's sessions when every
+        one of them can be (iolab.drive.steps: on hosts set up, a tmpfs's mount or unmount), else in one playbook."""
+        released, extra, phases = self.lab.released, self.lab.extravars(), _step_phases(self.plays[start:stop])
+        hosts = [h for h in self.hosts if h not in self.left_out]
+        if any(steps.calls(phase, hosts, released, extra) is None for phase in phases):
+            self._ansible(start, stop, title)
+            return
+        for index, phase in enumerate(phases, start):
+            hosts = [h for h in self.hosts if h not in self.left_out]
+            self.ended(index, steps.play(engine, steps.calls(phase, hosts, released, extra) or {}, hosts, extra))
+
+    def _fan(self, engine: fanout.Engine, start: int, stop: int) -> None:
         """The runs self.plays[start:stop] through ClusterShell (drive.fanout), each handed over as it ends, on the
         hosts nothing left out before it."""
-        engine = fanout.Engine(self.lab.inventory, self.hosts, self.lab.console)
         extra = self.lab.extravars()
-        try:
-            for index in range(start, stop):
-                play = self.plays[index]
-                assert isinstance(play, Queued)
-                run = play.run
-                if index == 0:
-                    self.listener.run_started(run)
-                hosts = [h for h in self.hosts if h not in self.left_out]
-                variables = fan_vars(run)
-                env = ["env", f"PYTHONPATH={HOST_DIR}/releases/{extra['iolab_release']}", "IOLAB_PACK_RUN=1"]
-                env.append("IOLAB_LAUNCHER=clustershell")
-                env.append(f"IOLAB_PROFILERS={','.join(run.workload.profilers)}")
-                dirs = {h: f"{HOST_DIR}/runs/{OWNER}/{h}/{run.run_id}" for h in hosts}
-                outcomes = (
-                    fanout_run.run_calls(
-                        engine, env, dirs, _calls(self.lab, hosts, run, variables, dirs), _timeout(variables)
-                    )
-                    if hosts
-                    else {}
-                )
-                self.ended(index, outcomes)
-        finally:
-            engine.close()
+        for index in range(start, stop):
+            play = self.plays[index]
+            assert isinstance(play, Queued)
+            run = play.run
+            if index == 0:
+                self.listener.run_started(run)
+            hosts = [h for h in self.hosts if h not in self.left_out]
+            variables = fan_vars(run)
+            env = ["env", f"PYTHONPATH={HOST_DIR}/releases/{extra['iolab_release']}", "IOLAB_PACK_RUN=1"]
+            env.append("IOLAB_LAUNCHER=clustershell")
+            env.append(f"IOLAB_PROFILERS={','.join(run.workload.profilers)}")
+            dirs = {h: f"{HOST_DIR}/runs/{OWNER}/{h}/{run.run_id}" for h in hosts}
+            calls = _calls(self.lab, hosts, run, variables, dirs) if hosts else {}
+            timeout = float(variables[f"{variables['run_role']}_timeout"])  # its bench role's, in s
+            self.ended(index, fanout_run.run_calls(engine, env, dirs, calls, timeout) if calls else {})
 
     def ended(self, index: int, outcomes: dict[str, runner.HostOutcome]) -> None:
         """The play `index` ended with these outcomes of its own (runner.run's on_phase)."""
@@ -355,9 +362,9 @@ def _calls(
     return {h: hostcall.host_call(role, HOST_PYTHON, h, dirs[h], play, run.drop_caches, kind) for h in hosts}
 
 
-def _timeout(variables: dict[str, Any]) -> float:
-    """The run's timeout, in s: its bench role's."""
-    return float(variables[f"{variables['run_role']}_timeout"])
+def _step_phases(plays: list[Step | Queued]) -> list[runner.Phase]:
+    """The phases of steps (a span of a playbook's plays with no run in it)."""
+    return [play.phase for play in plays if isinstance(play, Step)]
 
 
 class _Watch:

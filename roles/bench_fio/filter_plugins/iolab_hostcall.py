@@ -1,11 +1,13 @@
-"""The bench roles' commands, from iolab.workloads.hostcall: the one place both run routes build them (the loader
-roles' filter_plugins are links to this directory)."""
+"""The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall) and the tmpfs
+backend's mount and unmount (iolab.backends.tmpfs). The loader roles' and storage_tmpfs's filter_plugins are links
+to this directory."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
+from iolab.backends import tmpfs
 from iolab.workloads.hostcall import host_call
 
 
@@ -18,6 +20,11 @@ def iolab_host_call(
     return dataclasses.asdict(call)
 
 
+def iolab_tmpfs_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_tmpfs_call(PYTHON, HOST, STOP_DIR): the tmpfs's mount or unmount."""
+    return tmpfs.host_call(python, host, dict(variables), stop_dir)
+
+
 class FilterModule:
     def filters(self) -> dict:
-        return {"iolab_host_call": iolab_host_call}
+        return {"iolab_host_call": iolab_host_call, "iolab_tmpfs_call": iolab_tmpfs_call}
