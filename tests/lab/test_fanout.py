@@ -40,8 +40,8 @@ def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_pat
     path = tmpfs_campaign(tmp_path, "lab-gateway", [FIO])
     dry = cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path), "--dry-run")
     assert (
-        "runs of calibrate, fio, kvcache, metadata, pytorch, tensorflow go through the ClusterShell gateways gpu01 "
-        f"(topology {topology})" in dry.stdout
+        "runs of calibrate, fio, kvcache, metadata, objects, pytorch, tensorflow go through the ClusterShell "
+        f"gateways gpu01 (topology {topology})" in dry.stdout
     )
     cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path))
 
