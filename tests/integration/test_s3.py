@@ -199,8 +199,9 @@ def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_h
         print(harness(name, raw, host, time.monotonic() - began))  # before the checks: eb03f37's figures too
         assert {json.loads(p.read_text())["launcher"] for p in raw.glob(f"*/{host}/run.json")} == {launcher}
         assert {r["status"] for r in cli.runs(name)} == {"ok"} and len(cli.runs(name)) == 3
-        rates = [s["value"] for s in cli.samples(name) if s["metric"] == "read_bw" and s["host"] == host]
-        assert len(rates) == 3 and min(rates) > 0
+        reads = [s for s in cli.samples(name) if s["metric"] == "read_bw" and s["host"] == host]
+        assert len(reads) == 3 and min(s["value"] for s in reads) > 0
+        assert {s["metadata"]["cache_state"] for s in reads} == {"dropped"}  # the prepare's drop, recorded
         tools = [line for line in lines.seen if " -m iolab.host.objects " in line and f"iolab-{host}/objects" in line]
         assert tools, lines.seen  # the watch saw the runs' commands
         if host == "gpu01":  # the command ClusterShell's ssh carried to the host
@@ -209,6 +210,30 @@ def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_h
         stored = [p for p in (cli.results / name).rglob("*") if p.is_file()]
         assert not [p for p in stored for secret in secrets if secret.encode() in p.read_bytes()]
         assert not [secret for secret in secrets if secret in done.stdout + done.stderr]
+
+
+def test_an_objects_run_with_the_keys_in_the_controllers_environment_fans_out_without_them_on_any_command_line(
+    lab, cli, write_campaign
+):
+    """credentials: env, on localhost: the tool reads AWS_* from the environment it inherits (as Ansible's local
+    connection gave it), not from its argv or the fan-out's `env NAME=VALUE`."""
+    access, secret = keys(lab)
+    cli.env.update({"AWS_ACCESS_KEY_ID": access, "AWS_SECRET_ACCESS_KEY": secret})
+    workload = {"name": "obj", "type": "objects", "size": "64KiB", "threads": 1, "objects": 2}
+    workload |= {"runtime": "1s", "ramp": "1s"}
+    backend_ = backend(lab, "itest-s3-env-b", prefix="itest-s3-env", credentials="env")
+    path = write_campaign({"name": "itest-s3-env", "backends": [backend_], "workloads": [workload]})
+    with CommandLines("iolab.host.objects") as lines:
+        done = bench_all(cli, path)
+    (record,) = (cli.results / "itest-s3-env" / "raw").glob("*/localhost/run.json")
+    assert json.loads(record.read_text())["launcher"] == "clustershell"
+    rates = [s["value"] for s in cli.samples("itest-s3-env") if s["metric"] == "write_bw" and s["host"] == "localhost"]
+    assert len(rates) == 1 and rates[0] > 0  # PUTs signed with the environment's keys
+    assert [line for line in lines.seen if '"credentials": "env"' in line]  # the watch saw the tool's argv
+    assert not [line for line in lines.seen if access in line or secret in line]
+    stored = [p for p in (cli.results / "itest-s3-env").rglob("*") if p.is_file()]
+    assert not [p for p in stored if access.encode() in p.read_bytes() or secret.encode() in p.read_bytes()]
+    assert access not in done.stdout + done.stderr and secret not in done.stdout + done.stderr
 
 
 def s3_client(lab):
