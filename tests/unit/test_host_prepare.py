@@ -90,3 +90,17 @@ def prepare_kvcache(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
     argv = [sys.executable, "-m", "iolab.host.prepare", "kvcache", "--host", "gpu01", *args]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_a_run_without_a_data_set_gets_its_directory_and_the_drop_only_when_its_policy_says(tmp_path):
+    """`directory`: a calibration's (no drop) and an S3 objects run's (the run's cache policy: --drop-caches)."""
+    if os.geteuid() != 0:
+        pytest.skip("dropping the page cache needs root")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
+    kept, dropped = tmp_path / "kept", tmp_path / "dropped"
+    for run, extra in ((kept, []), (dropped, ["--drop-caches"])):
+        argv = [sys.executable, "-m", "iolab.host.prepare", "directory", "--dir", str(run), *extra]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 0 and "started_at" in json.loads(done.stdout.splitlines()[-1]), done.stderr
+    assert kept.is_dir() and not (kept / "drop_caches.json").exists()
+    assert json.loads((dropped / "drop_caches.json").read_text())["method"].startswith("sync; echo 3")
