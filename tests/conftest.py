@@ -103,6 +103,33 @@ def ceph_box(the_box):
     return the_box.ensure("ceph")
 
 
+BOX_FIXTURES = {"lab_box": ("ceph", "nfs"), "ceph_box": ("ceph",), "nfs_box": ("nfs",)}
+_BOX_LOOKED: list[bool] = []  # whether _lab_box_early has looked, once per session (per pytest-xdist worker)
+
+
+def box_services(items) -> tuple[str, ...]:
+    """The lab box's services that `items` ask for (their fixtures' closure), in the box's order."""
+    wanted = {s for item in items for name in getattr(item, "fixturenames", ()) for s in BOX_FIXTURES.get(name, ())}
+    return tuple(s for s in ("ceph", "nfs") if s in wanted)
+
+
+@pytest.fixture(autouse=True)
+def _lab_box_early(request):
+    """At the first test of a session (of a pytest-xdist worker: of its first group), the lab box's services that the
+    session's (the group's) tests will ask for start in the background (LabBox.start_soon), while the tests that need
+    no box run first (pytest_collection_modifyitems): the box's start (Ceph's ≈ 66 s, half of it waiting on its
+    daemons) is then off the tests' path."""
+    if _BOX_LOOKED or os.geteuid() != 0:
+        return
+    _BOX_LOOKED.append(True)
+    items = request.session.items
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        group = xdist_group(request.node.nodeid)
+        items = [item for item in items if xdist_group(item.nodeid) == group]
+    if services := box_services(items):
+        request.getfixturevalue("the_box").start_soon(*services)
+
+
 @pytest.fixture
 def small_tmpfs(tmp_path):
     """mount(*options): a tmpfs of those options at tmp_path/results (a results disk, or a backend's target, of the
@@ -126,11 +153,13 @@ def small_tmpfs(tmp_path):
 def pytest_collection_modifyitems(items):
     """The tests of the lab box's own life cycle (stopped, started again, absent) run last, in their order; before
     them the FLOATING files' tests (so pytest-xdist queues their groups after the two long ones), and before those
-    STOPS_GANESHA's (docs/DESIGN.md, "The test suite")."""
+    STOPS_GANESHA's (docs/DESIGN.md, "The test suite"); before those, the tests that need the lab box after the ones
+    that need none, which run while it comes up (`_lab_box_early`)."""
 
-    def key(item) -> tuple[bool, bool, bool]:
+    def key(item) -> tuple[bool, bool, bool, bool]:
         name = Path(item.nodeid.split("::", 1)[0]).name
-        return (item.get_closest_marker("lab_box_lifecycle") is not None, name in FLOATING, name in STOPS_GANESHA)
+        lifecycle = item.get_closest_marker("lab_box_lifecycle") is not None
+        return (lifecycle, name in FLOATING, name in STOPS_GANESHA, bool(box_services([item])))
 
     items.sort(key=key)
 
@@ -141,7 +170,7 @@ def pytest_collection_modifyitems(items):
 OFF_LOCALHOST = {"test_services.py", "test_nfs_userspace.py"}
 
 # Tests that stop the box's nfs-ganesha (fault nfs_stop; it is started again): after the simlab group's other tests,
-# which see the box's services as started, Ceph and NFS in one play by the group's first test.
+# which see the box's services as started, Ceph and NFS in one play (started at the group's first test).
 STOPS_GANESHA = {"test_nfs_userspace.py"}
 
 # Integration tests that need neither this machine's lease, nor a simulated lab, nor a lab box: the reports' and the

@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -112,6 +113,28 @@ class LabBox:
     timings: dict[str, float] = field(default_factory=dict)
     started: subprocess.CompletedProcess | None = None  # lab.services-up's own output
     services: tuple[str, ...] = ()  # the services up: ("ceph",) or ("ceph", "nfs")
+    starting: threading.Thread | None = field(default=None, repr=False)  # start_soon's, until ensure has waited for it
+    start_error: BaseException | None = field(default=None, repr=False)  # what start_soon's start raised
+
+    def start_soon(self, *services: str) -> None:
+        """`ensure(*services)` in a thread of its own, so that the tests that need no box run while it comes up (Ceph's
+        start: 66 s, of which 37 s CPU, the rest waits on the daemons; tests/conftest.py, `_lab_box_early`); the next
+        `ensure` waits for it and raises what it raised."""
+
+        def start() -> None:
+            try:
+                self.ensure(*services)
+            except BaseException as error:  # noqa: BLE001 - the test that asks for the box next raises it
+                self.start_error = error
+
+        self.starting = threading.Thread(target=start, name="lab-box-start", daemon=True)
+        self.starting.start()
+
+    def wait_started(self) -> None:
+        """Wait for start_soon's start, if one is under way (not from its own thread)."""
+        if self.starting is not None and self.starting is not threading.current_thread():
+            self.starting.join()
+            self.starting = None
 
     @property
     def ceph_dir(self) -> Path:
@@ -154,6 +177,9 @@ class LabBox:
     def ensure(self, *services: str) -> LabBox:
         """The box with `services` up: `./lab lab.services-up` as a user runs it, with the box's variables and
         address, for those and the ones already up (the ones up change nothing: a second start is a no-op)."""
+        self.wait_started()
+        if self.start_error is not None:
+            raise self.start_error
         wanted = tuple(s for s in SERVICES if s in services or s in self.services)
         if wanted == self.services:
             return self
@@ -268,6 +294,7 @@ class LabBox:
 
     def tear_down(self) -> None:
         """Leave nothing behind, whatever state the tests left the box in."""
+        self.wait_started()
         pids = self.daemon_pids() if self.root.exists() else {}
         if self.vars_file.exists():
             started = time.monotonic()
