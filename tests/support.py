@@ -77,16 +77,6 @@ def mounted(prefix: str = "/mnt/iolab/itest") -> list[str]:
     return [line for line in out.splitlines() if line.startswith(prefix)]
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` is a process still running: gone or a zombie counts as ended (PID 1 here may reap late: an
-    orphan ended a moment ago can stay a zombie for a while)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
 def cmdline(pid: int) -> str:
     """A process's command line, its arguments joined by spaces ("" once it is gone)."""
     try:

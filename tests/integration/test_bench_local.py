@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from support import ROOT, alive, cmdline, mounted
+from iolab.shared.processes import alive
+from support import ROOT, cmdline, mounted
 
 FIO_1S = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", "ramp": "0s", "size": "32MiB"}
 
@@ -226,7 +227,7 @@ def test_ctrl_c_or_sigterm_tears_down_and_keeps_what_was_gathered(cli, write_cam
     pid_file = None
     while time.monotonic() < deadline and pid_file is None:  # wait for run 2's fio to be running
         if cli.samples("itest-int"):
-            pid_file = next(iter(runs_dir.glob("*/localhost/*/hostrun.pid")), None)
+            pid_file = next(iter(runs_dir.glob(f"*-{proc.pid}-*/localhost/*/hostrun.pid")), None)
         time.sleep(0.1)
     assert pid_file is not None, "the second run never started"
     fio_pid = int(pid_file.read_text())

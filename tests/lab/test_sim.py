@@ -16,7 +16,7 @@ import pytest
 
 from iolab import sim
 from iolab.errors import UserError
-from support import alive
+from iolab.shared.processes import alive
 
 pytestmark = pytest.mark.lab
 

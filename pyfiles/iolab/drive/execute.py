@@ -290,16 +290,17 @@ class _Playbook:
                 self.ended(index, {})
 
     def _steps(self, engine: fanout.Engine, start: int, stop: int, title: str) -> None:
-        """The steps self.plays[start:stop] around fanned-out runs: as host calls over the fan-out's sessions when every
-        one of them can be (iolab.drive.steps: on hosts set up, a tmpfs's mount or unmount), else in one playbook."""
-        released, extra, phases = self.lab.released, self.lab.extravars(), _step_phases(self.plays[start:stop])
-        hosts = [h for h in self.hosts if h not in self.left_out]
-        if any(steps.calls(phase, hosts, released, extra) is None for phase in phases):
-            self._ansible(start, stop, title)
-            return
-        for index, phase in enumerate(phases, start):
+        """The steps self.plays[start:stop] around fanned-out runs, as host calls where they can be (iolab.drive.steps);
+        from the first that cannot, the rest in one ansible-playbook process."""
+        released, extra, hostvars = self.lab.released, self.lab.extravars(), self.lab.inventory.hostvars
+        for index, phase in enumerate(_step_phases(self.plays[start:stop]), start):
             hosts = [h for h in self.hosts if h not in self.left_out]
-            self.ended(index, steps.play(engine, steps.calls(phase, hosts, released, extra) or {}, hosts, extra))
+            argvs = steps.calls(phase, hosts, released, extra, hostvars)
+            outcomes = steps.play(engine, phase, argvs, hosts, extra) if argvs is not None else None
+            if outcomes is None:
+                self._ansible(index, stop, title)
+                return
+            self.ended(index, outcomes)
 
     def _fan(self, engine: fanout.Engine, start: int, stop: int) -> None:
         """The runs self.plays[start:stop] through ClusterShell (drive.fanout), each handed over as it ends, on the
@@ -362,8 +363,7 @@ def _calls(
     return {h: hostcall.host_call(role, HOST_PYTHON, h, dirs[h], play, run.drop_caches, kind) for h in hosts}
 
 
-def _step_phases(plays: list[Step | Queued]) -> list[runner.Phase]:
-    """The phases of steps (a span of a playbook's plays with no run in it)."""
+def _step_phases(plays: list[Step | Queued]) -> list[runner.Phase]:  # (a span of steps, with no run in it)
     return [play.phase for play in plays if isinstance(play, Step)]
 
 

@@ -1,61 +1,83 @@
 """The steps around a batch of runs (iolab.drive.execute.Step) done without an ansible-playbook, over the fan-out's
 sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one host call:
 
-- provisioning (playbooks/setup.yml) on hosts where the lease found this release unpacked (Lab.released) and the
-  campaign asks for nothing the release does not bring (roles/iolab_host's includes: the deep-learning stack, the
-  KV-cache packages, perf, py-spy, the provenance): the role would skip every task there, so nothing runs;
+- provisioning (playbooks/setup.yml) on hosts where the lease found this release unpacked (Lab.released), which asks
+  for no OS package (perf) nor provenance: roles/iolab_host would only look for the pinned Python packages the
+  campaign needs (its defaults' lists, or the inventory's), so that look is made here, with the same program
+  (iolab.host.pinned); a host that lacks one sends the step to Ansible after all, which installs it;
 - the tmpfs backend's mount and unmount (roles/storage_tmpfs is one task): the same argv
-  (iolab.backends.tmpfs.host_call), so the same checks and refusals in the same words.
+  (iolab.shared.calls.tmpfs), so the same checks and refusals in the same words.
 
-Every other step stays a play (a data set, another backend's state, a host to provision): `calls` says None.
+Every other step stays a play (a data set, another backend's state, a host to provision): `calls` says None, and
+so does `play` when the packages' look finds one missing.
 
-    calls(phase, hosts, released, extravars) → {host: argv} ({}: nothing to run) | None (a play)
-    play(engine, calls, hosts, extravars) → {host: runner.HostOutcome}
+    calls(phase, hosts, released, extravars, hostvars) → {host: argv} ({}: nothing to run) | None (a play)
+    play(engine, phase, calls, hosts, extravars) → {host: runner.HostOutcome} | None (a play after all)
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import time
 from typing import Any
 
-from iolab.backends import tmpfs
+import yaml
+
+from iolab import paths
 from iolab.drive import runner
 from iolab.drive.fanout import Engine
 from iolab.parsers import failure_message
+from iolab.shared import calls as host_calls
 
 STEP_TIMEOUT = 300.0  # s: a tmpfs's mount, or its unmount (this command's tools stopped, then umount tried for 10 s)
-# What roles/iolab_host installs beyond the release, asked for by these setup variables (its main.yml's includes).
-PROVISIONS = ("iolab_host_dl", "iolab_host_tf", "iolab_host_kvcache", "iolab_host_facts_dest")
-INSTALLED_PROFILERS = {"perf", "py-spy"}
-TASK = "Mount the tmpfs, or unmount it, after its checks"  # roles/storage_tmpfs's task, as a failure names it
+# roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml).
+PACKAGES = {
+    "iolab_host_dl": "iolab_host_dl_packages",
+    "iolab_host_tf": "iolab_host_tf_packages",
+    "iolab_host_kvcache": "iolab_host_kvcache_packages",
+}
+TASKS = {  # the role task each step's call stands for, as a failure names it
+    "setup.yml": "Look for the pinned Python packages in the host's virtualenv",
+    "storage.yml": "Mount the tmpfs, or unmount it, after its checks",
+}
 
 
 def calls(
-    phase: runner.Phase, hosts: list[str], released: set[str], extravars: dict[str, Any]
+    phase: runner.Phase,
+    hosts: list[str],
+    released: set[str],
+    extravars: dict[str, Any],
+    hostvars: dict[str, dict[str, Any]],
 ) -> dict[str, list[str]] | None:
     """Each host's argv for the step `phase` ({}: nothing to do on any host), or None: it is Ansible's to play."""
     variables = phase.vars
+    python = extravars["iolab_python"]
     if phase.playbook == "setup.yml":
-        wanted = any(variables.get(k) for k in PROVISIONS)
-        wanted = wanted or bool(INSTALLED_PROFILERS & set(variables.get("iolab_host_profilers", ())))
-        return {} if set(hosts) <= released and not wanted else None
+        if not set(hosts) <= released or variables.get("iolab_host_facts_dest"):
+            return None
+        if "perf" in variables.get("iolab_host_profilers", ()):
+            return None
+        wanted = {h: _packages(variables, hostvars.get(h, {})) for h in hosts}
+        return {h: [python, "-m", "iolab.host.pinned", *specs] for h, specs in wanted.items() if specs}
     if phase.playbook == "storage.yml" and variables.get("storage_role") == "storage_tmpfs":
-        python, runs = extravars["iolab_python"], f"{extravars['iolab_host_dir']}/runs/{extravars['iolab_owner']}"
-        return {h: tmpfs.host_call(python, h, variables, f"{runs}/{h}") for h in hosts}
+        runs = f"{extravars['iolab_host_dir']}/runs/{extravars['iolab_owner']}"
+        return {h: host_calls.tmpfs(python, h, variables, f"{runs}/{h}") for h in hosts}
     return None
 
 
 def play(
-    engine: Engine, argvs: dict[str, list[str]], hosts: list[str], extravars: dict[str, Any]
-) -> dict[str, runner.HostOutcome]:
-    """Run each host's argv under the release's PYTHONPATH; each host's outcome, as the play's would be."""
+    engine: Engine, phase: runner.Phase, argvs: dict[str, list[str]], hosts: list[str], extravars: dict[str, Any]
+) -> dict[str, runner.HostOutcome] | None:
+    """Run each host's argv under the release's PYTHONPATH: each host's outcome, as the play's would be; None when a
+    host lacks a pinned package (the step is Ansible's, which installs it)."""
     if not argvs:
         return {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     env = ["env", f"PYTHONPATH={extravars['iolab_host_dir']}/releases/{extravars['iolab_release']}"]
     replies = engine.call({h: [*env, *argv] for h, argv in argvs.items()}, STEP_TIMEOUT)
-    outcomes = {}
+    outcomes = {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     for host, reply in replies.items():
-        outcome = outcomes[host] = runner.HostOutcome(host, task=TASK, ended=time.monotonic())
+        outcome = outcomes[host] = runner.HostOutcome(host, task=TASKS[phase.playbook], ended=time.monotonic())
         if reply.timed_out:  # as a task that hangs fails the play's host (its teardown is tried after)
             outcome.failed, outcome.message = True, f"no answer within {STEP_TIMEOUT:.0f} s"
         elif not reply.reached:
@@ -66,6 +88,22 @@ def play(
             outcome.message = failure_message(
                 {"rc": reply.rc, "msg": "non-zero return code", "stderr": "\n".join(reply.err)}
             )
+        elif phase.playbook == "setup.yml" and json.loads(reply.out[-1] if reply.out else "[]"):
+            return None
         else:
             outcome.ok = 1
     return outcomes
+
+
+def _packages(variables: dict[str, Any], hostvars: dict[str, Any]) -> list[str]:
+    """The pinned packages the setup step's variables ask for on a host: the role's lists, or its inventory's."""
+    defaults = _role_defaults()
+    names = [lst for switch, lst in PACKAGES.items() if variables.get(switch)]
+    if "py-spy" in variables.get("iolab_host_profilers", ()):
+        names.append("iolab_host_py_spy_packages")
+    return [str(spec) for name in names for spec in hostvars.get(name, defaults[name])]
+
+
+@functools.cache
+def _role_defaults() -> dict[str, Any]:
+    return dict(yaml.safe_load((paths.ROLES / "iolab_host" / "defaults" / "main.yml").read_text()))

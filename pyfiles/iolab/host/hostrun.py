@@ -62,7 +62,7 @@ import time
 from pathlib import Path
 
 from iolab.host import ceph_osds, facts, live, profilers, telemetry
-from iolab.host.runs import PIDFILE, hold, write_json, write_pid
+from iolab.host.runs import PIDFILE, hold, own, write_json, write_pid
 from iolab.host.runstart import wait_for_start, wait_until
 from iolab.host.runstop import stop
 from iolab.host.watch import end_left, group_alive, step, watch
@@ -354,6 +354,7 @@ def main(args: list[str] | None = None) -> int:
         return kill(opts.dir)
     if opts.command != "stop":
         hold(opts.dir)
+        own(opts.dir)
     if opts.command == "run":
         argv = opts.argv[1:] if opts.argv[:1] == ["--"] else opts.argv
         if not argv:

@@ -11,12 +11,15 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from pathlib import Path
 
 from iolab.shared import processes
 
 PIDFILE = "hostrun.pid"
 CALLS = ".calls"  # HOST_DIR/runs/OWNER/HOST/.calls/PID: the command's hostrun calls there (hold)
+LOCK_SUFFIX = ".lock"  # RUN.lock, beside a run's directory: held by the call that runs it, and by `pack` (own)
+OWN_WAIT_S = 60.0  # s that `pack` waits for a run's call to end (it stops its tool within hostrun's own limits)
 SCRATCH = "scratch.json"  # RUN.scratch.json, beside a run's directory: what it writes on the storage (note_scratch)
 
 
@@ -42,6 +45,24 @@ def hold(run_dir: Path) -> None:
     noted = directory / CALLS / str(os.getpid())
     noted.write_text(str(processes.started(os.getpid())))
     atexit.register(_forget, noted)  # a call that ends as it should leaves no note; one killed leaves it for `stop`
+
+
+def own(run_dir: Path, wait_s: float = OWN_WAIT_S) -> None:
+    """Take the run's own lock (RUN.lock beside its directory) for this process's life, waiting up to `wait_s` for
+    the call that holds it: a run's call holds it until it has packed, so that `pack` (the controller's, for a call
+    it saw end without an answer) waits for a call that lost its session but still ends its tool, records and
+    packs, and then merges that call's archive rather than race it for the same files. A call that died frees it."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir.parent / f"{run_dir.name}{LOCK_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return  # (a call that will not end: `stop` ends it; packing goes on without it)
+            time.sleep(0.1)
 
 
 def _forget(noted: Path) -> None:
