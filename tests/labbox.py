@@ -1,9 +1,10 @@
 """The lab in a box for tests: one Ceph cluster (RBD, CephFS, radosgw) and one nfs-ganesha for the whole session.
 
-Brought up once, the first time a test asks for the fixture `lab_box` or `ceph_box` (tests/conftest.py), the
-way a user does it (`./lab lab.services-up --bind ADDRESS --services S --vars-file F`), in its own directory
-under /tmp and on free ports, bound to the session's simulated lab's controller address: localhost campaigns
-and the simulated hosts reach the same services. `ceph_box` starts Ceph alone and `lab_box` both services;
+Brought up once, in the background from the session's first test when its tests will ask for it (tests/conftest.py,
+`_lab_box_early`), else the first time a test asks for the fixture `lab_box` or `ceph_box`, the way a user does it
+(`./lab lab.services-up --bind ADDRESS --services S --vars-file F`), in its own directory under /tmp and on free
+ports, bound to the session's simulated lab's controller address: localhost campaigns and the simulated hosts
+reach the same services. `ceph_box` starts Ceph alone and `lab_box` both services;
 a test that needs NFS after a Ceph-only start adds it (`LabBox.ensure`). Under the CI's two pytest-xdist
 workers only one of them asks for NFS: this machine has one rpcbind, and a second nfs-ganesha's stop
 unregistered the first's NFS program (docs/DESIGN.md, "The test suite"). A developer's lab on the defaults
