@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 from pathlib import Path
 
 from iolab.shared import processes
@@ -54,15 +53,7 @@ def own(run_dir: Path, wait_s: float = OWN_WAIT_S) -> None:
     packs, and then merges that call's archive rather than race it for the same files. A call that died frees it."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(run_dir.parent / f"{run_dir.name}{LOCK_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return  # (a call that will not end: `stop` ends it; packing goes on without it)
-            time.sleep(0.1)
+    processes.lock_within(fd, wait_s)  # (not within it: a call that will not end, which `stop` ends)
 
 
 def _forget(noted: Path) -> None:

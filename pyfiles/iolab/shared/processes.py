@@ -8,6 +8,7 @@ by PID, gently then not: a backend's daemons on a host (iolab.host.mounts), a si
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import resource
 import signal
@@ -199,3 +200,17 @@ def naming(*words: bytes) -> int:
             continue
         count += all(word in args for word in words)
     return count
+
+
+def lock_within(fd: int, wait_s: float) -> bool:
+    """Take an exclusive flock on the open file `fd`, waiting up to `wait_s` s for whoever holds it: whether it was
+    taken (iolab.host.runs' run lock, iolab.sim's lock of the simulated labs)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)

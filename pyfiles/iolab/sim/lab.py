@@ -11,11 +11,11 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from iolab.errors import UserError
+from iolab.shared import processes
 
 ADDRESS_BLOCK = "10.77"  # lab S is 10.77.S.0/24
 GROUP = "gpu"
@@ -178,17 +178,8 @@ def lock(wait: float = 120.0) -> Iterator[None]:
     """One sim-up/sim-down at a time on this machine: the names they manage are global."""
     LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK_FILE, "a") as handle:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise UserError(
-                        f"another lab.sim-up or lab.sim-down holds {LOCK_FILE}; wait for it to finish"
-                    ) from None
-                time.sleep(0.2)
+        if not processes.lock_within(handle.fileno(), wait):
+            raise UserError(f"another lab.sim-up or lab.sim-down holds {LOCK_FILE}; wait for it to finish")
         try:
             yield
         finally:
