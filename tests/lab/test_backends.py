@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from iolab.shared.processes import alive
 from labbox import LabBox
 from support import Cli
 
@@ -36,14 +37,6 @@ pytestmark = pytest.mark.lab
 
 STATE = Path("/run/iolab/storage")  # per host and backend (the roles' state_dir)
 RECORDS = Path("/run/iolab/mounts")
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def processes_naming(text: str) -> list[int]:

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from iolab import sim
+from iolab.shared.processes import alive
 from support import ROOT, Cli
 
 pytestmark = pytest.mark.lab
@@ -63,13 +64,6 @@ def wait_for(proc: subprocess.Popen, what, message: str, timeout: float = 120.0)
 def tool_running(name: str) -> list[Path]:
     """PID files of tools running now on host `name` (any command's)."""
     return sorted(RUNS.glob(f"*/{name}/*/hostrun.pid"))
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 # --- a full results disk ---------------------------------------------------------------------------
