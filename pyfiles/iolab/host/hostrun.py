@@ -62,7 +62,7 @@ import time
 from pathlib import Path
 
 from iolab.host import ceph_osds, facts, live, profilers, telemetry
-from iolab.host.runs import PIDFILE, hold, own, write_json, write_pid
+from iolab.host.runs import PIDFILE, hold, own, own_lock, write_json, write_pid
 from iolab.host.runstart import wait_for_start, wait_until
 from iolab.host.runstop import stop
 from iolab.host.watch import end_left, group_alive, step, watch
@@ -244,6 +244,7 @@ def pack(run_dir: Path) -> int:
         tmp.unlink()
     else:
         tmp.replace(archive)
+    own_lock(run_dir).unlink(missing_ok=True)  # packed: nothing of the run stays but what is to be collected
     return 0
 
 

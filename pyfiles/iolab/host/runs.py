@@ -17,7 +17,7 @@ from iolab.shared import processes
 
 PIDFILE = "hostrun.pid"
 CALLS = ".calls"  # HOST_DIR/runs/OWNER/HOST/.calls/PID: the command's hostrun calls there (hold)
-LOCK_SUFFIX = ".lock"  # RUN.lock, beside a run's directory: held by the call that runs it, and by `pack` (own)
+LOCK_SUFFIX = ".lock"  # RUN.lock, beside a run's directory: held by the call that runs it and by `pack` (own)
 OWN_WAIT_S = 60.0  # s that `pack` waits for a run's call to end (it stops its tool within hostrun's own limits)
 SCRATCH = "scratch.json"  # RUN.scratch.json, beside a run's directory: what it writes on the storage (note_scratch)
 
@@ -52,8 +52,13 @@ def own(run_dir: Path, wait_s: float = OWN_WAIT_S) -> None:
     it saw end without an answer) waits for a call that lost its session but still ends its tool, records and
     packs, and then merges that call's archive rather than race it for the same files. A call that died frees it."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir.parent / f"{run_dir.name}{LOCK_SUFFIX}", os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(own_lock(run_dir), os.O_RDWR | os.O_CREAT, 0o600)
     processes.lock_within(fd, wait_s)  # (not within it: a call that will not end, which `stop` ends)
+
+
+def own_lock(run_dir: Path) -> Path:
+    """The run's lock file (own); `pack` removes it once the run is packed."""
+    return run_dir.parent / f"{run_dir.name}{LOCK_SUFFIX}"
 
 
 def _forget(noted: Path) -> None:
