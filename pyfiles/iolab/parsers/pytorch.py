@@ -14,8 +14,8 @@ its ranks (one per accelerator):
     steady_samples_per_s  Σ ranks  samples / measured spans, first steps out  samples/s
     batch_latency_p50/99  nearest rank over the measured batches of every rank:   s
                           the time the training loop waited for the batch
-    cpu_cores             Σ ranks  CPU time of the rank's process tree / window   cores
-                          (window: the end of its first step to the end of its last)
+    cpu_cores             Σ ranks  CPU time of the rank's process tree / its wall   cores
+                          (from the end of its first step to its last epoch's end, workers' exits included)
     epoch_time            the slowest rank's epoch, one sample per epoch      s (params.epoch)
     au                    mean over ranks of 100 · compute time / measured spans   % (with an accelerator)
     gpu_util              mean of NVML's utilization in the window        % (GPU mode)
@@ -204,7 +204,7 @@ def _rank(host_dir: Path, rank: dict[str, Any], col: dict[str, int]) -> dict[str
         "first_batch_s": records[0][col["ready_at"]] - records[0][col["requested_at"]],
         "batches": len(records),
         "latencies": [r[col["ready_at"]] - r[col["requested_at"]] for r in measured],
-        "cores": rank["cpu_seconds"] / window,
+        "cores": rank["cpu_seconds"] / (rank.get("cpu_s_over") or window),  # (older runs: the step window)
         "measured_bytes": sum(r[col["bytes"]] for r in measured),
     }
 
