@@ -13,6 +13,7 @@ import os
 import resource
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HZ = os.sysconf("SC_CLK_TCK")  # /proc/stat and /proc/<pid>/stat count in these ticks
@@ -160,11 +161,20 @@ def end_processes(members: dict[int, int], sig: int = signal.SIGKILL, wait: floa
 
 def alive(pid: int) -> bool:
     """True unless the process is gone or a zombie (whoever reaps it may be slow)."""
+    return _state(pid) not in (None, "Z", "X")
+
+
+def stopped(pid: int) -> bool:
+    """Whether `pid` is stopped (SIGSTOP, a debugger), a zombie, or gone: a process that will not go on by itself."""
+    return _state(pid) in (None, "T", "t", "Z", "X")
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter (/proc/PID/stat's third field), None once it is gone."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
-        return False
-    return state not in ("Z", "X")
+        return None
 
 
 def terminate(pids: list[int], grace: float) -> tuple[list[int], list[int]]:
@@ -202,15 +212,15 @@ def naming(*words: bytes) -> int:
     return count
 
 
-def lock_within(fd: int, wait_s: float) -> bool:
-    """Take an exclusive flock on the open file `fd`, waiting up to `wait_s` s for whoever holds it: whether it was
-    taken (iolab.host.runs' run lock, iolab.sim's lock of the simulated labs)."""
+def lock_within(fd: int, wait_s: float, worth_waiting: Callable[[], bool] = lambda: True) -> bool:
+    """Take an exclusive flock on the open file `fd`, waiting up to `wait_s` s for whoever holds it, and only while
+    `worth_waiting()`: whether it was taken (iolab.host.runs' run lock, iolab.sim's lock of the simulated labs)."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or not worth_waiting():
                 return False
             time.sleep(0.1)
