@@ -243,6 +243,11 @@ class Reply:
         self.died = False  # ended without an answer, and answered a probe after: its command died there
 
     @property
+    def unanswered(self) -> str:
+        """Why a command that did not run there gave no answer: ssh's last line, or its exit status."""
+        return self.err[-1] if self.err else f"ssh ended without an answer (exit {self.rc})"
+
+    @property
     def reached(self) -> bool:
         """Whether the command ran there: ssh exits 255 when it could not connect, or lost the connection."""
         return self.rc is not None and (self.local or self.rc != 255)

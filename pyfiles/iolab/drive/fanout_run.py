@@ -68,7 +68,7 @@ def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
         if reply.timed_out:
             outcome.message = f"no answer within {SLACK:.0f} s past the run's timeout"
         else:
-            outcome.message = reply.err[-1] if reply.err else f"ssh ended without an answer (exit {reply.rc})"
+            outcome.message = reply.unanswered
         return False
     lines = []
     for line in reply.out:

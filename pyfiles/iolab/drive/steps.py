@@ -82,7 +82,7 @@ def play(
             outcome.failed, outcome.message = True, f"no answer within {STEP_TIMEOUT:.0f} s"
         elif not reply.reached:
             outcome.unreachable = True
-            outcome.message = reply.err[-1] if reply.err else f"ssh ended without an answer (exit {reply.rc})"
+            outcome.message = reply.unanswered
         elif reply.rc != 0:
             outcome.failed = True
             outcome.message = failure_message(
