@@ -17,8 +17,10 @@ installed (`bench/_common.py` puts this checkout's pyfiles on the path). In orde
    loop on a batch made on the GPU), then pil, packed and, where NVIDIA DALI imports, dali
    (its mixed decoder on a GPU) — one run of the loader itself at 1 GPU, exactly as a
    campaign runs it (`python -m iolab.host.loader.torch_loader` under `iolab.host.hostrun`
-   with host telemetry): its images/s and GB/s over its measured window, the GPU's
-   utilisation and memory over that window, and its verdict (iolab.measures.limits.gpu_verdict):
+   with host telemetry, after a sync and a drop of the page cache, as a campaign's prepare
+   step does: "cache" says whether it could): its images/s and GB/s over its measured window,
+   the GPU's utilisation and memory and the host's telemetry over that window, and its
+   verdict (iolab.measures.limits.gpu_verdict):
    GPU-bound, client-CPU-bound (decode, with the cores it would need to feed the ceiling) or
    storage-bound, with the evidence.
 
@@ -40,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import ROOT  # noqa: F401  (puts this checkout's iolab on the path)
+from _common import ROOT, drop_caches  # ROOT: this checkout, whose iolab _common puts on the path
 
 from iolab.host import gpu_telemetry
 from iolab.measures import limits
@@ -110,12 +112,16 @@ def loader_run(root: Path, out: Path, reader: str, data: str, args: argparse.Nam
         *("--no-pack", "--profilers", "", "--"),
         *argv,
     ]
-    done = subprocess.run(run, capture_output=True, text=True)
+    paths = (str(ROOT / "pyfiles"), os.environ.get("PYTHONPATH"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    done = subprocess.run(run, capture_output=True, text=True, env=env)  # the loader's iolab: this checkout's
     if done.returncode != 0:
         tail = (out / "stderr.txt").read_text()[-600:] if (out / "stderr.txt").exists() else done.stderr[-600:]
         raise RuntimeError(f"the loader ({reader}) exited {done.returncode}: {tail.strip()}")
     tool = pytorch.parse(out)
-    found, metadata = telemetry_parser.merge(out, tool.measurements)  # as iolab.store.record merges a host's files
+    found, metadata = telemetry_parser.merge(
+        out, tool.measurements, tool.window
+    )  # as iolab.store.record merges a host's files
     metadata = {**tool.metadata, **metadata}
     run = ("gpu-check", reader, 1, "this-host", "local", reader)
     made = [Sample(*run, m.metric, m.value, m.unit, "", "", m.params, metadata) for m in [*tool.measurements, *found]]
@@ -168,12 +174,13 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
             if not within(reader):
                 continue
             out = Path(scratch) / f"run-{reader}"
+            cache = _cold()  # the data set was just written: its writeback and cached pages are no run's
             try:
                 samples = loader_run(root, out, reader, "synthetic" if reader == "synthetic" else "real", args, cuda)
             except RuntimeError as exc:
                 found["runs"][reader] = {"error": str(exc)}
                 continue
-            run = figures(samples)
+            run = figures(samples) | {"cache": cache}
             if reader == "synthetic":
                 ceiling = run["images_per_s"]
             else:
@@ -183,6 +190,15 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
             print(line(reader, run), flush=True)
     found["seconds"] = time.monotonic() - started
     return found
+
+
+def _cold() -> str:
+    """sync and drop the page cache before a run, as a campaign's prepare step does: "dropped", or why not."""
+    try:
+        drop_caches()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return f"not dropped: {exc}"
+    return "dropped"
 
 
 def _no_dali() -> str | None:
@@ -195,7 +211,8 @@ def line(reader: str, run: dict[str, Any]) -> str:
     util = f"{run['gpu_util_pct']:.0f} %" if run.get("gpu_util_pct") is not None else "not measured"
     text = (
         f"{reader}: {run['images_per_s'] or 0:,.0f} images/s over {run['steps']} measured steps, "
-        f"{run['gb_per_s']:.2f} GB/s, GPU util {util}, the loader {run['loader_cores'] or 0:.1f} cores"
+        f"{run['gb_per_s']:.2f} GB/s, GPU util {util}, the loader {run['loader_cores'] or 0:.1f} cores, "
+        f"cache {run.get('cache', 'not said')}"
     )
     if "verdict" in run:
         ratio = f"{run['ratio']:.0%} of the ceiling" if run.get("ratio") is not None else "no ceiling"

@@ -380,3 +380,49 @@ def test_the_gpus_fed_are_the_most_whose_real_data_held_the_threshold_of_the_cei
     lines = gpus.lines(samples)
     assert lines[0].startswith("loop (resnet50): 1 GPU(s) per host fed (real ≥ 90% of the synthetic ceiling) at 4,800")
     assert "; 2 GPU(s) not fed: " in lines[0]
+
+
+def h200_run(tmp_path, rate: float, loader_cores: float, util: float, au: float) -> list[Sample]:
+    """A run with figures as the H200 check saw (bench/gpu_check.py, docs/PERFORMANCE.md "Real GPUs"): a host of
+    16 cores, 13 of them busy, a run queue of 5 (a captured telemetry with its CPU rewritten to those: every
+    fixture here was taken on a saturated 2-core machine, and this one has no GPU)."""
+    records = [
+        json.loads(line) for line in (FIXTURES / "tmpfs-seq-read-1m" / "telemetry.jsonl").read_text().splitlines()
+    ]
+    for r in records:
+        if r["type"] == "start":
+            r["cpus"] = 16
+        if r["type"] == "sample":
+            r["cpu"] = {"user": 11.0, "system": 2.0, "idle": 3.0, "iowait": 0.0}
+            r["run_queue"] = 5
+    (tmp_path / "telemetry.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    tool = [
+        Measurement("steady_samples_per_s", rate, "samples/s"),
+        Measurement("cpu_cores", loader_cores, "cores"),
+        Measurement("gpu_util", util, "%"),
+        Measurement("au", au, "%"),
+    ]
+    return host_samples(tmp_path, run_id="real", tool=Parsed(tool, {}))
+
+
+def test_a_decode_that_would_need_more_cores_than_the_host_has_is_the_clients_limit(tmp_path):
+    """The PIL reader at 4,069 images/s of a 5,815 ceiling with 12.94 cores: the host's busy share stays under the
+    saturated mark; the CPU per image says the decode could not feed the ceiling on any storage."""
+    run = h200_run(tmp_path, 4069.0, 12.94, util=67.0, au=76.0)
+    assert limits._client(limits.evidence(run, ["h1"])) is None  # 13 of 16 busy: not saturated
+    verdict = limits.gpu_verdict(run, 5815.0)
+    assert verdict["side"] == "client"
+    assert verdict["reason"].startswith("this host's CPU: 16 cores, too few for the decode (13.00 of 16 cores busy")
+    assert "at 3.18 ms of CPU per image, feeding 5,815 images/s takes 18.5 cores" in verdict["reason"]
+    lighter = h200_run(tmp_path, 4069.0, 10.0, util=67.0, au=76.0)
+    assert limits.gpu_verdict(lighter, 5815.0)["side"] == "undetermined"  # 14.3 cores: under 0.9 of 16
+
+
+def test_data_on_time_under_the_ceiling_leaves_the_training_step_as_the_limit(tmp_path):
+    """The packed reader at AU 99 % and 81 % of the ceiling: the batches came on time, each step was slower."""
+    verdict = limits.gpu_verdict(h200_run(tmp_path, 4639.0, 11.64, util=69.0, au=98.9), 5718.0)
+    assert verdict["side"] == "gpu"
+    assert verdict["reason"].startswith("the training step: data on time (AU 99 %), each step slower than the")
+    assert "4,639 images/s of a 5,718 ceiling (81%)" in verdict["reason"]
+    late = limits.gpu_verdict(h200_run(tmp_path, 4639.0, 11.64, util=69.0, au=85.0), 5718.0)
+    assert late["side"] == "undetermined"  # the data late a seventh of the time

@@ -416,6 +416,14 @@ def test_per_second_series_add_ranks_up_over_whole_seconds():
     assert series["read_bw"] == [(102, 800.0), (103, 800.0), (104, 400.0)]
 
 
+def test_the_hosts_measured_window_is_while_every_rank_measured():
+    """Parsed.window, over which the host's telemetry is summed (iolab.parsers.telemetry.merge)."""
+    ranks = [{"window": {"start": 100.2, "end": 104.9}}, {"window": {"start": 100.6, "end": 104.5}}]
+    assert parser._window(ranks) == (100.6, 104.5)
+    apart = [{"window": {"start": 100.0, "end": 101.0}}, {"window": {"start": 102.0, "end": 103.0}}]
+    assert parser._window(apart) == (100.0, 103.0)  # ranks that never measured together: from first to last
+
+
 # ----------------------------------------------------------------- ResNet-50, process tree
 
 

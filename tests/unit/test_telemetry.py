@@ -658,3 +658,33 @@ def test_host_facts_name_the_gpus_through_nvml():
     assert [g["driver"] for g in gpus] == ["580.95.05", "580.95.05"] and all(g["memory"].endswith(" MiB") for g in gpus)
     assert fake.calls["shutdown"] == 1
     assert facts._gpus(None) == []
+
+
+def test_a_tools_measured_window_cuts_the_summaries_to_the_intervals_inside_it():
+    """A loader leaves its start-up out of its figures (Parsed.window): the host's CPU, queue and memory are summed
+    over the sampler's intervals whose middle falls inside that window, the memory's start being the interval's
+    before them; a window that holds no interval's middle leaves the whole run."""
+    case = FIXTURES / "limits-throttled-randread-64k"
+    samples = [r for r in raw_records(case.name) if r["type"] == "sample"]
+    inside = samples[1:3]
+    window = (inside[0]["t"] - inside[0]["dt"] + 0.01, inside[-1]["t"])
+
+    def figure(measurements, metric, **params):
+        return next(m.value for m in measurements if m.metric == metric and m.params == params)
+
+    cut, metadata = tparser.merge(case, [], window)
+    whole, _ = tparser.merge(case, [])
+    seconds = sum(s["dt"] for s in inside)
+    user = sum(s["cpu"]["user"] * s["dt"] for s in inside) / seconds
+    assert figure(cut, "cpu_cores", scope="host", mode="user") == pytest.approx(user)
+    assert figure(cut, "cpu_cores", scope="host", mode="user") != pytest.approx(
+        figure(whole, "cpu_cores", scope="host", mode="user")
+    )
+    queue = sum(s["run_queue"] * s["dt"] for s in inside) / seconds
+    assert figure(cut, "run_queue") == pytest.approx(queue)
+    lowest = min(s["mem"]["MemAvailable"] for s in inside)
+    assert figure(cut, "mem_taken_peak") == max(0, samples[0]["mem"]["MemAvailable"] - lowest)
+    assert metadata["telemetry"]["samples"] == 2 and metadata["telemetry"]["tool_window"] == list(window)
+    assert metadata["telemetry"]["window_s"] == pytest.approx(seconds)
+    before = samples[0]["t"] - samples[0]["dt"] - 10
+    assert tparser.merge(case, [], (before, before + 0.2))[0] == whole  # no interval inside: the whole run

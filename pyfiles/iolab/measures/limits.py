@@ -36,7 +36,14 @@ The thresholds, and why:
 - GPU_BUSY (NVML's utilization ≥ 90 % over the measured window) and CEILING_SHARE (a real-data
   rate ≥ 0.90 of the synthetic ceiling at the same GPU count): a GPU busy nine tenths of the
   time, or a loader that keeps up with what the GPUs eat from memory, leaves the GPUs as the
-  limit; then the client's CPU (the loader decodes) and the storage are judged as for a probe.
+  limit; then the client's CPU (the loader decodes) and the storage are judged as for a probe, and the
+  client is also the limit where the decode would need, at the CPU per image it spent, at least
+  CPU_SATURATED of the hosts' cores to feed the ceiling (seen on an H200 host of 16 cores: the
+  PIL reader needed 20.7–22.6 cores to feed the ceiling and kept 61–66 % of it). AU_FED (AU ≥
+  90 %, MLPerf Storage's mark for resnet50 and unet3d) under the ceiling's share: the data came on
+  time and the step itself ran slower than the synthetic leg's (seen there: the packed reader at
+  AU 99 %, 81–83 % of the ceiling, its batches copied from pageable memory with 15 workers on the
+  16 cores), so the training step, not the loader nor the storage, is the limit.
 - FOREIGN_MIN_CORES (0.25 core) and FOREIGN_SHARE (0.10 of the cores): CPU used outside the
   emulator disturbs a probe when it is at least a quarter of a core (a quiet host's own daemons
   and the sampler stay well under) and either a tenth of the host or taken from a saturated host.
@@ -64,6 +71,7 @@ FOREIGN_SHARE = 0.10
 READS = ("read", "randread")  # fio jobs that make a read baseline
 GPU_BUSY = 90.0  # %
 CEILING_SHARE = 0.90
+AU_FED = 90.0  # %
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,12 +325,15 @@ def capacity(ev: Evidence, accelerators: int) -> int:
 
 
 def _value(samples: list[Sample], metric: str, hosts: list[str]) -> float | None:
-    """A loader metric over the run's hosts: host "*" when made, else the hosts' sum (or, for a rate per GPU, mean)."""
+    """A loader metric over the run's hosts: host "*" when made, else the hosts' sum (a share of time: their mean;
+    the GPU's memory: its most)."""
     mine = [s for s in samples if s.metric == metric and not s.params.get("syscall") and not s.params.get("gpu")]
     everywhere = [s.value for s in mine if s.host == AGGREGATE_HOST]
     per_host = [s.value for s in mine if s.host in hosts]
-    if metric in ("gpu_util", "gpu_mem_used"):
-        return statistics.fmean(per_host) if per_host and metric == "gpu_util" else max(per_host, default=None)
+    if metric in ("gpu_util", "au"):  # shares of time: the hosts' mean
+        return statistics.fmean(per_host) if per_host else None
+    if metric == "gpu_mem_used":
+        return max(per_host, default=None)
     return everywhere[0] if everywhere else (sum(per_host) if per_host else None)
 
 
@@ -347,15 +358,28 @@ def gpu_verdict(samples: list[Sample], ceiling: float | None, baseline: list[Sam
     )
     if (util is not None and util >= GPU_BUSY) or (ceiling and rate >= CEILING_SHARE * ceiling):
         return {"side": "gpu", "reason": f"the GPUs: {gpu}; {keeps}"}
+    au = _value(samples, "au", hosts)
+    if au is not None and au >= AU_FED:
+        # The data came on time; each step took longer than the synthetic leg's (its copy to the GPU from pageable
+        # memory, kernel launches from a CPU the decode's workers crowd).
+        cpu_side = f"; {_whose(ev)} CPU: {_cpu(ev)}" if ev.cores else ""
+        return {
+            "side": "gpu",
+            "reason": f"the training step: data on time (AU {au:.0f} %), each "
+            f"step slower than the synthetic leg's; {keeps}; {gpu}{cpu_side}",
+        }
     cpu = f"the loader {loader:.2f} cores" if loader is not None else "the loader's CPU not measured"
-    need = ""
+    need, cores_needed = "", 0.0
     if loader and rate and ceiling:
         per_sample = loader / rate  # core-seconds per image
-        need = (
-            f"; at {per_sample * 1000:.2f} ms of CPU per image, feeding {ceiling:,.0f} images/s "
-            f"takes {per_sample * ceiling:.1f} cores"
-        )
+        cores_needed = per_sample * ceiling
+        need = f"; at {per_sample * 1000:.2f} ms of CPU per image, feeding {ceiling:,.0f} images/s "
+        need += f"takes {cores_needed:.1f} cores"
     client = _client(ev)
+    if not client and ev.cores and cores_needed >= CPU_SATURATED * ev.cores * ev.kernels:
+        # The decode alone would need more of the hosts' cores than a saturated host gives: however fast the
+        # storage, this client cannot feed the ceiling (its busy share can stay lower: workers wait on each other).
+        client = f"{_whose(ev)} CPU: {ev.cores * ev.kernels} cores, too few for the decode ({_cpu(ev)})"
     saturated, busy, storage = _storage(ev)
     if saturated:
         return {"side": "storage", "reason": f"storage: {storage}; {keeps}; {gpu}"}

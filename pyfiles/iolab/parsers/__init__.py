@@ -36,6 +36,9 @@ class Parsed:
     # Per-second time series of additive metrics, {metric: [(epoch seconds, value), ...]}, summed
     # over the tool's jobs: what the multi-host aggregate uses to add hosts up over a common window.
     series: dict[str, list[tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    # The tool's measured window (epoch seconds: start, end) where it measures less than its whole run (a loader
+    # leaves its start-up and first step out): the host's telemetry is summed over the same window.
+    window: tuple[float, float] | None = None
 
 
 class ParseError(Exception):

@@ -98,7 +98,19 @@ def parse(host_dir: Path) -> Parsed:
         raise ParseError(f"{host_dir / 'loader.json'}: records lack a column ({exc})") from None
     ranks = [_rank(host_dir, rank, col) for rank in document["ranks"]]
     out = _measurements(host_dir, document, ranks, col)
-    return Parsed(measurements=out, metadata=_metadata(document, ranks), series=_series(document["ranks"], col))
+    return Parsed(
+        measurements=out,
+        metadata=_metadata(document, ranks),
+        series=_series(document["ranks"], col),
+        window=_window(document["ranks"]),
+    )
+
+
+def _window(ranks: list[dict[str, Any]]) -> tuple[float, float]:
+    """The host's measured window (epoch s): while every rank measured, else (ranks that did not overlap) from the
+    first rank's start to the last one's end."""
+    starts, ends = [r["window"]["start"] for r in ranks], [r["window"]["end"] for r in ranks]
+    return (max(starts), min(ends)) if max(starts) < min(ends) else (min(starts), max(ends))
 
 
 def _measurements(

@@ -6,7 +6,9 @@
     potential_caching(telemetry, tool_read_bytes) → the flag, with its evidence
 
 Summaries are over the telemetry window (from the end of the ramp to the tool's
-end) and are exact: sums of the per-interval deltas divided by the window, not
+end; for a tool that names its own measured window, as a loader leaves its start-up and
+first step out, over the sampler's intervals whose middle falls inside that window) and
+are exact: sums of the per-interval deltas divided by the window, not
 averages of per-second rates. Per device (`params.device`), for devices that did
 IO in the window and for the devices under the target (whose silence is evidence):
 
@@ -107,6 +109,17 @@ class Telemetry:
         before = self.start.get("mem", {}).get("Cached")
         after = self.samples[-1]["mem"].get("Cached") if self.samples else None
         return None if before is None or after is None else after - before
+
+    def over(self, start: float, end: float) -> Telemetry:
+        """The intervals whose middle falls in [start, end] (epoch s), the window's start state being the last
+        interval's before them; itself when no interval does (a window shorter than half an interval)."""
+        kept = [s for s in self.samples if start <= s["t"] - s["dt"] / 2 <= end]
+        if not kept:
+            return self
+        before = [s for s in self.samples if s["t"] <= kept[0]["t"] - kept[0]["dt"]]
+        mem = before[-1].get("mem", self.start.get("mem", {})) if before else self.start.get("mem", {})
+        opened = {**self.start, "t": kept[0]["t"] - kept[0]["dt"], "mem": mem, "window": [start, end]}
+        return dataclasses.replace(self, start=opened, samples=kept)
 
     def device_totals(self) -> dict[str, dict[str, float]]:
         """Per device, the sums over the window of every raw delta (r_ios, r_bytes, r_ms, busy_ms, ...)."""
@@ -289,6 +302,8 @@ def _info(tel: Telemetry) -> dict[str, Any]:
         "interval_s": tel.start.get("interval"),
         "samples": len(tel.samples),
         "started_at": tel.start.get("t"),
+        # the tool's measured window (epoch s) the summaries were cut to, when it named one and it held an interval
+        "tool_window": tel.start.get("window"),
         "target": tel.target,
         "sampler_cpu_pct": tel.end.get("sampler_cpu_pct"),
         "errors": tel.end.get("errors", []),
@@ -382,8 +397,12 @@ def tool_read_bytes(measurements: list[Measurement], seconds: float) -> float:
     return sum(m.value for m in measurements if m.metric == "read_bw" and m.unit == "B/s") * seconds
 
 
-def merge(host_dir: Path, tool_measurements: list[Measurement]) -> tuple[list[Measurement], dict[str, Any]]:
-    """The telemetry measurements of a host, and the metadata every sample of that host gets.
+def merge(
+    host_dir: Path, tool_measurements: list[Measurement], window: tuple[float, float] | None = None
+) -> tuple[list[Measurement], dict[str, Any]]:
+    """The telemetry measurements of a host, and the metadata every sample of that host gets; over the tool's
+    measured `window` (epoch s, Parsed.window) when it names one, so that the host's CPU, queue and devices are
+    judged over the seconds its figures cover.
 
     ([], {}) without telemetry; a telemetry file that cannot be read costs the run
     nothing but its telemetry, and says why in `telemetry_error`.
@@ -394,6 +413,8 @@ def merge(host_dir: Path, tool_measurements: list[Measurement]) -> tuple[list[Me
         return [], {"telemetry_error": str(exc)}
     if tel is None:
         return [], {}
+    if window is not None:
+        tel = tel.over(*window)
     check = potential_caching(tel, tool_read_bytes(tool_measurements, tel.window_s))
     metadata = {
         "telemetry": _info(tel),

@@ -61,11 +61,12 @@ def _host_samples(
         "job": _read_json(host_dir / "fio_job.json"),
         "profiling": record.get("profiling"),  # the profilers' files beside the run's (raw/)
     }
-    # Host telemetry (telemetry.jsonl, when the run kept one): its summaries join the tool's samples,
+    # Host telemetry (telemetry.jsonl, when the run kept one): its summaries (over the tool's measured window,
+    # where it names one) join the tool's samples,
     # and the potential-caching check puts its flags and evidence in every sample of the host.
     from iolab.parsers import telemetry
 
-    telemetry_measurements, telemetry_metadata = telemetry.merge(host_dir, parsed.measurements)
+    telemetry_measurements, telemetry_metadata = telemetry.merge(host_dir, parsed.measurements, parsed.window)
     metadata.update(telemetry_metadata)
     started, ended = record.get("started_at", time.time()), record.get("ended_at", time.time())
     samples = [
