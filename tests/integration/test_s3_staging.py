@@ -1,4 +1,4 @@
-"""Role storage_s3's staging copy of the data set, through role dataset_gen's preflight (issue 23).
+"""Role storage_s3's staging copy of the data set, through role dataset_gen's checks (issue 23).
 
 The staging copy is on the host's own disk, not in the bucket: these plays run the role's data set
 tasks alone (--tags storage_s3_dataset) on localhost, read-only so that nothing is uploaded and no
@@ -61,7 +61,7 @@ def test_staging_a_data_set_larger_than_the_disk_is_refused_before_a_file_is_wri
     assert re.search(
         rf"the data set \(100000000 files\) needs about {needed} MiB but {root} has [0-9]+ MiB free on localhost; "
         "give the backend more space or the data set fewer files",
-        done.stdout,
+        " ".join(done.stdout.split()),  # the task's stderr, as Ansible's output wraps it
     ), done.stdout
     assert not (tmp_path / "staging").exists()
 

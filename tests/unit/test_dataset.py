@@ -470,3 +470,47 @@ def test_command_line_prints_json_for_ansible(dataset, packs, capsys):
 
     assert main(["gen", str(root), "--files", str(FILES), "--seed", "99"]) == 2
     assert "use another directory or remove it" in capsys.readouterr().err
+
+
+def test_the_data_set_step_is_one_call_on_either_route_and_refuses_before_writing(tmp_path, capsys):
+    """The fan-out's step (iolab.drive.steps) and roles/dataset_gen's task run the same argv (iolab.shared.calls):
+    made where missing with its packs, kept the second time, refused in one line where another data set is there or
+    the storage has no room — before a file is written."""
+    from iolab.drive import runner, steps
+    from iolab.shared import calls
+
+    variables = {"dataset_gen_target": str(tmp_path), "dataset_gen_files": 12, "dataset_gen_seed": 1}
+    variables |= {"dataset_gen_classes": 3, "dataset_gen_formats": ["packed"]}
+    extra = {"iolab_python": "python3", "iolab_host_dir": "/opt/iolab", "iolab_owner": "me"}
+    argvs = steps.calls(runner.Phase("dataset.yml", variables), ["h1", "h2"], {"h1", "h2"}, extra, {})
+    assert argvs == {h: calls.dataset("python3", h, variables) for h in ("h1", "h2")}
+    root = tmp_path / "iolab-h1" / "dataset"
+    assert argvs["h1"][3:5] == ["ensure", str(root)] and "--formats" in argvs["h1"]
+    report = steps.calls(
+        runner.Phase("dataset.yml", {**variables, "dataset_gen_report_dest": "/r"}), ["h1"], set(), extra, {}
+    )
+    assert report is None  # data.gen's reports go to the controller: its play
+
+    def ensure(argv: list[str]) -> tuple[int, dict | str]:
+        code = main(argv[3:])
+        out, err = capsys.readouterr()
+        return code, json.loads(out) if code == 0 else err.strip()
+
+    code, made = ensure(argvs["h1"])
+    assert code == 0 and made["changed"] and made["before"]["state"] == "missing"
+    assert made["after"]["state"] == "ready" and made["packed"] == ["packed"] and made["generated"]["files"] == 12
+    code, kept = ensure(argvs["h1"])
+    assert code == 0 and not kept["changed"] and kept["before"]["state"] == "ready"
+    code, said = ensure(calls.dataset("python3", "h1", {**variables, "dataset_gen_seed": 2}))
+    assert code == 2 and said == (
+        f"error: {root} holds another data set (files=12, seed=1, classes=3, generator=iolab.host.dataset.gen/1), not "
+        "files=12, seed=2, classes=3, generator=iolab.host.dataset.gen/1 on h1; remove it or give the data set another "
+        "place"
+    )
+    code, said = ensure(calls.dataset("python3", "h2", {**variables, "dataset_gen_files": 10**9}))
+    assert code == 2 and re.fullmatch(
+        r"error: the data set \(1000000000 files and packs: packed\) needs about \d+ MiB but \S+ has \d+ MiB free on "
+        "h2; give the backend more space or the data set fewer files",
+        said,
+    ), said
+    assert not (tmp_path / "iolab-h2").exists()

@@ -128,7 +128,7 @@ def test_the_loader_on_s3_reads_the_staged_data_set_and_no_dataset_phase_runs(tm
 
 
 def test_the_staging_probe_counts_another_data_set_it_replaces_as_free_space(tmp_path, monkeypatch):
-    """Role storage_s3 stages through role dataset_gen's preflight with --replace: the staging directory is
+    """Role storage_s3 stages through role dataset_gen's checks with --replace: the staging directory is
     iolab's own, another data set there is removed first, so its bytes count as free and all of this one is needed."""
     from iolab.host.dataset.gen import gen
     from iolab.host.loader import dataset_state

@@ -6,10 +6,12 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
   campaign needs (its defaults' lists, or the inventory's), so that look is made here, with the same program
   (iolab.host.pinned); a host that lacks one sends the step to Ansible after all, which installs it;
 - the tmpfs backend's mount and unmount (roles/storage_tmpfs is one task): the same argv
-  (iolab.shared.calls.tmpfs), so the same checks and refusals in the same words.
+  (iolab.shared.calls.tmpfs), so the same checks and refusals in the same words;
+- the campaign's data set (playbooks/dataset.yml: roles/dataset_gen is one task, iolab.shared.calls.dataset's argv),
+  with no time limit, as the play's task had none: generating a large data set takes what it takes.
 
-Every other step stays a play (a data set, another backend's state, a host to provision): `calls` says None, and
-so does `play` when the packages' look finds one missing.
+Every other step stays a play (another backend's state, a host to provision, `data.gen`'s data set with its reports
+to the controller): `calls` says None, and so does `play` when the packages' look finds one missing.
 
     calls(phase, hosts, released, extravars, hostvars) → {host: argv} ({}: nothing to run) | None (a play)
     play(engine, phase, calls, hosts, extravars) → {host: runner.HostOutcome} | None (a play after all)
@@ -31,6 +33,7 @@ from iolab.parsers import failure_message
 from iolab.shared import calls as host_calls
 
 STEP_TIMEOUT = 300.0  # s: a tmpfs's mount, or its unmount (this command's tools stopped, then umount tried for 10 s)
+TIMEOUTS = {"setup.yml": STEP_TIMEOUT, "storage.yml": STEP_TIMEOUT, "dataset.yml": None}
 # roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml).
 PACKAGES = {
     "iolab_host_dl": "iolab_host_dl_packages",
@@ -40,6 +43,7 @@ PACKAGES = {
 TASKS = {  # the role task each step's call stands for, as a failure names it
     "setup.yml": "Look for the pinned Python packages in the host's virtualenv",
     "storage.yml": "Mount the tmpfs, or unmount it, after its checks",
+    "dataset.yml": "Put the data set there, after its checks (kept when it is already there)",
 }
 
 
@@ -63,6 +67,8 @@ def calls(
     if phase.playbook == "storage.yml" and variables.get("storage_role") == "storage_tmpfs":
         runs = f"{extravars['iolab_host_dir']}/runs/{extravars['iolab_owner']}"
         return {h: host_calls.tmpfs(python, h, variables, f"{runs}/{h}") for h in hosts}
+    if phase.playbook == "dataset.yml" and not variables.get("dataset_gen_report_dest"):
+        return {h: host_calls.dataset(python, h, variables) for h in hosts}
     return None
 
 
@@ -74,12 +80,13 @@ def play(
     if not argvs:
         return {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     env = ["env", f"PYTHONPATH={extravars['iolab_host_dir']}/releases/{extravars['iolab_release']}"]
-    replies = engine.call({h: [*env, *argv] for h, argv in argvs.items()}, STEP_TIMEOUT)
+    timeout = TIMEOUTS[phase.playbook]
+    replies = engine.call({h: [*env, *argv] for h, argv in argvs.items()}, timeout)
     outcomes = {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     for host, reply in replies.items():
         outcome = outcomes[host] = runner.HostOutcome(host, task=TASKS[phase.playbook], ended=time.monotonic())
         if reply.timed_out:  # as a task that hangs fails the play's host (its teardown is tried after)
-            outcome.failed, outcome.message = True, f"no answer within {STEP_TIMEOUT:.0f} s"
+            outcome.failed, outcome.message = True, f"no answer within {timeout:.0f} s"
         elif not reply.reached:
             outcome.unreachable = True
             outcome.message = reply.unanswered

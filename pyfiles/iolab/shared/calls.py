@@ -3,11 +3,15 @@
 templates one imports nothing more):
 
     tmpfs(python, host, variables, stop_dir)  → iolab.host.tmpfs's mount or unmount
+    dataset(python, host, variables)          → iolab.host.dataset ensure: the campaign's data set on the host
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+# roles/dataset_gen's defaults, for a variable its caller leaves out (the fan-out's steps pass what the phase sets).
+DATASET_DEFAULTS = {"files": 1000, "seed": 1, "classes": 100, "kind": "imagenet-like", "formats": [], "workers": 0}
 
 
 def tmpfs(
@@ -33,3 +37,27 @@ def tmpfs(
     if stop_dir is not None and (stop_tools or state == "unmounted"):
         argv += ["--stop-dir", stop_dir] + ([] if stop_tools else ["--keep-archives"])
     return argv
+
+
+def dataset_root(host: str, variables: dict[str, Any]) -> str:
+    """Where `host`'s data set goes: dataset_gen_root (per host: its <root>/<host>), else the storage under test's
+    <dataset_gen_target>/iolab-<host>/dataset (hosts may share a file system and must not generate into one
+    directory)."""
+    root, target = str(variables.get("dataset_gen_root") or ""), str(variables.get("dataset_gen_target") or "")
+    if root:
+        return f"{root}/{host}" if variables.get("dataset_gen_per_host") else root
+    if not target:
+        raise ValueError("give dataset_gen_target (the storage under test) or dataset_gen_root (an exact directory)")
+    return f"{target}/iolab-{host}/dataset"
+
+
+def dataset(python: str, host: str, variables: dict[str, Any]) -> list[str]:
+    """The one host-side call (iolab.host.dataset ensure) that puts the campaign's data set on `host`: the argv of
+    both routes, roles/dataset_gen's task (through its filter plugin) and the fan-out's steps (iolab.drive.steps).
+    `variables`: the dataset phase's (iolab.drive.datasets.phase: dataset_gen_target or _root, _files, _seed, ...)."""
+    value = {key: variables.get(f"dataset_gen_{key}", default) for key, default in DATASET_DEFAULTS.items()}
+    argv = [python, "-m", "iolab.host.dataset", "ensure", dataset_root(host, variables), "--host", host]
+    argv += ["--files", str(value["files"]), "--seed", str(value["seed"]), "--classes", str(value["classes"])]
+    argv += ["--kind", str(value["kind"]), "--formats", ",".join(value["formats"])]
+    argv += ["--workers", str(value["workers"])] if int(value["workers"]) > 0 else []
+    return argv + (["--replace"] if variables.get("dataset_gen_replace") else [])

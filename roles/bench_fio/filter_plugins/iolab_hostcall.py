@@ -1,6 +1,6 @@
 """The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall) and the tmpfs
-backend's mount and unmount (iolab.shared.calls). The loader roles' and storage_tmpfs's filter_plugins are links to
-this directory. Each filter imports what it needs when called: Ansible templates a task in a worker of its own, which
+backend's mount and unmount (iolab.shared.calls). The loader roles', storage_tmpfs's and dataset_gen's filter_plugins are
+links to this directory. Each filter imports what it needs when called: Ansible templates a task in a worker of its own, which
 imports them again, and storage_tmpfs's task needs no workload kind (iolab.workloads: ≈ 0.5 s here)."""
 
 from __future__ import annotations
@@ -27,6 +27,17 @@ def iolab_tmpfs_call(variables: dict, python: str, host: str, stop_dir: str | No
     return tmpfs(python, host, dict(variables), stop_dir)
 
 
+def iolab_dataset_call(variables: dict, python: str, host: str) -> list[str]:
+    """`variables` (the dataset_gen role's) | iolab_dataset_call(PYTHON, HOST): the data set's one call on the host."""
+    from iolab.shared.calls import dataset
+
+    return dataset(python, host, dict(variables))
+
+
 class FilterModule:
     def filters(self) -> dict:
-        return {"iolab_host_call": iolab_host_call, "iolab_tmpfs_call": iolab_tmpfs_call}
+        return {
+            "iolab_host_call": iolab_host_call,
+            "iolab_tmpfs_call": iolab_tmpfs_call,
+            "iolab_dataset_call": iolab_dataset_call,
+        }

@@ -1,4 +1,8 @@
-"""python -m iolab.host.dataset {gen,histogram,pack,verify}: the host-side command line.
+"""python -m iolab.host.dataset {gen,ensure,histogram,pack,verify}: the host-side command line.
+
+`ensure` is the campaign's data-set step on a host, whichever route runs it (roles/dataset_gen's one task, or the
+fan-out's steps, iolab.drive.steps): what is there (iolab.host.loader.dataset_state), refused in one line where another
+data set is there or the storage has no room, generated where missing, each missing pack made; one JSON report.
 
 Results go to stdout (a JSON object with --json, for Ansible to read); progress goes
 to stderr when it is a terminal; a UserError is one line on stderr and exit status 2.
@@ -38,7 +42,17 @@ def _emit(args: argparse.Namespace, result: dict, lines: list[str]) -> None:
         print("\n".join(lines))
 
 
+MIB = 1 << 20
+
+
 def cmd_gen(args: argparse.Namespace) -> int:
+    result, lines = _gen(args)
+    _emit(args, result, lines)
+    return 0
+
+
+def _gen(args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """Generate the data set at args.root (or keep the one there): its JSON result and its lines."""
     import PIL
 
     from iolab.host.dataset.gen import GENERATOR, gen
@@ -73,14 +87,35 @@ def cmd_gen(args: argparse.Namespace) -> int:
         "pillow": PIL.__version__,
     }
     verb = f"generated in {seconds:.1f} s ({manifest.files / seconds:.0f} files/s)" if not existed else "already there"
-    _emit(
-        args,
-        result,
-        [
-            f"{args.root}: {manifest.files} files, {total} bytes (mean {total / manifest.files:.0f} B), {verb}",
-            f"manifest hash {manifest.hash}",
-        ],
-    )
+    return result, [
+        f"{args.root}: {manifest.files} files, {total} bytes (mean {total / manifest.files:.0f} B), {verb}",
+        f"manifest hash {manifest.hash}",
+    ]
+
+
+def cmd_ensure(args: argparse.Namespace) -> int:
+    from iolab.host.dataset.pack import pack
+    from iolab.host.loader.dataset_state import state
+
+    formats = [f for f in args.formats.split(",") if f]
+    wanted = (args.root, args.files, args.seed, args.classes, formats, args.kind)
+    before = state(*wanted, replace=args.replace)
+    if before["state"] == "other":
+        raise UserError(f"{before['reason']} on {args.host}; remove it or give the data set another place")
+    if before["needed_bytes"] > before["free_bytes"]:
+        packs = f" and packs: {', '.join(before['packs_missing'])}" if before["packs_missing"] else ""
+        raise UserError(
+            f"the data set ({args.files} files{packs}) needs about {round(before['needed_bytes'] / MIB)} MiB but "
+            f"{args.root} has {round(before['free_bytes'] / MIB)} MiB free on {args.host}; give the backend more "
+            "space or the data set fewer files"
+        )
+    generated: dict = {}
+    if before["state"] == "missing":
+        generated, _ = _gen(args)
+    for fmt in before["packs_missing"]:
+        pack(args.root, fmt, samples_per_shard=_default_per_shard(args.root))
+    report = {"before": before, "after": state(*wanted), "generated": generated, "packed": before["packs_missing"]}
+    print(json.dumps({**report, "changed": bool(generated.get("generated") or before["packs_missing"])}))
     return 0
 
 
@@ -209,6 +244,18 @@ def parser() -> argparse.ArgumentParser:
         help="root is iolab's own scratch: remove another data set found there instead of refusing",
     )
     g.set_defaults(run=cmd_gen)
+
+    e = sub.add_parser("ensure", help="the campaign's data set: checked, generated where missing, its packs made")
+    e.add_argument("root", type=Path, help="directory of the data set")
+    e.add_argument("--files", type=int, required=True, help="number of files")
+    e.add_argument("--seed", type=int, required=True, help="same seed, same bytes")
+    e.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
+    e.add_argument("--kind", default="imagenet-like", help="as gen's")
+    e.add_argument("--formats", default="", help="comma-separated packs wanted beside it")
+    e.add_argument("--workers", type=int, default=None, help="generator processes (default: usable CPUs)")
+    e.add_argument("--replace", action="store_true", help="as gen's: root is iolab's own scratch")
+    e.add_argument("--host", default="this host", help="the host's name, as a refusal says it")
+    e.set_defaults(run=cmd_ensure, json=True)
 
     h = sub.add_parser("histogram", help="file sizes by power-of-two bucket and the fio --bssplit")
     h.add_argument("root", type=Path, help="directory to walk")
