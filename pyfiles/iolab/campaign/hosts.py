@@ -25,6 +25,7 @@ from pathlib import Path
 from ClusterShell.NodeSet import RESOLVER_NOGROUP, NodeSet, NodeSetParseError
 from ClusterShell.NodeUtils import GroupResolver, GroupResolverError, GroupSource
 
+from iolab.campaign import plain_inventory
 from iolab.errors import UserError
 
 # A host set larger than this is a typo (gpu[0-99999999]), refused before it is expanded.
@@ -97,12 +98,21 @@ def _check_inventory_size(path: Path) -> None:
 
 
 def load_inventory(path: str | Path) -> Inventory:
-    """Read any inventory Ansible reads (YAML, INI, with its own ranges)."""
+    """Read any inventory Ansible reads (YAML, INI, with its own ranges): a plain YAML one without Ansible's parser
+    (iolab.campaign.plain_inventory, the same hosts, groups and variables), any other with it."""
     path = Path(path)
     if not path.exists():
         hint = " (create it with `invoke lab.sim-up`)" if path.name == "sim.yml" else ""
         raise UserError(f"inventory file {path} does not exist{hint}; pass --inventory with an existing file")
     _check_inventory_size(path)
+    plain = plain_inventory.read(path)
+    if plain is not None and plain[0]:
+        return Inventory(path, *plain)
+    return ansible_inventory(path)
+
+
+def ansible_inventory(path: Path) -> Inventory:
+    """The inventory as Ansible's own parser reads it (with Ansible's magic variables in hostvars)."""
     from ansible.inventory.manager import InventoryManager
     from ansible.parsing.dataloader import DataLoader
     from ansible.vars.manager import VariableManager

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from iolab.errors import UserError
 
@@ -245,18 +246,7 @@ def parser() -> argparse.ArgumentParser:
     )
     g.set_defaults(run=cmd_gen)
 
-    e = sub.add_parser("ensure", help="the campaign's data set: checked, generated where missing, its packs made")
-    e.add_argument("root", type=Path, help="directory of the data set")
-    e.add_argument("--files", type=int, required=True, help="number of files")
-    e.add_argument("--seed", type=int, required=True, help="same seed, same bytes")
-    e.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
-    e.add_argument("--kind", default="imagenet-like", help="as gen's")
-    e.add_argument("--formats", default="", help="comma-separated packs wanted beside it")
-    e.add_argument("--workers", type=int, default=None, help="generator processes (default: usable CPUs)")
-    e.add_argument("--replace", action="store_true", help="as gen's: root is iolab's own scratch")
-    e.add_argument("--host", default="this host", help="the host's name, as a refusal says it")
-    e.set_defaults(run=cmd_ensure, json=True)
-
+    _ensure_parser(sub)
     h = sub.add_parser("histogram", help="file sizes by power-of-two bucket and the fio --bssplit")
     h.add_argument("root", type=Path, help="directory to walk")
     h.set_defaults(run=cmd_histogram)
@@ -283,6 +273,20 @@ def parser() -> argparse.ArgumentParser:
     for s in (g, h, k, v):
         s.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     return p
+
+
+def _ensure_parser(sub: Any) -> None:
+    e = sub.add_parser("ensure", help="the campaign's data set: checked, generated where missing, its packs made")
+    e.add_argument("root", type=Path, help="directory of the data set")
+    e.add_argument("--files", type=int, required=True, help="number of files")
+    e.add_argument("--seed", type=int, required=True, help="same seed, same bytes")
+    e.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
+    e.add_argument("--kind", default="imagenet-like", help="as gen's")
+    e.add_argument("--formats", default="", help="comma-separated packs wanted beside it")
+    e.add_argument("--workers", type=int, default=None, help="generator processes (default: usable CPUs)")
+    e.add_argument("--replace", action="store_true", help="as gen's: root is iolab's own scratch")
+    e.add_argument("--host", default="this host", help="the host's name, as a refusal says it")
+    e.set_defaults(run=cmd_ensure, json=True)
 
 
 def main(argv: list[str] | None = None) -> int:
