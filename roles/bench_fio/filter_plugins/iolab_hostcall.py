@@ -1,7 +1,8 @@
-"""The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall) and the tmpfs
-backend's mount and unmount (iolab.shared.calls). The loader roles', storage_tmpfs's and dataset_gen's filter_plugins are
-links to this directory. Each filter imports what it needs when called: Ansible templates a task in a worker of its own, which
-imports them again, and storage_tmpfs's task needs no workload kind (iolab.workloads: ≈ 0.5 s here)."""
+"""The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall), the tmpfs
+backend's mount and unmount and the campaign's data set (iolab.shared.calls). The loader roles', storage_tmpfs's and
+dataset_gen's filter_plugins are links to this directory. Each filter imports what it needs when called: Ansible
+templates a task in a worker of its own, which imports them again, and storage_tmpfs's and dataset_gen's tasks need no
+workload kind (iolab.workloads: ≈ 0.5 s here)."""
 
 from __future__ import annotations
 
