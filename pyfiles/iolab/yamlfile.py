@@ -22,7 +22,7 @@ MAX_NODES = 100_000  # values in the document once every alias (*name) is expand
 MAX_DEPTH = 64  # nested lists and mappings; a campaign nests five or six
 
 
-class _BoundedLoader(yaml.SafeLoader):
+class BoundedLoader(yaml.SafeLoader):
     """A SafeLoader that bounds the document's size with its aliases expanded, and refuses duplicate keys."""
 
     def __init__(self, stream: str, source: str):
@@ -115,7 +115,7 @@ def read_text(path: Path, what: str, flag: str, max_bytes: int = MAX_BYTES, kind
 def load(path: str | Path, what: str, flag: str) -> Any:
     """Parse a user's YAML file with the bounds above; every error is one line naming the file."""
     path = Path(path)
-    loader = _BoundedLoader(read_text(path, what, flag), str(path))
+    loader = BoundedLoader(read_text(path, what, flag), str(path))
     try:
         return loader.get_single_data()
     except yaml.YAMLError as exc:

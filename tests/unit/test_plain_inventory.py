@@ -113,8 +113,9 @@ def test_every_rule_the_reader_keeps_gives_ansibles_answer(tmp_path):
         "all:\n  hosts:\n    h1:\n  port: 22\n",
         "[gpu]\nh1\n",
         "all:\n  children:\n    fast: gpu01\n",
+        "all:\n  hosts:\n    h1:\n      a: 1\n    h1:\n      a: 2\n",
     ],
-    ids=["vault", "plugin", "alpha-range", "port", "other-key", "ini", "group-as-a-string"],
+    ids=["vault", "plugin", "alpha-range", "port", "other-key", "ini", "group-as-a-string", "a-key-twice"],
 )
 def test_what_only_ansible_reads_is_left_to_it(tmp_path, text):
     path = tmp_path / "lab.yml"

@@ -5,9 +5,10 @@ command (docs/PERFORMANCE.md), for what is most labs' inventory — groups, chil
                  Ansible reads it (iolab.campaign.hosts.load_inventory)
 
 Plain means: a .yml/.yaml file of groups whose keys are only `vars`, `children` and `hosts`, plain YAML (no tag:
-no !vault, no !unsafe), host patterns that are names or names with numeric ranges (`gpu[01:04]`), no `plugin:` (an
-inventory plugin's configuration), no group_vars/ or host_vars/ beside it or in the working directory, and Ansible's
-default `hash_behaviour` (replace). Anything else is Ansible's to read, as before.
+no !vault, no !unsafe; within iolab.yamlfile's bounds, no key given twice), host patterns that are names or names
+with numeric ranges (`gpu[01:04]`), no `plugin:` (an inventory plugin's configuration), no group_vars/ or
+host_vars/ beside it or in the working directory, and Ansible's default `hash_behaviour` (replace). Anything else
+is Ansible's to read, as before.
 
 Ansible's rules, kept here: every group without a parent is a child of `all`; a host in no group but `all` is in
 `ungrouped`; a host's variables are its groups' (each ancestor's too), the shallowest group first, then by
@@ -28,6 +29,9 @@ from typing import Any
 
 import yaml
 
+from iolab.errors import UserError
+from iolab.yamlfile import BoundedLoader
+
 SECTIONS = ("vars", "children", "hosts")
 _NAME = r"[A-Za-z0-9_.-]+"
 _PATTERN = re.compile(rf"(?:{_NAME}|\[[0-9]+:[0-9]+\])+")
@@ -38,8 +42,9 @@ class _NotPlain(Exception):
     """Something only Ansible's parser reads as Ansible means it."""
 
 
-class _Strict(yaml.SafeLoader):
-    """YAML without tags (a !vault value is Ansible's to decrypt)."""
+class _Strict(BoundedLoader):
+    """YAML without tags (a !vault value is Ansible's to decrypt), within iolab's bounds (size with aliases expanded,
+    nesting, no key given twice: Ansible warns of one and keeps the last, and is left to do so)."""
 
 
 def _no_tag(loader: yaml.Loader, suffix: str, node: yaml.Node) -> Any:
@@ -185,13 +190,17 @@ def read(path: Path) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]], dict[
         return None
     inventory = _Inventory()
     try:
-        data = yaml.load(path.read_text(), Loader=_Strict)  # noqa: S506 (a SafeLoader that refuses every tag)
+        loader = _Strict(path.read_text(), str(path))
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
         if not isinstance(data, dict) or "plugin" in data:
             return None
         for name, group in data.items():
             inventory.group(str(name), group)
         inventory.reconcile()
-    except (_NotPlain, yaml.YAMLError, UnicodeDecodeError):
+    except (_NotPlain, UserError, yaml.YAMLError, UnicodeDecodeError):
         return None
     hosts = inventory.members("all")
     groups = {name: inventory.members(name) for name in inventory.groups}
