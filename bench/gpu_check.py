@@ -119,9 +119,8 @@ def loader_run(root: Path, out: Path, reader: str, data: str, args: argparse.Nam
         tail = (out / "stderr.txt").read_text()[-600:] if (out / "stderr.txt").exists() else done.stderr[-600:]
         raise RuntimeError(f"the loader ({reader}) exited {done.returncode}: {tail.strip()}")
     tool = pytorch.parse(out)
-    found, metadata = telemetry_parser.merge(
-        out, tool.measurements, tool.window
-    )  # as iolab.store.record merges a host's files
+    # as iolab.store.record merges a host's files: the telemetry over the loader's measured window
+    found, metadata = telemetry_parser.merge(out, tool.measurements, tool.window)
     metadata = {**tool.metadata, **metadata}
     run = ("gpu-check", reader, 1, "this-host", "local", reader)
     made = [Sample(*run, m.metric, m.value, m.unit, "", "", m.params, metadata) for m in [*tool.measurements, *found]]

@@ -480,7 +480,7 @@ def test_the_data_set_step_is_one_call_on_either_route_and_refuses_before_writin
     from iolab.shared import calls
 
     variables = {"dataset_gen_target": str(tmp_path), "dataset_gen_files": 12, "dataset_gen_seed": 1}
-    variables |= {"dataset_gen_classes": 3, "dataset_gen_formats": ["packed"]}
+    variables |= {"dataset_gen_classes": 3, "dataset_gen_kind": "imagenet-like", "dataset_gen_formats": ["packed"]}
     extra = {"iolab_python": "python3", "iolab_host_dir": "/opt/iolab", "iolab_owner": "me"}
     argvs = steps.calls(runner.Phase("dataset.yml", variables), ["h1", "h2"], {"h1", "h2"}, extra, {})
     assert argvs == {h: calls.dataset("python3", h, variables) for h in ("h1", "h2")}

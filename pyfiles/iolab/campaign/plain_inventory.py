@@ -121,19 +121,15 @@ class _Inventory:
 
     def descendants(self, name: str) -> list[str]:
         """`name` and the groups under it, level by level in the order written."""
+        return self._walk(name, "children")
+
+    def _walk(self, name: str, relation: str) -> list[str]:
+        """`name` and the groups its `relation` (children, parents) reaches, level by level in the order written."""
         ordered, level = [name], [name]
         while level:
-            level = [c for g in level for c in self.groups[g].children if c not in ordered]
-            level = list(dict.fromkeys(level))
+            level = list(dict.fromkeys(r for g in level for r in getattr(self.groups[g], relation) if r not in ordered))
             ordered += level
         return ordered
-
-    def ancestors(self, name: str) -> list[str]:
-        found, todo = [name], [name]
-        while todo:
-            todo = [p for g in todo for p in self.groups[g].parents if p not in found]
-            found += list(dict.fromkeys(todo))
-        return found
 
     def reconcile(self) -> None:
         for name, group in self.groups.items():
@@ -150,7 +146,7 @@ class _Inventory:
         return tuple(dict.fromkeys(h for g in self.descendants(name) for h in self.groups[g].hosts))
 
     def variables(self, host: str) -> dict[str, Any]:
-        names = {a for g in self.member.get(host, []) for a in self.ancestors(g)} | {"all"}
+        names = {a for g in self.member.get(host, []) for a in self._walk(g, "parents")} | {"all"}
         groups = sorted(names, key=lambda g: (self.groups[g].depth, self.groups[g].priority, g))
         merged: dict[str, Any] = {}
         for name in groups:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-# roles/dataset_gen's defaults, for a variable its caller leaves out (the fan-out's steps pass what the phase sets).
-DATASET_DEFAULTS = {"files": 1000, "seed": 1, "classes": 100, "kind": "imagenet-like", "formats": [], "workers": 0}
-
 
 def tmpfs(
     python: str,
@@ -54,10 +51,13 @@ def dataset_root(host: str, variables: dict[str, Any]) -> str:
 def dataset(python: str, host: str, variables: dict[str, Any]) -> list[str]:
     """The one host-side call (iolab.host.dataset ensure) that puts the campaign's data set on `host`: the argv of
     both routes, roles/dataset_gen's task (through its filter plugin) and the fan-out's steps (iolab.drive.steps).
-    `variables`: the dataset phase's (iolab.drive.datasets.phase: dataset_gen_target or _root, _files, _seed, ...)."""
-    value = {key: variables.get(f"dataset_gen_{key}", default) for key, default in DATASET_DEFAULTS.items()}
+    `variables`: the dataset phase's (iolab.drive.datasets.phase) or the role's (its defaults filled in): where
+    (dataset_gen_target or _root, _per_host), what (_files, _seed, _classes, _kind, _formats), and optionally
+    _workers (0: every usable CPU) and _replace."""
+    value = {key: variables[f"dataset_gen_{key}"] for key in ("files", "seed", "classes", "kind", "formats")}
+    workers = int(variables.get("dataset_gen_workers") or 0)
     argv = [python, "-m", "iolab.host.dataset", "ensure", dataset_root(host, variables), "--host", host]
     argv += ["--files", str(value["files"]), "--seed", str(value["seed"]), "--classes", str(value["classes"])]
     argv += ["--kind", str(value["kind"]), "--formats", ",".join(value["formats"])]
-    argv += ["--workers", str(value["workers"])] if int(value["workers"]) > 0 else []
+    argv += ["--workers", str(workers)] if workers > 0 else []
     return argv + (["--replace"] if variables.get("dataset_gen_replace") else [])

@@ -20,6 +20,8 @@ from typing import Any
 
 from iolab.errors import UserError
 
+MIB = 1 << 20
+
 
 def _progress(what: str) -> Callable[[int, int], None] | None:
     if not sys.stderr.isatty():
@@ -41,9 +43,6 @@ def _emit(args: argparse.Namespace, result: dict, lines: list[str]) -> None:
         print(json.dumps(result, sort_keys=True))
     else:
         print("\n".join(lines))
-
-
-MIB = 1 << 20
 
 
 def cmd_gen(args: argparse.Namespace) -> int:
