@@ -62,6 +62,10 @@ all:
         role: storage
         nested: {c: 3}
     empty:
+    ungrouped:                  # gpu03 is in rack1 too: Ansible takes it out of ungrouped, and its variables
+      hosts:
+        gpu03:
+      vars: {only_ungrouped: 1}
 """
 
 

@@ -139,8 +139,9 @@ class _Inventory:
             mine = set(self.member.get(host, []))
             if mine <= {"all"}:
                 self.host(host, "ungrouped", None)
-            elif "ungrouped" in mine and mine - {"all", "ungrouped"}:
+            elif "ungrouped" in mine and mine - {"all", "ungrouped"}:  # (and so not ungrouped's variables)
                 self.groups["ungrouped"].hosts.remove(host)
+                self.member[host].remove("ungrouped")
 
     def members(self, name: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(h for g in self.descendants(name) for h in self.groups[g].hosts))
