@@ -51,19 +51,18 @@ def own(run_dir: Path, wait_s: float = OWN_WAIT_S) -> None:
     the call that holds it: a run's call holds it until it has packed, so that `pack` (the controller's, for a call
     it saw end without an answer) waits for a call that lost its session but still ends its tool, records and
     packs, and then merges that call's archive rather than race it for the same files. A call that died frees it; one
-    that is stopped (SIGSTOP) is not waited for (its PID is in the file once it holds it)."""
+    that is stopped (SIGSTOP) is not waited for (the kernel's list of locks names the holder: a PID the holder wrote
+    itself would be missing when it was stopped between taking the lock and writing it)."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(own_lock(run_dir), os.O_RDWR | os.O_CREAT, 0o600)
     # (not within it: a call that will not end, which `stop` ends)
     processes.lock_within(fd, wait_s, lambda: not _holder_stopped(fd))
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
 
 
 def _holder_stopped(fd: int) -> bool:
-    """Whether the call that holds the run's lock (its PID in the file) is stopped; False while it is not known."""
-    holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-    return holder.isdigit() and processes.stopped(int(holder))
+    """Whether the call that holds the run's lock is stopped; False while none is known to hold it."""
+    holder = processes.lock_holder(fd)
+    return holder is not None and processes.stopped(holder)
 
 
 def own_lock(run_dir: Path) -> Path:

@@ -212,6 +212,21 @@ def naming(*words: bytes) -> int:
     return count
 
 
+def lock_holder(fd: int) -> int | None:
+    """The PID of the process that holds an flock on the open file `fd` (/proc/locks), None when none does."""
+    st = os.fstat(fd)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()  # "1: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF"; a waiter's line has "->"
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where and fields[4].lstrip("-").isdigit():
+            return int(fields[4])
+    return None
+
+
 def lock_within(fd: int, wait_s: float, worth_waiting: Callable[[], bool] = lambda: True) -> bool:
     """Take an exclusive flock on the open file `fd`, waiting up to `wait_s` s for whoever holds it, and only while
     `worth_waiting()`: whether it was taken (iolab.host.runs' run lock, iolab.sim's lock of the simulated labs)."""
