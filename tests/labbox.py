@@ -9,7 +9,7 @@ a test that needs NFS after a Ceph-only start adds it (`LabBox.ensure`). Under t
 workers only one of them asks for NFS: this machine has one rpcbind, and a second nfs-ganesha's stop
 unregistered the first's NFS program (docs/DESIGN.md, "The test suite"). A developer's lab on the defaults
 (/var/lib/iolab, 3300/6789, 2049, 7480) is never touched. Torn down at the end of the session whatever
-happened: `lab.services-down --destroy`, then whatever is left, killed by PID, and the directory deleted.
+happened: its daemons ended by their PIDs, and the directory deleted (`LabBox.tear_down`).
 
 Every test of the session (of a pytest-xdist worker, under the CI) shares it, so a test names what it creates
 (images, buckets' prefixes, directories) with its own prefix and removes it, and a test that stops a daemon or
@@ -294,30 +294,29 @@ class LabBox:
         return pids
 
     def tear_down(self) -> None:
-        """Leave nothing behind, whatever state the tests left the box in."""
+        """Leave nothing behind, whatever state the tests left the box in: its daemons ended by the PIDs they wrote,
+        what else still names its directory killed, the directory deleted.
+
+        Not `lab.services-down --destroy` (30 s here with both services, 79 s at the end of a CI worker): the
+        services' own stop and destroy are what test_services checks; the box's data goes with its directory, so
+        Ceph's daemons are killed outright, while nfs-ganesha and rpcbind are asked first (TERM: ganesha takes its
+        programs out of rpcbind's table as it exits)."""
         self.wait_started()
+        started = time.monotonic()
         pids = self.daemon_pids() if self.root.exists() else {}
-        # The services' PID files, data and logs live in their directories: with neither (an `absent` test removed
-        # them) services-down has nothing to stop or delete (8–12 s of a play for nothing)
-        if self.vars_file.exists() and (self.ceph_dir.exists() or self.nfs_dir.exists()):
-            started = time.monotonic()
-            services = ",".join(self.services)
-            self.cli()(
-                "lab.services-down",
-                "--destroy",
-                "--services",
-                services,
-                "--vars-file",
-                str(self.vars_file),
-                check=False,
-            )
-            self.timings["services-down"] = time.monotonic() - started
-        for pid, comm in pids.values():  # the playbook failed or did not stop them all
+        for pid, comm in pids.values():
+            if pid_alive(pid, comm):
+                os.kill(pid, signal.SIGTERM if comm in ("ganesha.nfsd", "rpcbind") else signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(pid_alive(pid, comm) for pid, comm in pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid, comm in pids.values():  # asked and still there
             if pid_alive(pid, comm):
                 os.kill(pid, signal.SIGKILL)
         for pid, _ in processes_using(str(self.root)):
             os.kill(pid, signal.SIGKILL)
         shutil.rmtree(self.root, ignore_errors=True)
+        self.timings["tear-down"] = time.monotonic() - started
 
 
 @contextmanager
