@@ -131,7 +131,7 @@ def test_a_stored_run_the_edited_file_no_longer_has_is_refused_naming_it_and_the
     store, _ = begun(tmp_path, [FIO, {**FIO, "name": "wr", "profile": "seq-write-1m"}])
     edited = write(tmp_path / "c.yml", [{**FIO, "runtime": "50s"}, {**FIO, "name": "wr", "profile": "seq-write-1m"}])
     with pytest.raises(UserError) as refused:
-        ledger.check(store, edited, ["localhost"])
+        ledger.check(store, edited, campaign.expand(edited), store.completed())
     started = ledger.read(store.dir)["started"]  # type: ignore[index]
     assert str(refused.value) == (
         f"campaign f: its file changed since {store.dir} was begun ({started}): 1 stored run(s) are no longer in it "
@@ -142,11 +142,12 @@ def test_a_stored_run_the_edited_file_no_longer_has_is_refused_naming_it_and_the
 
 def test_runs_added_to_the_file_resume_and_a_changed_run_not_stored_yet_is_said(tmp_path):
     store, spec = begun(tmp_path, [FIO, {**FIO, "name": "wr", "profile": "seq-write-1m"}])
-    assert ledger.check(store, spec, ["localhost"]) is None  # the same file
+    assert ledger.check(store, spec, campaign.expand(spec), store.completed()) is None  # the same file
     more = write(tmp_path / "c.yml", [FIO, {**FIO, "name": "wr", "profile": "seq-write-1m"}, {**FIO, "name": "x"}])
-    assert ledger.check(store, more.model_copy(update={"repetitions": 3}), ["localhost"]) is None
+    more = more.model_copy(update={"repetitions": 3})
+    assert ledger.check(store, more, campaign.expand(more), store.completed()) is None
     changed = write(tmp_path / "c.yml", [FIO, {**FIO, "name": "wr", "profile": "seq-write-1m", "runtime": "9s"}])
-    assert ledger.check(store, changed, ["localhost"]) == (
+    assert ledger.check(store, changed, campaign.expand(changed), store.completed()) == (
         "campaign f: its file changed since the last call: 1 run(s) of the earlier plan, none stored, are no longer "
         "in it; the runs are the file's as it is now"
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from iolab.campaign import model as campaign
+from iolab.campaign.repeats import more_repetitions
 from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
-from iolab.run import plan
 
 SPEC = {
     "name": "rep",
@@ -44,15 +44,15 @@ def test_disagreeing_repeats_get_one_more_repetition_at_a_time_up_to_the_cap(tmp
     store = ResultStore(tmp_path, "rep")
     store_values(store, one, [100.0, 100.0])  # agree
     store_values(store, two, [100.0, 130.0])  # ±13%: disagree
-    more = plan.more_repetitions(spec, store.samples(), runs, "mem")
+    more = more_repetitions(spec, store.samples(), runs, "mem")
     assert [(r.params["numjobs"], r.repetition) for r in more] == [(2, 3)]
     assert more[0].run_id not in {r.run_id for r in runs}
 
     store_values(store, more, [101.0])  # still ±13% around the median of three
-    fourth = plan.more_repetitions(spec, store.samples(), runs, "mem")
+    fourth = more_repetitions(spec, store.samples(), runs, "mem")
     assert [(r.params["numjobs"], r.repetition) for r in fourth] == [(2, 4)]
     store_values(store, fourth, [129.0])
-    assert plan.more_repetitions(spec, store.samples(), runs, "mem") == []  # the cap: the report flags them
+    assert more_repetitions(spec, store.samples(), runs, "mem") == []  # the cap: the report flags them
 
 
 def test_a_missing_repetition_is_filled_before_any_extra_one(tmp_path: Path):
@@ -61,7 +61,7 @@ def test_a_missing_repetition_is_filled_before_any_extra_one(tmp_path: Path):
     two = [r for r in runs if r.params["numjobs"] == 2]
     store = ResultStore(tmp_path, "rep")
     store_values(store, two[:1], [100.0])
-    assert plan.more_repetitions(spec, store.samples(), runs, "mem") == []
+    assert more_repetitions(spec, store.samples(), runs, "mem") == []
 
 
 def test_without_a_cap_above_repetitions_nothing_more_runs(tmp_path: Path):
@@ -69,4 +69,4 @@ def test_without_a_cap_above_repetitions_nothing_more_runs(tmp_path: Path):
     runs = campaign.expand(spec)
     store = ResultStore(tmp_path, "rep")
     store_values(store, runs, [100.0, 200.0, 100.0, 300.0])
-    assert plan.more_repetitions(spec, store.samples(), runs, "mem") == []
+    assert more_repetitions(spec, store.samples(), runs, "mem") == []

@@ -15,6 +15,7 @@ import json
 from iolab import faults
 from iolab.backends.base import DATASET_DIR
 from iolab.campaign.model import Campaign, Run, expand
+from iolab.campaign.repeats import more_repetitions
 from iolab.drive import fanout
 from iolab.drive.execute import Lab, workload_vars
 from iolab.errors import RunFailed
@@ -98,7 +99,7 @@ def _run_backend(state: CampaignState, backend: str, queue: list[Entry], runs: l
                 else:  # the last runs of the backend: unmounted with them, unless more repetitions may follow
                     session.play(part, last=number == len(parts) and not extra)
             tried.update(entry.run.run_id for entry in queue)
-            more = planning.more_repetitions(state.campaign, state.store.samples(), runs, backend) if extra else []
+            more = more_repetitions(state.campaign, state.store.samples(), runs, backend) if extra else []
             queue = [Entry(r, r.on(lab.hosts)) for r in more if r.run_id not in tried]
     return session.failures
 
@@ -206,7 +207,8 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
         if run.workload.name in shown:
             continue
         shown.add(run.workload.name)
+        variables = workload_vars(run)
         lines.append(f"      {_cache_line(run)}")
         lines += ["      " + line for line in faults.describe(run.workload)]
-        lines += ["      " + line for line in run.workload.dry_run(workload_vars(run))]
+        lines += ["      " + line for line in run.workload.dry_run(variables)]
     return "\n".join(lines)

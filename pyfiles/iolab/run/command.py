@@ -45,10 +45,10 @@ def campaign(
 
     spec = campaign_mod.load(path, max_runs=max_runs, workload_file=workload_file, memory=memory)
     gpus.check_hosts(spec, lab.hosts, paths.results_root())  # a GPU count a host is known to lack: refused here
-    if dry_run:  # it names what the campaign would run on the hosts (check_commands refuses it below)
+    campaign_mod.check_commands(spec, path, allow_commands or dry_run)  # a dry run names them, running nothing
+    if dry_run:
         echo(bench.describe(spec, lab, files_at_run_time=bool(sized_without_ram)))
         return
-    campaign_mod.check_commands(spec, path, allow_commands)
     with lease.held(lab, f"campaign {spec.name}", steal):
         store = results_store.open_store(paths.results_root(), spec.name)
         echo(bench.outcome(bench.run_campaign(spec, lab, store, resume=resume), store))

@@ -5,7 +5,6 @@
                                         fault's preflight, the progress; each refusal one line
     queued(campaign, hosts, store)      the runs, those not stored yet and each backend's queue; a run its hosts
                                         could not measure is refused here (Workload.admissible)
-    more_repetitions(...)               the next repetition of each point whose stored repeats disagree
     parts(queue)                        a queue cut at its searches: each search plays alone
     planned(runs), estimate(runs)       the runs' expected times (Progress's plan, --dry-run's total)
 
@@ -20,11 +19,11 @@ import shutil
 from pathlib import Path
 from typing import NamedTuple
 
-from iolab.campaign.model import Campaign, Run, expand, repetition
+from iolab.campaign.model import Campaign, Run, expand
+from iolab.campaign.repeats import more_repetitions
 from iolab.drive import injector, lease, live_metrics
 from iolab.drive.execute import Lab
-from iolab.measures import validity
-from iolab.measures.samples import ResultStore, Sample
+from iolab.measures.samples import ResultStore
 from iolab.progress import Planned, Progress
 from iolab.store import ledger
 
@@ -44,6 +43,7 @@ class Plan:
     todo: list[Entry]  # the runs not stored yet on every host, each with the hosts that lack it
     queues: dict[str, list[Entry]]  # per backend with something to run: its todo, then more repetitions
     extra: bool  # repeats that disagree may earn more repetitions (max_repetitions above repetitions)
+    done: set[tuple[str, str]]  # (run id, host) of every run the store holds done, as the call began
 
 
 def make(
@@ -61,7 +61,7 @@ def make(
         console.print(f"[yellow]{note}[/]")
     plan = queued(campaign, lab.hosts, store, only_repetition)  # refuses what could not be measured
     live_metrics.destination()  # a $IOLAB_LIVE_METRICS that names no destination is refused before any run
-    if only_repetition is None and (edited := ledger.check(store, campaign, lab.hosts)):
+    if only_repetition is None and (edited := ledger.check(store, campaign, plan.runs, plan.done)):
         console.print(f"[yellow]{edited}[/]")
     injector.preflight([e.run for e in plan.todo if e.run.workload.faults], lab)  # each fault can be applied here
     ledger.begin(store, campaign, plan.runs, lab.hosts, lease.record(f"campaign {campaign.name}"))
@@ -95,47 +95,7 @@ def queued(campaign: Campaign, hosts: list[str], store: ResultStore, only_repeti
         + [Entry(r, r.on(hosts)) for r in more_repetitions(campaign, stored, runs, backend)]
         for backend in dict.fromkeys(r.backend.name for r in runs)
     }
-    return Plan(runs, todo, {backend: queue for backend, queue in queues.items() if queue}, extra)
-
-
-def more_repetitions(campaign: Campaign, samples: list[Sample], runs: list[Run], backend: str) -> list[Run]:
-    """The next repetition of every point on `backend` whose stored repeats (`samples`: the store's) disagree,
-    up to max_repetitions.
-
-    A point's repeats are its runs in `runs` and the extra repetitions already stored
-    (from this call or an earlier one). A point with a repetition not stored (failed,
-    or left out) waits for the next call, which fills that gap first.
-    """
-    cap = campaign.max_repetitions or campaign.repetitions
-    if cap <= campaign.repetitions:
-        return []
-    stored = {s.run_id for s in samples}
-    chains: dict[tuple, list[Run]] = {}
-    for run in runs:
-        if run.backend.name == backend:
-            chains.setdefault(run.point, []).append(run)
-    nexts: dict[tuple, Run] = {}
-    for point, chain in chains.items():
-        while True:
-            last = max(chain, key=lambda r: r.repetition)
-            following = next(
-                r
-                for r in repetition(campaign, last.backend, last.workload, last.repetition + 1, last.hosts)
-                if r.cache_pass == last.cache_pass
-            )
-            if following.run_id not in stored:
-                break
-            chain.append(following)
-        if last.repetition < cap and all(r.run_id in stored for r in chain):
-            nexts[point] = following
-    ids = {r.run_id: point for point, chain in chains.items() for r in chain}
-    disagreeing = {
-        ids[run_id]
-        for g in validity.groups([s for s in samples if s.run_id in ids])
-        if g.metric in validity.MERIT_METRICS and len(g.values) > 1 and not g.agree
-        for run_id in g.run_ids
-    }
-    return [run for point, run in nexts.items() if point in disagreeing]
+    return Plan(runs, todo, {backend: queue for backend, queue in queues.items() if queue}, extra, done)
 
 
 def parts(queue: list[Entry]) -> list[list[Entry]]:

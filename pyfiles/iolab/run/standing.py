@@ -36,12 +36,10 @@ class Standing:
 
     def left_out(self, run: Run, hosts: list[str]) -> list[str]:
         """Record `run` as failed on those of its hosts that cannot run it: not mounted, or without the data set."""
-        skipped = _skipped(self.store, run, [h for h in hosts if h not in self.mounted], self.lost)
+        why = {h: self.lost.get(h, "host left out") for h in hosts if h not in self.mounted}
         if run.workload.uses_dataset:
-            skipped += _skipped(
-                self.store, run, [h for h in hosts if h in self.mounted and h in self.no_data], self.no_data
-            )
-        return skipped
+            why |= {h: self.no_data[h] for h in hosts if h in self.mounted and h in self.no_data}
+        return _skipped(self.store, run, why)
 
     def require(self, hosts: list[str]) -> None:
         """Stop (RunFailed) unless every one of `hosts` is mounted and holds the data set (the accelerator search)."""
@@ -95,14 +93,13 @@ class Standing:
                 )
 
 
-def _skipped(store: ResultStore, run: Run, hosts: list[str], lost: dict[str, str]) -> list[str]:
-    """Record a run as failed on hosts left out of it, with the reason."""
-    if not hosts:
+def _skipped(store: ResultStore, run: Run, why: dict[str, str]) -> list[str]:
+    """Record a run as failed on the hosts left out of it (`why`: each host's reason)."""
+    if not why:
         return []
-    records = [run_record(run, h, f"not run: {lost.get(h, 'host left out')}") for h in hosts]
+    records = [run_record(run, h, f"not run: {reason}") for h, reason in why.items()]
     store.add_run_records(records)
     return [
-        f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) not run on {h}: "
-        f"{lost.get(h, 'host left out')}"
-        for h in hosts
+        f"{run.workload.name} on {run.backend.name} (rep {run.repetition}) not run on {h}: {reason}"
+        for h, reason in why.items()
     ]

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import iolab
+from iolab.errors import UserError
 from iolab.measures.samples import utc_iso
 
 if TYPE_CHECKING:
@@ -86,19 +87,16 @@ def _file_hash(campaign: Campaign) -> str:
     return hashlib.sha256(campaign.model_dump_json().encode()).hexdigest()
 
 
-def check(store: ResultStore, campaign: Campaign, hosts: list[str]) -> str | None:
-    """Before a resume writes the ledger again: UserError when the store holds runs of the earlier plan that the
-    campaign no longer has (see the module's docstring); a line to say when runs of that plan not stored yet
-    changed; None when nothing of the earlier plan changed."""
-    from iolab.campaign.model import expand
-    from iolab.errors import UserError
-
+def check(store: ResultStore, campaign: Campaign, runs: list[Run], done: set[tuple[str, str]]) -> str | None:
+    """Before a resume writes the ledger again: UserError when the store holds runs (`done`: (run id, host) of those
+    it holds) of the earlier plan that the campaign (its `runs`, this call's plan) no longer has (see the module's
+    docstring); a line to say when runs of that plan not stored yet changed; None when nothing of it changed."""
     earlier = read(store.dir) or {}
     plan = [p for p in earlier.get("plan") or [] if isinstance(p, dict)]
     if not plan or earlier.get("file_hash") == _file_hash(campaign):
         return None
-    now = {r.run_id for r in expand(campaign, len(hosts))}
-    stored = {run_id for run_id, _ in store.completed()}
+    now = {r.run_id for r in runs}
+    stored = {run_id for run_id, _ in done}
     gone = [p for p in plan if p.get("run_id") not in now]
     if not gone:
         return None
