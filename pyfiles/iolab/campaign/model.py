@@ -385,7 +385,8 @@ def parse(
         )
     check_size(raw, source, max_runs)  # before a DLIO file is read or a host asked
     try:  # type: mlperf and type: dlio entries become the workloads they stand for; then MLPerf's rules mode
-        data = presets.expand(_rules_mode(dict(raw)), base_dir, memory)
+        data = _rules_mode(dict(raw))
+        data = presets.expand(data, base_dir, memory)
         data = mlperf.apply_rules(data, memory)
     except ValueError as exc:
         raise UserError(f"{source}: {exc}") from None
