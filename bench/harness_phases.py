@@ -1,13 +1,14 @@
 """Where one `./lab bench.all` command's wall goes on localhost, from inside it, per phase (issue 42):
 
-    .venv/bin/python bench/harness_phases.py [--rounds 2] [--name fanlocal]
+    .venv/bin/python bench/harness_phases.py [--rounds 2] [--name fanlocal] [--kind fio|pytorch|tensorflow]
 
-The command is bench/harness_cost.py's (a): one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs, the hosts set up by
-a first, unmeasured call, each call into a fresh results directory. bench/phase_probe/sitecustomize.py, on
+The command is bench/harness_cost.py's (a): one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (--kind pytorch or
+tensorflow: one loader run over a 256-file data set the command makes), the hosts set up by a first, unmeasured
+call, each call into a fresh results directory. bench/phase_probe/sitecustomize.py, on
 PYTHONPATH, times the command's own steps from inside it: start-up and imports, the campaign's load and checks, the
 lease, the release, each ansible-playbook process (its start-up before its first event, each task until the next
-one starts, its end), the fan-out's run, the store. Prints, per round, the wall, the load average before it, and a
-timeline: offset from the command's start and length, in s.
+one starts, its end), the steps and the run over the fan-out, the store. Prints, per round, the wall, the load
+average before it, and a timeline: offset from the command's start and length, in s.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from _common import ROOT
-from harness_cost import bench_all, campaign
+from harness_cost import LOADERS, bench_all, campaign, loader_campaign
 
 PROBE = ROOT / "bench" / "phase_probe"
 
@@ -58,9 +59,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--name", default="fanlocal", help="campaign name, and the tmpfs /mnt/iolab/NAME-mem")
+    parser.add_argument("--kind", choices=["fio", *LOADERS], default="fio", help="the run's kind (harness_cost's (a))")
     opts = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="harness-phases-"))
-    one = campaign(work, opts.name, 1)
+    one = campaign(work, opts.name, 1) if opts.kind == "fio" else loader_campaign(work, opts.name, opts.kind, 1)
     bench_all(one, work / "setup")  # sets the hosts up (this release), unmeasured
     for round_ in range(1, opts.rounds + 1):
         steps = work / f"phases-{round_}.jsonl"

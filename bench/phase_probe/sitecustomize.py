@@ -25,7 +25,7 @@ SPANS = {
     "iolab.drive.lease": ["_take", "_release"],
     "iolab.drive.release": ["build"],
     "iolab.drive.runner": ["run"],
-    "iolab.drive.execute": ["_Playbook._fan"],
+    "iolab.drive.execute": ["_Playbook._fan", "_Playbook._steps"],
     "iolab.results.store": ["open_store"],
     "iolab.run.bench": ["run_campaign"],
     "iolab.run.session": ["record_run"],
