@@ -42,7 +42,11 @@ def hold(run_dir: Path) -> None:
     fcntl.flock(os.open(directory, os.O_RDONLY | os.O_DIRECTORY), fcntl.LOCK_SH)
     (directory / CALLS).mkdir(exist_ok=True)
     noted = directory / CALLS / str(os.getpid())
-    noted.write_text(str(processes.started(os.getpid())))
+    # Whole or not at all, as a PID file: a note seen empty (this call stopped or killed while writing it) would be
+    # no call to `stop`, which would then keep the command's directory for a holder it does not know
+    tmp = noted.with_name(f".{noted.name}.tmp")
+    tmp.write_text(str(processes.started(os.getpid())))
+    tmp.replace(noted)
     atexit.register(_forget, noted)  # a call that ends as it should leaves no note; one killed leaves it for `stop`
 
 
