@@ -42,11 +42,9 @@ def hold(run_dir: Path) -> None:
     fcntl.flock(os.open(directory, os.O_RDONLY | os.O_DIRECTORY), fcntl.LOCK_SH)
     (directory / CALLS).mkdir(exist_ok=True)
     noted = directory / CALLS / str(os.getpid())
-    # Whole or not at all, as a PID file: a note seen empty (this call stopped or killed while writing it) would be
-    # no call to `stop`, which would then keep the command's directory for a holder it does not know
-    tmp = noted.with_name(f".{noted.name}.tmp")
-    tmp.write_text(str(processes.started(os.getpid())))
-    tmp.replace(noted)
+    # Whole or not at all: a note seen empty (this call stopped or killed while writing it) would be no call to
+    # `stop`, which would then keep the command's directory for a holder it does not know
+    write_whole(noted, str(processes.started(os.getpid())))
     atexit.register(_forget, noted)  # a call that ends as it should leaves no note; one killed leaves it for `stop`
 
 
@@ -99,8 +97,13 @@ def write_json(path: Path, data: dict) -> None:
 
 def write_pid(path: Path, pid: int) -> None:
     """A PID file written whole or not at all (`stop` may read it at any moment: an empty one would be no PID)."""
+    write_whole(path, f"{pid}\n")
+
+
+def write_whole(path: Path, text: str) -> None:
+    """`text` in `path`, written aside and renamed: a reader sees the whole of it or no file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(f"{pid}\n")
+    tmp.write_text(text)
     tmp.replace(path)
 
 

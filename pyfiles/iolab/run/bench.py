@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
 from iolab import faults
 from iolab.backends.base import DATASET_DIR
@@ -116,7 +117,7 @@ def next_repetition(spec: Campaign, store: ResultStore) -> Campaign:
     return spec.model_copy(update={"repetitions": repetition})
 
 
-def _cache_line(run: Run) -> str:
+def _cache_line(run: Run, variables: dict[str, Any]) -> str:
     workload = run.workload
     line = {
         "drop": "caches dropped before each run (sync; echo 3 > /proc/sys/vm/drop_caches)",
@@ -131,12 +132,12 @@ def _cache_line(run: Run) -> str:
     }[workload.cache]
     if workload.warmup:
         line += "; one unrecorded warm-up run first"
-    return line + f"; stopped after {workload.run_timeout(_default_timeout(run)):g} s"
+    return line + f"; stopped after {workload.run_timeout(_default_timeout(variables)):g} s"
 
 
-def _default_timeout(run: Run) -> float:
-    """The run's time limit as its bench role gets it."""
-    return float(next(v for k, v in workload_vars(run).items() if k.endswith("_timeout")))
+def _default_timeout(variables: dict[str, Any]) -> float:
+    """The run's time limit as its bench role gets it (`variables`: the run's, execute.workload_vars)."""
+    return float(next(v for k, v in variables.items() if k.endswith("_timeout")))
 
 
 def _dataset_lines(spec: Campaign, files_at_run_time: bool) -> list[str]:
@@ -208,7 +209,7 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
             continue
         shown.add(run.workload.name)
         variables = workload_vars(run)
-        lines.append(f"      {_cache_line(run)}")
+        lines.append(f"      {_cache_line(run, variables)}")
         lines += ["      " + line for line in faults.describe(run.workload)]
         lines += ["      " + line for line in run.workload.dry_run(variables)]
     return "\n".join(lines)
