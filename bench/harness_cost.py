@@ -1,6 +1,7 @@
 """The harness's cost on localhost, whole `./lab bench.all` commands (the hosts set up by a first, unmeasured call):
 
     .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal] [--kind fio|pytorch|tensorflow]
+                                           [--backend tmpfs|rbd|cephfs] [--checkout DIR]
 
 (a) one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (/mnt/iolab/NAME-mem): the command's wall time;
 (b) a campaign of 6 runs of 5 s + 1 s ramp on a 1 GiB tmpfs (3 fio profiles × 2 repetitions): Σ(runtime + ramp) / wall.
@@ -8,6 +9,10 @@
 set made by the command's dataset phase): (a) one run: its harness, the wall less the loader's own time (its
 run.json's ended_at - started_at); (b) 4 runs of it in one batch: the mean time between one run's loader ending and
 the next one's starting (run.json's), the per-run cost between runs.
+--backend rbd or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own (tests/labbox.py: real
+Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches) each run drops too; (b)
+then says the time between runs as well. --checkout: run another checkout's code (its tasks and pyfiles, this
+virtualenv): a before figure from a worktree of an earlier commit.
 Each call stores into a fresh results directory, so every call runs its runs. Prints each figure, the load average
 before it, and the route each run took (its run.json's `launcher`: clustershell, or ansible for run.yml).
 """
@@ -15,9 +20,11 @@ before it, and the route each run took (its run.json's `launcher`: clustershell,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,13 +35,23 @@ from _common import ROOT
 PROFILES = ["seq-read-1m", "rand-read-16k", "imagenet-bssplit"]
 
 
+BACKEND: dict = {"type": "tmpfs"}  # --backend's fields but name and size (a Ceph backend's: the box's cluster)
+CHECKOUT = ROOT  # --checkout
+
+
 def campaign(directory: Path, name: str, runs: int) -> Path:
     """One fio run of 2 s + 1 s (runs=1), or 3 profiles × 2 repetitions of 5 s + 1 s."""
     one = runs == 1
+    backend = {"name": f"{name}-mem", **BACKEND}
+    backend.update(
+        {"tmpfs": {"size": "256MiB" if one else "1GiB"}, "rbd": {"size": "192MiB", "image": name}}.get(
+            BACKEND["type"], {}
+        )
+    )
     data = {
         "name": name,
         "repetitions": 1 if one else 2,
-        "backends": [{"name": f"{name}-mem", "type": "tmpfs", "size": "256MiB" if one else "1GiB"}],
+        "backends": [backend],
         "workloads": [
             {"name": p, "type": "fio", "profile": p, "runtime": "2s" if one else "5s", "ramp": "1s", "size": "128MiB"}
             for p in (PROFILES[:1] if one else PROFILES)
@@ -101,9 +118,13 @@ def bench_all(path: Path, results: Path) -> float:
     """`./lab bench.all --campaign PATH` into `results`; its wall time in s. Where another engineer's command holds
     localhost, waits and tries again (never --steal)."""
     env = {**os.environ, "IOLAB_RESULTS": str(results)}
+    argv = ["./lab", "bench.all", "--campaign", str(path)]
+    if CHECKOUT != ROOT:  # that checkout's tasks and code, this virtualenv (its ./lab would make one of its own)
+        env["PYTHONPATH"] = str(CHECKOUT / "pyfiles")
+        argv = [str(ROOT / ".venv/bin/invoke"), *argv[1:]]
     while True:
         started = time.monotonic()
-        done = subprocess.run(["./lab", "bench.all", "--campaign", str(path)], cwd=ROOT, env=env, capture_output=True)
+        done = subprocess.run(argv, cwd=CHECKOUT, env=env, capture_output=True)
         wall = time.monotonic() - started
         if done.returncode == 0:
             return wall
@@ -122,11 +143,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--name", default="fanlocal", help="campaign name, and the tmpfs /mnt/iolab/NAME-mem")
     parser.add_argument("--kind", choices=["fio", *LOADERS], default="fio", help="the runs' kind (fio: (a) and (b))")
+    parser.add_argument("--backend", choices=["tmpfs", "rbd", "cephfs"], default="tmpfs", help="fio's backend")
+    parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose code runs (default: this)")
     opts = parser.parse_args()
+    global CHECKOUT
+    CHECKOUT = opts.checkout.resolve()
     work = Path(tempfile.mkdtemp(prefix="harness-cost-"))
     if opts.kind != "fio":
         loaders(opts.kind, work, opts.name, opts.rounds)
         return
+    with contextlib.ExitStack() as stack:
+        if opts.backend != "tmpfs":
+            sys.path.insert(0, str(ROOT / "tests"))
+            from labbox import lab_box  # the tests' lab in a box: its own ports and directory, torn down after
+
+            box = stack.enter_context(lab_box("127.0.0.1")).ensure("ceph")
+            BACKEND.update(type=opts.backend, **box.ceph_fields())
+            BACKEND.update({"method": "fuse"} if opts.backend == "cephfs" else {})
+        fio_rounds(work, opts.name, opts.rounds)
+
+
+def fio_rounds(work: Path, name: str, rounds: int) -> None:
+    """(a) and (b) for fio, `rounds` times."""
+    opts = argparse.Namespace(name=name, rounds=rounds)
     one, six = campaign(work, opts.name, 1), campaign(work, f"{opts.name}6", 6)
     bench_all(one, work / "setup")  # sets the hosts up (this release), unmeasured
     for round_ in range(1, opts.rounds + 1):
@@ -139,6 +178,10 @@ def main() -> None:
                 else f"Σ(runtime+ramp)/wall {busy / wall:.3f} ({busy:.0f}/{wall:.1f} s)"
             )
             route = routes(work / f"r{round_}-{runs}", path.stem)
+            if runs > 1:
+                times = tool_times(work / f"r{round_}-{runs}", path.stem)
+                gaps = [b[0] - a[1] for a, b in zip(times, times[1:], strict=False)]
+                said += f", between runs {sum(gaps) / len(gaps):.2f} s"
             print(f"round {round_}, {runs} run(s): {said}, load {load:.2f} before, route {route}", flush=True)
 
 

@@ -69,6 +69,7 @@ def test_an_rbd_run_drops_the_osds_cache_and_samples_their_counters(lab, cli, wr
 
     # The OSD's counters, once a second over the run's window: the reads fio made reached the OSD.
     files = host_files(cli, "itest-osd-drop", bw[0]["run_id"])
+    assert json.loads(files["run.json"].read_text())["launcher"] == "clustershell"  # the fan-out's one call a host
     lines = [json.loads(line) for line in files["osd_telemetry.jsonl"].read_text().splitlines()]
     assert lines[0]["type"] == "start" and lines[-1]["type"] == "end" and lines[-1]["errors"] == []
     samples = [r for r in lines if r["type"] == "sample"]

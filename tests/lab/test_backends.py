@@ -398,6 +398,8 @@ def test_a_campaign_reads_the_snapshot_and_the_image_through_librbd(services, si
     assert snap["host"]["mount"]["iolab"]["dataset_manifest_hash"] == loaded["manifest_hash"]
     assert snap["job"]["size"] == 32 << 20
     assert snap["storage_cache_state"]["dropped_on"] == ["ceph-lab"]
+    raw = services.cli.results / "itest-backends" / "raw"  # each host's run one call, the drop between the two
+    assert {json.loads(p.read_text())["launcher"] for p in raw.glob("*/gpu0[12]/run.json")} == {"clustershell"}
     blk = bw["itest-blk", "gpu02"]["metadata"]
     assert blk["fio_options"]["ioengine"] == "rbd" and blk["fio_options"]["rbdname"] == "iolab-itest-blk"
     usage = json.loads(services.rbd("du", "--format", "json", "iolab/iolab-itest-blk"))["images"][0]

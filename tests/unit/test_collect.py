@@ -8,7 +8,7 @@ import tarfile
 
 import yaml
 
-from iolab.drive import execute, runner
+from iolab.drive import runner, unpack
 from support import ROOT, hostrun
 
 
@@ -92,8 +92,8 @@ def test_the_controller_unpacks_a_returned_archive_and_fails_the_host_on_an_unre
     result = runner.Result(
         status="successful", rc=0, hosts={h: runner.HostOutcome(h, ok=3) for h in ("a", "b")}, log=""
     )
-    execute._extract(result, "a", io.BytesIO(archives[0]), tmp_path / "raw" / "a")
+    unpack.extract(result, "a", io.BytesIO(archives[0]), tmp_path / "raw" / "a")
     assert (tmp_path / "raw" / "a" / "stdout.txt").read_text() == "hello\n" and not result.failures()
-    execute._extract(result, "b", io.BytesIO(archives[0][:100]), tmp_path / "raw" / "b")  # cut short
+    unpack.extract(result, "b", io.BytesIO(archives[0][:100]), tmp_path / "raw" / "b")  # cut short
     assert [o.host for o in result.failures()] == ["b"]
     assert "unreadable" in result.hosts["b"].message

@@ -22,6 +22,7 @@ from iolab.errors import UserError
 from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE
 from iolab.workloads import hostcall
 from iolab.workloads.base import Play
+from iolab.workloads.fio import JOBTEXT_INLINE
 
 FIO = {
     "run_role": "bench_fio",
@@ -31,6 +32,7 @@ FIO = {
 }
 
 
+ENV = ["env", "PYTHONPATH=/opt/iolab/releases/r"]  # run_calls's: the release's
 TORCH = {"run_role": "bench_pytorch", "bench_pytorch_target": "/mnt/t", "bench_pytorch_options": {"reader": "dali"}}
 TORCH |= {"bench_pytorch_timeout": 60.0, "bench_pytorch_packs": ["packed"], "bench_pytorch_distributed": True}
 
@@ -53,9 +55,15 @@ def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_pat
     assert "bench_dlio runs through Ansible" in str(fanout.refusal(plain, ["gpu01"], {"run_role": "bench_dlio"}))
     assert fanout.refusal(plain, ["gpu01", "gpu02"], TORCH) is None  # a loader's run fans out too
     assert fanout.refusal(plain, ["gpu01"], {**TORCH, "bench_pytorch_s3": {}}) is None  # reader s3's too
-    assert "environment of its own" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "run_environment": {"A": "1"}}))
-    assert fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": "[job]\n"})
-    assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_ceph": {"conf": "/c"}})
+    assert fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": "[job]\n"}) is None  # in the prepare's argv
+    long = "[job]\n" + ";\n" * (JOBTEXT_INLINE // 2)  # too long for it: the bench role copies it
+    assert "over 64 KiB is copied by Ansible" in str(
+        fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": long})
+    )
+    assert "warm-up command" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "run_warm_command": ["true"]}))
+    # A Ceph backend's runs fan out: its environment (rbd's), the storage side's drop (drive.fanout_run.storage_side)
+    assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_environment": {"CEPH_CONF": "/c"}}) is None
+    assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_ceph": {"conf": "/c"}}) is None
     assert "bench_fio_s3" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_s3": {}}))
     assert "ansible_become" in str(fanout.refusal(inventory(tmp_path, ansible_become=True), ["gpu01"], FIO))
     local = inventory(tmp_path, ansible_connection="local")  # this machine: the same route, without ssh
@@ -65,6 +73,74 @@ def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_pat
     )
     become = inventory(tmp_path, ansible_connection="local", ansible_become=True)
     assert "gpu01's ansible_become is Ansible's to apply" in str(fanout.refusal(become, ["gpu01"], FIO))
+
+
+def test_the_storage_sides_hosts_are_reached_as_the_runs_hosts_are_or_the_run_is_ansibles(tmp_path):
+    """The hosts of group ceph_osd get their page cache dropped before the start, by this route's sessions: a
+    variable that changes how Ansible reaches one of them keeps the run on Ansible's route."""
+    data = {"all": {"children": {"gpu": {"hosts": {"gpu01": {"ansible_host": "10.0.0.11"}}}}}}
+    data["all"]["children"]["ceph_osd"] = {"hosts": {"osd1": {"ansible_host": "10.0.0.21", "ansible_become": True}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(data))
+    said = fanout.refusal(load_inventory(tmp_path / "inventory.yml"), ["gpu01"], FIO)
+    assert said == "osd1's ansible_become is Ansible's to apply"
+    del data["all"]["children"]["ceph_osd"]["hosts"]["osd1"]["ansible_become"]
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(data))
+    assert fanout.refusal(load_inventory(tmp_path / "inventory.yml"), ["gpu01"], FIO) is None
+
+
+def test_a_ceph_runs_calls_get_its_environment_and_its_drop_runs_once_before_the_start(tmp_path):
+    """What playbooks/run.yml gives a run on a Ceph backend, on the fan-out's route: every tool the backend's
+    environment, the first host IOLAB_CEPH (its OSDs sampled while the tool runs), and the drop once every host is
+    ready — the ceph_osd group's page cache, the cluster's OSDs from the first host — recorded as the role does."""
+    data = {"all": {"children": {"gpu": {"hosts": {"gpu01": {}, "gpu02": {}}}, "ceph_osd": {"hosts": {"osd1": {}}}}}}
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(data))
+    lab = load_inventory(tmp_path / "inventory.yml")
+    fio = {k.removeprefix("bench_fio_"): v for k, v in FIO.items() if k != "run_role"}
+    calls = {
+        h: hostcall.host_call("bench_fio", "/py", h, f"/runs/{h}", Play(["gpu01", "gpu02"]), True, fio)
+        for h in ("gpu01", "gpu02")
+    }
+    ceph = {"conf": "/etc/ceph/c.conf", "keyring": "/etc/ceph/k", "client": "admin", "mds": False}
+    variables = {**FIO, "run_ceph": ceph, "run_environment": {"CEPH_CONF": "/etc/ceph/c.conf"}}
+    fanned, drop = fanout_run.storage_side(lab, variables, True, ENV, calls)
+    assert fanned["gpu01"].env == {"CEPH_CONF": "/etc/ceph/c.conf", "IOLAB_CEPH": json.dumps(ceph)}
+    assert fanned["gpu02"].env == {"CEPH_CONF": "/etc/ceph/c.conf"}
+    assert drop is not None
+    assert drop.commands == [
+        ("osd1", fanout_run.PAGE_CACHE_DROP),
+        ("gpu01", [*ENV, "/py", "-m", "iolab.host.ceph_osds", "drop", "--cluster", json.dumps(ceph)]),
+    ]
+    started, went = [], []
+    drop(lambda host, argv, handler, timeout: started.append((host, handler)), lambda: went.append(True))
+    assert [h for h, _ in started] == ["osd1", "gpu01"] and not went
+    started[0][1].ev_hup(None, "osd1", 1)
+    started[0][1].ev_close(None, False)
+    assert not went  # the start waits for the last of them
+    started[1][1].ev_read(None, "gpu01", "stdout", json.dumps({"dropped": True, "mds": False}).encode())
+    started[1][1].ev_hup(None, "gpu01", 0)
+    started[1][1].ev_close(None, False)
+    assert went == [True]
+    assert drop.record() == {
+        "dropped_on": [],
+        "failed_on": ["osd1"],
+        "method": "sync; echo 3 > /proc/sys/vm/drop_caches",
+        "group": "ceph_osd",
+        "ceph": {"dropped": True, "mds": False},
+    }
+    # kept caches, a calibration (no storage), no storage side: no drop; a drop that said nothing is recorded so
+    assert fanout_run.storage_side(lab, variables, False, ENV, calls)[1] is None
+    (tmp_path / "bare.yml").write_text(yaml.safe_dump({"all": {"hosts": {"gpu01": {}}}}))
+    bare = load_inventory(tmp_path / "bare.yml")
+    assert fanout_run.storage_side(bare, FIO, True, ENV, {"gpu01": calls["gpu01"]})[1] is None
+    calibrate = hostcall.host_call(
+        "bench_calibrate", "/py", "gpu01", "/r", Play(["gpu01"]), True, {"argv": [], "timeout": 9.0}
+    )
+    assert fanout_run.storage_side(lab, variables, True, ENV, {"gpu01": calibrate})[1] is None
+    silent = fanout_run.StorageDrop([], ("gpu01", ["/py"]))
+    silent.replies[0].err.append("Traceback: boom")
+    assert silent.record() == {
+        "ceph": {"dropped": False, "error": "iolab.host.ceph_osds drop gave no record: Traceback: boom"}
+    }
 
 
 def test_the_ssh_config_reaches_each_host_as_the_inventory_says(tmp_path):
@@ -87,6 +163,13 @@ def test_the_commands_are_argv_lists_with_values_as_they_are():
     assert "--workdir" in call.prepare and "/mnt/t/iolab-gpu01" in call.prepare
     assert call.prepare[-1] == "--drop-caches"
     assert call.tool[-1] == "/runs/r1/job.fio"
+    job = hostcall.host_call(
+        "bench_fio", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, {**fio, "jobtext": "[j]\n"}
+    )
+    assert job.prepare[job.prepare.index("--jobtext") + 1] == "[j]\n" and "--jobfile" not in job.prepare
+    long = {**fio, "jobtext": "[j]\n" + " " * JOBTEXT_INLINE}
+    job = hostcall.host_call("bench_fio", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, long)
+    assert job.prepare[job.prepare.index("--jobfile") + 1] == "/runs/r1/user.fio" and "--jobtext" not in job.prepare
     walk = {"target": "/mnt/t", "threads": 2, "limit": 0, "drop_caches": False, "timeout": 60.0}
     call = hostcall.host_call("bench_metadata", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, walk)
     assert call.prepare[-1] == "--drop-caches" and call.tool[-1] == "--no-drop-caches"  # the run's drop, not each op's
@@ -373,3 +456,49 @@ def test_a_local_command_killed_by_a_signal_is_a_run_that_died_not_a_lost_host(t
     with tarfile.open(fileobj=io.BytesIO(outcome.archives[0])) as tar:
         record = json.load(tar.extractfile("./error.json"))  # type: ignore[arg-type]
     assert record["result"]["msg"].startswith("its command ended without an answer (signal 9): it died there")
+
+
+def test_the_storage_sides_drop_runs_once_every_host_is_ready_and_the_start_follows_it(tmp_path):
+    """Engine.call's before_start with a real StorageDrop on this machine: the command that stands for the Ceph drop
+    runs after the host said it was ready and before the start is sent; then the start, told to the faults' clock
+    (`on_start`) as it is sent; the drop's record is what it printed."""
+    stamp = tmp_path / "dropped"
+    drop_argv = [sys.executable, "-c", f"import json, time; open({str(stamp)!r}, 'w').write(repr(time.time())); "]
+    drop_argv[-1] += "print(json.dumps({'dropped': True, 'mds': False}))"
+    drop = fanout_run.StorageDrop([], ("localhost", drop_argv))
+    told: list[float] = []
+    engine = local_engine(tmp_path)
+    try:
+        argv = [sys.executable, "-c", READY_THEN_ECHO, "x"]
+        replies = engine.call({"localhost": argv}, 30, str(tmp_path / "r.start"), drop, told.append)
+    finally:
+        engine.close()
+    reply = replies["localhost"]
+    assert reply.rc == 0 and reply.ready is not None and reply.start is not None, reply.err
+    assert reply.ready < float(stamp.read_text()) < reply.start["start_at"]
+    assert told == [reply.start["start_at"]] == [float(reply.out[1])]
+    assert drop.left == 0 and drop.record() == {"ceph": {"dropped": True, "mds": False}}
+
+
+def test_the_check_after_a_faulted_run_goes_beside_each_hosts_files(tmp_path):
+    """fanout_run.intact, as playbooks/intact.yml did it: the data set verified on the hosts that hold it (here a
+    directory with no manifest: the check's error is what it found), {"checked": false} on the others; a host whose
+    files did not come back gets nothing."""
+    engine = local_engine(tmp_path)
+    outcomes = {h: runner.HostOutcome(h) for h in ("localhost", "gpu09", "gpu10")}
+    outcomes["localhost"].archives.append(b"run"), outcomes["gpu09"].archives.append(b"run")
+    check = {"intact_dataset_hosts": ["localhost"], "intact_dataset_root": str(tmp_path), "intact_target": "/mnt/t"}
+    env = ["env", f"PYTHONPATH={Path(fanout.__file__).parents[2]}"]
+    try:
+        fanout_run.intact(engine, env, sys.executable, outcomes, check)
+    finally:
+        engine.close()
+
+    def found(host: str) -> dict:
+        with tarfile.open(fileobj=io.BytesIO(outcomes[host].archives[-1])) as tar:
+            return json.load(tar.extractfile("./intact.json"))  # type: ignore[arg-type]
+
+    assert found("gpu09") == {"dataset": {"checked": False}}
+    said = found("localhost")["dataset"]
+    assert said["ok"] is False and said.get("error"), said
+    assert outcomes["gpu10"].archives == []

@@ -290,6 +290,24 @@ def prepare(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
 
 
 @needs_fio
+def test_a_job_files_text_in_the_argv_is_written_as_the_runs_user_fio_and_checked_again(tmp_path):
+    """The fan-out's route (and the role's, for a text of up to iolab.workloads.fio.JOBTEXT_INLINE): the checked text
+    travels in the prepare's argv; the host writes it as the run's user.fio and checks it as it checks that file."""
+    marker = tmp_path / "pwned"
+    argv = [sys.executable, "-m", "iolab.host.fio_jobs", "prepare", "--dir", str(tmp_path / "run")]
+    argv += ["--workdir", str(tmp_path / "work"), "--jobtext", f"[j]\nrw=read\nsize=1m\nexec_prerun=touch {marker}\n"]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 1 and "exec_prerun runs commands on the hosts" in done.stderr
+    assert (tmp_path / "run" / "user.fio").read_text().endswith(f"exec_prerun=touch {marker}\n")
+    assert not marker.exists() and not (tmp_path / "run" / "job.fio").exists()
+    argv[-1] = "[j]\nrw=read ; sequential\nsize=1m\nfilename=data\n"
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "run" / "fio_job.json").read_text())["jobfile"] == str(tmp_path / "run" / "user.fio")
+    assert "filename=data" in (tmp_path / "run" / "job.fio").read_text()
+
+
+@needs_fio
 def test_the_host_refuses_a_tampered_job_file_before_fio_starts(tmp_path):
     marker = tmp_path / "pwned"
     (tmp_path / "run").mkdir()

@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import os
 import socket
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from rich.console import Console
 
 from iolab import paths
 from iolab.campaign.hosts import Inventory
 from iolab.campaign.model import Campaign, Run
-from iolab.drive import fanout, fanout_run, live, live_metrics, release, runner, steps
-from iolab.errors import DISK_ERRORS, RunFailed, StoreError
+from iolab.drive import fanout, fanout_run, live, live_metrics, release, runner, steps, unpack
+from iolab.errors import RunFailed
 from iolab.workloads import hostcall
 from iolab.workloads.base import HostCall, Play
 
@@ -168,15 +167,51 @@ def run_phase(run: Run, warm_command: bool = False) -> runner.Phase:
 def play_run(
     lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, title: str, hosts: list[str]
 ) -> runner.Result:
-    """Play `phases` (run_phase(run) among them) on `hosts`, then put each host's files in raw_dir/<host>/.
+    """Play `phases` (run_phase(run) among them) on `hosts`, then put each host's files in raw_dir/<host>/. The
+    run's own phase alone (a search's probe, a cache pass), where it can (iolab.drive.fanout.refusal), goes through
+    ClusterShell as a batch's runs go (fan_run), with the check after a faulted run; with a warm-up command, through
+    Ansible.
 
     A host's run returns its files in its own output (iolab.host.hostrun), a failed run
     its failure record with them; a run whose files were too large for that leaves
     them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
     """
+    checks = [phase.vars for phase in phases[1:] if phase.playbook == "intact.yml"]
     with _Watch(lab, hosts, run):
-        result = lab.play(phases, title, hosts=hosts)
-    return _fetch(lab, result, run, raw_dir, title, _unpack(result, raw_dir, hosts))
+        if phases == [run_phase(run), *phases[1:]] and len(checks) == len(phases) - 1 and fanned(lab, hosts, run):
+            engine = fanout.Engine(lab.inventory, hosts, lab.console)  # the run alone, as a batch's runs go
+            try:
+                result = runner.Result("successful", 0, fan_run(lab, engine, run, hosts, checks), "")
+            finally:
+                engine.close()
+        else:
+            result = lab.play(phases, title, hosts=hosts)
+    return _fetch(lab, result, run, raw_dir, title, unpack.unpack(result, raw_dir, hosts))
+
+
+def fanned(lab: Lab, hosts: list[str], run: Run) -> bool:
+    """Whether `run` goes through ClusterShell on `hosts` (iolab.drive.fanout.refusal)."""
+    return not fanout.refusal(lab.inventory, hosts, fan_vars(run))
+
+
+def fan_run(
+    lab: Lab, engine: fanout.Engine, run: Run, hosts: list[str], checks: list[dict[str, Any]] | None = None
+) -> dict[str, runner.HostOutcome]:
+    """`run` on `hosts` through ClusterShell (iolab.drive.fanout_run), on the clock a faulted run's faults keep
+    (Lab.started), then the `checks` after a faulted run (injector.check_phase's variables): each host's outcome,
+    its archives among them."""
+    release = lab.extravars()["iolab_release"]
+    variables = fan_vars(run)
+    env = ["env", f"PYTHONPATH={HOST_DIR}/releases/{release}", "IOLAB_PACK_RUN=1", "IOLAB_LAUNCHER=clustershell"]
+    env.append(f"IOLAB_PROFILERS={','.join(run.workload.profilers)}")
+    dirs = {h: f"{HOST_DIR}/runs/{OWNER}/{h}/{run.run_id}" for h in hosts}
+    calls = _calls(lab, hosts, run, variables, dirs) if hosts else {}
+    calls, storage = fanout_run.storage_side(lab.inventory, variables, run.drop_caches, env, calls)
+    timeout = float(variables[f"{variables['run_role']}_timeout"])  # its bench role's, in s
+    outcomes = fanout_run.run_calls(engine, env, dirs, calls, timeout, storage, lab.started) if calls else {}
+    for check in checks or []:
+        fanout_run.intact(engine, env, HOST_PYTHON, outcomes, check)
+    return outcomes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,10 +285,10 @@ class _Playbook:
         runs through ClusterShell and the steps before and after them in a playbook each."""
         queued = [i for i, play in enumerate(self.plays) if isinstance(play, Queued)]
         runs = [play.run for play in self.plays if isinstance(play, Queued)]
-        fanned = bool(runs) and not any(fanout.refusal(self.lab.inventory, self.hosts, fan_vars(run)) for run in runs)
+        fanned_all = bool(runs) and all(fanned(self.lab, self.hosts, run) for run in runs)
         try:
             with self.watch or contextlib.nullcontext():
-                if not fanned:
+                if not fanned_all:
                     self._ansible(0, len(self.plays), title)
                 else:
                     engine = fanout.Engine(self.lab.inventory, self.hosts, self.lab.console)
@@ -305,22 +340,13 @@ class _Playbook:
     def _fan(self, engine: fanout.Engine, start: int, stop: int) -> None:
         """The runs self.plays[start:stop] through ClusterShell (drive.fanout), each handed over as it ends, on the
         hosts nothing left out before it."""
-        extra = self.lab.extravars()
         for index in range(start, stop):
             play = self.plays[index]
             assert isinstance(play, Queued)
-            run = play.run
             if index == 0:
-                self.listener.run_started(run)
+                self.listener.run_started(play.run)
             hosts = [h for h in self.hosts if h not in self.left_out]
-            variables = fan_vars(run)
-            env = ["env", f"PYTHONPATH={HOST_DIR}/releases/{extra['iolab_release']}", "IOLAB_PACK_RUN=1"]
-            env.append("IOLAB_LAUNCHER=clustershell")
-            env.append(f"IOLAB_PROFILERS={','.join(run.workload.profilers)}")
-            dirs = {h: f"{HOST_DIR}/runs/{OWNER}/{h}/{run.run_id}" for h in hosts}
-            calls = _calls(self.lab, hosts, run, variables, dirs) if hosts else {}
-            timeout = float(variables[f"{variables['run_role']}_timeout"])  # its bench role's, in s
-            self.ended(index, fanout_run.run_calls(engine, env, dirs, calls, timeout) if calls else {})
+            self.ended(index, fan_run(self.lab, engine, play.run, hosts))
 
     def ended(self, index: int, outcomes: dict[str, runner.HostOutcome]) -> None:
         """The play `index` ended with these outcomes of its own (runner.run's on_phase)."""
@@ -345,7 +371,7 @@ class _Playbook:
             elif outcomes[host].unreachable or outcomes[host].failed:
                 self.left_out[host] = f"{outcomes[host].describe()} (in {queued.title})"
         result = runner.Result("successful", 0, outcomes, "")
-        fetch = _unpack(result, queued.raw_dir, self.hosts)
+        fetch = unpack.unpack(result, queued.raw_dir, self.hosts)
         if fetch:
             self.deferred.append((queued, result, fetch))
         else:
@@ -410,21 +436,6 @@ class _Watch:
             self.exporter.clear()
 
 
-def _unpack(result: runner.Result, raw_dir: Path, hosts: list[str]) -> list[str]:
-    """Put the files each host returned in its output in raw_dir/<host>/; return the hosts whose files must
-    be fetched (too large to come back in the output)."""
-    fetch = []
-    for host in hosts:
-        outcome = result.hosts.get(host)
-        if outcome is None or outcome.unreachable:
-            continue
-        for archive in outcome.archives:  # a failure's record may follow the run's own files
-            _extract(result, host, io.BytesIO(archive), raw_dir / host)
-        if not outcome.archives and outcome.ok and not outcome.failed:
-            fetch.append(host)
-    return fetch
-
-
 def _fetch(lab: Lab, result: runner.Result, run: Run, raw_dir: Path, title: str, fetch: list[str]) -> runner.Result:
     """Fetch the files too large for the run's output (collect.yml) from `fetch`, into raw_dir/<host>/."""
     if not fetch:
@@ -443,37 +454,9 @@ def _fetch(lab: Lab, result: runner.Result, run: Run, raw_dir: Path, title: str,
         fetched_archive = raw_dir / f"{host}.tar.gz"
         if fetched_archive.exists():
             with fetched_archive.open("rb") as data:
-                _extract(result, host, data, raw_dir / host)
+                unpack.extract(result, host, data, raw_dir / host)
             fetched_archive.unlink()
     return result
-
-
-def _extract(result: runner.Result, host: str, data: IO[bytes], host_dir: Path) -> None:
-    """Unpack a host's run archive into host_dir; an unreadable one fails the host in `result`."""
-    import tarfile
-    import zlib
-
-    try:
-        host_dir.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=data) as tar:
-            tar.extractall(host_dir, filter="data")
-    except OSError as exc:
-        if exc.errno in DISK_ERRORS:  # the results disk, not the host: stop before more is lost
-            raise StoreError(
-                f"could not store the files of {host} in {host_dir}: {exc.strerror}; that run is not "
-                "stored (a resume runs it again); free space on the results disk or point "
-                "$IOLAB_RESULTS elsewhere, then run the same command again"
-            ) from None
-        _unreadable(result, host, exc)
-    except (tarfile.TarError, EOFError, zlib.error) as exc:
-        _unreadable(result, host, exc)
-
-
-def _unreadable(result: runner.Result, host: str, exc: BaseException) -> None:
-    """Fail `host` in `result`: the archive it returned cannot be read."""
-    outcome = result.hosts.setdefault(host, runner.HostOutcome(host))
-    outcome.failed, outcome.task = True, "unpack the run's files on the controller"
-    outcome.message = f"the archive that came back is unreadable ({exc.__class__.__name__}: {exc})"
 
 
 def tear_down(lab: Lab, campaign: Campaign, backend: str, hosts: list[str]) -> list[str]:

@@ -37,6 +37,7 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ from iolab.drive.local_worker import LocalWorker
 from iolab.errors import UserError
 from iolab.shared.protocol import READY_LINE
 from iolab.units import parse_duration
-from iolab.workloads import hostcall
+from iolab.workloads import fio, hostcall
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
 START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
@@ -105,24 +106,27 @@ def margin(hosts: int, tree: bool = False) -> float:
 def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
     """Why this run goes through Ansible rather than here; None when it can fan out here. The runs of a kind with a
     host call (iolab.workloads.hostcall.KINDS: fio, the loaders (reader s3 too), metadata, calibrate, kvcache, S3
-    objects) come here, with nothing Ansible must do around the tool: no job file to copy, no warm-up command, no
-    storage side to drop (group ceph_osd, a Ceph backend), no more environment (rbd's), every host reached by ssh as
-    this module says it, or this machine itself (`ansible_connection: local`); become or other connection variables
-    stay Ansible's. An s3 backend's runs carry no secret: its connection names where the keys are on the host."""
+    objects) come here, with nothing Ansible must do around the tool: no job file to copy (one over
+    fio.JOBTEXT_INLINE), no warm-up command; every
+    host reached by ssh as this module says it, or this machine itself (`ansible_connection: local`) — the storage
+    side's hosts too (group ceph_osd), whose caches are dropped here (iolab.drive.fanout_run); become or other
+    connection variables stay Ansible's. An s3 backend's runs carry no secret: its connection names where the keys
+    are on the host; an rbd backend's environment names the cluster's files, not their contents."""
     if inventory is None:  # a stand-in lab of the unit tests plays every phase itself
         return "no inventory to reach the hosts by"
     role = variables.get("run_role")
     if role not in hostcall.KINDS:
         return f"{role} runs through Ansible"
-    if variables.get("bench_fio_jobtext") or variables.get("run_warm_command"):
-        return "a job file or a warm-up command runs through Ansible"
+    if len(variables.get("bench_fio_jobtext") or "") > fio.JOBTEXT_INLINE:
+        return f"a job file over {fio.JOBTEXT_INLINE >> 10} KiB is copied by Ansible"
+    if variables.get("run_warm_command"):
+        return "a warm-up command runs through Ansible"
     taken = hostcall.KINDS[str(role)][1]
     unknown = sorted(f"{role}_{k}" for k in hostcall.kind_vars(variables) if k not in taken)
     if unknown:
         return f"a run with {', '.join(unknown)} runs through Ansible"
-    if inventory.groups.get("ceph_osd") or variables.get("run_ceph") or variables.get("run_environment"):
-        return "a run with a storage side or an environment of its own runs through Ansible"
-    for host in hosts:
+    reached = [*hosts, *(h for h in inventory.groups.get("ceph_osd", []) if h not in hosts)]
+    for host in reached:
         hostvars = inventory.hostvars.get(host, {})
         other = sorted(k for k in hostvars if k.startswith(_ANSIBLES))
         if hostvars.get("ansible_connection", "ssh") not in ("ssh", "smart", "local"):
@@ -131,7 +135,7 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
             return f"{host}'s {', '.join(other)} is Ansible's to apply"
     common = {
         str(inventory.hostvars.get(h, {}).get("ansible_ssh_common_args", ""))
-        for h in hosts
+        for h in reached
         if not is_local(inventory, h)
     }
     if len(common) > 1:  # (one topology for all: iolab.run.cli checks it with the hosts, fanout.topology)
@@ -269,6 +273,11 @@ class _Collect(EventHandler):
         self, task: Task, replies: dict[str, Reply], start_file: str | None, tree: bool, wait: float = READY_WAIT
     ):
         self.task, self.replies, self.wait = task, replies, wait  # wait: the least bound on the wait (READY_WAIT)
+        # What runs once every host is ready and before the start (Engine.call's `before_start`), and how it starts
+        # a command on a host (Engine.launch, in this task)
+        self.before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None = None
+        self.launch: Callable[..., Any] = lambda *a: None
+        self.on_start: Callable[[float], None] | None = None  # told the start time as it is sent (Engine.call's)
         self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
         self.start_file, self.tree = start_file, tree
         self.waiting = start_file is not None  # until the start is sent
@@ -331,6 +340,16 @@ class _Collect(EventHandler):
             self.timer.invalidate()
         if not ready:
             return
+        if self.before_start is not None:  # then the start, once what it started has ended
+            self.before_start(self.launch, self._send)
+            return
+        self._send()
+
+    def _send(self) -> None:
+        """Send the common start to every host still ready."""
+        ready = {h: r for h, r in self.replies.items() if r.ready is not None and r.rc is None}
+        if not ready:
+            return
         start_at = time.time() + margin(len(ready), self.tree)
         last = max(ready, key=lambda h: ready[h].ready or 0.0)
         self.start = {
@@ -341,6 +360,8 @@ class _Collect(EventHandler):
         }
         for reply in ready.values():
             reply.start = self.start
+        if self.on_start is not None:
+            self.on_start(start_at)
         if not self.tree:
             for reply in ready.values():
                 reply.worker.write(f"{start_at!r}\n".encode())
@@ -387,16 +408,25 @@ class Engine:
         self.private.rmdir()
 
     def call(
-        self, commands: dict[str, list[str]], timeout: float | None, start_file: str | None = None
+        self,
+        commands: dict[str, list[str]],
+        timeout: float | None,
+        start_file: str | None = None,
+        before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None = None,
+        on_start: Callable[[float], None] | None = None,
     ) -> dict[str, Reply]:
         """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
         each gave. `start_file`: the commands say when they are ready (hostrun run --start-when-told
-        START_FILE) and are sent the common start. Ctrl-C or SIGTERM ends every command (each host's hostrun then
+        START_FILE) and are sent the common start; `before_start(launch, go)` first, once every host is ready: it
+        may start commands (`launch(host, argv, handler, timeout)`, Engine.launch) and calls `go()` once they have
+        ended (iolab.drive.fanout_run's storage side); `on_start(T)` as the start T is sent (a faulted run's clock,
+        iolab.drive.injector). Ctrl-C or SIGTERM ends every command (each host's hostrun then
         stops its tool, as when an Ansible task goes away: a local one told by SIGTERM, the ssh sessions cut once the
         local commands have ended) and is raised once they have ended."""
         replies = {host: Reply(host in self.local) for host in commands}
         box: dict[str, Any] = {}
-        thread = threading.Thread(target=self._serve, args=(commands, timeout, replies, box, start_file), daemon=True)
+        args = (commands, timeout, replies, box, start_file, before_start, on_start)
+        thread = threading.Thread(target=self._serve, args=args, daemon=True)
         with runner.CtrlC(True, self.console) as ctrl:
             thread.start()
             while thread.is_alive():
@@ -413,6 +443,14 @@ class Engine:
             raise box["error"]
         return replies
 
+    def launch(self, task: Task, host: str, argv: list[str], handler: EventHandler, timeout: float | None) -> Any:
+        """Start `argv` on `host` in `task`, its events to `handler`; its worker."""
+        if host in self.local:  # this machine: the argv as it is, no ssh and no shell
+            worker = LocalWorker(host, argv, handler, timeout)
+            task.schedule(worker)
+            return worker
+        return task.shell(shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology))
+
     def _serve(
         self,
         commands: dict[str, list[str]],
@@ -420,6 +458,8 @@ class Engine:
         replies: dict[str, Reply],
         box: dict,
         start_file: str | None,
+        before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None,
+        on_start: Callable[[float], None] | None,
     ) -> None:
         try:
             task: Task = task_self()
@@ -434,14 +474,10 @@ class Engine:
                 os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
                 task.load_topology(self.topology)
             handler = _Collect(task, replies, start_file, bool(self.topology), self.ready_wait)
+            handler.before_start, handler.on_start = before_start, on_start
+            handler.launch = lambda *args: self.launch(task, *args)
             for host, argv in commands.items():
-                if replies[host].local:  # this machine: the argv as it is, no ssh and no shell
-                    replies[host].worker = LocalWorker(host, argv, handler, timeout)
-                    task.schedule(replies[host].worker)
-                    continue
-                replies[host].worker = task.shell(
-                    shlex.join(argv), nodes=host, handler=handler, timeout=timeout, tree=bool(self.topology)
-                )
+                replies[host].worker = self.launch(task, host, argv, handler, timeout)
             try:
                 task.run()
             except RouteResolvingError as exc:  # every gateway to a host was lost: the hosts not answered are

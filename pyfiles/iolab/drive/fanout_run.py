@@ -1,13 +1,16 @@
 """One run of any kind with a host call through ClusterShell (iolab.drive.fanout's Engine, its docstring says the
-path): every host's prepare and run in one call, the common start, a silent host probed, each host's reply into its
-outcome with its archives, a failed host's files packed.
+path): every host's prepare and run in one call, the storage side's cache drop once they are ready, the common start,
+a silent host probed, each host's reply into its outcome with its archives, a failed host's files packed.
 
-    run_calls(engine, env, run_dirs, calls, timeout) → {host: runner.HostOutcome}
+    storage_side(inventory, variables, drop, env, calls) → (calls, StorageDrop or None)
+    run_calls(engine, env, run_dirs, calls, timeout, storage, on_start) → {host: runner.HostOutcome}
+    intact(engine, env, python, outcomes, check)   the check after a faulted run, beside each host's files
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import tarfile
@@ -15,17 +18,119 @@ import time
 from pathlib import PurePosixPath
 from typing import Any
 
+from ClusterShell.Event import EventHandler
+
+from iolab.campaign.hosts import Inventory
 from iolab.drive import runner
 from iolab.drive.fanout import PROBE_S, SLACK, Engine, Reply
-from iolab.shared.protocol import ARCHIVE_LINE, START_JSON, START_SUFFIX
+from iolab.shared.protocol import ARCHIVE_LINE, START_JSON, START_SUFFIX, STORAGE_DROP_JSON
 from iolab.workloads.base import HostCall
 
+# The page cache of the storage side's hosts (inventory group ceph_osd), by their system's python: they need not be
+# iolab's hosts. Role drop_caches (storage.yml) runs the same argv.
+PAGE_CACHE_DROP = ["python3", "-c", "import os; os.sync(); open('/proc/sys/vm/drop_caches', 'w').write('3')"]
 
-def run_calls(engine: Engine, env: list[str], run_dirs: dict[str, str], calls: dict[str, HostCall], timeout: float):
+
+class StorageDrop:
+    """A run's storage side's cache drop, once every host is ready and before the start (where role drop_caches'
+    storage.yml runs it on Ansible's route: between the prepare and the start): the page cache of each host of the
+    inventory group ceph_osd, and the backend's Ceph OSDs (and MDS) from the run's first host, as a client
+    (iolab.host.ceph_osds drop). What could not be dropped is recorded, not fatal to the run; the record, as the role
+    writes it, goes beside every host's files (STORAGE_DROP_JSON)."""
+
+    def __init__(self, group: list[str], ceph: tuple[str, list[str]] | None):
+        self.group = group
+        self.commands = [(host, PAGE_CACHE_DROP) for host in group] + ([ceph] if ceph else [])
+        self.replies = [Reply() for _ in self.commands]
+        self.left, self.go = len(self.commands), lambda: None
+
+    def __call__(self, launch: Any, go: Any) -> None:
+        """Engine.call's before_start: start every command; `go` (the start) once the last has ended."""
+        self.go = go
+        for index, (host, argv) in enumerate(self.commands):
+            launch(host, argv, _Ended(self, index), SLACK)
+
+    def ended(self) -> None:
+        self.left -= 1
+        if self.left == 0:
+            self.go()
+
+    def record(self) -> dict[str, Any]:
+        """What was dropped where, as role drop_caches writes it: the hosts of group ceph_osd the drop reached
+        (`dropped_on`) or not (`failed_on`), and the Ceph cluster's record (`ceph`, iolab.host.ceph_osds.drop's)."""
+        record: dict[str, Any] = {}
+        if self.group:
+            replies = self.replies[: len(self.group)]
+            record["dropped_on"] = [h for h, r in zip(self.group, replies, strict=True) if r.rc == 0]
+            record["failed_on"] = [h for h, r in zip(self.group, replies, strict=True) if r.rc != 0]
+            record.update(method="sync; echo 3 > /proc/sys/vm/drop_caches", group="ceph_osd")
+        if len(self.commands) > len(self.group):
+            reply = self.replies[-1]
+            try:
+                record["ceph"] = json.loads(reply.out[-1])
+            except (IndexError, ValueError):
+                said = (reply.err or [f"exit {reply.rc}" if reply.rc is not None else "no answer"])[-1]
+                record["ceph"] = {"dropped": False, "error": f"iolab.host.ceph_osds drop gave no record: {said}"}
+        return record
+
+
+class _Ended(EventHandler):
+    """One command of a StorageDrop: its output into its reply, its end told."""
+
+    def __init__(self, drop: StorageDrop, index: int):
+        self.drop, self.reply = drop, drop.replies[index]
+
+    def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
+        (self.reply.err if sname == "stderr" else self.reply.out).append(msg.decode(errors="replace"))
+
+    def ev_hup(self, worker: Any, node: str, rc: int) -> None:
+        self.reply.rc = rc
+
+    def ev_close(self, worker: Any, timedout: bool) -> None:
+        self.drop.ended()
+
+
+def storage_side(
+    inventory: Inventory, variables: dict[str, Any], drop: bool, env: list[str], calls: dict[str, HostCall]
+) -> tuple[dict[str, HostCall], StorageDrop | None]:
+    """A run's storage side on this route, as playbooks/run.yml gives it: every host's tool its backend's environment
+    (`run_environment`: rbd's CEPH_CONF and CEPH_ARGS, paths), the run's first host the cluster whose OSDs it samples
+    while the tool runs (IOLAB_CEPH, `run_ceph`); and the storage side's cache drop, where the run drops its caches
+    (`drop`, and its kind's call reads storage). `variables`: the run's role variables with its backend's storage
+    side (iolab.drive.execute.fan_vars); `env`: run_calls's."""
+    if not calls:
+        return calls, None
+    ceph, first = variables.get("run_ceph"), next(iter(calls))
+    more = {str(k): str(v) for k, v in variables.get("run_environment", {}).items()}
+    calls = {
+        h: dataclasses.replace(
+            c, env={**c.env, **more, **({"IOLAB_CEPH": json.dumps(ceph)} if ceph and h == first else {})}
+        )
+        for h, c in calls.items()
+    }
+    group = list(inventory.groups.get("ceph_osd", ()))
+    if not (drop and calls[first].storage_side and (group or ceph)):
+        return calls, None
+    python = calls[first].prepare[0]
+    ceph_argv = [*env, python, "-m", "iolab.host.ceph_osds", "drop", "--cluster", json.dumps(ceph)] if ceph else None
+    return calls, StorageDrop(group, (first, ceph_argv) if ceph_argv else None)
+
+
+def run_calls(
+    engine: Engine,
+    env: list[str],
+    run_dirs: dict[str, str],
+    calls: dict[str, HostCall],
+    timeout: float,
+    storage: StorageDrop | None = None,
+    on_start: Any = None,
+):
     """Run each host's call (iolab.workloads.hostcall) and return each host's outcome, its archives among them.
     `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH), the call's own environment
-    after it. The start file is the run's, beside the hosts' directories (RUNS/OWNER/HOST/RUN → RUNS/OWNER/RUN.start):
-    one path for every host, so that one `touch` through the gateways reaches them all; `hostrun stop` removes it."""
+    after it; `storage`: the storage side's drop before the start (storage_side); `on_start(T)` as the start T is sent
+    (a faulted run's clock: Lab.started, iolab.drive.injector). The start file is the run's,
+    beside the hosts' directories (RUNS/OWNER/HOST/RUN → RUNS/OWNER/RUN.start): one path for every host, so that one
+    `touch` through the gateways reaches them all; `hostrun stop` removes it."""
     outcomes = {host: runner.HostOutcome(host, task=call.run_task) for host, call in calls.items()}
     run_dir = PurePosixPath(next(iter(run_dirs.values())))
     start_file = str(run_dir.parent.parent / f"{run_dir.name}{START_SUFFIX}")
@@ -34,7 +139,7 @@ def run_calls(engine: Engine, env: list[str], run_dirs: dict[str, str], calls: d
         + ["--before", json.dumps(c.prepare), "--", *c.tool]
         for h, c in calls.items()
     }
-    ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, start_file)  # the prepare, then the run
+    ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, start_file, storage, on_start)  # prepare, run
     # ssh exits 255 when it could not connect or lost the connection, and when the remote command died by a signal
     # (the OOM killer): a host that answers now is reachable, and the run's files are to be packed there. (A local
     # command's reply says the signal itself: Reply.signalled.)
@@ -43,16 +148,40 @@ def run_calls(engine: Engine, env: list[str], run_dirs: dict[str, str], calls: d
         probed = engine.call({h: ["true"] for h in silent}, PROBE_S)
         for host in silent:
             ran[host].died = probed[host].rc == 0
+    beside = {STORAGE_DROP_JSON: storage.record()} if storage is not None and storage.left == 0 else {}
     for host, reply in ran.items():
         call = calls[host]
-        _note(outcomes[host], reply, call.run_task if reply.ready is not None else call.prepare_task)
+        _note(outcomes[host], reply, call.run_task if reply.ready is not None else call.prepare_task, beside)
     _pack_failed(engine, env, next(iter(calls.values())).prepare[0], run_dirs, outcomes)
     return outcomes
 
 
-def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
+def intact(engine: Engine, env: list[str], python: str, outcomes: dict, check: dict[str, Any]) -> None:
+    """After a faulted run, the check that the storage lost nothing (iolab.drive.injector.check_phase's variables
+    `check`, as playbooks/intact.yml reads them): the data set verified against its manifest on the hosts that hold
+    it (iolab.host.dataset verify), what it found beside each host's files (intact.json: {"dataset": …}, {"checked":
+    false} where it was not checked). A problem it finds does not fail the run: iolab.parsers.faults counts it."""
+    hosts = [h for h, o in outcomes.items() if not o.unreachable and o.archives]
+    holding = [h for h in hosts if h in check["intact_dataset_hosts"]]
+    root = check["intact_dataset_root"]
+    argvs = {h: [*env, python, "-m", "iolab.host.dataset", "verify"] for h in holding}
+    argvs = {h: [*a, root or f"{check['intact_target']}/iolab-{h}/dataset", "--json"] for h, a in argvs.items()}
+    said = engine.call(argvs, SLACK) if argvs else {}
+    for host in hosts:
+        reply = said.get(host)
+        if reply is None:
+            found: dict[str, Any] = {"checked": False}
+        elif reply.out and reply.out[-1].startswith("{"):
+            found = json.loads(reply.out[-1])
+        else:
+            found = {"ok": False, "error": (reply.err or [reply.unanswered])[-1].strip()}
+        outcomes[host].archives.append(_archive("intact.json", {"dataset": found}))
+
+
+def _note(outcome: runner.HostOutcome, reply: Reply, task: str, beside: dict[str, Any] | None = None) -> bool:
     """One round's reply into the host's outcome; return whether the host answered. A command that failed is the
-    run's failure, recorded (error.json) as playbooks/run.yml's rescue records it; the host stays in the batch."""
+    run's failure, recorded (error.json) as playbooks/run.yml's rescue records it; the host stays in the batch.
+    `beside`: more files (name: record) for a host that took the start, beside start.json."""
     outcome.task, outcome.ended = task, time.monotonic()
     if reply.dropped or reply.died:
         how = f"(signal {reply.signalled})" if reply.signalled else f"(ssh exit {reply.rc}) and the host answers"
@@ -79,7 +208,8 @@ def _note(outcome: runner.HostOutcome, reply: Reply, task: str) -> bool:
     # Beside the run's files: which host every host waited for, and who was left out. Not for a run whose files stay
     # on the host for collect.yml (over $IOLAB_INLINE_MAX): an archive here would say they had come back.
     if reply.start and outcome.archives:
-        outcome.archives.append(_archive(START_JSON, reply.start))
+        for name, record in {START_JSON: reply.start, **(beside or {})}.items():
+            outcome.archives.append(_archive(name, record))
     outcome.ok += 1
     if reply.rc != 0:
         result = {"rc": reply.rc, "msg": "non-zero return code", "stdout": "\n".join(lines), "stdout_lines": lines}

@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     prep.add_argument("--workdir", type=Path, required=True, help="where the job's files go")
     prep.add_argument("--options", default="{}", help="fio options as a JSON object")
     prep.add_argument("--size", type=int, default=0, help="bytes; 0 = what fits, up to 1 GiB")
-    prep.add_argument("--jobfile", type=Path, help="a user's job file, checked again here (iolab.shared.fio_jobfile)")
+    job = prep.add_mutually_exclusive_group()
+    job.add_argument("--jobfile", type=Path, help="a user's job file, checked again here (iolab.shared.fio_jobfile)")
+    job.add_argument("--jobtext", help="a user's job file's text, written as the run's user.fio, then as --jobfile")
     prep.add_argument(
         "--allow-device",
         action="append",
@@ -192,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     opts = parser.parse_args(argv)
     started_at = time.time()  # when this task reached the host: sizes the lead of the common start
+    if opts.jobtext is not None:
+        opts.dir.mkdir(parents=True, exist_ok=True)
+        opts.jobfile = opts.dir / "user.fio"
+        opts.jobfile.write_text(opts.jobtext)
     try:
         chosen = prepare(
             opts.dir,

@@ -6,6 +6,7 @@ import os
 
 READY_LINE = "iolab-ready:"  # a line of `hostrun run --start-when-told`: prepared at <epoch>; it then reads the start
 START_SUFFIX = ".start"  # or as a file's modification time, RUNS/OWNER/RUN.start (through gateways: iolab.drive.fanout)
+STORAGE_DROP_JSON = "storage_drop_caches.json"  # beside a run's files: the storage side's cache drop (store.record)
 START_JSON = "start.json"  # beside a fan-out run's files: how its common start went (drive.fanout, store.record)
 ARCHIVE_LINE = "iolab-archive:"  # a line of the task's output: the run's archive, base64 (iolab.drive.runner)
 # Bytes of archive a run returns in that line; a larger one is fetched by collect.yml ($IOLAB_INLINE_MAX overrides).

@@ -18,7 +18,7 @@ from iolab.errors import StoreError
 from iolab.measures import host_flags, metrics
 from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
 from iolab.parsers import SUM, Measurement, Parsed, ParseError, failure_message
-from iolab.shared.protocol import START_JSON
+from iolab.shared.protocol import START_JSON, STORAGE_DROP_JSON
 from iolab.units import human
 from iolab.workloads import parser_for
 
@@ -57,7 +57,7 @@ def _host_samples(
         "cache_state": "dropped" if dropped else f"warm: {warmed_by}" if warmed_by else "not dropped (cache: keep)",
         "caches_dropped_at": dropped.get("dropped_at"),
         # The storage side's hosts (inventory group ceph_osd), dropped before the run too (run.yml).
-        "storage_cache_state": _read_json(host_dir / "storage_drop_caches.json") or "no storage hosts in the inventory",
+        "storage_cache_state": _read_json(host_dir / STORAGE_DROP_JSON) or "no storage hosts in the inventory",
         "job": _read_json(host_dir / "fio_job.json"),
         "profiling": record.get("profiling"),  # the profilers' files beside the run's (raw/)
     }

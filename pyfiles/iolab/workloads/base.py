@@ -216,8 +216,9 @@ class HostCall:
     """One host's run of any kind, from one place per kind (iolab.workloads.hostcall): its `prepare` (checks, the run
     directory, the cache drop), `run` (iolab.host.hostrun run's options before the start option), the `tool` (after
     --), more environment for the tool, and the names of the two steps (its bench role's task names) a failure
-    is recorded under. Both routes run it: the fan-out's one call (hostrun run --before PREPARE) and the bench
-    role's tasks (through a filter plugin), so that no argv is built twice."""
+    is recorded under; `storage_side`: whether a run that drops its caches drops the storage side's too (a
+    calibration reads no storage). Both routes run it: the fan-out's one call (hostrun run --before PREPARE) and
+    the bench role's tasks (through a filter plugin), so that no argv is built twice."""
 
     prepare: list[str]
     run: list[str]
@@ -225,6 +226,7 @@ class HostCall:
     env: dict[str, str]
     prepare_task: str
     run_task: str
+    storage_side: bool = True
 
 
 def loader_call(kind: str, at: At, *, target: str, dataset: str, timeout: float) -> tuple[str, list[str], list[str]]:

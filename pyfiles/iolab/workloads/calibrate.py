@@ -67,4 +67,4 @@ def host_call(at: At, *, argv: list[str], timeout: float) -> HostCall:
     prepare = at.module("iolab.host.prepare", "directory", "--dir", at.run_dir)
     run = at.hostrun("--timeout", str(timeout), "--telemetry-after", "0")
     tool = at.module("iolab.host.loader.calibrate", "--out", at.run_dir, *argv)
-    return HostCall(prepare, run, tool, {}, "Create the run directory", "Time the training step")
+    return HostCall(prepare, run, tool, {}, "Create the run directory", "Time the training step", storage_side=False)

@@ -166,7 +166,15 @@ def single_run(
 
 
 # What fio's bench role takes from the controller (execute.workload_vars), by the name host_call gives it.
-FIO_VARS = ("options", "jobtext", "allow_devices", "size", "target", "timeout", "bssplit_from", "telemetry_after")
+FIO_VARS = (
+    *("options", "jobtext", "allow_devices", "size", "target", "timeout", "bssplit_from", "telemetry_after"),
+    "common_start",  # the role's (a faulted run's prepare and run in two tasks); a fan-out call always has one
+)
+
+
+# Characters of a job file's text that travel in the prepare's argv: a remote command is one argument of the host's
+# shell (`sh -c`), which Linux caps at 128 KiB (MAX_ARG_STRLEN); a longer one is copied by the bench role.
+JOBTEXT_INLINE = 64 << 10
 
 
 def host_call(
@@ -180,13 +188,17 @@ def host_call(
     timeout: float,
     bssplit_from: str,
     telemetry_after: float,
+    common_start: bool = False,
 ) -> HostCall:
     """A fio run's call on `host` (iolab.workloads.hostcall): `prepare` is iolab.host.fio_jobs (size, lay out, drop
     the caches), the tool fio on the job it wrote. Each host works in <target>/iolab-<host> (hosts may share it)."""
     run_dir, workdir = at.run_dir, f"{target}/iolab-{at.host}"
     prepare = at.module("iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir)
     prepare += ["--options", json.dumps(options), "--size", str(size)]
-    prepare += ["--jobfile", f"{run_dir}/user.fio"] if jobtext else []
+    # A user's job file, as the controller checked it: in the argv (the prepare writes it as user.fio), unless it
+    # is too long for one (the bench role then copies it there: the fan-out refuses such a run)
+    if jobtext:
+        prepare += ["--jobtext", jobtext] if len(jobtext) <= JOBTEXT_INLINE else ["--jobfile", f"{run_dir}/user.fio"]
     prepare += [f"--allow-device={device}" for device in allow_devices]
     prepare += ["--bssplit-from", bssplit_from] if bssplit_from else []
     prepare += ["--drop-caches"] if at.drop else []
