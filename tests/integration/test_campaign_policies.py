@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -46,6 +47,11 @@ def test_cache_warm_reports_cold_and_warm_side_by_side(cli, write_campaign, tmp_
     # Warm-up runs leave nothing among the results.
     raw = {p.name for p in (cli.results / "itest-warm" / "raw").iterdir()}
     assert raw == {s["run_id"] for s in bw.values()}
+    # The warm_command's run, played alone, takes the fan-out's calls (fanout_run.warm, then the run's), its files
+    # beside the run's (warm/)
+    cmd_warm = cli.results / "itest-warm" / "raw" / bw[("cmd", "warm")]["run_id"] / "localhost"
+    assert json.loads((cmd_warm / "run.json").read_text())["launcher"] == "clustershell"
+    assert (cmd_warm / "warm" / "run.json").exists()
     assert mounted() == [] and not (disk / "iolab-localhost").exists()
     # Issue 37: the samples are made again from the runs' files (and what was recorded with them, how a warm run
     # was warmed among it), the same as the store.

@@ -60,7 +60,6 @@ def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_pat
     assert "over 64 KiB is copied by Ansible" in str(
         fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": long})
     )
-    assert "warm-up command" in str(fanout.refusal(plain, ["gpu01"], {**FIO, "run_warm_command": ["true"]}))
     # A Ceph backend's runs fan out: its environment (rbd's), the storage side's drop (drive.fanout_run.storage_side)
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_environment": {"CEPH_CONF": "/c"}}) is None
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "run_ceph": {"conf": "/c"}}) is None
@@ -502,3 +501,34 @@ def test_the_check_after_a_faulted_run_goes_beside_each_hosts_files(tmp_path):
     said = found("localhost")["dataset"]
     assert said["ok"] is False and said.get("error"), said
     assert outcomes["gpu10"].archives == []
+
+
+def test_a_warm_up_command_runs_under_hostrun_in_the_runs_warm_directory_and_a_host_it_fails_on_is_failed(tmp_path):
+    """fanout_run.warm, as run.yml's first task: the argv as it is (no shell) under hostrun in RUN/warm, in the
+    target; a host whose command fails gets its run failed (the task's name, the run's files packed with it)."""
+    engine = local_engine(tmp_path)
+    env = ["env", f"PYTHONPATH={Path(fanout.__file__).parents[2]}"]
+    marker = "warmed; touch pwned"  # one argv word
+    (tmp_path / "target").mkdir()
+    try:
+        ok = fanout_run.warm(
+            engine,
+            env,
+            sys.executable,
+            {"localhost": str(tmp_path / "r1")},
+            ["touch", marker],
+            str(tmp_path / "target"),
+            30.0,
+        )
+        failed = fanout_run.warm(
+            engine, env, sys.executable, {"localhost": str(tmp_path / "r2")}, ["false"], str(tmp_path / "target"), 30.0
+        )
+    finally:
+        engine.close()
+    assert ok == {} and (tmp_path / "target" / marker).exists() and not (tmp_path / "target" / "pwned").exists()
+    assert (tmp_path / "r1" / "warm").is_dir()  # its record, for the run's pack
+    outcome = failed["localhost"]
+    assert not outcome.unreachable and not outcome.failed  # the run failed, recorded by its error.json
+    with tarfile.open(fileobj=io.BytesIO(outcome.archives[0])) as tar:
+        assert json.load(tar.extractfile("./error.json"))["task"] == fanout_run.WARM_TASK  # type: ignore[arg-type]
+    assert len(outcome.archives) == 2  # then the run's files (its warm/), packed as run.yml's rescue packs them

@@ -168,20 +168,20 @@ def play_run(
     lab: Lab, phases: list[runner.Phase], run: Run, raw_dir: Path, title: str, hosts: list[str]
 ) -> runner.Result:
     """Play `phases` (run_phase(run) among them) on `hosts`, then put each host's files in raw_dir/<host>/. The
-    run's own phase alone (a search's probe, a cache pass), where it can (iolab.drive.fanout.refusal), goes through
-    ClusterShell as a batch's runs go (fan_run), with the check after a faulted run; with a warm-up command, through
-    Ansible.
+    run's own phase alone (a search's probe, a cache pass; its warm-up command first, the check after a faulted run),
+    where it can (iolab.drive.fanout.refusal), goes through ClusterShell as a batch's runs go (fan_run).
 
     A host's run returns its files in its own output (iolab.host.hostrun), a failed run
     its failure record with them; a run whose files were too large for that leaves
     them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
     """
     checks = [phase.vars for phase in phases[1:] if phase.playbook == "intact.yml"]
+    warm = phases[0] == run_phase(run, warm_command=True) != run_phase(run)  # its warm-up command first
     with _Watch(lab, hosts, run):
-        if phases == [run_phase(run), *phases[1:]] and len(checks) == len(phases) - 1 and fanned(lab, hosts, run):
+        if (warm or phases[0] == run_phase(run)) and len(checks) == len(phases) - 1 and fanned(lab, hosts, run):
             engine = fanout.Engine(lab.inventory, hosts, lab.console)  # the run alone, as a batch's runs go
             try:
-                result = runner.Result("successful", 0, fan_run(lab, engine, run, hosts, checks), "")
+                result = runner.Result("successful", 0, fan_run(lab, engine, run, hosts, checks, warm), "")
             finally:
                 engine.close()
         else:
@@ -195,20 +195,30 @@ def fanned(lab: Lab, hosts: list[str], run: Run) -> bool:
 
 
 def fan_run(
-    lab: Lab, engine: fanout.Engine, run: Run, hosts: list[str], checks: list[dict[str, Any]] | None = None
+    lab: Lab,
+    engine: fanout.Engine,
+    run: Run,
+    hosts: list[str],
+    checks: list[dict[str, Any]] | None = None,
+    warm: bool = False,
 ) -> dict[str, runner.HostOutcome]:
-    """`run` on `hosts` through ClusterShell (iolab.drive.fanout_run), on the clock a faulted run's faults keep
-    (Lab.started), then the `checks` after a faulted run (injector.check_phase's variables): each host's outcome,
-    its archives among them."""
+    """`run` on `hosts` through ClusterShell (iolab.drive.fanout_run), after its warm-up command (`warm`: a host it
+    fails on is failed), on the clock a faulted run's faults keep (Lab.started), then the `checks` after a faulted
+    run (injector.check_phase's variables): each host's outcome, its archives among them."""
     release = lab.extravars()["iolab_release"]
     variables = fan_vars(run)
     env = ["env", f"PYTHONPATH={HOST_DIR}/releases/{release}", "IOLAB_PACK_RUN=1", "IOLAB_LAUNCHER=clustershell"]
     env.append(f"IOLAB_PROFILERS={','.join(run.workload.profilers)}")
     dirs = {h: f"{HOST_DIR}/runs/{OWNER}/{h}/{run.run_id}" for h in hosts}
-    calls = _calls(lab, hosts, run, variables, dirs) if hosts else {}
-    calls, storage = fanout_run.storage_side(lab.inventory, variables, run.drop_caches, env, calls)
     timeout = float(variables[f"{variables['run_role']}_timeout"])  # its bench role's, in s
+    warm_argv, target = run.workload.warm_command or [], run.backend.target
+    warm_env = [*env, *(f"{k}={v}" for k, v in variables.get("run_environment", {}).items())]  # as run.yml's play
+    warmed = fanout_run.warm(engine, warm_env, HOST_PYTHON, dirs, warm_argv, target, timeout) if warm else {}
+    calls = _calls(lab, hosts, run, variables, dirs) if hosts else {}
+    calls = {h: c for h, c in calls.items() if h not in warmed}  # hosts whose warm-up failed: failed runs
+    calls, storage = fanout_run.storage_side(lab.inventory, variables, run.drop_caches, env, calls)
     outcomes = fanout_run.run_calls(engine, env, dirs, calls, timeout, storage, lab.started) if calls else {}
+    outcomes.update(warmed)
     for check in checks or []:
         fanout_run.intact(engine, env, HOST_PYTHON, outcomes, check)
     return outcomes

@@ -107,7 +107,7 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
     """Why this run goes through Ansible rather than here; None when it can fan out here. The runs of a kind with a
     host call (iolab.workloads.hostcall.KINDS: fio, the loaders (reader s3 too), metadata, calibrate, kvcache, S3
     objects) come here, with nothing Ansible must do around the tool: no job file to copy (one over
-    fio.JOBTEXT_INLINE), no warm-up command; every
+    fio.JOBTEXT_INLINE); every
     host reached by ssh as this module says it, or this machine itself (`ansible_connection: local`) — the storage
     side's hosts too (group ceph_osd), whose caches are dropped here (iolab.drive.fanout_run); become or other
     connection variables stay Ansible's. An s3 backend's runs carry no secret: its connection names where the keys
@@ -119,8 +119,6 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
         return f"{role} runs through Ansible"
     if len(variables.get("bench_fio_jobtext") or "") > fio.JOBTEXT_INLINE:
         return f"a job file over {fio.JOBTEXT_INLINE >> 10} KiB is copied by Ansible"
-    if variables.get("run_warm_command"):
-        return "a warm-up command runs through Ansible"
     taken = hostcall.KINDS[str(role)][1]
     unknown = sorted(f"{role}_{k}" for k in hostcall.kind_vars(variables) if k not in taken)
     if unknown:

@@ -4,6 +4,7 @@ a silent host probed, each host's reply into its outcome with its archives, a fa
 
     storage_side(inventory, variables, drop, env, calls) → (calls, StorageDrop or None)
     run_calls(engine, env, run_dirs, calls, timeout, storage, on_start) → {host: runner.HostOutcome}
+    warm(engine, env, python, run_dirs, argv, target, timeout) → the hosts a warm-up command failed on, their outcomes
     intact(engine, env, python, outcomes, check)   the check after a faulted run, beside each host's files
 """
 
@@ -154,6 +155,30 @@ def run_calls(
         _note(outcomes[host], reply, call.run_task if reply.ready is not None else call.prepare_task, beside)
     _pack_failed(engine, env, next(iter(calls.values())).prepare[0], run_dirs, outcomes)
     return outcomes
+
+
+WARM_TASK = "Warm the cache with the campaign's warm_command"  # playbooks/run.yml's task, for a failure's record
+
+
+def warm(
+    engine: Engine, env: list[str], python: str, run_dirs: dict[str, str], argv: list[str], target: str, timeout: float
+) -> dict[str, runner.HostOutcome]:
+    """cache: warm's warm-up command on each host before its run, as playbooks/run.yml's first task runs it (the same
+    argv): an argv, never through a shell, under hostrun in RUN/warm (the run's pack takes its files), in the
+    backend's target directory, ended at the run's `timeout`. Returns the outcomes of the hosts it failed on (the
+    failure recorded, the run's files packed): their run does not start."""
+    commands = {
+        h: [*env, python, "-m", "iolab.host.hostrun", "run", "--dir", f"{d}/warm", "--no-pack", "--profilers", ""]
+        + ["--timeout", str(timeout), "--cwd", target, "--", *argv]
+        for h, d in run_dirs.items()
+    }
+    failed = {}
+    for host, reply in engine.call(commands, timeout + SLACK).items():
+        if not (reply.reached and reply.rc == 0 and not reply.died):
+            failed[host] = runner.HostOutcome(host, task=WARM_TASK)
+            _note(failed[host], reply, WARM_TASK)
+    _pack_failed(engine, env, python, run_dirs, failed)
+    return failed
 
 
 def intact(engine: Engine, env: list[str], python: str, outcomes: dict, check: dict[str, Any]) -> None:
