@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from iolab.drive import fanout
+from iolab.drive import reach
 from iolab.shared.processes import alive
 from support import ROOT, Cli, cmdline, tmpfs_campaign
 
@@ -40,8 +40,8 @@ def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_pat
     path = tmpfs_campaign(tmp_path, "lab-gateway", [FIO])
     dry = cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path), "--dry-run")
     assert (
-        "runs of calibrate, fio, kvcache, metadata, objects, pytorch, tensorflow go through the ClusterShell "
-        f"gateways gpu01 (topology {topology})" in dry.stdout
+        "runs of calibrate, checkpoint, fio, kvcache, metadata, objects, pytorch, tensorflow go through the "
+        f"ClusterShell gateways gpu01 (topology {topology})" in dry.stdout
     )
     cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path))
 
@@ -106,7 +106,7 @@ def test_a_run_that_fails_on_the_hosts_is_recorded_as_the_playbooks_rescue_recor
 def test_a_host_never_ready_is_left_out_and_a_host_whose_hostrun_is_killed_is_torn_down(sim_hosts, results, tmp_path):
     """Issue 37, defects 1 and 3, on three hosts of one fan-out run:
     - gpu03 never becomes ready (its hostrun is stopped, SIGSTOP, as it starts: hung): once gpu01 and gpu02 have
-      waited the bound (the inventory's iolab_ready_wait, 2 s here, rather than fanout.READY_WAIT's 30 s), the run
+      waited the bound (the inventory's iolab_ready_wait, 2 s here, rather than reach.READY_WAIT's 30 s), the run
       starts without it, and the hosts' records name it;
     - gpu02's hostrun is killed outright mid-run (kill -9, as the OOM killer does): ssh returns 255, which it also
       returns for a lost host; gpu02 answers a probe, so its run is failed as died, not unreachable, its fio (in a
@@ -153,9 +153,9 @@ def test_a_host_never_ready_is_left_out_and_a_host_whose_hostrun_is_killed_is_to
     assert "died there (killed by a signal" in runs["gpu02"]["error"] and "unreachable" not in runs["gpu02"]["error"]
     start = next(s for s in cli.samples("lab-silent") if s["host"] == "gpu01")["metadata"]["start"]
     assert start["without"] == ["gpu03"] and start["waited_for"] in {"gpu01", "gpu02"}
-    # The inventory's bound, not fanout.READY_WAIT's: the others were not kept waiting 30 s for gpu03.
+    # The inventory's bound, not reach.READY_WAIT's: the others were not kept waiting 30 s for gpu03.
     waited = float(runs["gpu03"]["error"].split("not ready ")[1].split(" s after")[0])
-    assert waited < fanout.READY_WAIT / 2, runs["gpu03"]["error"]
+    assert waited < reach.READY_WAIT / 2, runs["gpu03"]["error"]
     assert not alive(tool) and not any(alive(pid) for pid in stopped)  # fio outlived its hostrun: ended too
     assert not list(RUNS.glob("*/gpu0[1-3]/*"))  # nothing of the run stays on a host
     assert sim_hosts.mounts_left() == {}

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from iolab.campaign.hosts import load_inventory
-from iolab.drive import fanout, fanout_run, runner
+from iolab.drive import fanout, fanout_run, reach, runner
 from iolab.errors import UserError
 from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE
-from iolab.workloads import hostcall
+from iolab.workloads import base, hostcall
 from iolab.workloads.base import Play
 from iolab.workloads.fio import JOBTEXT_INLINE
 
@@ -143,7 +143,7 @@ def test_a_ceph_runs_calls_get_its_environment_and_its_drop_runs_once_before_the
 
 
 def test_the_ssh_config_reaches_each_host_as_the_inventory_says(tmp_path):
-    text = fanout.ssh_config(inventory(tmp_path), ["gpu01", "gpu02"])
+    text = reach.ssh_config(inventory(tmp_path), ["gpu01", "gpu02"])
     blocks = text.split("Host ")[1:]
     assert blocks[0].splitlines()[0] == "gpu01" and '  HostName "10.0.0.11"' in blocks[0]
     assert '  IdentityFile "/k/id"' in blocks[0] and '  User "root"' in blocks[0]
@@ -341,7 +341,7 @@ def test_a_topology_that_cannot_carry_the_runs_is_refused_before_anything_runs(t
     inv = inventory(tmp_path, iolab_topology=str(path), iolab_gateway_python=gateway_python)
     inv.hostvars["gpu02"].update(iolab_topology=str(path), iolab_gateway_python=gateway_python)
     with pytest.raises(UserError) as refused:
-        fanout.topology(inv, ["gpu02"])
+        reach.topology(inv, ["gpu02"])
     assert says.format(root=root) in str(refused.value) and "\n" not in str(refused.value)
 
 
@@ -352,8 +352,8 @@ def test_a_usable_topology_names_its_gateways():
     path.write_text(TOPOLOGY.format(root=root, leaves="gpu02"))
     inv = inventory(tmp, iolab_topology=str(path))
     inv.hostvars["gpu02"]["iolab_topology"] = str(path)
-    assert fanout.topology(inv, ["gpu02"]) == (str(path), ["gpu01"])
-    assert fanout.topology(inventory(tmp), ["gpu01", "gpu02"]) is None
+    assert reach.topology(inv, ["gpu02"]) == (str(path), ["gpu01"])
+    assert reach.topology(inventory(tmp), ["gpu01", "gpu02"]) is None
 
 
 @pytest.mark.parametrize(
@@ -369,22 +369,22 @@ def test_a_ready_wait_that_is_not_a_positive_duration_is_refused_before_anything
     inv = inventory(tmp_path, iolab_ready_wait=value)
     inv.hostvars["gpu02"]["iolab_ready_wait"] = value
     with pytest.raises(UserError) as refused:
-        fanout.ready_wait(inv, ["gpu01", "gpu02"])
+        reach.ready_wait(inv, ["gpu01", "gpu02"])
     assert says in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_the_ready_wait_is_thirty_seconds_unless_the_inventory_gives_one_for_every_selected_host(tmp_path):
-    assert fanout.ready_wait(inventory(tmp_path), ["gpu01", "gpu02"]) == fanout.READY_WAIT == 30.0
+    assert reach.ready_wait(inventory(tmp_path), ["gpu01", "gpu02"]) == reach.READY_WAIT == 30.0
     given = inventory(tmp_path, iolab_ready_wait="2m")
-    assert fanout.ready_wait(given, ["gpu01"]) == 120.0
+    assert reach.ready_wait(given, ["gpu01"]) == 120.0
     with pytest.raises(UserError, match=r"the hosts give different iolab_ready_wait \(\(none\), 2m\)"):
-        fanout.ready_wait(given, ["gpu01", "gpu02"])  # gpu02 gives none: the 30 s would hold for it alone
+        reach.ready_wait(given, ["gpu01", "gpu02"])  # gpu02 gives none: the 30 s would hold for it alone
     given.hostvars["gpu02"]["iolab_ready_wait"] = 2.5
-    assert fanout.ready_wait(given, ["gpu02"]) == 2.5
+    assert reach.ready_wait(given, ["gpu02"]) == 2.5
 
 
 def test_hosts_ready_wait_the_bound_for_one_that_is_not_then_start_without_it():
-    """The least bound is the engine's ready wait (fanout.ready_wait), or the slowest ready host's own time."""
+    """The least bound is the engine's ready wait (reach.ready_wait), or the slowest ready host's own time."""
 
     class Timers:
         def __init__(self) -> None:
@@ -532,3 +532,84 @@ def test_a_warm_up_command_runs_under_hostrun_in_the_runs_warm_directory_and_a_h
     with tarfile.open(fileobj=io.BytesIO(outcome.archives[0])) as tar:
         assert json.load(tar.extractfile("./error.json"))["task"] == fanout_run.WARM_TASK  # type: ignore[arg-type]
     assert len(outcome.archives) == 2  # then the run's files (its warm/), packed as run.yml's rescue packs them
+
+
+def test_a_checkpoints_call_is_the_roles_argv_its_write_first_on_every_host_or_none():
+    """roles/bench_checkpoint (c1f8759) ran `hostrun step -- python -m iolab.host.checkpoint ARGS check
+    --bytes-per-rank N`, then `hostrun run --target T --timeout S --cwd T --telemetry-after 0 --dir RUN/write
+    --no-pack --start-at X -- ... write --bytes-per-rank N`, the drop on every host, then `... --dir RUN --start-at X --
+    ... read --remove`; ARGS: --dir T/iolab-HOST/checkpoint --out RUN --world W --hosts H --index I --count C."""
+    ckpt = {"target": "/mnt/t", "bytes": 8 << 20, "writers": 2, "ranks": 0, "count": 1, "timeout": 60.0}
+    call = hostcall.host_call("bench_checkpoint", "/py", "gpu02", "/r", Play(["gpu01", "gpu02"]), True, ckpt)
+    args = ["/py", "-m", "iolab.host.checkpoint", "--dir", "/mnt/t/iolab-gpu02/checkpoint", "--out", "/r"]
+    args += ["--world", "4", "--hosts", "2", "--index", "1", "--count", "1"]
+    options = ["--target", "/mnt/t", "--timeout", "60.0", "--cwd", "/mnt/t", "--telemetry-after", "0"]
+    assert call.first is not None and call.first.first is None
+    assert call.first.prepare == [*args, "check", "--bytes-per-rank", str(2 << 20)]
+    assert call.first.tool == [*args, "write", "--bytes-per-rank", str(2 << 20)]
+    hostrun = ["/py", "-m", "iolab.host.hostrun", "run"]  # (the same options, in another order than the role's)
+    assert call.first.run == [*hostrun, "--dir", "/r/write", "--no-pack", *options]
+    assert call.tool == [*args, "read", "--remove"]
+    assert call.run == [*hostrun, "--dir", "/r", *options]
+    assert call.prepare == ["/py", "-m", "iolab.host.caches", "--dir", "/r"]  # once every host has written
+    kept = hostcall.host_call("bench_checkpoint", "/py", "gpu02", "/r", Play(["gpu01", "gpu02"]), False, ckpt)
+    assert kept.prepare == ["/py", "-m", "iolab.host.prepare", "directory", "--dir", "/r"]
+
+
+def test_every_host_starts_or_none_where_the_call_says_together(tmp_path):
+    """Engine.call(together=True), a checkpoint's write: a host that ends before it is ready stops the others,
+    ready and waiting for the start, each told why; none is sent a start."""
+    (tmp_path / "two.yml").write_text(
+        yaml.safe_dump({"all": {"hosts": {h: {"ansible_connection": "local"} for h in ("here1", "here2")}}})
+    )
+    engine = fanout.Engine(load_inventory(tmp_path / "two.yml"), ["here1", "here2"], console=None)
+    refuse = [sys.executable, "-c", "import sys, time; time.sleep(1); sys.exit('here2: no room for 4 shards')"]
+    try:
+        commands = {"here1": [sys.executable, "-c", READY_THEN_ECHO, "x"], "here2": refuse}
+        replies = engine.call(commands, 30, str(tmp_path / "r.start"), together=True)
+    finally:
+        engine.close()
+    assert replies["here2"].rc == 1 and replies["here2"].ready is None
+    waiting = replies["here1"]
+    assert waiting.ready is not None and waiting.start is None and waiting.rc != 0
+    assert (
+        waiting.dropped == "not started: every host starts or none, and here2 could not (here2: no room for 4 shards)"
+    )
+
+
+def test_a_call_with_a_first_runs_it_once_on_every_host_then_itself_with_its_files(tmp_path):
+    """run_calls with a checkpoint's shape (HostCall.first), on this machine through real hostrun: the first call
+    once, then the call once (its pack takes the first's files); a host whose first call failed does not run."""
+    engine = local_engine(tmp_path)
+    env = ["env", f"PYTHONPATH={Path(fanout.__file__).parents[2]}", "IOLAB_PACK_RUN=1"]
+    log = tmp_path / "log"
+    run_dir = tmp_path / "runs" / "owner" / "localhost" / "r1"
+
+    def step(what: str, fail: bool = False) -> list[str]:  # a step done twice fails
+        again = f"import os; again = os.path.exists({str(log)!r}) and {what!r} in open({str(log)!r}).read(); "
+        return [
+            sys.executable,
+            "-c",
+            again + f"open({str(log)!r}, 'a').write({what!r}); raise SystemExit({int(fail)} or again)",
+        ]
+
+    def call(fail: bool) -> base.HostCall:
+        hostrun = [sys.executable, "-m", "iolab.host.hostrun", "run", "--timeout", "30"]
+        first = base.HostCall(
+            step("c"), [*hostrun, "--dir", f"{run_dir}/write", "--no-pack"], step("w", fail), {}, "check", "write"
+        )
+        return base.HostCall(step("d"), [*hostrun, "--dir", str(run_dir)], step("r"), {}, "drop", "read", first=first)
+
+    try:
+        done = fanout_run.run_calls(engine, env, {"localhost": str(run_dir)}, {"localhost": call(False)}, 30.0)
+        assert log.read_text() == "cwdr", log.read_text()  # check, write; then drop, read: each once
+        with tarfile.open(fileobj=io.BytesIO(done["localhost"].archives[0])) as tar:
+            assert "./write/run.json" in tar.getnames() and "./run.json" in tar.getnames()
+        log.unlink()
+        run_dir = tmp_path / "runs" / "owner" / "localhost" / "r2"
+        done = fanout_run.run_calls(engine, env, {"localhost": str(run_dir)}, {"localhost": call(True)}, 30.0)
+    finally:
+        engine.close()
+    assert log.read_text() == "cw"  # the write failed: no drop, no read
+    with tarfile.open(fileobj=io.BytesIO(done["localhost"].archives[0])) as tar:
+        assert json.load(tar.extractfile("./error.json"))["task"] == "write"  # type: ignore[arg-type]

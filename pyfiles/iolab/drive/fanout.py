@@ -28,12 +28,8 @@ sessions (Engine), the ssh_config and topology, and what may fan out (`refusal`)
 
 from __future__ import annotations
 
-import configparser
-import json
 import os
-import re
 import shlex
-import socket
 import tempfile
 import threading
 import time
@@ -45,15 +41,11 @@ from ClusterShell.Event import EventHandler
 from ClusterShell.NodeSet import NodeSet
 from ClusterShell.Propagation import RouteResolvingError
 from ClusterShell.Task import Task, task_self
-from ClusterShell.Topology import TopologyError, TopologyParser
 
-from iolab import paths
 from iolab.campaign.hosts import Inventory
-from iolab.drive import runner
+from iolab.drive import reach, runner
 from iolab.drive.local_worker import LocalWorker
-from iolab.errors import UserError
 from iolab.shared.protocol import READY_LINE
-from iolab.units import parse_duration
 from iolab.workloads import fio, hostcall
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
@@ -62,28 +54,9 @@ START_PER_HOST = 0.002  # s of notice per host: the start line is written to eac
 TREE_PER_HOST = 0.01  # s of notice per host through gateways: the gateway's ssh session to each for `touch`
 SLACK = 120.0  # s past a run's timeout (and its start) after which a host that has not answered is given up
 PROBE_S = 20.0  # s a host whose command ended without an answer has to answer `true`: then the command died there
-# A host not ready when every other host has been ready this long is not coming: the run starts without it. The
-# bound is the longer of READY_WAIT and the slowest ready host's own time to get ready: every host does the same
-# prepare (size, lay out, drop caches) on the same kind of storage, so one taking more than twice as long as the
-# slowest of the others is stuck (or measures another machine), and 30 s keeps a short prepare's noise out. The
-# inventory variable `iolab_ready_wait` (a duration, one for every selected host) sets it for a lab: longer where
-# the hosts' prepares differ more (storage shared unevenly), shorter where a lost host should cost less.
-READY_WAIT = 30.0
-# Inventory variables the ssh_config says as Ansible does (and their aliases); a host with a variable that changes how
-# Ansible reaches or runs on it otherwise (a connection other than ssh or local, become, a password, extra ssh
+# Inventory variables beside those the ssh_config says (iolab.drive.reach) that change how
+# Ansible reaches or runs on a host (a connection other than ssh or local, become, a password, extra ssh
 # arguments, another ssh or shell) is run through Ansible (`refusal`).
-_SSH_VARS = {
-    "ansible_host": "HostName",
-    "ansible_ssh_host": "HostName",
-    "ansible_user": "User",
-    "ansible_ssh_user": "User",
-    "ansible_port": "Port",
-    "ansible_ssh_port": "Port",
-    "ansible_ssh_private_key_file": "IdentityFile",
-    "ansible_private_key_file": "IdentityFile",
-    "ansible_timeout": "ConnectTimeout",
-    "ansible_ssh_timeout": "ConnectTimeout",
-}
 _ANSIBLES = (
     "ansible_become",
     "ansible_password",
@@ -106,7 +79,7 @@ def margin(hosts: int, tree: bool = False) -> float:
 def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
     """Why this run goes through Ansible rather than here; None when it can fan out here. The runs of a kind with a
     host call (iolab.workloads.hostcall.KINDS: fio, the loaders (reader s3 too), metadata, calibrate, kvcache, S3
-    objects) come here, with nothing Ansible must do around the tool: no job file to copy (one over
+    objects, checkpoint) come here, with nothing Ansible must do around the tool: no job file to copy (one over
     fio.JOBTEXT_INLINE); every
     host reached by ssh as this module says it, or this machine itself (`ansible_connection: local`) — the storage
     side's hosts too (group ceph_osd), whose caches are dropped here (iolab.drive.fanout_run); become or other
@@ -136,7 +109,7 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
         for h in reached
         if not is_local(inventory, h)
     }
-    if len(common) > 1:  # (one topology for all: iolab.run.cli checks it with the hosts, fanout.topology)
+    if len(common) > 1:  # (one topology for all: iolab.run.cli checks it with the hosts, reach.topology)
         return "the hosts differ in ansible_ssh_common_args"
     return None
 
@@ -144,87 +117,6 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
 def is_local(inventory: Inventory, host: str) -> bool:
     """Whether Ansible reaches `host` without ssh (`ansible_connection: local`): the fan-out starts its command here."""
     return inventory.hostvars.get(host, {}).get("ansible_connection") == "local"
-
-
-_PYTHON = re.compile(r"[\w./+-]+")  # a gateway's python: a program's path or name, never a shell command
-
-
-def topology(inventory: Inventory, hosts: list[str]) -> tuple[str, list[str]] | None:
-    """The selected hosts' ClusterShell topology file and its gateways, checked; None without one. UserError, in one
-    line naming the file and the fix, for what would fail once runs start: a file that cannot be read, is not a
-    topology or has a loop, a root that is not this controller's short name, a selected host no route reaches, a
-    gateway that is not a host of the inventory (its ssh settings come from there), hosts that name different
-    files, a gateway python that is not a program (ClusterShell runs it through the gateway's shell)."""
-    files = {str(inventory.hostvars.get(h, {}).get("iolab_topology", "")) for h in hosts}
-    if files == {""}:
-        return None
-    if len(files) > 1:
-        raise UserError(
-            f"the hosts name different topologies ({', '.join(sorted(files))}): name one, in the group's vars"
-        )
-    (path,) = files
-    root = socket.gethostname().split(".")[0]
-    where = f"iolab_topology {path}"
-    if not Path(path).is_file():
-        raise UserError(f"{where}: no such file; give the path of a ClusterShell topology file (its root: {root})")
-    try:
-        groups = list(TopologyParser(path).tree(root))
-    except (TopologyError, configparser.Error, OSError, ValueError) as exc:
-        raise UserError(f"{where}: not a usable topology for this controller ({root}): {exc}") from None
-    gateways = [str(n) for g in groups if g.parent is not None and g.children_len() > 0 for n in g.nodeset]
-    routed = {str(n) for g in groups if g.parent is not None for n in g.nodeset}
-    if unrouted := [h for h in hosts if h not in routed]:
-        raise UserError(f"{where}: no route from {root} reaches {', '.join(unrouted)}; add them under a gateway")
-    if strangers := [g for g in gateways if g not in inventory.hostvars]:
-        raise UserError(
-            f"{where}: gateway {strangers[0]} is not a host of the inventory, which says how to reach it over ssh; "
-            "add it (it need not be selected)"
-        )
-    python = str(inventory.hostvars.get(hosts[0], {}).get("iolab_gateway_python", "python3"))
-    if not _PYTHON.fullmatch(python):
-        raise UserError(f"iolab_gateway_python {python!r} is not a program's path or name (one word, no shell syntax)")
-    return path, gateways
-
-
-def ready_wait(inventory: Inventory, hosts: list[str]) -> float:
-    """The selected hosts' bound on the wait for a host not ready (READY_WAIT unless the inventory variable
-    `iolab_ready_wait` says), checked; UserError, in one line naming the variable, for a value that is not a
-    positive duration (30s, 2m or a number of seconds) or hosts that give different ones."""
-    values = {str(inventory.hostvars.get(h, {}).get("iolab_ready_wait", "")) for h in hosts}
-    if values == {""}:
-        return READY_WAIT
-    if len(values) > 1:
-        shown = ", ".join(v or "(none)" for v in sorted(values))
-        raise UserError(f"the hosts give different iolab_ready_wait ({shown}): give one, in the group's vars")
-    (value,) = values
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise UserError(f"iolab_ready_wait {value!r}: {exc}; give a duration such as 30s") from None
-
-
-def ssh_config(inventory: Inventory, hosts: list[str]) -> str:
-    """One ssh_config block per host: its address, user, port, key and connect timeout as the inventory gives them
-    (ansible.cfg's timeout where it gives none); the user's own ssh config is read after them."""
-    defaults = configparser.ConfigParser(interpolation=None)
-    defaults.read(paths.ANSIBLE_CFG)
-    lines = []
-    for host in hosts:
-        values = {"ConnectTimeout": defaults.get("defaults", "timeout", fallback="10")}
-        values.update({_SSH_VARS[k]: str(v) for k, v in inventory.hostvars.get(host, {}).items() if k in _SSH_VARS})
-        lines.append(f"Host {host}")
-        lines += [f"  {key} {json.dumps(value)}" for key, value in values.items()]
-    lines += ["Match all", "  Include config"]  # ~/.ssh/config, for what the inventory leaves to it
-    return "\n".join(lines) + "\n"
-
-
-def _ssh_options(inventory: Inventory, hosts: list[str], config: Path) -> str:
-    """ClusterShell's ssh_options: ansible.cfg's ssh_args, the inventory's common arguments, then the ssh_config."""
-    defaults = configparser.ConfigParser(interpolation=None)
-    defaults.read(paths.ANSIBLE_CFG)
-    common = str(inventory.hostvars.get(hosts[0], {}).get("ansible_ssh_common_args", ""))
-    argv = [*shlex.split(common), *shlex.split(defaults.get("ssh_connection", "ssh_args", fallback=""))]
-    return shlex.join([*argv, "-T", "-o", "LogLevel=ERROR", "-F", str(config)])
 
 
 class Reply:
@@ -268,14 +160,15 @@ class _Collect(EventHandler):
     time, by one `touch` to all of them."""
 
     def __init__(
-        self, task: Task, replies: dict[str, Reply], start_file: str | None, tree: bool, wait: float = READY_WAIT
+        self, task: Task, replies: dict[str, Reply], start_file: str | None, tree: bool, wait: float = reach.READY_WAIT
     ):
-        self.task, self.replies, self.wait = task, replies, wait  # wait: the least bound on the wait (READY_WAIT)
+        self.task, self.replies, self.wait = task, replies, wait  # wait: the least bound on the wait (reach.READY_WAIT)
         # What runs once every host is ready and before the start (Engine.call's `before_start`), and how it starts
         # a command on a host (Engine.launch, in this task)
         self.before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None = None
         self.launch: Callable[..., Any] = lambda *a: None
         self.on_start: Callable[[float], None] | None = None  # told the start time as it is sent (Engine.call's)
+        self.together = False  # every host starts, or none (Engine.call's)
         self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
         self.start_file, self.tree = start_file, tree
         self.waiting = start_file is not None  # until the start is sent
@@ -338,6 +231,12 @@ class _Collect(EventHandler):
             self.timer.invalidate()
         if not ready:
             return
+        if self.together and (gone := [h for h in self.replies if h not in ready]):  # none starts: each told why
+            said = " ".join(self.replies[gone[0]].err[-1:]).strip() or "it did not get ready"
+            for reply in ready.values():
+                reply.dropped = f"not started: every host starts or none, and {gone[0]} could not ({said})"
+                reply.end()
+            return
         if self.before_start is not None:  # then the start, once what it started has ended
             self.before_start(self.launch, self._send)
             return
@@ -391,13 +290,13 @@ class Engine:
         self.console = console
         self.private = Path(tempfile.mkdtemp(prefix="iolab-fanout-"))
         config = self.private / "ssh_config"
-        config.write_text(ssh_config(inventory, list(inventory.hosts)))  # a gateway need not run anything
-        self.options = _ssh_options(inventory, hosts, config)
+        config.write_text(reach.ssh_config(inventory, list(inventory.hosts)))  # a gateway need not run anything
+        self.options = reach.ssh_options(inventory, hosts, config)
         hostvars = inventory.hostvars.get(hosts[0], {}) if hosts else {}
         self.topology = str(hostvars.get("iolab_topology", ""))
         # The python that runs ClusterShell's gateway on each gateway (ClusterShell reads it from the environment).
         self.gateway_python = str(hostvars.get("iolab_gateway_python", "python3"))
-        self.ready_wait = ready_wait(inventory, hosts) if hosts else READY_WAIT
+        self.ready_wait = reach.ready_wait(inventory, hosts) if hosts else reach.READY_WAIT
         self.local = {h for h in inventory.hosts if is_local(inventory, h)}
 
     def close(self) -> None:
@@ -412,18 +311,20 @@ class Engine:
         start_file: str | None = None,
         before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None = None,
         on_start: Callable[[float], None] | None = None,
+        together: bool = False,
     ) -> dict[str, Reply]:
         """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
         each gave. `start_file`: the commands say when they are ready (hostrun run --start-when-told
         START_FILE) and are sent the common start; `before_start(launch, go)` first, once every host is ready: it
         may start commands (`launch(host, argv, handler, timeout)`, Engine.launch) and calls `go()` once they have
         ended (iolab.drive.fanout_run's storage side); `on_start(T)` as the start T is sent (a faulted run's clock,
-        iolab.drive.injector). Ctrl-C or SIGTERM ends every command (each host's hostrun then
-        stops its tool, as when an Ansible task goes away: a local one told by SIGTERM, the ssh sessions cut once the
-        local commands have ended) and is raised once they have ended."""
+        iolab.drive.injector); `together`: every host starts, or none (a host that ended or was left out before the
+        start stops the others, each told why in its reply's `dropped`). Ctrl-C or SIGTERM ends every command (each
+        host's hostrun then stops its tool, as when an Ansible task goes away: a local one told by SIGTERM, the ssh
+        sessions cut once the local commands have ended) and is raised once they have ended."""
         replies = {host: Reply(host in self.local) for host in commands}
         box: dict[str, Any] = {}
-        args = (commands, timeout, replies, box, start_file, before_start, on_start)
+        args = (commands, timeout, replies, box, start_file, (before_start, on_start, together))
         thread = threading.Thread(target=self._serve, args=args, daemon=True)
         with runner.CtrlC(True, self.console) as ctrl:
             thread.start()
@@ -456,8 +357,7 @@ class Engine:
         replies: dict[str, Reply],
         box: dict,
         start_file: str | None,
-        before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None,
-        on_start: Callable[[float], None] | None,
+        hooks: tuple[Any, Any, bool],
     ) -> None:
         try:
             task: Task = task_self()
@@ -472,7 +372,7 @@ class Engine:
                 os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
                 task.load_topology(self.topology)
             handler = _Collect(task, replies, start_file, bool(self.topology), self.ready_wait)
-            handler.before_start, handler.on_start = before_start, on_start
+            handler.before_start, handler.on_start, handler.together = hooks  # (Engine.call's)
             handler.launch = lambda *args: self.launch(task, *args)
             for host, argv in commands.items():
                 replies[host].worker = self.launch(task, host, argv, handler, timeout)

@@ -125,22 +125,31 @@ def run_calls(
     timeout: float,
     storage: StorageDrop | None = None,
     on_start: Any = None,
+    first: bool = False,
 ):
     """Run each host's call (iolab.workloads.hostcall) and return each host's outcome, its archives among them.
     `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH), the call's own environment
     after it; `storage`: the storage side's drop before the start (storage_side); `on_start(T)` as the start T is sent
-    (a faulted run's clock: Lab.started, iolab.drive.injector). The start file is the run's,
+    (a faulted run's clock: Lab.started, iolab.drive.injector). The calls' `first` calls run before them, every host
+    or none (`first`: this is that round): a host they failed on does not run. The start file is the run's,
     beside the hosts' directories (RUNS/OWNER/HOST/RUN → RUNS/OWNER/RUN.start): one path for every host, so that one
     `touch` through the gateways reaches them all; `hostrun stop` removes it."""
+    firsts = {h: c.first for h, c in calls.items() if c.first is not None}
+    if firsts:
+        done = run_calls(engine, env, run_dirs, firsts, timeout, None, on_start, first=True)
+        failed = {h: o for h, o in done.items() if o.unreachable or o.archives}  # (a first call packs nothing)
+        rest = {h: dataclasses.replace(c, first=None) for h, c in calls.items() if h not in failed}  # (made)
+        return {**failed, **(run_calls(engine, env, run_dirs, rest, timeout, storage, on_start) if rest else {})}
     outcomes = {host: runner.HostOutcome(host, task=call.run_task) for host, call in calls.items()}
     run_dir = PurePosixPath(next(iter(run_dirs.values())))
-    start_file = str(run_dir.parent.parent / f"{run_dir.name}{START_SUFFIX}")
+    start_file = str(run_dir.parent.parent / f"{run_dir.name}{'-first' if first else ''}{START_SUFFIX}")
     commands = {
         h: [*env, *(f"{k}={v}" for k, v in c.env.items()), *c.run, "--start-when-told", start_file]
         + ["--before", json.dumps(c.prepare), "--", *c.tool]
         for h, c in calls.items()
     }
-    ran = engine.call(commands, 2 * timeout + SLACK if timeout else None, start_file, storage, on_start)  # prepare, run
+    limit = 2 * timeout + SLACK if timeout else None  # the prepare, then the run
+    ran = engine.call(commands, limit, start_file, storage, on_start, together=first)
     # ssh exits 255 when it could not connect or lost the connection, and when the remote command died by a signal
     # (the OOM killer): a host that answers now is reachable, and the run's files are to be packed there. (A local
     # command's reply says the signal itself: Reply.signalled.)
@@ -194,12 +203,12 @@ def intact(engine: Engine, env: list[str], python: str, outcomes: dict, check: d
     said = engine.call(argvs, SLACK) if argvs else {}
     for host in hosts:
         reply = said.get(host)
-        if reply is None:
-            found: dict[str, Any] = {"checked": False}
-        elif reply.out and reply.out[-1].startswith("{"):
-            found = json.loads(reply.out[-1])
-        else:
-            found = {"ok": False, "error": (reply.err or [reply.unanswered])[-1].strip()}
+        found: dict[str, Any] = {"checked": False}
+        if reply is not None:
+            try:
+                found = json.loads(reply.out[-1])
+            except (IndexError, ValueError):  # no record: what it said instead
+                found = {"ok": False, "error": (reply.err or [reply.unanswered])[-1].strip()}
         outcomes[host].archives.append(_archive("intact.json", {"dataset": found}))
 
 

@@ -17,7 +17,7 @@ from iolab import faults
 from iolab.backends.base import DATASET_DIR
 from iolab.campaign.model import Campaign, Run, expand
 from iolab.campaign.repeats import more_repetitions
-from iolab.drive import fanout
+from iolab.drive import reach
 from iolab.drive.execute import Lab, workload_vars
 from iolab.errors import RunFailed
 from iolab.measures.samples import ResultStore
@@ -188,7 +188,7 @@ def describe(spec: Campaign, lab: Lab, files_at_run_time: bool = False) -> str:
             f"  MLPerf Storage v3.0's rules (mlperf: true) for {', '.join(ruled)}: each rule a run breaks is "
             "flagged with its number (docs/REFERENCE_FIGURES.md)"
         )
-    if gated := fanout.topology(lab.inventory, lab.hosts):
+    if gated := reach.topology(lab.inventory, lab.hosts):
         lines.append(
             f"  runs of {', '.join(sorted(k.removeprefix('bench_') for k in hostcall.KINDS))} go through the "
             f"ClusterShell gateways {', '.join(gated[1])} (topology {gated[0]}); every change to a host (mounts, "

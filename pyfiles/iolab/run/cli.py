@@ -78,13 +78,13 @@ def user_errors(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def lab(inventory: str | None, pattern: str | None) -> Lab:
     """The selected hosts of the inventory; a topology of gateways they name and their bound on the wait for a host
-    not ready are checked first (fanout.topology, fanout.ready_wait)."""
-    from iolab.drive import fanout
+    not ready are checked first (reach.topology, reach.ready_wait)."""
+    from iolab.drive import reach
 
     inv = hosts.load_inventory(Path(inventory) if inventory else paths.DEFAULT_INVENTORY)
     selected = hosts.select_hosts(pattern, inv)
-    fanout.topology(inv, selected)
-    fanout.ready_wait(inv, selected)
+    reach.topology(inv, selected)
+    reach.ready_wait(inv, selected)
     return Lab(inventory=inv, hosts=selected, console=console)
 
 

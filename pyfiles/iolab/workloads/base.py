@@ -217,8 +217,9 @@ class HostCall:
     directory, the cache drop), `run` (iolab.host.hostrun run's options before the start option), the `tool` (after
     --), more environment for the tool, and the names of the two steps (its bench role's task names) a failure
     is recorded under; `storage_side`: whether a run that drops its caches drops the storage side's too (a
-    calibration reads no storage). Both routes run it: the fan-out's one call (hostrun run --before PREPARE) and
-    the bench role's tasks (through a filter plugin), so that no argv is built twice."""
+    calibration reads no storage); `first`: a call every host makes before this one, all of them or none (a
+    checkpoint's write, before its read). Both routes run it: the fan-out's one call (hostrun run --before PREPARE)
+    and the bench role's tasks (through a filter plugin), so that no argv is built twice."""
 
     prepare: list[str]
     run: list[str]
@@ -227,6 +228,7 @@ class HostCall:
     prepare_task: str
     run_task: str
     storage_side: bool = True
+    first: HostCall | None = None
 
 
 def loader_call(kind: str, at: At, *, target: str, dataset: str, timeout: float) -> tuple[str, list[str], list[str]]:

@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from iolab.schema import Bool
 from iolab.units import human
-from iolab.workloads.base import LOADER_TIMEOUT, Workload, does_not_fit
+from iolab.workloads.base import LOADER_TIMEOUT, At, HostCall, Workload, does_not_fit
 
 # MLPerf Storage v2's checkpointing models: the whole checkpoint (model and optimizer state) and the
 # processes a CLOSED submission writes it with (docs/REFERENCE_FIGURES.md, "Checkpointing").
@@ -102,3 +102,44 @@ class CheckpointWorkload(Workload):
             + "caches dropped on every host, read back"
             + (f"; MLPerf Storage's rules checked ({self.accelerator} accelerators)" if self.mlperf_rules else "")
         )
+
+
+# role_vars' names without their prefix: what host_call takes (iolab.workloads.hostcall)
+CHECKPOINT_VARS = ("target", "bytes", "writers", "ranks", "count", "timeout")
+
+
+def host_call(at: At, *, target: str, bytes: int, writers: int, ranks: int, count: int, timeout: float) -> HostCall:
+    """A checkpoint's calls on a host, in MLPerf Storage's order (iolab.workloads.hostcall): `first`, on every host
+    or none, the check that its memory holds its ranks and the target their shards, then the write of its shards,
+    fsynced (the write phase's own record in RUN/write); then, once every host has written, the caches dropped (and
+    the storage side's) and the read back, the shards removed. The job's ranks: `ranks`, or `writers` on each host,
+    spread over the play's hosts by iolab.host.checkpoint (the first world % hosts hosts one more)."""
+    hosts = at.play.hosts
+    world = ranks or len(hosts) * writers
+    shard = str(bytes // world)
+    argv = at.module("iolab.host.checkpoint", "--dir", f"{target}/iolab-{at.host}/checkpoint", "--out", at.run_dir)
+    argv += ["--world", str(world), "--hosts", str(len(hosts)), "--index", str(hosts.index(at.host))]
+    argv += ["--count", str(count)]
+    options = ["--target", target, "--timeout", str(timeout), "--cwd", target, "--telemetry-after", "0"]
+    write = HostCall(
+        [*argv, "check", "--bytes-per-rank", shard],
+        at.module("iolab.host.hostrun", "run", "--dir", f"{at.run_dir}/write", "--no-pack", *options),
+        [*argv, "write", "--bytes-per-rank", shard],
+        {},
+        "Check each host's memory holds its ranks and the target their shards",
+        "Write the checkpoint, every rank its shard, fsynced",
+    )
+    drop = (
+        at.module("iolab.host.caches", "--dir", at.run_dir)
+        if at.drop
+        else at.module("iolab.host.prepare", "directory", "--dir", at.run_dir)
+    )
+    return HostCall(
+        drop,
+        at.hostrun(*options),
+        [*argv, "read", "--remove"],
+        {},
+        "Drop the caches on every host, once every host has written",
+        "Read the checkpoint back, every rank its shard, then remove it",
+        first=write,
+    )
