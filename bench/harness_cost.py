@@ -8,7 +8,8 @@
 --kind pytorch (or tensorflow): a loader's instead, one epoch of a 256-file data set on a 256 MiB tmpfs (the data
 set made by the command's dataset phase): (a) one run: its harness, the wall less the loader's own time (its
 run.json's ended_at - started_at); (b) 4 runs of it in one batch: the mean time between one run's loader ending and
-the next one's starting (run.json's), the per-run cost between runs.
+the next one's starting (run.json's), the per-run cost between runs. --kind checkpoint: the same for a checkpoint
+(63 MB of llama3-8b's, 2 writers, no data set), its time from its write's start to its read's end.
 --backend rbd or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own (tests/labbox.py: real
 Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches) each run drops too; (b)
 then says the time between runs as well. --checkout: run another checkout's code (its tasks and pyfiles, this
@@ -63,8 +64,10 @@ def campaign(directory: Path, name: str, runs: int) -> Path:
 
 
 LOADERS = {
-    "pytorch": {"type": "pytorch", "reader": "packed", "workers": 0, "batch_size": 32, "decode": False},
-    "tensorflow": {"type": "tensorflow", "batch_size": 32, "decode": False},
+    "pytorch": {"type": "pytorch", "reader": "packed", "workers": 0, "batch_size": 32, "decode": False, "epochs": 1},
+    "tensorflow": {"type": "tensorflow", "batch_size": 32, "decode": False, "epochs": 1},
+    # 63 MB of llama3-8b's checkpoint, 2 writers: written, fsynced, dropped, read back (its run: both phases)
+    "checkpoint": {"type": "checkpoint", "model": "llama3-8b", "scale": 0.0006, "writers": 2},
 }
 
 
@@ -74,18 +77,24 @@ def loader_campaign(directory: Path, name: str, kind: str, runs: int) -> Path:
         "name": name,
         "repetitions": runs,
         "backends": [{"name": f"{name}-mem", "type": "tmpfs", "size": "256MiB"}],
-        "dataset": {"kind": "imagenet-like", "files": 256, "seed": 1, "classes": 4},
-        "workloads": [{"name": "load", **LOADERS[kind], "epochs": 1}],
+        "workloads": [{"name": "load", **LOADERS[kind]}],
     }
+    if kind != "checkpoint":
+        data["dataset"] = {"kind": "imagenet-like", "files": 256, "seed": 1, "classes": 4}
     path = directory / f"{name}.yml"
     path.write_text(yaml.safe_dump(data))
     return path
 
 
 def tool_times(results: Path, name: str) -> list[tuple[float, float]]:
-    """Each run's tool (started_at, ended_at), epoch s, from its run.json, in order."""
-    records = [json.loads(p.read_text()) for p in (results / name).glob("raw/*/*/run.json")]
-    return sorted((r["started_at"], r["ended_at"]) for r in records)
+    """Each run's tool (started_at, ended_at), epoch s, from its run.json, in order (a checkpoint's: from its write
+    phase's start, write/run.json, to its read's end)."""
+    times = []
+    for path in (results / name).glob("raw/*/*/run.json"):
+        record, write = json.loads(path.read_text()), path.parent / "write" / "run.json"
+        started = json.loads(write.read_text())["started_at"] if write.exists() else record["started_at"]
+        times.append((started, record["ended_at"]))
+    return sorted(times)
 
 
 def loaders(kind: str, work: Path, name: str, rounds: int) -> None:
