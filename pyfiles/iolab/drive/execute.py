@@ -176,9 +176,10 @@ def play_run(
     them for collect.yml to fetch. A host whose files cannot be fetched or read fails.
     """
     checks = [phase.vars for phase in phases[1:] if phase.playbook == "intact.yml"]
-    warm = phases[0] == run_phase(run, warm_command=True) != run_phase(run)  # its warm-up command first
+    own, warmed = run_phase(run), run_phase(run, warm_command=True)
+    warm = phases[0] == warmed != own  # its warm-up command first
     with _Watch(lab, hosts, run):
-        if (warm or phases[0] == run_phase(run)) and len(checks) == len(phases) - 1 and fanned(lab, hosts, run):
+        if (warm or phases[0] == own) and len(checks) == len(phases) - 1 and fanned(lab, hosts, run):
             engine = fanout.Engine(lab.inventory, hosts, lab.console)  # the run alone, as a batch's runs go
             try:
                 result = runner.Result("successful", 0, fan_run(lab, engine, run, hosts, checks, warm), "")

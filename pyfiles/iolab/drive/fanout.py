@@ -28,6 +28,7 @@ sessions (Engine), the ssh_config and topology, and what may fan out (`refusal`)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import tempfile
@@ -154,21 +155,34 @@ class Reply:
             self.worker.abort()
 
 
+@dataclasses.dataclass(frozen=True)
+class Hooks:
+    """What Engine.call adds around the start: `before_start(launch, go)` once every host is ready, `on_start(T)` as
+    the start T is sent, `together` (every host starts, or none); and how a command is started on a host in this
+    round's task (`launch`, Engine.launch's)."""
+
+    before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None = None
+    on_start: Callable[[float], None] | None = None
+    together: bool = False
+    launch: Callable[..., Any] | None = None
+
+
 class _Collect(EventHandler):
     """Each host's reply; with `start_file`, the common start sent to every ready host once none is left to wait
     for (each has said it is ready, or ended): on its stdin, or through gateways (`tree`) as the start file's
     time, by one `touch` to all of them."""
 
     def __init__(
-        self, task: Task, replies: dict[str, Reply], start_file: str | None, tree: bool, wait: float = reach.READY_WAIT
+        self,
+        task: Task,
+        replies: dict[str, Reply],
+        start_file: str | None,
+        tree: bool,
+        wait: float = reach.READY_WAIT,
+        hooks: Hooks = Hooks(),
     ):
         self.task, self.replies, self.wait = task, replies, wait  # wait: the least bound on the wait (reach.READY_WAIT)
-        # What runs once every host is ready and before the start (Engine.call's `before_start`), and how it starts
-        # a command on a host (Engine.launch, in this task)
-        self.before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None = None
-        self.launch: Callable[..., Any] = lambda *a: None
-        self.on_start: Callable[[float], None] | None = None  # told the start time as it is sent (Engine.call's)
-        self.together = False  # every host starts, or none (Engine.call's)
+        self.hooks = hooks
         self.gateways: dict[str, Reply] = {}  # what a gateway said of itself (its channel's errors)
         self.start_file, self.tree = start_file, tree
         self.waiting = start_file is not None  # until the start is sent
@@ -231,14 +245,15 @@ class _Collect(EventHandler):
             self.timer.invalidate()
         if not ready:
             return
-        if self.together and (gone := [h for h in self.replies if h not in ready]):  # none starts: each told why
+        if self.hooks.together and (gone := [h for h in self.replies if h not in ready]):  # none starts: each told why
             said = " ".join(self.replies[gone[0]].err[-1:]).strip() or "it did not get ready"
             for reply in ready.values():
                 reply.dropped = f"not started: every host starts or none, and {gone[0]} could not ({said})"
                 reply.end()
             return
-        if self.before_start is not None:  # then the start, once what it started has ended
-            self.before_start(self.launch, self._send)
+        if self.hooks.before_start is not None:  # then the start, once what it started has ended
+            assert self.hooks.launch is not None  # (Engine._serve's)
+            self.hooks.before_start(self.hooks.launch, self._send)
             return
         self._send()
 
@@ -257,8 +272,8 @@ class _Collect(EventHandler):
         }
         for reply in ready.values():
             reply.start = self.start
-        if self.on_start is not None:
-            self.on_start(start_at)
+        if self.hooks.on_start is not None:
+            self.hooks.on_start(start_at)
         if not self.tree:
             for reply in ready.values():
                 reply.worker.write(f"{start_at!r}\n".encode())
@@ -324,7 +339,7 @@ class Engine:
         sessions cut once the local commands have ended) and is raised once they have ended."""
         replies = {host: Reply(host in self.local) for host in commands}
         box: dict[str, Any] = {}
-        args = (commands, timeout, replies, box, start_file, (before_start, on_start, together))
+        args = (commands, timeout, replies, box, start_file, Hooks(before_start, on_start, together))
         thread = threading.Thread(target=self._serve, args=args, daemon=True)
         with runner.CtrlC(True, self.console) as ctrl:
             thread.start()
@@ -357,7 +372,7 @@ class Engine:
         replies: dict[str, Reply],
         box: dict,
         start_file: str | None,
-        hooks: tuple[Any, Any, bool],
+        hooks: Hooks,
     ) -> None:
         try:
             task: Task = task_self()
@@ -371,9 +386,8 @@ class Engine:
             if self.topology:
                 os.environ["CLUSTERSHELL_GW_PYTHON_EXECUTABLE"] = self.gateway_python
                 task.load_topology(self.topology)
-            handler = _Collect(task, replies, start_file, bool(self.topology), self.ready_wait)
-            handler.before_start, handler.on_start, handler.together = hooks  # (Engine.call's)
-            handler.launch = lambda *args: self.launch(task, *args)
+            hooks = dataclasses.replace(hooks, launch=lambda *args: self.launch(task, *args))
+            handler = _Collect(task, replies, start_file, bool(self.topology), self.ready_wait, hooks)
             for host, argv in commands.items():
                 replies[host].worker = self.launch(task, host, argv, handler, timeout)
             try:

@@ -198,8 +198,8 @@ def intact(engine: Engine, env: list[str], python: str, outcomes: dict, check: d
     hosts = [h for h, o in outcomes.items() if not o.unreachable and o.archives]
     holding = [h for h in hosts if h in check["intact_dataset_hosts"]]
     root = check["intact_dataset_root"]
-    argvs = {h: [*env, python, "-m", "iolab.host.dataset", "verify"] for h in holding}
-    argvs = {h: [*a, root or f"{check['intact_target']}/iolab-{h}/dataset", "--json"] for h, a in argvs.items()}
+    verify = [*env, python, "-m", "iolab.host.dataset", "verify"]
+    argvs = {h: [*verify, root or f"{check['intact_target']}/iolab-{h}/dataset", "--json"] for h in holding}
     said = engine.call(argvs, SLACK) if argvs else {}
     for host in hosts:
         reply = said.get(host)
