@@ -8,12 +8,14 @@ and the report must say the answer per backend.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
 from iolab.shared import trace
+from iolab.workloads.base import INLINE_TEXT
 
 READER = """
 import os, sys, time, multiprocessing
@@ -89,7 +91,9 @@ def test_capture_then_replay_on_tmpfs_and_disk_then_report(cli, write_campaign, 
         recorded = by[(backend, "as-recorded", "localhost", "replay_s")]
         assert recorded["metadata"]["replay_bytes"] == found.bytes  # exactly the trace's bytes
         assert recorded["metadata"]["cache_state"] == "dropped"
-        assert (cli.results / "itest-replay" / "raw" / recorded["run_id"] / "localhost" / "telemetry.jsonl").exists()
+        raw = cli.results / "itest-replay" / "raw" / recorded["run_id"] / "localhost"
+        assert (raw / "telemetry.jsonl").exists()
+        assert json.loads((raw / "run.json").read_text())["launcher"] == "clustershell"  # the trace in the argv
         assert recorded["value"] >= found.span_us / 1e6 * 0.95  # the recorded gaps are kept
         assert (backend, "as-recorded", "*", "replay_stall_s") in by
         fast = by[(backend, "fast", "localhost", "replay_bw")]
@@ -104,3 +108,25 @@ def test_capture_then_replay_on_tmpfs_and_disk_then_report(cli, write_campaign, 
     page = Path(cli("report", "--campaign", "itest-replay", "--format", "html").stdout.strip()).read_text()
     assert "A job's I/O, replayed" in page and "itest-replay-disk: this job&#39;s I/O on it: finishes in" in page
     assert not (disk / "iolab-localhost").exists()  # the staged tree goes with the backend's unmount
+
+
+def test_a_trace_too_long_for_the_argv_is_copied_by_the_bench_role_and_replays_the_same(cli, write_campaign, tmp_path):
+    """A trace over INLINE_TEXT travels as a file: the run is Ansible's (iolab.drive.fanout.refusal), whose role
+    copies it beside the run directory and runs the same prepare and replay as the fan-out's call."""
+    records = [(7, "read", 0, (i % 256) * 4096, 4096, i * 20, 5) for i in range(4000)]
+    path = trace.write(tmp_path / "traces", {"root": "/data", "files": [["a.bin", 1 << 20]]}, records)
+    assert path.stat().st_size > INLINE_TEXT
+    campaign = write_campaign(
+        {
+            "name": "itest-replay-long",
+            "repetitions": 1,
+            "backends": [{"name": "itest-replay-long-mem", "type": "tmpfs", "size": "16MiB"}],
+            "workloads": [{"name": "long", "type": "replay", "trace": str(path), "timing": "fast"}],
+        }
+    )
+    cli.bench(campaign, wait=1500.0)
+    (sample,) = [s for s in cli.samples("itest-replay-long") if s["metric"] == "replay_s" and s["host"] != "*"]
+    assert sample["metadata"]["replay_bytes"] == {"read": 4000 * 4096, "write": 0}
+    assert sample["metadata"]["cache_state"] == "dropped"
+    raw = cli.results / "itest-replay-long" / "raw" / sample["run_id"] / "localhost"
+    assert json.loads((raw / "run.json").read_text())["launcher"] == "ansible"

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from iolab.drive import reach
+from iolab.shared import trace
 from iolab.shared.processes import alive
 from support import ROOT, Cli, cmdline, tmpfs_campaign
 
@@ -27,7 +28,8 @@ FIO = {"name": "seq", "type": "fio", "profile": "seq-read-1m", "runtime": "1s", 
 
 def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_path):
     """gpu01 is the ClusterShell gateway to gpu[02-04] (a topology file whose root is this controller); the
-    gateway runs ClusterShell on this checkout's python (the simulated hosts share its file system)."""
+    gateway runs ClusterShell on this checkout's python (the simulated hosts share its file system). A replay's
+    trace goes through it in its prepare's argv (quotes, tabs and newlines as they are)."""
     topology = tmp_path / "topology.conf"
     root = socket.gethostname().split(".")[0]
     topology.write_text(f"[routes]\n{root}: gpu01\ngpu01: gpu[02-04]\n")
@@ -37,10 +39,13 @@ def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_pat
     gated = tmp_path / "gated.yml"
     gated.write_text(yaml.safe_dump(inventory))
     cli = Cli(results)
-    path = tmpfs_campaign(tmp_path, "lab-gateway", [FIO])
+    records = [(3, "read", 0, 0, 4096, 0, 5), (3, "read", 1, 4096, 4096, 10, 5), (4, "write", 1, 0, 512, 12, 5)]
+    found = trace.load(trace.write(tmp_path, {"root": "/d", "files": [["it's", 8192], ["e/f", 8192]]}, records))
+    replay = {"name": "rp", "type": "replay", "trace": str(found.path), "timing": "fast"}
+    path = tmpfs_campaign(tmp_path, "lab-gateway", [FIO, replay])
     dry = cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path), "--dry-run")
     assert (
-        "runs of calibrate, checkpoint, fio, kvcache, metadata, objects, pytorch, tensorflow go through the "
+        "runs of calibrate, checkpoint, fio, kvcache, metadata, objects, pytorch, replay, tensorflow go through the "
         f"ClusterShell gateways gpu01 (topology {topology})" in dry.stdout
     )
     cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path))
@@ -54,6 +59,12 @@ def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_pat
             assert sample["metadata"]["start_skew_s"] is not None  # each host started on its own clock
             record = results / "lab-gateway" / "raw" / sample["run_id"] / sample["host"] / "run.json"
             assert json.loads(record.read_text())["launcher"] == "clustershell"
+    replayed = [s for s in cli.samples("lab-gateway") if s["metric"] == "replay_s" and s["host"] != "*"]
+    assert {s["host"] for s in replayed} == {"gpu02", "gpu03", "gpu04"}
+    for sample in replayed:
+        assert sample["metadata"]["replay_bytes"] == found.bytes
+        record = results / "lab-gateway" / "raw" / sample["run_id"] / sample["host"] / "run.json"
+        assert json.loads(record.read_text())["launcher"] == "clustershell"
     assert sim_hosts.mounts_left() == {}
 
 

@@ -21,8 +21,7 @@ from iolab.drive import fanout, fanout_run, reach, runner
 from iolab.errors import UserError
 from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE
 from iolab.workloads import base, hostcall
-from iolab.workloads.base import Play
-from iolab.workloads.fio import JOBTEXT_INLINE
+from iolab.workloads.base import INLINE_TEXT, Play
 
 FIO = {
     "run_role": "bench_fio",
@@ -56,7 +55,7 @@ def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_pat
     assert fanout.refusal(plain, ["gpu01", "gpu02"], TORCH) is None  # a loader's run fans out too
     assert fanout.refusal(plain, ["gpu01"], {**TORCH, "bench_pytorch_s3": {}}) is None  # reader s3's too
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": "[job]\n"}) is None  # in the prepare's argv
-    long = "[job]\n" + ";\n" * (JOBTEXT_INLINE // 2)  # too long for it: the bench role copies it
+    long = "[job]\n" + ";\n" * (INLINE_TEXT // 2)  # too long for it: the bench role copies it
     assert "over 64 KiB is copied by Ansible" in str(
         fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": long})
     )
@@ -166,12 +165,42 @@ def test_the_commands_are_argv_lists_with_values_as_they_are():
         "bench_fio", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, {**fio, "jobtext": "[j]\n"}
     )
     assert job.prepare[job.prepare.index("--jobtext") + 1] == "[j]\n" and "--jobfile" not in job.prepare
-    long = {**fio, "jobtext": "[j]\n" + " " * JOBTEXT_INLINE}
+    long = {**fio, "jobtext": "[j]\n" + " " * INLINE_TEXT}
     job = hostcall.host_call("bench_fio", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, long)
     assert job.prepare[job.prepare.index("--jobfile") + 1] == "/runs/r1/user.fio" and "--jobtext" not in job.prepare
     walk = {"target": "/mnt/t", "threads": 2, "limit": 0, "drop_caches": False, "timeout": 60.0}
     call = hostcall.host_call("bench_metadata", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, walk)
     assert call.prepare[-1] == "--drop-caches" and call.tool[-1] == "--no-drop-caches"  # the run's drop, not each op's
+
+
+def test_a_replay_fans_out_with_its_trace_in_the_argv_and_one_too_long_for_it_stays_ansibles(tmp_path):
+    """The prepare stages beside the run directory from the trace's text (iolab.host.trace stage), the tool replays
+    the same file and tree; a trace over INLINE_TEXT has no text in the variables (ReplayWorkload.role_vars): the
+    bench role copies it, so the run is Ansible's."""
+    replay = {"target": "/mnt/t", "trace": "/c/t.trace", "text": "T", "hash": "ab12", "timing": "fast"}
+    replay |= {"processes": 2, "own_files": True, "copies": 2, "timeout": 60.0}
+    call = hostcall.host_call("bench_replay", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, replay)
+    where = ["--trace", "/runs/r1.trace", "--root", "/mnt/t/iolab-gpu01/trace-ab12"]
+    assert call.prepare == ["/py", "-m", "iolab.host.trace", "stage", *where, "--copies", "2", "--text", "T"] + [
+        "--dir",
+        "/runs/r1",
+        "--drop-caches",
+    ]
+    assert call.tool == ["/py", "-m", "iolab.host.trace", "replay", *where, "--out", "/runs/r1"] + [
+        "--timing",
+        "fast",
+        "--processes",
+        "2",
+        "--own-files",
+    ]
+    copied = hostcall.host_call(
+        "bench_replay", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), False, {**replay, "text": ""}
+    )
+    assert "--text" not in copied.prepare and "--drop-caches" not in copied.prepare
+    variables = {"run_role": "bench_replay", **{f"bench_replay_{k}": v for k, v in replay.items()}}
+    assert fanout.refusal(inventory(tmp_path), ["gpu01", "gpu02"], variables) is None
+    long = {**variables, "bench_replay_text": ""}
+    assert "a trace over 64 KiB is copied by Ansible" in str(fanout.refusal(inventory(tmp_path), ["gpu01"], long))
 
 
 def test_a_kvcache_call_runs_the_argvs_its_role_built_and_its_prepare_does_the_roles_check_pause_and_drop():

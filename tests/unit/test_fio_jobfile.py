@@ -291,7 +291,7 @@ def prepare(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
 
 @needs_fio
 def test_a_job_files_text_in_the_argv_is_written_as_the_runs_user_fio_and_checked_again(tmp_path):
-    """The fan-out's route (and the role's, for a text of up to iolab.workloads.fio.JOBTEXT_INLINE): the checked text
+    """The fan-out's route (and the role's, for a text of up to iolab.workloads.base.INLINE_TEXT): the checked text
     travels in the prepare's argv; the host writes it as the run's user.fio and checks it as it checks that file."""
     marker = tmp_path / "pwned"
     argv = [sys.executable, "-m", "iolab.host.fio_jobs", "prepare", "--dir", str(tmp_path / "run")]

@@ -106,3 +106,22 @@ def test_a_data_set_the_file_system_cannot_hold_is_refused_before_a_file_is_writ
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
     assert "the trace's data set (2,251,799,813,685,248 B for 2 copies) does not fit" in done.stderr
     assert not any((tmp_path / "staged").iterdir())
+
+
+def test_stage_as_a_runs_prepare_writes_the_trace_from_its_text_then_makes_the_run_directory_and_drops(
+    captured, tmp_path
+):
+    """The prepare both run routes call (iolab.workloads.replay.host_call): the trace's text from the argv written
+    beside the run directory and checked, the files staged, then the run directory and the drop, recorded."""
+    run_dir, staged = tmp_path / "runs" / "r1", tmp_path / "staged"
+    file = Path(f"{run_dir}.trace")
+    text = captured.path.read_text()
+    argv = ["stage", "--trace", str(file), "--root", str(staged), "--text", text, "--dir", str(run_dir)]
+    done = _host(*argv, "--drop-caches")
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.splitlines()[-1])
+    assert said["staged"] is True and said["trace"] == captured.sha256 and said["started_at"] > 0
+    assert file.read_text() == text and (staged / "f11.bin").stat().st_size == 20_011
+    assert json.loads((run_dir / "drop_caches.json").read_text())["page_cache_after"] >= 0
+    cut = _host("stage", "--trace", str(file), "--root", str(staged), "--text", text[:-80], "--dir", str(run_dir))
+    assert cut.returncode == 1 and cut.stderr.startswith("trace stage: ") and len(cut.stderr.splitlines()) == 1

@@ -1,7 +1,7 @@
 """Capture a job's file I/O as a trace, stage a trace's files, replay it through fio (host side, stdlib only).
 
     python -m iolab.host.trace capture --root ROOT --out DIR [--baseline] [--timeout S] -- COMMAND ...
-    python -m iolab.host.trace stage --trace FILE --root DIR [--copies N]
+    python -m iolab.host.trace stage --trace FILE --root DIR [--copies N] [--text TEXT] [--dir RUN_DIR [--drop-caches]]
     python -m iolab.host.trace replay --trace FILE --root DIR --out RUN_DIR [--timing recorded|fast]
                                       [--processes N] [--own-files]
 
@@ -11,7 +11,11 @@ still is, and writes DIR/<hash>.trace; its last output line is `iolab-trace: PAT
 --baseline the command first runs once untraced (caches dropped before each run when root can),
 and the trace's header says both wall times: the capture's own cost. `stage` makes the trace's
 files under DIR at their sizes (once: a marker names the trace, a second call with the same
-trace and copies leaves them), refusing in one line where the file system has no room.
+trace and copies leaves them), refusing in one line where the file system has no room; with --text the
+trace's text (the controller's checked copy, which the run's argv carries) is written as FILE first, and with
+--dir it is a run's prepare, as both run routes call it (iolab.workloads.replay): then the run directory and,
+with --drop-caches, the caches synced, dropped and the drop recorded (after the staging, which fills them); its
+last line is JSON, what was staged and when the call started (`started_at`).
 `replay` is iolab.host.trace_fio's.
 """
 
@@ -114,6 +118,22 @@ def stage(loaded: trace.Trace, root: Path, copies: int) -> dict:
     return {"staged": True, "bytes": need, "seconds": time.monotonic() - began, **wanted}
 
 
+def _prepare(file: Path, text: str | None, root: Path, copies: int, run_dir: Path | None, drop: bool) -> int:
+    """`stage`: the trace written from its text (when given) and checked, its files staged; as a run's prepare
+    (`run_dir`), then the run directory and the recorded drop (`drop`). Its last line is JSON."""
+    started_at = time.time()  # when the call reached the host
+    if text is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(text)
+    done = stage(trace.load(file), root, copies)
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if drop and caches.drop_recorded(run_dir) != 0:
+            return 1
+    print(json.dumps({**done, "started_at": started_at}))
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m iolab.host.trace", description=__doc__.splitlines()[0])
     steps = parser.add_subparsers(dest="step", required=True)
@@ -129,6 +149,9 @@ def _parser() -> argparse.ArgumentParser:
         step.add_argument("--root", type=Path, required=True, help="where the trace's files are staged")
     staged = steps.choices["stage"]
     staged.add_argument("--copies", type=int, default=1, help="copies of the tree, root/copy-K (1: root itself)")
+    staged.add_argument("--text", help="the trace's text, written as --trace first (the controller's checked copy)")
+    staged.add_argument("--dir", type=Path, help="a run's prepare: then this run directory, made")
+    staged.add_argument("--drop-caches", action="store_true", help="and the caches dropped (with --dir), recorded")
     played = steps.choices["replay"]
     played.add_argument("--out", type=Path, required=True, help="the run's directory: fio.json, replay.json")
     played.add_argument("--timing", choices=("recorded", "fast"), default="recorded")
@@ -145,10 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         if opts.step == "capture":
             print(f"iolab-trace: {capture(opts.root, opts.out, opts.command, opts.baseline, opts.timeout)}")
             return 0
-        loaded = trace.load(opts.trace)
         if opts.step == "stage":
-            print(json.dumps(stage(loaded, opts.root, opts.copies)))
-            return 0
+            return _prepare(opts.trace, opts.text, opts.root, opts.copies, opts.dir, opts.drop_caches)
+        loaded = trace.load(opts.trace)
         return trace_fio.replay(loaded, opts.root, opts.out, opts.timing == "fast", opts.processes, opts.own_files)
     except (trace.TraceError, trace_strace.StraceError, RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         print(f"trace {opts.step}: {exc}", file=sys.stderr)

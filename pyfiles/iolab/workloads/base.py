@@ -191,6 +191,11 @@ class Play:
         return cls(list(hosts), run_id, local, str(first_hostvars.get("ansible_host", first)))
 
 
+# Characters of a text (a user's job file, a trace) that travel in a host call's argv: a remote command is one argument
+# of the host's shell (`sh -c`), which Linux caps at 128 KiB (MAX_ARG_STRLEN); a longer one is copied by the bench role.
+INLINE_TEXT = 64 << 10
+
+
 @dataclasses.dataclass(frozen=True)
 class At:
     """Where a kind's host call runs: the host's python, the host, the run's directory there, the run's play, and

@@ -13,7 +13,7 @@ from iolab.backends.tmpfs import TmpfsBackend
 from iolab.errors import UserError
 from iolab.schema import Duration, Ramp, Size
 from iolab.shared import fio_jobfile, fio_options
-from iolab.workloads.base import At, HostCall, Workload
+from iolab.workloads.base import INLINE_TEXT, At, HostCall, Workload
 
 
 class FioWorkload(Workload):
@@ -172,11 +172,6 @@ FIO_VARS = (
 )
 
 
-# Characters of a job file's text that travel in the prepare's argv: a remote command is one argument of the host's
-# shell (`sh -c`), which Linux caps at 128 KiB (MAX_ARG_STRLEN); a longer one is copied by the bench role.
-JOBTEXT_INLINE = 64 << 10
-
-
 def host_call(
     at: At,
     *,
@@ -198,7 +193,7 @@ def host_call(
     # A user's job file, as the controller checked it: in the argv (the prepare writes it as user.fio), unless it
     # is too long for one (the bench role then copies it there: the fan-out refuses such a run)
     if jobtext:
-        prepare += ["--jobtext", jobtext] if len(jobtext) <= JOBTEXT_INLINE else ["--jobfile", f"{run_dir}/user.fio"]
+        prepare += ["--jobtext", jobtext] if len(jobtext) <= INLINE_TEXT else ["--jobfile", f"{run_dir}/user.fio"]
     prepare += [f"--allow-device={device}" for device in allow_devices]
     prepare += ["--bssplit-from", bssplit_from] if bssplit_from else []
     prepare += ["--drop-caches"] if at.drop else []

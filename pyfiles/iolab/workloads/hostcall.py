@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from iolab.workloads import calibrate, checkpoint, fio, kvcache, metadata, objects, pytorch, tensorflow
+from iolab.workloads import calibrate, checkpoint, fio, kvcache, metadata, objects, pytorch, replay, tensorflow
 from iolab.workloads.base import At, HostCall, Play
 
 # role → (its kind's call, the role variables the call takes, by name)
@@ -26,6 +26,7 @@ KINDS: dict[str, tuple[Callable[..., HostCall], tuple[str, ...]]] = {
     "bench_kvcache": (kvcache.host_call, kvcache.KVCACHE_VARS),
     "bench_objects": (objects.host_call, objects.OBJECTS_VARS),
     "bench_checkpoint": (checkpoint.host_call, checkpoint.CHECKPOINT_VARS),
+    "bench_replay": (replay.host_call, replay.REPLAY_VARS),
 }
 
 

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 from iolab.schema import Bool
 from iolab.shared import trace as traces
 from iolab.units import human
-from iolab.workloads.base import LOADER_TIMEOUT, Workload, does_not_fit
+from iolab.workloads.base import INLINE_TEXT, LOADER_TIMEOUT, At, HostCall, Workload, does_not_fit
 
 
 @functools.lru_cache(maxsize=8)
@@ -91,9 +91,11 @@ class ReplayWorkload(Workload):
         return {**super().params(), "trace": self.loaded.sha256[:16]}
 
     def role_vars(self, target: str) -> dict[str, Any]:
+        path = Path(self.trace).resolve()
         return {
             "bench_replay_target": target,
-            "bench_replay_trace": str(Path(self.trace).resolve()),
+            "bench_replay_trace": str(path),
+            "bench_replay_text": path.read_text() if path.stat().st_size <= INLINE_TEXT else "",
             "bench_replay_hash": self.loaded.sha256[:16],
             "bench_replay_timing": self.timing,
             "bench_replay_processes": self.processes,
@@ -116,3 +118,35 @@ class ReplayWorkload(Workload):
             + (f", {self.processes} copies of each process" if self.processes > 1 else "")
             + (" on files of their own" if self.own_files and self.processes > 1 else "")
         )
+
+
+# What replay's bench role takes from the controller (execute.workload_vars), by the name host_call gives it.
+REPLAY_VARS = ("target", "trace", "text", "hash", "timing", "processes", "own_files", "copies", "timeout")
+
+
+def host_call(
+    at: At,
+    *,
+    target: str,
+    trace: str,
+    text: str,
+    hash: str,
+    timing: str,
+    processes: int,
+    own_files: bool,
+    copies: int,
+    timeout: float,
+) -> HostCall:
+    """A replay's call on `at.host` (iolab.workloads.hostcall): `prepare` is iolab.host.trace stage (the trace written
+    beside the run directory from `text`, its files staged under <target>/iolab-<host>/trace-<hash>, the caches
+    dropped), the tool its replay through fio. A trace too long for the argv (`text` empty, INLINE_TEXT) is copied
+    there from `trace`, the controller's copy, by the bench role (the fan-out refuses such a run)."""
+    root, file = f"{target}/iolab-{at.host}/trace-{hash}", f"{at.run_dir}.trace"
+    prepare = at.module("iolab.host.trace", "stage", "--trace", file, "--root", root, "--copies", str(copies))
+    prepare += [*(["--text", text] if text else []), "--dir", at.run_dir, *(["--drop-caches"] if at.drop else [])]
+    run = at.hostrun("--target", target, "--timeout", str(timeout), "--telemetry-after", "0")
+    tool = at.module("iolab.host.trace", "replay", "--trace", file, "--root", root, "--out", at.run_dir)
+    tool += ["--timing", timing, "--processes", str(processes), *(["--own-files"] if own_files else [])]
+    return HostCall(
+        prepare, run, tool, {}, "Stage the trace's files, then drop the caches", "Replay the trace through fio"
+    )
