@@ -1,7 +1,7 @@
 """The harness's cost on localhost, whole `./lab bench.all` commands (the hosts set up by a first, unmeasured call):
 
-    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal] [--kind fio|pytorch|tensorflow]
-                                           [--backend tmpfs|rbd|cephfs] [--checkout DIR]
+    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal] [--backend tmpfs|rbd|cephfs]
+                                           [--kind fio|pytorch|tensorflow|checkpoint|replay] [--checkout DIR]
 
 (a) one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (/mnt/iolab/NAME-mem): the command's wall time;
 (b) a campaign of 6 runs of 5 s + 1 s ramp on a 1 GiB tmpfs (3 fio profiles × 2 repetitions): Σ(runtime + ramp) / wall.
@@ -9,7 +9,8 @@
 set made by the command's dataset phase): (a) one run: its harness, the wall less the loader's own time (its
 run.json's ended_at - started_at); (b) 4 runs of it in one batch: the mean time between one run's loader ending and
 the next one's starting (run.json's), the per-run cost between runs. --kind checkpoint: the same for a checkpoint
-(63 MB of llama3-8b's, 2 writers, no data set), its time from its write's start to its read's end.
+(63 MB of llama3-8b's, 2 writers, no data set), its time from its write's start to its read's end; --kind replay: a
+trace's replay (2,000 reads of 4 KiB, as fast as the storage allows, its files staged by the run's prepare).
 --backend rbd or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own (tests/labbox.py: real
 Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches) each run drops too; (b)
 then says the time between runs as well. --checkout: run another checkout's code (its tasks and pyfiles, this
@@ -68,7 +69,18 @@ LOADERS = {
     "tensorflow": {"type": "tensorflow", "batch_size": 32, "decode": False, "epochs": 1},
     # 63 MB of llama3-8b's checkpoint, 2 writers: written, fsynced, dropped, read back (its run: both phases)
     "checkpoint": {"type": "checkpoint", "model": "llama3-8b", "scale": 0.0006, "writers": 2},
+    # a trace of 2,000 reads of 4 KiB over one 8 MiB file (trace()), replayed as fast as the storage allows
+    "replay": {"type": "replay", "timing": "fast"},
 }
+
+
+def trace(directory: Path) -> Path:
+    """--kind replay's trace (26 KiB: it travels in the call's argv), written once into the bench's directory."""
+    sys.path.insert(0, str(ROOT / "pyfiles"))
+    from iolab.shared import trace as traces
+
+    records = [(1, "read", 0, (i % 2048) * 4096, 4096, i * 10, 5) for i in range(2000)]
+    return traces.write(directory, {"root": "/data", "files": [["data.bin", 8 << 20]]}, records)
 
 
 def loader_campaign(directory: Path, name: str, kind: str, runs: int) -> Path:
@@ -79,7 +91,9 @@ def loader_campaign(directory: Path, name: str, kind: str, runs: int) -> Path:
         "backends": [{"name": f"{name}-mem", "type": "tmpfs", "size": "256MiB"}],
         "workloads": [{"name": "load", **LOADERS[kind]}],
     }
-    if kind != "checkpoint":
+    if kind == "replay":
+        data["workloads"][0]["trace"] = str(trace(directory))
+    elif kind != "checkpoint":
         data["dataset"] = {"kind": "imagenet-like", "files": 256, "seed": 1, "classes": 4}
     path = directory / f"{name}.yml"
     path.write_text(yaml.safe_dump(data))
