@@ -101,3 +101,16 @@ def test_a_capture_s_bad_command_is_refused_before_any_host(tmp_path):
         with pytest.raises(UserError, match=re.escape(said)):
             traces.capture(None, root, command, False, 60.0, tmp_path)  # type: ignore[arg-type]
     assert not any(tmp_path.iterdir())
+
+
+def test_the_dry_run_says_the_traces_route_and_size_not_its_text(tmp_path):
+    """The trace's text is a role variable (it travels in the prepare's argv); --dry-run names it by its size."""
+    from iolab.drive.execute import workload_vars
+
+    path = trace.write(tmp_path, {"root": "/data", "files": [["a.jpg", 4096]]}, GOOD)
+    (run,) = campaign.expand(campaign.load(_campaign(tmp_path, path)))
+    variables = workload_vars(run)
+    assert variables["bench_replay_text"] == path.read_text()  # what the call carries
+    lines = "\n".join(run.workload.dry_run(variables))
+    assert f"bench_replay_text: \"<the trace's {len(path.read_text()):,} characters, in the prepare's argv>\"" in lines
+    assert "iolab.trace/1" not in lines and f'bench_replay_trace: "{path}"' in lines

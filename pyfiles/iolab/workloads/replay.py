@@ -104,6 +104,12 @@ class ReplayWorkload(Workload):
             "bench_replay_timeout": self.run_timeout(max(LOADER_TIMEOUT, 4 * self.loaded.span_us / 1e6)),
         }
 
+    def dry_run(self, variables: dict[str, Any]) -> list[str]:
+        """The base's lines, the trace's text said by its size and route rather than shown."""
+        text = variables.get("bench_replay_text", "")
+        said = f"<the trace's {len(text):,} characters, in the prepare's argv>" if text else "<copied by the role>"
+        return super().dry_run({**variables, "bench_replay_text": said})
+
     def estimate(self) -> float | None:
         return self.loaded.span_us / 1e6 if self.timing == "recorded" else None
 
