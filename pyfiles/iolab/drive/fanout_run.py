@@ -145,7 +145,7 @@ def run_calls(
     start_file = str(run_dir.parent.parent / f"{run_dir.name}{'-first' if first else ''}{START_SUFFIX}")
     commands = {
         h: [*env, *(f"{k}={v}" for k, v in c.env.items()), *c.run, "--start-when-told", start_file]
-        + ["--before", json.dumps(c.prepare), "--", *c.tool]
+        + ["--before", json.dumps(c.prepare, ensure_ascii=False), "--", *c.tool]  # UTF-8: 2-4 bytes, not \uXXXX
         for h, c in calls.items()
     }
     limit = 2 * timeout + SLACK if timeout else None  # the prepare, then the run
