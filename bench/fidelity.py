@@ -1,7 +1,8 @@
 """Fidelity and overhead of `invoke bench.fio` on localhost.
 
 Fidelity: the same fio job through `invoke bench.fio` and by hand on the same
-tmpfs, alternated; iolab's throughput / hand-run throughput should lie in
+tmpfs, alternated (ABBA: every other round by hand first, with the job file of the
+round before); iolab's throughput / hand-run throughput should lie in
 0.97–1.03. Overhead: wall time of `invoke bench.fio` minus the job's runtime
 and ramp, target ≤ 3 s.
 
@@ -43,7 +44,10 @@ def main() -> None:
     lab("storage.mount", *flags, results=results)
     try:
         iolab_bw, hand_bw, walls = [], [], []
-        for _ in range(opts.rounds):
+        job = results / "hand.fio"  # the job file of the round before, in a round by hand first
+        for round_ in range(opts.rounds):
+            if round_ % 2:  # ABBA: every other round runs by hand first, so that neither side always runs second
+                hand_bw.append(by_hand(job))
             wall, _ = lab(
                 "bench.fio",
                 *flags,
@@ -64,7 +68,6 @@ def main() -> None:
             ][-1]
             walls.append(wall)
             iolab_bw.append(last["value"])
-            job = results / "hand.fio"
             raw = results / "fio-bench-fidelity" / "raw" / last["run_id"] / "localhost" / "job.fio"
             # The very job file iolab ran, minus its logs: same file, size, options.
             job.write_text(
@@ -74,7 +77,8 @@ def main() -> None:
                     if not line.startswith(("write_bw_log", "log_avg_msec"))
                 )
             )
-            hand_bw.append(by_hand(job))
+            if not round_ % 2:
+                hand_bw.append(by_hand(job))
         ratios = [a / b for a, b in zip(iolab_bw, hand_bw, strict=False)]
         overhead = [w - opts.runtime - opts.ramp for w in walls]
         print(
