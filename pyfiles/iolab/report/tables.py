@@ -17,6 +17,7 @@ keep canonical units (`value` in the `unit` column: B/s, IOPS, ns, ...) whatever
 from __future__ import annotations
 
 import csv
+import dataclasses
 import getpass
 import io
 import json
@@ -423,24 +424,9 @@ def export(store: ResultStore, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(rows, indent=1)
     buffer = io.StringIO()
-    fields = [
-        "campaign",
-        "run_id",
-        "repetition",
-        "host",
-        "backend",
-        "workload",
-        "metric",
-        "value",
-        "unit",
-        "started_at",
-        "ended_at",
-        "valid",
-        "flags",
-        "reasons",
-        "params",
-        "metadata",
-    ]
+    # A sample's own fields in their order (but its schema), its judgement, then its two mappings as JSON.
+    own = [f.name for f in dataclasses.fields(Sample) if f.name not in ("params", "metadata", "schema")]
+    fields = [*own, "valid", "flags", "reasons", "params", "metadata"]
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for row in rows:
