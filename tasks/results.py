@@ -9,7 +9,7 @@ from invoke import Collection
 from iolab import paths
 from iolab.errors import RunFailed, UserError
 from iolab.report import tables as report_mod
-from iolab.results import query as results_query
+from iolab.results import QUERY_ROWS, QUERY_SECONDS
 from iolab.run.cli import echo, user_errors
 
 from .common import task
@@ -87,8 +87,8 @@ def publish(c, to=None, campaign=None, all=False):
     help={
         "sql": "one SELECT statement over campaigns, runs, samples",
         "format": "table | json (streamed, a row a line)",
-        "max_rows": f"refuse a statement that gives more rows than this (default {results_query.ROWS}; 0: no cap)",
-        "seconds": f"stop a statement that runs longer than this (default {results_query.SECONDS:g}; 0: no limit)",
+        "max_rows": f"refuse a statement that gives more rows than this (default {QUERY_ROWS}; 0: no cap)",
+        "seconds": f"stop a statement that runs longer than this (default {QUERY_SECONDS:g}; 0: no limit)",
     },
 )
 @user_errors
@@ -97,11 +97,12 @@ def query(c, sql, format="table", max_rows=None, seconds=None):
     from rich.console import Console
 
     from iolab.report import database
+    from iolab.results import query as results_query
 
     if format not in ("table", "json"):
         raise UserError(f"unknown query format {format!r}; use table or json")
-    cap = _number(max_rows, "--max-rows", results_query.ROWS)
-    limit = _number(seconds, "--seconds", results_query.SECONDS)
+    cap = _number(max_rows, "--max-rows", QUERY_ROWS)
+    limit = _number(seconds, "--seconds", QUERY_SECONDS)
     with results_query.answer(paths.results_root(), sql, int(cap), limit) as (columns, rows):
         if format == "json":
             for line in results_query.as_json(columns, rows):

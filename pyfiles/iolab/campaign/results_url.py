@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from typing import TYPE_CHECKING
 
 from iolab.errors import UserError
+
+if TYPE_CHECKING:  # SQLAlchemy's import (≈ 0.2 s) is made where a URL is parsed: a command with none pays nothing
+    from sqlalchemy.engine import URL
 
 ENV = "IOLAB_RESULTS_DB"
 SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
@@ -48,6 +49,9 @@ def parse(text: str, where: str) -> Target:
     A password with an unencoded @ leaves its tail in the host ('pw@tail@host' reads as host 'tail@host'), one
     with / or : can leave it in the port (a ValueError of the URL parser that quotes it): a host that is not a
     name or an address, and a port that is not a number, are refused without repeating either."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         url = make_url(str(text).strip())
         usable = url.drivername in SCHEMES and bool(url.database) and bool(HOST.fullmatch(url.host or "localhost"))

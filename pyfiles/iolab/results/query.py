@@ -8,7 +8,7 @@
 written), `PRAGMA query_only` (no statement may write) and an authorizer that allows reading only (no
 ATTACH of another file, no PRAGMA, no temporary table). A statement that writes is refused in one
 line; so is more than one statement. Its rows are streamed as SQLite makes them, and bounded: more
-than ROWS of them (`--max-rows`), SECONDS of work (`--seconds`: SQLite's progress handler looks at
+than QUERY_ROWS of them (`--max-rows`), QUERY_SECONDS of work (`--seconds`: SQLite's progress handler looks at
 the clock every STEPS steps), a value over LENGTH bytes or more than HEAP in all (PRAGMA
 hard_heap_limit) is refused in one line; a recursive CTE without end is one of these, never a
 MemoryError. The SQL reaches SQLite as it is (no bind parameters: ':name' in a string is text).
@@ -33,6 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from iolab.errors import UserError
 from iolab.measures.samples import Sample
+from iolab.results import QUERY_ROWS, QUERY_SECONDS
 from iolab.results import db as results_db
 from iolab.results import index as results_index
 from iolab.results.schema import campaigns, sample_metadata, samples
@@ -40,8 +41,6 @@ from iolab.results.schema import campaigns, sample_metadata, samples
 DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2}([T ]\d{2}(:\d{2}(:\d{2})?)?)?)?)?$")
 
 
-ROWS = 10_000  # rows a statement may give (--max-rows: another cap; 0: none)
-SECONDS = 60.0  # seconds a statement may run (--seconds: another limit; 0: none)
 HEAP = 1 << 30  # bytes of memory SQLite may take in this process (PRAGMA hard_heap_limit)
 LENGTH = 64 << 20  # bytes of one value (a string or a blob: randomblob, a group_concat without end)
 STEPS = 10_000  # SQLite's virtual machine steps between two looks at the clock
@@ -70,7 +69,7 @@ _READS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, s
 
 
 def query(
-    results: Path, sql: str, max_rows: int = ROWS, seconds: float = SECONDS
+    results: Path, sql: str, max_rows: int = QUERY_ROWS, seconds: float = QUERY_SECONDS
 ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The columns and rows of one read-only statement over the index (caught up with the files first)."""
     with answer(results, sql, max_rows, seconds) as (columns, rows):
@@ -79,7 +78,7 @@ def query(
 
 @contextlib.contextmanager
 def answer(
-    results: Path, sql: str, max_rows: int = ROWS, seconds: float = SECONDS
+    results: Path, sql: str, max_rows: int = QUERY_ROWS, seconds: float = QUERY_SECONDS
 ) -> Iterator[tuple[list[str], Iterator[tuple[Any, ...]]]]:
     """The columns of one read-only statement, and its rows as SQLite makes them (streamed): more than `max_rows`
     of them, `seconds` of work, or more memory than HEAP is a UserError in one line (0: no cap, no limit). The SQL
