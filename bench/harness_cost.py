@@ -76,8 +76,7 @@ LOADERS = {
 
 def trace(directory: Path) -> Path:
     """--kind replay's trace (26 KiB: it travels in the call's argv), written once into the bench's directory."""
-    sys.path.insert(0, str(ROOT / "pyfiles"))
-    from iolab.shared import trace as traces
+    from iolab.shared import trace as traces  # (_common put this checkout's pyfiles on the path)
 
     records = [(1, "read", 0, (i % 2048) * 4096, 4096, i * 10, 5) for i in range(2000)]
     return traces.write(directory, {"root": "/data", "files": [["data.bin", 8 << 20]]}, records)

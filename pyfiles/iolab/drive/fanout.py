@@ -48,7 +48,6 @@ from iolab.drive import reach, runner
 from iolab.drive.local_worker import LocalWorker
 from iolab.shared.protocol import READY_LINE
 from iolab.workloads import hostcall
-from iolab.workloads.base import INLINE_TEXT
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
 START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
@@ -82,7 +81,7 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
     """Why this run goes through Ansible rather than here; None when it can fan out here. The runs of a kind with a
     host call (iolab.workloads.hostcall.KINDS: fio, the loaders (reader s3 too), metadata, calibrate, kvcache, S3
     objects, checkpoint, replay) come here, with nothing Ansible must do around the tool: no job file or trace to
-    copy (one over INLINE_TEXT); every
+    copy (one over workloads.base.INLINE_TEXT: hostcall.Kind.copied); every
     host reached by ssh as this module says it, or this machine itself (`ansible_connection: local`) — the storage
     side's hosts too (group ceph_osd), whose caches are dropped here (iolab.drive.fanout_run); become or other
     connection variables stay Ansible's. An s3 backend's runs carry no secret: its connection names where the keys
@@ -92,12 +91,10 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
     role = variables.get("run_role")
     if role not in hostcall.KINDS:
         return f"{role} runs through Ansible"
-    if len(variables.get("bench_fio_jobtext") or "") > INLINE_TEXT:
-        return f"a job file over {INLINE_TEXT >> 10} KiB is copied by Ansible"
-    if role == "bench_replay" and not variables.get("bench_replay_text"):
-        return f"a trace over {INLINE_TEXT >> 10} KiB is copied by Ansible"
-    taken = hostcall.KINDS[str(role)][1]
-    unknown = sorted(f"{role}_{k}" for k in hostcall.kind_vars(variables) if k not in taken)
+    kind, given = hostcall.KINDS[str(role)], hostcall.kind_vars(variables)
+    if kind.copied and (copied := kind.copied(given)):  # a job file or trace over INLINE_TEXT
+        return copied
+    unknown = sorted(f"{role}_{k}" for k in given if k not in kind.names)
     if unknown:
         return f"a run with {', '.join(unknown)} runs through Ansible"
     reached = [*hosts, *(h for h in inventory.groups.get("ceph_osd", []) if h not in hosts)]

@@ -211,13 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"{opts.workdir}: {exc}", file=sys.stderr)
         return 1
-    if opts.drop_caches:
-        from iolab.host import caches
+    from iolab.host.prepare import ready
 
-        if caches.drop_recorded(opts.dir) != 0:
-            return 1
-    print(json.dumps({**chosen, "started_at": started_at}))
-    return 0
+    return ready(started_at, opts.dir, opts.drop_caches, chosen)
 
 
 if __name__ == "__main__":

@@ -81,16 +81,16 @@ def kvcache(work: Path, clients: int, options: dict, pause: float, run_dir: Path
     return ready(time.time(), run_dir, drop_caches)  # the call's start, for the lead: after the pause
 
 
-def ready(started_at: float, run_dir: Path, drop_caches: bool) -> int:
+def ready(started_at: float, run_dir: Path, drop_caches: bool, said: dict | None = None) -> int:
     """Every check passed: the run directory, the caches synced, dropped and the drop recorded (`drop_caches`),
-    then the JSON line of when the call started."""
+    then the JSON line of what the prepare says (`said`) and when the call started."""
     run_dir.mkdir(parents=True, exist_ok=True)
     if drop_caches:
         from iolab.host import caches
 
         if caches.drop_recorded(run_dir) != 0:
             return 1
-    print(json.dumps({"started_at": started_at}))
+    print(json.dumps({**(said or {}), "started_at": started_at}))
     return 0
 
 

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from iolab.host import caches
+from iolab.host.prepare import ready
 from iolab.shared import trace, trace_strace
 
 MARKER = ".iolab-trace.json"  # in a staged root: the trace and copies it holds
@@ -127,9 +128,7 @@ def _prepare(file: Path, text: str | None, root: Path, copies: int, run_dir: Pat
         file.write_text(text)
     done = stage(trace.load(file), root, copies)
     if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if drop and caches.drop_recorded(run_dir) != 0:
-            return 1
+        return ready(started_at, run_dir, drop, done)
     print(json.dumps({**done, "started_at": started_at}))
     return 0
 

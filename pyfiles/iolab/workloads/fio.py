@@ -172,6 +172,13 @@ FIO_VARS = (
 )
 
 
+def copied(variables: dict[str, Any]) -> str | None:
+    """What fio's bench role copies to a host first: a job file too long for the prepare's argv (hostcall.Kind)."""
+    if len(variables.get("jobtext") or "") > INLINE_TEXT:
+        return f"a job file over {INLINE_TEXT >> 10} KiB is copied by Ansible"
+    return None
+
+
 def host_call(
     at: At,
     *,

@@ -11,22 +11,31 @@ this with the role's variables. A kind without a call here runs through Ansible 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from iolab.workloads import calibrate, checkpoint, fio, kvcache, metadata, objects, pytorch, replay, tensorflow
 from iolab.workloads.base import At, HostCall, Play
 
-# role → (its kind's call, the role variables the call takes, by name)
-KINDS: dict[str, tuple[Callable[..., HostCall], tuple[str, ...]]] = {
-    "bench_fio": (fio.host_call, fio.FIO_VARS),
-    "bench_pytorch": (pytorch.host_call, pytorch.PYTORCH_VARS),
-    "bench_tensorflow": (tensorflow.host_call, tensorflow.TENSORFLOW_VARS),
-    "bench_metadata": (metadata.host_call, metadata.METADATA_VARS),
-    "bench_calibrate": (calibrate.host_call, calibrate.CALIBRATE_VARS),
-    "bench_kvcache": (kvcache.host_call, kvcache.KVCACHE_VARS),
-    "bench_objects": (objects.host_call, objects.OBJECTS_VARS),
-    "bench_checkpoint": (checkpoint.host_call, checkpoint.CHECKPOINT_VARS),
-    "bench_replay": (replay.host_call, replay.REPLAY_VARS),
+
+class Kind(NamedTuple):
+    """A kind's host call, the role variables it takes (by name, without the role's prefix), and what its bench role
+    must copy to a host first, which a call's argv cannot carry (`copied(variables)`: why, or None)."""
+
+    call: Callable[..., HostCall]
+    names: tuple[str, ...]
+    copied: Callable[[dict[str, Any]], str | None] | None = None
+
+
+KINDS: dict[str, Kind] = {
+    "bench_fio": Kind(fio.host_call, fio.FIO_VARS, fio.copied),
+    "bench_pytorch": Kind(pytorch.host_call, pytorch.PYTORCH_VARS),
+    "bench_tensorflow": Kind(tensorflow.host_call, tensorflow.TENSORFLOW_VARS),
+    "bench_metadata": Kind(metadata.host_call, metadata.METADATA_VARS),
+    "bench_calibrate": Kind(calibrate.host_call, calibrate.CALIBRATE_VARS),
+    "bench_kvcache": Kind(kvcache.host_call, kvcache.KVCACHE_VARS),
+    "bench_objects": Kind(objects.host_call, objects.OBJECTS_VARS),
+    "bench_checkpoint": Kind(checkpoint.host_call, checkpoint.CHECKPOINT_VARS),
+    "bench_replay": Kind(replay.host_call, replay.REPLAY_VARS, replay.copied),
 }
 
 
@@ -47,5 +56,6 @@ def host_call(
 ) -> HostCall:
     """`host`'s call for a run of `role` (a key of KINDS) in `run_dir`, the caches dropped before it (`drop`, the
     run's cache policy); `play` as a Play or, from a role, its fields as a mapping."""
-    call, _ = KINDS[role]
-    return call(At(python, host, run_dir, play if isinstance(play, Play) else Play(**play), drop), **variables)
+    return KINDS[role].call(
+        At(python, host, run_dir, play if isinstance(play, Play) else Play(**play), drop), **variables
+    )

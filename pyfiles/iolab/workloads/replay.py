@@ -16,12 +16,12 @@ from iolab.workloads.base import INLINE_TEXT, LOADER_TIMEOUT, At, HostCall, Work
 
 
 @functools.lru_cache(maxsize=8)
-def _loaded(path: str, mtime_ns: int, size: int) -> traces.Trace:
-    return traces.load(path)
+def _loaded(path: str, mtime_ns: int, size: int) -> tuple[traces.Trace, str]:
+    """The checked trace, and its text where a call's argv can carry it (INLINE_TEXT; else '')."""
+    return traces.load(path), Path(path).read_text() if size <= INLINE_TEXT else ""
 
 
-def loaded(path: str) -> traces.Trace:
-    """The trace at `path`, checked once while the file is unchanged (a campaign validates its workloads often)."""
+def _cached(path: str) -> tuple[traces.Trace, str]:
     try:
         stat = os.stat(path)
     except OSError as exc:
@@ -29,6 +29,11 @@ def loaded(path: str) -> traces.Trace:
             f"{path}: cannot read the trace ({exc.strerror}); give the path of a .trace file"
         ) from None
     return _loaded(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+def loaded(path: str) -> traces.Trace:
+    """The trace at `path`, checked once while the file is unchanged (a campaign validates its workloads often)."""
+    return _cached(path)[0]
 
 
 class ReplayWorkload(Workload):
@@ -91,11 +96,10 @@ class ReplayWorkload(Workload):
         return {**super().params(), "trace": self.loaded.sha256[:16]}
 
     def role_vars(self, target: str) -> dict[str, Any]:
-        path = Path(self.trace).resolve()
         return {
             "bench_replay_target": target,
-            "bench_replay_trace": str(path),
-            "bench_replay_text": path.read_text() if path.stat().st_size <= INLINE_TEXT else "",
+            "bench_replay_trace": str(Path(self.trace).resolve()),
+            "bench_replay_text": _cached(self.trace)[1],  # read once with the check, for every run's variables
             "bench_replay_hash": self.loaded.sha256[:16],
             "bench_replay_timing": self.timing,
             "bench_replay_processes": self.processes,
@@ -128,6 +132,12 @@ class ReplayWorkload(Workload):
 
 # What replay's bench role takes from the controller (execute.workload_vars), by the name host_call gives it.
 REPLAY_VARS = ("target", "trace", "text", "hash", "timing", "processes", "own_files", "copies", "timeout")
+
+
+def copied(variables: dict[str, Any]) -> str | None:
+    """What replay's bench role copies to a host first: a trace too long for the prepare's argv, which its variables
+    carry no text of (ReplayWorkload.role_vars; hostcall.Kind)."""
+    return None if variables.get("text") else f"a trace over {INLINE_TEXT >> 10} KiB is copied by Ansible"
 
 
 def host_call(
