@@ -133,5 +133,7 @@ def test_dlio_runs_under_mpi_on_two_hosts_whose_virtualenv_its_own_provisioning_
     logs = [*raw.rglob("stderr.txt"), *raw.rglob("stdout.txt"), *raw.rglob("dlio.log")]
     assert logs and not any("Profiling DLIO" in p.read_text(errors="replace") for p in logs)
     assert json.loads(next(raw.rglob("iolab.json")).read_text())["dlio_version"] == "2.0.0"
+    # One call per host, as every kind's runs (the fan-out): mpirun on gpu01, gpu02's part waiting for its ranks.
+    assert {json.loads(p.read_text())["launcher"] for p in raw.glob("gpu0[12]/run.json")} == {"clustershell"}
     # Nothing of this campaign stays mounted (another test's mount may be in a host's namespace: LAB_PITFALLS).
     assert not any("itest-dlio" in mounts for mounts in sim_hosts.mounts_left().values())

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from iolab.errors import UserError
 from iolab.host import dlio as host_dlio
+from iolab.host import prepare
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.manifest import Entry, Manifest
 from iolab.parsers import ParseError
@@ -125,6 +127,27 @@ def test_each_host_completes_the_file_from_its_own_copy_of_a_jpeg_data_set(tmp_p
     assert json.loads((run / "dlio" / "iolab.json").read_text())["dlio_version"] == "2.0.0"
 
 
+def test_the_prepare_checks_the_data_set_and_the_first_hosts_key_before_it_makes_anything(tmp_path, capsys):
+    """The run's prepare (both routes: iolab.workloads.dlio.host_call) refuses in one line, leaving no run directory,
+    a host without its data set, and a first host without mpirun's key; then it writes the host's DLIO file."""
+    root, run, key = tmp_path / "ds", tmp_path / "run", tmp_path / "id_mpi"
+    argv = ["loader", "--kind", "dlio", "--host", "gpu01", "--dir", str(run), "--root", str(root), "--key", str(key)]
+    argv += ["--workload", json.dumps(workload().dlio_file())]
+    assert prepare.main(argv) == 1
+    assert f"{root}/manifest.jsonl missing on gpu01" in capsys.readouterr().err
+    gen(root, files=2, seed=3, classes=1, workers=1, kind="retinanet")
+    assert prepare.main(argv) == 1 and not run.exists()
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"gpu01 has no {key}, the ssh key mpirun would start the other hosts' ranks with: set bench_dlio_ssh_key to "
+        "a key on gpu01 that the other hosts accept"
+    )
+    key.write_text("")
+    assert prepare.main(argv) == 0
+    assert json.loads((run / "dlio" / "workload" / "iolab.yaml").read_text())["dataset"]["num_files_train"] == 2
+    assert "started_at" in json.loads(capsys.readouterr().out.splitlines()[-1])
+
+
 def test_an_npz_data_set_is_read_where_it_lies(tmp_path):
     root, run = tmp_path / "ds", tmp_path / "run"
     (root / "train" / "n000").mkdir(parents=True)
@@ -196,3 +219,25 @@ def test_a_host_without_its_ranks_results_is_a_parse_error(tmp_path):
     (host / "0_output.json").write_text('{"hostname": "x"}')
     with pytest.raises(ParseError, match="not a DLIO rank's result"):
         parser.parse(host)
+
+
+def test_the_setup_phase_installs_a_reference_leg_once_a_command_through_ansible():
+    """DLIO and kv-cache.py are installed by the campaign's setup phase (roles/iolab_host: Open MPI from the OS, DLIO
+    without its dependencies, kv-cache.py from its source), not before each run: the step is Ansible's, one a
+    command; two sources of one tool in a campaign are refused, as the hosts hold one at a time."""
+    from iolab.campaign.model import parse
+    from iolab.drive import runner, steps
+
+    dlio = {"name": "d", "type": "mlperf", "workload": "unet3d", "accelerator": "h100", "engine": "dlio"}
+    reference = {"name": "k", "type": "kvcache", "engine": "mlperf-kvcache", "kvcache_source": "/srv/kv"}
+    raw = {"name": "c", "backends": [{"name": "t", "type": "tmpfs", "size": "1GiB"}], "workloads": [dlio, reference]}
+    raw["dataset"] = {"kind": "unet3d", "files": 28, "seed": 1}
+    variables = parse(raw, "c.yml", Path(".")).setup_vars()
+    assert variables["iolab_host_dlio"] and variables["iolab_host_dlio_requirement"] == ""  # the pinned DLIO
+    assert variables["iolab_host_mlperf_kvcache"] and variables["iolab_host_mlperf_kvcache_source"] == "/srv/kv"
+    assert variables["iolab_host_kvcache"]  # what its ranks import beside kv-cache.py
+    extravars = {"iolab_python": "/py", "iolab_host_dir": "/opt/iolab", "iolab_owner": "o"}
+    assert steps.calls(runner.Phase("setup.yml", variables), ["gpu01"], {"gpu01"}, extravars, {}) is None
+    other = {**dlio, "name": "e", "dlio_requirement": "/srv/dlio.whl"}
+    with pytest.raises(UserError, match="the workloads of tool dlio give different dlio_requirements"):
+        parse({**raw, "workloads": [dlio, other]}, "c.yml", Path("."))

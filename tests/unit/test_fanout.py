@@ -35,6 +35,9 @@ ENV = ["env", "PYTHONPATH=/opt/iolab/releases/r"]  # run_calls's: the release's
 TORCH = {"run_role": "bench_pytorch", "bench_pytorch_target": "/mnt/t", "bench_pytorch_options": {"reader": "dali"}}
 TORCH |= {"bench_pytorch_timeout": 60.0, "bench_pytorch_packs": ["packed"], "bench_pytorch_distributed": True}
 
+DLIO = {"run_role": "bench_dlio", "bench_dlio_target": "/mnt/t", "bench_dlio_workload": {"model": {"name": "x"}}}
+DLIO |= {"bench_dlio_ranks": 2, "bench_dlio_timeout": 60.0, "bench_dlio_trace": False}
+
 
 def inventory(tmp_path: Path, **host: object):
     hosts = {
@@ -51,7 +54,10 @@ def inventory(tmp_path: Path, **host: object):
 def test_an_ssh_fio_run_fans_out_and_what_ansible_must_do_stays_ansibles(tmp_path):
     plain = inventory(tmp_path)
     assert fanout.refusal(plain, ["gpu01", "gpu02"], FIO) is None
-    assert "bench_dlio runs through Ansible" in str(fanout.refusal(plain, ["gpu01"], {"run_role": "bench_dlio"}))
+    assert "bench_nothing runs through Ansible" in str(fanout.refusal(plain, ["gpu01"], {"run_role": "bench_nothing"}))
+    assert fanout.refusal(plain, ["gpu01", "gpu02"], DLIO) is None  # an MPI job's too
+    keyed = inventory(tmp_path, bench_dlio_ssh_key="/k")  # the run role's own variable, set in the inventory
+    assert "gpu01's bench_dlio_ssh_key is Ansible's to apply" in str(fanout.refusal(keyed, ["gpu01"], DLIO))
     assert fanout.refusal(plain, ["gpu01", "gpu02"], TORCH) is None  # a loader's run fans out too
     assert fanout.refusal(plain, ["gpu01"], {**TORCH, "bench_pytorch_s3": {}}) is None  # reader s3's too
     assert fanout.refusal(plain, ["gpu01"], {**FIO, "bench_fio_jobtext": "[job]\n"}) is None  # in the prepare's argv
@@ -300,7 +306,7 @@ def _options(argv: list[str]) -> list[tuple[str, str]]:
 def test_a_distributed_loader_call_ranks_each_host_by_its_place_in_the_play_as_the_role_did():
     """bench_pytorch's vars computed the rank (the host's index in the play), the rendezvous (the first host's
     ansible_host, 127.0.0.1 for a local one) and the port (29500 + the run id's sha1's first 4 hex digits mod 2000)."""
-    play = Play.of(["gpu01", "gpu02"], "r-7", {"ansible_host": "10.0.0.11"})
+    play = Play.of(["gpu01", "gpu02"], "r-7", {"gpu01": {"ansible_host": "10.0.0.11"}}, {})
     kind = hostcall.kind_vars({**TORCH, "bench_pytorch_gloo_ifname": "br0"})
     calls = {h: hostcall.host_call("bench_pytorch", "/py", h, f"/runs/{h}/r-7", play, False, kind) for h in play.hosts}
     port = str(29500 + int(hashlib.sha1(b"r-7").hexdigest()[:4], 16) % 2000)
@@ -311,9 +317,72 @@ def test_a_distributed_loader_call_ranks_each_host_by_its_place_in_the_play_as_t
         assert calls[host].env == {"GLOO_SOCKET_IFNAME": "br0", "NCCL_SOCKET_IFNAME": "br0"}
         assert calls[host].prepare[-2:] == ["--pack=packed", "--dali"] and "--drop-caches" not in calls[host].prepare
         assert f"/mnt/t/iolab-{host}/dataset" in calls[host].run  # its cwd: the host's own copy of the data set
-    local = Play.of(["localhost"], "r-7", {"ansible_connection": "local"})
+    local = Play.of(["localhost"], "r-7", {"localhost": {"ansible_connection": "local"}}, {})
     tool = hostcall.host_call("bench_pytorch", "/py", "localhost", "/r", local, True, kind).tool
     assert tool[tool.index("--master-addr") + 1] == "127.0.0.1"
+
+
+def test_an_mpi_jobs_first_host_runs_mpirun_over_every_host_and_the_others_wait_as_the_roles_did(tmp_path):
+    """roles/bench_dlio and bench_mlperf_kvcache (before their calls) noted each host's part ({addr: its ansible_host,
+    127.0.0.1 for a local connection; ranks; dir: its run directory}), ran `launch --hosts PARTS --rsh SSH` on the
+    first host (ssh: BatchMode, LogLevel=ERROR, accept-new; no host keys on simulated hosts; `-i` the first host's
+    key) and `wait --dir RUN --ranks N --appear 120` on the others; the first host's key was checked first."""
+    plain = inventory(tmp_path)
+    dirs = {h: f"/runs/{h}/r-7" for h in ("gpu01", "gpu02")}
+    play = Play.of(["gpu01", "gpu02"], "r-7", plain.hostvars, dirs)
+    kind = hostcall.kind_vars({**DLIO, "bench_dlio_trace": True})
+    calls = {h: hostcall.host_call("bench_dlio", "/py", h, dirs[h], play, True, kind) for h in play.hosts}
+    parts = [{"addr": f"10.0.0.1{i}", "ranks": 2, "dir": f"/runs/gpu0{i}/r-7"} for i in (1, 2)]
+    rsh = [
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "LogLevel=ERROR",
+        "-o",
+        "StrictHostKeyChecking=accept-new",
+        "-i",
+        "/k/id",
+    ]
+    launch = ["/py", "-m", "iolab.host.dlio", "launch", "--hosts", json.dumps(parts), "--rsh", json.dumps(rsh)]
+    assert calls["gpu01"].tool == [*launch, "--trace"]
+    wait = ["wait", "--dir", "/runs/gpu02/r-7", "--ranks", "2", "--appear", "120"]
+    assert calls["gpu02"].tool == ["/py", "-m", "iolab.host.dlio", *wait]
+    first, other = calls["gpu01"].prepare, calls["gpu02"].prepare
+    assert first[2:6] == ["iolab.host.prepare", "loader", "--kind", "dlio"] and "--drop-caches" in first
+    assert json.loads(first[first.index("--workload") + 1]) == DLIO["bench_dlio_workload"]
+    assert first[first.index("--key") + 1] == "/k/id" and "--key" not in other  # the first host's alone
+    simulated = {h: {**v, "iolab_host_shared_root": True} for h, v in plain.hostvars.items()}
+    tool = hostcall.host_call(
+        "bench_dlio", "/py", "gpu01", "/r", Play.of(play.hosts, "r-7", simulated, dirs), True, kind
+    )
+    assert json.loads(tool.tool[tool.tool.index("--rsh") + 1])[5:9] == [
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+    ]
+    # MLCommons' kv-cache.py: the same job's shape, each part naming its ranks' work directory; the option to both
+    kv = {"target": "/mnt/t", "options": {"users": 2}, "clients": 2, "option": 1, "pause": 0.0, "timeout": 9.0}
+    ref = {h: hostcall.host_call("bench_mlperf_kvcache", "/py", h, dirs[h], play, False, kv) for h in play.hosts}
+    parts = [{**part, "work": f"/mnt/t/iolab-gpu0{i}/kvcache"} for i, part in zip((1, 2), parts, strict=True)]
+    launch = [
+        "/py",
+        "-m",
+        "iolab.host.mlperf_kvcache",
+        "launch",
+        "--hosts",
+        json.dumps(parts),
+        "--rsh",
+        json.dumps(rsh),
+    ]
+    assert ref["gpu01"].tool == [*launch, "--option", "1", "--options", json.dumps({"users": 2})]
+    assert ref["gpu02"].tool == ["/py", "-m", "iolab.host.mlperf_kvcache", *wait, "--option", "1"]
+    assert ref["gpu01"].prepare[-3:] == ["--reference", "--key", "/k/id"] and ref["gpu02"].prepare[-1] == "--reference"
+    alone = hostcall.host_call(
+        "bench_dlio", "/py", "gpu01", "/r", Play.of(["gpu01"], "r", plain.hostvars, dirs), True, kind
+    )
+    assert "--key" not in alone.prepare  # a job on one host starts no other host's ranks
 
 
 def reply(rc: int | None, out: list[str], err: list[str]) -> fanout.Reply:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.host import kvcache, mlperf_kvcache
+from iolab.host import kvcache, mlperf_kvcache, prepare
 from iolab.host.kvcache_sim import DECODE_BATCH, Rank, Request, draw_users
 from iolab.host.kvcache_tiers import FILL_LIMIT, Settings, Stats, Tiers
 from iolab.parsers import kvcache as parser
@@ -190,8 +190,13 @@ def test_one_search_decides_a_latency_bound_too():
     assert sum(1 for n, _ in outcome.history if n == 4) == 3 and sum(1 for n, _ in outcome.history if n == 5) == 3
 
 
-def test_the_reference_is_refused_in_one_line_where_it_is_missing(tmp_path):
+def test_the_reference_is_refused_in_one_line_where_it_is_missing(tmp_path, capsys):
     if mlperf_kvcache.installed() is not None:
         pytest.skip("MLCommons' kv-cache.py is installed in this environment")
     refused = mlperf_kvcache.refusal(tmp_path, 1, {"users": 1})
     assert refused and "\n" not in refused and "kvcache_source" in refused
+    # The run's prepare (iolab.workloads.kvcache.reference_call) says it so, and makes no run directory.
+    run = tmp_path / "run"
+    argv = ["kvcache", "--host", "gpu01", "--run-dir", str(run), "--dir", str(tmp_path / "w"), "--options", "{}"]
+    assert prepare.main([*argv, "--reference", "--key", str(tmp_path / "key")]) == 1 and not run.exists()
+    assert capsys.readouterr().err.strip() == refused

@@ -29,6 +29,7 @@ from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
 from iolab.workloads import WORKLOAD_TYPES, AnyWorkload, kvcache, mlperf
 from iolab.workloads.accelerator import Accelerator
+from iolab.workloads.base import setup_installs
 from iolab.workloads.fio import FioWorkload
 
 # The runs a campaign may make before it is refused as a mistake (bench.all --max-runs raises it; its workloads
@@ -105,6 +106,7 @@ class Campaign(Model):
         ]
         if refused:
             raise ValueError(refused[0])
+        setup_installs(self.workloads)
         readers = sorted({w.name for w in self.workloads if w.uses_dataset})
         if readers and self.dataset is None:
             raise ValueError(
@@ -122,19 +124,17 @@ class Campaign(Model):
             or any(b.type == "s3" for b in self.backends)
         )
 
-    @property
-    def needs_tf(self) -> bool:
-        return any(w.tool == "tensorflow" for w in self.workloads)
-
     def setup_vars(self) -> dict[str, Any]:
         """What the setup phase installs on the hosts for this campaign (role iolab_host)."""
-        profilers = sorted({p for w in self.workloads for p in w.profilers})
-        kvcache = any(w.tool == "kvcache" for w in self.workloads)  # its runs may fan out past its role's install
+        tools = {w.tool for w in self.workloads}
         return {
             "iolab_host_dl": self.needs_dl,
-            "iolab_host_tf": self.needs_tf,
-            "iolab_host_kvcache": kvcache,
-            "iolab_host_profilers": profilers,
+            "iolab_host_tf": "tensorflow" in tools,
+            "iolab_host_kvcache": bool(tools & {"kvcache", "mlperf_kvcache"}),
+            "iolab_host_dlio": "dlio" in tools,
+            "iolab_host_mlperf_kvcache": "mlperf_kvcache" in tools,
+            "iolab_host_profilers": sorted({p for w in self.workloads for p in w.profilers}),
+            **setup_installs(self.workloads),
         }
 
     @property

@@ -394,7 +394,7 @@ def _calls(
 ) -> dict[str, HostCall]:
     """Each host's call for `run` (iolab.workloads.hostcall), from `variables`, those its bench role would get
     (fan_vars)."""
-    play = Play.of(hosts, run.run_id, lab.inventory.hostvars.get(hosts[0], {}))
+    play = Play.of(hosts, run.run_id, lab.inventory.hostvars, dirs)
     kind = hostcall.kind_vars(variables)
     role = variables["run_role"]
     return {h: hostcall.host_call(role, HOST_PYTHON, h, dirs[h], play, run.drop_caches, kind) for h in hosts}

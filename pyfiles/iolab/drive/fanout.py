@@ -80,11 +80,12 @@ def margin(hosts: int, tree: bool = False) -> float:
 def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
     """Why this run goes through Ansible rather than here; None when it can fan out here. The runs of a kind with a
     host call (iolab.workloads.hostcall.KINDS: fio, the loaders (reader s3 too), metadata, calibrate, kvcache, S3
-    objects, checkpoint, replay) come here, with nothing Ansible must do around the tool: no job file or trace to
+    objects, checkpoint, replay, DLIO) come here, with nothing Ansible must do around the tool: no job file or trace to
     copy (one over workloads.base.INLINE_TEXT: hostcall.Kind.copied); every
     host reached by ssh as this module says it, or this machine itself (`ansible_connection: local`) — the storage
-    side's hosts too (group ceph_osd), whose caches are dropped here (iolab.drive.fanout_run); become or other
-    connection variables stay Ansible's. An s3 backend's runs carry no secret: its connection names where the keys
+    side's hosts too (group ceph_osd), whose caches are dropped here (iolab.drive.fanout_run); become, other
+    connection variables and the run role's own variables set in the inventory (e.g. bench_dlio_ssh_key) stay
+    Ansible's to apply. An s3 backend's runs carry no secret: its connection names where the keys
     are on the host; an rbd backend's environment names the cluster's files, not their contents."""
     if inventory is None:  # a stand-in lab of the unit tests plays every phase itself
         return "no inventory to reach the hosts by"
@@ -100,7 +101,7 @@ def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, 
     reached = [*hosts, *(h for h in inventory.groups.get("ceph_osd", []) if h not in hosts)]
     for host in reached:
         hostvars = inventory.hostvars.get(host, {})
-        other = sorted(k for k in hostvars if k.startswith(_ANSIBLES))
+        other = sorted(k for k in hostvars if k.startswith((*_ANSIBLES, f"{role}_")))
         if hostvars.get("ansible_connection", "ssh") not in ("ssh", "smart", "local"):
             other.append(f"ansible_connection: {hostvars['ansible_connection']}")
         if other:

@@ -4,7 +4,8 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
 - provisioning (playbooks/setup.yml) on hosts where the lease found this release unpacked (Lab.released), which asks
   for no OS package (perf) nor provenance: roles/iolab_host would only look for the pinned Python packages the
   campaign needs (its defaults' lists, or the inventory's), so that look is made here, with the same program
-  (iolab.host.pinned); a host that lacks one sends the step to Ansible after all, which installs it;
+  (iolab.host.pinned); a host that lacks one sends the step to Ansible after all, which installs it, as does a
+  campaign with a reference leg (DLIO, kv-cache.py under mpirun: ANSIBLES_INSTALLS);
 - the tmpfs backend's mount and unmount (roles/storage_tmpfs is one task): the same argv
   (iolab.shared.calls.tmpfs), so the same checks and refusals in the same words;
 - the campaign's data set (playbooks/dataset.yml: roles/dataset_gen is one task, iolab.shared.calls.dataset's argv),
@@ -40,6 +41,9 @@ PACKAGES = {
     "iolab_host_tf": "iolab_host_tf_packages",
     "iolab_host_kvcache": "iolab_host_kvcache_packages",
 }
+# Switches whose installs are more than pinned Python packages (Open MPI from the OS, DLIO without its dependencies,
+# kv-cache.py from a source): the setup step that has one is Ansible's.
+ANSIBLES_INSTALLS = ("iolab_host_dlio", "iolab_host_mlperf_kvcache")
 TASKS = {  # the role task each step's call stands for, as a failure names it
     "setup.yml": "Look for the pinned Python packages in the host's virtualenv",
     "storage.yml": "Mount the tmpfs, or unmount it, after its checks",
@@ -60,7 +64,7 @@ def calls(
     if phase.playbook == "setup.yml":
         if not set(hosts) <= released or variables.get("iolab_host_facts_dest"):
             return None
-        if "perf" in variables.get("iolab_host_profilers", ()):
+        if "perf" in variables.get("iolab_host_profilers", ()) or any(variables.get(s) for s in ANSIBLES_INSTALLS):
             return None
         wanted = {h: _packages(variables, hostvars.get(h, {})) for h in hosts}
         return {h: [python, "-m", "iolab.host.pinned", *specs] for h, specs in wanted.items() if specs}

@@ -1,10 +1,11 @@
 """DLIO itself (dlio_benchmark, MLPerf Storage's reference) as one MPI job over the run's hosts (host side).
 
-    python -m iolab.host.dlio config --root DATASET --dir RUN_DIR --workload JSON
     python -m iolab.host.dlio launch --hosts JSON [--rsh SSH_ARGV_JSON] [--trace]  (the first host, under hostrun)
     python -m iolab.host.dlio wait --dir RUN_DIR --ranks N [--appear SECONDS]  (every other host, under hostrun)
 
-`config` writes DLIO's workload file, RUN_DIR/dlio/workload/iolab.yaml: the controller's settings
+The run's prepare (iolab.host.prepare loader --kind dlio) checks that DLIO is installed (`refusal`) and that the
+first host holds mpirun's ssh key, then writes DLIO's workload file, RUN_DIR/dlio/workload/iolab.yaml
+(`write_config`): the controller's settings
 (iolab.workloads.pytorch.PytorchWorkload.dlio_file) completed with what this host's copy of the data set says (its
 files, its class folders, its mean file size). DLIO reads it through Hydra
 (`--config-dir RUN_DIR/dlio workload=iolab`): no value goes through Hydra's override grammar.
@@ -102,17 +103,30 @@ def _view(run_dir: Path, root: Path, paths: list[str]) -> Path:
     return view
 
 
-def write_config(run_dir: Path, root: Path, workload: dict[str, Any]) -> Path:
-    """RUN_DIR/dlio/workload/iolab.yaml, and RUN_DIR/dlio/iolab.json: the DLIO that runs it."""
+def _version() -> str | None:
     from importlib import metadata
 
+    try:
+        return metadata.version("dlio-benchmark")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def refusal(host: str) -> str | None:
+    """Why this host cannot run DLIO's ranks (None when it can): DLIO is not installed."""
+    if _version() is None:
+        return (
+            f"DLIO is not installed in {sys.prefix} on {host}: the campaign's setup phase installs it for a workload "
+            "of engine dlio (role iolab_host, tasks/dlio.yml)"
+        )
+    return None
+
+
+def write_config(run_dir: Path, root: Path, workload: dict[str, Any]) -> Path:
+    """RUN_DIR/dlio/workload/iolab.yaml, and RUN_DIR/dlio/iolab.json: the DLIO that runs it (refusal first)."""
     path = config_dir(run_dir) / "workload" / f"{CONFIG_NAME}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        version = metadata.version("dlio-benchmark")
-    except metadata.PackageNotFoundError:
-        raise SystemExit(f"DLIO is not installed in {sys.prefix} (role iolab_host, tasks/dlio.yml)") from None
-    (config_dir(run_dir) / "iolab.json").write_text(json.dumps({"dlio_version": version}) + "\n")
+    (config_dir(run_dir) / "iolab.json").write_text(json.dumps({"dlio_version": _version()}) + "\n")
     # JSON is YAML: Hydra reads it as written, and the host side needs no YAML library.
     path.write_text(json.dumps(workload_file(run_dir, root, workload), indent=2) + "\n")
     return path
@@ -165,10 +179,6 @@ def wait(run_dir: Path, ranks: int, appear: float, poll: float = 0.2) -> int:
 def main(args: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m iolab.host.dlio", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("config", help="write DLIO's workload file for this host")
-    c.add_argument("--root", type=Path, required=True)
-    c.add_argument("--dir", type=Path, required=True)
-    c.add_argument("--workload", type=json.loads, required=True)
     la = sub.add_parser("launch", help="run the job: mpirun over every host (replaces this process)")
     la.add_argument("--hosts", type=json.loads, required=True)
     la.add_argument("--rsh", type=json.loads, default=["ssh"])
@@ -178,9 +188,6 @@ def main(args: list[str] | None = None) -> int:
     w.add_argument("--ranks", type=int, required=True)
     w.add_argument("--appear", type=float, default=120.0)
     ns = p.parse_args(args)
-    if ns.cmd == "config":
-        write_config(ns.dir, ns.root, ns.workload)
-        return 0
     if ns.cmd == "launch":
         argv = mpirun_argv(ns.hosts, ns.rsh, sys.executable, os.geteuid() == 0, ns.trace)
         os.execvp(argv[0], argv)

@@ -1,7 +1,6 @@
 """MLCommons' kv-cache.py (MLPerf Storage v3.0's KV-cache reference) as one MPI job over the run's hosts (host side).
 
-    python -m iolab.host.mlperf_kvcache install --source SOURCE       (once per host, before the run)
-    python -m iolab.host.mlperf_kvcache check --dir WORKDIR --clients N --options JSON
+    python -m iolab.host.mlperf_kvcache install --source SOURCE       (the setup phase: roles/iolab_host)
     python -m iolab.host.mlperf_kvcache launch --hosts JSON --options JSON [--rsh SSH_ARGV_JSON] [--option K]
     python -m iolab.host.mlperf_kvcache wait --dir RUN_DIR --ranks N [--appear SECONDS] [--option K]
     python -m iolab.host.mlperf_kvcache rank --dir WORKDIR --out RUN_DIR --options JSON   (what mpirun starts)
@@ -9,8 +8,9 @@
 `install` puts the reference's package (kv_cache, from its kv_cache_benchmark folder's pyproject) into this
 Python's environment from the campaign's pinned source — a git URL at a commit, a folder or a wheel on the
 hosts — unless that very source is installed already; it prints what runs: the version, the source, the git
-commit or the hash of the package's files. iolab never ships the tool. `check` refuses in one line when it
-is missing, and as iolab.host.kvcache refuses a target without room or a host without memory.
+commit or the hash of the package's files. iolab never ships the tool. `refusal`, in the run's prepare
+(iolab.host.prepare kvcache --reference), refuses in one line when it is missing, and as iolab.host.kvcache refuses a
+target without room or a host without memory.
 
 `launch` (the first host, under hostrun) runs mpirun with one application context per host (`-np N --host
 ADDR:N --wdir ITS_RUN_DIR python -m iolab.host.mlperf_kvcache rank ...`), Open MPI's daemons started over ssh
@@ -221,10 +221,6 @@ def main(args: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog=f"python -m {MARKER}", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     sub.add_parser("install").add_argument("--source", required=True)
-    c = sub.add_parser("check")
-    c.add_argument("--dir", type=Path, required=True)
-    c.add_argument("--clients", type=int, default=1)
-    c.add_argument("--options", type=json.loads, required=True)
     la = sub.add_parser("launch")
     la.add_argument("--hosts", type=json.loads, required=True)
     la.add_argument("--options", type=json.loads, required=True)
@@ -242,11 +238,6 @@ def main(args: list[str] | None = None) -> int:
     ns = p.parse_args(args)
     if ns.cmd == "install":
         return install(ns.source)
-    if ns.cmd == "check":
-        ns.dir.mkdir(parents=True, exist_ok=True)
-        refused = refusal(ns.dir, ns.clients, ns.options)
-        print(refused or f"kv-cache.py {installed()} fits this host", file=sys.stderr)
-        return 1 if refused else 0
     if ns.cmd == "rank":
         return rank(ns.dir, ns.out, ns.options)
     if ns.cmd == "launch":

@@ -73,7 +73,7 @@ def _summary(host_dir: Path) -> dict[str, Any] | None:
 
 def parse(host_dir: Path) -> Parsed:
     host_dir = Path(host_dir)
-    config = load_json(host_dir / WORKLOAD_FILE, "iolab.host.dlio config")
+    config = load_json(host_dir / WORKLOAD_FILE, "the run's prepare (iolab.host.dlio.write_config)")
     paths = sorted(host_dir.glob("*_output.json"), key=lambda p: p.name)
     if not paths:
         raise ParseError(f"{host_dir}: no DLIO rank wrote its result (<rank>_output.json)")
@@ -85,7 +85,7 @@ def parse(host_dir: Path) -> Parsed:
         Measurement("samples_per_s", samples_per_s, "samples/s"),
         Measurement("read_bw", samples_per_s * record_length, "B/s"),
     ]
-    info = load_json(host_dir / INFO_FILE, "iolab.host.dlio config")
+    info = load_json(host_dir / INFO_FILE, "the run's prepare (iolab.host.dlio.write_config)")
     metadata = {
         "engine": "dlio",
         "dlio_version": info.get("dlio_version"),

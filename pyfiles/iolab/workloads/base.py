@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -151,6 +152,22 @@ def pip_installs(installs: str, source: str | None, runs: str) -> list[str]:
     return [f"{installs} {source!r} with pip, as root, on every host ({runs})"] if source else []
 
 
+def setup_installs(workloads: list[Any]) -> dict[str, str]:
+    """What the setup phase installs from workloads' fields, once a command (roles/iolab_host's dlio.yml and
+    mlperf_kvcache.yml): iolab_host_dlio_requirement, iolab_host_mlperf_kvcache_source; ValueError where the
+    workloads of one tool give two (the hosts hold one at a time)."""
+    out: dict[str, str] = {}
+    for field, tool in (("dlio_requirement", "dlio"), ("kvcache_source", "mlperf_kvcache")):
+        given = {getattr(w, field) or "" for w in workloads if w.tool == tool}
+        if len(given) > 1:
+            raise ValueError(
+                f"the workloads of tool {tool} give different {field}s: the hosts hold one at a time, installed "
+                "once a command; give them one, or run them in two campaigns"
+            )
+        out |= {f"iolab_host_{tool}_{field.split('_')[-1]}": source for source in given}
+    return out
+
+
 class LoaderWorkload(Workload):
     """A kind whose tool is an iolab loader (iolab.host.loader): its role, roles/bench_<tool>, takes the loader's
     flags as one object (bench_<tool>_options, `--options JSON`), the target and the data set."""
@@ -176,19 +193,36 @@ class LoaderWorkload(Workload):
 @dataclasses.dataclass(frozen=True)
 class Play:
     """The hosts of one run, as a kind's host call needs them: in the play's order (a distributed job's node
-    ranks), the run's id, and how the first host is reached (a distributed job's rendezvous)."""
+    ranks), the run's id, and how the hosts reach each other (a distributed job's rendezvous, an MPI job's
+    application contexts): each one's address, its run directory where the job's first host must name it, the
+    key Ansible reaches the first host with and whether the hosts are simulated ones (iolab_host_shared_root)."""
 
     hosts: list[str]
     run_id: str = "0"
-    first_local: bool = False  # the first host is this machine (ansible_connection: local)
-    first_address: str = ""  # its ansible_host, or its name
+    addresses: list[str] = dataclasses.field(default_factory=list)  # 127.0.0.1 for ansible_connection: local
+    dirs: list[str] = dataclasses.field(default_factory=list)
+    ssh_key: str = ""
+    simulated: bool = False
 
     @classmethod
-    def of(cls, hosts: list[str], run_id: str, first_hostvars: dict[str, Any]) -> Play:
-        """The play of `hosts`, the first host's inventory variables saying how it is reached."""
-        first = hosts[0] if hosts else ""
-        local = first_hostvars.get("ansible_connection", "ssh") == "local"
-        return cls(list(hosts), run_id, local, str(first_hostvars.get("ansible_host", first)))
+    def of(
+        cls, hosts: list[str], run_id: str, hostvars: Mapping[str, Mapping[str, Any]], dirs: Mapping[str, str]
+    ) -> Play:
+        """The play of `hosts`, their inventory variables (`hostvars`, by host) saying how each is reached; `dirs`,
+        each host's run directory."""
+        seen = [hostvars.get(h) or {} for h in hosts]
+        addresses = [
+            "127.0.0.1" if v.get("ansible_connection", "ssh") == "local" else str(v.get("ansible_host", h))
+            for h, v in zip(hosts, seen, strict=True)
+        ]
+        first = seen[0] if seen else {}
+        key, simulated = str(first.get("ansible_ssh_private_key_file", "")), first.get("iolab_host_shared_root", False)
+        return cls(list(hosts), run_id, addresses, [str(dirs.get(h, "")) for h in hosts], key, _true(simulated))
+
+
+def _true(value: Any) -> bool:
+    """An inventory's boolean as Ansible reads one (`true`, "yes", "1", ...)."""
+    return str(value).strip().lower() in ("true", "yes", "on", "1", "y")
 
 
 # Characters of a text (a user's job file, a trace) that travel in a host call's argv: a remote command is one argument
@@ -249,3 +283,49 @@ def loader_call(kind: str, at: At, *, target: str, dataset: str, timeout: float)
 
 
 LOADER_PREPARE_TASK = "Check the data set, make the run directory and drop the caches"  # the loader roles' task
+
+# The ssh that mpirun, on an MPI job's first host, starts its daemons on the other hosts with (plm_rsh_agent): a host
+# key seen first is accepted and kept; simulated hosts, whose inventory keeps no host keys, are reached as Ansible
+# reaches them (none kept, none checked). A kind's `ssh` variable replaces it.
+MPI_SSH = ["ssh", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+
+
+def mpi_key(at: At, ssh_key: str) -> str:
+    """The key the first host of an MPI job over several must hold for mpirun's ssh (`ssh_key`, or the one Ansible
+    reaches that host with), which its prepare checks; '' on the other hosts and for a job on one."""
+    if at.host != at.play.hosts[0] or len(at.play.hosts) < 2:
+        return ""
+    return ssh_key or at.play.ssh_key
+
+
+def mpi_tool(
+    at: At,
+    module: str,
+    *,
+    ranks: int,
+    appear: float,
+    ssh: list[str] | tuple[str, ...] = (),
+    ssh_key: str = "",
+    both: tuple[str, ...] = (),
+    launch: tuple[str, ...] = (),
+    part: Callable[[str], dict[str, Any]] | None = None,
+) -> list[str]:
+    """An MPI job's tool on `at.host` (`python -m MODULE`): the first host of the play runs mpirun over every host
+    (`launch --hosts`: one application context per host, {addr, ranks, dir} and `part(host)` each; `--rsh`, the
+    ssh mpirun reaches the others with), every other host waits while its `ranks` run (`wait`, failing when none
+    started within `appear` s); `both` go to either, `launch` to the first only."""
+    play = at.play
+    if at.host != play.hosts[0]:
+        wait = ["wait", "--dir", at.run_dir, "--ranks", str(ranks), "--appear", f"{appear:g}"]
+        return at.module(module, *wait, *both)
+    parts = [
+        {"addr": addr, "ranks": ranks, "dir": run_dir, **(part(host) if part else {})}
+        for host, addr, run_dir in zip(play.hosts, play.addresses, play.dirs, strict=True)
+    ]
+    rsh = list(ssh) or [*MPI_SSH, *(_SIMULATED_SSH if play.simulated else ["-o", "StrictHostKeyChecking=accept-new"])]
+    key = ssh_key or play.ssh_key
+    rsh += ["-i", key] if key else []
+    return at.module(module, "launch", "--hosts", json.dumps(parts), "--rsh", json.dumps(rsh), *both, *launch)
+
+
+_SIMULATED_SSH = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]

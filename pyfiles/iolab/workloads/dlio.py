@@ -21,12 +21,14 @@ or refused: one line naming the file and the key. Nothing in the file is ignored
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
 from iolab import yamlfile
 from iolab.workloads.accelerator import COMPUTE_TIMES, reference_batch
+from iolab.workloads.base import LOADER_PREPARE_TASK, At, HostCall, loader_call, mpi_key, mpi_tool
 from iolab.workloads.checkpoint import CHECKPOINT_MODELS
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS
 
@@ -393,3 +395,40 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# What the dlio role takes from the controller, by the name host_call gives it (bench_dlio_<name>).
+DLIO_VARS = ("target", "dataset", "workload", "ranks", "trace", "timeout", "ssh", "ssh_key", "appear")
+
+
+def host_call(
+    at: At,
+    *,
+    target: str,
+    workload: dict[str, Any],
+    timeout: float,
+    dataset: str = "",
+    ranks: int = 1,
+    trace: bool = False,
+    ssh: list[str] | tuple[str, ...] = (),
+    ssh_key: str = "",
+    appear: float = 120.0,
+) -> HostCall:
+    """An engine dlio run's call on `at.host` (iolab.workloads.hostcall): DLIO, one MPI job over the play's hosts
+    (iolab.host.dlio). The prepare (iolab.host.prepare loader --kind dlio) checks the data set, that DLIO is
+    installed (the campaign's provisioning installs it) and, on the first host, mpirun's ssh key; then it writes this
+    host's DLIO workload file (`workload`, completed from its copy of the data set), makes the run directory and drops
+    the caches. The first host runs mpirun, `ranks` on each host; the others wait while theirs run."""
+    root, prepare, run = loader_call("dlio", at, target=target, dataset=dataset, timeout=timeout)
+    key = mpi_key(at, ssh_key)
+    prepare += ["--workload", json.dumps(workload), *(["--key", key] if key else [])]
+    tool = mpi_tool(
+        at,
+        "iolab.host.dlio",
+        ranks=ranks,
+        appear=appear,
+        ssh=ssh,
+        ssh_key=ssh_key,
+        launch=("--trace",) if trace else (),
+    )
+    return HostCall(prepare, run, tool, {}, LOADER_PREPARE_TASK, "Run DLIO (mpirun on the first host)")

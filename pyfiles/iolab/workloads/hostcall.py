@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from iolab.workloads import calibrate, checkpoint, fio, kvcache, metadata, objects, pytorch, replay, tensorflow
+from iolab.workloads import calibrate, checkpoint, dlio, fio, kvcache, metadata, objects, pytorch, replay, tensorflow
 from iolab.workloads.base import At, HostCall, Play
 
 
@@ -36,6 +36,8 @@ KINDS: dict[str, Kind] = {
     "bench_objects": Kind(objects.host_call, objects.OBJECTS_VARS),
     "bench_checkpoint": Kind(checkpoint.host_call, checkpoint.CHECKPOINT_VARS),
     "bench_replay": Kind(replay.host_call, replay.REPLAY_VARS, replay.copied),
+    "bench_dlio": Kind(dlio.host_call, dlio.DLIO_VARS),
+    "bench_mlperf_kvcache": Kind(kvcache.reference_call, kvcache.MLPERF_KVCACHE_VARS),
 }
 
 

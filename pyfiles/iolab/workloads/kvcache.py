@@ -27,7 +27,7 @@ from iolab.progress import search_probes
 from iolab.schema import Duration
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds
 from iolab.units import human, parse_size
-from iolab.workloads.base import At, HostCall, Workload, pip_installs
+from iolab.workloads.base import At, HostCall, Workload, mpi_key, mpi_tool, pip_installs
 from iolab.workloads.kvcache_rules import OPTIONS
 
 # The search's default bound on the max-of-P95 device read latency: kv-cache.py's own pass mark for the storage
@@ -214,7 +214,6 @@ class KvcacheWorkload(Workload):
             f"bench_{tool}_option": self.option or 0,
             f"bench_{tool}_pause": self.pause or 0.0,
             f"bench_{tool}_timeout": timeout,
-            **({"bench_mlperf_kvcache_source": self.kvcache_source} if self.kvcache_source else {}),
         }
 
     def repetition_vars(self, repetition: int) -> dict[str, Any]:
@@ -255,8 +254,10 @@ class KvcacheWorkload(Workload):
         ]
 
 
-# What the kvcache role takes from the controller, by the name host_call gives it (bench_kvcache_<name>).
+# What the kvcache role takes from the controller, by the name host_call gives it (bench_kvcache_<name>), and what
+# the mlperf_kvcache role takes (bench_mlperf_kvcache_<name>): the same, and how its mpirun reaches the other hosts.
 KVCACHE_VARS = ("target", "options", "clients", "option", "pause", "timeout")
+MLPERF_KVCACHE_VARS = (*KVCACHE_VARS, "ssh", "ssh_key", "appear")
 
 
 def host_call(
@@ -272,12 +273,54 @@ def host_call(
     """A KV-cache run's call on `host` (iolab.workloads.hostcall): its ranks work in <target>/iolab-<host>/kvcache;
     the prepare (iolab.host.prepare kvcache) checks the target's room and the host's memory, idles `pause` s (the
     rules' pause between options), makes the run directory and drops the caches (`drop`); then the clients."""
+    prepare, run, work = _prepare(at, target, options, clients, pause, timeout)
+    tool = at.module("iolab.host.kvcache", "run", "--out", at.run_dir, "--option", str(option), *work)
+    return HostCall(prepare, run, tool, {}, KVCACHE_PREPARE_TASK, "Run the clients")
+
+
+def reference_call(
+    at: At,
+    *,
+    target: str,
+    options: dict[str, Any],
+    clients: int = 1,
+    option: int = 0,
+    pause: float = 0.0,
+    timeout: float,
+    ssh: list[str] | tuple[str, ...] = (),
+    ssh_key: str = "",
+    appear: float = 120.0,
+) -> HostCall:
+    """An engine mlperf-kvcache run's call on `host`: MLCommons' kv-cache.py as one MPI job over the play's hosts
+    (iolab.host.mlperf_kvcache), `clients` ranks on each. The prepare checks as host_call's does, and that kv-cache.py
+    is installed (the campaign's setup phase installs it) and, on the first host, mpirun's ssh key; the first host
+    runs mpirun, the others wait while their ranks run."""
+    prepare, run, _ = _prepare(at, target, options, clients, pause, timeout)
+    key = mpi_key(at, ssh_key)
+    prepare += ["--reference", *(["--key", key] if key else [])]
+    tool = mpi_tool(
+        at,
+        "iolab.host.mlperf_kvcache",
+        ranks=clients,
+        appear=appear,
+        ssh=ssh,
+        ssh_key=ssh_key,
+        both=("--option", str(option)),
+        launch=("--options", json.dumps(options)),
+        part=lambda host: {"work": f"{target}/iolab-{host}/kvcache"},
+    )
+    return HostCall(prepare, run, tool, {}, KVCACHE_PREPARE_TASK, "Run kv-cache.py (mpirun on the first host)")
+
+
+def _prepare(
+    at: At, target: str, options: dict[str, Any], clients: int, pause: float, timeout: float
+) -> tuple[list[str], list[str], list[str]]:
+    """Both engines' prepare (before its reference's checks), hostrun run's options, and the clients' work flags."""
     work = ["--dir", f"{target}/iolab-{at.host}/kvcache", "--clients", str(clients), "--options", json.dumps(options)]
     prepare = at.module("iolab.host.prepare", "kvcache", "--host", at.host, "--run-dir", at.run_dir, *work)
     prepare += ["--pause", str(pause), *(["--drop-caches"] if at.drop else [])]
     run = at.hostrun("--target", target, "--timeout", str(timeout), "--telemetry-after", "0")
-    tool = at.module("iolab.host.kvcache", "run", "--out", at.run_dir, "--option", str(option), *work)
-    return HostCall(prepare, run, tool, {}, KVCACHE_PREPARE_TASK, "Run the clients")
+    return prepare, run, work
 
 
 KVCACHE_PREPARE_TASK = "Check the room and the memory, make the run directory and drop the caches"  # the role's task

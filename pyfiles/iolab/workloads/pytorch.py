@@ -260,7 +260,6 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
                 "bench_dlio_ranks": self.accelerators,
                 "bench_dlio_timeout": self.run_timeout(LOADER_TIMEOUT),
                 "bench_dlio_trace": self.dlio_trace,
-                **({"bench_dlio_requirement": self.dlio_requirement} if self.dlio_requirement else {}),
             }
         return {
             **super().role_vars(target),
@@ -363,7 +362,7 @@ def host_call(
     tool += ["--options", json.dumps(options)]
     if distributed:
         play = at.play
-        address = master_addr or ("127.0.0.1" if play.first_local else play.first_address)
+        address = master_addr or play.addresses[0]
         port = master_port if int(master_port) > 0 else rendezvous_port(play.run_id)
         tool += ["--distributed", "--nodes", str(len(play.hosts)), "--node-rank", str(play.hosts.index(at.host))]
         tool += ["--master-addr", address, "--master-port", str(port)]

@@ -21,6 +21,17 @@ def iolab_host_call(
     return dataclasses.asdict(call)
 
 
+def iolab_play(hosts: list, run_id: str, hostvars: Any, dirs: Any = ()) -> dict[str, Any]:
+    """`ansible_play_hosts` | iolab_play(RUN_ID, hostvars, DIRS): the run's play as a kind's host call takes it
+    (iolab.workloads.base.Play.of): each host's address from its inventory variables, and its run directory (`dirs`,
+    in the hosts' order) where an MPI job's first host names the others'."""
+    from iolab.workloads.base import Play
+
+    hosts = list(hosts)
+    play = Play.of(hosts, str(run_id), {h: hostvars[h] for h in hosts}, dict(zip(hosts, list(dirs), strict=False)))
+    return dataclasses.asdict(play)
+
+
 def iolab_tmpfs_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
     """`variables` (the storage phase's) | iolab_tmpfs_call(PYTHON, HOST, STOP_DIR): the tmpfs's mount or unmount."""
     from iolab.shared.calls import tmpfs
@@ -39,6 +50,7 @@ class FilterModule:
     def filters(self) -> dict:
         return {
             "iolab_host_call": iolab_host_call,
+            "iolab_play": iolab_play,
             "iolab_tmpfs_call": iolab_tmpfs_call,
             "iolab_dataset_call": iolab_dataset_call,
         }
