@@ -1,7 +1,8 @@
 """The harness's cost on localhost, whole `./lab bench.all` commands (the hosts set up by a first, unmeasured call):
 
     .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal] [--backend tmpfs|rbd|cephfs]
-                                           [--kind fio|pytorch|tensorflow|checkpoint|replay] [--checkout DIR]
+                                           [--kind fio|pytorch|tensorflow|checkpoint|replay|dlio]
+                                           [--checkout DIR]
 
 (a) one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (/mnt/iolab/NAME-mem): the command's wall time;
 (b) a campaign of 6 runs of 5 s + 1 s ramp on a 1 GiB tmpfs (3 fio profiles × 2 repetitions): Σ(runtime + ramp) / wall.
@@ -10,7 +11,8 @@ set made by the command's dataset phase): (a) one run: its harness, the wall les
 run.json's ended_at - started_at); (b) 4 runs of it in one batch: the mean time between one run's loader ending and
 the next one's starting (run.json's), the per-run cost between runs. --kind checkpoint: the same for a checkpoint
 (63 MB of llama3-8b's, 2 writers, no data set), its time from its write's start to its read's end; --kind replay: a
-trace's replay (2,000 reads of 4 KiB, as fast as the storage allows, its files staged by the run's prepare).
+trace's replay (2,000 reads of 4 KiB, as fast as the storage allows, its files staged by the run's prepare); --kind
+dlio: DLIO itself under mpirun (one rank, 32 of retinanet's JPEGs), its time mpirun's, DLIO's start-up included.
 --backend rbd or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own (tests/labbox.py: real
 Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches) each run drops too; (b)
 then says the time between runs as well. --checkout: run another checkout's code (its tasks and pyfiles, this
@@ -71,6 +73,9 @@ LOADERS = {
     "checkpoint": {"type": "checkpoint", "model": "llama3-8b", "scale": 0.0006, "writers": 2},
     # a trace of 2,000 reads of 4 KiB over one 8 MiB file (trace()), replayed as fast as the storage allows
     "replay": {"type": "replay", "timing": "fast"},
+    # DLIO itself (engine dlio) under mpirun, one rank of an emulated B200 on retinanet's JPEGs
+    "dlio": {"type": "pytorch", "engine": "dlio", "reader": "pil", "workers": 1, "batch_size": 4, "accelerators": 1}
+    | {"accelerator": {"type": "b200", "model": "retinanet"}},
 }
 
 
@@ -92,6 +97,8 @@ def loader_campaign(directory: Path, name: str, kind: str, runs: int) -> Path:
     }
     if kind == "replay":
         data["workloads"][0]["trace"] = str(trace(directory))
+    elif kind == "dlio":  # retinanet's JPEGs, few: DLIO's epoch reads them at its accelerator's pace
+        data["dataset"] = {"kind": "retinanet", "files": 32, "seed": 1, "classes": 2}
     elif kind != "checkpoint":
         data["dataset"] = {"kind": "imagenet-like", "files": 256, "seed": 1, "classes": 4}
     path = directory / f"{name}.yml"
