@@ -233,11 +233,31 @@ def test_the_setup_phase_installs_a_reference_leg_once_a_command_through_ansible
     raw = {"name": "c", "backends": [{"name": "t", "type": "tmpfs", "size": "1GiB"}], "workloads": [dlio, reference]}
     raw["dataset"] = {"kind": "unet3d", "files": 28, "seed": 1}
     variables = parse(raw, "c.yml", Path(".")).setup_vars()
-    assert variables["iolab_host_dlio"] and variables["iolab_host_dlio_requirement"] == ""  # the pinned DLIO
+    assert variables["iolab_host_dlio"] and "iolab_host_dlio_requirement" not in variables  # the role's pin
     assert variables["iolab_host_mlperf_kvcache"] and variables["iolab_host_mlperf_kvcache_source"] == "/srv/kv"
     assert variables["iolab_host_kvcache"]  # what its ranks import beside kv-cache.py
     extravars = {"iolab_python": "/py", "iolab_host_dir": "/opt/iolab", "iolab_owner": "o"}
     assert steps.calls(runner.Phase("setup.yml", variables), ["gpu01"], {"gpu01"}, extravars, {}) is None
+    # DLIO alone: on a host set up, the fan-out's look for the pins (DLIO's, what it imports) and Open MPI's mpirun
+    alone = parse({**raw, "workloads": [dlio]}, "c.yml", Path(".")).setup_vars()
+    (look,) = steps.calls(runner.Phase("setup.yml", alone), ["gpu01"], {"gpu01"}, extravars, {}).values()
+    assert look[:3] == ["/py", "-m", "iolab.host.pinned"] and look[-2:] == ["dlio-benchmark==2.0.0", "--command=mpirun"]
+    assert {"mpi4py==4.1.2", "tensorflow-cpu==2.21.0"} <= set(look)
+    wheel = {**alone, "iolab_host_dlio_requirement": "/srv/dlio.whl"}  # a wheel: Ansible's role looks and installs
+    assert steps.calls(runner.Phase("setup.yml", wheel), ["gpu01"], {"gpu01"}, extravars, {}) is None
+    assert json.loads(_pinned(["--command=mpirun", "--command=no-such-program-here"])) == ["no-such-program-here"]
     other = {**dlio, "name": "e", "dlio_requirement": "/srv/dlio.whl"}
     with pytest.raises(UserError, match="the workloads of tool dlio give different dlio_requirements"):
         parse({**raw, "workloads": [dlio, other]}, "c.yml", Path("."))
+
+
+def _pinned(argv: list[str]) -> str:
+    import contextlib
+    import io
+
+    from iolab.host import pinned
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        pinned.main(argv)
+    return out.getvalue()

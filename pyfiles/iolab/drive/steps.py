@@ -4,8 +4,8 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
 - provisioning (playbooks/setup.yml) on hosts where the lease found this release unpacked (Lab.released), which asks
   for no OS package (perf) nor provenance: roles/iolab_host would only look for the pinned Python packages the
   campaign needs (its defaults' lists, or the inventory's), so that look is made here, with the same program
-  (iolab.host.pinned); a host that lacks one sends the step to Ansible after all, which installs it, as does a
-  campaign with a reference leg (DLIO, kv-cache.py under mpirun: ANSIBLES_INSTALLS);
+  (iolab.host.pinned: DLIO's pin and Open MPI's mpirun too); a host that lacks one sends the step to Ansible after
+  all, which installs it, as does a campaign that runs kv-cache.py (its source to install) or DLIO from a wheel;
 - the tmpfs backend's mount and unmount (roles/storage_tmpfs is one task): the same argv
   (iolab.shared.calls.tmpfs), so the same checks and refusals in the same words;
 - the campaign's data set (playbooks/dataset.yml: roles/dataset_gen is one task, iolab.shared.calls.dataset's argv),
@@ -35,15 +35,14 @@ from iolab.shared import calls as host_calls
 
 STEP_TIMEOUT = 300.0  # s: a tmpfs's mount, or its unmount (this command's tools stopped, then umount tried for 10 s)
 TIMEOUTS = {"setup.yml": STEP_TIMEOUT, "storage.yml": STEP_TIMEOUT, "dataset.yml": None}
-# roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml).
+# roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml,
+# dlio.yml).
 PACKAGES = {
-    "iolab_host_dl": "iolab_host_dl_packages",
-    "iolab_host_tf": "iolab_host_tf_packages",
-    "iolab_host_kvcache": "iolab_host_kvcache_packages",
+    "iolab_host_dl": ("iolab_host_dl_packages",),
+    "iolab_host_tf": ("iolab_host_tf_packages",),
+    "iolab_host_kvcache": ("iolab_host_kvcache_packages",),
+    "iolab_host_dlio": ("iolab_host_dlio_packages", "iolab_host_tf_packages"),  # DLIO imports TensorFlow
 }
-# Switches whose installs are more than pinned Python packages (Open MPI from the OS, DLIO without its dependencies,
-# kv-cache.py from a source): the setup step that has one is Ansible's.
-ANSIBLES_INSTALLS = ("iolab_host_dlio", "iolab_host_mlperf_kvcache")
 TASKS = {  # the role task each step's call stands for, as a failure names it
     "setup.yml": "Look for the pinned Python packages in the host's virtualenv",
     "storage.yml": "Mount the tmpfs, or unmount it, after its checks",
@@ -64,9 +63,11 @@ def calls(
     if phase.playbook == "setup.yml":
         if not set(hosts) <= released or variables.get("iolab_host_facts_dest"):
             return None
-        if "perf" in variables.get("iolab_host_profilers", ()) or any(variables.get(s) for s in ANSIBLES_INSTALLS):
+        if "perf" in variables.get("iolab_host_profilers", ()) or variables.get("iolab_host_mlperf_kvcache"):
             return None
         wanted = {h: _packages(variables, hostvars.get(h, {})) for h in hosts}
+        if any(specs is None for specs in wanted.values()):
+            return None
         return {h: [python, "-m", "iolab.host.pinned", *specs] for h, specs in wanted.items() if specs}
     if phase.playbook == "storage.yml" and variables.get("storage_role") == "storage_tmpfs":
         runs = f"{extravars['iolab_host_dir']}/runs/{extravars['iolab_owner']}"
@@ -106,13 +107,21 @@ def play(
     return outcomes
 
 
-def _packages(variables: dict[str, Any], hostvars: dict[str, Any]) -> list[str]:
-    """The pinned packages the setup step's variables ask for on a host: the role's lists, or its inventory's."""
+def _packages(variables: dict[str, Any], hostvars: dict[str, Any]) -> list[str] | None:
+    """The pinned packages the setup step's variables ask for on a host: the role's lists, or its inventory's; for
+    DLIO, its own pin and Open MPI's mpirun too (iolab.host.pinned's --command). None where a look cannot say: DLIO
+    from a wheel or a URL (roles/iolab_host's tasks/dlio.yml looks, and installs it)."""
     defaults = _role_defaults()
-    names = [lst for switch, lst in PACKAGES.items() if variables.get(switch)]
+    names = [lst for switch, lists in PACKAGES.items() if variables.get(switch) for lst in lists]
     if "py-spy" in variables.get("iolab_host_profilers", ()):
         names.append("iolab_host_py_spy_packages")
-    return [str(spec) for name in names for spec in hostvars.get(name, defaults[name])]
+    specs = [str(spec) for name in names for spec in hostvars.get(name, defaults[name])]
+    if not variables.get("iolab_host_dlio"):
+        return specs
+    dlio = str(variables.get("iolab_host_dlio_requirement", defaults["iolab_host_dlio_requirement"]))
+    if "==" not in dlio or "/" in dlio:
+        return None
+    return [*specs, dlio, "--command=mpirun"]  # (iolab.host.pinned's flag for a program on PATH)
 
 
 @functools.cache

@@ -154,8 +154,8 @@ def pip_installs(installs: str, source: str | None, runs: str) -> list[str]:
 
 def setup_installs(workloads: list[Any]) -> dict[str, str]:
     """What the setup phase installs from workloads' fields, once a command (roles/iolab_host's dlio.yml and
-    mlperf_kvcache.yml): iolab_host_dlio_requirement, iolab_host_mlperf_kvcache_source; ValueError where the
-    workloads of one tool give two (the hosts hold one at a time)."""
+    mlperf_kvcache.yml): iolab_host_dlio_requirement (the role's pin where none), iolab_host_mlperf_kvcache_source;
+    ValueError where the workloads of one tool give two (the hosts hold one at a time)."""
     out: dict[str, str] = {}
     for field, tool in (("dlio_requirement", "dlio"), ("kvcache_source", "mlperf_kvcache")):
         given = {getattr(w, field) or "" for w in workloads if w.tool == tool}
@@ -164,7 +164,7 @@ def setup_installs(workloads: list[Any]) -> dict[str, str]:
                 f"the workloads of tool {tool} give different {field}s: the hosts hold one at a time, installed "
                 "once a command; give them one, or run them in two campaigns"
             )
-        out |= {f"iolab_host_{tool}_{field.split('_')[-1]}": source for source in given}
+        out |= {f"iolab_host_{tool}_{field.split('_')[-1]}": source for source in given if source}
     return out
 
 
