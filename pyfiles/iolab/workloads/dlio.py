@@ -402,33 +402,16 @@ DLIO_VARS = ("target", "dataset", "workload", "ranks", "trace", "timeout", "ssh"
 
 
 def host_call(
-    at: At,
-    *,
-    target: str,
-    workload: dict[str, Any],
-    timeout: float,
-    dataset: str = "",
-    ranks: int = 1,
-    trace: bool = False,
-    ssh: list[str] | tuple[str, ...] = (),
-    ssh_key: str = "",
-    appear: float = 120.0,
+    at: At, *, target: str, workload: dict[str, Any], timeout: float, dataset: str = "", trace: bool = False, **mpi: Any
 ) -> HostCall:
     """An engine dlio run's call on `at.host` (iolab.workloads.hostcall): DLIO, one MPI job over the play's hosts
     (iolab.host.dlio). The prepare (iolab.host.prepare loader --kind dlio) checks the data set, that DLIO is
-    installed (the campaign's provisioning installs it) and, on the first host, mpirun's ssh key; then it writes this
+    installed (the campaign's setup phase installs it) and, on the first host, mpirun's ssh key; then it writes this
     host's DLIO workload file (`workload`, completed from its copy of the data set), makes the run directory and drops
-    the caches. The first host runs mpirun, `ranks` on each host; the others wait while theirs run."""
-    root, prepare, run = loader_call("dlio", at, target=target, dataset=dataset, timeout=timeout)
-    key = mpi_key(at, ssh_key)
+    the caches. The first host runs mpirun over every host, the others wait while their ranks run (`mpi`: ranks,
+    ssh, ssh_key, appear, as workloads.base.mpi_tool takes them)."""
+    _, prepare, run = loader_call("dlio", at, target=target, dataset=dataset, timeout=timeout)
+    key = mpi_key(at, mpi.get("ssh_key", ""))
     prepare += ["--workload", json.dumps(workload), *(["--key", key] if key else [])]
-    tool = mpi_tool(
-        at,
-        "iolab.host.dlio",
-        ranks=ranks,
-        appear=appear,
-        ssh=ssh,
-        ssh_key=ssh_key,
-        launch=("--trace",) if trace else (),
-    )
+    tool = mpi_tool(at, "iolab.host.dlio", **{"ranks": 1, "appear": 120.0, **mpi}, launch=("--trace",) if trace else ())
     return HostCall(prepare, run, tool, {}, LOADER_PREPARE_TASK, "Run DLIO (mpirun on the first host)")

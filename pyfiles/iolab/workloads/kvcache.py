@@ -16,6 +16,7 @@ this workload's, whose max-of-P95 device read latency holds under `latency_bound
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -273,54 +274,35 @@ def host_call(
     """A KV-cache run's call on `host` (iolab.workloads.hostcall): its ranks work in <target>/iolab-<host>/kvcache;
     the prepare (iolab.host.prepare kvcache) checks the target's room and the host's memory, idles `pause` s (the
     rules' pause between options), makes the run directory and drops the caches (`drop`); then the clients."""
-    prepare, run, work = _prepare(at, target, options, clients, pause, timeout)
+    work = ["--dir", f"{target}/iolab-{at.host}/kvcache", "--clients", str(clients), "--options", json.dumps(options)]
+    prepare = at.module("iolab.host.prepare", "kvcache", "--host", at.host, "--run-dir", at.run_dir, *work)
+    prepare += ["--pause", str(pause), *(["--drop-caches"] if at.drop else [])]
+    run = at.hostrun("--target", target, "--timeout", str(timeout), "--telemetry-after", "0")
     tool = at.module("iolab.host.kvcache", "run", "--out", at.run_dir, "--option", str(option), *work)
     return HostCall(prepare, run, tool, {}, KVCACHE_PREPARE_TASK, "Run the clients")
 
 
 def reference_call(
-    at: At,
-    *,
-    target: str,
-    options: dict[str, Any],
-    clients: int = 1,
-    option: int = 0,
-    pause: float = 0.0,
-    timeout: float,
-    ssh: list[str] | tuple[str, ...] = (),
-    ssh_key: str = "",
-    appear: float = 120.0,
+    at: At, *, ssh: list[str] | tuple[str, ...] = (), ssh_key: str = "", appear: float = 120.0, **kv: Any
 ) -> HostCall:
-    """An engine mlperf-kvcache run's call on `host`: MLCommons' kv-cache.py as one MPI job over the play's hosts
-    (iolab.host.mlperf_kvcache), `clients` ranks on each. The prepare checks as host_call's does, and that kv-cache.py
-    is installed (the campaign's setup phase installs it) and, on the first host, mpirun's ssh key; the first host
-    runs mpirun, the others wait while their ranks run."""
-    prepare, run, _ = _prepare(at, target, options, clients, pause, timeout)
-    key = mpi_key(at, ssh_key)
-    prepare += ["--reference", *(["--key", key] if key else [])]
+    """An engine mlperf-kvcache run's call on `host` (`kv`: host_call's): MLCommons' kv-cache.py as one MPI job over
+    the play's hosts (iolab.host.mlperf_kvcache), `clients` ranks on each. The prepare is host_call's, checking too
+    that kv-cache.py is installed (the campaign's setup phase installs it) and, on the first host, mpirun's ssh key;
+    the first host runs mpirun, the others wait while their ranks run."""
+    own, key = host_call(at, **kv), mpi_key(at, ssh_key)
     tool = mpi_tool(
         at,
         "iolab.host.mlperf_kvcache",
-        ranks=clients,
+        ranks=kv.get("clients", 1),
         appear=appear,
         ssh=ssh,
         ssh_key=ssh_key,
-        both=("--option", str(option)),
-        launch=("--options", json.dumps(options)),
-        part=lambda host: {"work": f"{target}/iolab-{host}/kvcache"},
+        both=("--option", str(kv.get("option", 0))),
+        launch=("--options", json.dumps(kv["options"])),
+        part=lambda host: {"work": f"{kv['target']}/iolab-{host}/kvcache"},
     )
-    return HostCall(prepare, run, tool, {}, KVCACHE_PREPARE_TASK, "Run kv-cache.py (mpirun on the first host)")
-
-
-def _prepare(
-    at: At, target: str, options: dict[str, Any], clients: int, pause: float, timeout: float
-) -> tuple[list[str], list[str], list[str]]:
-    """Both engines' prepare (before its reference's checks), hostrun run's options, and the clients' work flags."""
-    work = ["--dir", f"{target}/iolab-{at.host}/kvcache", "--clients", str(clients), "--options", json.dumps(options)]
-    prepare = at.module("iolab.host.prepare", "kvcache", "--host", at.host, "--run-dir", at.run_dir, *work)
-    prepare += ["--pause", str(pause), *(["--drop-caches"] if at.drop else [])]
-    run = at.hostrun("--target", target, "--timeout", str(timeout), "--telemetry-after", "0")
-    return prepare, run, work
+    prepare = [*own.prepare, "--reference", *(["--key", key] if key else [])]
+    return dataclasses.replace(own, prepare=prepare, tool=tool, run_task="Run kv-cache.py (mpirun on the first host)")
 
 
 KVCACHE_PREPARE_TASK = "Check the room and the memory, make the run directory and drop the caches"  # the role's task
