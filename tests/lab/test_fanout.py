@@ -45,8 +45,8 @@ def test_a_run_through_a_clustershell_gateway_passes(sim_hosts, results, tmp_pat
     path = tmpfs_campaign(tmp_path, "lab-gateway", [FIO, replay])
     dry = cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path), "--dry-run")
     assert (
-        "runs of calibrate, checkpoint, fio, kvcache, metadata, objects, pytorch, replay, tensorflow go through the "
-        f"ClusterShell gateways gpu01 (topology {topology})" in dry.stdout
+        "runs of calibrate, checkpoint, dlio, fio, kvcache, metadata, mlperf_kvcache, objects, pytorch, replay, "
+        f"tensorflow go through the ClusterShell gateways gpu01 (topology {topology})" in dry.stdout
     )
     cli("bench.all", "--inventory", str(gated), "--hosts", "gpu[02-04]", "--campaign", str(path))
 
