@@ -27,6 +27,7 @@ results, fail it in one line.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -103,7 +104,9 @@ def _view(run_dir: Path, root: Path, paths: list[str]) -> Path:
     return view
 
 
+@functools.cache
 def _version() -> str | None:
+    """DLIO's installed version (None: not installed), read once: the prepare's check and its workload file ask."""
     from importlib import metadata
 
     try:

@@ -221,8 +221,13 @@ class Play:
 
 
 def _true(value: Any) -> bool:
-    """An inventory's boolean as Ansible reads one (`true`, "yes", "1", ...)."""
-    return str(value).strip().lower() in ("true", "yes", "on", "1", "y")
+    """An inventory's boolean as Ansible reads one (`true`, "yes", "1", ...): YAML's own as it is, another value
+    through Ansible's own reading (imported only then: ≈ 50 ms)."""
+    if isinstance(value, bool):
+        return value
+    from ansible.module_utils.parsing.convert_bool import boolean
+
+    return boolean(value, strict=False)
 
 
 # Characters of a text (a user's job file, a trace) that travel in a host call's argv: a remote command is one argument
