@@ -32,13 +32,18 @@ def _tool(argv: list[str]) -> list[str]:
 
 
 def _stage(argv: list[str]) -> None:
-    """Run one step (argv, in the repository, tools from this virtualenv); stop the command if it fails."""
+    """Run one step (argv, in the repository, tools from this virtualenv); stop the command if it fails. Its wall
+    time ends it in the log: a CI run's stages, each timed (docs/PERFORMANCE.md, "The project's own CI")."""
     import subprocess
+    import time
 
     echo(f"lab: {' '.join(argv)}")
+    started = time.monotonic()
     done = subprocess.run(_tool(argv), cwd=paths.ROOT)
+    took = f"after {time.monotonic() - started:.0f} s"
     if done.returncode != 0:
-        raise Exit(f"lab: {argv[0]} failed (exit {done.returncode})", code=done.returncode)
+        raise Exit(f"lab: {argv[0]} failed (exit {done.returncode}) {took}", code=done.returncode)
+    echo(f"lab: done {took}")
 
 
 def _steps_together(steps: tuple[list[str], ...]) -> None:
@@ -46,9 +51,11 @@ def _steps_together(steps: tuple[list[str], ...]) -> None:
     failure's exit status)."""
     import subprocess
     import tempfile
+    import time
 
     with tempfile.TemporaryDirectory(prefix="iolab-lint-") as tmp:
         logs = [Path(tmp, str(i)) for i in range(len(steps))]
+        started = time.monotonic()
         procs = []
         for argv, log in zip(steps, logs, strict=True):
             with log.open("wb") as out:
@@ -56,7 +63,7 @@ def _steps_together(steps: tuple[list[str], ...]) -> None:
         failed = []
         for argv, proc, log in zip(steps, procs, logs, strict=True):
             code = proc.wait()
-            echo(f"lab: {' '.join(argv)}")
+            echo(f"lab: {' '.join(argv)} ({time.monotonic() - started:.0f} s)")
             sys.stdout.write(log.read_text(errors="replace"))
             if code != 0:
                 failed.append((" ".join(argv), code))

@@ -46,6 +46,20 @@ def test_the_engine_picks_dlio_s_role_and_parser_and_its_samples_say_so():
     assert "bench_pytorch_options" not in variables
 
 
+def test_a_dry_run_names_the_program_each_engine_runs_on_the_hosts():
+    """--dry-run said `python -m iolab.host.loader.…` of every kind without a line of its own, DLIO's MPI job too: it
+    names the module the kind's host call runs (the kind's TOOL), and for DLIO how its mpirun job runs."""
+    from iolab.workloads import dlio as dlio_kind
+    from iolab.workloads import pytorch as pytorch_kind
+
+    def first_line(w: PytorchWorkload) -> str:
+        return w.dry_run({"run_role": f"bench_{w.tool}", **w.role_vars("/mnt/t")})[0]
+
+    assert f"(python -m {dlio_kind.TOOL}: the first host's runs mpirun over every host" in first_line(workload())
+    assert f"(python -m {pytorch_kind.TOOL}, under iolab.host.hostrun)" in first_line(workload(engine="iolab"))
+    assert "iolab.host.loader.…" not in first_line(workload()) + first_line(workload(engine="iolab"))
+
+
 def test_dlio_runs_untraced_unless_the_workload_asks_and_its_samples_say_which():
     untraced, traced = workload(), workload(dlio_trace=True)
     assert untraced.params()["dlio_trace"] is False and traced.params()["dlio_trace"] is True

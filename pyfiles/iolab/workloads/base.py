@@ -78,6 +78,12 @@ class Workload(Model):
         return False
 
     @property
+    def host_program(self) -> str:
+        """What its host call runs on each host, as --dry-run says it: `python -m` its kind's TOOL (the module its
+        host_call runs), or how an engine's MPI job runs its own."""
+        return "its kind's host call (iolab.workloads.hostcall)"
+
+    @property
     def formats(self) -> set[str]:
         """The packed copies of the data set it reads (Campaign.dataset_formats has them made)."""
         return set()
@@ -129,7 +135,7 @@ class Workload(Model):
         """--dry-run's lines on what each host runs: the kind's line, and what its role builds the command from."""
         return [
             f"on each host: {self.describe()}; role {variables['run_role']} builds the command "
-            "(python -m iolab.host.loader.…, under iolab.host.hostrun) from:",
+            f"({self.host_program}, under iolab.host.hostrun) from:",
             *[f"  {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"],
         ]
 
@@ -301,6 +307,11 @@ def mpi_key(at: At, ssh_key: str) -> str:
     if at.host != at.play.hosts[0] or len(at.play.hosts) < 2:
         return ""
     return ssh_key or at.play.ssh_key
+
+
+def mpi_program(module: str) -> str:
+    """--dry-run's words for an MPI job's tool (mpi_tool's): what the first host runs and what the others do."""
+    return f"python -m {module}: the first host's runs mpirun over every host, the others' wait for their ranks"
 
 
 def mpi_tool(

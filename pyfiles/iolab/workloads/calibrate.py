@@ -7,7 +7,7 @@ also name one itself. The host side is iolab.host.loader.calibrate.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -16,11 +16,15 @@ from iolab.workloads.base import LOADER_TIMEOUT, At, HostCall, Workload
 MODELS = ("resnet50", "retinanet", "unet3d")  # iolab.host.loader.models.MODELS: what iolab trains
 
 
+TOOL = "iolab.host.loader.calibrate"  # what its host call runs on each host (python -m)
+
+
 class CalibrateWorkload(Workload):
     """One model at one batch: warm-up steps out, then `blocks` timed blocks of `steps` steps (host side:
     iolab.host.loader.calibrate)."""
 
     type: Literal["calibrate"]
+    host_program: ClassVar[str] = f"python -m {TOOL}"
     model: Literal["resnet50", "retinanet", "unet3d"] = "resnet50"
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 400
     # full: the real model and input; tiny: every width / 8 and a small input (the CPU of CI: the code path only)
@@ -66,5 +70,5 @@ def host_call(at: At, *, argv: list[str], timeout: float) -> HostCall:
     the device), so its prepare only makes the run directory and the caches are left alone, whatever `drop` says."""
     prepare = at.module("iolab.host.prepare", "directory", "--dir", at.run_dir)
     run = at.hostrun("--timeout", str(timeout), "--telemetry-after", "0")
-    tool = at.module("iolab.host.loader.calibrate", "--out", at.run_dir, *argv)
+    tool = at.module(TOOL, "--out", at.run_dir, *argv)
     return HostCall(prepare, run, tool, {}, "Create the run directory", "Time the training step", storage_side=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -20,6 +20,9 @@ CHECKPOINT_MODELS = {
 }
 
 
+TOOL = "iolab.host.checkpoint"  # what its host call runs on each host (python -m)
+
+
 class CheckpointWorkload(Workload):
     """MLPerf Storage's checkpointing: each rank writes its shard (fsync), caches dropped, each rank reads it back.
 
@@ -33,6 +36,7 @@ class CheckpointWorkload(Workload):
     """
 
     type: Literal["checkpoint"]
+    host_program: ClassVar[str] = f"python -m {TOOL}"
     model: Literal["llama3-8b", "llama3-70b", "llama3-405b", "llama3-1t"] = "llama3-8b"
     scale: Annotated[float, Field(gt=0, le=1)] = 1.0
     writers: Annotated[int, Field(ge=1, le=1024, strict=True)] = 8  # strict: `true` is not a count
@@ -117,7 +121,7 @@ def host_call(at: At, *, target: str, bytes: int, writers: int, ranks: int, coun
     hosts = at.play.hosts
     world = ranks or len(hosts) * writers
     shard = str(bytes // world)
-    argv = at.module("iolab.host.checkpoint", "--dir", f"{target}/iolab-{at.host}/checkpoint", "--out", at.run_dir)
+    argv = at.module(TOOL, "--dir", f"{target}/iolab-{at.host}/checkpoint", "--out", at.run_dir)
     argv += ["--world", str(world), "--hosts", str(len(hosts)), "--index", str(hosts.index(at.host))]
     argv += ["--count", str(count)]
     options = ["--target", target, "--timeout", str(timeout), "--cwd", target, "--telemetry-after", "0"]

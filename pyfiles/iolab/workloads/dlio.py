@@ -50,6 +50,8 @@ SECTIONS = ("model", "framework", "workflow", "dataset", "reader", "train", "che
 # What DLIO reads only when it evaluates (workflow.evaluation), besides the evaluation section.
 EVALUATION_KEYS = ("reader.batch_size_eval", "dataset.num_files_eval", "dataset.num_subfolders_eval")
 
+TOOL = "iolab.host.dlio"  # what an engine dlio run's host call runs on each host (python -m), under mpirun
+
 
 class Refused(ValueError):
     """A key of the file iolab cannot honour."""
@@ -413,5 +415,5 @@ def host_call(
     _, prepare, run = loader_call("dlio", at, target=target, dataset=dataset, timeout=timeout)
     key = mpi_key(at, mpi.get("ssh_key", ""))
     prepare += ["--workload", json.dumps(workload), *(["--key", key] if key else [])]
-    tool = mpi_tool(at, "iolab.host.dlio", **{"ranks": 1, "appear": 120.0, **mpi}, launch=("--trace",) if trace else ())
+    tool = mpi_tool(at, TOOL, **{"ranks": 1, "appear": 120.0, **mpi}, launch=("--trace",) if trace else ())
     return HostCall(prepare, run, tool, {}, LOADER_PREPARE_TASK, "Run DLIO (mpirun on the first host)")

@@ -28,7 +28,7 @@ from iolab.progress import search_probes
 from iolab.schema import Duration
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds
 from iolab.units import human, parse_size
-from iolab.workloads.base import At, HostCall, Workload, mpi_key, mpi_tool, pip_installs
+from iolab.workloads.base import At, HostCall, Workload, mpi_key, mpi_program, mpi_tool, pip_installs
 from iolab.workloads.kvcache_rules import OPTIONS
 
 # The search's default bound on the max-of-P95 device read latency: kv-cache.py's own pass mark for the storage
@@ -45,6 +45,10 @@ GIT_PINNED = re.compile(r"git\+\S+@[0-9a-f]{40}(#\S*)?")
 def _bytes(value: Any) -> int:
     """A tier's size: 0 (no tier) or a size with units."""
     return 0 if value in (0, "0") else parse_size(value)
+
+
+TOOL = "iolab.host.kvcache"  # what its host call runs on each host (python -m)
+REFERENCE_TOOL = "iolab.host.mlperf_kvcache"  # engine mlperf-kvcache's: MLCommons' kv-cache.py under mpirun
 
 
 class KvcacheWorkload(Workload):
@@ -246,13 +250,9 @@ class KvcacheWorkload(Workload):
             + ("; MLPerf Storage's rules checked" if self.mlperf_rules else "")
         )
 
-    def dry_run(self, variables: dict[str, Any]) -> list[str]:
-        module = "mlperf_kvcache" if self.engine == "mlperf-kvcache" else "kvcache"
-        return [
-            f"on each host: {self.describe()}; role {variables['run_role']} builds the command "
-            f"(python -m iolab.host.{module}, under iolab.host.hostrun) from:",
-            *[f"  {key}: {json.dumps(value)}" for key, value in variables.items() if key != "run_role"],
-        ]
+    @property
+    def host_program(self) -> str:
+        return mpi_program(REFERENCE_TOOL) if self.engine == "mlperf-kvcache" else f"python -m {TOOL}"
 
 
 # What the kvcache role takes from the controller, by the name host_call gives it (bench_kvcache_<name>), and what
@@ -278,7 +278,7 @@ def host_call(
     prepare = at.module("iolab.host.prepare", "kvcache", "--host", at.host, "--run-dir", at.run_dir, *work)
     prepare += ["--pause", str(pause), *(["--drop-caches"] if at.drop else [])]
     run = at.hostrun("--target", target, "--timeout", str(timeout), "--telemetry-after", "0")
-    tool = at.module("iolab.host.kvcache", "run", "--out", at.run_dir, "--option", str(option), *work)
+    tool = at.module(TOOL, "run", "--out", at.run_dir, "--option", str(option), *work)
     return HostCall(prepare, run, tool, {}, KVCACHE_PREPARE_TASK, "Run the clients")
 
 
@@ -292,7 +292,7 @@ def reference_call(
     own, key = host_call(at, **kv), mpi_key(at, ssh_key)
     tool = mpi_tool(
         at,
-        "iolab.host.mlperf_kvcache",
+        REFERENCE_TOOL,
         ranks=kv.get("clients", 1),
         appear=appear,
         ssh=ssh,

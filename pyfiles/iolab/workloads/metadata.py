@@ -9,11 +9,14 @@ from pydantic import Field
 from iolab.schema import Bool
 from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, At, HostCall, Workload, loader_call
 
+TOOL = "iolab.host.loader.metadata"  # what its host call runs on each host (python -m)
+
 
 class MetadataWorkload(Workload):
     """readdir, stat and open/close rates over the data set's tree (the small-file metadata bottleneck)."""
 
     type: Literal["metadata"]
+    host_program: ClassVar[str] = f"python -m {TOOL}"
     threads: Annotated[int, Field(ge=1, le=1024)] = 1
     limit: Annotated[int, Field(ge=1)] | None = None  # files per operation, at most (default: all)
     drop_caches: Bool = True  # before each operation, not only before the run
@@ -56,7 +59,7 @@ def host_call(
     iolab.host.loader.metadata), the caches dropped before each of its operations too unless `drop_caches` is off
     (`drop`: the run's cache policy, before the run)."""
     root, prepare, run = loader_call("metadata", at, target=target, dataset=dataset, timeout=timeout)
-    tool = at.module("iolab.host.loader.metadata", "--root", root, "--out", at.run_dir)
+    tool = at.module(TOOL, "--root", root, "--out", at.run_dir)
     tool += ["--threads", str(threads), "--limit", str(limit)]
     tool += ["--drop-caches" if drop_caches else "--no-drop-caches"]
     return HostCall(prepare, run, tool, {}, LOADER_PREPARE_TASK, "Measure readdir, stat and open rates")

@@ -14,6 +14,9 @@ from iolab.workloads.base import At, HostCall, Workload
 FILL_S = 120.0  # the timeout's allowance for writing the keys once and deleting them
 
 
+TOOL = "iolab.host.objects"  # what its host call runs on each host (python -m)
+
+
 class ObjectsWorkload(Workload):
     """S3 PUT then GET of `size`-byte objects by `threads` threads on each host (runs on s3 backends).
 
@@ -24,6 +27,7 @@ class ObjectsWorkload(Workload):
     """
 
     type: Literal["objects"]
+    host_program: ClassVar[str] = f"python -m {TOOL}"
     size: Size = 1 << 20
     threads: Annotated[int, Field(ge=1, le=256)] = 4
     objects: Annotated[int, Field(ge=1, le=100_000)] = 64
@@ -83,7 +87,7 @@ def host_call(
     drop = ["--drop-caches"] if at.drop else []
     prepare = at.module("iolab.host.prepare", "directory", "--dir", at.run_dir, *drop)
     run = at.hostrun("--timeout", str(timeout), "--telemetry-after", "0")
-    tool = at.module("iolab.host.objects", "--s3", json.dumps(s3), "--workdir", f"iolab-{at.host}/objects")
+    tool = at.module(TOOL, "--s3", json.dumps(s3), "--workdir", f"iolab-{at.host}/objects")
     tool += ["--out", at.run_dir, "--size", str(size), "--threads", str(threads), "--objects", str(objects)]
     tool += ["--runtime", str(runtime), "--ramp", str(ramp), "--seed", str(seed)]
     tool += ["--keep-going"] if keep_going else []

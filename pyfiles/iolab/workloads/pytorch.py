@@ -21,8 +21,10 @@ from iolab.workloads.base import (
     HostCall,
     LoaderWorkload,
     loader_call,
+    mpi_program,
     pip_installs,
 )
+from iolab.workloads.dlio import TOOL as DLIO_TOOL
 from iolab.workloads.dlio import mlperf_prefetch_factor, training_file
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
 
@@ -74,6 +76,9 @@ def probe_epochs(workload: PytorchWorkload, files: int, accelerators: int, hosts
     return -(-floor // (steps - 1))
 
 
+TOOL = "iolab.host.loader.torch_loader"  # what its host call runs on each host (python -m)
+
+
 class PytorchWorkload(LoaderWorkload, MlperfFields):
     """A PyTorch DataLoader over the data set, optionally feeding emulated or real accelerators."""
 
@@ -119,6 +124,10 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     dlio_trace: Bool = False
 
     uses_dataset: ClassVar[bool] = True
+
+    @property
+    def host_program(self) -> str:
+        return mpi_program(DLIO_TOOL) if self.engine == "dlio" else f"python -m {TOOL}"
 
     @model_validator(mode="after")
     def _consistent(self) -> PytorchWorkload:
@@ -358,7 +367,7 @@ def host_call(
     root, prepare, run = loader_call("pytorch", at, target=target, dataset=dataset, timeout=timeout)
     prepare += [f"--pack={pack}" for pack in packs]
     prepare += ["--dali"] if options.get("reader") == "dali" else []
-    tool = at.module("iolab.host.loader.torch_loader", "--root", root, "--out", at.run_dir)
+    tool = at.module(TOOL, "--root", root, "--out", at.run_dir)
     tool += ["--options", json.dumps(options)]
     if distributed:
         play = at.play

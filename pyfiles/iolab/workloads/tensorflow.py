@@ -12,11 +12,14 @@ from iolab.workloads.accelerator import REAL, Accelerator
 from iolab.workloads.base import LOADER_PREPARE_TASK, At, HostCall, LoaderWorkload, loader_call
 from iolab.workloads.mlperf import MlperfFields
 
+TOOL = "iolab.host.loader.tf_loader"  # what its host call runs on each host (python -m)
+
 
 class TensorflowWorkload(LoaderWorkload, MlperfFields):
     """tf.data over the data set's TFRecord shards (interleave, map, prefetch), maybe feeding emulated accelerators."""
 
     type: Literal["tensorflow"]
+    host_program: ClassVar[str] = f"python -m {TOOL}"
     batch_size: Annotated[int, Field(ge=1, le=65536)] = 64
     private_threads: Annotated[int, Field(ge=0, le=1024)] = 0  # tf.data private thread pool; 0: shared pool
     parallel_reads: Annotated[int, Field(ge=0, le=1024)] = 0  # shards interleaved at once; 0: up to 16
@@ -85,7 +88,7 @@ def host_call(at: At, *, target: str, options: dict[str, Any], timeout: float, d
     """A tensorflow run's call on `host` (iolab.workloads.hostcall): tf.data over the TFRecord pack (python -m
     iolab.host.loader.tf_loader), TensorFlow's C++ log quiet but for errors."""
     root, prepare, run = loader_call("tensorflow", at, target=target, dataset=dataset, timeout=timeout)
-    tool = at.module("iolab.host.loader.tf_loader", "--root", root, "--out", at.run_dir)
+    tool = at.module(TOOL, "--root", root, "--out", at.run_dir)
     tool += ["--options", json.dumps(options)]
     return HostCall(
         [*prepare, "--pack=tfrecord"], run, tool, {"TF_CPP_MIN_LOG_LEVEL": "2"}, LOADER_PREPARE_TASK, "Run tf.data"
