@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
-
-from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway, write_to_textfile
+from typing import TYPE_CHECKING, Any
 
 from iolab.errors import UserError
 from iolab.units import printable
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 ENV = "IOLAB_LIVE_METRICS"
 JOB = "iolab"
@@ -73,7 +74,10 @@ class Exporter:
         self.run = {"campaign": campaign, "run_id": run_id, "backend": backend, "workload": workload}
 
     def export(self, figures: dict[str, dict[str, Any]]) -> None:
-        """Each host's figures (live.json's keys) as gauges; a host without figures now is left out."""
+        """Each host's figures (live.json's keys) as gauges; a host without figures now is left out. prometheus-client
+        is imported here, where figures are sent (≈ 0.09 s): a command without a destination never loads it."""
+        from prometheus_client import CollectorRegistry, Gauge
+
         registry = CollectorRegistry()
         gauges = {key: Gauge(name, text, LABELS, registry=registry) for key, (name, text) in FIGURES.items()}
         for host, found in figures.items():
@@ -89,6 +93,8 @@ class Exporter:
         if self.kind == "textfile":
             self._send(lambda: os.remove(self.where) if os.path.exists(self.where) else None)
         else:
+            from prometheus_client import delete_from_gateway
+
             self._send(lambda: delete_from_gateway(self.where, job=JOB, grouping_key=self._group(), timeout=5))
         self.run = {}
 
@@ -96,6 +102,8 @@ class Exporter:
         return {"campaign": self.run.get("campaign", ""), "run_id": self.run.get("run_id", "")}
 
     def _write(self, registry: CollectorRegistry) -> None:
+        from prometheus_client import push_to_gateway, write_to_textfile
+
         if self.kind == "textfile":
             write_to_textfile(self.where, registry)  # written aside and renamed: a scrape never reads half
         else:
