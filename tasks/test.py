@@ -63,14 +63,16 @@ def _steps_together(steps: tuple[list[str], ...]) -> None:
         failed = []
         for argv, proc, log in zip(steps, procs, logs, strict=True):
             code = proc.wait()
-            echo(f"lab: {' '.join(argv)} ({time.monotonic() - started:.0f} s)")
+            echo(f"lab: {' '.join(argv)}")
             sys.stdout.write(log.read_text(errors="replace"))
             if code != 0:
                 failed.append((" ".join(argv), code))
     sys.stdout.flush()
+    took = f"after {time.monotonic() - started:.0f} s"
     if failed:
         said = ", ".join(f"{name} (exit {code})" for name, code in failed)
-        raise Exit(f"lab: {said} failed", code=failed[0][1])
+        raise Exit(f"lab: {said} failed {took}", code=failed[0][1])
+    echo(f"lab: done {took}")
 
 
 @task
