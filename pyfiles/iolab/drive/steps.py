@@ -7,7 +7,8 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
   (iolab.host.pinned: DLIO's pin and Open MPI's mpirun too); a host that lacks one sends the step to Ansible after
   all, which installs it, as does a campaign that runs kv-cache.py (its source to install) or DLIO from a wheel;
 - the tmpfs backend's mount and unmount (roles/storage_tmpfs is one task): the same argv
-  (iolab.shared.calls.tmpfs), so the same checks and refusals in the same words;
+  (iolab.shared.calls.tmpfs), so the same checks and refusals in the same words; the local backend's check of its
+  directory and its clearing at the end the same way (roles/storage_local, iolab.shared.calls.local);
 - the campaign's data set (playbooks/dataset.yml: roles/dataset_gen is one task, iolab.shared.calls.dataset's argv),
   with no time limit, as the play's task had none: generating a large data set takes what it takes.
 
@@ -34,7 +35,8 @@ from iolab.parsers import failure_message
 from iolab.shared import calls as host_calls
 
 STEP_TIMEOUT = 300.0  # s: a tmpfs's mount, or its unmount (this command's tools stopped, then umount tried for 10 s)
-TIMEOUTS = {"setup.yml": STEP_TIMEOUT, "storage.yml": STEP_TIMEOUT, "dataset.yml": None}
+# A local backend's clearing removes its data set, which takes what it takes, as the role's task did (no limit).
+TIMEOUTS = {"setup.yml": STEP_TIMEOUT, "storage_tmpfs": STEP_TIMEOUT, "storage_local": None, "dataset.yml": None}
 # roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml,
 # dlio.yml).
 PACKAGES = {
@@ -45,9 +47,12 @@ PACKAGES = {
 }
 TASKS = {  # the role task each step's call stands for, as a failure names it
     "setup.yml": "Look for the pinned Python packages in the host's virtualenv",
-    "storage.yml": "Mount the tmpfs, or unmount it, after its checks",
+    "storage_tmpfs": "Mount the tmpfs, or unmount it, after its checks",
+    "storage_local": "Check the backend's directory, or remove iolab's files from it",
     "dataset.yml": "Put the data set there, after its checks (kept when it is already there)",
 }
+# The backends whose state is one host call (their role's one task), and its argv.
+STORAGE_CALLS = {"storage_tmpfs": host_calls.tmpfs, "storage_local": host_calls.local}
 
 
 def calls(
@@ -69,9 +74,9 @@ def calls(
         if any(specs is None for specs in wanted.values()):
             return None
         return {h: [python, "-m", "iolab.host.pinned", *specs] for h, specs in wanted.items() if specs}
-    if phase.playbook == "storage.yml" and variables.get("storage_role") == "storage_tmpfs":
+    if phase.playbook == "storage.yml" and (call := STORAGE_CALLS.get(variables.get("storage_role", ""))):
         runs = f"{extravars['iolab_host_dir']}/runs/{extravars['iolab_owner']}"
-        return {h: host_calls.tmpfs(python, h, variables, f"{runs}/{h}") for h in hosts}
+        return {h: call(python, h, variables, f"{runs}/{h}") for h in hosts}
     if phase.playbook == "dataset.yml" and not variables.get("dataset_gen_report_dest"):
         return {h: host_calls.dataset(python, h, variables) for h in hosts}
     return None
@@ -85,13 +90,14 @@ def play(
     if not argvs:
         return {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     env = ["env", f"PYTHONPATH={extravars['iolab_host_dir']}/releases/{extravars['iolab_release']}"]
-    timeout = TIMEOUTS[phase.playbook]
+    step = phase.vars["storage_role"] if phase.playbook == "storage.yml" else phase.playbook
+    timeout = TIMEOUTS[step]
     replies = engine.call({h: [*env, *argv] for h, argv in argvs.items()}, timeout)
     outcomes = {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     for host, reply in replies.items():
-        outcome = outcomes[host] = runner.HostOutcome(host, task=TASKS[phase.playbook], ended=time.monotonic())
+        outcome = outcomes[host] = runner.HostOutcome(host, task=TASKS[step], ended=time.monotonic())
         if reply.timed_out:  # as a task that hangs fails the play's host (its teardown is tried after)
-            outcome.failed, outcome.message = True, f"no answer within {timeout:.0f} s"
+            outcome.failed, outcome.message = True, f"no answer within {timeout or 0:.0f} s"
         elif not reply.reached:
             outcome.unreachable = True
             outcome.message = reply.unanswered

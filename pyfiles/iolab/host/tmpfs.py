@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,24 +70,31 @@ def mount(opts: argparse.Namespace) -> dict[str, Any]:
     argv = ["mount", "-t", "tmpfs", "-o", f"size={opts.size},mode=0755", source, opts.mountpoint]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise Refused(f"mount of the tmpfs at {opts.mountpoint} on {opts.host} failed: {_last(done.stderr)}")
+        raise Refused(f"mount of the tmpfs at {opts.mountpoint} on {opts.host} failed: {last_line(done.stderr)}")
     return {"kept": opts.state == "kept", "changed": True}
 
 
 def unmount(opts: argparse.Namespace) -> dict[str, Any]:
     """The empty mount point stays: on simulated hosts (one shared root file system) removing it would detach the
     same mount point in every other host's namespace."""
-    stopped, left = _stop(opts)
     _, ours, kept = _look(opts)
     changed = ours and not (kept and opts.state != "absent")
-    if changed:
-        _umount(opts)
-    if left:  # a tool that held the storage ends once it is gone: stopped again, and must be gone now
+    stopped = released(opts, lambda: _umount(opts) if changed else None)
+    return {"kept": kept, "changed": changed, "stopped": stopped}
+
+
+def released(opts: argparse.Namespace, release: Callable[[], object]) -> list[str]:
+    """`release` the storage (unmount it, remove iolab's files) between this command's tools ended and its run files
+    removed (--stop-dir: iolab.host.runstop) and, where a tool was left, again after it: a tool that held the storage
+    ends once it is gone, and must be gone now. Returns what the stops did."""
+    stopped, left = _stop(opts)
+    release()
+    if left:
         again, left = _stop(opts)
         stopped += again
         if left:
             raise Refused(left)
-    return {"kept": kept, "changed": changed, "stopped": stopped}
+    return stopped
 
 
 def _stop(opts: argparse.Namespace) -> tuple[list[str], str]:
@@ -97,7 +105,7 @@ def _stop(opts: argparse.Namespace) -> tuple[list[str], str]:
     said, complaint = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(complaint):
         rc = runstop.stop(Path(opts.stop_dir), keep_archives=opts.keep_archives)
-    return said.getvalue().splitlines(), (_last(complaint.getvalue()) if rc else "")
+    return said.getvalue().splitlines(), (last_line(complaint.getvalue()) if rc else "")
 
 
 def _umount(opts: argparse.Namespace) -> None:
@@ -107,7 +115,7 @@ def _umount(opts: argparse.Namespace) -> None:
             return
         if attempt < UMOUNT_TRIES - 1:
             time.sleep(1)
-    raise Refused(f"umount {opts.mountpoint} on {opts.host} failed {UMOUNT_TRIES} times: {_last(done.stderr)}")
+    raise Refused(f"umount {opts.mountpoint} on {opts.host} failed {UMOUNT_TRIES} times: {last_line(done.stderr)}")
 
 
 def _look(opts: argparse.Namespace) -> tuple[dict[str, Any], bool, bool]:
@@ -118,31 +126,43 @@ def _look(opts: argparse.Namespace) -> tuple[dict[str, Any], bool, bool]:
     return seen, source in (ours, f"{ours}:kept"), source == f"{ours}:kept"
 
 
-def _last(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "no message"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m iolab.host.tmpfs")
+def parser(module: str) -> argparse.ArgumentParser:
+    """The arguments a backend's one call takes (this module's, iolab.host.localdir's): its state, the backend's
+    name, the host's, the storage.yml's check of the target and stop of this command's tools."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("state", choices=["mounted", "kept", "unmounted", "absent"])
     parser.add_argument("--name", required=True)
-    parser.add_argument("--mountpoint", required=True)
     parser.add_argument("--host", required=True, help="the inventory name, as refusals say it")
-    parser.add_argument("--size", type=int, default=0, help="bytes (mounted, kept)")
     parser.add_argument("--check-target", help="check first that this directory is one iolab may mount on")
     parser.add_argument("--root", default="", help="with --check-target: iolab's mount root")
     parser.add_argument("--existing", action="store_true", help="with --check-target: the directory is an existing one")
     parser.add_argument("--stop-dir", help="unmounted, absent: first end this command's tools, as hostrun stop")
     parser.add_argument("--keep-archives", action="store_true", help="with --stop-dir: as hostrun stop's")
-    opts = parser.parse_args(argv)
+    return parser
+
+
+def answer(opts: argparse.Namespace, ready: Callable[[argparse.Namespace], dict], gone: Callable) -> int:
+    """The call's reply: `ready(opts)` (mounted, kept) or `gone(opts)` (unmounted, absent) as JSON on stdout, or its
+    refusal's one line on stderr, exit 1."""
     try:
-        done = mount(opts) if opts.state in ("mounted", "kept") else unmount(opts)
+        done = ready(opts) if opts.state in ("mounted", "kept") else gone(opts)
     except Refused as exc:
         print(exc, file=sys.stderr)
         return 1
     print(json.dumps(done))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parser("iolab.host.tmpfs")
+    options.add_argument("--mountpoint", required=True)
+    options.add_argument("--size", type=int, default=0, help="bytes (mounted, kept)")
+    return answer(options.parse_args(argv), mount, unmount)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 templates one imports nothing more):
 
     tmpfs(python, host, variables, stop_dir)  → iolab.host.tmpfs's mount or unmount
+    local(python, host, variables, stop_dir)  → iolab.host.localdir: a local backend's directory checked, or cleared
     dataset(python, host, variables)          → iolab.host.dataset ensure: the campaign's data set on the host
 """
 
@@ -22,11 +23,32 @@ def tmpfs(
     `variables`: the storage phase's (iolab.drive.execute.storage_phase: storage_tmpfs_state, _name, _mountpoint,
     _size; storage_target, storage_mount_root, storage_existing, storage_stop_tools); `stop_dir`: this command's runs
     directory on the host, ended and removed first on an unmount (or whenever its tools are to be stopped)."""
-    state = str(variables["storage_tmpfs_state"])
+    own = ["--mountpoint", str(variables["storage_tmpfs_mountpoint"])]
+    own += ["--size", str(int(variables.get("storage_tmpfs_size", 0)))]
+    return _storage("tmpfs", python, host, variables, stop_dir, own)
+
+
+def local(
+    python: str,
+    host: str,
+    variables: dict[str, Any],
+    stop_dir: str | None = None,
+) -> list[str]:
+    """The one host-side call (iolab.host.localdir) that checks a local backend's directory, or removes iolab's files
+    from it, on `host`: the argv of both routes, roles/storage_local's task and the fan-out's steps, as tmpfs's
+    (`variables`: storage_local_state, _name, _path and storage.yml's)."""
+    return _storage("local", python, host, variables, stop_dir, ["--path", str(variables["storage_local_path"])])
+
+
+def _storage(
+    kind: str, python: str, host: str, variables: dict[str, Any], stop_dir: str | None, own: list[str]
+) -> list[str]:
+    """A backend's one call (storage_<kind>'s state and name, the kind's `own` arguments): storage.yml's check of the
+    target where it is put in place, and its stop of this command's tools where it is taken away."""
+    state = str(variables[f"storage_{kind}_state"])
     stop_tools = bool(variables.get("storage_stop_tools", False))
-    argv = [python, "-m", "iolab.host.tmpfs", state, "--name", str(variables["storage_tmpfs_name"])]
-    argv += ["--mountpoint", str(variables["storage_tmpfs_mountpoint"]), "--host", host]
-    argv += ["--size", str(int(variables.get("storage_tmpfs_size", 0)))]
+    module = {"tmpfs": "iolab.host.tmpfs", "local": "iolab.host.localdir"}[kind]
+    argv = [python, "-m", module, state, "--name", str(variables[f"storage_{kind}_name"]), "--host", host, *own]
     target = variables.get("storage_target")
     if target is not None and state in ("mounted", "kept"):
         argv += ["--check-target", str(target), "--root", str(variables.get("storage_mount_root", ""))]

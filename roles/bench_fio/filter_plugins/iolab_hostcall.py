@@ -1,8 +1,8 @@
 """The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall), the tmpfs
-backend's mount and unmount and the campaign's data set (iolab.shared.calls). The loader roles', storage_tmpfs's and
-dataset_gen's filter_plugins are links to this directory. Each filter imports what it needs when called: Ansible
-templates a task in a worker of its own, which imports them again, and storage_tmpfs's and dataset_gen's tasks need no
-workload kind (iolab.workloads: ≈ 0.5 s here)."""
+backend's mount and unmount, the local backend's check and clearing, and the campaign's data set (iolab.shared.calls).
+The loader roles', storage_tmpfs's, storage_local's and dataset_gen's filter_plugins are links to this directory. Each
+filter imports what it needs when called: Ansible templates a task in a worker of its own, which imports them again,
+and the storage roles' and dataset_gen's tasks need no workload kind (iolab.workloads: ≈ 0.5 s here)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,14 @@ def iolab_tmpfs_call(variables: dict, python: str, host: str, stop_dir: str | No
     return tmpfs(python, host, dict(variables), stop_dir)
 
 
+def iolab_local_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_local_call(PYTHON, HOST, STOP_DIR): a local backend's directory
+    checked, or iolab's files in it removed."""
+    from iolab.shared.calls import local
+
+    return local(python, host, dict(variables), stop_dir)
+
+
 def iolab_dataset_call(variables: dict, python: str, host: str) -> list[str]:
     """`variables` (the dataset_gen role's) | iolab_dataset_call(PYTHON, HOST): the data set's one call on the host."""
     from iolab.shared.calls import dataset
@@ -52,5 +60,6 @@ class FilterModule:
             "iolab_host_call": iolab_host_call,
             "iolab_play": iolab_play,
             "iolab_tmpfs_call": iolab_tmpfs_call,
+            "iolab_local_call": iolab_local_call,
             "iolab_dataset_call": iolab_dataset_call,
         }

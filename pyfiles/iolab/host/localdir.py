@@ -1,0 +1,66 @@
+"""A local backend's directory checked, or iolab's files in it removed, in one call (host side; roles/storage_local
+runs it, and the fan-out's steps: iolab.drive.steps):
+
+    python -m iolab.host.localdir mounted|kept --name NAME --path DIR --host HOST
+                                  [--check-target TARGET --root MOUNT_ROOT [--existing]]
+    python -m iolab.host.localdir unmounted|absent --name NAME --path DIR --host HOST
+                                  [--stop-dir RUNS_DIR [--keep-archives]]
+
+What the role's tasks and storage.yml's did, in one process, as iolab.host.tmpfs does for a tmpfs (each Ansible task
+≈ 0.3 s, each playbook ≈ 2 s: docs/PERFORMANCE.md). Nothing is mounted. mounted, kept: with --check-target, first the
+check of iolab.host.mounts check-target; then the directory must exist. unmounted, absent: with --stop-dir, this
+command's tools ended and its run files removed (iolab.host.runstop); then the host's own directory below the
+backend's, DIR/iolab-HOST (its data set, the runs' files), removed; where a tool was left, it is stopped again and
+must be gone. Prints {"kept": false, "changed": bool, "stopped": [...]}; a refusal is one line on stderr naming the
+host and the fix, exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from typing import Any
+
+from iolab.host import mounts
+from iolab.host.tmpfs import Refused, answer, parser, released
+
+
+def ready(opts: argparse.Namespace) -> dict[str, Any]:
+    if opts.check_target is not None:
+        reason, _ = mounts.target_refusal(opts.check_target, opts.root, opts.existing)
+        if reason:
+            raise Refused(reason)
+    if not os.path.isdir(opts.path):
+        what = " (it is not a directory)" if os.path.exists(opts.path) else ""
+        raise Refused(
+            f"{opts.path} does not exist on {opts.host}{what}; create it or point backend {opts.name} at an "
+            "existing directory"
+        )
+    return {"kept": False, "changed": False}
+
+
+def gone(opts: argparse.Namespace) -> dict[str, Any]:
+    mine = os.path.join(opts.path, f"iolab-{opts.host}")
+    changed = os.path.lexists(mine)
+
+    def remove() -> None:
+        try:
+            if os.path.isdir(mine) and not os.path.islink(mine):
+                shutil.rmtree(mine)
+            elif changed:
+                os.remove(mine)
+        except OSError as exc:
+            raise Refused(f"removing {mine} on {opts.host} failed ({exc.strerror}); remove it by hand") from None
+
+    return {"kept": False, "changed": changed, "stopped": released(opts, remove)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parser("iolab.host.localdir")
+    options.add_argument("--path", required=True, help="the backend's directory")
+    return answer(options.parse_args(argv), ready, gone)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
