@@ -1,6 +1,6 @@
 """The harness's cost on localhost, whole `./lab bench.all` commands (the hosts set up by a first, unmeasured call):
 
-    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal] [--backend tmpfs|rbd|cephfs]
+    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal] [--backend tmpfs|rbd|cephfs|local]
                                            [--kind fio|pytorch|tensorflow|checkpoint|replay|dlio]
                                            [--checkout DIR]
 
@@ -15,8 +15,10 @@ trace's replay (2,000 reads of 4 KiB, as fast as the storage allows, its files s
 dlio: DLIO itself under mpirun (one rank, 32 of retinanet's JPEGs), its time mpirun's, DLIO's start-up included.
 --backend rbd or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own (tests/labbox.py: real
 Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches) each run drops too; (b)
-then says the time between runs as well. --checkout: run another checkout's code (its tasks and pyfiles, this
-virtualenv): a before figure from a worktree of an earlier commit.
+then says the time between runs as well. --backend local, for a loader: its runs on a local backend, a directory
+of the bench's own on this machine's disk (its steps: the directory checked, iolab's files removed at the end).
+--checkout: run another checkout's code
+(its tasks and pyfiles, this virtualenv): a before figure from a worktree of an earlier commit.
 Each call stores into a fresh results directory, so every call runs its runs. Prints each figure, the load average
 before it, and the route each run took (its run.json's `launcher`: clustershell, or ansible for run.yml).
 """
@@ -87,12 +89,15 @@ def trace(directory: Path) -> Path:
     return traces.write(directory, {"root": "/data", "files": [["data.bin", 8 << 20]]}, records)
 
 
-def loader_campaign(directory: Path, name: str, kind: str, runs: int) -> Path:
-    """One epoch of a loader `kind` over a 256-file data set, `runs` repetitions."""
+def loader_campaign(directory: Path, name: str, kind: str, runs: int, local: Path | None = None) -> Path:
+    """One epoch of a loader `kind` over a 256-file data set, `runs` repetitions; on a 256 MiB tmpfs, or a directory
+    `local` on this machine's disk (--backend local). Either way each command puts the data set there and removes
+    it at its end: the tmpfs is unmounted, the local backend's iolab-<host> directory removed."""
+    backend = {"type": "local", "path": str(local)} if local else {"type": "tmpfs", "size": "256MiB"}
     data = {
         "name": name,
         "repetitions": runs,
-        "backends": [{"name": f"{name}-mem", "type": "tmpfs", "size": "256MiB"}],
+        "backends": [{"name": f"{name}-{backend['type']}", **backend}],
         "workloads": [{"name": "load", **LOADERS[kind]}],
     }
     if kind == "replay":
@@ -117,9 +122,13 @@ def tool_times(results: Path, name: str) -> list[tuple[float, float]]:
     return sorted(times)
 
 
-def loaders(kind: str, work: Path, name: str, rounds: int) -> None:
-    """--kind: a loader's harness on one run and its per-run cost between the runs of a 4-run batch."""
-    one, four = loader_campaign(work, name, kind, 1), loader_campaign(work, f"{name}4", kind, 4)
+def loaders(kind: str, work: Path, name: str, rounds: int, local: bool) -> None:
+    """--kind: a loader's harness on one run and its per-run cost between the runs of a 4-run batch (`local`: on a
+    local backend, a directory of the bench's own on this machine's disk)."""
+    where = work / "local" if local else None
+    if where:
+        where.mkdir()
+    one, four = loader_campaign(work, name, kind, 1, where), loader_campaign(work, f"{name}4", kind, 4, where)
     bench_all(one, work / "setup")  # sets the hosts up (this release), unmeasured
     for round_ in range(1, rounds + 1):
         load = os.getloadavg()[0]
@@ -172,14 +181,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--name", default="fanlocal", help="campaign name, and the tmpfs /mnt/iolab/NAME-mem")
     parser.add_argument("--kind", choices=["fio", *LOADERS], default="fio", help="the runs' kind (fio: (a) and (b))")
-    parser.add_argument("--backend", choices=["tmpfs", "rbd", "cephfs"], default="tmpfs", help="fio's backend")
+    parser.add_argument(
+        "--backend",
+        choices=["tmpfs", "rbd", "cephfs", "local"],
+        default="tmpfs",
+        help="fio's backend (tmpfs, rbd, cephfs); a loader's (tmpfs, or local: a directory on this machine's disk)",
+    )
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose code runs (default: this)")
     opts = parser.parse_args()
     global CHECKOUT
     CHECKOUT = opts.checkout.resolve()
     work = Path(tempfile.mkdtemp(prefix="harness-cost-"))
+    fio_backends, loader_backends = ("tmpfs", "rbd", "cephfs"), ("tmpfs", "local")
+    if opts.backend not in (fio_backends if opts.kind == "fio" else loader_backends):
+        raise SystemExit(f"--backend {opts.backend} is not one for --kind {opts.kind}")
     if opts.kind != "fio":
-        loaders(opts.kind, work, opts.name, opts.rounds)
+        loaders(opts.kind, work, opts.name, opts.rounds, local=opts.backend == "local")
         return
     with contextlib.ExitStack() as stack:
         if opts.backend != "tmpfs":

@@ -1,6 +1,6 @@
 """Where one `./lab bench.all` command's wall goes on localhost, from inside it, per phase (issue 42):
 
-    .venv/bin/python bench/harness_phases.py [--rounds 2] [--name fanlocal] [--kind fio|pytorch|tensorflow]
+    .venv/bin/python bench/harness_phases.py [--rounds 2] [--name fanlocal] [--kind fio|pytorch|tensorflow] [--local]
 
 The command is bench/harness_cost.py's (a): one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (--kind pytorch or
 tensorflow: one loader run over a 256-file data set the command makes), the hosts set up by a first, unmeasured
@@ -60,9 +60,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--name", default="fanlocal", help="campaign name, and the tmpfs /mnt/iolab/NAME-mem")
     parser.add_argument("--kind", choices=["fio", *LOADERS], default="fio", help="the run's kind (harness_cost's (a))")
+    parser.add_argument("--local", action="store_true", help="a loader's run on a local backend (harness_cost's)")
     opts = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="harness-phases-"))
-    one = campaign(work, opts.name, 1) if opts.kind == "fio" else loader_campaign(work, opts.name, opts.kind, 1)
+    local = work / "local" if opts.local else None
+    if local:
+        local.mkdir()
+    one = campaign(work, opts.name, 1) if opts.kind == "fio" else loader_campaign(work, opts.name, opts.kind, 1, local)
     bench_all(one, work / "setup")  # sets the hosts up (this release), unmeasured
     for round_ in range(1, opts.rounds + 1):
         steps = work / f"phases-{round_}.jsonl"

@@ -16,7 +16,8 @@ mounted it. With --stop-dir, first what storage.yml's `hostrun stop` did (iolab.
 ended, its run files removed; it leaves that to this call), and, where a tool was left, again after the unmount,
 which fails naming it. A tool stopped a moment ago may still hold the file system: umount is tried for up to 10 s.
 Prints {"kept": bool, "changed": bool, "stopped": [what the stop did]}; a refusal is one line on stderr naming the
-host and the fix, exit 1.
+host and the fix, exit 1. The call's arguments, its reply and the stop around the release (parser, answer, released)
+serve iolab.host.localdir's call too.
 """
 
 from __future__ import annotations
