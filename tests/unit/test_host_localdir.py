@@ -58,6 +58,21 @@ def test_the_teardown_stops_the_commands_tools_and_removes_its_run_files_first(c
     assert not runs.exists()
 
 
+def test_a_directory_the_stop_removed_already_is_no_failure(capsys, tmp_path):
+    """The stop removes what an interrupted run noted it wrote on the storage, and a directory it leaves empty: here
+    the host's own, which the call then finds gone."""
+    from iolab.host.runs import SCRATCH
+
+    runs, disk = tmp_path / "runs" / "owner" / "here", tmp_path / "disk"
+    (runs / "run-1").mkdir(parents=True)
+    (disk / "iolab-here").mkdir(parents=True)
+    (disk / "iolab-here" / "data.fio").write_bytes(b"x")
+    (runs / f"run-1.{SCRATCH}").write_text(json.dumps({"files": [str(disk / "iolab-here" / "data.fio")]}))
+    code, done = call(capsys, "unmounted", disk, "--stop-dir", str(runs))
+    assert code == 0 and not (disk / "iolab-here").exists() and done["changed"] is False, done
+    assert any("removed 1 file(s) that run-1 wrote" in line for line in done["stopped"]), done
+
+
 def test_both_routes_argv_is_one_the_host_program_takes(tmp_path):
     """shared.calls.local: the argv storage_local's task and the fan-out's steps run, here with this checkout."""
     variables = {"storage_local_state": "mounted", "storage_local_name": "disk", "storage_local_path": str(tmp_path)}

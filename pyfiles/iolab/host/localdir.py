@@ -42,18 +42,22 @@ def ready(opts: argparse.Namespace) -> dict[str, Any]:
 
 def gone(opts: argparse.Namespace) -> dict[str, Any]:
     mine = os.path.join(opts.path, f"iolab-{opts.host}")
-    changed = os.path.lexists(mine)
+    removed = []
 
-    def remove() -> None:
+    def remove() -> None:  # after the stop, which may have removed it already (its runs' files, left empty)
         try:
             if os.path.isdir(mine) and not os.path.islink(mine):
                 shutil.rmtree(mine)
-            elif changed:
+            else:
                 os.remove(mine)
+        except FileNotFoundError:
+            return
         except OSError as exc:
             raise Refused(f"removing {mine} on {opts.host} failed ({exc.strerror}); remove it by hand") from None
+        removed.append(mine)
 
-    return {"kept": False, "changed": changed, "stopped": released(opts, remove)}
+    stopped = released(opts, remove)
+    return {"kept": False, "changed": bool(removed), "stopped": stopped}
 
 
 def main(argv: list[str] | None = None) -> int:
