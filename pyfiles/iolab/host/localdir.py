@@ -22,15 +22,11 @@ import os
 import shutil
 from typing import Any
 
-from iolab.host import mounts
-from iolab.host.tmpfs import Refused, answer, parser, released
+from iolab.host.storagecall import Refused, answer, check_target, parser, released
 
 
 def ready(opts: argparse.Namespace) -> dict[str, Any]:
-    if opts.check_target is not None:
-        reason, _ = mounts.target_refusal(opts.check_target, opts.root, opts.existing)
-        if reason:
-            raise Refused(reason)
+    check_target(opts)
     if not os.path.isdir(opts.path):
         what = " (it is not a directory)" if os.path.exists(opts.path) else ""
         raise Refused(

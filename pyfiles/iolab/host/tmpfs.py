@@ -16,38 +16,25 @@ mounted it. With --stop-dir, first what storage.yml's `hostrun stop` did (iolab.
 ended, its run files removed; it leaves that to this call), and, where a tool was left, again after the unmount,
 which fails naming it. A tool stopped a moment ago may still hold the file system: umount is tried for up to 10 s.
 Prints {"kept": bool, "changed": bool, "stopped": [what the stop did]}; a refusal is one line on stderr naming the
-host and the fix, exit 1. The call's arguments, its reply and the stop around the release (parser, answer, released)
-serve iolab.host.localdir's call too.
+host and the fix, exit 1. What it shares with iolab.host.localdir's call is iolab.host.storagecall's.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
 import os
 import subprocess
-import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from iolab.host import facts, mounts, runstop
+from iolab.host import facts
+from iolab.host.storagecall import Refused, answer, check_target, last_line, parser, released
 
 UMOUNT_TRIES = 10  # 1 s apart
 
 
-class Refused(Exception):
-    """What stops the call: one line."""
-
-
 def mount(opts: argparse.Namespace) -> dict[str, Any]:
-    if opts.check_target is not None:
-        reason, _ = mounts.target_refusal(opts.check_target, opts.root, opts.existing)
-        if reason:
-            raise Refused(reason)
+    check_target(opts)
     seen, ours, kept = _look(opts)
     if seen["uid"] != 0:
         raise Refused(
@@ -84,31 +71,6 @@ def unmount(opts: argparse.Namespace) -> dict[str, Any]:
     return {"kept": kept, "changed": changed, "stopped": stopped}
 
 
-def released(opts: argparse.Namespace, release: Callable[[], object]) -> list[str]:
-    """`release` the storage (unmount it, remove iolab's files) between this command's tools ended and its run files
-    removed (--stop-dir: iolab.host.runstop) and, where a tool was left, again after it: a tool that held the storage
-    ends once it is gone, and must be gone now. Returns what the stops did."""
-    stopped, left = _stop(opts)
-    release()
-    if left:
-        again, left = _stop(opts)
-        stopped += again
-        if left:
-            raise Refused(left)
-    return stopped
-
-
-def _stop(opts: argparse.Namespace) -> tuple[list[str], str]:
-    """This command's tools ended and its run files removed (iolab.host.runstop): what it did, and what it found
-    still running (its own line), or ''."""
-    if opts.stop_dir is None:
-        return [], ""
-    said, complaint = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(complaint):
-        rc = runstop.stop(Path(opts.stop_dir), keep_archives=opts.keep_archives)
-    return said.getvalue().splitlines(), (last_line(complaint.getvalue()) if rc else "")
-
-
 def _umount(opts: argparse.Namespace) -> None:
     for attempt in range(UMOUNT_TRIES):
         done = subprocess.run(["umount", opts.mountpoint], capture_output=True, text=True, check=False)
@@ -125,38 +87,6 @@ def _look(opts: argparse.Namespace) -> tuple[dict[str, Any], bool, bool]:
     source = (seen["mounted"] or {}).get("source", "")
     ours = f"iolab:{opts.name}"
     return seen, source in (ours, f"{ours}:kept"), source == f"{ours}:kept"
-
-
-def last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
-
-
-def parser(module: str) -> argparse.ArgumentParser:
-    """The arguments a backend's one call takes (this module's, iolab.host.localdir's): its state, the backend's
-    name, the host's, the storage.yml's check of the target and stop of this command's tools."""
-    parser = argparse.ArgumentParser(prog=f"python -m {module}")
-    parser.add_argument("state", choices=["mounted", "kept", "unmounted", "absent"])
-    parser.add_argument("--name", required=True)
-    parser.add_argument("--host", required=True, help="the inventory name, as refusals say it")
-    parser.add_argument("--check-target", help="check first that this directory is one iolab may mount on")
-    parser.add_argument("--root", default="", help="with --check-target: iolab's mount root")
-    parser.add_argument("--existing", action="store_true", help="with --check-target: the directory is an existing one")
-    parser.add_argument("--stop-dir", help="unmounted, absent: first end this command's tools, as hostrun stop")
-    parser.add_argument("--keep-archives", action="store_true", help="with --stop-dir: as hostrun stop's")
-    return parser
-
-
-def answer(opts: argparse.Namespace, ready: Callable[[argparse.Namespace], dict], gone: Callable) -> int:
-    """The call's reply: `ready(opts)` (mounted, kept) or `gone(opts)` (unmounted, absent) as JSON on stdout, or its
-    refusal's one line on stderr, exit 1."""
-    try:
-        done = ready(opts) if opts.state in ("mounted", "kept") else gone(opts)
-    except Refused as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    print(json.dumps(done))
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

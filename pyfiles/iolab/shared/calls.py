@@ -25,7 +25,7 @@ def tmpfs(
     directory on the host, ended and removed first on an unmount (or whenever its tools are to be stopped)."""
     own = ["--mountpoint", str(variables["storage_tmpfs_mountpoint"])]
     own += ["--size", str(int(variables.get("storage_tmpfs_size", 0)))]
-    return _storage("tmpfs", python, host, variables, stop_dir, own)
+    return _storage("tmpfs", "iolab.host.tmpfs", python, host, variables, stop_dir, own)
 
 
 def local(
@@ -37,17 +37,18 @@ def local(
     """The one host-side call (iolab.host.localdir) that checks a local backend's directory, or removes iolab's files
     from it, on `host`: the argv of both routes, roles/storage_local's task and the fan-out's steps, as tmpfs's
     (`variables`: storage_local_state, _name, _path and storage.yml's)."""
-    return _storage("local", python, host, variables, stop_dir, ["--path", str(variables["storage_local_path"])])
+    own = ["--path", str(variables["storage_local_path"])]
+    return _storage("local", "iolab.host.localdir", python, host, variables, stop_dir, own)
 
 
 def _storage(
-    kind: str, python: str, host: str, variables: dict[str, Any], stop_dir: str | None, own: list[str]
+    kind: str, module: str, python: str, host: str, variables: dict[str, Any], stop_dir: str | None, own: list[str]
 ) -> list[str]:
-    """A backend's one call (storage_<kind>'s state and name, the kind's `own` arguments): storage.yml's check of the
-    target where it is put in place, and its stop of this command's tools where it is taken away."""
+    """A backend's one call, `python -m module` (storage_<kind>'s state and name, the kind's `own` arguments):
+    storage.yml's check of the target where it is put in place, and its stop of this command's tools where it is
+    taken away."""
     state = str(variables[f"storage_{kind}_state"])
     stop_tools = bool(variables.get("storage_stop_tools", False))
-    module = {"tmpfs": "iolab.host.tmpfs", "local": "iolab.host.localdir"}[kind]
     argv = [python, "-m", module, state, "--name", str(variables[f"storage_{kind}_name"]), "--host", host, *own]
     target = variables.get("storage_target")
     if target is not None and state in ("mounted", "kept"):
