@@ -84,3 +84,26 @@ def test_both_routes_argv_is_one_the_host_program_takes(tmp_path):
     assert (done.returncode, json.loads(done.stdout)) == (0, {"kept": False, "changed": False}), done.stderr
     teardown = calls.local(sys.executable, "here", {**variables, "storage_local_state": "unmounted"}, "/x/runs")
     assert teardown[-3:] == ["--stop-dir", "/x/runs", "--keep-archives"] and "--check-target" not in teardown
+
+
+def test_an_rbd_backends_work_directory_is_made_then_only_this_hosts_files_removed(tmp_path):
+    """shared.calls.rbd: the same program makes an rbd backend's work directory (--make; nothing is mounted there) and
+    clears this host's files from it at the end, as storage_rbd's second task and the fan-out's steps run it."""
+    work = tmp_path / "mnt" / "blk"
+    variables = {"storage_rbd_state": "mounted", "storage_rbd_name": "blk", "storage_rbd_mountpoint": str(work)}
+    variables |= {"storage_target": str(work), "storage_mount_root": str(tmp_path / "mnt"), "storage_existing": False}
+    env = {**os.environ, "PYTHONPATH": str(Path(localdir.__file__).parents[2])}
+
+    def run(state: str) -> dict:
+        argv = calls.rbd(sys.executable, "here", {**variables, "storage_rbd_state": state}, str(tmp_path / "runs"))
+        assert ("--make" in argv) == (state == "mounted")
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    assert run("mounted") == {"kept": False, "changed": True} and work.is_dir()
+    assert run("mounted") == {"kept": False, "changed": False}  # there already: used as it is
+    (work / "iolab-here").mkdir()
+    (work / "iolab-there").mkdir()
+    assert run("unmounted") == {"kept": False, "changed": True, "stopped": []}
+    assert not (work / "iolab-here").exists() and (work / "iolab-there").is_dir()

@@ -8,7 +8,10 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
   all, which installs it, as does a campaign that runs kv-cache.py (its source to install) or DLIO from a wheel;
 - the tmpfs backend's mount and unmount (roles/storage_tmpfs is one task): the same argv
   (iolab.shared.calls.tmpfs), so the same checks and refusals in the same words; the local backend's check of its
-  directory and its clearing at the end the same way (roles/storage_local, iolab.shared.calls.local);
+  directory and its clearing at the end the same way (roles/storage_local, iolab.shared.calls.local); the rbd
+  backend's too (roles/storage_rbd: its image made ready on the first host, run_once, iolab.shared.calls.rbd_image,
+  then each host's work directory, iolab.shared.calls.rbd; the first host's failure is every host's, as a run_once
+  task's is);
 - the campaign's data set (playbooks/dataset.yml: roles/dataset_gen is one task, iolab.shared.calls.dataset's argv),
   with no time limit, as the play's task had none: generating a large data set takes what it takes.
 
@@ -21,6 +24,7 @@ to the controller): `calls` says None, and so does `play` when the packages' loo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -30,13 +34,20 @@ import yaml
 
 from iolab import paths
 from iolab.drive import runner
-from iolab.drive.fanout import Engine
+from iolab.drive.fanout import Engine, Reply
 from iolab.parsers import failure_message
 from iolab.shared import calls as host_calls
 
 STEP_TIMEOUT = 300.0  # s: a tmpfs's mount, or its unmount (this command's tools stopped, then umount tried for 10 s)
-# A local backend's clearing removes its data set, which takes what it takes, as the role's task did (no limit).
-TIMEOUTS = {"setup.yml": STEP_TIMEOUT, "storage_tmpfs": STEP_TIMEOUT, "storage_local": None, "dataset.yml": None}
+# A local backend's clearing removes its data set, and an rbd image's prefill writes it whole: each takes what it
+# takes, as the role's task did (no limit; each Ceph command waits for the monitors for its connect timeout at most).
+TIMEOUTS = {
+    "setup.yml": STEP_TIMEOUT,
+    "storage_tmpfs": STEP_TIMEOUT,
+    "storage_local": None,
+    "storage_rbd": None,
+    "dataset.yml": None,
+}
 # roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml,
 # dlio.yml).
 PACKAGES = {
@@ -49,10 +60,14 @@ TASKS = {  # the role task each step's call stands for, as a failure names it
     "setup.yml": "Look for the pinned Python packages in the host's virtualenv",
     "storage_tmpfs": "Mount the tmpfs, or unmount it, after its checks",
     "storage_local": "Check the backend's directory, or remove iolab's files from it",
+    "storage_rbd": "Make the hosts' work directory, or remove iolab's files from it",
+    "storage_rbd image": "Make the image ready on one host: created, as large as the backend, written whole once",
     "dataset.yml": "Put the data set there, after its checks (kept when it is already there)",
 }
 # The backends whose state is one host call (their role's one task), and its argv.
-STORAGE_CALLS = {"storage_tmpfs": host_calls.tmpfs, "storage_local": host_calls.local}
+STORAGE_CALLS = {"storage_tmpfs": host_calls.tmpfs, "storage_local": host_calls.local, "storage_rbd": host_calls.rbd}
+# Those whose role first makes one call on one host (run_once), where the storage is put in place, and its argv.
+STORAGE_ONCE = {"storage_rbd": host_calls.rbd_image}
 
 
 def calls(
@@ -86,31 +101,51 @@ def play(
     engine: Engine, phase: runner.Phase, argvs: dict[str, list[str]], hosts: list[str], extravars: dict[str, Any]
 ) -> dict[str, runner.HostOutcome] | None:
     """Run each host's argv under the release's PYTHONPATH: each host's outcome, as the play's would be; None when a
-    host lacks a pinned package (the step is Ansible's, which installs it)."""
+    host lacks a pinned package (the step is Ansible's, which installs it). A backend's call on one host first
+    (STORAGE_ONCE), where its role runs one: its failure is every host's, and the others' calls are not made."""
     if not argvs:
         return {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     env = ["env", f"PYTHONPATH={extravars['iolab_host_dir']}/releases/{extravars['iolab_release']}"]
     step = phase.vars["storage_role"] if phase.playbook == "storage.yml" else phase.playbook
     timeout = TIMEOUTS[step]
+    if (once := _once(phase, hosts[0], extravars)) is not None:
+        replies = engine.call({hosts[0]: [*env, *once]}, timeout)
+        first = _outcome(hosts[0], replies[hosts[0]], f"{step} image", timeout)
+        if not first.ok:  # the other hosts are reachable, but have no image to use
+            others = {h: dataclasses.replace(first, host=h, failed=True, unreachable=False) for h in hosts[1:]}
+            return {hosts[0]: first, **others}
     replies = engine.call({h: [*env, *argv] for h, argv in argvs.items()}, timeout)
     outcomes = {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     for host, reply in replies.items():
-        outcome = outcomes[host] = runner.HostOutcome(host, task=TASKS[step], ended=time.monotonic())
-        if reply.timed_out:  # as a task that hangs fails the play's host (its teardown is tried after)
-            outcome.failed, outcome.message = True, f"no answer within {timeout or 0:.0f} s"
-        elif not reply.reached:
-            outcome.unreachable = True
-            outcome.message = reply.unanswered
-        elif reply.rc != 0:
-            outcome.failed = True
-            outcome.message = failure_message(
-                {"rc": reply.rc, "msg": "non-zero return code", "stderr": "\n".join(reply.err)}
-            )
-        elif phase.playbook == "setup.yml" and json.loads(reply.out[-1] if reply.out else "[]"):
+        outcomes[host] = _outcome(host, reply, step, timeout)
+        if outcomes[host].ok and phase.playbook == "setup.yml" and json.loads(reply.out[-1] if reply.out else "[]"):
             return None
-        else:
-            outcome.ok = 1
     return outcomes
+
+
+def _once(phase: runner.Phase, host: str, extravars: dict[str, Any]) -> list[str] | None:
+    """The argv of the backend's call on its first host, where its state is being put in place; else None."""
+    role = phase.vars.get("storage_role", "") if phase.playbook == "storage.yml" else ""
+    if role not in STORAGE_ONCE or phase.vars[f"{role}_state"] not in ("mounted", "kept"):
+        return None
+    return STORAGE_ONCE[role](extravars["iolab_python"], host, phase.vars)
+
+
+def _outcome(host: str, reply: Reply, task: str, timeout: float | None) -> runner.HostOutcome:
+    """A host's call's reply as the play's outcome of its task would be."""
+    outcome = runner.HostOutcome(host, task=TASKS[task], ended=time.monotonic())
+    if reply.timed_out:  # as a task that hangs fails the play's host (its teardown is tried after)
+        outcome.failed, outcome.message = True, f"no answer within {timeout or 0:.0f} s"
+    elif not reply.reached:
+        outcome.unreachable = True
+        outcome.message = reply.unanswered
+    elif reply.rc != 0:
+        outcome.failed = True
+        said = {"rc": reply.rc, "msg": "non-zero return code", "stderr": "\n".join(reply.err)}
+        outcome.message = failure_message(said)
+    else:
+        outcome.ok = 1
+    return outcome
 
 
 def _packages(variables: dict[str, Any], hostvars: dict[str, Any]) -> list[str] | None:

@@ -4,6 +4,8 @@ templates one imports nothing more):
 
     tmpfs(python, host, variables, stop_dir)  → iolab.host.tmpfs's mount or unmount
     local(python, host, variables, stop_dir)  → iolab.host.localdir: a local backend's directory checked, or cleared
+    rbd(python, host, variables, stop_dir)    → iolab.host.localdir --make: an rbd backend's work directory, or cleared
+    rbd_image(python, host, variables)        → iolab.host.rbdimage: an rbd backend's image ready (on one host)
     dataset(python, host, variables)          → iolab.host.dataset ensure: the campaign's data set on the host
 """
 
@@ -39,6 +41,34 @@ def local(
     (`variables`: storage_local_state, _name, _path and storage.yml's)."""
     own = ["--path", str(variables["storage_local_path"])]
     return _storage("local", "iolab.host.localdir", python, host, variables, stop_dir, own)
+
+
+def rbd(
+    python: str,
+    host: str,
+    variables: dict[str, Any],
+    stop_dir: str | None = None,
+) -> list[str]:
+    """The one host-side call (iolab.host.localdir --make) that makes an rbd backend's work directory on `host`, or
+    removes iolab's files from it: the argv of both routes, roles/storage_rbd's second task and the fan-out's steps
+    (`variables`: storage_rbd_state, _name, _mountpoint and storage.yml's). The image is rbd_image's, on one host."""
+    own = ["--path", str(variables["storage_rbd_mountpoint"])]
+    own += ["--make"] if variables["storage_rbd_state"] in ("mounted", "kept") else []
+    return _storage("rbd", "iolab.host.localdir", python, host, variables, stop_dir, own)
+
+
+def rbd_image(python: str, host: str, variables: dict[str, Any]) -> list[str]:
+    """The call (iolab.host.rbdimage) that makes an rbd backend's image ready, once, on the first host: created, as
+    large as the backend, written whole once. The argv of both routes, roles/storage_rbd's first task (run_once) and
+    the fan-out's steps (`variables`: the storage phase's storage_rbd_*)."""
+    own = ["--name", str(variables["storage_rbd_name"]), "--host", host]
+    own += ["--pool", str(variables["storage_rbd_pool"]), "--image", str(variables["storage_rbd_image"])]
+    own += ["--size", str(int(variables["storage_rbd_size"]))]
+    own += ["--prefill"] if variables["storage_rbd_prefill"] else []
+    own += ["--conf", str(variables["storage_rbd_ceph_conf"]), "--keyring", str(variables["storage_rbd_keyring"])]
+    own += ["--client", str(variables["storage_rbd_client"])]
+    own += ["--connect-timeout", str(int(variables.get("storage_rbd_connect_timeout", 15)))]
+    return [python, "-m", "iolab.host.rbdimage", *own]
 
 
 def _storage(

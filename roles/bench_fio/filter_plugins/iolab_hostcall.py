@@ -1,8 +1,9 @@
 """The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall), the tmpfs
-backend's mount and unmount, the local backend's check and clearing, and the campaign's data set (iolab.shared.calls).
-The loader roles', storage_tmpfs's, storage_local's and dataset_gen's filter_plugins are links to this directory. Each
-filter imports what it needs when called: Ansible templates a task in a worker of its own, which imports them again,
-and the storage roles' and dataset_gen's tasks need no workload kind (iolab.workloads: ≈ 0.5 s here)."""
+backend's mount and unmount, the local backend's check and clearing, the rbd backend's image and work directory, and
+the campaign's data set (iolab.shared.calls). The loader roles', storage_tmpfs's, storage_local's, storage_rbd's and
+dataset_gen's filter_plugins are links to this directory. Each filter imports what it needs when called: Ansible
+templates a task in a worker of its own, which imports them again, and the storage roles' and dataset_gen's tasks
+need no workload kind (iolab.workloads: ≈ 0.5 s here)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,21 @@ def iolab_local_call(variables: dict, python: str, host: str, stop_dir: str | No
     return local(python, host, dict(variables), stop_dir)
 
 
+def iolab_rbd_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_rbd_call(PYTHON, HOST, STOP_DIR): an rbd backend's work directory
+    made on the host, or iolab's files in it removed."""
+    from iolab.shared.calls import rbd
+
+    return rbd(python, host, dict(variables), stop_dir)
+
+
+def iolab_rbd_image_call(variables: dict, python: str, host: str) -> list[str]:
+    """`variables` (the storage phase's) | iolab_rbd_image_call(PYTHON, HOST): an rbd backend's image made ready."""
+    from iolab.shared.calls import rbd_image
+
+    return rbd_image(python, host, dict(variables))
+
+
 def iolab_dataset_call(variables: dict, python: str, host: str) -> list[str]:
     """`variables` (the dataset_gen role's) | iolab_dataset_call(PYTHON, HOST): the data set's one call on the host."""
     from iolab.shared.calls import dataset
@@ -61,5 +77,7 @@ class FilterModule:
             "iolab_play": iolab_play,
             "iolab_tmpfs_call": iolab_tmpfs_call,
             "iolab_local_call": iolab_local_call,
+            "iolab_rbd_call": iolab_rbd_call,
+            "iolab_rbd_image_call": iolab_rbd_image_call,
             "iolab_dataset_call": iolab_dataset_call,
         }

@@ -1,0 +1,128 @@
+"""An rbd backend's image made ready in one call, on one host (host side, stdlib only; roles/storage_rbd runs it once,
+and the fan-out's steps on the first host: iolab.drive.steps):
+
+    python -m iolab.host.rbdimage --name NAME --host HOST --pool POOL --image IMAGE --size BYTES [--prefill]
+                                  --conf CEPH_CONF --keyring KEYRING --client ID [--connect-timeout S]
+
+What the role's chain of tasks did (each Ansible task ≈ 0.3 s, each Ceph command ≈ 0.1 s: docs/PERFORMANCE.md), in
+the same order and with the same refusals: the cluster answers and the pool exists (`rbd ls`; where it answers ENOENT,
+`rados lspools` says whether the pool is missing, and which pools there are); the image is created, or the one there
+already must be as large as the backend; then, once, the whole image written (fio's rbd engine, incompressible data:
+reads of never-written extents return zeros without reaching the OSDs and would measure nothing) and the prefill
+recorded in the image's metadata (iolab.prefilled = its size), which later calls read and skip it. Every Ceph command
+is an argv (never a shell); the keyring is a path, named as the role named it. Prints {"changed": bool}; a refusal is
+one line on stderr naming the fix, exit 1. The hosts' work directories are iolab.host.localdir's (--make).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+PREFILLED = "iolab.prefilled"  # the image's metadata key: the size iolab wrote whole
+
+
+class Refused(Exception):
+    """What stops the call: one line."""
+
+
+def ready(opts: argparse.Namespace) -> bool:
+    """The image there, as large as the backend, and written whole once; whether anything changed."""
+    rbd = ["rbd", "--conf", opts.conf, "--keyring", opts.keyring, "--id", opts.client]
+    rbd += ["--client_mount_timeout", str(opts.connect_timeout)]
+    spec = f"{opts.pool}/{opts.image}"
+    listed = _run([*rbd, "ls", "--format", "json", opts.pool])
+    if listed.returncode != 0:
+        raise Refused(_unreachable(opts, rbd, listed.stderr))
+    changed = False
+    if opts.image not in json.loads(listed.stdout or "[]"):
+        _check(_run([*rbd, "create", "--size", f"{(opts.size + (1 << 20) - 1) >> 20}M", spec]), f"creating {spec}")
+        changed = True
+    else:  # an image of this name made for a smaller backend: the prefill would stop at its end
+        info = _check(_run([*rbd, "info", "--format", "json", spec]), f"reading {spec}'s size")
+        size = json.loads(info.stdout)["size"]
+        if size < opts.size:
+            raise Refused(
+                f"image {spec} already exists with {size} bytes, less than backend {opts.name}'s size of {opts.size} "
+                "bytes: name another image (image: NAME) or a size that fits; or, if it is iolab's and holds nothing "
+                f"you need, remove it (rbd rm {spec})"
+            )
+    recorded = _run([*rbd, "image-meta", "get", spec, PREFILLED])
+    if recorded.returncode not in (0, 2):  # 2: no such key, never prefilled
+        _check(recorded, f"reading {spec}'s metadata")
+    if not opts.prefill or recorded.stdout.strip() == str(opts.size):
+        return changed
+    prefill = ["fio", "--name=prefill", "--ioengine=rbd", f"--clientname={opts.client}", f"--pool={opts.pool}"]
+    prefill += [f"--rbdname={opts.image}", "--rw=write", "--bs=4M", "--iodepth=16", "--refill_buffers=1"]
+    prefill += [f"--size={opts.size}", "--output=/dev/null"]
+    # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS, as a run's fio does.
+    env = {**os.environ, "CEPH_CONF": opts.conf, "CEPH_ARGS": f"--keyring {opts.keyring}"}
+    _check(_run(prefill, env), f"writing {spec} whole (prefill)")
+    _check(_run([*rbd, "image-meta", "set", spec, PREFILLED, str(opts.size)]), f"recording {spec}'s prefill")
+    return True
+
+
+def _unreachable(opts: argparse.Namespace, rbd: list[str], stderr: str) -> str:
+    """Why `rbd ls POOL` failed: the pool missing (it answered ENOENT and the cluster lists its pools without it), or
+    the cluster not answering."""
+    if "(2) No such file" in stderr:
+        pools = _run(["rados", *rbd[1:], "lspools"])
+        names = pools.stdout.split()
+        if pools.returncode == 0 and opts.pool not in names:
+            return (
+                f"pool {opts.pool} does not exist in the Ceph cluster of {opts.conf} (its pools: "
+                f"{', '.join(names) or 'none'}); name one of them as the backend's pool, or create it (ceph osd pool "
+                f"create {opts.pool}; rbd pool init {opts.pool})"
+            )
+    return (
+        f"the Ceph cluster of {opts.conf} does not answer from {opts.host} (rbd ls {opts.pool}: {_last(stderr)}); "
+        "start the lab's cluster with `invoke lab.services-up`, or point the backend's ceph_conf, keyring, client and "
+        "pool at yours"
+    )
+
+
+def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, env=env)
+    except FileNotFoundError:
+        raise Refused(f"{argv[0]} is not installed on this host; run `invoke lab.setup` for it") from None
+
+
+def _check(done: subprocess.CompletedProcess[str], what: str) -> subprocess.CompletedProcess[str]:
+    if done.returncode != 0:
+        raise Refused(f"{what} failed: {_last(done.stderr)} ({done.args[0]}'s rc {done.returncode})")
+    return done
+
+
+def _last(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iolab.host.rbdimage")
+    parser.add_argument("--name", required=True, help="the backend's name, as refusals say it")
+    parser.add_argument("--host", required=True, help="the inventory name, as refusals say it")
+    parser.add_argument("--pool", required=True)
+    parser.add_argument("--image", required=True)
+    parser.add_argument("--size", type=int, required=True, help="the backend's size, bytes")
+    parser.add_argument("--prefill", action="store_true", help="write the whole image once")
+    parser.add_argument("--conf", required=True, help="the cluster's ceph.conf on this host")
+    parser.add_argument("--keyring", required=True, help="the client's keyring on this host (a path)")
+    parser.add_argument("--client", required=True, help="the client's id")
+    parser.add_argument("--connect-timeout", type=int, default=15, help="s a Ceph command waits for the monitors")
+    opts = parser.parse_args(argv)
+    try:
+        changed = ready(opts)
+    except Refused as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(json.dumps({"changed": changed}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
