@@ -177,7 +177,8 @@ def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_h
     now, here (a local worker) and on gpu01 (ClusterShell's ssh), and no process's argv (the ssh client's, sshd's
     children, hostrun, the tool) holds a key. An inventory with ansible_become keeps them on Ansible's route (the
     thinned role, the same argvs): they run there too, and what the two routes spend between runs is printed."""
-    workload = {"name": "obj", "type": "objects", "size": "64KiB", "threads": [1, 2, 4], "objects": 4}
+    # Two thread counts: two runs a campaign, so that the time between runs is there to print (a third: ≈ 13 s more).
+    workload = {"name": "obj", "type": "objects", "size": "64KiB", "threads": [1, 2], "objects": 4}
     workload |= {"runtime": "2s", "ramp": "1s"}
     become = tmp_path / "become.yml"
     local = yaml.safe_load((ROOT / "inventory" / "local.yml").read_text())
@@ -198,9 +199,9 @@ def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_h
         raw = cli.results / name / "raw"
         print(harness(name, raw, host, time.monotonic() - began))  # before the checks: eb03f37's figures too
         assert {json.loads(p.read_text())["launcher"] for p in raw.glob(f"*/{host}/run.json")} == {launcher}
-        assert {r["status"] for r in cli.runs(name)} == {"ok"} and len(cli.runs(name)) == 3
+        assert {r["status"] for r in cli.runs(name)} == {"ok"} and len(cli.runs(name)) == 2
         reads = [s for s in cli.samples(name) if s["metric"] == "read_bw" and s["host"] == host]
-        assert len(reads) == 3 and min(s["value"] for s in reads) > 0
+        assert len(reads) == 2 and min(s["value"] for s in reads) > 0
         assert {s["metadata"]["cache_state"] for s in reads} == {"dropped"}  # the prepare's drop, recorded
         tools = [line for line in lines.seen if " -m iolab.host.objects " in line and f"iolab-{host}/objects" in line]
         assert tools, lines.seen  # the watch saw the runs' commands
