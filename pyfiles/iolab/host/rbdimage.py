@@ -22,11 +22,9 @@ import os
 import subprocess
 import sys
 
+from iolab.host.storagecall import Refused, last_line
+
 PREFILLED = "iolab.prefilled"  # the image's metadata key: the size iolab wrote whole
-
-
-class Refused(Exception):
-    """What stops the call: one line."""
 
 
 def ready(opts: argparse.Namespace) -> bool:
@@ -78,7 +76,7 @@ def _unreachable(opts: argparse.Namespace, rbd: list[str], stderr: str) -> str:
                 f"create {opts.pool}; rbd pool init {opts.pool})"
             )
     return (
-        f"the Ceph cluster of {opts.conf} does not answer from {opts.host} (rbd ls {opts.pool}: {_last(stderr)}); "
+        f"the Ceph cluster of {opts.conf} does not answer from {opts.host} (rbd ls {opts.pool}: {last_line(stderr)}); "
         "start the lab's cluster with `invoke lab.services-up`, or point the backend's ceph_conf, keyring, client and "
         "pool at yours"
     )
@@ -93,13 +91,8 @@ def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
 
 def _check(done: subprocess.CompletedProcess[str], what: str) -> subprocess.CompletedProcess[str]:
     if done.returncode != 0:
-        raise Refused(f"{what} failed: {_last(done.stderr)} ({done.args[0]}'s rc {done.returncode})")
+        raise Refused(f"{what} failed: {last_line(done.stderr)} ({done.args[0]}'s rc {done.returncode})")
     return done
-
-
-def _last(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else "no message"
 
 
 def main(argv: list[str] | None = None) -> int:

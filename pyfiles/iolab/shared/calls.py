@@ -43,12 +43,7 @@ def local(
     return _storage("local", "iolab.host.localdir", python, host, variables, stop_dir, own)
 
 
-def rbd(
-    python: str,
-    host: str,
-    variables: dict[str, Any],
-    stop_dir: str | None = None,
-) -> list[str]:
+def rbd(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
     """The one host-side call (iolab.host.localdir --make) that makes an rbd backend's work directory on `host`, or
     removes iolab's files from it: the argv of both routes, roles/storage_rbd's second task and the fan-out's steps
     (`variables`: storage_rbd_state, _name, _mountpoint and storage.yml's). The image is rbd_image's, on one host."""
