@@ -11,7 +11,9 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
   directory and its clearing at the end the same way (roles/storage_local, iolab.shared.calls.local); the rbd
   backend's too (roles/storage_rbd: its image made ready on the first host, run_once, iolab.shared.calls.rbd_image,
   then each host's work directory, iolab.shared.calls.rbd; the first host's failure is every host's, as a run_once
-  task's is);
+  task's is); the cephfs backend's mount and unmount (roles/storage_cephfs, iolab.shared.calls.cephfs), unless a host
+  lacks the client's program: its call answers {"install": ...} and mounts nothing, and the step is Ansible's, which
+  installs the client's packages and mounts;
 - the campaign's data set (playbooks/dataset.yml: roles/dataset_gen is one task, iolab.shared.calls.dataset's argv),
   with no time limit, as the play's task had none: generating a large data set takes what it takes.
 
@@ -46,6 +48,7 @@ TIMEOUTS = {
     "storage_tmpfs": STEP_TIMEOUT,
     "storage_local": None,
     "storage_rbd": None,
+    "storage_cephfs": STEP_TIMEOUT,  # ceph-fuse's stop (30 s) and umount's wait (20 s) are bounded
     "dataset.yml": None,
 }
 # roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml,
@@ -62,10 +65,16 @@ TASKS = {  # the role task each step's call stands for, as a failure names it
     "storage_local": "Check the backend's directory, or remove iolab's files from it",
     "storage_rbd": "Make the hosts' work directory, or remove iolab's files from it",
     "storage_rbd image": "Make the image ready on one host: created, as large as the backend, written whole once",
+    "storage_cephfs": "Mount the file system, or unmount it, after its checks",
     "dataset.yml": "Put the data set there, after its checks (kept when it is already there)",
 }
 # The backends whose state is one host call (their role's one task), and its argv.
-STORAGE_CALLS = {"storage_tmpfs": host_calls.tmpfs, "storage_local": host_calls.local, "storage_rbd": host_calls.rbd}
+STORAGE_CALLS = {
+    "storage_tmpfs": host_calls.tmpfs,
+    "storage_local": host_calls.local,
+    "storage_rbd": host_calls.rbd,
+    "storage_cephfs": host_calls.cephfs,
+}
 # Those whose role first makes one call on one host (run_once), where the storage is put in place, and its argv.
 STORAGE_ONCE = {"storage_rbd": host_calls.rbd_image}
 
@@ -101,8 +110,9 @@ def play(
     engine: Engine, phase: runner.Phase, argvs: dict[str, list[str]], hosts: list[str], extravars: dict[str, Any]
 ) -> dict[str, runner.HostOutcome] | None:
     """Run each host's argv under the release's PYTHONPATH: each host's outcome, as the play's would be; None when a
-    host lacks a pinned package (the step is Ansible's, which installs it). A backend's call on one host first
-    (STORAGE_ONCE), where its role runs one: its failure is every host's, and the others' calls are not made."""
+    host lacks a pinned package or a backend's client (the step is Ansible's, which installs it). A backend's call on
+    one host first (STORAGE_ONCE), where its role runs one: its failure is every host's, and the others' calls are not
+    made."""
     if not argvs:
         return {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     env = ["env", f"PYTHONPATH={extravars['iolab_host_dir']}/releases/{extravars['iolab_release']}"]
@@ -118,9 +128,16 @@ def play(
     outcomes = {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     for host, reply in replies.items():
         outcomes[host] = _outcome(host, reply, step, timeout)
-        if outcomes[host].ok and phase.playbook == "setup.yml" and json.loads(reply.out[-1] if reply.out else "[]"):
+        if outcomes[host].ok and _installs(phase, reply):
             return None
     return outcomes
+
+
+def _installs(phase: runner.Phase, reply: Reply) -> bool:
+    """Whether a host's call answered that it lacks what Ansible installs: a pinned package (setup.yml's look, a list
+    of them), a backend's client ({"install": ...})."""
+    said = json.loads(reply.out[-1]) if reply.out else None
+    return bool(said) if phase.playbook == "setup.yml" else isinstance(said, dict) and "install" in said
 
 
 def _once(phase: runner.Phase, host: str, extravars: dict[str, Any]) -> list[str] | None:

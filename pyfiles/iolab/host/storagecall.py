@@ -1,6 +1,8 @@
-"""What a backend's one host call shares (iolab.host.tmpfs's, iolab.host.localdir's): its arguments (the state, the
-backend's and host's names, storage.yml's check of the target and stop of this command's tools), that check, the
-stop around the release of the storage, and the reply: JSON on stdout, or a refusal's one line on stderr, exit 1.
+"""What a backend's one host call shares (iolab.host.tmpfs's, iolab.host.localdir's, iolab.host.cephfs's): its
+arguments (the state, the backend's and host's names, storage.yml's check of the target and stop of this command's
+tools), that check, the stop around the release of the storage, and the reply: JSON on stdout, or a refusal's one
+line on stderr, exit 1. A backend that mounts a file system shares more (iolab.host.tmpfs's, iolab.host.cephfs's):
+the preflight's root and free mount point, and the unmount that detaches lazily a mount umount cannot take away.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import argparse
 import contextlib
 import io
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +54,35 @@ def _stop(opts: argparse.Namespace) -> tuple[list[str], str]:
     with contextlib.redirect_stdout(said), contextlib.redirect_stderr(complaint):
         rc = runstop.stop(Path(opts.stop_dir), keep_archives=opts.keep_archives)
     return said.getvalue().splitlines(), (last_line(complaint.getvalue()) if rc else "")
+
+
+def preflight(seen: dict, ours: bool, mountpoint: str, host: str, needs: str) -> None:
+    """What every mount needs (`seen`: iolab.host.facts.probe's or iolab.host.mounts.probe's look at the mount
+    point): root (`needs`: what needs it, as the refusal says), and the mount point free, or `ours` already there."""
+    if seen["uid"] != 0:
+        raise Refused(f"{needs} needs root on {host}; connect as root or set ansible_become true")
+    if not ours and seen["mounted"] is not None:
+        raise Refused(
+            f"{mountpoint} already has another file system ({seen['mounted'].get('source', '')}) mounted on {host}; "
+            "unmount it or give the backend another mountpoint"
+        )
+
+
+def unmount(mountpoint: str, host: str, wait: float, force: bool = False) -> str:
+    """umount `mountpoint`, given `wait` s (storage gone away can keep it waiting for ever, a tool blocked on it keep
+    it busy), else detach it lazily so that the rest of a teardown runs: '' when it was unmounted (or, `force`: a
+    teardown after a failed mount, found not mounted), else the line that reports the lazy unmount, which the caller
+    raises once the rest is released."""
+    argv = ["timeout", "-k", "5", f"{wait:g}", "umount", mountpoint]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode == 0 or (force and "not mounted" in done.stderr):
+        return ""
+    subprocess.run(["umount", "-l", mountpoint], capture_output=True, check=False)
+    why = f"no answer in {wait:g} s: its storage gone away?" if done.returncode in (124, 137) else done.stderr.strip()
+    return (
+        f"umount {mountpoint} on {host} failed ({why}); detached lazily (umount -l): the kernel frees it once "
+        "nothing uses it"
+    )
 
 
 def last_line(text: str) -> str:

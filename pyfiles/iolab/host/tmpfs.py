@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from iolab.host import facts
-from iolab.host.storagecall import Refused, answer, check_target, last_line, parser, released
+from iolab.host.storagecall import Refused, answer, check_target, last_line, parser, preflight, released
 
 UMOUNT_TRIES = 10  # 1 s apart
 
@@ -36,16 +36,7 @@ UMOUNT_TRIES = 10  # 1 s apart
 def mount(opts: argparse.Namespace) -> dict[str, Any]:
     check_target(opts)
     seen, ours, kept = _look(opts)
-    if seen["uid"] != 0:
-        raise Refused(
-            f"mounting a tmpfs (mount(2) is privileged) needs root on {opts.host}; connect as root or set "
-            "ansible_become true"
-        )
-    if not ours and seen["mounted"] is not None:
-        raise Refused(
-            f"{opts.mountpoint} already has another file system ({seen['mounted'].get('source', '')}) mounted on "
-            f"{opts.host}; unmount it or give the backend another mountpoint"
-        )
+    preflight(seen, ours, opts.mountpoint, opts.host, "mounting a tmpfs (mount(2) is privileged)")
     if opts.size >= seen["memory_bytes"]:
         raise Refused(
             f"tmpfs size {round(opts.size / 1048576)} MiB does not fit in the {round(seen['memory_bytes'] / 1048576)}"

@@ -6,6 +6,7 @@ templates one imports nothing more):
     local(python, host, variables, stop_dir)  → iolab.host.localdir: a local backend's directory checked, or cleared
     rbd(python, host, variables, stop_dir)    → iolab.host.localdir --make: an rbd backend's work directory, or cleared
     rbd_image(python, host, variables)        → iolab.host.rbdimage: an rbd backend's image ready (on one host)
+    cephfs(python, host, variables, stop_dir) → iolab.host.cephfs: a CephFS backend mounted, or unmounted
     dataset(python, host, variables)          → iolab.host.dataset ensure: the campaign's data set on the host
 """
 
@@ -64,6 +65,31 @@ def rbd_image(python: str, host: str, variables: dict[str, Any]) -> list[str]:
     own += ["--client", str(variables["storage_rbd_client"])]
     own += ["--connect-timeout", str(int(variables.get("storage_rbd_connect_timeout", 15)))]
     return [python, "-m", "iolab.host.rbdimage", *own]
+
+
+def cephfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
+    """The one host-side call (iolab.host.cephfs) that mounts or unmounts a CephFS backend on `host`: the argv of
+    both routes, roles/storage_cephfs's task and the fan-out's steps (`variables`: the storage phase's storage_cephfs_*
+    (the backend's fields) and storage.yml's; the role's own state directory, stop timeout and unmount wait where it
+    has them, else their defaults, which the role's are)."""
+    name = str(variables["storage_cephfs_name"])
+    own = ["--mountpoint", str(variables["storage_cephfs_mountpoint"])]
+    own += ["--state-dir", str(variables.get("storage_cephfs_state_dir") or f"/run/iolab/storage/{host}/{name}")]
+    if variables["storage_cephfs_state"] in ("mounted", "kept"):
+        own += [
+            "--conf",
+            str(variables["storage_cephfs_ceph_conf"]),
+            "--keyring",
+            str(variables["storage_cephfs_keyring"]),
+        ]
+        own += ["--client", str(variables["storage_cephfs_client"]), "--fs", str(variables["storage_cephfs_fs_name"])]
+        own += ["--path", str(variables["storage_cephfs_path"]), "--method", str(variables["storage_cephfs_method"])]
+        own += ["--readonly"] if variables.get("storage_cephfs_readonly") else []
+        own += [f"--option={option}" for option in variables.get("storage_cephfs_options") or ()]
+    else:
+        own += ["--stop-timeout", str(variables.get("storage_cephfs_stop_timeout", 30))]
+        own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
+    return _storage("cephfs", "iolab.host.cephfs", python, host, variables, stop_dir, own)
 
 
 def _storage(

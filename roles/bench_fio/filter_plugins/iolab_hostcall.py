@@ -1,7 +1,8 @@
 """The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall), the tmpfs
-backend's mount and unmount, the local backend's check and clearing, the rbd backend's image and work directory, and
-the campaign's data set (iolab.shared.calls). The loader roles', storage_tmpfs's, storage_local's, storage_rbd's and
-dataset_gen's filter_plugins are links to this directory. Each filter imports what it needs when called: Ansible
+backend's mount and unmount, the local backend's check and clearing, the rbd backend's image and work directory, the
+CephFS backend's mount and unmount, and the campaign's data set (iolab.shared.calls). The loader roles',
+storage_tmpfs's, storage_local's, storage_rbd's, storage_cephfs's and dataset_gen's filter_plugins are links to this
+directory. Each filter imports what it needs when called: Ansible
 templates a task in a worker of its own, which imports them again, and the storage roles' and dataset_gen's tasks
 need no workload kind (iolab.workloads: ≈ 0.5 s here)."""
 
@@ -63,6 +64,14 @@ def iolab_rbd_image_call(variables: dict, python: str, host: str) -> list[str]:
     return rbd_image(python, host, dict(variables))
 
 
+def iolab_cephfs_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_cephfs_call(PYTHON, HOST, STOP_DIR): a CephFS backend mounted, or
+    unmounted."""
+    from iolab.shared.calls import cephfs
+
+    return cephfs(python, host, dict(variables), stop_dir)
+
+
 def iolab_dataset_call(variables: dict, python: str, host: str) -> list[str]:
     """`variables` (the dataset_gen role's) | iolab_dataset_call(PYTHON, HOST): the data set's one call on the host."""
     from iolab.shared.calls import dataset
@@ -79,5 +88,6 @@ class FilterModule:
             "iolab_local_call": iolab_local_call,
             "iolab_rbd_call": iolab_rbd_call,
             "iolab_rbd_image_call": iolab_rbd_image_call,
+            "iolab_cephfs_call": iolab_cephfs_call,
             "iolab_dataset_call": iolab_dataset_call,
         }
