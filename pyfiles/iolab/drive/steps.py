@@ -11,9 +11,9 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
   directory and its clearing at the end the same way (roles/storage_local, iolab.shared.calls.local); the rbd
   backend's too (roles/storage_rbd: its image made ready on the first host, run_once, iolab.shared.calls.rbd_image,
   then each host's work directory, iolab.shared.calls.rbd; the first host's failure is every host's, as a run_once
-  task's is); the cephfs backend's mount and unmount (roles/storage_cephfs, iolab.shared.calls.cephfs), unless a host
-  lacks the client's program: its call answers {"install": ...} and mounts nothing, and the step is Ansible's, which
-  installs the client's packages and mounts;
+  task's is); the cephfs, nfs and generic mount backends' mount and unmount (roles/storage_cephfs, storage_nfs and
+  storage_mount; iolab.shared.calls.cephfs, nfs and fsmount), unless a host lacks the client's program or package:
+  its call answers {"install": ...} and mounts nothing, and the step is Ansible's, which installs them and mounts;
 - the campaign's data set (playbooks/dataset.yml: roles/dataset_gen is one task, iolab.shared.calls.dataset's argv),
   with no time limit, as the play's task had none: generating a large data set takes what it takes.
 
@@ -49,6 +49,8 @@ TIMEOUTS = {
     "storage_local": None,
     "storage_rbd": None,
     "storage_cephfs": STEP_TIMEOUT,  # ceph-fuse's stop (30 s) and umount's wait (20 s) are bounded
+    "storage_nfs": STEP_TIMEOUT,  # nfs-ls's (20 s), the FUSE client's start (30 s) and stop (15 s), umount's (20 s)
+    "storage_mount": STEP_TIMEOUT,  # mount's own (a server that does not answer), umount's (20 s)
     "dataset.yml": None,
 }
 # roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml,
@@ -66,6 +68,8 @@ TASKS = {  # the role task each step's call stands for, as a failure names it
     "storage_rbd": "Make the hosts' work directory, or remove iolab's files from it",
     "storage_rbd image": "Make the image ready on one host: created, as large as the backend, written whole once",
     "storage_cephfs": "Mount the file system, or unmount it, after its checks",
+    "storage_nfs": "Mount the export, or unmount it, after its checks",
+    "storage_mount": "Mount the file system, or unmount it, after its checks",
     "dataset.yml": "Put the data set there, after its checks (kept when it is already there)",
 }
 # The backends whose state is one host call (their role's one task), and its argv.
@@ -74,6 +78,8 @@ STORAGE_CALLS = {
     "storage_local": host_calls.local,
     "storage_rbd": host_calls.rbd,
     "storage_cephfs": host_calls.cephfs,
+    "storage_nfs": host_calls.nfs,
+    "storage_mount": host_calls.fsmount,
 }
 # Those whose role first makes one call on one host (run_once), where the storage is put in place, and its argv.
 STORAGE_ONCE = {"storage_rbd": host_calls.rbd_image}
@@ -98,9 +104,12 @@ def calls(
         if any(specs is None for specs in wanted.values()):
             return None
         return {h: [python, "-m", "iolab.host.pinned", *specs] for h, specs in wanted.items() if specs}
-    if phase.playbook == "storage.yml" and (call := STORAGE_CALLS.get(variables.get("storage_role", ""))):
+    if phase.playbook == "storage.yml" and (call := STORAGE_CALLS.get(role := variables.get("storage_role", ""))):
         runs = f"{extravars['iolab_host_dir']}/runs/{extravars['iolab_owner']}"
-        return {h: call(python, h, variables, f"{runs}/{h}") for h in hosts}
+        # the role's defaults where the phase leaves one out (a stop's timeout, the FUSE client's pins), as the play
+        # would take them; a templated one (a per-host path) is the call's to make
+        plain = {k: v for k, v in _role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
+        return {h: call(python, h, plain | variables, f"{runs}/{h}") for h in hosts}
     if phase.playbook == "dataset.yml" and not variables.get("dataset_gen_report_dest"):
         return {h: host_calls.dataset(python, h, variables) for h in hosts}
     return None
@@ -169,7 +178,7 @@ def _packages(variables: dict[str, Any], hostvars: dict[str, Any]) -> list[str] 
     """The pinned packages the setup step's variables ask for on a host: the role's lists, or its inventory's; for
     DLIO, its own pin and Open MPI's mpirun too (iolab.host.pinned's --command). None where a look cannot say: DLIO
     from a wheel or a URL (roles/iolab_host's tasks/dlio.yml looks, and installs it)."""
-    defaults = _role_defaults()
+    defaults = _role_defaults("iolab_host")
     names = [lst for switch, lists in PACKAGES.items() if variables.get(switch) for lst in lists]
     if "py-spy" in variables.get("iolab_host_profilers", ()):
         names.append("iolab_host_py_spy_packages")
@@ -183,5 +192,5 @@ def _packages(variables: dict[str, Any], hostvars: dict[str, Any]) -> list[str] 
 
 
 @functools.cache
-def _role_defaults() -> dict[str, Any]:
-    return dict(yaml.safe_load((paths.ROLES / "iolab_host" / "defaults" / "main.yml").read_text()))
+def _role_defaults(role: str) -> dict[str, Any]:
+    return dict(yaml.safe_load((paths.ROLES / role / "defaults" / "main.yml").read_text()) or {})

@@ -34,15 +34,24 @@ naming the host and the fix, exit 1.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import subprocess
-from collections.abc import Callable
 from typing import Any
 
 from iolab.host import mounts
-from iolab.host.storagecall import Refused, answer, check_target, parser, preflight, released, unmount
+from iolab.host.storagecall import (
+    Refused,
+    Steps,
+    answer,
+    check_readonly,
+    check_target,
+    first_line,
+    mount_in_steps,
+    mount_parser,
+    preflight,
+    release,
+    released,
+)
 
 NEEDS = {"kernel": ("mount.ceph", "ceph-authtool"), "fuse": ("ceph-fuse",)}  # the client's programs
 MODULE = {"kernel": "ceph", "fuse": "fuse"}  # what the kernel must offer each client
@@ -69,33 +78,29 @@ def mount(opts: argparse.Namespace) -> dict[str, Any]:
     if not seen["ours"] and not seen["kernel"][MODULE[how]]:
         raise Refused(ADVICE[how].format(host=opts.host, release=seen["kernel"]["release"]))
     if seen["ours"]:  # a file system of ours that is mounted already is used as it is
-        _check_readonly(opts)
+        check_readonly(opts)
         return {"kept": seen["kept"], "changed": False}
     if not all(seen["tools"][tool] for tool in NEEDS[how]):
         return {"install": how, "kept": False, "changed": False}
-    steps: list[tuple[str, Callable[[], None]]] = [
+    steps: Steps = [
         ("Create the mount point", lambda: os.makedirs(opts.mountpoint, mode=0o755, exist_ok=True)),
         ("Create the backend's directory (with the client's key for the kernel client)", lambda: _state_dir(opts, how)),
         (f"Mount the file system with {CLIENT[how]}", lambda: _mount(opts, how)),
         ("Record who mounted the file system and with which client", lambda: _record(opts, how)),
-        ("Try a write to the read-only mount, which must fail", lambda: _check_readonly(opts)),
+        ("Try a write to the read-only mount, which must fail", lambda: check_readonly(opts)),
     ]
-    for step, act in steps:
-        try:
-            act()
-        except (Refused, OSError, SystemExit) as exc:
-            _release(opts, seen, force=True)
-            raise Refused(
-                f"mounting {opts.fs}:{opts.path} ({how}) failed at '{step}': {_said(exc)}; everything it held on "
-                f"{opts.host} was released"
-            ) from None
+    failed = mount_in_steps(opts, seen, lambda: _look(opts), steps, holds=True)
+    if failed:
+        raise Refused(
+            f"mounting {opts.fs}:{opts.path} ({how}) failed at {failed}; everything it held on {opts.host} was released"
+        )
     return {"kept": opts.state == "kept", "changed": True}
 
 
 def gone(opts: argparse.Namespace) -> dict[str, Any]:
     seen = _look(opts)
     changed = opts.state == "absent" or not seen["kept"]
-    stopped = released(opts, lambda: _release(opts, seen) if changed else None)
+    stopped = released(opts, lambda: release(opts, seen, lambda: _look(opts), holds=True) if changed else None)
     return {"kept": seen["kept"], "changed": changed and (seen["ours"] or seen["holds_anything"]), "stopped": stopped}
 
 
@@ -122,8 +127,7 @@ def _mount(opts: argparse.Namespace, how: str) -> None:
         argv = ["mount", "-t", "ceph", f":{opts.path}", opts.mountpoint, "-o", ",".join(options)]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        lines = [line for line in done.stderr.splitlines() if line.strip() and "dmesg" not in line]
-        raise Refused(lines[0] if lines else f"exit {done.returncode}, no message")
+        raise Refused(first_line(done.stderr, done.returncode))
 
 
 def _record(opts: argparse.Namespace, how: str) -> None:
@@ -140,58 +144,14 @@ def _record(opts: argparse.Namespace, how: str) -> None:
     )
 
 
-def _check_readonly(opts: argparse.Namespace) -> None:
-    """Data safety: a read-only mount must refuse writes, whatever the options said."""
-    if opts.readonly:
-        refused, said = mounts.check_readonly(opts.mountpoint)
-        if not refused:
-            raise Refused(said)
-
-
-def _release(opts: argparse.Namespace, seen: dict[str, Any], force: bool = False) -> None:
-    """Take the mount away (forget its record, unmount it, lazily if need be), stop ceph-fuse, remove the state
-    directory; then look again: nothing of the backend may be left, and a lazy unmount is reported."""
-    lazy = ""
-    if seen["ours"] or force:
-        mounts.forget(opts.mountpoint)
-        lazy = unmount(opts.mountpoint, opts.host, opts.unmount_wait, force)
-    # ceph-fuse exits once unmounted; the stop waits for it (and kills one that hangs)
-    stop = mounts.stop(opts.state_dir, opts.stop_timeout)
-    if stop["left"]:
-        raise Refused(f"processes {stop['left']} naming {opts.state_dir} survived SIGKILL")
-    shutil.rmtree(opts.state_dir, ignore_errors=True)
-    after = _look(opts)
-    before = (seen["mounted"] or {}).get("source", "")
-    if after["holds_anything"] or after["ours"] or (after["mounted"] and after["mounted"]["source"] == before):
-        where = (after["mounted"] or {}).get("source", "none")
-        raise Refused(
-            f"{opts.name} left behind on {opts.host}: {json.dumps(after['held'])} (mount at {opts.mountpoint}: "
-            f"{where}); release them by hand (umount, kill) and report it"
-        )
-    if lazy:
-        raise Refused(lazy)
-
-
-def _said(exc: BaseException) -> str:
-    if isinstance(exc, OSError):
-        return f"{exc.strerror} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
-    return str(exc.code if isinstance(exc, SystemExit) else exc) or "no message"
-
-
 def main(argv: list[str] | None = None) -> int:
-    options = parser("iolab.host.cephfs")
-    options.add_argument("--mountpoint", required=True)
-    options.add_argument("--state-dir", required=True, help="the backend's on this host: ceph-fuse's PID file, a key")
+    options = mount_parser("iolab.host.cephfs")
     options.add_argument("--conf", default="/etc/ceph/ceph.conf")
     options.add_argument("--keyring", default="/etc/ceph/ceph.client.admin.keyring")
     options.add_argument("--client", default="admin", help="the client's id (admin for client.admin)")
     options.add_argument("--fs", default="", help="the CephFS file system")
     options.add_argument("--path", default="/", help="the directory in it to mount")
     options.add_argument("--method", choices=["auto", "kernel", "fuse"], default="auto")
-    options.add_argument("--readonly", action="store_true")
-    options.add_argument("--option", action="append", default=[], help="a mount option (kernel: -o; ceph-fuse: FUSE)")
-    options.add_argument("--stop-timeout", type=float, default=30.0, help="s ceph-fuse may take to exit")
-    options.add_argument("--unmount-wait", type=float, default=20.0, help="s umount may take")
     return answer(options.parse_args(argv), mount, gone)
 
 

@@ -1,8 +1,11 @@
 """What a backend's one host call shares (iolab.host.tmpfs's, iolab.host.localdir's, iolab.host.cephfs's): its
 arguments (the state, the backend's and host's names, storage.yml's check of the target and stop of this command's
 tools), that check, the stop around the release of the storage, and the reply: JSON on stdout, or a refusal's one
-line on stderr, exit 1. A backend that mounts a file system shares more (iolab.host.tmpfs's, iolab.host.cephfs's):
-the preflight's root and free mount point, and the unmount that detaches lazily a mount umount cannot take away.
+line on stderr, exit 1. A backend that mounts a file system shares more: the preflight's root and free mount point,
+the unmount that detaches lazily a mount umount cannot take away (iolab.host.tmpfs's, iolab.host.cephfs's,
+iolab.host.nfs's); and, for a client with a state directory (cephfs's, nfs's), its arguments, the mount in named
+steps whose failure releases what it held, a read-only mount's write checked to fail, and the release that stops the
+client and then finds nothing of it left.
 """
 
 from __future__ import annotations
@@ -11,10 +14,12 @@ import argparse
 import contextlib
 import io
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from iolab.host import mounts, runstop
 
@@ -83,6 +88,83 @@ def unmount(mountpoint: str, host: str, wait: float, force: bool = False) -> str
         f"umount {mountpoint} on {host} failed ({why}); detached lazily (umount -l): the kernel frees it once "
         "nothing uses it"
     )
+
+
+def mount_parser(module: str) -> argparse.ArgumentParser:
+    """`parser`'s arguments, and those of a backend that mounts a file system through a client of its own."""
+    options = parser(module)
+    options.add_argument("--mountpoint", required=True)
+    options.add_argument("--state-dir", required=True, help="the backend's on this host: its client's files")
+    options.add_argument("--readonly", action="store_true", help="mounted, kept: a write is checked to fail")
+    options.add_argument("--option", action="append", default=[], help="a mount option (mounted, kept)")
+    options.add_argument("--stop-timeout", type=float, default=30.0, help="s the client may take to exit")
+    options.add_argument("--unmount-wait", type=float, default=20.0, help="s umount may take")
+    return options
+
+
+Look = Callable[[], dict[str, Any]]  # iolab.host.mounts.probe's look at the backend on this host
+Steps = list[tuple[str, Callable[[], object]]]  # a mount's steps, each named as its failure says it
+
+
+def mount_in_steps(opts: argparse.Namespace, seen: dict[str, Any], look: Look, steps: Steps, holds: bool) -> str:
+    """Take `steps` in turn; where one fails, release what the mount held (`release`, forced) and return the step's
+    name and what it said ('' when all went well), for the backend's refusal."""
+    for step, act in steps:
+        try:
+            act()
+        except (Refused, OSError, SystemExit) as exc:
+            release(opts, seen, look, holds, force=True)
+            if isinstance(exc, OSError):
+                said = f"{exc.strerror} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
+            else:
+                said = str(exc.code if isinstance(exc, SystemExit) else exc) or "no message"
+            return f"'{step}': {said}"
+    return ""
+
+
+def check_readonly(opts: argparse.Namespace) -> None:
+    """Data safety: a read-only mount must refuse writes, whatever the options said."""
+    if opts.readonly:
+        refused, said = mounts.check_readonly(opts.mountpoint)
+        if not refused:
+            raise Refused(said)
+
+
+def first_line(text: str, code: int) -> str:
+    """A failed mount's first line of complaint (not the kernel's 'see dmesg' hint)."""
+    lines = [line for line in text.splitlines() if line.strip() and "dmesg" not in line]
+    return lines[0] if lines else f"exit {code}, no message"
+
+
+def release(opts: argparse.Namespace, seen: dict[str, Any], look: Look, holds: bool, force: bool = False) -> None:
+    """Take the mount away (forget its record, unmount it, lazily if need be: `seen` found it ours, or `force`, a
+    failed mount's), stop the client that names the state directory, remove the directory; then look again: nothing
+    of the backend may be left (`holds`: no client, device or mount below the state directory, and not its mount;
+    else: not the file system `seen` found there), and a lazy unmount is reported."""
+    lazy = ""
+    if seen["ours"] or force:
+        mounts.forget(opts.mountpoint)
+        lazy = unmount(opts.mountpoint, opts.host, opts.unmount_wait, force)
+    stop = mounts.stop(opts.state_dir, opts.stop_timeout)  # a FUSE client exits once unmounted; one that hangs dies
+    if stop["left"]:
+        raise Refused(f"processes {stop['left']} naming {opts.state_dir} survived SIGKILL")
+    shutil.rmtree(opts.state_dir, ignore_errors=True)
+    after = look()
+    before = (seen["mounted"] or {}).get("source", "")
+    where = (after["mounted"] or {}).get("source", "none")
+    still = after["mounted"] is not None and after["mounted"]["source"] == before
+    if holds and (after["holds_anything"] or after["ours"] or still):
+        raise Refused(
+            f"{opts.name} left behind on {opts.host}: {json.dumps(after['held'])} (mount at {opts.mountpoint}: "
+            f"{where}); release them by hand (umount, kill) and report it"
+        )
+    if still:
+        raise Refused(
+            f"{opts.name} is still mounted at {opts.mountpoint} on {opts.host} ({where}); unmount it by hand (umount) "
+            "and report it"
+        )
+    if lazy:
+        raise Refused(lazy)
 
 
 def last_line(text: str) -> str:

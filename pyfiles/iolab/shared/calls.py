@@ -7,6 +7,8 @@ templates one imports nothing more):
     rbd(python, host, variables, stop_dir)    → iolab.host.localdir --make: an rbd backend's work directory, or cleared
     rbd_image(python, host, variables)        → iolab.host.rbdimage: an rbd backend's image ready (on one host)
     cephfs(python, host, variables, stop_dir) → iolab.host.cephfs: a CephFS backend mounted, or unmounted
+    nfs(python, host, variables, stop_dir)    → iolab.host.nfs: an NFS backend mounted, or unmounted
+    fsmount(python, host, variables, stop_dir) → iolab.host.fsmount: a generic mount backend mounted, or unmounted
     dataset(python, host, variables)          → iolab.host.dataset ensure: the campaign's data set on the host
 """
 
@@ -70,8 +72,8 @@ def rbd_image(python: str, host: str, variables: dict[str, Any]) -> list[str]:
 def cephfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
     """The one host-side call (iolab.host.cephfs) that mounts or unmounts a CephFS backend on `host`: the argv of
     both routes, roles/storage_cephfs's task and the fan-out's steps (`variables`: the storage phase's storage_cephfs_*
-    (the backend's fields) and storage.yml's; the role's own state directory, stop timeout and unmount wait where it
-    has them, else their defaults, which the role's are)."""
+    (the backend's fields, the role's stop timeout) and storage.yml's; the role's own state directory where it has one,
+    else its default, and the unmount's wait where the inventory sets one)."""
     name = str(variables["storage_cephfs_name"])
     own = ["--mountpoint", str(variables["storage_cephfs_mountpoint"])]
     own += ["--state-dir", str(variables.get("storage_cephfs_state_dir") or f"/run/iolab/storage/{host}/{name}")]
@@ -87,9 +89,48 @@ def cephfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | No
         own += ["--readonly"] if variables.get("storage_cephfs_readonly") else []
         own += [f"--option={option}" for option in variables.get("storage_cephfs_options") or ()]
     else:
-        own += ["--stop-timeout", str(variables.get("storage_cephfs_stop_timeout", 30))]
+        own += ["--stop-timeout", str(variables["storage_cephfs_stop_timeout"])]
         own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
     return _storage("cephfs", "iolab.host.cephfs", python, host, variables, stop_dir, own)
+
+
+def nfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
+    """The one host-side call (iolab.host.nfs) that mounts or unmounts an NFS backend on `host`: the argv of both
+    routes, roles/storage_nfs's task and the fan-out's steps (`variables`: the storage phase's storage_nfs_* (the
+    backend's fields, the role's timeouts and the FUSE client's pins) and storage.yml's)."""
+    name = str(variables["storage_nfs_name"])
+    own = ["--mountpoint", str(variables["storage_nfs_mountpoint"])]
+    own += ["--state-dir", str(variables.get("storage_nfs_state_dir") or f"/run/iolab/storage/{host}/{name}")]
+    if variables["storage_nfs_state"] in ("mounted", "kept"):
+        own += ["--server", str(variables["storage_nfs_server"]), "--export", str(variables["storage_nfs_export"])]
+        own += ["--version", str(variables["storage_nfs_version"]), "--method", str(variables["storage_nfs_method"])]
+        own += ["--port", str(int(variables["storage_nfs_port"]))]
+        own += ["--mount-port", str(int(variables["storage_nfs_mount_port"]))]
+        own += ["--check-timeout", str(variables["storage_nfs_check_timeout"])]
+        own += ["--readonly"] if variables.get("storage_nfs_readonly") else []
+        own += [f"--option={option}" for option in variables.get("storage_nfs_options") or ()]
+        own += [f"--fuse-package={spec}" for spec in variables["storage_nfs_fuse_packages"]]
+    else:
+        own += ["--stop-timeout", str(variables["storage_nfs_stop_timeout"])]
+        own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
+    return _storage("nfs", "iolab.host.nfs", python, host, variables, stop_dir, own)
+
+
+def fsmount(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
+    """The one host-side call (iolab.host.fsmount) that mounts or unmounts a generic mount backend on `host`: the
+    argv of both routes, roles/storage_mount's task and the fan-out's steps (`variables`: the storage phase's
+    storage_mount_* (the backend's fields, its local source) and storage.yml's)."""
+    name = str(variables["storage_mount_name"])
+    own = ["--mountpoint", str(variables["storage_mount_mountpoint"])]
+    own += ["--state-dir", f"/run/iolab/storage/{host}/{name}"]
+    if variables["storage_mount_state"] in ("mounted", "kept"):
+        own += ["--source", str(variables["storage_mount_source"]), "--fstype", str(variables["storage_mount_fstype"])]
+        own += ["--local-source", str(variables.get("storage_mount_local_source") or "")]
+        own += ["--readonly"] if variables.get("storage_mount_readonly") else []
+        own += [f"--option={option}" for option in variables.get("storage_mount_options") or ()]
+    else:
+        own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
+    return _storage("mount", "iolab.host.fsmount", python, host, variables, stop_dir, own)
 
 
 def _storage(

@@ -1,8 +1,8 @@
 """The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall), the tmpfs
 backend's mount and unmount, the local backend's check and clearing, the rbd backend's image and work directory, the
-CephFS backend's mount and unmount, and the campaign's data set (iolab.shared.calls). The loader roles',
-storage_tmpfs's, storage_local's, storage_rbd's, storage_cephfs's and dataset_gen's filter_plugins are links to this
-directory. Each filter imports what it needs when called: Ansible
+CephFS, NFS and generic mount backends' mount and unmount, and the campaign's data set (iolab.shared.calls). The
+loader roles', storage_tmpfs's, storage_local's, storage_rbd's, storage_cephfs's, storage_nfs's, storage_mount's and
+dataset_gen's filter_plugins are links to this directory. Each filter imports what it needs when called: Ansible
 templates a task in a worker of its own, which imports them again, and the storage roles' and dataset_gen's tasks
 need no workload kind (iolab.workloads: ≈ 0.5 s here)."""
 
@@ -72,6 +72,22 @@ def iolab_cephfs_call(variables: dict, python: str, host: str, stop_dir: str | N
     return cephfs(python, host, dict(variables), stop_dir)
 
 
+def iolab_nfs_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_nfs_call(PYTHON, HOST, STOP_DIR): an NFS backend mounted, or
+    unmounted."""
+    from iolab.shared.calls import nfs
+
+    return nfs(python, host, dict(variables), stop_dir)
+
+
+def iolab_fsmount_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_fsmount_call(PYTHON, HOST, STOP_DIR): a generic mount backend
+    mounted, or unmounted."""
+    from iolab.shared.calls import fsmount
+
+    return fsmount(python, host, dict(variables), stop_dir)
+
+
 def iolab_dataset_call(variables: dict, python: str, host: str) -> list[str]:
     """`variables` (the dataset_gen role's) | iolab_dataset_call(PYTHON, HOST): the data set's one call on the host."""
     from iolab.shared.calls import dataset
@@ -89,5 +105,7 @@ class FilterModule:
             "iolab_rbd_call": iolab_rbd_call,
             "iolab_rbd_image_call": iolab_rbd_image_call,
             "iolab_cephfs_call": iolab_cephfs_call,
+            "iolab_nfs_call": iolab_nfs_call,
+            "iolab_fsmount_call": iolab_fsmount_call,
             "iolab_dataset_call": iolab_dataset_call,
         }
