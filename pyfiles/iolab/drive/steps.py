@@ -14,6 +14,8 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
   task's is); the cephfs, nfs and generic mount backends' mount and unmount (roles/storage_cephfs, storage_nfs and
   storage_mount; iolab.shared.calls.cephfs, nfs and fsmount), unless a host lacks the client's program or package:
   its call answers {"install": ...} and mounts nothing, and the step is Ansible's, which installs them and mounts;
+  the s3 backend's check of the bucket, with the campaign's data set made on each host and uploaded by the first (as
+  the role's run_once task did), and its keys removed at the end (roles/storage_s3, iolab.shared.calls.s3);
 - the campaign's data set (playbooks/dataset.yml: roles/dataset_gen is one task, iolab.shared.calls.dataset's argv),
   with no time limit, as the play's task had none: generating a large data set takes what it takes.
 
@@ -51,6 +53,7 @@ TIMEOUTS = {
     "storage_cephfs": STEP_TIMEOUT,  # ceph-fuse's stop (30 s) and umount's wait (20 s) are bounded
     "storage_nfs": STEP_TIMEOUT,  # nfs-ls's (20 s), the FUSE client's start (30 s) and stop (15 s), umount's (20 s)
     "storage_mount": STEP_TIMEOUT,  # mount's own (a server that does not answer), umount's (20 s)
+    "storage_s3": None,  # the data set made and uploaded: what it takes, as the role's tasks had no limit
     "dataset.yml": None,
 }
 # roles/iolab_host's switches and the package lists each one installs (main.yml's includes: dl.yml, kvcache.yml,
@@ -70,6 +73,7 @@ TASKS = {  # the role task each step's call stands for, as a failure names it
     "storage_cephfs": "Mount the file system, or unmount it, after its checks",
     "storage_nfs": "Mount the export, or unmount it, after its checks",
     "storage_mount": "Mount the file system, or unmount it, after its checks",
+    "storage_s3": "Check the bucket (with the data set made and uploaded), or remove this host's keys",
     "dataset.yml": "Put the data set there, after its checks (kept when it is already there)",
 }
 # The backends whose state is one host call (their role's one task), and its argv.
@@ -80,6 +84,7 @@ STORAGE_CALLS = {
     "storage_cephfs": host_calls.cephfs,
     "storage_nfs": host_calls.nfs,
     "storage_mount": host_calls.fsmount,
+    "storage_s3": host_calls.s3,
 }
 # Those whose role first makes one call on one host (run_once), where the storage is put in place, and its argv.
 STORAGE_ONCE = {"storage_rbd": host_calls.rbd_image}
@@ -109,7 +114,8 @@ def calls(
         # the role's defaults where the phase leaves one out (a stop's timeout, the FUSE client's pins), as the play
         # would take them; a templated one (a per-host path) is the call's to make
         plain = {k: v for k, v in _role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
-        return {h: call(python, h, plain | variables, f"{runs}/{h}") for h in hosts}
+        first = {h: {"storage_first": h == hosts[0]} for h in hosts}  # as a run_once task's host (storage_s3's)
+        return {h: call(python, h, plain | variables | first[h], f"{runs}/{h}") for h in hosts}
     if phase.playbook == "dataset.yml" and not variables.get("dataset_gen_report_dest"):
         return {h: host_calls.dataset(python, h, variables) for h in hosts}
     return None

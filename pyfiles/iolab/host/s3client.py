@@ -72,39 +72,3 @@ def delete_prefix(s3: Any, bucket: str, prefix: str) -> int:
             s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
             deleted += len(batch)
     return deleted
-
-
-def main(args: list[str] | None = None) -> int:
-    """check: the endpoint answers and the bucket exists (a JSON line); remove: delete the keys under a prefix."""
-    import argparse
-    import sys
-
-    p = argparse.ArgumentParser(prog="python -m iolab.host.s3client")
-    p.add_argument("action", choices=["check", "remove"])
-    p.add_argument("--s3", required=True, help="the backend's connection (JSON)")
-    p.add_argument("--under", default="", help="remove: the keys under PREFIX/UNDER/")
-    opts = p.parse_args(args)
-    try:
-        conn = connection(opts.s3)
-    except ValueError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    where = f"S3 bucket {conn['bucket']} at {conn['endpoint']}"
-    try:
-        s3 = client(conn, retries=3)
-        if opts.action == "check":
-            s3.head_bucket(Bucket=conn["bucket"])
-            print(json.dumps({"endpoint": conn["endpoint"], "bucket": conn["bucket"], "reachable": True}))
-        else:
-            print(json.dumps({"deleted": delete_prefix(s3, conn["bucket"], key(conn, opts.under))}))
-    except ImportError as exc:
-        print(f"{where}: boto3 is missing on this host ({exc}); `invoke lab.setup --dl` installs it", file=sys.stderr)
-        return 1
-    except Exception as exc:  # botocore's errors, an unreachable endpoint, unreadable credentials
-        print(f"{where}: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -9,11 +9,14 @@ templates one imports nothing more):
     cephfs(python, host, variables, stop_dir) → iolab.host.cephfs: a CephFS backend mounted, or unmounted
     nfs(python, host, variables, stop_dir)    → iolab.host.nfs: an NFS backend mounted, or unmounted
     fsmount(python, host, variables, stop_dir) → iolab.host.fsmount: a generic mount backend mounted, or unmounted
+    s3(python, host, variables, stop_dir)     → iolab.host.s3state: an s3 backend checked (its data set staged), or
+                                                this host's keys removed
     dataset(python, host, variables)          → iolab.host.dataset ensure: the campaign's data set on the host
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -133,6 +136,26 @@ def fsmount(python: str, host: str, variables: dict[str, Any], stop_dir: str | N
     return _storage("mount", "iolab.host.fsmount", python, host, variables, stop_dir, own)
 
 
+def s3(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
+    """The one host-side call (iolab.host.s3state) that checks an s3 backend on `host` (and makes the campaign's data
+    set there, the first host uploading it: storage_first), or removes this host's keys from it: the argv of both
+    routes, roles/storage_s3's task and the fan-out's steps (`variables`: the storage phase's storage_s3_* (the
+    backend's fields, the data set's identity and its staging directory) and storage.yml's). The connection names
+    where the keys are, never the keys."""
+    fields = ("endpoint", "bucket", "prefix", "region", "credentials")
+    connection = {field: variables[f"storage_s3_{field}"] for field in fields}
+    own = ["--s3", json.dumps(connection, sort_keys=True)]
+    own += ["--readonly"] if variables.get("storage_s3_readonly") else []
+    identity = variables.get("storage_s3_dataset")
+    if variables["storage_s3_state"] == "mounted" and identity:
+        own += ["--stage"] if variables.get("storage_first") else []
+        staged = {f"dataset_gen_{key}": identity[key] for key in ("files", "seed", "classes", "kind")}
+        staged |= {"dataset_gen_formats": [], "dataset_gen_replace": True}
+        staged["dataset_gen_root"] = f"{variables['storage_s3_staging']}/iolab-{host}/dataset"
+        own += ["--ensure", *dataset(python, host, staged)[4:]]  # (the rest of its line: `--ensure` takes it all)
+    return _storage("s3", "iolab.host.s3state", python, host, variables, stop_dir, own)
+
+
 def _storage(
     kind: str, module: str, python: str, host: str, variables: dict[str, Any], stop_dir: str | None, own: list[str]
 ) -> list[str]:
@@ -141,14 +164,14 @@ def _storage(
     taken away."""
     state = str(variables[f"storage_{kind}_state"])
     stop_tools = bool(variables.get("storage_stop_tools", False))
-    argv = [python, "-m", module, state, "--name", str(variables[f"storage_{kind}_name"]), "--host", host, *own]
+    argv = [python, "-m", module, state, "--name", str(variables[f"storage_{kind}_name"]), "--host", host]
     target = variables.get("storage_target")
     if target is not None and state in ("mounted", "kept"):
         argv += ["--check-target", str(target), "--root", str(variables.get("storage_mount_root", ""))]
         argv += ["--existing"] if variables.get("storage_existing") else []
     if stop_dir is not None and (stop_tools or state == "unmounted"):
         argv += ["--stop-dir", stop_dir] + ([] if stop_tools else ["--keep-archives"])
-    return argv
+    return argv + own  # the kind's own last (iolab.host.s3state's --ensure takes the rest of the line)
 
 
 def dataset_root(host: str, variables: dict[str, Any]) -> str:

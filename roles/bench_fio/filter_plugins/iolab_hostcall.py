@@ -1,7 +1,7 @@
 """The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall), the tmpfs
 backend's mount and unmount, the local backend's check and clearing, the rbd backend's image and work directory, the
-CephFS, NFS and generic mount backends' mount and unmount, and the campaign's data set (iolab.shared.calls). The
-loader roles', storage_tmpfs's, storage_local's, storage_rbd's, storage_cephfs's, storage_nfs's, storage_mount's and
+CephFS, NFS and generic mount backends' mount and unmount, the s3 backend's state, and the campaign's data set
+(iolab.shared.calls). The loader roles', the storage roles' (but storage_sshfs's and storage_rbd_snapshot's) and
 dataset_gen's filter_plugins are links to this directory. Each filter imports what it needs when called: Ansible
 templates a task in a worker of its own, which imports them again, and the storage roles' and dataset_gen's tasks
 need no workload kind (iolab.workloads: ≈ 0.5 s here)."""
@@ -88,6 +88,14 @@ def iolab_fsmount_call(variables: dict, python: str, host: str, stop_dir: str | 
     return fsmount(python, host, dict(variables), stop_dir)
 
 
+def iolab_s3_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_s3_call(PYTHON, HOST, STOP_DIR): an s3 backend checked (its data set
+    made, and uploaded from the first host), or this host's keys removed."""
+    from iolab.shared.calls import s3
+
+    return s3(python, host, dict(variables), stop_dir)
+
+
 def iolab_dataset_call(variables: dict, python: str, host: str) -> list[str]:
     """`variables` (the dataset_gen role's) | iolab_dataset_call(PYTHON, HOST): the data set's one call on the host."""
     from iolab.shared.calls import dataset
@@ -107,5 +115,6 @@ class FilterModule:
             "iolab_cephfs_call": iolab_cephfs_call,
             "iolab_nfs_call": iolab_nfs_call,
             "iolab_fsmount_call": iolab_fsmount_call,
+            "iolab_s3_call": iolab_s3_call,
             "iolab_dataset_call": iolab_dataset_call,
         }
