@@ -47,14 +47,16 @@ def _index_ready(results: Path) -> None:
 def after_append(store: ResultStore) -> None:
     """The store's files grew: index its new lines, then publish them where a server is named. Never raises.
     SQLAlchemy is imported here, at the first append (≈ 0.2 s): a command that stores nothing never pays it."""
+    results = store.dir.parent
+    if readying := _READYING.pop(results, None):
+        # first: one engine (db.engine's cache), not a second made beside the thread's; and SQLAlchemy's modules
+        # imported in one thread at a time (imported in two at once, its circular imports meet a module half made)
+        readying.join()
     from sqlalchemy.exc import SQLAlchemyError
 
     from iolab.results import db as results_db
     from iolab.results import publish as results_publish
 
-    results = store.dir.parent
-    if readying := _READYING.pop(results, None):
-        readying.join()  # one engine (db.engine's cache), not a second made beside the thread's
     results_db.crash_point("index")  # tests: killed between the append and the index's write
     try:
         results_db.catch_up(results_db.engine(results_db.path_of(results)), results, only=store.dir.name)
