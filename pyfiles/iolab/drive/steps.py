@@ -50,7 +50,9 @@ TIMEOUTS = {
     "storage_tmpfs": STEP_TIMEOUT,
     "storage_local": None,
     "storage_rbd": None,
-    "storage_cephfs": STEP_TIMEOUT,  # ceph-fuse's stop (30 s) and umount's wait (20 s) are bounded
+    # ceph-fuse gives up on monitors that do not answer after its client_mount_timeout (300 s by default), then the
+    # release: its stop (30 s) and umount's wait (20 s); the call's own refusal comes first
+    "storage_cephfs": 400.0,
     "storage_nfs": STEP_TIMEOUT,  # nfs-ls's (20 s), the FUSE client's start (30 s) and stop (15 s), umount's (20 s)
     "storage_mount": STEP_TIMEOUT,  # mount's own (a server that does not answer), umount's (20 s)
     "storage_s3": None,  # the data set made and uploaded: what it takes, as the role's tasks had no limit
