@@ -186,15 +186,24 @@ FLOATING = {
 }
 
 
+# Lab tests that need the simulated hosts alone (no lab box, no NFS), run in the localhost group to even the two
+# groups out: that worker has a simulated lab of its own already (test_s3.py's fan-out to a simulated host), a second
+# lab beside the simlab group's (two labs' gpu01 are two hosts: tests/lab/test_shared_lab.py). DLIO's test (≈ 210 s
+# in a clean clone's CI) left the simlab group ≈ 410 s the longer (docs/PERFORMANCE.md, "The project's own CI").
+SIM_ON_LOCALHOST = {"test_dlio_engine.py"}
+
+
 def xdist_group(nodeid: str) -> str:
     """The pytest-xdist group of a test (`--dist loadgroup`, tasks/test.py): a group's tests run one after another on
     one worker, in their order. "localhost": the integration tests' campaigns on this machine, which take its lease
     and mount under /mnt/iolab; "simlab": the simulated lab's tests, which share its hosts' names (gpu01..) and run
-    directories, and the integration tests of OFF_LOCALHOST, which need its box's NFS. A FLOATING
-    file, and a unit test, is a group of its own."""
+    directories, and the integration tests of OFF_LOCALHOST, which need its box's NFS (but the lab tests of
+    SIM_ON_LOCALHOST, in the localhost group). A FLOATING file, and a unit test, is a group of its own."""
     path = nodeid.split("::", 1)[0]
     if path.removeprefix("tests/integration/") in FLOATING:
         return path
+    if path.removeprefix("tests/lab/") in SIM_ON_LOCALHOST:
+        return "localhost"
     if path.startswith("tests/lab/") or path.removeprefix("tests/integration/") in OFF_LOCALHOST:
         return "simlab"
     return "localhost" if path.startswith("tests/integration/") else nodeid
