@@ -60,6 +60,13 @@ def test_what_is_refused_before_anything_is_mounted(capsys, where):
         # the FUSE client's packages at a version this environment lacks: Ansible's to install, nothing mounted
         code, said = call(capsys, where, "mounted", *server, "--method", "fuse", "--fuse-package=nfs-rs==0.0.1")
         assert code == 0 and said["install"][-1:] == ["pip"] and not said["changed"]
+        # asked again once the role has installed them (--installed), and still missing: refused in one line
+        code, said = call(
+            capsys, where, "mounted", *server, "--method", "fuse", "--fuse-package=nfs-rs==0.0.1", "--installed"
+        )
+        assert code == 1 and said.endswith(
+            "here still lacks nfs-rs==0.0.1 after the role installed its packages; install it by hand"
+        )
     assert not where[1].exists() and not where[2].exists()
 
     # nothing there to take away: nothing done, nothing left

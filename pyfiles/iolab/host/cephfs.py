@@ -46,6 +46,7 @@ from iolab.host.storagecall import (
     check_readonly,
     check_target,
     first_line,
+    install,
     mount_in_steps,
     mount_parser,
     preflight,
@@ -80,8 +81,8 @@ def mount(opts: argparse.Namespace) -> dict[str, Any]:
     if seen["ours"]:  # a file system of ours that is mounted already is used as it is
         check_readonly(opts)
         return {"kept": seen["kept"], "changed": False}
-    if not all(seen["tools"][tool] for tool in NEEDS[how]):
-        return {"install": how, "kept": False, "changed": False}
+    if missing := [tool for tool in NEEDS[how] if not seen["tools"][tool]]:
+        return install(opts, how, " and ".join(missing))
     steps: Steps = [
         ("Create the mount point", lambda: os.makedirs(opts.mountpoint, mode=0o755, exist_ok=True)),
         ("Create the backend's directory (with the client's key for the kernel client)", lambda: _state_dir(opts, how)),

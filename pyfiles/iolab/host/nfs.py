@@ -42,6 +42,7 @@ from iolab.host.storagecall import (
     check_readonly,
     check_target,
     first_line,
+    install,
     last_line,
     mount_in_steps,
     mount_parser,
@@ -71,14 +72,15 @@ def mount(opts: argparse.Namespace) -> dict[str, Any]:
             else f"{opts.host} has neither an NFS client in its kernel nor /dev/fuse for the userspace one; load the "
             "nfs or the fuse module"
         )
-    install = [] if seen["tools"]["nfs-ls"] else ["nfs-ls"]
+    needs = [] if seen["tools"]["nfs-ls"] else ["nfs-ls"]
     if how == "kernel" and seen["kernel"]["nfs"] and not seen["tools"]["mount.nfs"]:
-        install.append("mount.nfs")
+        needs.append("mount.nfs")
+    pins = pinned.missing(opts.fuse_package) if how == "fuse" else []
     if how == "fuse":
-        install += [] if seen["tools"]["fusermount3"] else ["fuse"]
-        install += ["pip"] if pinned.missing(opts.fuse_package) else []
-    if install:
-        return {"install": install, "kept": False, "changed": False}
+        needs += ([] if seen["tools"]["fusermount3"] else ["fuse"]) + (["pip"] if pins else [])
+    if needs:
+        said = {"nfs-ls": "nfs-ls", "mount.nfs": "mount.nfs", "fuse": "fusermount3", "pip": " and ".join(pins)}
+        return install(opts, needs, " and ".join(said[what] for what in needs))
     _listed(opts)
     if how == "kernel" and not seen["kernel"]["nfs"]:
         raise Refused(

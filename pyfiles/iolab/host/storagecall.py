@@ -99,7 +99,17 @@ def mount_parser(module: str) -> argparse.ArgumentParser:
     options.add_argument("--option", action="append", default=[], help="a mount option (mounted, kept)")
     options.add_argument("--stop-timeout", type=float, default=30.0, help="s the client may take to exit")
     options.add_argument("--unmount-wait", type=float, default=20.0, help="s umount may take")
+    options.add_argument("--installed", action="store_true", help="the client was just installed: refuse, not ask")
     return options
+
+
+def install(opts: argparse.Namespace, what: str | list[str], missing: str) -> dict[str, Any]:
+    """The answer of a host that lacks what the role installs (`what`: the call's word for it; `missing`: what is
+    missing, as a person says it): {"install": what}, mounting nothing; or, the role having installed it already
+    (--installed), the refusal that it is still missing."""
+    if opts.installed:
+        raise Refused(f"{opts.host} still lacks {missing} after the role installed its packages; install it by hand")
+    return {"install": what, "kept": False, "changed": False}
 
 
 Look = Callable[[], dict[str, Any]]  # iolab.host.mounts.probe's look at the backend on this host
