@@ -50,8 +50,7 @@ from iolab.host.storagecall import (
     mount_in_steps,
     mount_parser,
     preflight,
-    release,
-    released,
+    taken_away,
 )
 
 NEEDS = {"kernel": ("mount.ceph", "ceph-authtool"), "fuse": ("ceph-fuse",)}  # the client's programs
@@ -99,10 +98,7 @@ def mount(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def gone(opts: argparse.Namespace) -> dict[str, Any]:
-    seen = _look(opts)
-    changed = opts.state == "absent" or not seen["kept"]
-    stopped = released(opts, lambda: release(opts, seen, lambda: _look(opts), holds=True) if changed else None)
-    return {"kept": seen["kept"], "changed": changed and (seen["ours"] or seen["holds_anything"]), "stopped": stopped}
+    return taken_away(opts, lambda: _look(opts), holds=True)
 
 
 def _look(opts: argparse.Namespace) -> dict[str, Any]:

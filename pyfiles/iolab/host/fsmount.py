@@ -35,8 +35,7 @@ from iolab.host.storagecall import (
     mount_in_steps,
     mount_parser,
     preflight,
-    release,
-    released,
+    taken_away,
 )
 
 
@@ -76,10 +75,7 @@ def mount(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def gone(opts: argparse.Namespace) -> dict[str, Any]:
-    seen = _look(opts)
-    changed = opts.state == "absent" or not seen["kept"]
-    stopped = released(opts, lambda: release(opts, seen, lambda: _look(opts), holds=False) if changed else None)
-    return {"kept": seen["kept"], "changed": changed and seen["ours"], "stopped": stopped}
+    return taken_away(opts, lambda: _look(opts), holds=False)
 
 
 def _helper(opts: argparse.Namespace) -> str:

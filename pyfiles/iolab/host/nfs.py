@@ -47,8 +47,7 @@ from iolab.host.storagecall import (
     mount_in_steps,
     mount_parser,
     preflight,
-    release,
-    released,
+    taken_away,
 )
 
 FUSE_VERSIONS = ("3", "4.0", "4.1")  # what nfs-rs speaks ("4" is 4.0 there; it has no 4.2)
@@ -106,10 +105,7 @@ def mount(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def gone(opts: argparse.Namespace) -> dict[str, Any]:
-    seen = _look(opts)
-    changed = opts.state == "absent" or not seen["kept"]
-    stopped = released(opts, lambda: release(opts, seen, lambda: _look(opts), holds=False) if changed else None)
-    return {"kept": seen["kept"], "changed": changed and (seen["ours"] or seen["holds_anything"]), "stopped": stopped}
+    return taken_away(opts, lambda: _look(opts), holds=False)
 
 
 def _look(opts: argparse.Namespace) -> dict[str, Any]:

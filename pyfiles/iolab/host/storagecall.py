@@ -177,6 +177,15 @@ def release(opts: argparse.Namespace, seen: dict[str, Any], look: Look, holds: b
         raise Refused(lazy)
 
 
+def taken_away(opts: argparse.Namespace, look: Look, holds: bool) -> dict[str, Any]:
+    """A mounting backend's unmounted / absent: our mount taken away (`release`) unless it is a kept one and the state
+    is unmounted, this command's tools stopped around it (`released`); the reply."""
+    seen = look()
+    changed = opts.state == "absent" or not seen["kept"]
+    stopped = released(opts, lambda: release(opts, seen, look, holds) if changed else None)
+    return {"kept": seen["kept"], "changed": changed and (seen["ours"] or seen["holds_anything"]), "stopped": stopped}
+
+
 def last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else "no message"
