@@ -1,6 +1,7 @@
 """The harness's cost on localhost, whole `./lab bench.all` commands (the hosts set up by a first, unmeasured call):
 
-    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal] [--backend tmpfs|rbd|cephfs|local]
+    .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal]
+                                           [--backend tmpfs|rbd|rbd_snapshot|cephfs|local]
                                            [--kind fio|pytorch|tensorflow|checkpoint|replay|dlio]
                                            [--checkout DIR]
 
@@ -13,9 +14,10 @@ the next one's starting (run.json's), the per-run cost between runs. --kind chec
 (63 MB of llama3-8b's, 2 writers, no data set), its time from its write's start to its read's end; --kind replay: a
 trace's replay (2,000 reads of 4 KiB, as fast as the storage allows, its files staged by the run's prepare); --kind
 dlio: DLIO itself under mpirun (one rank, 32 of retinanet's JPEGs), its time mpirun's, DLIO's start-up included.
---backend rbd or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own (tests/labbox.py: real
-Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches) each run drops too; (b)
-then says the time between runs as well. --backend local, for a loader: its runs on a local backend, a directory
+--backend rbd, rbd_snapshot or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own
+(tests/labbox.py: real Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches)
+each run drops too (rbd_snapshot: its snapshot loaded by the first, unmeasured command); (b) then says the time
+between runs as well. --backend local, for a loader: its runs on a local backend, a directory
 of the bench's own on this machine's disk (its steps: the directory checked, iolab's files removed at the end).
 --checkout: run another checkout's code
 (its tasks and pyfiles, this virtualenv): a before figure from a worktree of an earlier commit.
@@ -50,9 +52,11 @@ def campaign(directory: Path, name: str, runs: int) -> Path:
     one = runs == 1
     backend = {"name": f"{name}-mem", **BACKEND}
     backend.update(
-        {"tmpfs": {"size": "256MiB" if one else "1GiB"}, "rbd": {"size": "192MiB", "image": name}}.get(
-            BACKEND["type"], {}
-        )
+        {
+            "tmpfs": {"size": "256MiB" if one else "1GiB"},
+            "rbd": {"size": "192MiB", "image": name},
+            "rbd_snapshot": {"size": "256MiB", "image": name, "fio_size": "128MiB"},  # loaded by the first command
+        }.get(BACKEND["type"], {})
     )
     data = {
         "name": name,
@@ -183,16 +187,16 @@ def main() -> None:
     parser.add_argument("--kind", choices=["fio", *LOADERS], default="fio", help="the runs' kind (fio: (a) and (b))")
     parser.add_argument(
         "--backend",
-        choices=["tmpfs", "rbd", "cephfs", "local"],
+        choices=["tmpfs", "rbd", "rbd_snapshot", "cephfs", "local"],
         default="tmpfs",
-        help="fio's backend (tmpfs, rbd, cephfs); a loader's (tmpfs, or local: a directory on this machine's disk)",
+        help="fio's backend (tmpfs, rbd, rbd_snapshot, cephfs); a loader's (tmpfs, or local: a directory on this disk)",
     )
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose code runs (default: this)")
     opts = parser.parse_args()
     global CHECKOUT
     CHECKOUT = opts.checkout.resolve()
     work = Path(tempfile.mkdtemp(prefix="harness-cost-"))
-    fio_backends, loader_backends = ("tmpfs", "rbd", "cephfs"), ("tmpfs", "local")
+    fio_backends, loader_backends = ("tmpfs", "rbd", "rbd_snapshot", "cephfs"), ("tmpfs", "local")
     if opts.backend not in (fio_backends if opts.kind == "fio" else loader_backends):
         raise SystemExit(f"--backend {opts.backend} is not one for --kind {opts.kind}")
     if opts.kind != "fio":

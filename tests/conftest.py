@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +44,41 @@ def cli(results):
     from support import Cli
 
     return Cli(results)
+
+
+HERE = ["here1", "here2"]  # two hosts that are this machine (ansible_connection local), for the fan-out's tests
+
+
+@pytest.fixture
+def here_extra(tmp_path) -> dict:
+    """The fan-out's extra variables for hosts that are this machine: their release is this checkout's code."""
+    releases = tmp_path / "host" / "releases"
+    releases.mkdir(parents=True)
+    (releases / "this").symlink_to(ROOT / "pyfiles")  # the hosts' PYTHONPATH
+    return {"iolab_python": sys.executable, "iolab_host_dir": str(tmp_path / "host"), "iolab_release": "this"} | {
+        "iolab_owner": "me"
+    }
+
+
+@pytest.fixture
+def here_engine(tmp_path):
+    """`make(more=None)`: the fan-out's real engine (iolab.drive.fanout.Engine) over HERE, with `more` hosts (name →
+    variables) in its inventory besides; each closed after the test."""
+    from iolab.campaign.hosts import load_inventory
+    from iolab.drive import fanout
+
+    made = []
+
+    def make(more: dict | None = None):
+        path = tmp_path / "here.yml"
+        hosts = {h: {"ansible_connection": "local"} for h in HERE} | (more or {})
+        path.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+        made.append(fanout.Engine(load_inventory(path), HERE, console=None))
+        return made[-1]
+
+    yield make
+    for engine in made:
+        engine.close()
 
 
 def needs_root():

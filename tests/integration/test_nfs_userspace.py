@@ -1,6 +1,6 @@
 """NFS measured on a host whose kernel has no NFS client (issue 46): the nfs backend mounts the session's lab box's
-nfs-ganesha export with iolab's userspace client (nfs-rs over FUSE, iolab.host.nfs_fuse), chosen by itself, and fio
-and the PyTorch loader run on it on a simulated host (whose kernel is this machine's); the samples name the client.
+nfs-ganesha export with iolab's userspace client (nfs-rs over FUSE, iolab.host.storage.nfs_fuse), chosen by itself, and
+fio and the PyTorch loader run on it on a simulated host (whose kernel is this machine's); the samples name the client.
 The lab's nfs-ganesha is stopped under both (fault nfs_stop), and the figures are checked against fio's own
 per-second log.
 

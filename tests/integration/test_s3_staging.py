@@ -1,7 +1,7 @@
 """The s3 backend's staging copy of the data set, through the data set's own checks (issue 23).
 
-The staging copy is on the host's own disk, not in the bucket: the s3 backend's host call (iolab.host.s3state, its
-argv from iolab.shared.calls.s3, which the role and the fan-out run) makes it with `iolab.host.dataset ensure` and
+The staging copy is on the host's own disk, not in the bucket: the s3 backend's host call (iolab.host.storage.s3state,
+its argv from iolab.shared.calls.s3, which the role and the fan-out run) makes it with `iolab.host.dataset ensure` and
 the arguments after its `--ensure`; these tests run that part of the call alone on this machine (after the bucket's
 check, which needs an endpoint), with the staging directory in the test's own tmp_path.
 """

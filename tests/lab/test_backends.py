@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from iolab import sim
 from iolab.shared.processes import alive
 from labbox import LabBox
 from support import Cli
@@ -177,6 +178,7 @@ def write_campaign(lab: Services, sim_hosts) -> Path:
             {"name": "itest-blk", "type": "rbd", "size": "64MiB", **ceph},
             {"name": "itest-fs", "type": "cephfs", **ceph},
             {"name": "itest-ssh", "type": "sshfs", "host": "gpu01", "path": str(served), "readonly": True},
+            {"name": "itest-ssh-rw", "type": "sshfs", "host": "gpu01", "path": str(served)},  # fio's, below
             {
                 "name": "itest-nfs",
                 "type": "nfs",
@@ -490,6 +492,34 @@ def test_sshfs_mounts_a_directory_of_another_simulated_host_read_only(services, 
     finally:
         storage(services, sim_hosts, "unmount", "itest-ssh", hosts="gpu02,gpu03")
     assert left_behind(sim_hosts, "itest-ssh", daemons) == {}
+
+
+def test_a_campaign_on_sshfs_takes_the_serving_hosts_key_on_its_calls_stdin(services, sim_hosts, tmp_path):
+    """The fan-out's route (bench.all): the serving host's login key goes on the sshfs call's stdin, never in an
+    argv, and the mount is taken away at the end."""
+    data = yaml.safe_load(services.campaign.read_text())
+    data["name"] = "itest-ssh-campaign"  # a campaign of its own: the others' store theirs under the module's name
+    data["backends"] = [b for b in data["backends"] if b["name"] == "itest-ssh-rw"]
+    data["workloads"] = [{**FIO, "size": "16MiB"}]
+    campaign = tmp_path / "campaign.yml"
+    campaign.write_text(yaml.safe_dump(data))
+    services.touched.add("itest-ssh-rw")
+    services.timed(
+        "bench.all ssh",
+        "bench.all",
+        "--campaign",
+        str(campaign),
+        "--inventory",
+        str(sim_hosts.inventory),
+        "--hosts",
+        "gpu02",
+    )
+    bw = [s for s in services.cli.samples("itest-ssh-campaign") if s["metric"] == "read_bw" and s["host"] == "gpu02"]
+    assert len(bw) == 1 and bw[0]["metadata"]["host"]["mount"]["iolab"]["method"] == "sshfs", bw
+    key = sim.private_key(sim_hosts.lab_dir).read_text().strip().splitlines()
+    events = "".join(p.read_text(errors="replace") for p in services.cli.results.rglob("*.json*"))
+    assert key[1] not in events  # nothing the command stored holds a line of the key
+    nothing_left(services, sim_hosts, "itest-ssh-rw")
 
 
 # --- nfs, mount ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""The cephfs backend's mount and unmount as one host call over the fan-out (iolab.host.cephfs, iolab.drive.steps,
-issue 42). Two hosts on this machine through the fan-out's real engine, and the real ceph-fuse, here pointed at a
-monitor that is not there: the preflight's refusal names what is missing, and a mount that fails partway releases
-everything it held and names its step. The success path runs against the lab box's real Ceph
+"""The cephfs backend's mount and unmount as one host call over the fan-out (iolab.host.storage.cephfs,
+iolab.drive.steps, issue 42). Two hosts on this machine through the fan-out's real engine, and the real ceph-fuse, here
+pointed at a monitor that is not there: the preflight's refusal names what is missing, and a mount that fails partway
+releases everything it held and names its step. The success path runs against the lab box's real Ceph
 (tests/integration/test_ceph_storage_side.py, tests/integration/test_storage_faults.py, tests/lab/test_backends.py:
 two simulated hosts)."""
 
@@ -14,10 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from iolab.campaign.hosts import load_inventory
-from iolab.drive import fanout, runner, steps
+from iolab.drive import runner, steps
 from iolab.host import mounts
 
 pytestmark = [
@@ -29,23 +27,8 @@ HOSTS = ["here1", "here2"]
 
 
 @pytest.fixture
-def engine(tmp_path):
-    (tmp_path / "two.yml").write_text(
-        yaml.safe_dump({"all": {"hosts": {h: {"ansible_connection": "local"} for h in HOSTS}}})
-    )
-    engine = fanout.Engine(load_inventory(tmp_path / "two.yml"), HOSTS, console=None)
-    yield engine
-    engine.close()
-
-
-@pytest.fixture
-def extra(tmp_path):
-    releases = tmp_path / "host" / "releases"
-    releases.mkdir(parents=True)
-    (releases / "this").symlink_to(Path(steps.__file__).parents[2])  # the hosts' PYTHONPATH: this checkout's code
-    return {"iolab_python": sys.executable, "iolab_host_dir": str(tmp_path / "host"), "iolab_release": "this"} | {
-        "iolab_owner": "me"
-    }
+def engine(here_engine):
+    return here_engine()
 
 
 @pytest.fixture
@@ -69,26 +52,26 @@ def backend(tmp_path):
     assert mounts.mounted_at(str(point)) is None
 
 
-def step(engine, extra, variables: dict) -> dict[str, runner.HostOutcome]:
+def step(engine, here_extra, variables: dict) -> dict[str, runner.HostOutcome]:
     phase = runner.Phase("storage.yml", variables)
-    argvs = steps.calls(phase, HOSTS, set(HOSTS), extra, {})
-    assert argvs is not None and all("iolab.host.cephfs" in argv for argv in argvs.values())
-    outcomes = steps.play(engine, phase, argvs, HOSTS, extra)
+    argvs = steps.calls(phase, HOSTS, set(HOSTS), here_extra, {})
+    assert argvs is not None and all("iolab.host.storage.cephfs" in argv for argv in argvs.values())
+    outcomes = steps.play(engine, phase, argvs, HOSTS, here_extra, {})
     assert outcomes is not None
     return outcomes
 
 
 def test_a_missing_keyring_is_refused_and_a_mount_that_fails_releases_what_it_held_on_every_host(
-    engine, extra, backend
+    engine, here_extra, backend
 ):
     keyring = Path(backend["storage_cephfs_keyring"])
-    outcomes = step(engine, extra, {**backend, "storage_cephfs_keyring": f"{keyring}.gone"})
+    outcomes = step(engine, here_extra, {**backend, "storage_cephfs_keyring": f"{keyring}.gone"})
     assert [o.state for o in outcomes.values()] == ["failed", "failed"]
     for host, outcome in outcomes.items():
         assert f"{host} has no {keyring}.gone; copy the cluster's ceph.conf and the client's keyring" in outcome.message
     assert {o.task for o in outcomes.values()} == {steps.TASKS["storage_cephfs"]}
 
-    outcomes = step(engine, extra, backend)  # ceph-fuse starts, finds no monitor, exits
+    outcomes = step(engine, here_extra, backend)  # ceph-fuse starts, finds no monitor, exits
     assert [o.state for o in outcomes.values()] == ["failed", "failed"]
     for host, outcome in outcomes.items():
         said = "mounting iolab:/ (fuse) failed at 'Mount the file system with ceph-fuse': "
@@ -96,16 +79,18 @@ def test_a_missing_keyring_is_refused_and_a_mount_that_fails_releases_what_it_he
         assert not Path(f"/run/iolab/storage/{host}/{backend['storage_cephfs_name']}").exists()
         assert not mounts.processes(f"/run/iolab/storage/{host}/{backend['storage_cephfs_name']}")
 
-    outcomes = step(engine, extra, {**backend, "storage_cephfs_state": "unmounted"})  # nothing there: nothing to do
+    outcomes = step(
+        engine, here_extra, {**backend, "storage_cephfs_state": "unmounted"}
+    )  # nothing there: nothing to do
     assert [o.state for o in outcomes.values()] == ["ok", "ok"], outcomes
 
 
-def test_a_host_without_the_client_leaves_the_step_to_ansible(engine, extra, backend):
-    """A stand-in for a host's call (a program that answers as iolab.host.cephfs does on a host without ceph-fuse,
-    which this machine has): the step is Ansible's, whose role installs the client and mounts."""
+def test_a_host_without_the_client_leaves_the_step_to_ansible(engine, here_extra, backend):
+    """A stand-in for a host's call (a program that answers as iolab.host.storage.cephfs does on a host without
+    ceph-fuse, which this machine has): the step is Ansible's, whose role installs the client and mounts."""
     phase = runner.Phase("storage.yml", backend)
     answer = [sys.executable, "-c", 'print(\'{"install": "fuse", "kept": false, "changed": false}\')']
     ok = [sys.executable, "-c", 'print(\'{"kept": false, "changed": true}\')']
-    assert steps.play(engine, phase, {"here1": ok, "here2": answer}, HOSTS, extra) is None
-    outcomes = steps.play(engine, phase, {"here1": ok, "here2": ok}, HOSTS, extra)
+    assert steps.play(engine, phase, {"here1": ok, "here2": answer}, HOSTS, here_extra, {}) is None
+    outcomes = steps.play(engine, phase, {"here1": ok, "here2": ok}, HOSTS, here_extra, {})
     assert outcomes is not None and [o.state for o in outcomes.values()] == ["ok", "ok"]

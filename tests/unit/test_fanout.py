@@ -654,19 +654,12 @@ def test_a_checkpoints_call_is_the_roles_argv_its_write_first_on_every_host_or_n
     assert kept.prepare == ["/py", "-m", "iolab.host.prepare", "directory", "--dir", "/r"]
 
 
-def test_every_host_starts_or_none_where_the_call_says_together(tmp_path):
+def test_every_host_starts_or_none_where_the_call_says_together(tmp_path, here_engine):
     """Engine.call(together=True), a checkpoint's write: a host that ends before it is ready stops the others,
     ready and waiting for the start, each told why; none is sent a start."""
-    (tmp_path / "two.yml").write_text(
-        yaml.safe_dump({"all": {"hosts": {h: {"ansible_connection": "local"} for h in ("here1", "here2")}}})
-    )
-    engine = fanout.Engine(load_inventory(tmp_path / "two.yml"), ["here1", "here2"], console=None)
     refuse = [sys.executable, "-c", "import sys, time; time.sleep(1); sys.exit('here2: no room for 4 shards')"]
-    try:
-        commands = {"here1": [sys.executable, "-c", READY_THEN_ECHO, "x"], "here2": refuse}
-        replies = engine.call(commands, 30, str(tmp_path / "r.start"), together=True)
-    finally:
-        engine.close()
+    commands = {"here1": [sys.executable, "-c", READY_THEN_ECHO, "x"], "here2": refuse}
+    replies = here_engine().call(commands, 30, str(tmp_path / "r.start"), together=True)
     assert replies["here2"].rc == 1 and replies["here2"].ready is None
     waiting = replies["here1"]
     assert waiting.ready is not None and waiting.start is None and waiting.rc != 0

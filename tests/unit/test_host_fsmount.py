@@ -1,5 +1,5 @@
-"""iolab.host.fsmount: a generic mount backend's mount and unmount in one host-side call (issue 42), as root on this
-machine: a real read-only tmpfs through `mount -t`, recorded, its write refused, used as it is when mounted again,
+"""iolab.host.storage.fsmount: a generic mount backend's mount and unmount in one host-side call (issue 42), as root on
+this machine: a real read-only tmpfs through `mount -t`, recorded, its write refused, used as it is when mounted again,
 unmounted with nothing left; a type the kernel does not know refused naming the client to install, nothing left
 mounted. The loop ext4 image on simulated hosts is tests/lab/test_backends.py's."""
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab.host import fsmount, mounts
+from iolab.host import mounts
+from iolab.host.storage import fsmount
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount(2) needs root")
 

@@ -1,5 +1,5 @@
-"""iolab.host.localdir: a local backend's directory checked, and iolab's files below it removed at the end, in one
-host-side call (issue 42), as storage_local's task and the fan-out's steps run it."""
+"""iolab.host.storage.localdir: a local backend's directory checked, and iolab's files below it removed at the end, in
+one host-side call (issue 42), as storage_local's task and the fan-out's steps run it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iolab.host import localdir
+from iolab.host.storage import localdir
 from iolab.shared import calls
 
 
@@ -78,7 +78,7 @@ def test_both_routes_argv_is_one_the_host_program_takes(tmp_path):
     variables = {"storage_local_state": "mounted", "storage_local_name": "disk", "storage_local_path": str(tmp_path)}
     variables |= {"storage_target": str(tmp_path), "storage_mount_root": "/mnt/iolab", "storage_existing": True}
     argv = calls.local(sys.executable, "here", variables, str(tmp_path / "runs"))
-    assert argv[1:4] == ["-m", "iolab.host.localdir", "mounted"] and "--stop-dir" not in argv
+    assert argv[1:4] == ["-m", "iolab.host.storage.localdir", "mounted"] and "--stop-dir" not in argv
     env = {**os.environ, "PYTHONPATH": str(Path(localdir.__file__).parents[2])}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     assert (done.returncode, json.loads(done.stdout)) == (0, {"kept": False, "changed": False}), done.stderr

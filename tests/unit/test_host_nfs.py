@@ -1,8 +1,8 @@
-"""iolab.host.nfs: an NFS backend's mount and unmount in one host-side call (issue 42), as root on this machine, with
-the real nfs-ls pointed at a server that is not there: the refusals before anything is mounted, in the role's words,
-and the answer that sends a host lacking the FUSE client's packages to Ansible to install them. The mounts themselves
-run against the lab box's nfs-ganesha (tests/integration/test_nfs_userspace.py: the FUSE client on a simulated host;
-tests/lab/test_backends.py: the export listed, then the kernel's missing client refused)."""
+"""iolab.host.storage.nfs: an NFS backend's mount and unmount in one host-side call (issue 42), as root on this machine,
+with the real nfs-ls pointed at a server that is not there: the refusals before anything is mounted, in the role's
+words, and the answer that sends a host lacking the FUSE client's packages to Ansible to install them. The mounts
+themselves run against the lab box's nfs-ganesha (tests/integration/test_nfs_userspace.py: the FUSE client on a
+simulated host; tests/lab/test_backends.py: the export listed, then the kernel's missing client refused)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab.host import mounts, nfs
+from iolab.host import mounts
+from iolab.host.storage import nfs
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="mounting needs root"),

@@ -1,4 +1,5 @@
-"""iolab.host.tmpfs: a tmpfs backend's mount and unmount in one host-side call (issue 42), as root on this machine."""
+"""iolab.host.storage.tmpfs: a tmpfs backend's mount and unmount in one host-side call (issue 42), as root on this
+machine."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab.host import facts, tmpfs
+from iolab.host import facts
+from iolab.host.storage import tmpfs
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mount(2) needs root")
 

@@ -1,5 +1,5 @@
 """Backend kind `nfs`: an NFS export through the kernel client where present, else iolab's userspace client over
-FUSE (iolab.host.nfs_fuse); checked first with libnfs's nfs-ls."""
+FUSE (iolab.host.storage.nfs_fuse); checked first with libnfs's nfs-ls."""
 
 from __future__ import annotations
 

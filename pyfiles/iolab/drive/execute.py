@@ -342,7 +342,7 @@ class _Playbook:
         for index, phase in enumerate(_step_phases(self.plays[start:stop]), start):
             hosts = [h for h in self.hosts if h not in self.left_out]
             argvs = steps.calls(phase, hosts, released, extra, hostvars)
-            outcomes = steps.play(engine, phase, argvs, hosts, extra) if argvs is not None else None
+            outcomes = steps.play(engine, phase, argvs, hosts, extra, hostvars) if argvs is not None else None
             if outcomes is None:
                 self._ansible(index, stop, title)
                 return

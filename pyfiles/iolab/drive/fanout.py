@@ -328,6 +328,7 @@ class Engine:
         before_start: Callable[[Callable[..., Any], Callable[[], None]], None] | None = None,
         on_start: Callable[[float], None] | None = None,
         together: bool = False,
+        stdin: dict[str, bytes] | None = None,
     ) -> dict[str, Reply]:
         """Run each host's argv there (joined with shlex.join for its login shell), FANOUT at once; return what
         each gave. `start_file`: the commands say when they are ready (hostrun run --start-when-told
@@ -337,10 +338,11 @@ class Engine:
         iolab.drive.injector); `together`: every host starts, or none (a host that ended or was left out before the
         start stops the others, each told why in its reply's `dropped`). Ctrl-C or SIGTERM ends every command (each
         host's hostrun then stops its tool, as when an Ansible task goes away: a local one told by SIGTERM, the ssh
-        sessions cut once the local commands have ended) and is raised once they have ended."""
+        sessions cut once the local commands have ended) and is raised once they have ended. `stdin`: what a host's
+        command reads on its stdin, then its end (a secret that must be in no argv: sshfs's key)."""
         replies = {host: Reply(host in self.local) for host in commands}
         box: dict[str, Any] = {}
-        args = (commands, timeout, replies, box, start_file, Hooks(before_start, on_start, together))
+        args = (commands, timeout, replies, box, start_file, Hooks(before_start, on_start, together), stdin or {})
         thread = threading.Thread(target=self._serve, args=args, daemon=True)
         with runner.CtrlC(True, self.console) as ctrl:
             thread.start()
@@ -374,6 +376,7 @@ class Engine:
         box: dict,
         start_file: str | None,
         hooks: Hooks,
+        stdin: dict[str, bytes],
     ) -> None:
         try:
             task: Task = task_self()
@@ -391,6 +394,9 @@ class Engine:
             handler = _Collect(task, replies, start_file, bool(self.topology), self.ready_wait, hooks)
             for host, argv in commands.items():
                 replies[host].worker = self.launch(task, host, argv, handler, timeout)
+                if host in stdin:  # (buffered until the command's pipe is open)
+                    replies[host].worker.write(stdin[host])
+                    replies[host].worker.set_write_eof()
             try:
                 task.run()
             except RouteResolvingError as exc:  # every gateway to a host was lost: the hosts not answered are

@@ -11,7 +11,9 @@ sessions (iolab.drive.fanout.Engine), where Ansible would do no more than one ho
   directory and its clearing at the end the same way (roles/storage_local, iolab.shared.calls.local); the rbd
   backend's too (roles/storage_rbd: its image made ready on the first host, run_once, iolab.shared.calls.rbd_image,
   then each host's work directory, iolab.shared.calls.rbd; the first host's failure is every host's, as a run_once
-  task's is); the cephfs, nfs and generic mount backends' mount and unmount (roles/storage_cephfs, storage_nfs and
+  task's is); the rbd_snapshot backend's the same way (roles/storage_rbd_snapshot: its snapshot made on the first
+  host, iolab.shared.calls.rbd_snapshot_image, then mapped and mounted on each, iolab.shared.calls.rbd_snapshot);
+  the cephfs, nfs and generic mount backends' mount and unmount (roles/storage_cephfs, storage_nfs and
   storage_mount; iolab.shared.calls.cephfs, nfs and fsmount), unless a host lacks the client's program or package:
   its call answers {"install": ...} and mounts nothing, and the step is Ansible's, which installs them and mounts;
   the s3 backend's check of the bucket, with the campaign's data set made on each host and uploaded by the first (as
@@ -23,7 +25,7 @@ Every other step stays a play (another backend's state, a host to provision, `da
 to the controller): `calls` says None, and so does `play` when the packages' look finds one missing.
 
     calls(phase, hosts, released, extravars, hostvars) → {host: argv} ({}: nothing to run) | None (a play)
-    play(engine, phase, calls, hosts, extravars) → {host: runner.HostOutcome} | None (a play after all)
+    play(engine, phase, calls, hosts, extravars, hostvars) → {host: runner.HostOutcome} | None (a play after all)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import dataclasses
 import functools
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -50,9 +53,11 @@ TIMEOUTS = {
     "storage_tmpfs": STEP_TIMEOUT,
     "storage_local": None,
     "storage_rbd": None,
+    "storage_rbd_snapshot": None,  # a new snapshot's load copies or makes its data set: what it takes, as the role did
     # ceph-fuse gives up on monitors that do not answer after its client_mount_timeout (300 s by default), then the
     # release: its stop (30 s) and umount's wait (20 s); the call's own refusal comes first
     "storage_cephfs": 400.0,
+    "storage_sshfs": STEP_TIMEOUT,  # sshfs's connection (its ssh's timeouts), its stop (15 s), umount's (20 s)
     "storage_nfs": STEP_TIMEOUT,  # nfs-ls's (20 s), the FUSE client's start (30 s) and stop (15 s), umount's (20 s)
     "storage_mount": STEP_TIMEOUT,  # mount's own (a server that does not answer), umount's (20 s)
     "storage_s3": None,  # the data set made and uploaded: what it takes, as the role's tasks had no limit
@@ -72,7 +77,10 @@ TASKS = {  # the role task each step's call stands for, as a failure names it
     "storage_local": "Check the backend's directory, or remove iolab's files from it",
     "storage_rbd": "Make the hosts' work directory, or remove iolab's files from it",
     "storage_rbd image": "Make the image ready on one host: created, as large as the backend, written whole once",
+    "storage_rbd_snapshot": "Map and mount the snapshot, or unmount and unmap it, after its checks",
+    "storage_rbd_snapshot image": "Make the snapshot (or the scratch image) if it is not there yet",
     "storage_cephfs": "Mount the file system, or unmount it, after its checks",
+    "storage_sshfs": "Mount the directory, or unmount it, after its checks",
     "storage_nfs": "Mount the export, or unmount it, after its checks",
     "storage_mount": "Mount the file system, or unmount it, after its checks",
     "storage_s3": "Check the bucket (with the data set made and uploaded), or remove this host's keys",
@@ -83,13 +91,17 @@ STORAGE_CALLS = {
     "storage_tmpfs": host_calls.tmpfs,
     "storage_local": host_calls.local,
     "storage_rbd": host_calls.rbd,
+    "storage_rbd_snapshot": host_calls.rbd_snapshot,
     "storage_cephfs": host_calls.cephfs,
+    "storage_sshfs": host_calls.sshfs,
     "storage_nfs": host_calls.nfs,
     "storage_mount": host_calls.fsmount,
     "storage_s3": host_calls.s3,
 }
+# What the sshfs call is given of the serving host's inventory variables (its key's contents go on its stdin).
+SERVING = ("ansible_host", "ansible_user", "ansible_port", "ansible_ssh_private_key_file")
 # Those whose role first makes one call on one host (run_once), where the storage is put in place, and its argv.
-STORAGE_ONCE = {"storage_rbd": host_calls.rbd_image}
+STORAGE_ONCE = {"storage_rbd": host_calls.rbd_image, "storage_rbd_snapshot": host_calls.rbd_snapshot_image}
 
 
 def calls(
@@ -111,20 +123,44 @@ def calls(
         if any(specs is None for specs in wanted.values()):
             return None
         return {h: [python, "-m", "iolab.host.pinned", *specs] for h, specs in wanted.items() if specs}
-    if phase.playbook == "storage.yml" and (call := STORAGE_CALLS.get(role := variables.get("storage_role", ""))):
-        runs = f"{extravars['iolab_host_dir']}/runs/{extravars['iolab_owner']}"
-        # the role's defaults where the phase leaves one out (a stop's timeout, the FUSE client's pins), as the play
-        # would take them; a templated one (a per-host path) is the call's to make
-        plain = {k: v for k, v in _role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
-        first = {h: {"storage_first": h == hosts[0]} for h in hosts}  # as a run_once task's host (storage_s3's)
-        return {h: call(python, h, plain | variables | first[h], f"{runs}/{h}") for h in hosts}
+    if phase.playbook == "storage.yml" and variables.get("storage_role", "") in STORAGE_CALLS:
+        return _storage_calls(phase, hosts, extravars, hostvars)
     if phase.playbook == "dataset.yml" and not variables.get("dataset_gen_report_dest"):
         return {h: host_calls.dataset(python, h, variables) for h in hosts}
     return None
 
 
+def _storage_calls(
+    phase: runner.Phase, hosts: list[str], extravars: dict[str, Any], hostvars: dict[str, dict[str, Any]]
+) -> dict[str, list[str]] | None:
+    """Each host's argv for a backend's storage step, with what the play would give its role: the role's defaults
+    where the phase leaves one out (a stop's timeout, the FUSE client's pins), the host's inventory variables over
+    them (storage_unmount_wait, a lab's own timeouts), the first host (a run_once task's:
+    storage_s3's upload), the play's host count (a scratch rbd_snapshot maps on one only), how the inventory reaches
+    sshfs's serving host. None (a play) where sshfs's key would go through a gateway, which passes stdin to one
+    command only."""
+    variables, role = phase.vars, phase.vars["storage_role"]
+    runs = f"{extravars['iolab_host_dir']}/runs/{extravars['iolab_owner']}"
+    plain = _plain_defaults(role)
+    play: dict[str, Any] = {"storage_hosts": len(hosts)}
+    if role == "storage_sshfs":
+        serving = hostvars.get(str(variables.get("storage_sshfs_host")))
+        if serving is not None and _serving_key(serving) and hostvars.get(hosts[0], {}).get("iolab_topology"):
+            return None
+        play["storage_sshfs_server"] = None if serving is None else {k: serving.get(k) for k in SERVING}
+    call, python = STORAGE_CALLS[role], extravars["iolab_python"]
+    inventory = {h: hostvars.get(h, {}) for h in hosts}  # above the role's defaults, as Ansible ranks them
+    own = {h: plain | inventory[h] | variables | play | {"storage_first": h == hosts[0]} for h in hosts}
+    return {h: call(python, h, own[h], f"{runs}/{h}") for h in hosts}
+
+
 def play(
-    engine: Engine, phase: runner.Phase, argvs: dict[str, list[str]], hosts: list[str], extravars: dict[str, Any]
+    engine: Engine,
+    phase: runner.Phase,
+    argvs: dict[str, list[str]],
+    hosts: list[str],
+    extravars: dict[str, Any],
+    hostvars: dict[str, dict[str, Any]],
 ) -> dict[str, runner.HostOutcome] | None:
     """Run each host's argv under the release's PYTHONPATH: each host's outcome, as the play's would be; None when a
     host lacks a pinned package or a backend's client (the step is Ansible's, which installs it). A backend's call on
@@ -135,19 +171,37 @@ def play(
     env = ["env", f"PYTHONPATH={extravars['iolab_host_dir']}/releases/{extravars['iolab_release']}"]
     step = phase.vars["storage_role"] if phase.playbook == "storage.yml" else phase.playbook
     timeout = TIMEOUTS[step]
-    if (once := _once(phase, hosts[0], extravars)) is not None:
+    if (once := _once(phase, hosts[0], extravars, hostvars)) is not None:
         replies = engine.call({hosts[0]: [*env, *once]}, timeout)
         first = _outcome(hosts[0], replies[hosts[0]], f"{step} image", timeout)
+        if first.ok and _installs(phase, replies[hosts[0]]):
+            return None
         if not first.ok:  # the other hosts are reachable, but have no image to use
             others = {h: dataclasses.replace(first, host=h, failed=True, unreachable=False) for h in hosts[1:]}
             return {hosts[0]: first, **others}
-    replies = engine.call({h: [*env, *argv] for h, argv in argvs.items()}, timeout)
+    stdin = _stdin(phase, argvs, hostvars)
+    replies = engine.call({h: [*env, *argv] for h, argv in argvs.items()}, timeout, stdin=stdin)
     outcomes = {h: runner.HostOutcome(h, ok=1, ended=time.monotonic()) for h in hosts}
     for host, reply in replies.items():
         outcomes[host] = _outcome(host, reply, step, timeout)
         if outcomes[host].ok and _installs(phase, reply):
             return None
     return outcomes
+
+
+def _stdin(
+    phase: runner.Phase, argvs: dict[str, list[str]], hostvars: dict[str, dict[str, Any]]
+) -> dict[str, bytes] | None:
+    """What each host's call reads on its stdin: the sshfs serving host's login key, read here (the controller's
+    file, as the role's copy read it), where its call asks for it."""
+    if not any("--key-on-stdin" in argv for argv in argvs.values()):
+        return None
+    key = Path(str(_serving_key(hostvars[str(phase.vars["storage_sshfs_host"])]))).expanduser().read_bytes()
+    return {h: key for h, argv in argvs.items() if "--key-on-stdin" in argv}
+
+
+def _serving_key(serving: dict[str, Any]) -> str:
+    return str(serving.get("ansible_ssh_private_key_file") or "")
 
 
 def _installs(phase: runner.Phase, reply: Reply) -> bool:
@@ -157,12 +211,17 @@ def _installs(phase: runner.Phase, reply: Reply) -> bool:
     return bool(said) if phase.playbook == "setup.yml" else isinstance(said, dict) and "install" in said
 
 
-def _once(phase: runner.Phase, host: str, extravars: dict[str, Any]) -> list[str] | None:
-    """The argv of the backend's call on its first host, where its state is being put in place; else None."""
+def _once(
+    phase: runner.Phase, host: str, extravars: dict[str, Any], hostvars: dict[str, dict[str, Any]]
+) -> list[str] | None:
+    """The argv of the backend's call on its first host, where its state is being put in place; else None: with the
+    role's defaults and the host's inventory variables, as _storage_calls; a new snapshot links a directory for each
+    of the inventory's hosts (the role's default: groups['all'])."""
     role = phase.vars.get("storage_role", "") if phase.playbook == "storage.yml" else ""
     if role not in STORAGE_ONCE or phase.vars[f"{role}_state"] not in ("mounted", "kept"):
         return None
-    return STORAGE_ONCE[role](extravars["iolab_python"], host, phase.vars)
+    inventory = hostvars.get(host, {}) | {f"{role}_hosts": list(hostvars)}  # as _storage_calls ranks them
+    return STORAGE_ONCE[role](extravars["iolab_python"], host, _plain_defaults(role) | inventory | phase.vars)
 
 
 def _outcome(host: str, reply: Reply, task: str, timeout: float | None) -> runner.HostOutcome:
@@ -197,6 +256,11 @@ def _packages(variables: dict[str, Any], hostvars: dict[str, Any]) -> list[str] 
     if "==" not in dlio or "/" in dlio:
         return None
     return [*specs, dlio, "--command=mpirun"]  # (iolab.host.pinned's flag for a program on PATH)
+
+
+def _plain_defaults(role: str) -> dict[str, Any]:
+    """The role's defaults that are values, not templates (a per-host path is the call's to make)."""
+    return {k: v for k, v in _role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
 
 
 @functools.cache

@@ -2,16 +2,23 @@
 (through roles/bench_fio/filter_plugins/iolab_hostcall.py), in one place each (stdlib only: an Ansible task that
 templates one imports nothing more):
 
-    tmpfs(python, host, variables, stop_dir)  → iolab.host.tmpfs's mount or unmount
-    local(python, host, variables, stop_dir)  → iolab.host.localdir: a local backend's directory checked, or cleared
-    rbd(python, host, variables, stop_dir)    → iolab.host.localdir --make: an rbd backend's work directory, or cleared
-    rbd_image(python, host, variables)        → iolab.host.rbdimage: an rbd backend's image ready (on one host)
-    cephfs(python, host, variables, stop_dir) → iolab.host.cephfs: a CephFS backend mounted, or unmounted
-    nfs(python, host, variables, stop_dir)    → iolab.host.nfs: an NFS backend mounted, or unmounted
-    fsmount(python, host, variables, stop_dir) → iolab.host.fsmount: a generic mount backend mounted, or unmounted
-    s3(python, host, variables, stop_dir)     → iolab.host.s3state: an s3 backend checked (its data set staged), or
-                                                this host's keys removed
-    dataset(python, host, variables)          → iolab.host.dataset ensure: the campaign's data set on the host
+    tmpfs(python, host, variables, stop_dir)          → storage.tmpfs: a tmpfs mounted, or unmounted
+    local(python, host, variables, stop_dir)          → storage.localdir: a local directory checked, or cleared
+    rbd(python, host, variables, stop_dir)            → storage.localdir --make: an rbd backend's work directory, or
+                                                        cleared
+    rbd_image(python, host, variables)                → storage.rbdimage: an rbd backend's image ready (on one host)
+    rbd_snapshot(python, host, variables, stop_dir)   → storage.rbdsnapshot: a snapshot mapped and mounted, or taken
+                                                        away
+    rbd_snapshot_image(python, host, variables)       → storage.rbdsnapshot image: the snapshot made (on one host)
+    cephfs(python, host, variables, stop_dir)         → storage.cephfs: a CephFS backend mounted, or unmounted
+    sshfs(python, host, variables, stop_dir)          → storage.sshfs: another host's directory mounted over SSH
+    nfs(python, host, variables, stop_dir)            → storage.nfs: an NFS backend mounted, or unmounted
+    fsmount(python, host, variables, stop_dir)        → storage.fsmount: a generic mount backend mounted, or unmounted
+    s3(python, host, variables, stop_dir)             → storage.s3state: an s3 backend checked (its data set staged),
+                                                        or this host's keys removed
+    dataset(python, host, variables)                  → dataset ensure: the campaign's data set on the host
+
+(each a module of iolab.host, run as `python -m iolab.host.<module>`).
 """
 
 from __future__ import annotations
@@ -20,47 +27,37 @@ import json
 from typing import Any
 
 
-def tmpfs(
-    python: str,
-    host: str,
-    variables: dict[str, Any],
-    stop_dir: str | None = None,
-) -> list[str]:
-    """The one host-side call (iolab.host.tmpfs) that mounts or unmounts a tmpfs backend on `host`: the argv of both
-    routes, roles/storage_tmpfs's task (through its filter plugin) and the fan-out's steps (iolab.drive.steps).
+def tmpfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
+    """The one host-side call (iolab.host.storage.tmpfs) that mounts or unmounts a tmpfs backend on `host`: the argv of
+    both routes, roles/storage_tmpfs's task (through its filter plugin) and the fan-out's steps (iolab.drive.steps).
     `variables`: the storage phase's (iolab.drive.execute.storage_phase: storage_tmpfs_state, _name, _mountpoint,
     _size; storage_target, storage_mount_root, storage_existing, storage_stop_tools); `stop_dir`: this command's runs
     directory on the host, ended and removed first on an unmount (or whenever its tools are to be stopped)."""
     own = ["--mountpoint", str(variables["storage_tmpfs_mountpoint"])]
     own += ["--size", str(int(variables.get("storage_tmpfs_size", 0)))]
-    return _storage("tmpfs", "iolab.host.tmpfs", python, host, variables, stop_dir, own)
+    return _storage("tmpfs", "iolab.host.storage.tmpfs", python, host, variables, stop_dir, own)
 
 
-def local(
-    python: str,
-    host: str,
-    variables: dict[str, Any],
-    stop_dir: str | None = None,
-) -> list[str]:
-    """The one host-side call (iolab.host.localdir) that checks a local backend's directory, or removes iolab's files
-    from it, on `host`: the argv of both routes, roles/storage_local's task and the fan-out's steps, as tmpfs's
+def local(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
+    """The one host-side call (iolab.host.storage.localdir) that checks a local backend's directory, or removes iolab's
+    files from it, on `host`: the argv of both routes, roles/storage_local's task and the fan-out's steps, as tmpfs's
     (`variables`: storage_local_state, _name, _path and storage.yml's)."""
     own = ["--path", str(variables["storage_local_path"])]
-    return _storage("local", "iolab.host.localdir", python, host, variables, stop_dir, own)
+    return _storage("local", "iolab.host.storage.localdir", python, host, variables, stop_dir, own)
 
 
 def rbd(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
-    """The one host-side call (iolab.host.localdir --make) that makes an rbd backend's work directory on `host`, or
-    removes iolab's files from it: the argv of both routes, roles/storage_rbd's second task and the fan-out's steps
+    """The one host-side call (iolab.host.storage.localdir --make) that makes an rbd backend's work directory on `host`,
+    or removes iolab's files from it: the argv of both routes, roles/storage_rbd's second task and the fan-out's steps
     (`variables`: storage_rbd_state, _name, _mountpoint and storage.yml's). The image is rbd_image's, on one host."""
     own = ["--path", str(variables["storage_rbd_mountpoint"])]
     own += ["--make"] if variables["storage_rbd_state"] in ("mounted", "kept") else []
-    return _storage("rbd", "iolab.host.localdir", python, host, variables, stop_dir, own)
+    return _storage("rbd", "iolab.host.storage.localdir", python, host, variables, stop_dir, own)
 
 
 def rbd_image(python: str, host: str, variables: dict[str, Any]) -> list[str]:
-    """The call (iolab.host.rbdimage) that makes an rbd backend's image ready, once, on the first host: created, as
-    large as the backend, written whole once. The argv of both routes, roles/storage_rbd's first task (run_once) and
+    """The call (iolab.host.storage.rbdimage) that makes an rbd backend's image ready, once, on the first host: created,
+    as large as the backend, written whole once. The argv of both routes, roles/storage_rbd's first task (run_once) and
     the fan-out's steps (`variables`: the storage phase's storage_rbd_*)."""
     own = ["--name", str(variables["storage_rbd_name"]), "--host", host]
     own += ["--pool", str(variables["storage_rbd_pool"]), "--image", str(variables["storage_rbd_image"])]
@@ -69,14 +66,68 @@ def rbd_image(python: str, host: str, variables: dict[str, Any]) -> list[str]:
     own += ["--conf", str(variables["storage_rbd_ceph_conf"]), "--keyring", str(variables["storage_rbd_keyring"])]
     own += ["--client", str(variables["storage_rbd_client"])]
     own += ["--connect-timeout", str(int(variables.get("storage_rbd_connect_timeout", 15)))]
-    return [python, "-m", "iolab.host.rbdimage", *own]
+    return [python, "-m", "iolab.host.storage.rbdimage", *own]
+
+
+def rbd_snapshot(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
+    """The host-side call (iolab.host.storage.rbdsnapshot) that maps and mounts an rbd_snapshot backend on `host`, or
+    takes it away: the argv of both routes, roles/storage_rbd_snapshot's second task and the fan-out's steps
+    (`variables`: the storage phase's storage_rbd_snapshot_* (the backend's fields, the role's timeouts) and
+    storage.yml's, and storage_hosts: how many hosts map it at once). The snapshot is rbd_snapshot_image's, made on one
+    host."""
+    own = _rbd_snapshot(host, variables)
+    if variables["storage_rbd_snapshot_state"] in ("mounted", "kept"):
+        own += ["--method", str(variables["storage_rbd_snapshot_method"])]
+        own += ["--hosts", str(int(variables.get("storage_hosts", 1)))]
+        own += [f"--option={option}" for option in variables.get("storage_rbd_snapshot_options") or ()]
+    else:
+        own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
+    return _storage("rbd_snapshot", "iolab.host.storage.rbdsnapshot", python, host, variables, stop_dir, own)
+
+
+def rbd_snapshot_image(python: str, host: str, variables: dict[str, Any]) -> list[str]:
+    """The call (iolab.host.storage.rbdsnapshot image) that makes an rbd_snapshot backend's snapshot (or its scratch
+    image) ready, once, on the first host: the argv of both routes, roles/storage_rbd_snapshot's first task (run_once)
+    and the fan-out's steps (`variables`: rbd_snapshot's, and storage_rbd_snapshot_hosts: the inventory's hosts, whose
+    directories a new snapshot links to its root)."""
+    own = _rbd_snapshot(host, variables)
+    own += ["--size", str(int(variables["storage_rbd_snapshot_size"]))]
+    own += ["--method", str(variables["storage_rbd_snapshot_method"])]
+    if variables.get("storage_rbd_snapshot_source"):
+        own += ["--source", str(variables["storage_rbd_snapshot_source"])]
+    if variables.get("storage_rbd_snapshot_dataset"):
+        own += ["--dataset", json.dumps(variables["storage_rbd_snapshot_dataset"], sort_keys=True)]
+    own += ["--fio-size", str(int(variables.get("storage_rbd_snapshot_fio_size") or 0))]
+    own += [f"--link={name}" for name in variables.get("storage_rbd_snapshot_hosts") or ()]
+    name = str(variables["storage_rbd_snapshot_name"])
+    return [python, "-m", "iolab.host.storage.rbdsnapshot", "image", "--name", name, "--host", host, *own]
+
+
+def _rbd_snapshot(host: str, variables: dict[str, Any]) -> list[str]:
+    """What both rbd_snapshot calls name: where it is mounted and kept on the host, the image, the cluster."""
+    name = str(variables["storage_rbd_snapshot_name"])
+    state_dir = variables.get("storage_rbd_snapshot_state_dir") or f"/run/iolab/storage/{host}/{name}"
+    own = ["--mountpoint", str(variables["storage_rbd_snapshot_mountpoint"]), "--state-dir", str(state_dir)]
+    own += [
+        "--pool",
+        str(variables["storage_rbd_snapshot_pool"]),
+        "--image",
+        str(variables["storage_rbd_snapshot_image"]),
+    ]
+    own += ["--snapshot", str(variables["storage_rbd_snapshot_snapshot"])]
+    own += ["--scratch"] if variables.get("storage_rbd_snapshot_scratch") else []
+    own += ["--conf", str(variables["storage_rbd_snapshot_ceph_conf"])]
+    own += ["--keyring", str(variables["storage_rbd_snapshot_keyring"])]
+    own += ["--client", str(variables["storage_rbd_snapshot_client"])]
+    own += ["--connect-timeout", str(int(variables.get("storage_rbd_snapshot_connect_timeout", 15)))]
+    return own + ["--stop-timeout", str(variables.get("storage_rbd_snapshot_stop_timeout", 30))]
 
 
 def cephfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
-    """The one host-side call (iolab.host.cephfs) that mounts or unmounts a CephFS backend on `host`: the argv of
-    both routes, roles/storage_cephfs's task and the fan-out's steps (`variables`: the storage phase's storage_cephfs_*
-    (the backend's fields, the role's stop timeout) and storage.yml's; the role's own state directory where it has one,
-    else its default, and the unmount's wait where the inventory sets one)."""
+    """The one host-side call (iolab.host.storage.cephfs) that mounts or unmounts a CephFS backend on `host`: the argv
+    of both routes, roles/storage_cephfs's task and the fan-out's steps (`variables`: the storage phase's
+    storage_cephfs_* (the backend's fields, the role's stop timeout) and storage.yml's; the role's own state directory
+    where it has one, else its default, and the unmount's wait where the inventory sets one)."""
     name = str(variables["storage_cephfs_name"])
     own = ["--mountpoint", str(variables["storage_cephfs_mountpoint"])]
     own += ["--state-dir", str(variables.get("storage_cephfs_state_dir") or f"/run/iolab/storage/{host}/{name}")]
@@ -94,12 +145,36 @@ def cephfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | No
     else:
         own += ["--stop-timeout", str(variables["storage_cephfs_stop_timeout"])]
         own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
-    return _storage("cephfs", "iolab.host.cephfs", python, host, variables, stop_dir, own)
+    return _storage("cephfs", "iolab.host.storage.cephfs", python, host, variables, stop_dir, own)
+
+
+def sshfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
+    """The one host-side call (iolab.host.storage.sshfs) that mounts or unmounts an sshfs backend on `host`: the argv of
+    both routes, roles/storage_sshfs's task and the fan-out's steps (`variables`: the storage phase's storage_sshfs_*
+    and storage.yml's, and storage_sshfs_server: how the inventory reaches the serving host (ansible_host, _user, _port,
+    _ssh_private_key_file), None where it is not in the inventory). Its key goes on the call's stdin, never here."""
+    name = str(variables["storage_sshfs_name"])
+    own = ["--mountpoint", str(variables["storage_sshfs_mountpoint"])]
+    own += ["--state-dir", str(variables.get("storage_sshfs_state_dir") or f"/run/iolab/storage/{host}/{name}")]
+    if variables["storage_sshfs_state"] in ("mounted", "kept"):
+        serving = str(variables["storage_sshfs_host"])
+        own += ["--server", serving, "--path", str(variables["storage_sshfs_path"])]
+        if (server := variables.get("storage_sshfs_server")) is not None:
+            own += ["--address", str(server.get("ansible_host") or serving)]
+            own += ["--user", str(server.get("ansible_user") or "root")]
+            own += ["--port", str(int(server.get("ansible_port") or 22))]
+            own += ["--key-on-stdin"] if server.get("ansible_ssh_private_key_file") else []
+        own += ["--readonly"] if variables.get("storage_sshfs_readonly") else []
+        own += [f"--option={option}" for option in variables.get("storage_sshfs_options") or ()]
+    else:
+        own += ["--stop-timeout", str(variables.get("storage_sshfs_stop_timeout", 15))]
+        own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
+    return _storage("sshfs", "iolab.host.storage.sshfs", python, host, variables, stop_dir, own)
 
 
 def nfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
-    """The one host-side call (iolab.host.nfs) that mounts or unmounts an NFS backend on `host`: the argv of both
-    routes, roles/storage_nfs's task and the fan-out's steps (`variables`: the storage phase's storage_nfs_* (the
+    """The one host-side call (iolab.host.storage.nfs) that mounts or unmounts an NFS backend on `host`: the argv of
+    both routes, roles/storage_nfs's task and the fan-out's steps (`variables`: the storage phase's storage_nfs_* (the
     backend's fields, the role's timeouts and the FUSE client's pins) and storage.yml's)."""
     name = str(variables["storage_nfs_name"])
     own = ["--mountpoint", str(variables["storage_nfs_mountpoint"])]
@@ -116,12 +191,12 @@ def nfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None 
     else:
         own += ["--stop-timeout", str(variables["storage_nfs_stop_timeout"])]
         own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
-    return _storage("nfs", "iolab.host.nfs", python, host, variables, stop_dir, own)
+    return _storage("nfs", "iolab.host.storage.nfs", python, host, variables, stop_dir, own)
 
 
 def fsmount(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
-    """The one host-side call (iolab.host.fsmount) that mounts or unmounts a generic mount backend on `host`: the
-    argv of both routes, roles/storage_mount's task and the fan-out's steps (`variables`: the storage phase's
+    """The one host-side call (iolab.host.storage.fsmount) that mounts or unmounts a generic mount backend on `host`:
+    the argv of both routes, roles/storage_mount's task and the fan-out's steps (`variables`: the storage phase's
     storage_mount_* (the backend's fields, its local source) and storage.yml's)."""
     name = str(variables["storage_mount_name"])
     own = ["--mountpoint", str(variables["storage_mount_mountpoint"])]
@@ -133,12 +208,12 @@ def fsmount(python: str, host: str, variables: dict[str, Any], stop_dir: str | N
         own += [f"--option={option}" for option in variables.get("storage_mount_options") or ()]
     else:
         own += ["--unmount-wait", str(variables.get("storage_unmount_wait", 20))]
-    return _storage("mount", "iolab.host.fsmount", python, host, variables, stop_dir, own)
+    return _storage("mount", "iolab.host.storage.fsmount", python, host, variables, stop_dir, own)
 
 
 def s3(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
-    """The one host-side call (iolab.host.s3state) that checks an s3 backend on `host` (and makes the campaign's data
-    set there, the first host uploading it: storage_first), or removes this host's keys from it: the argv of both
+    """The one host-side call (iolab.host.storage.s3state) that checks an s3 backend on `host` (and makes the campaign's
+    data set there, the first host uploading it: storage_first), or removes this host's keys from it: the argv of both
     routes, roles/storage_s3's task and the fan-out's steps (`variables`: the storage phase's storage_s3_* (the
     backend's fields, the data set's identity and its staging directory) and storage.yml's). The connection names
     where the keys are, never the keys."""
@@ -153,7 +228,7 @@ def s3(python: str, host: str, variables: dict[str, Any], stop_dir: str | None =
         staged |= {"dataset_gen_formats": [], "dataset_gen_replace": True}
         staged["dataset_gen_root"] = f"{variables['storage_s3_staging']}/iolab-{host}/dataset"
         own += ["--ensure", *dataset(python, host, staged)[4:]]  # (the rest of its line: `--ensure` takes it all)
-    return _storage("s3", "iolab.host.s3state", python, host, variables, stop_dir, own)
+    return _storage("s3", "iolab.host.storage.s3state", python, host, variables, stop_dir, own)
 
 
 def _storage(
@@ -171,7 +246,7 @@ def _storage(
         argv += ["--existing"] if variables.get("storage_existing") else []
     if stop_dir is not None and (stop_tools or state == "unmounted"):
         argv += ["--stop-dir", stop_dir] + ([] if stop_tools else ["--keep-archives"])
-    return argv + own  # the kind's own last (iolab.host.s3state's --ensure takes the rest of the line)
+    return argv + own  # the kind's own last (iolab.host.storage.s3state's --ensure takes the rest of the line)
 
 
 def dataset_root(host: str, variables: dict[str, Any]) -> str:

@@ -64,12 +64,35 @@ def iolab_rbd_image_call(variables: dict, python: str, host: str) -> list[str]:
     return rbd_image(python, host, dict(variables))
 
 
+def iolab_rbd_snapshot_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_rbd_snapshot_call(PYTHON, HOST, STOP_DIR): an rbd_snapshot backend
+    mapped and mounted, or taken away."""
+    from iolab.shared.calls import rbd_snapshot
+
+    return rbd_snapshot(python, host, dict(variables), stop_dir)
+
+
+def iolab_rbd_snapshot_image_call(variables: dict, python: str, host: str) -> list[str]:
+    """`variables` (the storage phase's) | iolab_rbd_snapshot_image_call(PYTHON, HOST): the snapshot made, once."""
+    from iolab.shared.calls import rbd_snapshot_image
+
+    return rbd_snapshot_image(python, host, dict(variables))
+
+
 def iolab_cephfs_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
     """`variables` (the storage phase's) | iolab_cephfs_call(PYTHON, HOST, STOP_DIR): a CephFS backend mounted, or
     unmounted."""
     from iolab.shared.calls import cephfs
 
     return cephfs(python, host, dict(variables), stop_dir)
+
+
+def iolab_sshfs_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
+    """`variables` (the storage phase's) | iolab_sshfs_call(PYTHON, HOST, STOP_DIR): an sshfs backend mounted, or
+    unmounted."""
+    from iolab.shared.calls import sshfs
+
+    return sshfs(python, host, dict(variables), stop_dir)
 
 
 def iolab_nfs_call(variables: dict, python: str, host: str, stop_dir: str | None) -> list[str]:
@@ -112,7 +135,10 @@ class FilterModule:
             "iolab_local_call": iolab_local_call,
             "iolab_rbd_call": iolab_rbd_call,
             "iolab_rbd_image_call": iolab_rbd_image_call,
+            "iolab_rbd_snapshot_call": iolab_rbd_snapshot_call,
+            "iolab_rbd_snapshot_image_call": iolab_rbd_snapshot_image_call,
             "iolab_cephfs_call": iolab_cephfs_call,
+            "iolab_sshfs_call": iolab_sshfs_call,
             "iolab_nfs_call": iolab_nfs_call,
             "iolab_fsmount_call": iolab_fsmount_call,
             "iolab_s3_call": iolab_s3_call,

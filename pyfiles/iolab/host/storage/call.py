@@ -1,11 +1,11 @@
-"""What a backend's one host call shares (iolab.host.tmpfs's, iolab.host.localdir's, iolab.host.cephfs's): its
-arguments (the state, the backend's and host's names, storage.yml's check of the target and stop of this command's
-tools), that check, the stop around the release of the storage, and the reply: JSON on stdout, or a refusal's one
-line on stderr, exit 1. A backend that mounts a file system shares more: the preflight's root and free mount point,
-the unmount that detaches lazily a mount umount cannot take away (iolab.host.tmpfs's, iolab.host.cephfs's,
-iolab.host.nfs's); and, for a client with a state directory (cephfs's, nfs's), its arguments, the mount in named
-steps whose failure releases what it held, a read-only mount's write checked to fail, and the release that stops the
-client and then finds nothing of it left.
+"""What a backend's one host call shares (iolab.host.storage.tmpfs's, iolab.host.storage.localdir's,
+iolab.host.storage.cephfs's): its arguments (the state, the backend's and host's names, storage.yml's check of the
+target and stop of this command's tools), that check, the stop around the release of the storage, and the reply: JSON on
+stdout, or a refusal's one line on stderr, exit 1. A backend that mounts a file system shares more: the preflight's root
+and free mount point, the unmount that detaches lazily a mount umount cannot take away (iolab.host.storage.tmpfs's,
+iolab.host.storage.cephfs's, iolab.host.storage.nfs's); and, for a client with a state directory (cephfs's, nfs's), its
+arguments, the mount in named steps whose failure releases what it held, a read-only mount's write checked to fail, and
+the release that stops the client and then finds nothing of it left.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -114,22 +115,58 @@ def install(opts: argparse.Namespace, what: str | list[str], missing: str) -> di
 
 Look = Callable[[], dict[str, Any]]  # iolab.host.mounts.probe's look at the backend on this host
 Steps = list[tuple[str, Callable[[], object]]]  # a mount's steps, each named as its failure says it
+Hint = Callable[[], str] | None  # a failed mount's advice, where the backend has one
+Detach = Callable[[], None] | None  # what a mapping holds released before its client is stopped, where it has one
 
 
-def mount_in_steps(opts: argparse.Namespace, seen: dict[str, Any], look: Look, steps: Steps, holds: bool) -> str:
-    """Take `steps` in turn; where one fails, release what the mount held (`release`, forced) and return the step's
-    name and what it said ('' when all went well), for the backend's refusal."""
+def mount_in_steps(
+    opts: argparse.Namespace,
+    seen: dict[str, Any],
+    look: Look,
+    steps: Steps,
+    holds: bool,
+    what: str,
+    hint: Hint = None,
+    detach: Detach = None,
+) -> dict[str, Any]:
+    """Take `steps` in turn: the reply of a mount made; where one fails, release what the mount held (`release`,
+    forced) and refuse, naming what was mounted (`what`), the step and what it said, with `hint()`'s advice."""
     for step, act in steps:
         try:
             act()
         except (Refused, OSError, SystemExit) as exc:
-            release(opts, seen, look, holds, force=True)
-            if isinstance(exc, OSError):
-                said = f"{exc.strerror} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
-            else:
-                said = str(exc.code if isinstance(exc, SystemExit) else exc) or "no message"
-            return f"'{step}': {said}"
-    return ""
+            release(opts, seen, look, holds, force=True, detach=detach)
+            left = "everything it held on {} was released" if holds else "nothing is left mounted on {}"
+            advice = hint() if hint else ""
+            raise Refused(
+                f"mounting {what} failed at '{step}': {said(exc)}{advice}; {left.format(opts.host)}"
+            ) from None
+    return {"kept": opts.state == "kept", "changed": True}
+
+
+def said(exc: Refused | OSError | SystemExit) -> str:
+    """What a failed step said, in one line: a refusal's, an OSError's reason and file, a SystemExit's message."""
+    if isinstance(exc, OSError):
+        return f"{exc.strerror} ({exc.filename})" if exc.filename else str(exc.strerror or exc)
+    return str(exc.code if isinstance(exc, SystemExit) else exc) or "no message"
+
+
+def check_ceph_files(opts: argparse.Namespace) -> None:
+    """A Ceph client's configuration and keyring on the host (--conf, --keyring: cephfs's, rbd_snapshot's)."""
+    missing = [path for path in (opts.conf, opts.keyring) if not os.path.exists(path)]
+    if missing:
+        raise Refused(
+            f"{opts.host} has no {' and no '.join(missing)}; copy the cluster's ceph.conf and the client's keyring "
+            "there, point the backend's ceph_conf and keyring at them, or start the lab's cluster with "
+            "`invoke lab.services-up` (--bind 10.77.0.1 for simulated hosts)"
+        )
+
+
+def record(opts: argparse.Namespace, kind: str, method: str, **more: Any) -> None:
+    """Who mounted the file system at the mount point (iolab.host.mounts.record, which teardown and storage.mount
+    read): the backend, its kind, whether it is kept and read-only, how it was mounted, and the kind's own facts."""
+    fields = {"backend": opts.name, "type": kind, "kept": opts.state == "kept", "readonly": opts.readonly}
+    mounts.record(opts.mountpoint, {**fields, "method": method, **more})
 
 
 def check_readonly(opts: argparse.Namespace) -> None:
@@ -146,15 +183,20 @@ def first_line(text: str, code: int) -> str:
     return lines[0] if lines else f"exit {code}, no message"
 
 
-def release(opts: argparse.Namespace, seen: dict[str, Any], look: Look, holds: bool, force: bool = False) -> None:
+def release(
+    opts: argparse.Namespace, seen: dict[str, Any], look: Look, holds: bool, force: bool = False, detach: Detach = None
+) -> None:
     """Take the mount away (forget its record, unmount it, lazily if need be: `seen` found it ours, or `force`, a
-    failed mount's), stop the client that names the state directory, remove the directory; then look again: nothing
+    failed mount's), `detach` what the client's mapping holds (rbd_snapshot's loop devices and mappings), stop the
+    client that names the state directory, remove the directory; then look again: nothing
     of the backend may be left (`holds`: no client, device or mount below the state directory, and not its mount;
     else: not the file system `seen` found there), and a lazy unmount is reported."""
     lazy = ""
     if seen["ours"] or force:
         mounts.forget(opts.mountpoint)
         lazy = unmount(opts.mountpoint, opts.host, opts.unmount_wait, force)
+    if detach:
+        detach()
     stop = mounts.stop(opts.state_dir, opts.stop_timeout)  # a FUSE client exits once unmounted; one that hangs dies
     if stop["left"]:
         raise Refused(f"processes {stop['left']} naming {opts.state_dir} survived SIGKILL")
@@ -177,12 +219,12 @@ def release(opts: argparse.Namespace, seen: dict[str, Any], look: Look, holds: b
         raise Refused(lazy)
 
 
-def taken_away(opts: argparse.Namespace, look: Look, holds: bool) -> dict[str, Any]:
+def taken_away(opts: argparse.Namespace, look: Look, holds: bool, detach: Detach = None) -> dict[str, Any]:
     """A mounting backend's unmounted / absent: our mount taken away (`release`) unless it is a kept one and the state
     is unmounted, this command's tools stopped around it (`released`); the reply."""
     seen = look()
     changed = opts.state == "absent" or not seen["kept"]
-    stopped = released(opts, lambda: release(opts, seen, look, holds) if changed else None)
+    stopped = released(opts, lambda: release(opts, seen, look, holds, detach=detach) if changed else None)
     return {"kept": seen["kept"], "changed": changed and (seen["ours"] or seen["holds_anything"]), "stopped": stopped}
 
 
@@ -192,8 +234,8 @@ def last_line(text: str) -> str:
 
 
 def parser(module: str) -> argparse.ArgumentParser:
-    """The arguments a backend's one call takes (iolab.host.tmpfs's, iolab.host.localdir's): its state, the backend's
-    name, the host's, the storage.yml's check of the target and stop of this command's tools."""
+    """The arguments a backend's one call takes (iolab.host.storage.tmpfs's, iolab.host.storage.localdir's): its state,
+    the backend's name, the host's, the storage.yml's check of the target and stop of this command's tools."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("state", choices=["mounted", "kept", "unmounted", "absent"])
     parser.add_argument("--name", required=True)
@@ -216,3 +258,20 @@ def answer(opts: argparse.Namespace, ready: Callable[[argparse.Namespace], dict]
         return 1
     print(json.dumps(done))
     return 0
+
+
+def answer_mounting(
+    opts: argparse.Namespace,
+    mount: Callable[[argparse.Namespace], dict],
+    look: Callable,
+    holds: bool,
+    detach: Callable[[argparse.Namespace], None] | None = None,
+) -> int:
+    """The reply of a backend that mounts a client (cephfs, nfs, a generic mount, rbd_snapshot): `mount(opts)` for
+    mounted and kept, `taken_away` with its `look(opts)` for unmounted and absent (`holds`, `detach`: as
+    `release`'s)."""
+    return answer(
+        opts,
+        mount,
+        lambda opts: taken_away(opts, lambda: look(opts), holds, (lambda: detach(opts)) if detach else None),
+    )

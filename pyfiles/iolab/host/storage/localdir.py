@@ -1,15 +1,15 @@
 """A local backend's directory checked, or iolab's files in it removed, in one call (host side; roles/storage_local
 runs it, and the fan-out's steps: iolab.drive.steps):
 
-    python -m iolab.host.localdir mounted|kept --name NAME --path DIR --host HOST [--make]
+    python -m iolab.host.storage.localdir mounted|kept --name NAME --path DIR --host HOST [--make]
                                   [--check-target TARGET --root MOUNT_ROOT [--existing]]
-    python -m iolab.host.localdir unmounted|absent --name NAME --path DIR --host HOST
+    python -m iolab.host.storage.localdir unmounted|absent --name NAME --path DIR --host HOST
                                   [--stop-dir RUNS_DIR [--keep-archives]]
 
-What the role's tasks and storage.yml's did, in one process, as iolab.host.tmpfs does for a tmpfs (each Ansible task
-≈ 0.3 s, each playbook ≈ 2 s: docs/PERFORMANCE.md). Nothing is mounted. mounted, kept: with --check-target, first the
-check of iolab.host.mounts check-target; then the directory must exist, or with --make is made (an rbd backend's
-hosts' work directory: roles/storage_rbd, whose image iolab.host.rbdimage makes ready). unmounted, absent: with
+What the role's tasks and storage.yml's did, in one process, as iolab.host.storage.tmpfs does for a tmpfs (each Ansible
+task ≈ 0.3 s, each playbook ≈ 2 s: docs/PERFORMANCE.md). Nothing is mounted. mounted, kept: with --check-target, first
+the check of iolab.host.mounts check-target; then the directory must exist, or with --make is made (an rbd backend's
+hosts' work directory: roles/storage_rbd, whose image iolab.host.storage.rbdimage makes ready). unmounted, absent: with
 --stop-dir, this command's tools ended and its run files removed (iolab.host.runstop); then the host's own directory
 below the backend's, DIR/iolab-HOST (its data set, the runs' files), removed; where a tool was left, it is stopped
 again and must be gone. Prints {"kept": false, "changed": bool, "stopped": [...]}; a refusal is one line on stderr
@@ -23,7 +23,7 @@ import os
 import shutil
 from typing import Any
 
-from iolab.host.storagecall import Refused, answer, check_target, parser, released
+from iolab.host.storage.call import Refused, answer, check_target, parser, released
 
 
 def ready(opts: argparse.Namespace) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def gone(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parser("iolab.host.localdir")
+    options = parser("iolab.host.storage.localdir")
     options.add_argument("--path", required=True, help="the backend's directory")
     options.add_argument("--make", action="store_true", help="mounted, kept: make the directory where it is missing")
     return answer(options.parse_args(argv), ready, gone)

@@ -1,8 +1,8 @@
 """A backend's tmpfs put in place or taken away in one call (host side; roles/storage_tmpfs runs it):
 
-    python -m iolab.host.tmpfs mounted|kept --name NAME --size BYTES --mountpoint DIR --host HOST
+    python -m iolab.host.storage.tmpfs mounted|kept --name NAME --size BYTES --mountpoint DIR --host HOST
                                [--check-target TARGET --root MOUNT_ROOT [--existing]]
-    python -m iolab.host.tmpfs unmounted|absent --name NAME --mountpoint DIR --host HOST
+    python -m iolab.host.storage.tmpfs unmounted|absent --name NAME --mountpoint DIR --host HOST
                                [--stop-dir RUNS_DIR [--keep-archives]]
 
 One process instead of a chain of Ansible tasks (each ≈ 0.3 s; docs/PERFORMANCE.md). The mount's source says
@@ -16,7 +16,7 @@ mounted it. With --stop-dir, first what storage.yml's `hostrun stop` did (iolab.
 ended, its run files removed; it leaves that to this call), and, where a tool was left, again after the unmount,
 which fails naming it. A tool stopped a moment ago may still hold the file system: umount is tried for up to 10 s.
 Prints {"kept": bool, "changed": bool, "stopped": [what the stop did]}; a refusal is one line on stderr naming the
-host and the fix, exit 1. What it shares with iolab.host.localdir's call is iolab.host.storagecall's.
+host and the fix, exit 1. What it shares with iolab.host.storage.localdir's call is iolab.host.storage.call's.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from iolab.host import facts
-from iolab.host.storagecall import Refused, answer, check_target, last_line, parser, preflight, released
+from iolab.host.storage.call import Refused, answer, check_target, last_line, parser, preflight, released
 
 UMOUNT_TRIES = 10  # 1 s apart
 
@@ -81,7 +81,7 @@ def _look(opts: argparse.Namespace) -> tuple[dict[str, Any], bool, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parser("iolab.host.tmpfs")
+    options = parser("iolab.host.storage.tmpfs")
     options.add_argument("--mountpoint", required=True)
     options.add_argument("--size", type=int, default=0, help="bytes (mounted, kept)")
     return answer(options.parse_args(argv), mount, unmount)

@@ -1,11 +1,11 @@
 """A CephFS backend mounted or unmounted in one call (host side; roles/storage_cephfs runs it, and the fan-out's
 steps: iolab.drive.steps):
 
-    python -m iolab.host.cephfs mounted|kept --name NAME --host HOST --mountpoint DIR --state-dir DIR
+    python -m iolab.host.storage.cephfs mounted|kept --name NAME --host HOST --mountpoint DIR --state-dir DIR
                                 --conf FILE --keyring FILE --client ID --fs NAME --path PATH
                                 [--method auto|kernel|fuse] [--readonly] [--option OPT ...]
                                 [--check-target TARGET --root MOUNT_ROOT [--existing]]
-    python -m iolab.host.cephfs unmounted|absent --name NAME --host HOST --mountpoint DIR --state-dir DIR
+    python -m iolab.host.storage.cephfs unmounted|absent --name NAME --host HOST --mountpoint DIR --state-dir DIR
                                 [--stop-timeout S] [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
 
 What the role's chain of tasks and storage.yml's checks did (≈ 20 Ansible tasks and two playbooks a command: each
@@ -25,7 +25,7 @@ the mount held and refuses naming the step.
 unmounted: our mount unmounted, unless it is kept; absent: whoever mounted it. The record forgotten, umount given
 --unmount-wait s (then detached lazily, and reported once the rest is released), ceph-fuse stopped (SIGKILL after
 --stop-timeout s), the state directory removed, and a second look: nothing of the backend may be left. With
---stop-dir, this command's tools are ended first (iolab.host.storagecall.released).
+--stop-dir, this command's tools are ended first (iolab.host.storage.call.released).
 
 Prints {"kept": bool, "changed": bool, "stopped": [...]} (or {"install": ...}); a refusal is one line on stderr
 naming the host and the fix, exit 1.
@@ -39,19 +39,7 @@ import subprocess
 from typing import Any
 
 from iolab.host import mounts
-from iolab.host.storagecall import (
-    Refused,
-    Steps,
-    answer,
-    check_readonly,
-    check_target,
-    first_line,
-    install,
-    mount_in_steps,
-    mount_parser,
-    preflight,
-    taken_away,
-)
+from iolab.host.storage import call
 
 NEEDS = {"kernel": ("mount.ceph", "ceph-authtool"), "fuse": ("ceph-fuse",)}  # the client's programs
 MODULE = {"kernel": "ceph", "fuse": "fuse"}  # what the kernel must offer each client
@@ -64,41 +52,26 @@ ADVICE = {
 
 
 def mount(opts: argparse.Namespace) -> dict[str, Any]:
-    check_target(opts)
+    call.check_target(opts)
     seen = _look(opts)
-    preflight(seen, seen["ours"], opts.mountpoint, opts.host, "mounting CephFS")
-    missing = [path for path in (opts.conf, opts.keyring) if not os.path.exists(path)]
-    if missing:
-        raise Refused(
-            f"{opts.host} has no {' and no '.join(missing)}; copy the cluster's ceph.conf and the client's keyring "
-            "there, point the backend's ceph_conf and keyring at them, or start the lab's cluster with "
-            "`invoke lab.services-up` (--bind 10.77.0.1 for simulated hosts)"
-        )
+    call.preflight(seen, seen["ours"], opts.mountpoint, opts.host, "mounting CephFS")
+    call.check_ceph_files(opts)
     how = opts.method if opts.method != "auto" else "kernel" if seen["kernel"]["ceph"] else "fuse"
     if not seen["ours"] and not seen["kernel"][MODULE[how]]:
-        raise Refused(ADVICE[how].format(host=opts.host, release=seen["kernel"]["release"]))
+        raise call.Refused(ADVICE[how].format(host=opts.host, release=seen["kernel"]["release"]))
     if seen["ours"]:  # a file system of ours that is mounted already is used as it is
-        check_readonly(opts)
+        call.check_readonly(opts)
         return {"kept": seen["kept"], "changed": False}
     if missing := [tool for tool in NEEDS[how] if not seen["tools"][tool]]:
-        return install(opts, how, " and ".join(missing))
-    steps: Steps = [
+        return call.install(opts, how, " and ".join(missing))
+    steps: call.Steps = [
         ("Create the mount point", lambda: os.makedirs(opts.mountpoint, mode=0o755, exist_ok=True)),
         ("Create the backend's directory (with the client's key for the kernel client)", lambda: _state_dir(opts, how)),
         (f"Mount the file system with {CLIENT[how]}", lambda: _mount(opts, how)),
         ("Record who mounted the file system and with which client", lambda: _record(opts, how)),
-        ("Try a write to the read-only mount, which must fail", lambda: check_readonly(opts)),
+        ("Try a write to the read-only mount, which must fail", lambda: call.check_readonly(opts)),
     ]
-    failed = mount_in_steps(opts, seen, lambda: _look(opts), steps, holds=True)
-    if failed:
-        raise Refused(
-            f"mounting {opts.fs}:{opts.path} ({how}) failed at {failed}; everything it held on {opts.host} was released"
-        )
-    return {"kept": opts.state == "kept", "changed": True}
-
-
-def gone(opts: argparse.Namespace) -> dict[str, Any]:
-    return taken_away(opts, lambda: _look(opts), holds=True)
+    return call.mount_in_steps(opts, seen, lambda: _look(opts), steps, True, f"{opts.fs}:{opts.path} ({how})")
 
 
 def _look(opts: argparse.Namespace) -> dict[str, Any]:
@@ -124,32 +97,22 @@ def _mount(opts: argparse.Namespace, how: str) -> None:
         argv = ["mount", "-t", "ceph", f":{opts.path}", opts.mountpoint, "-o", ",".join(options)]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise Refused(first_line(done.stderr, done.returncode))
+        raise call.Refused(call.first_line(done.stderr, done.returncode))
 
 
 def _record(opts: argparse.Namespace, how: str) -> None:
-    mounts.record(
-        opts.mountpoint,
-        {
-            "backend": opts.name,
-            "type": "cephfs",
-            "kept": opts.state == "kept",
-            "readonly": opts.readonly,
-            "method": "ceph-fuse" if how == "fuse" else "kernel",
-            "fs": f"{opts.fs}:{opts.path}",
-        },
-    )
+    call.record(opts, "cephfs", "ceph-fuse" if how == "fuse" else "kernel", fs=f"{opts.fs}:{opts.path}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = mount_parser("iolab.host.cephfs")
+    options = call.mount_parser("iolab.host.storage.cephfs")
     options.add_argument("--conf", default="/etc/ceph/ceph.conf")
     options.add_argument("--keyring", default="/etc/ceph/ceph.client.admin.keyring")
     options.add_argument("--client", default="admin", help="the client's id (admin for client.admin)")
     options.add_argument("--fs", default="", help="the CephFS file system")
     options.add_argument("--path", default="/", help="the directory in it to mount")
     options.add_argument("--method", choices=["auto", "kernel", "fuse"], default="auto")
-    return answer(options.parse_args(argv), mount, gone)
+    return call.answer_mounting(options.parse_args(argv), mount, _look, holds=True)
 
 
 if __name__ == "__main__":

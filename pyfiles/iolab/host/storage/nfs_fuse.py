@@ -1,6 +1,6 @@
 """iolab's userspace NFS client: an NFS export as a FUSE file system, for hosts whose kernel has no NFS client.
 
-    python -m iolab.host.nfs_fuse mount URL MOUNTPOINT --state-dir DIR [--readonly]
+    python -m iolab.host.storage.nfs_fuse mount URL MOUNTPOINT --state-dir DIR [--readonly]
 
 The NFS side is nfs-rs (PyPI, a maintained userspace NFSv3/v4.1 client written in Rust), the FUSE side mfusepy
 (the maintained successor of fusepy, over the system's libfuse). `mount` starts the file system's process in a
@@ -208,7 +208,7 @@ def _fuse_mounted(mountpoint: str) -> bool:
 def mount(url: str, mountpoint: str, state_dir: str, readonly: bool) -> int:
     """Start the file system's process and wait until the export is mounted, or say in one line why not."""
     log = os.path.join(state_dir, "nfs-fuse.log")
-    argv = [sys.executable, "-m", "iolab.host.nfs_fuse", "serve", url, mountpoint, "--log", log]
+    argv = [sys.executable, "-m", "iolab.host.storage.nfs_fuse", "serve", url, mountpoint, "--log", log]
     proc = subprocess.Popen(
         argv + (["--readonly"] if readonly else []),
         stdin=subprocess.DEVNULL,
@@ -233,7 +233,7 @@ def mount(url: str, mountpoint: str, state_dir: str, readonly: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m iolab.host.nfs_fuse", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m iolab.host.storage.nfs_fuse", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("mount", "serve"):
         p = sub.add_parser(name)

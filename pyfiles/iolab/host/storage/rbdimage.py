@@ -1,7 +1,7 @@
 """An rbd backend's image made ready in one call, on one host (host side, stdlib only; roles/storage_rbd runs it once,
 and the fan-out's steps on the first host: iolab.drive.steps):
 
-    python -m iolab.host.rbdimage --name NAME --host HOST --pool POOL --image IMAGE --size BYTES [--prefill]
+    python -m iolab.host.storage.rbdimage --name NAME --host HOST --pool POOL --image IMAGE --size BYTES [--prefill]
                                   --conf CEPH_CONF --keyring KEYRING --client ID [--connect-timeout S]
 
 What the role's chain of tasks did (each Ansible task ≈ 0.3 s, each Ceph command ≈ 0.1 s: docs/PERFORMANCE.md), in
@@ -11,7 +11,7 @@ already must be as large as the backend; then, once, the whole image written (fi
 reads of never-written extents return zeros without reaching the OSDs and would measure nothing) and the prefill
 recorded in the image's metadata (iolab.prefilled = its size), which later calls read and skip it. Every Ceph command
 is an argv (never a shell); the keyring is a path, named as the role named it. Prints {"changed": bool}; a refusal is
-one line on stderr naming the fix, exit 1. The hosts' work directories are iolab.host.localdir's (--make).
+one line on stderr naming the fix, exit 1. The hosts' work directories are iolab.host.storage.localdir's (--make).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 
-from iolab.host.storagecall import Refused, last_line
+from iolab.host.storage.call import Refused, last_line
 
 PREFILLED = "iolab.prefilled"  # the image's metadata key: the size iolab wrote whole
 
@@ -32,15 +32,15 @@ def ready(opts: argparse.Namespace) -> bool:
     rbd = ["rbd", "--conf", opts.conf, "--keyring", opts.keyring, "--id", opts.client]
     rbd += ["--client_mount_timeout", str(opts.connect_timeout)]
     spec = f"{opts.pool}/{opts.image}"
-    listed = _run([*rbd, "ls", "--format", "json", opts.pool])
+    listed = run([*rbd, "ls", "--format", "json", opts.pool])
     if listed.returncode != 0:
-        raise Refused(_unreachable(opts, rbd, listed.stderr))
+        raise Refused(unreachable(opts, rbd, listed.stderr))
     changed = False
     if opts.image not in json.loads(listed.stdout or "[]"):
-        _check(_run([*rbd, "create", "--size", f"{(opts.size + (1 << 20) - 1) >> 20}M", spec]), f"creating {spec}")
+        check(run([*rbd, "create", "--size", f"{(opts.size + (1 << 20) - 1) >> 20}M", spec]), f"creating {spec}")
         changed = True
     else:  # an image of this name made for a smaller backend: the prefill would stop at its end
-        info = _check(_run([*rbd, "info", "--format", "json", spec]), f"reading {spec}'s size")
+        info = check(run([*rbd, "info", "--format", "json", spec]), f"reading {spec}'s size")
         size = json.loads(info.stdout)["size"]
         if size < opts.size:
             raise Refused(
@@ -48,9 +48,9 @@ def ready(opts: argparse.Namespace) -> bool:
                 "bytes: name another image (image: NAME) or a size that fits; or, if it is iolab's and holds nothing "
                 f"you need, remove it (rbd rm {spec})"
             )
-    recorded = _run([*rbd, "image-meta", "get", spec, PREFILLED])
+    recorded = run([*rbd, "image-meta", "get", spec, PREFILLED])
     if recorded.returncode not in (0, 2):  # 2: no such key, never prefilled
-        _check(recorded, f"reading {spec}'s metadata")
+        check(recorded, f"reading {spec}'s metadata")
     if not opts.prefill or recorded.stdout.strip() == str(opts.size):
         return changed
     prefill = ["fio", "--name=prefill", "--ioengine=rbd", f"--clientname={opts.client}", f"--pool={opts.pool}"]
@@ -58,16 +58,16 @@ def ready(opts: argparse.Namespace) -> bool:
     prefill += [f"--size={opts.size}", "--output=/dev/null"]
     # librados finds the cluster through CEPH_CONF and the key through CEPH_ARGS, as a run's fio does.
     env = {**os.environ, "CEPH_CONF": opts.conf, "CEPH_ARGS": f"--keyring {opts.keyring}"}
-    _check(_run(prefill, env), f"writing {spec} whole (prefill)")
-    _check(_run([*rbd, "image-meta", "set", spec, PREFILLED, str(opts.size)]), f"recording {spec}'s prefill")
+    check(run(prefill, env), f"writing {spec} whole (prefill)")
+    check(run([*rbd, "image-meta", "set", spec, PREFILLED, str(opts.size)]), f"recording {spec}'s prefill")
     return True
 
 
-def _unreachable(opts: argparse.Namespace, rbd: list[str], stderr: str) -> str:
+def unreachable(opts: argparse.Namespace, rbd: list[str], stderr: str) -> str:
     """Why `rbd ls POOL` failed: the pool missing (it answered ENOENT and the cluster lists its pools without it), or
     the cluster not answering."""
     if "(2) No such file" in stderr:
-        pools = _run(["rados", *rbd[1:], "lspools"])
+        pools = run(["rados", *rbd[1:], "lspools"])
         names = pools.stdout.split()
         if pools.returncode == 0 and opts.pool not in names:
             return (
@@ -82,21 +82,21 @@ def _unreachable(opts: argparse.Namespace, rbd: list[str], stderr: str) -> str:
     )
 
 
-def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(argv, capture_output=True, text=True, env=env)
     except FileNotFoundError:
         raise Refused(f"{argv[0]} is not installed on this host; run `invoke lab.setup` for it") from None
 
 
-def _check(done: subprocess.CompletedProcess[str], what: str) -> subprocess.CompletedProcess[str]:
+def check(done: subprocess.CompletedProcess[str], what: str) -> subprocess.CompletedProcess[str]:
     if done.returncode != 0:
         raise Refused(f"{what} failed: {last_line(done.stderr)} ({done.args[0]}'s rc {done.returncode})")
     return done
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m iolab.host.rbdimage")
+    parser = argparse.ArgumentParser(prog="python -m iolab.host.storage.rbdimage")
     parser.add_argument("--name", required=True, help="the backend's name, as refusals say it")
     parser.add_argument("--host", required=True, help="the inventory name, as refusals say it")
     parser.add_argument("--pool", required=True)

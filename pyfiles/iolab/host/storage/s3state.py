@@ -1,10 +1,11 @@
 """An s3 backend put in place or taken away in one call (host side; roles/storage_s3 runs it, and the fan-out's steps:
 iolab.drive.steps):
 
-    python -m iolab.host.s3state mounted|kept --name NAME --host HOST --s3 CONNECTION_JSON [--readonly] [--stage]
-                                 [--check-target TARGET --root ROOT [--existing]] [--ensure ROOT ARGS...]
-    python -m iolab.host.s3state unmounted|absent --name NAME --host HOST --s3 CONNECTION_JSON [--readonly]
-                                 [--stop-dir RUNS_DIR [--keep-archives]]
+    python -m iolab.host.storage.s3state mounted|kept --name NAME --host HOST --s3 CONNECTION_JSON [--readonly]
+                                         [--stage] [--check-target TARGET --root ROOT [--existing]]
+                                         [--ensure ROOT ARGS...]
+    python -m iolab.host.storage.s3state unmounted|absent --name NAME --host HOST --s3 CONNECTION_JSON [--readonly]
+                                         [--stop-dir RUNS_DIR [--keep-archives]]
 
 Nothing is mounted: the connection (iolab.host.s3client's: endpoint, bucket, prefix, region, and where the keys are,
 never the keys) is checked, the bucket answering. With --ensure (the rest of the line: iolab.host.dataset ensure's
@@ -12,7 +13,7 @@ arguments, its root this host's staging copy), the campaign's data set is then m
 --stage (the first host, as the role's run_once task), uploaded to the bucket once, one object per sample, its
 manifest last (iolab.host.dataset.s3stage), unless the backend is read-only. unmounted: this host's benchmark objects
 removed (PREFIX/iolab-HOST/objects); absent: all of this host's keys (PREFIX/iolab-HOST); a read-only backend's
-none. With --stop-dir, this command's tools are ended first (iolab.host.storagecall.released).
+none. With --stop-dir, this command's tools are ended first (iolab.host.storage.call.released).
 
 What were the role's four tasks and storage.yml's checks over two playbooks a command, in one process. Prints
 {"kept": false, "changed": bool, "stopped": [...]} (with "staged" when it staged); a refusal is one line on stderr,
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from iolab.host import s3client
-from iolab.host.storagecall import Refused, answer, check_target, last_line, parser, released
+from iolab.host.storage.call import Refused, answer, check_target, last_line, parser, released
 
 
 def ready(opts: argparse.Namespace) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def _bucket(conn: dict[str, Any], act: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    options = parser("iolab.host.s3state")
+    options = parser("iolab.host.storage.s3state")
     options.add_argument("--s3", required=True, help="the backend's connection (JSON)")
     options.add_argument("--readonly", action="store_true", help="nothing is uploaded or removed")
     options.add_argument("--stage", action="store_true", help="with --ensure: upload the data set to the bucket")
