@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import NamedTuple
 
 from rich.table import Table
 from rich.text import Text
@@ -24,8 +25,7 @@ from iolab.measures import host_flags, validity
 from iolab.units import printable
 
 
-@dataclasses.dataclass(frozen=True)
-class Cite:
+class Cite(NamedTuple):
     """A cell's mark: the name it shows and the number (and HTML anchor) of its note."""
 
     name: str
