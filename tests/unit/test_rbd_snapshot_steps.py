@@ -82,10 +82,12 @@ def test_the_first_hosts_call_links_every_inventory_host_and_both_routes_build_o
         import iolab_hostcall
 
         role = {**variables, "storage_rbd_snapshot_hosts": list(inventory), "storage_rbd_snapshot_stop_timeout": 30}
-        assert iolab_hostcall.iolab_rbd_snapshot_image_call(role, sys.executable, "here1") == once
-        assert iolab_hostcall.iolab_rbd_snapshot_call(role, sys.executable, "here1", None) == calls.rbd_snapshot(
+        assert iolab_hostcall.iolab_call(role, "rbd_snapshot_image", sys.executable, "here1") == once
+        assert iolab_hostcall.iolab_call(role, "rbd_snapshot", sys.executable, "here1", None) == calls.rbd_snapshot(
             sys.executable, "here1", role
         )
+        with pytest.raises(ValueError, match="no host call '_storage'"):  # a name that is no argv of shared.calls
+            iolab_hostcall.iolab_call(role, "_storage", sys.executable, "here1")
     finally:
         sys.path.remove(str(plugin))
 

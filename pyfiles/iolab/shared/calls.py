@@ -18,13 +18,28 @@ templates one imports nothing more):
                                                         or this host's keys removed
     dataset(python, host, variables)                  → dataset ensure: the campaign's data set on the host
 
-(each a module of iolab.host, run as `python -m iolab.host.<module>`).
+(each a module of iolab.host, run as `python -m iolab.host.<module>`). The roles reach them by name, ARGVS's.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+ARGVS = (
+    "tmpfs",
+    "local",
+    "rbd",
+    "rbd_image",
+    "rbd_snapshot",
+    "rbd_snapshot_image",
+    "cephfs",
+    "sshfs",
+    "nfs",
+    "fsmount",
+    "s3",
+    "dataset",
+)
 
 
 def tmpfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None = None) -> list[str]:
