@@ -1,16 +1,8 @@
-"""The storage roles' eyes and hands on a host: what is mounted and held, and who mounted it (stdlib only).
+"""The storage calls' eyes and hands on a host (iolab.host.storage): what is mounted and held, and who mounted it
+(stdlib only): probe, record and forget a mount, check_readonly, target_refusal, stop a backend's state directory's
+processes, state_dir, a snapshot's content_key.
 
-    python -m iolab.host.mounts probe TARGET --state-dir DIR [--name NAME] [--rbd POOL/IMAGE] [--modules rbd,nbd]
-    python -m iolab.host.mounts record TARGET --json '{"backend": "ds", "type": "rbd_snapshot", "kept": false, ...}'
-    python -m iolab.host.mounts forget TARGET
-    python -m iolab.host.mounts check-readonly TARGET
-    python -m iolab.host.mounts check-target TARGET --root MOUNT_ROOT [--existing]
-    python -m iolab.host.mounts stop --state-dir DIR
-    python -m iolab.host.mounts state-dir DIR [--keyring FILE --name client.ID] [--file NAME]
-    python -m iolab.host.mounts content-key [--source DIR] [--extra JSON]
-    python -m iolab.host.mounts manifest DIR
-
-Who mounted what: a storage role that mounts a backend writes a record of the mount
+Who mounted what: a storage call that mounts a backend writes a record of the mount
 to /run/iolab/mounts/<mount id>.json (backend, type, how it was attached, read-only,
 kept or not). Mount ids are unique across mount namespaces, so simulated hosts
 sharing one /run never mix their records up, and `iolab.host.facts` adds the record to
@@ -25,7 +17,6 @@ after a failure partway, and can check that nothing is left.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import hashlib
@@ -34,7 +25,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +35,6 @@ from iolab.shared.confine import host_refusal
 from iolab.shared.processes import terminate
 
 RECORDS = Path("/run/iolab/mounts")
-MODULE_NAMES = ("rbd", "nbd", "ceph", "nfs", "fuse")
 
 
 # --- what is mounted ------------------------------------------------------------------------------
@@ -370,97 +359,3 @@ def content_key(source: str | None, extra: dict[str, Any]) -> dict[str, Any]:
         identity["source_manifest"] = manifest_hash(Path(source))
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
     return {"key": key, **identity}
-
-
-# --- command line -------------------------------------------------------------------------------------
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m iolab.host.mounts")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("probe", help="what is mounted at TARGET and what the state directory holds")
-    p.add_argument("target")
-    p.add_argument("--state-dir", required=True)
-    p.add_argument("--name", help="the backend's name: is the mount at TARGET ours?")
-    p.add_argument("--rbd", metavar="POOL/IMAGE", help="also find krbd and rbd-nbd mappings of this image")
-    p.add_argument("--modules", default="", help="kernel modules to load first where the host has them")
-    p.add_argument("--tools", default="", help="commands to look for on PATH")
-    r = sub.add_parser("record", help="record who mounted the file system at TARGET")
-    r.add_argument("target")
-    r.add_argument("--json", required=True)
-    f = sub.add_parser("forget", help="remove the record of the mount at TARGET (before unmounting it)")
-    f.add_argument("target")
-    c = sub.add_parser("check-readonly", help="exit 0 when a write below TARGET fails as read-only")
-    c.add_argument("target")
-    t = sub.add_parser("check-target", help="exit 1 when TARGET is no place to mount (iolab.shared.confine)")
-    t.add_argument("target")
-    t.add_argument("--root", required=True, help="iolab's mount root on this host")
-    t.add_argument("--existing", action="store_true", help="a directory that holds data, not a mount point")
-    s = sub.add_parser("stop", help="end the processes that name STATE_DIR and unmount what is left below it")
-    s.add_argument("--state-dir", required=True)
-    s.add_argument("--timeout", type=float, default=30.0)
-    d = sub.add_parser("state-dir", help="create a backend's state directory with the client's key in it")
-    d.add_argument("dir")
-    d.add_argument("--keyring")
-    d.add_argument("--name", default="client.admin")
-    d.add_argument("--file", action="append", default=[], help="an empty file to create in it (a FUSE export)")
-    k = sub.add_parser("content-key", help="the identity of what a snapshot is to hold")
-    k.add_argument("--source")
-    k.add_argument("--extra", default="{}")
-    m = sub.add_parser("manifest", help="write DIR/manifest.jsonl when DIR has none; print its hash")
-    m.add_argument("root", type=Path)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    opts = parser.parse_args(argv)
-
-    if opts.command == "probe":
-        names = [n for n in opts.modules.split(",") if n]
-        unknown = [n for n in names if n not in MODULE_NAMES]
-        if unknown:
-            parser.error(f"--modules: unknown module(s) {', '.join(unknown)}")
-        result: Any = probe(
-            opts.target, opts.state_dir, opts.name, opts.rbd, names, [t for t in opts.tools.split(",") if t]
-        )
-    elif opts.command == "record":
-        result = record(opts.target, json.loads(opts.json))
-    elif opts.command == "forget":
-        result = {"forgotten": forget(opts.target)}
-    elif opts.command == "check-readonly":
-        ok, message = check_readonly(opts.target)
-        if not ok:
-            print(message, file=sys.stderr)
-            return 1
-        result = {"write_error": message}
-    elif opts.command == "check-target":
-        reason, ours = target_refusal(opts.target, opts.root, opts.existing)
-        if reason:
-            print(reason, file=sys.stderr)
-            return 1
-        result = {"target": opts.target, "ours": ours}
-    elif opts.command == "stop":
-        result = stop(opts.state_dir, opts.timeout)
-        if result["left"]:
-            print(f"processes {result['left']} naming {opts.state_dir} survived SIGKILL", file=sys.stderr)
-            return 1
-    elif opts.command == "state-dir":
-        result = state_dir(opts.dir, opts.keyring, opts.name, opts.file)
-    elif opts.command == "content-key":
-        if opts.source and not Path(opts.source).is_dir():
-            print(f"source {opts.source} is not a directory on {platform.node()}", file=sys.stderr)
-            return 1
-        result = content_key(opts.source, json.loads(opts.extra))
-    else:
-        path = opts.root / MANIFEST_NAME
-        written = not path.is_file()
-        if written:
-            path.write_bytes(build_manifest(opts.root))
-        result = {"manifest_hash": sha256_file(path), "written": written}
-    print(json.dumps(result, sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """Where iolab may mount and write on a host: its own mount root, never a system directory (stdlib only).
 
 The controller checks a campaign's mount points and directories with `refusal` before
-anything runs; the host checks them again (`python -m iolab.host.mounts check-target`) on the
+anything runs; the host checks them again (`iolab.host.mounts.target_refusal`, a storage call's --check-target) on the
 path it is about to mount, where it can also see whether a directory is empty.
 
 >>> refusal("/etc", "path", existing=True)

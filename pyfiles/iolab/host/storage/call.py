@@ -30,7 +30,7 @@ class Refused(Exception):
 
 
 def check_target(opts: argparse.Namespace) -> None:
-    """With --check-target, iolab.host.mounts check-target's refusal (the directory is one iolab may use)."""
+    """With --check-target, iolab.host.mounts.target_refusal (the directory is one iolab may use)."""
     if opts.check_target is not None:
         reason, _ = mounts.target_refusal(opts.check_target, opts.root, opts.existing)
         if reason:

@@ -11,7 +11,7 @@ steps: iolab.drive.steps):
 What the role's chain of tasks and storage.yml's checks did (≈ 20 Ansible tasks and two playbooks a command: each
 task ≈ 0.3 s, docs/PERFORMANCE.md), in one process, in the same words.
 
-mounted, kept: with --check-target, first iolab.host.mounts check-target's check; then a look at the host
+mounted, kept: with --check-target, first iolab.host.mounts.target_refusal's check; then a look at the host
 (iolab.host.mounts.probe: the mount point, the record of who mounted it, what the backend's state directory holds,
 the kernel's ceph and fuse); root, the mount point free (or our mount there already, used as it is), the cluster's
 ceph.conf and keyring on the host, the chosen client offered (auto: the kernel's where it has the ceph module, else

@@ -8,7 +8,7 @@ or unmounted in one call (host side; roles/storage_mount runs it, and the fan-ou
                                  [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
 
 What the role's chain of tasks and storage.yml's checks did, in one process, in the same words. mounted, kept: with
---check-target, first iolab.host.mounts check-target's check; then root, the mount point free (or our mount there
+--check-target, first iolab.host.mounts.target_refusal's check; then root, the mount point free (or our mount there
 already, used as it is), a source and a type named, a directory or image file named as the source checked as one
 iolab may use (--local-source, with --root); then the mount point, mount -t TYPE, the record of the mount, and on a
 read-only mount a write checked to fail. A mount that fails is unmounted again, and the refusal names the step and,

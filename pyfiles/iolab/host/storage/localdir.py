@@ -8,7 +8,7 @@ runs it, and the fan-out's steps: iolab.drive.steps):
 
 What the role's tasks and storage.yml's did, in one process, as iolab.host.storage.tmpfs does for a tmpfs (each Ansible
 task ≈ 0.3 s, each playbook ≈ 2 s: docs/PERFORMANCE.md). Nothing is mounted. mounted, kept: with --check-target, first
-the check of iolab.host.mounts check-target; then the directory must exist, or with --make is made (an rbd backend's
+the check of iolab.host.mounts.target_refusal; then the directory must exist, or with --make is made (an rbd backend's
 hosts' work directory: roles/storage_rbd, whose image iolab.host.storage.rbdimage makes ready). unmounted, absent: with
 --stop-dir, this command's tools ended and its run files removed (iolab.host.runstop); then the host's own directory
 below the backend's, DIR/iolab-HOST (its data set, the runs' files), removed; where a tool was left, it is stopped

@@ -9,7 +9,7 @@ iolab.drive.steps):
                              [--stop-timeout S] [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
 
 What the role's chain of tasks and storage.yml's checks did (≈ 20 Ansible tasks over two playbooks a command), in one
-process, in the same words. mounted, kept: with --check-target, first iolab.host.mounts check-target's check; then a
+process, in the same words. mounted, kept: with --check-target, first iolab.host.mounts.target_refusal's check; then a
 look at the host (iolab.host.mounts.probe); root, the mount point free (or our mount there already, used as it is),
 a server named; the client chosen (auto: the kernel's where it has the nfs module, else iolab's userspace client over
 FUSE, iolab.host.storage.nfs_fuse), and for FUSE, /dev/fuse and a version nfs-rs speaks. A host that lacks a program or

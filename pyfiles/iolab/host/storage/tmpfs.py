@@ -8,7 +8,7 @@
 One process instead of a chain of Ansible tasks (each ≈ 0.3 s; docs/PERFORMANCE.md). The mount's source says
 who mounted it: iolab:NAME (a campaign), iolab:NAME:kept (`storage.mount`, which campaigns leave alone).
 
-mounted, kept: with --check-target, first the check of iolab.host.mounts check-target (the backend's directory is
+mounted, kept: with --check-target, first the check of iolab.host.mounts.target_refusal (the backend's directory is
 one iolab may mount on: playbooks/storage.yml leaves it to this call); then, as the role's preflight did: root, the
 mount point free (or our tmpfs there already, used as it is), the size below the host's memory; then the mount
 point made and the tmpfs mounted. unmounted: our tmpfs unmounted, unless it is kept; absent: unmounted whoever
