@@ -109,36 +109,14 @@ def test_a_failing_run_is_recorded_and_still_unmounts(cli, write_campaign, tmp_p
 
 def test_bench_fio_on_a_hand_mounted_tmpfs_leaves_it_mounted(cli, write_campaign, tmp_path):
     path = write_campaign(small_campaign(tmp_path))
+    flags = ("--profile", "rand-read-16k", "--runtime", "1s", "--ramp", "0s", "--size", "16MiB")
+    one_fio = ("bench.fio", "--campaign", str(path), *flags)
     cli("storage.mount", "--campaign", str(path), "--backend", "itest-mem")
     try:
         assert mounted() == ["/mnt/iolab/itest-mem"]
-        first = cli(
-            "bench.fio",
-            "--campaign",
-            str(path),
-            "--profile",
-            "rand-read-16k",
-            "--runtime",
-            "1s",
-            "--ramp",
-            "0s",
-            "--size",
-            "16MiB",
-        )
+        first = cli(*one_fio)
         assert "read_bw" in first.stdout + first.stderr
-        cli(
-            "bench.fio",
-            "--campaign",
-            str(path),
-            "--profile",
-            "rand-read-16k",
-            "--runtime",
-            "1s",
-            "--ramp",
-            "0s",
-            "--size",
-            "16MiB",
-        )
+        cli(*one_fio)
         reps = sorted({s["repetition"] for s in cli.samples("fio-itest-mem")})
         assert reps == [1, 2]  # a second call is a new repetition
         assert mounted() == ["/mnt/iolab/itest-mem"]  # campaigns leave a kept mount alone
@@ -146,19 +124,7 @@ def test_bench_fio_on_a_hand_mounted_tmpfs_leaves_it_mounted(cli, write_campaign
         cli("storage.unmount", "--campaign", str(path), "--backend", "itest-mem")
     assert mounted() == []
     # Without the kept mount, the same call mounts a tmpfs of its own and takes it away again.
-    cli(
-        "bench.fio",
-        "--campaign",
-        str(path),
-        "--profile",
-        "rand-read-16k",
-        "--runtime",
-        "1s",
-        "--ramp",
-        "0s",
-        "--size",
-        "16MiB",
-    )
+    cli(*one_fio)
     assert mounted() == []
 
 
