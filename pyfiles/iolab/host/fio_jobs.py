@@ -150,12 +150,17 @@ def _file_job(
     return render(options, "iolab"), chosen, existing == size
 
 
+# fio creating and filling a job's files, incompressible, before anything is timed (an rbd_snapshot's load too:
+# iolab.host.storage.rbdsnapshot). Nothing of this fio is timed: it calibrates no CPU clock (`clocksource`: ≈ 70 ms of
+# its start here) and keeps no disk statistics.
+LAY_OUT = ["fio", "--create_only=1", "--refill_buffers=1", "--clocksource=clock_gettime", "--disk_util=0"]
+LAY_OUT += ["--output=/dev/null"]
+
+
 def _lay_out(job: Path, workdir: Path) -> None:
-    """Have fio create and fill the job's files (before the timed run). Nothing of this fio is timed: it calibrates
-    no CPU clock (`clocksource`: ≈ 70 ms of its start here) and keeps no disk statistics."""
+    """Have fio create and fill the job's files (LAY_OUT), before the timed run."""
     layout = subprocess.run(
-        ["fio", "--create_only=1", "--refill_buffers=1", "--clocksource=clock_gettime", "--disk_util=0"]
-        + ["--output=/dev/null", str(job)],
+        [*LAY_OUT, str(job)],
         capture_output=True,
         text=True,
         cwd=workdir,

@@ -131,17 +131,25 @@ def mount_in_steps(
 ) -> dict[str, Any]:
     """Take `steps` in turn: the reply of a mount made; where one fails, release what the mount held (`release`,
     forced) and refuse, naming what was mounted (`what`), the step and what it said, with `hint()`'s advice."""
+
+    def failed(step: str, why: str) -> str:
+        release(opts, seen, look, holds, force=True, detach=detach)
+        left = "everything it held on {} was released" if holds else "nothing is left mounted on {}"
+        advice = hint() if hint else ""
+        return f"mounting {what} failed at '{step}': {why}{advice}; {left.format(opts.host)}"
+
+    in_steps(steps, failed)
+    return {"kept": opts.state == "kept", "changed": True}
+
+
+def in_steps(steps: Steps, failed: Callable[[str, str], str]) -> None:
+    """Take `steps` in turn; where one fails, refuse in the line `failed(step, what it said)` gives, which first
+    releases what the steps held (a mount's, rbd_snapshot's load)."""
     for step, act in steps:
         try:
             act()
         except (Refused, OSError, SystemExit) as exc:
-            release(opts, seen, look, holds, force=True, detach=detach)
-            left = "everything it held on {} was released" if holds else "nothing is left mounted on {}"
-            advice = hint() if hint else ""
-            raise Refused(
-                f"mounting {what} failed at '{step}': {said(exc)}{advice}; {left.format(opts.host)}"
-            ) from None
-    return {"kept": opts.state == "kept", "changed": True}
+            raise Refused(failed(step, said(exc))) from None
 
 
 def said(exc: Refused | OSError | SystemExit) -> str:

@@ -2,11 +2,11 @@
 steps: iolab.drive.steps):
 
     python -m iolab.host.storage.cephfs mounted|kept --name NAME --host HOST --mountpoint DIR --state-dir DIR
-                                --conf FILE --keyring FILE --client ID --fs NAME --path PATH
-                                [--method auto|kernel|fuse] [--readonly] [--option OPT ...]
-                                [--check-target TARGET --root MOUNT_ROOT [--existing]]
+                                        --conf FILE --keyring FILE --client ID --fs NAME --path PATH
+                                        [--method auto|kernel|fuse] [--readonly] [--option OPT ...]
+                                        [--check-target TARGET --root MOUNT_ROOT [--existing]]
     python -m iolab.host.storage.cephfs unmounted|absent --name NAME --host HOST --mountpoint DIR --state-dir DIR
-                                [--stop-timeout S] [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
+                                        [--stop-timeout S] [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
 
 What the role's chain of tasks and storage.yml's checks did (≈ 20 Ansible tasks and two playbooks a command: each
 task ≈ 0.3 s, docs/PERFORMANCE.md), in one process, in the same words.

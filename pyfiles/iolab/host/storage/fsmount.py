@@ -2,10 +2,11 @@
 or unmounted in one call (host side; roles/storage_mount runs it, and the fan-out's steps: iolab.drive.steps):
 
     python -m iolab.host.storage.fsmount mounted|kept --name NAME --host HOST --mountpoint DIR --state-dir DIR
-                                 --source SOURCE --fstype TYPE [--local-source PATH] [--readonly] [--option OPT ...]
-                                 [--check-target TARGET --root MOUNT_ROOT [--existing]]
+                                         --source SOURCE --fstype TYPE [--local-source PATH] [--readonly]
+                                         [--option OPT ...]
+                                         [--check-target TARGET --root MOUNT_ROOT [--existing]]
     python -m iolab.host.storage.fsmount unmounted|absent --name NAME --host HOST --mountpoint DIR --state-dir DIR
-                                 [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
+                                         [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
 
 What the role's chain of tasks and storage.yml's checks did, in one process, in the same words. mounted, kept: with
 --check-target, first iolab.host.mounts.target_refusal's check; then root, the mount point free (or our mount there

@@ -2,9 +2,9 @@
 runs it, and the fan-out's steps: iolab.drive.steps):
 
     python -m iolab.host.storage.localdir mounted|kept --name NAME --path DIR --host HOST [--make]
-                                  [--check-target TARGET --root MOUNT_ROOT [--existing]]
+                                          [--check-target TARGET --root MOUNT_ROOT [--existing]]
     python -m iolab.host.storage.localdir unmounted|absent --name NAME --path DIR --host HOST
-                                  [--stop-dir RUNS_DIR [--keep-archives]]
+                                          [--stop-dir RUNS_DIR [--keep-archives]]
 
 What the role's tasks and storage.yml's did, in one process, as iolab.host.storage.tmpfs does for a tmpfs (each Ansible
 task ≈ 0.3 s, each playbook ≈ 2 s: docs/PERFORMANCE.md). Nothing is mounted. mounted, kept: with --check-target, first

@@ -2,11 +2,12 @@
 iolab.drive.steps):
 
     python -m iolab.host.storage.nfs mounted|kept --name NAME --host HOST --mountpoint DIR --state-dir DIR
-                             --server NAME --export PATH [--version 3|4|4.0|4.1|4.2] [--port N] [--mount-port N]
-                             [--method auto|kernel|fuse] [--readonly] [--option OPT ...] [--check-timeout S]
-                             [--fuse-package NAME==VERSION ...] [--check-target TARGET --root MOUNT_ROOT [--existing]]
+                                     --server NAME --export PATH [--version 3|4|4.0|4.1|4.2] [--port N] [--mount-port N]
+                                     [--method auto|kernel|fuse] [--readonly] [--option OPT ...] [--check-timeout S]
+                                     [--fuse-package NAME==VERSION ...]
+                                     [--check-target TARGET --root MOUNT_ROOT [--existing]]
     python -m iolab.host.storage.nfs unmounted|absent --name NAME --host HOST --mountpoint DIR --state-dir DIR
-                             [--stop-timeout S] [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
+                                     [--stop-timeout S] [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
 
 What the role's chain of tasks and storage.yml's checks did (≈ 20 Ansible tasks over two playbooks a command), in one
 process, in the same words. mounted, kept: with --check-target, first iolab.host.mounts.target_refusal's check; then a

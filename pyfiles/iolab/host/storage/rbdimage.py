@@ -2,7 +2,7 @@
 and the fan-out's steps on the first host: iolab.drive.steps):
 
     python -m iolab.host.storage.rbdimage --name NAME --host HOST --pool POOL --image IMAGE --size BYTES [--prefill]
-                                  --conf CEPH_CONF --keyring KEYRING --client ID [--connect-timeout S]
+                                          --conf CEPH_CONF --keyring KEYRING --client ID [--connect-timeout S]
 
 What the role's chain of tasks did (each Ansible task ≈ 0.3 s, each Ceph command ≈ 0.1 s: docs/PERFORMANCE.md), in
 the same order and with the same refusals: the cluster answers and the pool exists (`rbd ls`; where it answers ENOENT,

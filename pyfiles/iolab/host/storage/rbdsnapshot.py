@@ -2,11 +2,11 @@
 the fan-out's steps: iolab.drive.steps):
 
     python -m iolab.host.storage.rbdsnapshot image --name NAME --host HOST --pool POOL --image IMAGE --snapshot SNAP
-                                     --size BYTES --conf CEPH_CONF --keyring KEYRING --client ID --state-dir DIR
-                                     [--source DIR | --dataset JSON] [--fio-size BYTES] [--link HOST ...]
-                                     [--scratch] [--method auto|krbd|nbd|qemu-fuse] [--connect-timeout S]
+                                             --size BYTES --conf CEPH_CONF --keyring KEYRING --client ID --state-dir DIR
+                                             [--source DIR | --dataset JSON] [--fio-size BYTES] [--link HOST ...]
+                                             [--scratch] [--method auto|krbd|nbd|qemu-fuse] [--connect-timeout S]
     python -m iolab.host.storage.rbdsnapshot mounted|kept|unmounted|absent --name NAME --host HOST --mountpoint DIR
-                                     --state-dir DIR --pool POOL --image IMAGE --snapshot SNAP [--scratch] [...]
+                                             --state-dir DIR --pool POOL --image IMAGE --snapshot SNAP [--scratch] [...]
 
 What the role's chain of tasks (≈ 30 to 90 Ansible tasks a command, each ≈ 0.3 s: docs/PERFORMANCE.md) did, in the
 same order and the same words.
@@ -47,7 +47,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from iolab.host import mounts
+from iolab.host import fio_jobs, mounts
 from iolab.host.loader.dataset_state import sha256_file
 from iolab.host.storage import call, rbdimage
 
@@ -156,15 +156,15 @@ def _load(opts: argparse.Namespace, seen: dict[str, Any], how: str, exists: bool
             ),
         ),
     ]
-    for step, act in steps:
-        try:
-            act()
-        except (call.Refused, OSError, SystemExit) as exc:
-            _free(opts, opts.state_dir, ["-", opts.snapshot])
-            raise call.Refused(
-                f"loading {_spec(opts)} failed at '{step}': {call.said(exc)}; nothing is left mapped on {opts.host}, "
-                f"and the image has no snapshot {opts.snapshot}: fix the cause and run again"
-            ) from None
+
+    def failed(step: str, why: str) -> str:
+        _free(opts, opts.state_dir, ["-", opts.snapshot])
+        return (
+            f"loading {_spec(opts)} failed at '{step}': {why}; nothing is left mapped on {opts.host}, and the image "
+            f"has no snapshot {opts.snapshot}: fix the cause and run again"
+        )
+
+    call.in_steps(steps, failed)
 
 
 def _content_key(opts: argparse.Namespace) -> dict[str, Any]:
@@ -197,9 +197,8 @@ def _manifest(root: str) -> dict[str, Any]:
 
 
 def _layout(path: str, size: int) -> list[str]:
-    """As bench_fio lays out its file (iolab.host.fio_jobs): incompressible, read back without a layout."""
-    argv = ["fio", "--name=iolab", f"--filename={path}", f"--size={size}", "--rw=read", "--ioengine=psync"]
-    return argv + ["--create_only=1", "--refill_buffers=1", "--output=/dev/null"]
+    """As bench_fio lays out its file (iolab.host.fio_jobs.LAY_OUT): incompressible, read back without a layout."""
+    return [*fio_jobs.LAY_OUT, "--name=iolab", f"--filename={path}", f"--size={size}", "--rw=read", "--ioengine=psync"]
 
 
 def _links(fs: str, hosts: list[str]) -> None:

@@ -2,11 +2,11 @@
 fan-out's steps: iolab.drive.steps):
 
     python -m iolab.host.storage.sshfs mounted|kept --name NAME --host HOST --mountpoint DIR --state-dir DIR
-                               --server HOST --address ADDRESS --user USER --port PORT --path PATH
-                               [--key-on-stdin] [--readonly] [--option OPT ...]
-                               [--check-target TARGET --root MOUNT_ROOT [--existing]]
+                                       --server HOST --address ADDRESS --user USER --port PORT --path PATH
+                                       [--key-on-stdin] [--readonly] [--option OPT ...]
+                                       [--check-target TARGET --root MOUNT_ROOT [--existing]]
     python -m iolab.host.storage.sshfs unmounted|absent --name NAME --host HOST --mountpoint DIR --state-dir DIR
-                               [--stop-timeout S] [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
+                                       [--stop-timeout S] [--unmount-wait S] [--stop-dir RUNS_DIR [--keep-archives]]
 
 What the role's chain of tasks and storage.yml's checks did (≈ 15 Ansible tasks and two playbooks a command), in one
 process, in the same words. mounted, kept: the look at the host (iolab.host.mounts.probe), root, the mount point free

@@ -1,9 +1,9 @@
 """A backend's tmpfs put in place or taken away in one call (host side; roles/storage_tmpfs runs it):
 
     python -m iolab.host.storage.tmpfs mounted|kept --name NAME --size BYTES --mountpoint DIR --host HOST
-                               [--check-target TARGET --root MOUNT_ROOT [--existing]]
+                                       [--check-target TARGET --root MOUNT_ROOT [--existing]]
     python -m iolab.host.storage.tmpfs unmounted|absent --name NAME --mountpoint DIR --host HOST
-                               [--stop-dir RUNS_DIR [--keep-archives]]
+                                       [--stop-dir RUNS_DIR [--keep-archives]]
 
 One process instead of a chain of Ansible tasks (each ≈ 0.3 s; docs/PERFORMANCE.md). The mount's source says
 who mounted it: iolab:NAME (a campaign), iolab:NAME:kept (`storage.mount`, which campaigns leave alone).
