@@ -284,13 +284,20 @@ def test_a_loader_run_reads_every_sample_once_per_epoch(dataset, tmp_path):
 def test_measured_au_is_within_two_points_of_the_analytic_value(dataset, tmp_path, workers, preprocess, analytic):
     """c = 0.25 s per batch; B·p = 8 × 0.05 s: one worker feeds a batch per 0.4 s (AU 62.5 %); 8 × 0.04 s: two feed
     one per 0.16 s (100 %). With 0.05 s, two workers' 0.2 s left 20 % of the step for the loader's own work, and a
-    clean-clone CI beside the other worker's tests measured 93.2 % (2026-11-30): the 100 % case keeps more room."""
+    clean-clone CI beside the other worker's tests measured 93.2 % (2026-11-30): the 100 % case keeps more room.
+    The samples come from the page cache (read once here, --no-evict): with each read going to the disk, a clean-clone
+    CI beside the OS-families check's container setup measured 43.9 % for 62.5 % (2026-12-01): the figure judged the
+    disk's queue, where this test judges the loader's clock."""
+    for sample in dataset.rglob("*"):
+        if sample.is_file():
+            sample.read_bytes()
     loader(
         dataset,
         tmp_path / "au",
         "--reader",
         "packed",
         "--no-decode",
+        "--no-evict",
         "--workers",
         str(workers),
         "--batch-size",
