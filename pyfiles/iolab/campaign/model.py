@@ -395,7 +395,7 @@ def parse(
     origin: list[int] = []  # the file's index of each sweep point: errors name the file's workload
     if isinstance(data.get("workloads"), list):
         try:
-            _unique("workload", [str(w.get("name")) for w in data["workloads"] if isinstance(w, dict)])
+            _unique("workload", [str(w["name"]) for w in data["workloads"] if isinstance(w, dict) and "name" in w])
         except ValueError as exc:
             raise UserError(f"{source}: workloads: {exc}") from None
         defaults = workload_defaults(data)
