@@ -108,7 +108,9 @@ def test_sizes_and_durations_take_units(tmp_path):
         (with_("name", "x; rm -rf /"), "c.yml: name: 'x; rm -rf /' is not a valid name"),
         (with_("backends.1.name", "mem"), "backend names must be unique; repeated: mem"),
         (  # two workloads without a name are missing one each, not named alike
-            with_("workloads", [{"type": "fio", "profile": "seq-read-1m"}, {"type": "fio", "profile": "rand-read-16k"}]),
+            with_(
+                "workloads", [{"type": "fio", "profile": "seq-read-1m"}, {"type": "fio", "profile": "rand-read-16k"}]
+            ),
             "c.yml: workloads[0].name: missing required key",
         ),
         (with_("workloads.0.jobfile", "x.fio"), "give either profile"),
