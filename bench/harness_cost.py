@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal]
                                            [--backend tmpfs|rbd|rbd_snapshot|cephfs|local]
-                                           [--kind fio|pytorch|tensorflow|checkpoint|replay|dlio]
+                                           [--kind fio|pytorch|tensorflow|checkpoint|replay|metadata|kvcache|dlio]
                                            [--checkout DIR]
 
 (a) one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (/mnt/iolab/NAME-mem): the command's wall time;
@@ -13,6 +13,8 @@ run.json's ended_at - started_at); (b) 4 runs of it in one batch: the mean time 
 the next one's starting (run.json's), the per-run cost between runs. --kind checkpoint: the same for a checkpoint
 (63 MB of llama3-8b's, 2 writers, no data set), its time from its write's start to its read's end; --kind replay: a
 trace's replay (2,000 reads of 4 KiB, as fast as the storage allows, its files staged by the run's prepare); --kind
+metadata: the data set's tree walked, stat'd and opened (2 threads); --kind kvcache: 2 users' KV-cache entries for
+2 s (no data set); --kind
 dlio: DLIO itself under mpirun (one rank, 32 of retinanet's JPEGs), its time mpirun's, DLIO's start-up included.
 --backend rbd, rbd_snapshot or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own
 (tests/labbox.py: real Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches)
@@ -79,6 +81,10 @@ LOADERS = {
     "checkpoint": {"type": "checkpoint", "model": "llama3-8b", "scale": 0.0006, "writers": 2},
     # a trace of 2,000 reads of 4 KiB over one 8 MiB file (trace()), replayed as fast as the storage allows
     "replay": {"type": "replay", "timing": "fast"},
+    # readdir, stat and open/close over the 256-file data set's tree, 2 threads
+    "metadata": {"type": "metadata", "threads": 2},
+    # 2 users' KV-cache entries (Llama-3.1-8B's at 1/32: 2 to 98 MiB) for 2 s, no data set
+    "kvcache": {"type": "kvcache", "users": 2, "duration": "2s", "context_scale": 1 / 32},
     # DLIO itself (engine dlio) under mpirun, one rank of an emulated B200 on retinanet's JPEGs
     "dlio": {"type": "pytorch", "engine": "dlio", "reader": "pil", "workers": 1, "batch_size": 4, "accelerators": 1}
     | {"accelerator": {"type": "b200", "model": "retinanet"}},
@@ -108,7 +114,7 @@ def loader_campaign(directory: Path, name: str, kind: str, runs: int, local: Pat
         data["workloads"][0]["trace"] = str(trace(directory))
     elif kind == "dlio":  # retinanet's JPEGs, few: DLIO's epoch reads them at its accelerator's pace
         data["dataset"] = {"kind": "retinanet", "files": 32, "seed": 1, "classes": 2}
-    elif kind != "checkpoint":
+    elif kind not in ("checkpoint", "kvcache"):
         data["dataset"] = {"kind": "imagenet-like", "files": 256, "seed": 1, "classes": 4}
     path = directory / f"{name}.yml"
     path.write_text(yaml.safe_dump(data))
