@@ -21,6 +21,6 @@ from .trace import trace
 ns = Collection(lab, bench, storage, report, results, data, trace, status, test, lint)
 
 # What the imports made lives as long as the command: gc.freeze() moves it out of the collector's reach, so that
-# neither the run's collections nor the interpreter's last one at exit walk it again (≈ 0.2 s a command,
-# docs/PERFORMANCE.md).
+# neither the run's collections nor the interpreter's last one at exit walk it again (the exit 0.13-0.17 -> 0.04-0.05
+# s, docs/PERFORMANCE.md).
 gc.freeze()

@@ -55,9 +55,8 @@ def here_extra(tmp_path) -> dict:
     releases = tmp_path / "host" / "releases"
     releases.mkdir(parents=True)
     (releases / "this").symlink_to(ROOT / "pyfiles")  # the hosts' PYTHONPATH
-    return {"iolab_python": sys.executable, "iolab_host_dir": str(tmp_path / "host"), "iolab_release": "this"} | {
-        "iolab_owner": "me"
-    }
+    host_dir = str(tmp_path / "host")
+    return {"iolab_python": sys.executable, "iolab_host_dir": host_dir, "iolab_release": "this", "iolab_owner": "me"}
 
 
 @pytest.fixture

@@ -113,22 +113,16 @@ def rbd_snapshot_image(python: str, host: str, variables: dict[str, Any]) -> lis
     if variables.get("storage_rbd_snapshot_dataset"):
         own += ["--dataset", json.dumps(variables["storage_rbd_snapshot_dataset"], sort_keys=True)]
     own += ["--fio-size", str(int(variables.get("storage_rbd_snapshot_fio_size") or 0))]
-    own += [f"--link={name}" for name in variables.get("storage_rbd_snapshot_hosts") or ()]
+    own += [f"--link={linked}" for linked in variables.get("storage_rbd_snapshot_hosts") or ()]
     name = str(variables["storage_rbd_snapshot_name"])
     return [python, "-m", "iolab.host.storage.rbdsnapshot", "image", "--name", name, "--host", host, *own]
 
 
 def _rbd_snapshot(host: str, variables: dict[str, Any]) -> list[str]:
     """What both rbd_snapshot calls name: where it is mounted and kept on the host, the image, the cluster."""
-    name = str(variables["storage_rbd_snapshot_name"])
-    state_dir = variables.get("storage_rbd_snapshot_state_dir") or f"/run/iolab/storage/{host}/{name}"
-    own = ["--mountpoint", str(variables["storage_rbd_snapshot_mountpoint"]), "--state-dir", str(state_dir)]
-    own += [
-        "--pool",
-        str(variables["storage_rbd_snapshot_pool"]),
-        "--image",
-        str(variables["storage_rbd_snapshot_image"]),
-    ]
+    own = _where("rbd_snapshot", host, variables)
+    own += ["--pool", str(variables["storage_rbd_snapshot_pool"])]
+    own += ["--image", str(variables["storage_rbd_snapshot_image"])]
     own += ["--snapshot", str(variables["storage_rbd_snapshot_snapshot"])]
     own += ["--scratch"] if variables.get("storage_rbd_snapshot_scratch") else []
     own += ["--conf", str(variables["storage_rbd_snapshot_ceph_conf"])]
@@ -143,9 +137,7 @@ def cephfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | No
     of both routes, roles/storage_cephfs's task and the fan-out's steps (`variables`: the storage phase's
     storage_cephfs_* (the backend's fields, the role's stop timeout) and storage.yml's; the role's own state directory
     where it has one, else its default, and the unmount's wait where the inventory sets one)."""
-    name = str(variables["storage_cephfs_name"])
-    own = ["--mountpoint", str(variables["storage_cephfs_mountpoint"])]
-    own += ["--state-dir", str(variables.get("storage_cephfs_state_dir") or f"/run/iolab/storage/{host}/{name}")]
+    own = _where("cephfs", host, variables)
     if variables["storage_cephfs_state"] in ("mounted", "kept"):
         own += [
             "--conf",
@@ -168,9 +160,7 @@ def sshfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | Non
     both routes, roles/storage_sshfs's task and the fan-out's steps (`variables`: the storage phase's storage_sshfs_*
     and storage.yml's, and storage_sshfs_server: how the inventory reaches the serving host (ansible_host, _user, _port,
     _ssh_private_key_file), None where it is not in the inventory). Its key goes on the call's stdin, never here."""
-    name = str(variables["storage_sshfs_name"])
-    own = ["--mountpoint", str(variables["storage_sshfs_mountpoint"])]
-    own += ["--state-dir", str(variables.get("storage_sshfs_state_dir") or f"/run/iolab/storage/{host}/{name}")]
+    own = _where("sshfs", host, variables)
     if variables["storage_sshfs_state"] in ("mounted", "kept"):
         serving = str(variables["storage_sshfs_host"])
         own += ["--server", serving, "--path", str(variables["storage_sshfs_path"])]
@@ -191,9 +181,7 @@ def nfs(python: str, host: str, variables: dict[str, Any], stop_dir: str | None 
     """The one host-side call (iolab.host.storage.nfs) that mounts or unmounts an NFS backend on `host`: the argv of
     both routes, roles/storage_nfs's task and the fan-out's steps (`variables`: the storage phase's storage_nfs_* (the
     backend's fields, the role's timeouts and the FUSE client's pins) and storage.yml's)."""
-    name = str(variables["storage_nfs_name"])
-    own = ["--mountpoint", str(variables["storage_nfs_mountpoint"])]
-    own += ["--state-dir", str(variables.get("storage_nfs_state_dir") or f"/run/iolab/storage/{host}/{name}")]
+    own = _where("nfs", host, variables)
     if variables["storage_nfs_state"] in ("mounted", "kept"):
         own += ["--server", str(variables["storage_nfs_server"]), "--export", str(variables["storage_nfs_export"])]
         own += ["--version", str(variables["storage_nfs_version"]), "--method", str(variables["storage_nfs_method"])]
@@ -213,9 +201,7 @@ def fsmount(python: str, host: str, variables: dict[str, Any], stop_dir: str | N
     """The one host-side call (iolab.host.storage.fsmount) that mounts or unmounts a generic mount backend on `host`:
     the argv of both routes, roles/storage_mount's task and the fan-out's steps (`variables`: the storage phase's
     storage_mount_* (the backend's fields, its local source) and storage.yml's)."""
-    name = str(variables["storage_mount_name"])
-    own = ["--mountpoint", str(variables["storage_mount_mountpoint"])]
-    own += ["--state-dir", f"/run/iolab/storage/{host}/{name}"]
+    own = _where("mount", host, variables)
     if variables["storage_mount_state"] in ("mounted", "kept"):
         own += ["--source", str(variables["storage_mount_source"]), "--fstype", str(variables["storage_mount_fstype"])]
         own += ["--local-source", str(variables.get("storage_mount_local_source") or "")]
@@ -244,6 +230,14 @@ def s3(python: str, host: str, variables: dict[str, Any], stop_dir: str | None =
         staged["dataset_gen_root"] = f"{variables['storage_s3_staging']}/iolab-{host}/dataset"
         own += ["--ensure", *dataset(python, host, staged)[4:]]  # (the rest of its line: `--ensure` takes it all)
     return _storage("s3", "iolab.host.storage.s3state", python, host, variables, stop_dir, own)
+
+
+def _where(kind: str, host: str, variables: dict[str, Any]) -> list[str]:
+    """A mounting backend's --mountpoint and --state-dir: the role's own state directory where it sets one, else the
+    backend's directory below /run/iolab/storage/HOST."""
+    name = str(variables[f"storage_{kind}_name"])
+    state_dir = variables.get(f"storage_{kind}_state_dir") or f"/run/iolab/storage/{host}/{name}"
+    return ["--mountpoint", str(variables[f"storage_{kind}_mountpoint"]), "--state-dir", str(state_dir)]
 
 
 def _storage(

@@ -29,15 +29,14 @@ PREFILLED = "iolab.prefilled"  # the image's metadata key: the size iolab wrote 
 
 def ready(opts: argparse.Namespace) -> bool:
     """The image there, as large as the backend, and written whole once; whether anything changed."""
-    rbd = ["rbd", "--conf", opts.conf, "--keyring", opts.keyring, "--id", opts.client]
-    rbd += ["--client_mount_timeout", str(opts.connect_timeout)]
+    rbd = rbd_argv(opts)
     spec = f"{opts.pool}/{opts.image}"
     listed = run([*rbd, "ls", "--format", "json", opts.pool])
     if listed.returncode != 0:
         raise Refused(unreachable(opts, rbd, listed.stderr))
     changed = False
     if opts.image not in json.loads(listed.stdout or "[]"):
-        check(run([*rbd, "create", "--size", f"{(opts.size + (1 << 20) - 1) >> 20}M", spec]), f"creating {spec}")
+        check(run(create_argv(rbd, spec, opts.size)), f"creating {spec}")
         changed = True
     else:  # an image of this name made for a smaller backend: the prefill would stop at its end
         info = check(run([*rbd, "info", "--format", "json", spec]), f"reading {spec}'s size")
@@ -48,10 +47,7 @@ def ready(opts: argparse.Namespace) -> bool:
                 "bytes: name another image (image: NAME) or a size that fits; or, if it is iolab's and holds nothing "
                 f"you need, remove it (rbd rm {spec})"
             )
-    recorded = run([*rbd, "image-meta", "get", spec, PREFILLED])
-    if recorded.returncode not in (0, 2):  # 2: no such key, never prefilled
-        check(recorded, f"reading {spec}'s metadata")
-    if not opts.prefill or recorded.stdout.strip() == str(opts.size):
+    if not opts.prefill or meta(rbd, spec, PREFILLED) == str(opts.size):
         return changed
     prefill = ["fio", "--name=prefill", "--ioengine=rbd", f"--clientname={opts.client}", f"--pool={opts.pool}"]
     prefill += [f"--rbdname={opts.image}", "--rw=write", "--bs=4M", "--iodepth=16", "--refill_buffers=1"]
@@ -61,6 +57,25 @@ def ready(opts: argparse.Namespace) -> bool:
     check(run(prefill, env), f"writing {spec} whole (prefill)")
     check(run([*rbd, "image-meta", "set", spec, PREFILLED, str(opts.size)]), f"recording {spec}'s prefill")
     return True
+
+
+def rbd_argv(opts: argparse.Namespace) -> list[str]:
+    """The rbd command for the backend's cluster and client (--conf, --keyring, --client, --connect-timeout)."""
+    rbd = ["rbd", "--conf", opts.conf, "--keyring", opts.keyring, "--id", opts.client]
+    return rbd + ["--client_mount_timeout", str(opts.connect_timeout)]
+
+
+def create_argv(rbd: list[str], spec: str, size: int) -> list[str]:
+    """`rbd create` of POOL/IMAGE `spec`, `size` bytes rounded up to whole MiB."""
+    return [*rbd, "create", "--size", f"{(size + (1 << 20) - 1) >> 20}M", spec]
+
+
+def meta(rbd: list[str], spec: str, key: str) -> str:
+    """The image's metadata value under `key`; '' where it has none (rbd's exit 2); another failure refused."""
+    found = run([*rbd, "image-meta", "get", spec, key])
+    if found.returncode == 2:
+        return ""
+    return check(found, f"reading {spec}'s metadata").stdout.strip()
 
 
 def unreachable(opts: argparse.Namespace, rbd: list[str], stderr: str) -> str:

@@ -73,9 +73,10 @@ def image(opts: argparse.Namespace) -> dict[str, Any]:
     how = _how(opts, seen)
     if missing := [tool for tool in (*NEEDS[how], "mkfs.ext4") if not seen["tools"][tool]]:
         return call.install(opts, how, " and ".join(missing))
-    listed = rbdimage.run([*_rbd(opts), "ls", "--format", "json", opts.pool])
+    rbd = rbdimage.rbd_argv(opts)
+    listed = rbdimage.run([*rbd, "ls", "--format", "json", opts.pool])
     if listed.returncode != 0:
-        raise call.Refused(rbdimage.unreachable(opts, _rbd(opts), listed.stderr))
+        raise call.Refused(rbdimage.unreachable(opts, rbd, listed.stderr))
     exists = opts.image in json.loads(listed.stdout or "[]")
     if opts.scratch:
         if not exists:
@@ -86,10 +87,8 @@ def image(opts: argparse.Namespace) -> dict[str, Any]:
     if exists:
         listed = _ceph(opts, "snap", "ls", "--format", "json", _spec(opts))
         snaps = [snap["name"] for snap in json.loads(listed.stdout or "[]")]
-        meta = rbdimage.run([*_rbd(opts), "image-meta", "get", _spec(opts), f"iolab.snapshot.{opts.snapshot}"])
-        if meta.returncode not in (0, 2):  # 2: no such key
-            rbdimage.check(meta, f"reading {_spec(opts)}'s metadata")
-        record = json.loads(meta.stdout) if meta.returncode == 0 and meta.stdout.strip() else {}
+        recorded = rbdimage.meta(rbd, _spec(opts), f"iolab.snapshot.{opts.snapshot}")
+        record = json.loads(recorded) if recorded else {}
     wanted = _content_key(opts)
     loads = bool(opts.source or opts.dataset or opts.fio_size)
     if opts.snapshot in snaps:
@@ -175,7 +174,7 @@ def _content_key(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 def _create(opts: argparse.Namespace) -> None:
-    _ceph(opts, "create", "--size", f"{(opts.size + (1 << 20) - 1) >> 20}M", _spec(opts))
+    _run(rbdimage.create_argv(rbdimage.rbd_argv(opts), _spec(opts), opts.size))
 
 
 def _generate(opts: argparse.Namespace, root: str) -> None:
@@ -285,7 +284,7 @@ def _attach(opts: argparse.Namespace, how: str, directory: str, snapshot: str, r
     spec = f"{_spec(opts)}@{snapshot}" if snapshot else _spec(opts)
     ro = ["--read-only"] if readonly else []
     if how == "krbd":
-        return _run([*_rbd(opts), "device", "map", *ro, spec]).stdout.strip()
+        return _ceph(opts, "device", "map", *ro, spec).stdout.strip()
     if how == "nbd":
         nbd = ["rbd-nbd", "map", "--conf", opts.conf, "--keyring", opts.keyring, "--id", opts.client, *ro, spec]
         return _run(nbd).stdout.strip()
@@ -387,7 +386,7 @@ def _free(opts: argparse.Namespace, directory: str, snaps: list[str], stop: bool
     mapped = mounts.rbd_mappings(_spec(opts))
     for krbd in mapped["krbd"]:
         if krbd["snap"] in snaps:
-            _run([*_rbd(opts), "device", "unmap", krbd["device"]])
+            _ceph(opts, "device", "unmap", krbd["device"])
     for nbd in mapped["nbd"]:
         if nbd["snap"] in snaps:
             _run(["rbd-nbd", "unmap", nbd["device"]])
@@ -413,13 +412,8 @@ def _snap_spec(opts: argparse.Namespace) -> str:
     return f"{_spec(opts)}@{opts.snapshot}"
 
 
-def _rbd(opts: argparse.Namespace) -> list[str]:
-    rbd = ["rbd", "--conf", opts.conf, "--keyring", opts.keyring, "--id", opts.client]
-    return rbd + ["--client_mount_timeout", str(opts.connect_timeout)]
-
-
 def _ceph(opts: argparse.Namespace, *args: str) -> subprocess.CompletedProcess[str]:
-    return _run([*_rbd(opts), *args])
+    return _run([*rbdimage.rbd_argv(opts), *args])
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
