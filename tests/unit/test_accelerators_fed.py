@@ -265,6 +265,24 @@ def test_each_probe_of_a_point_is_its_own_run_and_a_search_run_again_reuses_them
     assert again.measured == [] and second == outcome
 
 
+def test_after_its_first_probe_the_search_aims_where_the_backends_fio_read_baseline_puts_the_boundary(tmp_path):
+    """The backend's fio seq read over both hosts read 3.5 times what the first probe read: the search probes 3
+    next and then its neighbour, where without a baseline it doubles through 2 and 4; the same answer both ways."""
+    run = search_run("fast")
+    seq = next(r for r in campaign.expand(spec()) if r.backend.name == "fast" and r.workload.name == "seq")
+    baseline = dataclasses.replace(
+        probe_samples(seq, {}, 0.0)[0], value=7e6, metadata={"fio_options": {"rw": "read", "bs": "1m"}}
+    )
+    aimed, doubled = (ResultStore(tmp_path / name, "verdict") for name in ("aimed", "doubled"))
+    aimed.add_samples([baseline])
+    answers = []
+    for store in (aimed, doubled):
+        session = Probing(store, lambda n, k: 95.0 if n <= 3 else 60.0)  # each probe reads 2 MB/s over the hosts
+        outcome, _ = accelerators.probe_until(session, lambda n, k: probe_run(run, n, k), HOSTS, 8, show=str)
+        answers.append(((outcome.held, outcome.failed), [n for n, _ in session.measured]))
+    assert answers == [((3, 4), [1, 3, 4, 3, 4, 3, 4]), ((3, 4), [1, 2, 4, 3, 4, 3, 4, 3])]
+
+
 def test_a_probe_under_the_step_floor_is_no_answer(tmp_path):
     run = search_run("fast")
     session = Probing(ResultStore(tmp_path, "verdict"), lambda n, k: 99.0, steps=120)

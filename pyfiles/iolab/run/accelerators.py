@@ -3,8 +3,9 @@
 MLPerf Storage's figure of merit: how many accelerators a storage system feeds while
 each stays busy at least its model's AU threshold of the time (90 % for unet3d and
 resnet50, 85 % for retinanet, 70 % for cosmoflow: docs/REFERENCE_FIGURES.md). The search doubles
-N (1, 2, 4, …) until a probe falls below the threshold, or N reaches what this host can
-emulate (iolab.measures.limits.capacity) or the workload's ceiling, then bisects between the most
+N (1, 2, 4, …; after the first probe straight to where the backend's fio read baseline puts the boundary, where
+the campaign measured one, then N+1, N+3, …) until a probe falls below the threshold, or N reaches what this host
+can emulate (iolab.measures.limits.capacity) or the workload's ceiling, then bisects between the most
 that held and the fewest that failed, and probes those two points again until each has
 three probes: a point holds only when every probe of it held (`search`; the rule and why:
 docs/DESIGN.md, "How the accelerator search decides"). Each probe is one run of the
@@ -106,21 +107,26 @@ def search(
     capacity: Callable[[], int] | None = None,
     repeats: int = REPEATS,
     passes: Callable[[float], bool] | None = None,
+    aim: Callable[[], int | None] | None = None,
 ) -> Outcome:
     """The most N ≤ min(ceiling, capacity()) whose every probe(N) is ≥ threshold, with its interval.
 
     `passes` says when a probe's figure holds, where that is not "at least the threshold" (the KV-cache
     search's max-of-P95 latency holds at most its bound: iolab.run.kvcache_search).
 
-    Doubles N (1, 2, 4, …) until a probe fails or N reaches the ceiling or what this host can emulate
-    (`capacity()`, read after each probe), then bisects between the most that held and the fewest
-    that failed. Those two points are probed again, interleaved, until each has `repeats` probes;
-    a point holds only when every probe of it held. A repeat that fails the point that held moves
-    the boundary down, and the search bisects and repeats again: a point is probed only between
-    the most that held and the fewest that failed, so no N+1 is taken above an N that failed.
+    Steps N up from 1 by a step that doubles (1, 2, 4, 8, …) until a probe fails or N reaches the ceiling
+    or what this host can emulate (`capacity()`, read after each probe). Where `aim()`, asked once after
+    the first probe held, names an N above it (where the storage's own baseline puts the boundary), the
+    next probe is there and the step starts again at 1 (aim 7: 1, 7, 8, 10, …). Then it bisects between
+    the most that held and the fewest that failed. Those two points are probed again, interleaved, until
+    each has `repeats` probes; a point holds only when every probe of it held. A repeat that fails the
+    point that held moves the boundary down, and the search bisects and repeats again: a point is probed
+    only between the most that held and the fewest that failed, so no N+1 is taken above an N that failed.
 
     >>> search(lambda n: 100 if n <= 5 else 50, ceiling=8).history
     ((1, 100), (2, 100), (4, 100), (8, 50), (6, 50), (5, 100), (6, 50), (5, 100), (6, 50), (5, 100))
+    >>> search(lambda n: 100 if n <= 5 else 50, ceiling=8, aim=lambda: 5).history
+    ((1, 100), (5, 100), (6, 50), (5, 100), (6, 50), (5, 100), (6, 50))
     """
     held_by = passes or (lambda value: value >= threshold)
     figures: dict[int, list[float]] = {}
@@ -134,13 +140,14 @@ def search(
     def holds(n: int) -> bool:
         return all(held_by(value) for value in figures[n])
 
-    n = 1
+    n, step = 1, 1
     while True:
         run(n)
         top = min(ceiling, capacity() if capacity else ceiling)
         if not holds(n) or n >= top:
             break
-        n = min(n * 2, top)
+        aimed = aim() if aim and len(history) == 1 else None
+        n, step = (min(aimed, top), 1) if aimed and aimed > n + step else (min(n + step, top), step * 2)
     while True:
         failed = min((m for m in figures if not holds(m)), default=None)
         held = max((m for m in figures if holds(m) and (failed is None or m < failed)), default=0)
@@ -168,8 +175,10 @@ def probe_until(
 
     The session's backend is mounted and the data set made. Each probe of a point is its own run (its
     repeat is the run's repetition), so a search run again reuses what it stored. A probe measuring
-    fewer than `floor` steps per rank, or a failed one, stops the search (RunFailed).
+    fewer than `floor` steps per rank, or a failed one, stops the search (RunFailed). After the first
+    probe the search aims where the backend's fio read baseline in the store puts the boundary (`aimed`).
     """
+    aims: dict[str, int | None] = {}  # each probe's run id: where its read rate and the baseline aim
 
     def measured(n: int, repeat: int) -> Probe:
         run = run_of(n, repeat)
@@ -181,12 +190,31 @@ def probe_until(
                 f"{found.steps_per_rank if found.steps_per_rank is not None else 'no'} steps per rank "
                 f"(metadata.steps_per_rank), under the floor of {floor}: its AU is no answer; run {run.run_id}"
             )
+        aims[run.run_id] = aimed(found, limits.fio_baseline(stored, run.backend.name))
         return found
 
     def line(p: Probe) -> None:
         show(_line(p, threshold, len(hosts)))
 
-    return probing(measured, lambda p: p.accelerators, lambda p: p.au, line, ceiling, lambda au: au >= threshold)
+    return probing(
+        measured,
+        lambda p: p.accelerators,
+        lambda p: p.au,
+        line,
+        ceiling,
+        lambda au: au >= threshold,
+        lambda p: aims[p.run_id],
+    )
+
+
+def aimed(p: Probe, baseline: tuple[float, str] | None) -> int | None:
+    """Where the backend's fio read baseline (B/s, its workload) puts the boundary, from a probe that held: as
+    many accelerators per host as that rate feeds at this probe's read rate per accelerator. None without a
+    baseline or a read rate. A guess that only saves probes: the search probes its neighbours and repeats the
+    boundary as from any point, so the answer is the same wherever it aims."""
+    if baseline is None or p.read_bw <= 0:
+        return None
+    return int(p.accelerators * baseline[0] / p.read_bw)
 
 
 P = TypeVar("P", bound="Probed")
@@ -212,10 +240,12 @@ def probing(
     show: Callable[[P], None],
     ceiling: int,
     passes: Callable[[float], bool],
+    aim: Callable[[P], int | None] | None = None,
 ) -> tuple[Outcome, list[P]]:
     """`search` over probes (`measured(N, repeat)`: a run stored or run now, judged): one that foreign CPU
     disturbed (limits.disturbed) is run again, up to disturbed_retries() times, the last counting all the same;
-    what this host can emulate is the last probe's capacity. Returns the outcome and every probe, in order."""
+    what this host can emulate is the last probe's capacity, where to aim the last probe's `aim`. Returns the
+    outcome and every probe, in order."""
     probes: list[P] = []
     retries = disturbed_retries()
 
@@ -233,7 +263,9 @@ def probing(
         known = probes[-1].capacity
         return ceiling if known is None else known
 
-    return search(probe, ceiling=ceiling, capacity=capacity, passes=passes), probes
+    return search(
+        probe, ceiling=ceiling, capacity=capacity, passes=passes, aim=(lambda: aim(probes[-1])) if aim else None
+    ), probes
 
 
 def measure(
