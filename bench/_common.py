@@ -31,7 +31,9 @@ def lab(*args: str, results: Path, check: bool = True) -> tuple[float, subproces
     """Run an invoke task as `./lab` does (without the install check); (wall seconds, process)."""
     env = {**os.environ, "IOLAB_RESULTS": str(results)}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "invoke", "--write-pyc", *args], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     seconds = time.monotonic() - started
     if check and done.returncode != 0:
         sys.exit(f"{' '.join(args)} failed ({done.returncode}):\n{done.stderr}")

@@ -169,7 +169,7 @@ def bench_all(path: Path, results: Path) -> float:
     argv = ["./lab", "bench.all", "--campaign", str(path)]
     if CHECKOUT != ROOT:  # that checkout's tasks and code, this virtualenv (its ./lab would make one of its own)
         env["PYTHONPATH"] = str(CHECKOUT / "pyfiles")
-        argv = [str(ROOT / ".venv/bin/invoke"), *argv[1:]]
+        argv = [str(ROOT / ".venv/bin/invoke"), "--write-pyc", *argv[1:]]  # as ./lab: its bytecode cached
     while True:
         started = time.monotonic()
         done = subprocess.run(argv, cwd=CHECKOUT, env=env, capture_output=True)

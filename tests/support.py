@@ -44,7 +44,7 @@ class Cli:
         self.env["IOLAB_DISTURBED_RETRIES"] = "0"
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "invoke", *args]
+        return [sys.executable, "-m", "invoke", "--write-pyc", *args]  # as ./lab runs it
 
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         done = subprocess.run(self.argv(*args), cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=600)
