@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/harness_cost.py [--rounds 2] [--name fanlocal]
                                            [--backend tmpfs|rbd|rbd_snapshot|cephfs|local]
-                                           [--kind fio|pytorch|tensorflow|checkpoint|replay|metadata|kvcache|dlio]
+                                           [--kind fio|pytorch|tensorflow|checkpoint|replay|metadata]
+                                           [--kind kvcache|calibrate|dlio]
                                            [--checkout DIR]
 
 (a) one fio run of 2 s + 1 s ramp on a 256 MiB tmpfs (/mnt/iolab/NAME-mem): the command's wall time;
@@ -14,13 +15,15 @@ the next one's starting (run.json's), the per-run cost between runs. --kind chec
 (63 MB of llama3-8b's, 2 writers, no data set), its time from its write's start to its read's end; --kind replay: a
 trace's replay (2,000 reads of 4 KiB, as fast as the storage allows, its files staged by the run's prepare); --kind
 metadata: the data set's tree walked, stat'd and opened (2 threads); --kind kvcache: 2 users' KV-cache entries for
-2 s (no data set); --kind
-dlio: DLIO itself under mpirun (one rank, 32 of retinanet's JPEGs), its time mpirun's, DLIO's start-up included.
+2 s (no data set); --kind calibrate: one real training
+step of the tiny ResNet-50 on this CPU, timed (no data set); --kind dlio: DLIO itself under mpirun (one rank, 32
+of retinanet's JPEGs), its time mpirun's, DLIO's start-up included.
 --backend rbd, rbd_snapshot or cephfs: fio's runs on a Ceph backend of a lab in a box of this machine's own
 (tests/labbox.py: real Ceph, up for the bench and torn down after; needs root), whose storage side (the OSDs' caches)
 each run drops too (rbd_snapshot: its snapshot loaded by the first, unmeasured command); (b) then says the time
-between runs as well. --backend local, for a loader: its runs on a local backend, a directory
-of the bench's own on this machine's disk (its steps: the directory checked, iolab's files removed at the end).
+between runs as well. --kind objects takes --backend s3: the box's radosgw. --backend local, for a loader: its
+runs on a local backend, a directory of the bench's own on this machine's disk (its steps: the directory checked,
+iolab's files removed at the end).
 --checkout: run another checkout's code
 (its tasks and pyfiles, this virtualenv): a before figure from a worktree of an earlier commit.
 Each call stores into a fresh results directory, so every call runs its runs. Prints each figure, the load average
@@ -85,6 +88,11 @@ LOADERS = {
     "metadata": {"type": "metadata", "threads": 2},
     # 2 users' KV-cache entries (Llama-3.1-8B's at 1/32: 2 to 98 MiB) for 2 s, no data set
     "kvcache": {"type": "kvcache", "users": 2, "duration": "2s", "context_scale": 1 / 32},
+    # one real ResNet-50 training step timed on this CPU (the tiny model at batch 2: the code path), no data set
+    "calibrate": {"type": "calibrate", "model": "resnet50", "batch_size": 2, "scale": "tiny", "warmup_steps": 1}
+    | {"steps": 2, "blocks": 2, "compile": "off"},
+    # S3 objects on the lab in a box's radosgw (--backend s3): 16 of 1 MiB PUT then GET by 2 threads, 2 s each
+    "objects": {"type": "objects", "size": "1MiB", "threads": 2, "objects": 16, "runtime": "2s", "ramp": "0s"},
     # DLIO itself (engine dlio) under mpirun, one rank of an emulated B200 on retinanet's JPEGs
     "dlio": {"type": "pytorch", "engine": "dlio", "reader": "pil", "workers": 1, "batch_size": 4, "accelerators": 1}
     | {"accelerator": {"type": "b200", "model": "retinanet"}},
@@ -99,11 +107,10 @@ def trace(directory: Path) -> Path:
     return traces.write(directory, {"root": "/data", "files": [["data.bin", 8 << 20]]}, records)
 
 
-def loader_campaign(directory: Path, name: str, kind: str, runs: int, local: Path | None = None) -> Path:
-    """One epoch of a loader `kind` over a 256-file data set, `runs` repetitions; on a 256 MiB tmpfs, or a directory
-    `local` on this machine's disk (--backend local). Either way each command puts the data set there and removes
-    it at its end: the tmpfs is unmounted, the local backend's iolab-<host> directory removed."""
-    backend = {"type": "local", "path": str(local)} if local else {"type": "tmpfs", "size": "256MiB"}
+def loader_campaign(directory: Path, name: str, kind: str, runs: int, backend: dict) -> Path:
+    """One epoch of a loader `kind` over a 256-file data set, `runs` repetitions, on `backend`: a 256 MiB tmpfs, a
+    directory on this machine's disk (--backend local) or the box's bucket (s3). Each command puts the data set there
+    and removes it at its end: the tmpfs is unmounted, the local backend's iolab-<host> directory removed."""
     data = {
         "name": name,
         "repetitions": runs,
@@ -114,7 +121,7 @@ def loader_campaign(directory: Path, name: str, kind: str, runs: int, local: Pat
         data["workloads"][0]["trace"] = str(trace(directory))
     elif kind == "dlio":  # retinanet's JPEGs, few: DLIO's epoch reads them at its accelerator's pace
         data["dataset"] = {"kind": "retinanet", "files": 32, "seed": 1, "classes": 2}
-    elif kind not in ("checkpoint", "kvcache"):
+    elif kind not in ("checkpoint", "kvcache", "calibrate", "objects"):
         data["dataset"] = {"kind": "imagenet-like", "files": 256, "seed": 1, "classes": 4}
     path = directory / f"{name}.yml"
     path.write_text(yaml.safe_dump(data))
@@ -132,13 +139,10 @@ def tool_times(results: Path, name: str) -> list[tuple[float, float]]:
     return sorted(times)
 
 
-def loaders(kind: str, work: Path, name: str, rounds: int, local: bool) -> None:
-    """--kind: a loader's harness on one run and its per-run cost between the runs of a 4-run batch (`local`: on a
-    local backend, a directory of the bench's own on this machine's disk)."""
-    where = work / "local" if local else None
-    if where:
-        where.mkdir()
-    one, four = loader_campaign(work, name, kind, 1, where), loader_campaign(work, f"{name}4", kind, 4, where)
+def loaders(kind: str, work: Path, name: str, rounds: int, backend: dict) -> None:
+    """--kind: a loader's harness on one run and its per-run cost between the runs of a 4-run batch, on `backend`
+    (loader_campaign)."""
+    one, four = loader_campaign(work, name, kind, 1, backend), loader_campaign(work, f"{name}4", kind, 4, backend)
     bench_all(one, work / "setup")  # sets the hosts up (this release), unmeasured
     for round_ in range(1, rounds + 1):
         load = os.getloadavg()[0]
@@ -193,30 +197,36 @@ def main() -> None:
     parser.add_argument("--kind", choices=["fio", *LOADERS], default="fio", help="the runs' kind (fio: (a) and (b))")
     parser.add_argument(
         "--backend",
-        choices=["tmpfs", "rbd", "rbd_snapshot", "cephfs", "local"],
+        choices=["tmpfs", "rbd", "rbd_snapshot", "cephfs", "local", "s3"],
         default="tmpfs",
-        help="fio's backend (tmpfs, rbd, rbd_snapshot, cephfs); a loader's (tmpfs, or local: a directory on this disk)",
+        help="fio's backend (tmpfs, rbd, rbd_snapshot, cephfs); a loader's (tmpfs, or local: a directory on this "
+        "disk); objects' (s3: the box's radosgw)",
     )
     parser.add_argument("--checkout", type=Path, default=ROOT, help="the checkout whose code runs (default: this)")
     opts = parser.parse_args()
     global CHECKOUT
     CHECKOUT = opts.checkout.resolve()
     work = Path(tempfile.mkdtemp(prefix="harness-cost-"))
-    fio_backends, loader_backends = ("tmpfs", "rbd", "rbd_snapshot", "cephfs"), ("tmpfs", "local")
-    if opts.backend not in (fio_backends if opts.kind == "fio" else loader_backends):
-        raise SystemExit(f"--backend {opts.backend} is not one for --kind {opts.kind}")
-    if opts.kind != "fio":
-        loaders(opts.kind, work, opts.name, opts.rounds, local=opts.backend == "local")
-        return
+    ours = {"fio": ("tmpfs", "rbd", "rbd_snapshot", "cephfs"), "objects": ("s3",)}.get(opts.kind, ("tmpfs", "local"))
+    if opts.backend not in ours:
+        raise SystemExit(f"--backend {opts.backend} is not one for --kind {opts.kind} (it takes {', '.join(ours)})")
     with contextlib.ExitStack() as stack:
-        if opts.backend != "tmpfs":
+        if opts.backend not in ("tmpfs", "local"):
             sys.path.insert(0, str(ROOT / "tests"))
             from labbox import lab_box  # the tests' lab in a box: its own ports and directory, torn down after
 
             box = stack.enter_context(lab_box("127.0.0.1")).ensure("ceph")
-            BACKEND.update(type=opts.backend, **box.ceph_fields())
-            BACKEND.update({"method": "fuse"} if opts.backend == "cephfs" else {})
-        fio_rounds(work, opts.name, opts.rounds)
+            fields = box.s3_fields() if opts.backend == "s3" else box.ceph_fields()
+            BACKEND.update(type=opts.backend, **fields, **({"method": "fuse"} if opts.backend == "cephfs" else {}))
+        if opts.kind == "fio":
+            fio_rounds(work, opts.name, opts.rounds)
+            return
+        if opts.backend == "local":
+            (work / "local").mkdir()
+            BACKEND.update(type="local", path=str(work / "local"))
+        elif opts.backend == "tmpfs":
+            BACKEND.update(size="256MiB")
+        loaders(opts.kind, work, opts.name, opts.rounds, BACKEND)
 
 
 def fio_rounds(work: Path, name: str, rounds: int) -> None:
