@@ -178,7 +178,6 @@ def probe_until(
     fewer than `floor` steps per rank, or a failed one, stops the search (RunFailed). After the first
     probe the search aims where the backend's fio read baseline in the store puts the boundary (`aimed`).
     """
-    aims: dict[str, int | None] = {}  # each probe's run id: where its read rate and the baseline aim
 
     def measured(n: int, repeat: int) -> Probe:
         run = run_of(n, repeat)
@@ -190,11 +189,15 @@ def probe_until(
                 f"{found.steps_per_rank if found.steps_per_rank is not None else 'no'} steps per rank "
                 f"(metadata.steps_per_rank), under the floor of {floor}: its AU is no answer; run {run.run_id}"
             )
-        aims[run.run_id] = aimed(found, limits.fio_baseline(stored, run.backend.name))
         return found
 
     def line(p: Probe) -> None:
         show(_line(p, threshold, len(hosts)))
+
+    def aim(p: Probe) -> int | None:  # asked once, after the first probe held: the store read then, not per probe
+        stored = session.state.store.samples()
+        backend = next(s.backend for s in stored if s.run_id == p.run_id)
+        return aimed(p, limits.fio_baseline(stored, backend))
 
     return probing(
         measured,
@@ -203,7 +206,7 @@ def probe_until(
         line,
         ceiling,
         lambda au: au >= threshold,
-        lambda p: aims[p.run_id],
+        aim,
     )
 
 
