@@ -96,7 +96,7 @@ def test_fio_and_a_loader_on_nfs_through_the_userspace_client_with_nfs_ganesha_s
     found = figures(samples, f"{NAME}-nfs", "rd")
     assert found[("floor_pct", None)] < 10, found  # the reads stopped with the server
     assert found[("client_errors", None)] == 0
-    from iolab.workloads import parser_for
+    from iolab.kinds.registry import parser_for
 
     (sample,) = (s for s in samples if s["workload"] == "rd" and s["metric"] == "floor_pct" and s["host"] == "*")
     faults = sample["metadata"]["faults"]

@@ -155,7 +155,7 @@ def test_an_osd_stopped_under_cephfs_then_its_data_set_read_whole_and_radosgw_st
         # Not back at 90 % by the run's end: CephFS reads come back at 70–85 % of the rate before until the placement
         # groups are clean, which on a loaded machine took longer than the run (a clean clone's CI, 2026-11-28). The
         # figure is then absent, not made up; the reads came back all the same, and the report says "not back".
-        from iolab.workloads import parser_for
+        from iolab.kinds.registry import parser_for
 
         (run_id,) = {s["run_id"] for s in samples if (s["backend"], s["workload"]) == ("itest-flt-fs", "rd")}
         series = parser_for("fio")(cli.results / "itest-flt" / "raw" / run_id / "localhost").series["read_bw"]
@@ -177,7 +177,7 @@ def test_an_osd_stopped_under_cephfs_then_its_data_set_read_whole_and_radosgw_st
         # before the fault (its first seconds at 41–44), none while radosgw was stopped, then 21–33 MB/s for the 13 s
         # after the heal beside the other worker's tests — 75–85 % of the rate before, as CephFS's reads above. The
         # figure is then absent, not made up; the PUTs came back all the same, well above the degraded rate.
-        from iolab.workloads import parser_for
+        from iolab.kinds.registry import parser_for
 
         (obj_run,) = {s["run_id"] for s in samples if (s["backend"], s["workload"]) == ("itest-flt-obj", "obj")}
         sample = next(s for s in samples if s["run_id"] == obj_run and s["metric"] == "floor_pct")

@@ -1,4 +1,4 @@
-"""A loader's runs through ClusterShell (drive.fanout, its host call: iolab.workloads.hostcall) on a simulated host:
+"""A loader's runs through ClusterShell (drive.fanout, its host call: iolab.kinds.hostcall) on a simulated host:
 its hostrun killed mid-run, its connection cut mid-run. Each is torn down and recorded as failed, and leaves nothing
 for the next command to clean (no tool, no run files, no mount, no lease)."""
 

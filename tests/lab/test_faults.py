@@ -324,7 +324,7 @@ def test_a_takeover_ends_a_killed_campaigns_checkpoint_writer_and_removes_its_sh
     proc = running(cli, *args)
     try:
         wait_for(proc, lambda: list(shards.glob("ckpt-rank*.bin")), "a checkpoint shard on gpu04", timeout=180)
-        writers = [p for p in processes_of(sim_hosts, "gpu04") if b"iolab.host.checkpoint" in cmdline(p)]
+        writers = [p for p in processes_of(sim_hosts, "gpu04") if b"iolab.kinds.checkpoint.host" in cmdline(p)]
         assert writers
         proc.kill()  # SIGKILL: no teardown, no lease release
         proc.communicate(timeout=30)

@@ -13,9 +13,9 @@ import yaml
 
 from iolab.campaign import model as campaign
 from iolab.errors import UserError
-from iolab.host import checkpoint
+from iolab.kinds.checkpoint import host as checkpoint
+from iolab.kinds.checkpoint import parser
 from iolab.measures.samples import Sample
-from iolab.parsers import checkpoint as parser
 from iolab.store import record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +83,7 @@ def test_the_host_program_writes_fsyncs_and_reads_every_rank(tmp_path):
     common = [
         sys.executable,
         "-m",
-        "iolab.host.checkpoint",
+        "iolab.kinds.checkpoint.host",
         "--dir",
         str(work),
         "--out",
@@ -162,7 +162,7 @@ def host_program(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {"PYTHONPATH": str(ROOT / "pyfiles")}
     common = ["--dir", str(tmp_path / "work"), "--out", str(tmp_path / "run")]
     return subprocess.run(
-        [sys.executable, "-m", "iolab.host.checkpoint", args[0], *common, *args[1:]],
+        [sys.executable, "-m", "iolab.kinds.checkpoint.host", args[0], *common, *args[1:]],
         capture_output=True,
         text=True,
         env=env,

@@ -14,9 +14,9 @@ from iolab.host import dlio as host_dlio
 from iolab.host import prepare
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.manifest import Entry, Manifest
+from iolab.kinds.registry import parser_for
 from iolab.parsers import ParseError
 from iolab.parsers import dlio as parser
-from iolab.workloads import parser_for
 from iolab.workloads.pytorch import PytorchWorkload
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "dlio_output" / "retinanet-1host-2ranks"

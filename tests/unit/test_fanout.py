@@ -19,8 +19,9 @@ import yaml
 from iolab.campaign.hosts import load_inventory
 from iolab.drive import fanout, fanout_run, reach, runner
 from iolab.errors import UserError
+from iolab.kinds import hostcall
 from iolab.shared.protocol import ARCHIVE_LINE, READY_LINE
-from iolab.workloads import base, hostcall
+from iolab.workloads import base
 from iolab.workloads.base import INLINE_TEXT, Play
 
 FIO = {
@@ -633,13 +634,13 @@ def test_a_warm_up_command_runs_under_hostrun_in_the_runs_warm_directory_and_a_h
 
 
 def test_a_checkpoints_call_is_the_roles_argv_its_write_first_on_every_host_or_none():
-    """roles/bench_checkpoint (c1f8759) ran `hostrun step -- python -m iolab.host.checkpoint ARGS check
+    """roles/bench_checkpoint (c1f8759) ran `hostrun step -- python -m iolab.kinds.checkpoint.host ARGS check
     --bytes-per-rank N`, then `hostrun run --target T --timeout S --cwd T --telemetry-after 0 --dir RUN/write
     --no-pack --start-at X -- ... write --bytes-per-rank N`, the drop on every host, then `... --dir RUN --start-at X --
     ... read --remove`; ARGS: --dir T/iolab-HOST/checkpoint --out RUN --world W --hosts H --index I --count C."""
     ckpt = {"target": "/mnt/t", "bytes": 8 << 20, "writers": 2, "ranks": 0, "count": 1, "timeout": 60.0}
     call = hostcall.host_call("bench_checkpoint", "/py", "gpu02", "/r", Play(["gpu01", "gpu02"]), True, ckpt)
-    args = ["/py", "-m", "iolab.host.checkpoint", "--dir", "/mnt/t/iolab-gpu02/checkpoint", "--out", "/r"]
+    args = ["/py", "-m", "iolab.kinds.checkpoint.host", "--dir", "/mnt/t/iolab-gpu02/checkpoint", "--out", "/r"]
     args += ["--world", "4", "--hosts", "2", "--index", "1", "--count", "1"]
     options = ["--target", "/mnt/t", "--timeout", "60.0", "--cwd", "/mnt/t", "--telemetry-after", "0"]
     assert call.first is not None and call.first.first is None

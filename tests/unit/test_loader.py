@@ -35,11 +35,12 @@ from iolab.campaign import model as campaign_mod  # noqa: E402
 from iolab.host.dataset.gen import gen  # noqa: E402
 from iolab.host.dataset.manifest import Manifest  # noqa: E402
 from iolab.host.dataset.pack import pack  # noqa: E402
-from iolab.host.loader import dataset_state, metadata, proctree  # noqa: E402
+from iolab.host.loader import dataset_state, proctree  # noqa: E402
 from iolab.host.loader.readers import Samples, collate  # noqa: E402
 from iolab.host.loader.syscalls import Tracer  # noqa: E402
+from iolab.kinds.metadata import host as metadata  # noqa: E402
+from iolab.kinds.metadata import parser as metadata_parser  # noqa: E402
 from iolab.parsers import ParseError  # noqa: E402
-from iolab.parsers import metadata as metadata_parser  # noqa: E402
 from iolab.parsers import pytorch as parser  # noqa: E402
 from iolab.shared.syscalls import SummaryError, parse_summary  # noqa: E402
 from support import two_workers  # noqa: E402

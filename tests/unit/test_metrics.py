@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from iolab.kinds.checkpoint import parser as checkpoint
+from iolab.kinds.metadata import parser as metadata_parser
 from iolab.measures import metrics
 from iolab.measures.samples import ResultStore
-from iolab.parsers import Measurement, checkpoint, fio, objects, pytorch, telemetry
-from iolab.parsers import metadata as metadata_parser
+from iolab.parsers import Measurement, fio, objects, pytorch, telemetry
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -123,8 +124,8 @@ def test_a_family_is_one_pattern_entry_and_an_exact_name_wins_over_it() -> None:
 
 def test_every_tool_has_one_parser_from_the_one_registry():
     """Issue 37: workloads.parser_for kept a hand dict of parsers beside the catalogue's list of parser modules;
-    both read iolab.parsers.modules() now, each module naming its tools."""
-    from iolab.parsers import registry
+    both read iolab.kinds.registry's parser modules now, each module naming its tools."""
+    from iolab.kinds.registry import registry
 
     tools = registry()
     assert {"fio", "pytorch", "tensorflow", "metadata", "checkpoint", "objects", "dlio"} <= set(tools)

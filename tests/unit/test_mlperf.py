@@ -20,7 +20,7 @@ from iolab.measures import validity
 from iolab.measures.samples import Sample
 from iolab.shared import shapes
 from iolab.workloads import accelerator, dlio, mlperf
-from iolab.workloads.checkpoint import CHECKPOINT_MODELS
+from iolab.workloads.mlperf import CHECKPOINT_MODELS
 from support import plain_sample
 
 ROOT = Path(__file__).resolve().parents[2]

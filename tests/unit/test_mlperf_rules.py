@@ -17,9 +17,9 @@ import pytest
 from iolab.campaign import model as campaign_mod
 from iolab.errors import UserError
 from iolab.host import facts
+from iolab.kinds.checkpoint import parser
 from iolab.measures import host_flags, validity
 from iolab.measures.samples import AGGREGATE_HOST, Sample
-from iolab.parsers import checkpoint as parser
 from iolab.report import mlperf as report_mlperf
 from iolab.workloads import mlperf
 
@@ -101,7 +101,7 @@ def ten_checkpoints(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("ckpt")
     env = {"PYTHONPATH": str(ROOT / "pyfiles")}
     common = ["--dir", str(base / "work"), "--out", str(base / "run"), "--world", "4", "--count", "10"]
-    program = [sys.executable, "-m", "iolab.host.checkpoint"]
+    program = [sys.executable, "-m", "iolab.kinds.checkpoint.host"]
     subprocess.run([*program, "write", *common, "--bytes-per-rank", str(1 << 20)], check=True, env=env)
     assert len(list((base / "work").glob("ckpt-rank*"))) == 40  # 4 ranks × 10 checkpoints, each its own file
     subprocess.run([*program, "read", *common, "--remove"], check=True, env=env)

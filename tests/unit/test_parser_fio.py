@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from iolab.kinds.registry import parser_for
 from iolab.measures.samples import UNITS
 from iolab.parsers import Parsed, ParseError, fio
-from iolab.workloads import parser_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fio"
 SINGLE_JOB = ["seq-read-1m", "imagenet-bssplit", "seq-write-128k", "randrw-4k"]

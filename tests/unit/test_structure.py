@@ -5,6 +5,9 @@ imports only itself and the leaves. `iolab`, `iolab.errors` and `iolab.units` ar
 imports of iolab: every side may use them. The controller is a stack of layers (LAYERS, lowest first); a module
 may import its own layer and those below, never one above, never the host side; every module belongs to one
 layer (a new one is placed in the table, or the test says where it is missing). docs/DESIGN.md draws the table.
+A kind's folder (`iolab.kinds.<kind>`) holds files of several layers, each placed by its name (KIND_FILES): its
+host program on the host side, its workload and its parser each on their layer; the folders' faces and the package's
+are leaves (the host imports them on its way to a host program), and the kinds' registry stands above every kind.
 Read from the code's own import statements (ast), as a reviewer would follow them, those inside functions and
 under `if TYPE_CHECKING:` included: an annotation that needs a module is an edge all the same.
 And their size: no module over 500 lines, no function over 60 (test_size_limits), the tasks included.
@@ -22,6 +25,7 @@ LAYERS = [
     ("base", ["iolab.paths", "iolab.yamlfile", "iolab.progress", "iolab.schema", "iolab.faults", "iolab.parsers"]),
     ("backends", ["iolab.backends"]),  # they see a workload through a Protocol (backends.base.Workload)
     ("workloads", ["iolab.workloads"]),
+    ("kinds", ["iolab.kinds"]),  # the kinds' folders (each file on its layer: KIND_FILES) and their registry
     ("measures", ["iolab.measures"]),
     ("campaign", ["iolab.campaign"]),
     ("store", ["iolab.store"]),
@@ -31,6 +35,7 @@ LAYERS = [
     ("run", ["iolab.run"]),
 ]
 ORDER = ["leaf", "shared", *(name for name, _ in LAYERS)]
+KIND_FILES = {"host": "host", "parser": "base", "workload": "workloads"}  # the files of iolab.kinds.<kind>
 
 
 def _modules() -> dict[str, Path]:
@@ -70,6 +75,11 @@ def side(module: str) -> str:
             return package
     if module in LEAVES:
         return "leaf"
+    parts = module.split(".")
+    if parts[:2] == ["iolab", "kinds"] and PYFILES.joinpath(*parts).is_dir():  # the package's face, a folder's
+        return "leaf"
+    if parts[:2] == ["iolab", "kinds"] and len(parts) == 4:
+        return KIND_FILES.get(parts[3], "unplaced")
     placed = [
         (len(prefix), layer)
         for layer, prefixes in LAYERS
@@ -132,7 +142,9 @@ def test_no_import_cycle_type_checking_included():
 def test_the_checks_see_a_violation(tmp_path):
     """The checks are real: a controller module reaching the host side, a host module reaching the controller,
     a shared module reaching the controller, a layer reaching one above it (the ledger importing the lease, as it
-    did), a module in no layer, and a cycle through an import under TYPE_CHECKING are each seen."""
+    did), a module in no layer, a kind's host program reaching its workload and its parser reaching the workloads'
+    floor, a file of no known name in a kind's folder, and a cycle through an import under TYPE_CHECKING are each
+    seen."""
     edges = graph()
     assert (
         "iolab.shared.fio_options" in edges["iolab.workloads.fio"]
@@ -145,9 +157,15 @@ def test_the_checks_see_a_violation(tmp_path):
         "iolab.host.live": edges["iolab.host.live"] | {"iolab.drive.runner"},
         "iolab.store.ledger": edges["iolab.store.ledger"] | {"iolab.drive.lease"},
         "iolab.newthing": {"iolab.errors"},
+        "iolab.kinds.metadata.host": edges["iolab.kinds.metadata.host"] | {"iolab.kinds.metadata.workload"},
+        "iolab.kinds.metadata.parser": edges["iolab.kinds.metadata.parser"] | {"iolab.workloads.base"},
+        "iolab.kinds.metadata.notes": {"iolab.errors"},  # a file of no known name in a kind's folder
     }
     assert crossings(wrong) == [
         "iolab.host.live (host) imports iolab.drive.runner (drive)",
+        "iolab.kinds.metadata.host (host) imports iolab.kinds.metadata.workload (workloads)",
+        "iolab.kinds.metadata.notes (unplaced) imports iolab.errors (leaf)",
+        "iolab.kinds.metadata.parser (base) imports iolab.workloads.base (workloads)",
         "iolab.newthing (unplaced) imports iolab.errors (leaf)",
         "iolab.run.bench (run) imports iolab.host.fio_jobs (host)",
         "iolab.shared.shapes (shared) imports iolab.campaign.model (campaign)",
@@ -262,3 +280,4 @@ def test_the_hosts_get_the_host_side_the_shared_modules_and_the_leaves_only(tmp_
         n for n in names if side(n) == "controller"
     )
     assert {"iolab.host.hostrun", "iolab.shared.leasehold", "iolab.errors", "iolab.units"} <= names
+    assert {"iolab.kinds", "iolab.kinds.metadata", "iolab.kinds.metadata.host"} <= names  # a kind's host program

@@ -24,7 +24,7 @@ from iolab.campaign.hosts import Inventory
 from iolab.campaign.model import Campaign, Run
 from iolab.drive import fanout, fanout_run, live, live_metrics, release, runner, steps, unpack
 from iolab.errors import RunFailed
-from iolab.workloads import hostcall
+from iolab.kinds import hostcall
 from iolab.workloads.base import HostCall, Play
 
 HOST_DIR = "/opt/iolab"
@@ -392,7 +392,7 @@ class _Playbook:
 def _calls(
     lab: Lab, hosts: list[str], run: Run, variables: dict[str, Any], dirs: dict[str, str]
 ) -> dict[str, HostCall]:
-    """Each host's call for `run` (iolab.workloads.hostcall), from `variables`, those its bench role would get
+    """Each host's call for `run` (iolab.kinds.hostcall), from `variables`, those its bench role would get
     (fan_vars)."""
     play = Play.of(hosts, run.run_id, lab.inventory.hostvars, dirs)
     kind = hostcall.kind_vars(variables)

@@ -15,7 +15,7 @@ the same route, started here without ssh (iolab.drive.local_worker: ClusterShell
 Engine and event handler); its reply and its record are an ssh host's.
 
 A run is one call per host: `hostrun run --start-when-told START_FILE --before PREPARE` does the prepare (its
-kind's, iolab.workloads.hostcall: fio's iolab.host.fio_jobs sizes, lays out and drops the caches, a loader's
+kind's, iolab.kinds.hostcall: fio's iolab.host.fio_jobs sizes, lays out and drops the caches, a loader's
 iolab.host.prepare checks the data set, makes the run directory and drops the caches), says it is ready, and waits
 for the start time; once every host has said so (or ended), the controller writes T = now + `margin` (sized to the
 host count) to each ready host's session (through gateways, whose channel passes stdin to one command only, it runs
@@ -46,8 +46,8 @@ from ClusterShell.Task import Task, task_self
 from iolab.campaign.hosts import Inventory
 from iolab.drive import reach, runner
 from iolab.drive.local_worker import LocalWorker
+from iolab.kinds import hostcall
 from iolab.shared.protocol import READY_LINE
-from iolab.workloads import hostcall
 
 FANOUT = 256  # ssh sessions (or gateway channels) open at once
 START_LEAD = 0.05  # s: the least notice of the common start (the start line's way to a ready host)
@@ -79,7 +79,7 @@ def margin(hosts: int, tree: bool = False) -> float:
 
 def refusal(inventory: Inventory | None, hosts: list[str], variables: dict[str, Any]) -> str | None:
     """Why this run goes through Ansible rather than here; None when it can fan out here. The runs of a kind with a
-    host call (iolab.workloads.hostcall.KINDS: fio, the loaders (reader s3 too), metadata, calibrate, kvcache, S3
+    host call (iolab.kinds.hostcall.KINDS: fio, the loaders (reader s3 too), metadata, calibrate, kvcache, S3
     objects, checkpoint, replay, DLIO) come here, with nothing Ansible must do around the tool: no job file or trace to
     copy (one over workloads.base.INLINE_TEXT: hostcall.Kind.copied); every
     host reached by ssh as this module says it, or this machine itself (`ansible_connection: local`) — the storage

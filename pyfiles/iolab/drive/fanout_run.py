@@ -127,7 +127,7 @@ def run_calls(
     on_start: Any = None,
     first: bool = False,
 ):
-    """Run each host's call (iolab.workloads.hostcall) and return each host's outcome, its archives among them.
+    """Run each host's call (iolab.kinds.hostcall) and return each host's outcome, its archives among them.
     `env`: `env NAME=VALUE ...` before each host-side command (the release's PYTHONPATH), the call's own environment
     after it; `storage`: the storage side's drop before the start (storage_side); `on_start(T)` as the start T is sent
     (a faulted run's clock: Lab.started, iolab.drive.injector). The calls' `first` calls run before them, every host

@@ -17,9 +17,16 @@ PACKAGE = Path(__file__).resolve().parents[1]  # iolab/, above drive/
 
 
 # What the hosts run: the host side, what both sides share, and the package's leaves (tests/unit/test_structure.py
-# holds that the host side imports nothing else). The controller's modules stay here: a change to a report does not
-# make a new release that every host unpacks.
+# holds that the host side imports nothing else); of each kind's folder, its host program (host.py) and the faces
+# that hold it. The controller's modules stay here: a change to a report does not make a new release that every host
+# unpacks.
 SHIPPED = ("host", "shared", "__init__.py", "errors.py", "units.py")
+KIND_SHIPPED = ("__init__.py", "host.py")  # of iolab/kinds/ and each kind's folder
+
+
+def _shipped(part: tuple[str, ...]) -> bool:
+    """Whether the package's file at these path parts goes to the hosts."""
+    return part[0] in SHIPPED or (part[0] == "kinds" and len(part) <= 3 and part[-1] in KIND_SHIPPED)
 
 
 def _files() -> list[Path]:
@@ -27,7 +34,7 @@ def _files() -> list[Path]:
         p
         for p in PACKAGE.rglob("*")
         if p.is_file()
-        and p.relative_to(PACKAGE).parts[0] in SHIPPED
+        and _shipped(p.relative_to(PACKAGE).parts)
         and "__pycache__" not in p.parts
         and p.suffix not in (".pyc", ".pyo")
     )

@@ -26,8 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from iolab.host import runs
-from iolab.host.checkpoint import memory_available
+from iolab.host import facts, runs
 from iolab.host.kvcache_sim import MAX_WORKERS, Rank
 from iolab.host.kvcache_tiers import FILL_LIMIT, POOL, Settings
 from iolab.shared.kvcache_model import entry_bounds, mean_entry
@@ -65,7 +64,7 @@ def refusal(directory: Path, clients: int, options: dict[str, Any]) -> str | Non
             f"largest this workload writes) and the target takes {free >> 20} MiB before it is 9/10 full; "
             "give the backend more space, or lower clients or context_scale"
         )
-    need, available = clients * footprint(options), memory_available()
+    need, available = clients * footprint(options), facts.meminfo().get("MemAvailable")
     if available is None or need > available:
         has = "no MemAvailable in /proc/meminfo" if available is None else f"{available >> 20} MiB available"
         return (

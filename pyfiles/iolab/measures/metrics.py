@@ -27,6 +27,7 @@ import functools
 import math
 
 from iolab import parsers
+from iolab.kinds import registry
 from iolab.parsers import Metric
 
 # What iolab makes itself rather than a tool's parser: a search's answer (run.accelerators, run.kvcache_search).
@@ -43,7 +44,7 @@ def catalogue() -> dict[str, Metric]:
 
     A name declared twice must be declared alike (ValueError otherwise).
     """
-    modules = [parsers, *parsers.modules()]
+    modules = [parsers, *registry.parser_modules()]
     out: dict[str, Metric] = {}
     for metric in [*OWN, *(m for module in modules for m in getattr(module, "METRICS", ()))]:
         if out.setdefault(metric.name, metric) != metric:

@@ -146,21 +146,11 @@ METRICS = (
 
 
 def modules() -> list[Any]:
-    """This package's parser modules (one per tool: each declares its METRICS, and the tools it parses in TOOLS)."""
+    """This package's parser modules (one per tool: each declares its METRICS, and the tools it parses in TOOLS); with
+    each kind folder's parser.py they are iolab.kinds.registry's parser modules."""
     import importlib
     import pkgutil
     import sys
 
     package = sys.modules[__name__]
     return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(package.__path__)]
-
-
-def registry() -> dict[str, Parser]:
-    """Each tool's parser, from the modules' TOOLS: the one list of them (a new tool touches its module only)."""
-    found: dict[str, Parser] = {}
-    for module in modules():
-        for tool in getattr(module, "TOOLS", ()):
-            if tool in found:
-                raise ValueError(f"tool {tool} has two parsers")
-            found[tool] = module.parse
-    return found

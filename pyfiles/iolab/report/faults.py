@@ -117,7 +117,7 @@ def _series(raw: Path, run: Run | None, hosts: list[str], rate: str | None) -> d
     """Each host's series of the rate, from its files (the tool's parser), and ALL: their sum second by second."""
     if run is None or rate is None:
         return {}
-    from iolab.workloads import parser_for
+    from iolab.kinds.registry import parser_for
 
     found = {}
     for host in hosts:

@@ -20,13 +20,13 @@ from iolab.campaign.repeats import more_repetitions
 from iolab.drive import reach
 from iolab.drive.execute import Lab, workload_vars
 from iolab.errors import RunFailed
+from iolab.kinds import hostcall
 from iolab.measures.samples import ResultStore
 from iolab.run import accelerators, kvcache_search
 from iolab.run import plan as planning
 from iolab.run.plan import Entry
 from iolab.run.session import BackendSession, CampaignState
 from iolab.units import counted
-from iolab.workloads import hostcall
 
 # What a workload's `search:` names, and who answers it on a mounted backend (BackendSession.search).
 SEARCHES = {

@@ -15,12 +15,12 @@ from typing import Any
 
 from iolab.campaign.model import Run
 from iolab.errors import StoreError
+from iolab.kinds.registry import parser_for
 from iolab.measures import host_flags, metrics
 from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample, utc_iso
 from iolab.parsers import SUM, Measurement, Parsed, ParseError, failure_message
 from iolab.shared.protocol import START_JSON, STORAGE_DROP_JSON
 from iolab.units import human
-from iolab.workloads import parser_for
 
 
 def _read_json(path: Path) -> dict[str, Any]:

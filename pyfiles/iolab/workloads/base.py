@@ -81,7 +81,7 @@ class Workload(Model):
     def host_program(self) -> str:
         """What its host call runs on each host, as --dry-run says it: `python -m` its kind's TOOL (the module its
         host_call runs), or how an engine's MPI job runs its own."""
-        return "its kind's host call (iolab.workloads.hostcall)"
+        return "its kind's host call (iolab.kinds.hostcall)"
 
     @property
     def formats(self) -> set[str]:
@@ -263,7 +263,7 @@ class At:
 
 @dataclasses.dataclass(frozen=True)
 class HostCall:
-    """One host's run of any kind, from one place per kind (iolab.workloads.hostcall): its `prepare` (checks, the run
+    """One host's run of any kind, from one place per kind (iolab.kinds.hostcall): its `prepare` (checks, the run
     directory, the cache drop), `run` (iolab.host.hostrun run's options before the start option), the `tool` (after
     --), more environment for the tool, and the names of the two steps (its bench role's task names) a failure
     is recorded under; `storage_side`: whether a run that drops its caches drops the storage side's too (a

@@ -66,7 +66,7 @@ CALIBRATE_VARS = ("argv", "timeout")
 
 
 def host_call(at: At, *, argv: list[str], timeout: float) -> HostCall:
-    """A calibration's call on `host` (iolab.workloads.hostcall): no storage and no data set (the batch is made on
+    """A calibration's call on `host` (iolab.kinds.hostcall): no storage and no data set (the batch is made on
     the device), so its prepare only makes the run directory and the caches are left alone, whatever `drop` says."""
     prepare = at.module("iolab.host.prepare", "directory", "--dir", at.run_dir)
     run = at.hostrun("--timeout", str(timeout), "--telemetry-after", "0")

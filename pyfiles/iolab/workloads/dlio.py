@@ -29,8 +29,7 @@ from typing import Any
 from iolab import yamlfile
 from iolab.workloads.accelerator import COMPUTE_TIMES, reference_batch
 from iolab.workloads.base import LOADER_PREPARE_TASK, At, HostCall, loader_call, mpi_key, mpi_tool
-from iolab.workloads.checkpoint import CHECKPOINT_MODELS
-from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS
+from iolab.workloads.mlperf import AU_THRESHOLD, CHECKPOINT_MODELS, PRESETS
 
 # What iolab decides itself instead of the file, and why the file's value has no say.
 REPLACED = {
@@ -406,7 +405,7 @@ DLIO_VARS = ("target", "dataset", "workload", "ranks", "trace", "timeout", "ssh"
 def host_call(
     at: At, *, target: str, workload: dict[str, Any], timeout: float, dataset: str = "", trace: bool = False, **mpi: Any
 ) -> HostCall:
-    """An engine dlio run's call on `at.host` (iolab.workloads.hostcall): DLIO, one MPI job over the play's hosts
+    """An engine dlio run's call on `at.host` (iolab.kinds.hostcall): DLIO, one MPI job over the play's hosts
     (iolab.host.dlio). The prepare (iolab.host.prepare loader --kind dlio) checks the data set, that DLIO is
     installed (the campaign's setup phase installs it) and, on the first host, mpirun's ssh key; then it writes this
     host's DLIO workload file (`workload`, completed from its copy of the data set), makes the run directory and drops

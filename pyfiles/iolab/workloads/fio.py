@@ -192,7 +192,7 @@ def host_call(
     telemetry_after: float,
     common_start: bool = False,
 ) -> HostCall:
-    """A fio run's call on `host` (iolab.workloads.hostcall): `prepare` is iolab.host.fio_jobs (size, lay out, drop
+    """A fio run's call on `host` (iolab.kinds.hostcall): `prepare` is iolab.host.fio_jobs (size, lay out, drop
     the caches), the tool fio on the job it wrote. Each host works in <target>/iolab-<host> (hosts may share it)."""
     run_dir, workdir = at.run_dir, f"{target}/iolab-{at.host}"
     prepare = at.module("iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir)

@@ -271,7 +271,7 @@ def host_call(
     pause: float = 0.0,
     timeout: float,
 ) -> HostCall:
-    """A KV-cache run's call on `host` (iolab.workloads.hostcall): its ranks work in <target>/iolab-<host>/kvcache;
+    """A KV-cache run's call on `host` (iolab.kinds.hostcall): its ranks work in <target>/iolab-<host>/kvcache;
     the prepare (iolab.host.prepare kvcache) checks the target's room and the host's memory, idles `pause` s (the
     rules' pause between options), makes the run directory and drops the caches (`drop`); then the clients."""
     work = ["--dir", f"{target}/iolab-{at.host}/kvcache", "--clients", str(clients), "--options", json.dumps(options)]

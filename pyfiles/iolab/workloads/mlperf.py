@@ -31,7 +31,15 @@ from iolab.shared.shapes import MEAN_SIZE, SAMPLES_PER_SHARD, SHAPES
 from iolab.units import human
 from iolab.workloads import kvcache_rules
 from iolab.workloads.accelerator import ACCELERATOR_MEMORY, COMPUTE_TIMES, EMULATED, reference_batch
-from iolab.workloads.checkpoint import CHECKPOINT_MODELS
+
+# MLPerf Storage v2's checkpointing models: the whole checkpoint (model and optimizer state) and the
+# processes a CLOSED submission writes it with (docs/REFERENCE_FIGURES.md, "Checkpointing").
+CHECKPOINT_MODELS = {
+    "llama3-8b": (105e9, 8),
+    "llama3-70b": (912e9, 64),
+    "llama3-405b": (5.29e12, 512),
+    "llama3-1t": (18e12, 1024),
+}
 
 # MLPerf Storage's rules (docs/REFERENCE_FIGURES.md): a run is five measured repetitions after one
 # unrecorded warm-up, and its data set is at least 5 × the clients' RAM and 500 steps of every accelerator.

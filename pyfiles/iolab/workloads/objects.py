@@ -80,7 +80,7 @@ def host_call(
     timeout: float,
     keep_going: bool = False,
 ) -> HostCall:
-    """An objects run's call on `host` (iolab.workloads.hostcall): the run directory and the cache drop (nothing is
+    """An objects run's call on `host` (iolab.kinds.hostcall): the run directory and the cache drop (nothing is
     mounted, but every run's host starts alike), then iolab.host.objects on the host's keys
     (<prefix>/iolab-<host>/objects). `s3` is the backend's connection: where the keys are (a file on the host, or
     the host's own environment), never the keys (docs/DESIGN.md, "Secrets")."""

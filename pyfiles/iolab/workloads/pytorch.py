@@ -359,7 +359,7 @@ def host_call(
     gloo_ifname: str = "",
     s3: dict[str, Any] | None = None,
 ) -> HostCall:
-    """A pytorch run's call on `host` (iolab.workloads.hostcall): iolab's loader (python -m
+    """A pytorch run's call on `host` (iolab.kinds.hostcall): iolab's loader (python -m
     iolab.host.loader.torch_loader); `distributed`, one DDP job over the play's hosts: this host's node rank is its
     place in the play, the rendezvous the first host's (127.0.0.1 when it is this machine) on a port of the run's
     own unless given; gloo's and NCCL's interface `gloo_ifname` where given; on an s3 backend, its connection `s3`

@@ -153,7 +153,7 @@ def host_call(
     copies: int,
     timeout: float,
 ) -> HostCall:
-    """A replay's call on `at.host` (iolab.workloads.hostcall): `prepare` is iolab.host.trace stage (the trace written
+    """A replay's call on `at.host` (iolab.kinds.hostcall): `prepare` is iolab.host.trace stage (the trace written
     beside the run directory from `text`, its files staged under <target>/iolab-<host>/trace-<hash>, the caches
     dropped), the tool its replay through fio. A trace too long for the argv (`text` empty, INLINE_TEXT) is copied
     there from `trace`, the controller's copy, by the bench role (the fan-out refuses such a run)."""

@@ -85,7 +85,7 @@ TENSORFLOW_VARS = ("target", "dataset", "options", "timeout")
 
 
 def host_call(at: At, *, target: str, options: dict[str, Any], timeout: float, dataset: str = "") -> HostCall:
-    """A tensorflow run's call on `host` (iolab.workloads.hostcall): tf.data over the TFRecord pack (python -m
+    """A tensorflow run's call on `host` (iolab.kinds.hostcall): tf.data over the TFRecord pack (python -m
     iolab.host.loader.tf_loader), TensorFlow's C++ log quiet but for errors."""
     root, prepare, run = loader_call("tensorflow", at, target=target, dataset=dataset, timeout=timeout)
     tool = at.module(TOOL, "--root", root, "--out", at.run_dir)

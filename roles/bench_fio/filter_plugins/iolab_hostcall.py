@@ -1,4 +1,4 @@
-"""The host-side calls both routes build, in one place each: the bench roles' (iolab.workloads.hostcall), and every
+"""The host-side calls both routes build, in one place each: the bench roles' (iolab.kinds.hostcall), and every
 storage backend's state and the campaign's data set (iolab.shared.calls, through `iolab_call`). The loader roles',
 the storage roles' and dataset_gen's filter_plugins are links to this directory. Each filter imports what it needs
 when called: Ansible templates a task in a worker of its own, which imports them again, and the storage roles' and
@@ -15,7 +15,7 @@ def iolab_host_call(
 ) -> dict[str, Any]:
     """`variables` (the role's, without their prefix) | iolab_host_call(ROLE, PYTHON, HOST, RUN_DIR, PLAY, DROP):
     the host's call as a mapping (prepare, run, tool, env, prepare_task, run_task)."""
-    from iolab.workloads.hostcall import host_call
+    from iolab.kinds.hostcall import host_call
 
     call = host_call(role, python, host, run_dir, dict(play), bool(drop), dict(variables))
     return dataclasses.asdict(call)

@@ -2,7 +2,6 @@
 
     python -m iolab.host.loader.torch_loader --root DS --out RUN_DIR --reader packed --workers 4 ...
     python -m iolab.host.loader.tf_loader --root DS --out RUN_DIR --private-threads 8 ...
-    python -m iolab.host.loader.metadata --root DS --out RUN_DIR --threads 4
     python -m iolab.host.loader.dataset_state --root DS --files N --seed S --classes C --formats packed
     python -m iolab.host.loader.calibrate --out RUN_DIR --batch resnet50:400 [--scale tiny]
 
@@ -20,6 +19,5 @@ Modules (this package imports nothing, so the light ones load without torch):
     gds_reader     reader npz through GPUDirect Storage (kvikio, cuFile), what kvikio really did recorded
     proctree       CPU time of a process and all its descendants, from /proc
     syscalls       strace -c attached to a rank for its measured window; the summary table parsed
-    metadata       open / stat / readdir rates over a data set tree → metadata.json
     dataset_state  is the data set (and its packs) already on this host? (the dataset_gen role's probe)
 """

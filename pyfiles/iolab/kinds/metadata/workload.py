@@ -1,4 +1,4 @@
-"""Workload kind `metadata`: readdir, stat and open/close rates over the data set's tree."""
+"""Workload kind `metadata`, its campaign entry and host call: readdir, stat and open/close rates over a tree."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pydantic import Field
 from iolab.schema import Bool
 from iolab.workloads.base import LOADER_PREPARE_TASK, LOADER_TIMEOUT, At, HostCall, Workload, loader_call
 
-TOOL = "iolab.host.loader.metadata"  # what its host call runs on each host (python -m)
+TOOL = "iolab.kinds.metadata.host"  # what its host call runs on each host (python -m)
 
 
 class MetadataWorkload(Workload):
@@ -55,8 +55,8 @@ def host_call(
     dataset: str = "",
     drop_caches: bool = True,
 ) -> HostCall:
-    """A metadata run's call on `host` (iolab.workloads.hostcall): the tree walk (python -m
-    iolab.host.loader.metadata), the caches dropped before each of its operations too unless `drop_caches` is off
+    """A metadata run's call on `host` (iolab.kinds.hostcall): the tree walk (python -m
+    iolab.kinds.metadata.host), the caches dropped before each of its operations too unless `drop_caches` is off
     (`drop`: the run's cache policy, before the run)."""
     root, prepare, run = loader_call("metadata", at, target=target, dataset=dataset, timeout=timeout)
     tool = at.module(TOOL, "--root", root, "--out", at.run_dir)

@@ -1,4 +1,4 @@
-"""checkpoint.json (iolab.host.checkpoint) on one host → checkpoint write and read figures.
+"""checkpoint.json (iolab.kinds.checkpoint.host) on one host → checkpoint write and read figures.
 
     checkpoint_write_bw   the host's bytes of a checkpoint / its slowest rank's write time (fsync included)   B/s
     checkpoint_write_s    the slowest rank's write time of a checkpoint                                     s

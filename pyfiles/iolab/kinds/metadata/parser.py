@@ -1,4 +1,4 @@
-"""metadata.json (iolab.host.loader.metadata) on one host → readdir, stat and open rates.
+"""metadata.json (iolab.kinds.metadata.host) on one host → readdir, stat and open rates.
 
 readdir_per_s   directory entries listed per second (scandir over the whole tree)   ops/s
 stat_per_s      stat calls per second over the data files                          ops/s

@@ -1,6 +1,6 @@
 """Metadata rates over a data set's tree: readdir, stat, open — the small-file bottleneck (stdlib only).
 
-    python -m iolab.host.loader.metadata --root DS --out RUN_DIR --threads 4 [--limit N] [--no-drop-caches]
+    python -m iolab.kinds.metadata.host --root DS --out RUN_DIR --threads 4 [--limit N] [--no-drop-caches]
 
 Three timed operations, one after the other, each over the whole tree (stat and
 open over the first --limit files of the manifest when given):
@@ -105,7 +105,7 @@ def measure(root: Path, threads: int, limit: int | None = None, drop: bool = Tru
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m iolab.host.loader.metadata")
+    p = argparse.ArgumentParser(prog="python -m iolab.kinds.metadata.host")
     p.add_argument("--root", type=Path, required=True, help="the data set (its manifest.jsonl)")
     p.add_argument("--out", type=Path, required=True, help="directory that receives metadata.json")
     p.add_argument("--threads", type=int, default=1)

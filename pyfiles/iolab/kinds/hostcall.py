@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from iolab.workloads import calibrate, checkpoint, dlio, fio, kvcache, metadata, objects, pytorch, replay, tensorflow
+from iolab.kinds.checkpoint import workload as checkpoint
+from iolab.kinds.metadata import workload as metadata
+from iolab.workloads import calibrate, dlio, fio, kvcache, objects, pytorch, replay, tensorflow
 from iolab.workloads.base import At, HostCall, Play
 
 

@@ -1,8 +1,10 @@
 """Checkpoint writes and reads as MLPerf Storage's checkpointing workload does them (host side, stdlib only).
 
-    python -m iolab.host.checkpoint check --dir WORKDIR --out RUN_DIR --world W --hosts H --index I --bytes-per-rank B
-    python -m iolab.host.checkpoint write --dir WORKDIR --out RUN_DIR --world W --hosts H --index I --bytes-per-rank B
-    python -m iolab.host.checkpoint read  --dir WORKDIR --out RUN_DIR --world W --hosts H --index I [--remove]
+    python -m iolab.kinds.checkpoint.host check --dir WORKDIR --out RUN_DIR --world W --hosts H --index I
+                                          --bytes-per-rank B
+    python -m iolab.kinds.checkpoint.host write --dir WORKDIR --out RUN_DIR --world W --hosts H --index I
+                                          --bytes-per-rank B
+    python -m iolab.kinds.checkpoint.host read  --dir WORKDIR --out RUN_DIR --world W --hosts H --index I [--remove]
 
 (each also takes --count N: N checkpoints, MLPerf Storage's 10, written one after the other, then read back.)
 
@@ -34,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from iolab.host import runs
+from iolab.host import facts, runs
 
 PIECE = 64 << 20
 SLACK = 4 << 20  # the pool is a piece and this: each piece starts at another offset of it
@@ -56,22 +58,11 @@ def pool_bytes(shard_bytes: int) -> int:
     return min(PIECE, shard_bytes) + SLACK
 
 
-def memory_available() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes, or None where it cannot be read."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 def refusal(directory: Path, ranks: int, shard_bytes: int, count: int = 1) -> str | None:
     """Why this host cannot run `ranks` ranks writing `count` shards of `shard_bytes` each: its memory or the
     target's space; or None."""
     each = RANK_OVERHEAD + pool_bytes(shard_bytes)
-    available = memory_available()
+    available = facts.meminfo().get("MemAvailable")
     if available is None or ranks * each > available:
         has = "no MemAvailable in /proc/meminfo" if available is None else f"{available >> 20} MiB available"
         return (
@@ -182,7 +173,7 @@ def _record(out: Path, phase: str, ranks: list[dict], **extra: object) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m iolab.host.checkpoint")
+    parser = argparse.ArgumentParser(prog="python -m iolab.kinds.checkpoint.host")
     parser.add_argument("phase", choices=("check", "write", "read"))
     parser.add_argument("--dir", type=Path, required=True, help="where the shards are (on the storage under test)")
     parser.add_argument("--out", type=Path, required=True, help="the run's directory: checkpoint.json goes there")

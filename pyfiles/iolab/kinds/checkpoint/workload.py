@@ -1,4 +1,5 @@
-"""Workload kind `checkpoint`: MLPerf Storage's checkpointing (write and fsync, drop caches, read back)."""
+"""Workload kind `checkpoint`, its campaign entry and host calls: MLPerf Storage's checkpointing (write and fsync,
+drop caches, read back)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,9 @@ from pydantic import Field, model_validator
 from iolab.schema import Bool
 from iolab.units import human
 from iolab.workloads.base import LOADER_TIMEOUT, At, HostCall, Workload, does_not_fit
+from iolab.workloads.mlperf import CHECKPOINT_MODELS
 
-# MLPerf Storage v2's checkpointing models: the whole checkpoint (model and optimizer state) and the
-# processes a CLOSED submission writes it with (docs/REFERENCE_FIGURES.md, "Checkpointing").
-CHECKPOINT_MODELS = {
-    "llama3-8b": (105e9, 8),
-    "llama3-70b": (912e9, 64),
-    "llama3-405b": (5.29e12, 512),
-    "llama3-1t": (18e12, 1024),
-}
-
-
-TOOL = "iolab.host.checkpoint"  # what its host call runs on each host (python -m)
+TOOL = "iolab.kinds.checkpoint.host"  # what its host call runs on each host (python -m)
 
 
 class CheckpointWorkload(Workload):
@@ -108,16 +100,16 @@ class CheckpointWorkload(Workload):
         )
 
 
-# role_vars' names without their prefix: what host_call takes (iolab.workloads.hostcall)
+# role_vars' names without their prefix: what host_call takes (iolab.kinds.hostcall)
 CHECKPOINT_VARS = ("target", "bytes", "writers", "ranks", "count", "timeout")
 
 
 def host_call(at: At, *, target: str, bytes: int, writers: int, ranks: int, count: int, timeout: float) -> HostCall:
-    """A checkpoint's calls on a host, in MLPerf Storage's order (iolab.workloads.hostcall): `first`, on every host
+    """A checkpoint's calls on a host, in MLPerf Storage's order (iolab.kinds.hostcall): `first`, on every host
     or none, the check that its memory holds its ranks and the target their shards, then the write of its shards,
     fsynced (the write phase's own record in RUN/write); then, once every host has written, the caches dropped (and
     the storage side's) and the read back, the shards removed. The job's ranks: `ranks`, or `writers` on each host,
-    spread over the play's hosts by iolab.host.checkpoint (the first world % hosts hosts one more)."""
+    spread over the play's hosts by iolab.kinds.checkpoint.host (the first world % hosts hosts one more)."""
     hosts = at.play.hosts
     world = ranks or len(hosts) * writers
     shard = str(bytes // world)
