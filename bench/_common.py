@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "pyfiles"))  # the benchmarks import iolab from th
 
 def loader_argv(root: object, out: object) -> list[str]:
     """The PyTorch loader's command on this machine, over the data set at `root`, its result in `out`."""
-    return [sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out)]
+    return [sys.executable, "-m", "iolab.kinds.pytorch.host", "--root", str(root), "--out", str(out)]
 
 
 def drop_caches() -> None:

@@ -29,7 +29,7 @@ from _common import ROOT, loader_argv, private_tmpfs
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
-from iolab.parsers import pytorch
+from iolab.kinds.pytorch import parser as pytorch
 
 BATCH = 8
 # (compute per batch c, preprocess time per sample p, workers W)

@@ -5,7 +5,7 @@
 
 For each model, one campaign on this machine (`bench.all`, localhost): MLPerf Storage's preset
 (`type: mlperf`, B200, lab scale) run twice at each accelerator count, once by iolab's loader
-(engine iolab) and once by DLIO under mpirun (engine dlio, iolab.host.dlio), in that order, on
+(engine iolab) and once by DLIO under mpirun (engine dlio, iolab.kinds.dlio.host), in that order, on
 one data set on one backend, the caches dropped before each run. The data set holds --steps
 steps of the largest count (accelerators × batch × steps files). Prints one line per model and
 count: both AUs (%), their difference (points), both samples/s and their difference (%).

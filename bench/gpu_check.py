@@ -8,7 +8,7 @@ Runs with the machine's own torch and iolab's host side on PYTHONPATH: no networ
 installed (`bench/_common.py` puts this checkout's pyfiles on the path). In order:
 
 1. facts: the GPUs NVML sees (driver), torch and CUDA;
-2. calibration (iolab.host.loader.calibrate): ResNet-50's step with the batch already on the
+2. calibration (iolab.kinds.calibrate.host): ResNet-50's step with the batch already on the
    GPU, at --batch-size and at MLPerf's 400, warm-up out, timed blocks, eager and compiled
    (the faster kept; `--compile off` saves the compilations' minute or two);
 3. the data set: --root (with its packed copy), else --files JPEGs generated and packed under
@@ -16,7 +16,7 @@ installed (`bench/_common.py` puts this checkout's pyfiles on the path). In orde
 4. per reader — the synthetic leg first (the loader with `--data synthetic`: its own step
    loop on a batch made on the GPU), then pil, packed and, where NVIDIA DALI imports, dali
    (its mixed decoder on a GPU) — one run of the loader itself at 1 GPU, exactly as a
-   campaign runs it (`python -m iolab.host.loader.torch_loader` under `iolab.host.hostrun`
+   campaign runs it (`python -m iolab.kinds.pytorch.host` under `iolab.host.hostrun`
    with host telemetry, after a sync and a drop of the page cache, as a campaign's prepare
    step does: "cache" says whether it could): its images/s and GB/s over its measured window,
    the GPU's utilisation and memory and the host's telemetry over that window, and its
@@ -45,9 +45,9 @@ from typing import Any
 from _common import ROOT, drop_caches  # ROOT: this checkout, whose iolab _common puts on the path
 
 from iolab.host import gpu_telemetry
+from iolab.kinds.pytorch import parser as pytorch
 from iolab.measures import limits
 from iolab.measures.samples import Sample
-from iolab.parsers import pytorch
 from iolab.parsers import telemetry as telemetry_parser
 
 READERS = ("pil", "packed", "dali")
@@ -73,7 +73,7 @@ def facts() -> dict[str, Any]:
 
 
 def calibration(args: argparse.Namespace) -> dict[str, Any]:
-    from iolab.host.loader import calibrate
+    from iolab.kinds.calibrate import host as calibrate
 
     sizes = [args.batch_size] + ([MLPERF_BATCH] if args.scale == "full" and args.batch_size != MLPERF_BATCH else [])
     timing = ["--warmup", "1", "--steps", "2", "--blocks", "2"] if args.scale == "tiny" else []
@@ -101,7 +101,7 @@ def loader_run(root: Path, out: Path, reader: str, data: str, args: argparse.Nam
     """One run of the loader at 1 GPU as a campaign runs it (hostrun, telemetry); its samples as iolab stores them."""
     epochs = 1 + (args.steps * args.batch_size) // args.files_in_root
     argv = [
-        *(sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(out)),
+        *(sys.executable, "-m", "iolab.kinds.pytorch.host", "--root", str(root), "--out", str(out)),
         *("--reader", "packed" if reader == "synthetic" else reader, "--workers", str(args.workers)),
         *("--batch-size", str(args.batch_size), "--steps", str(args.steps), "--epochs", str(epochs)),
         *("--accelerator", "gpu" if cuda else "cpu", "--scale", args.scale, "--data", data),

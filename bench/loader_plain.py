@@ -41,7 +41,7 @@ from _common import ROOT, drop_caches, loader_argv, private_tmpfs, spread
 from iolab.host.dataset import gen as gen_module
 from iolab.host.dataset.manifest import Manifest
 from iolab.host.loader.decode import SIZE, decode_pil, read_exact
-from iolab.parsers import pytorch
+from iolab.kinds.pytorch import parser as pytorch
 
 KIB = 1024
 MIB = 1 << 20

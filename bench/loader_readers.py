@@ -27,7 +27,7 @@ from _common import ROOT, drop_caches, loader_argv, private_tmpfs
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
-from iolab.parsers import pytorch
+from iolab.kinds.pytorch import parser as pytorch
 
 READERS = ("pil", "cv2-imread", "cv2-imdecode", "packed")
 CALLS = ("openat", "newfstatat", "lseek", "read", "pread64", "close")

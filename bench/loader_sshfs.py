@@ -35,7 +35,7 @@ from _common import ROOT, drop_caches, loader_argv
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
-from iolab.parsers import pytorch
+from iolab.kinds.pytorch import parser as pytorch
 
 MIB = 1 << 20
 

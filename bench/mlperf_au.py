@@ -33,7 +33,7 @@ from _common import ROOT, loader_argv, private_tmpfs
 
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
-from iolab.parsers import pytorch
+from iolab.kinds.pytorch import parser as pytorch
 from iolab.shared.shapes import SHAPES
 from iolab.workloads.accelerator import COMPUTE_TIMES, REFERENCE_BATCHES
 from iolab.workloads.mlperf import PRESETS

@@ -3,7 +3,7 @@
     .venv/bin/python bench/trace_fidelity.py [--files 1200] [--dir /var/tmp/iolab-trace-fidelity] [--repetitions 2]
 
 1. an ImageNet-like data set of --files JPEGs (iolab.host.dataset gen) in --dir/ds;
-2. `./lab trace.capture --root DIR/ds --baseline -- python -m iolab.host.loader.torch_loader --reader pil ...`
+2. `./lab trace.capture --root DIR/ds --baseline -- python -m iolab.kinds.pytorch.host --reader pil ...`
    (1 rank, 2 workers, batches of 32, 20 ms of emulated compute per batch): the loader once untraced,
    once under strace, caches dropped before each; its images/s both ways from each run's loader.json;
 3. a campaign replaying the trace on a local backend in DIR/disk (the same file system; a 1 GiB tmpfs
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from _common import ROOT, drop_caches, lab, loader_argv, samples, write_campaign
 
-from iolab.parsers import pytorch
+from iolab.kinds.pytorch import parser as pytorch
 from iolab.shared import trace
 
 

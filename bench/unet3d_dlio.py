@@ -12,7 +12,7 @@ after the other (a pair):
   7, emulated H100 at 0.323 s per batch) at that many emulated accelerators;
 - DLIO 2.0.0 itself, `mpirun --bind-to none -x DFTRACER_ENABLE=0 -np N dlio_benchmark workload=unet3d_h100`
   over the same files (its data_folder the data set's root, the files in its one subfolder), checkpointing
-  off, untraced as engine dlio runs it (iolab.host.dlio.trace_env; --dlio-trace: pydftracer on, its default).
+  off, untraced as engine dlio runs it (iolab.kinds.dlio.host.trace_env; --dlio-trace: pydftracer on, its default).
 
 Each prints samples/s (iolab: delivered over the run; DLIO: its
 train_throughput_mean_samples_per_second, the mean of its epochs' rates, which both print
@@ -41,8 +41,8 @@ from pathlib import Path
 
 from _common import ROOT, loader_argv, private_tmpfs
 
-from iolab.host.dlio import trace_env
-from iolab.parsers import pytorch
+from iolab.kinds.dlio.host import trace_env
+from iolab.kinds.pytorch import parser as pytorch
 
 GIB = 1 << 30
 # The unet3d preset's loader settings (iolab.workloads.mlperf PRESETS, accelerator h100).

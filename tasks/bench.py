@@ -6,11 +6,11 @@ from invoke import Collection
 
 from iolab import paths
 from iolab.campaign import model as campaign_mod
+from iolab.kinds.pytorch.workload import PytorchWorkload
 from iolab.run import calibration, command
 from iolab.run.cli import echo, user_errors
 from iolab.run.cli import lab as make_lab
 from iolab.workloads.mlperf import AU_THRESHOLD
-from iolab.workloads.pytorch import PytorchWorkload
 
 from .common import CAMPAIGN, HOSTS, INVENTORY, STEAL, task
 
@@ -136,7 +136,7 @@ def accelerators(
     accelerator = {"type": type, **({"compute_per_batch": compute} if compute else {})}
     workload = {
         "reader": reader,
-        # Not given: the workload's own defaults (iolab.workloads.pytorch), as a campaign entry gets them.
+        # Not given: the workload's own defaults (iolab.kinds.pytorch.workload), as a campaign entry gets them.
         **({"workers": int(workers)} if workers is not None else {}),
         **({"batch_size": int(batch_size)} if batch_size is not None else {}),
         **({"steps": int(steps)} if int(steps) else {}),

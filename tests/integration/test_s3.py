@@ -193,7 +193,7 @@ def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_h
     for name, (host, extra, launcher) in routes.items():
         backend_ = backend(lab, f"{name}-b", prefix=name)
         path = write_campaign({"name": name, "backends": [backend_], "workloads": [workload]}, f"{name}.yml")
-        with CommandLines("iolab.host.objects") as lines:
+        with CommandLines("iolab.kinds.objects.host") as lines:
             began = time.monotonic()
             done = cli("bench.all", "--campaign", str(path), *extra) if extra else bench_all(cli, path)
         raw = cli.results / name / "raw"
@@ -203,7 +203,9 @@ def test_objects_runs_fan_out_here_and_on_a_simulated_host_and_no_command_line_h
         reads = [s for s in cli.samples(name) if s["metric"] == "read_bw" and s["host"] == host]
         assert len(reads) == 2 and min(s["value"] for s in reads) > 0
         assert {s["metadata"]["cache_state"] for s in reads} == {"dropped"}  # the prepare's drop, recorded
-        tools = [line for line in lines.seen if " -m iolab.host.objects " in line and f"iolab-{host}/objects" in line]
+        tools = [
+            line for line in lines.seen if " -m iolab.kinds.objects.host " in line and f"iolab-{host}/objects" in line
+        ]
         assert tools, lines.seen  # the watch saw the runs' commands
         if host == "gpu01":  # the command ClusterShell's ssh carried to the host
             assert any(line.startswith("ssh ") and " gpu01 " in line for line in lines.seen), lines.seen
@@ -224,7 +226,7 @@ def test_an_objects_run_with_the_keys_in_the_controllers_environment_fans_out_wi
     workload |= {"runtime": "1s", "ramp": "1s"}
     backend_ = backend(lab, "itest-s3-env-b", prefix="itest-s3-env", credentials="env")
     path = write_campaign({"name": "itest-s3-env", "backends": [backend_], "workloads": [workload]})
-    with CommandLines("iolab.host.objects") as lines:
+    with CommandLines("iolab.kinds.objects.host") as lines:
         done = bench_all(cli, path)
     (record,) = (cli.results / "itest-s3-env" / "raw").glob("*/localhost/run.json")
     assert json.loads(record.read_text())["launcher"] == "clustershell"

@@ -21,12 +21,12 @@ from rich.console import Console
 from iolab.campaign import model as campaign
 from iolab.drive.execute import Lab
 from iolab.errors import RunFailed, UserError
+from iolab.kinds.pytorch import workload as pytorch_workload
 from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.report import compare, compare_export
 from iolab.report import html as report_html
 from iolab.report import tables as report
 from iolab.run import accelerators, bench
-from iolab.workloads import pytorch as pytorch_workload
 
 HOSTS = ["gpu01", "gpu02"]
 RAW = {

@@ -20,9 +20,9 @@ from iolab.errors import UserError
 from iolab.host import live as host_live
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.pack import pack
+from iolab.kinds.calibrate import parser as calibrate_parser
+from iolab.kinds.pytorch import parser as pytorch_parser
 from iolab.measures.samples import ResultStore, Sample
-from iolab.parsers import calibrate as calibrate_parser
-from iolab.parsers import pytorch as pytorch_parser
 from iolab.report import tables as report
 from iolab.run import calibration
 from iolab.workloads.accelerator import Accelerator
@@ -109,7 +109,7 @@ def test_compute_per_batch_follows_the_profile_in_the_loader_itself(tmp_path, re
     gen(root, files=16, seed=2, classes=2, workers=1)
     pack(root, "packed")
     options |= {"workers": 0, "decode": False, "steps": 4, "evict": False}
-    argv = [sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(root), "--out", str(tmp_path / "o")]
+    argv = [sys.executable, "-m", "iolab.kinds.pytorch.host", "--root", str(root), "--out", str(tmp_path / "o")]
     done = subprocess.run([*argv, "--options", json.dumps(options)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     records = json.loads((tmp_path / "o" / "loader.json").read_text())["ranks"][0]["records"]
@@ -148,7 +148,7 @@ def test_a_gpu_count_a_host_is_known_to_lack_is_refused_before_any_host_is_touch
 
 def test_calibrate_times_the_tiny_model_on_the_cpu_and_its_samples_become_a_profile(tmp_path, results):
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "iolab.host.loader.calibrate", "--out", str(out), "--batch", "resnet50:2"]
+    argv = [sys.executable, "-m", "iolab.kinds.calibrate.host", "--out", str(out), "--batch", "resnet50:2"]
     done = subprocess.run([*argv, "--scale", "tiny", "--warmup", "0", "--steps", "1", "--blocks", "2"],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -173,7 +173,7 @@ def test_calibrate_times_the_tiny_model_on_the_cpu_and_its_samples_become_a_prof
 
 @pytest.mark.parametrize(("flag", "message"), [("--batch", "retinanet:x"), ("--blocks", "1")])
 def test_the_calibrate_program_refuses_bad_flags_in_one_line(tmp_path, flag, message):
-    argv = [sys.executable, "-m", "iolab.host.loader.calibrate", "--out", str(tmp_path), "--batch", "resnet50:2"]
+    argv = [sys.executable, "-m", "iolab.kinds.calibrate.host", "--out", str(tmp_path), "--batch", "resnet50:2"]
     done = subprocess.run([*argv, flag, message], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
@@ -288,7 +288,7 @@ def test_bench_calibrate_with_no_flags_refuses_a_host_without_a_gpu_naming_scale
 
 def test_the_calibrations_time_to_go_comes_from_its_first_steps_and_reaches_the_live_line():
     """Issue 44, 4: the progress said "about 5 s to go" for hours; the program guesses from the steps it timed."""
-    from iolab.host.loader.calibrate import Eta
+    from iolab.kinds.calibrate.host import Eta
 
     said: list[str] = []
     now = [0.0]

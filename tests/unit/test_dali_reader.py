@@ -54,7 +54,7 @@ def dataset(tmp_path_factory) -> Path:
 
 def test_the_loader_refuses_before_starting_a_rank(dataset, tmp_path):
     done = run_module(
-        "iolab.host.loader.torch_loader",
+        "iolab.kinds.pytorch.host",
         "--root",
         str(dataset),
         "--out",
@@ -73,7 +73,7 @@ def test_the_loader_refuses_before_starting_a_rank(dataset, tmp_path):
 
 def test_the_loader_refuses_dali_without_decoding(dataset, tmp_path):
     done = run_module(
-        "iolab.host.loader.torch_loader",
+        "iolab.kinds.pytorch.host",
         "--root",
         str(dataset),
         "--out",
@@ -272,7 +272,7 @@ def test_the_loader_runs_reader_dali_with_the_cpu_decoder(dataset, tmp_path, sou
         [
             sys.executable,
             "-m",
-            "iolab.host.loader.torch_loader",
+            "iolab.kinds.pytorch.host",
             "--root",
             str(root),
             "--out",

@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from iolab.errors import UserError
-from iolab.host import dlio as host_dlio
-from iolab.host import prepare
 from iolab.host.dataset.gen import gen
 from iolab.host.dataset.manifest import Entry, Manifest
+from iolab.kinds.dlio import host as host_dlio
+from iolab.kinds.dlio import parser as parser
+from iolab.kinds.pytorch.workload import PytorchWorkload
 from iolab.kinds.registry import parser_for
 from iolab.parsers import ParseError
-from iolab.parsers import dlio as parser
-from iolab.workloads.pytorch import PytorchWorkload
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "dlio_output" / "retinanet-1host-2ranks"
 
@@ -49,8 +48,8 @@ def test_the_engine_picks_dlio_s_role_and_parser_and_its_samples_say_so():
 def test_a_dry_run_names_the_program_each_engine_runs_on_the_hosts():
     """--dry-run said `python -m iolab.host.loader.…` of every kind without a line of its own, DLIO's MPI job too: it
     names the module the kind's host call runs (the kind's TOOL), and for DLIO how its mpirun job runs."""
-    from iolab.workloads import dlio as dlio_kind
-    from iolab.workloads import pytorch as pytorch_kind
+    from iolab.kinds.dlio import workload as dlio_kind
+    from iolab.kinds.pytorch import workload as pytorch_kind
 
     def first_line(w: PytorchWorkload) -> str:
         return w.dry_run({"run_role": f"bench_{w.tool}", **w.role_vars("/mnt/t")})[0]
@@ -142,22 +141,23 @@ def test_each_host_completes_the_file_from_its_own_copy_of_a_jpeg_data_set(tmp_p
 
 
 def test_the_prepare_checks_the_data_set_and_the_first_hosts_key_before_it_makes_anything(tmp_path, capsys):
-    """The run's prepare (both routes: iolab.workloads.dlio.host_call) refuses in one line, leaving no run directory,
-    a host without its data set, and a first host without mpirun's key; then it writes the host's DLIO file."""
+    """The run's prepare (both routes: iolab.kinds.dlio.workload.host_call) refuses in one line, leaving no run
+    directory, a host without its data set, and a first host without mpirun's key; then it writes the host's DLIO
+    file."""
     root, run, key = tmp_path / "ds", tmp_path / "run", tmp_path / "id_mpi"
-    argv = ["loader", "--kind", "dlio", "--host", "gpu01", "--dir", str(run), "--root", str(root), "--key", str(key)]
+    argv = ["prepare", "--host", "gpu01", "--dir", str(run), "--root", str(root), "--key", str(key)]
     argv += ["--workload", json.dumps(workload().dlio_file())]
-    assert prepare.main(argv) == 1
+    assert host_dlio.main(argv) == 1
     assert f"{root}/manifest.jsonl missing on gpu01" in capsys.readouterr().err
     gen(root, files=2, seed=3, classes=1, workers=1, kind="retinanet")
-    assert prepare.main(argv) == 1 and not run.exists()
+    assert host_dlio.main(argv) == 1 and not run.exists()
     err = capsys.readouterr().err.strip()
     assert err == (
         f"gpu01 has no {key}, the ssh key mpirun would start the other hosts' ranks with: set bench_dlio_ssh_key to "
         "a key on gpu01 that the other hosts accept"
     )
     key.write_text("")
-    assert prepare.main(argv) == 0
+    assert host_dlio.main(argv) == 0
     assert json.loads((run / "dlio" / "workload" / "iolab.yaml").read_text())["dataset"]["num_files_train"] == 2
     assert "started_at" in json.loads(capsys.readouterr().out.splitlines()[-1])
 

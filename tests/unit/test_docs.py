@@ -15,9 +15,10 @@ import pytest
 
 from iolab.host import kvcache_sim
 from iolab.host.dataset import gen
+from iolab.kinds.kvcache import workload as kvcache
 from iolab.measures import validity
 from iolab.shared import fio_options, kvcache_model, shapes
-from iolab.workloads import accelerator, kvcache, kvcache_rules, mlperf
+from iolab.workloads import accelerator, kvcache_rules, mlperf
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT_SUFFIXES = {".md", ".py", ".yml", ".yaml", ".j2", ".cfg", ".toml", ".sh"}
@@ -173,7 +174,7 @@ def figure_row(constant: str) -> str:
         ("shared.kvcache_model.MODELS", f"{kvcache_model.bytes_per_token(*kvcache_model.MODELS['llama3.1-8b']):,} B"),
         ("shared.kvcache_model.MODELS", f"{kvcache_model.bytes_per_token(*kvcache_model.MODELS['llama3.1-70b']):,} B"),
         ("shared.kvcache_model.TEMPLATES", "4,096–25,000"),
-        ("workloads.kvcache.LATENCY_BOUND", f"{kvcache.LATENCY_BOUND * 1000:g} ms"),
+        ("kinds.kvcache.workload.LATENCY_BOUND", f"{kvcache.LATENCY_BOUND * 1000:g} ms"),
         ("host.kvcache_sim.DECODE_BATCH", f"once per {kvcache_sim.DECODE_BATCH} generated tokens"),
         ("workloads.kvcache_rules.SEED", f"seed {kvcache_rules.SEED}, {kvcache_rules.TRIALS} trials"),
     ],

@@ -164,7 +164,7 @@ def test_the_start_margin_grows_with_the_host_count():
 def test_the_commands_are_argv_lists_with_values_as_they_are():
     fio = {k.removeprefix("bench_fio_"): v for k, v in FIO.items() if k != "run_role"}
     call = hostcall.host_call("bench_fio", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, fio)
-    assert call.prepare[:4] == ["/py", "-m", "iolab.host.fio_jobs", "prepare"]
+    assert call.prepare[:4] == ["/py", "-m", "iolab.kinds.fio.host", "prepare"]
     assert "--workdir" in call.prepare and "/mnt/t/iolab-gpu01" in call.prepare
     assert call.prepare[-1] == "--drop-caches"
     assert call.tool[-1] == "/runs/r1/job.fio"
@@ -211,20 +211,20 @@ def test_a_replay_fans_out_with_its_trace_in_the_argv_and_one_too_long_for_it_st
 
 
 def test_a_kvcache_call_runs_the_argvs_its_role_built_and_its_prepare_does_the_roles_check_pause_and_drop():
-    """roles/bench_kvcache (cd105f8) ran `hostrun step --timeout T -- python -m iolab.host.kvcache check ARGS`, paused,
-    dropped the caches, then `hostrun run --dir RUN --start-at S --target T --timeout T --telemetry-after 0 --
-    python -m iolab.host.kvcache run --out RUN --option K ARGS`, ARGS: --dir, --clients, --options | to_json."""
+    """roles/bench_kvcache (cd105f8) ran `hostrun step --timeout T -- python -m iolab.kinds.kvcache.host check ARGS`,
+    paused, dropped the caches, then `hostrun run --dir RUN --start-at S --target T --timeout T --telemetry-after 0 --
+    python -m iolab.kinds.kvcache.host run --out RUN --option K ARGS`, ARGS: --dir, --clients, --options | to_json."""
     options = {"model": "llama3.1-8b", "users": 2, "duration": 2.0, "context_scale": 0.03125}
     kv = {"target": "/mnt/t", "options": options, "clients": 2, "option": 3, "pause": 90.0, "timeout": 102.0}
     call = hostcall.host_call("bench_kvcache", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), True, kv)
     args = ["--dir", "/mnt/t/iolab-gpu01/kvcache", "--clients", "2", "--options", json.dumps(options)]
     old_run = ["/py", "-m", "iolab.host.hostrun", "run", "--dir", "/runs/r1", "--start-at", "S", "--target", "/mnt/t"]
     old_run += ["--timeout", "102.0", "--telemetry-after", "0", "--"]
-    old_run += ["/py", "-m", "iolab.host.kvcache", "run", "--out", "/runs/r1", "--option", "3", *args]
+    old_run += ["/py", "-m", "iolab.kinds.kvcache.host", "run", "--out", "/runs/r1", "--option", "3", *args]
     new_run = [*call.run, "--start-at", "S", "--", *call.tool]  # as the role (and hostrun's argparse) takes it
     assert new_run[new_run.index("--") :] == old_run[old_run.index("--") :]
     assert _options(new_run) == _options(old_run)  # hostrun run's options, in any order
-    assert call.prepare[:4] == ["/py", "-m", "iolab.host.prepare", "kvcache"]
+    assert call.prepare[:4] == ["/py", "-m", "iolab.kinds.kvcache.host", "prepare"]
     assert call.prepare[call.prepare.index("--dir") :][:6] == args  # the check's own arguments
     assert call.prepare[-3:] == ["--pause", "90.0", "--drop-caches"]
     kept = hostcall.host_call("bench_kvcache", "/py", "gpu01", "/r", Play(["gpu01"]), False, kv)
@@ -281,14 +281,14 @@ def test_s3_runs_fan_out_their_calls_naming_where_the_keys_are_never_the_keys(tm
 
 def test_an_objects_call_runs_the_argv_its_role_built():
     """roles/bench_objects (eb03f37) dropped the caches, then ran `hostrun run --dir RUN --start-at S --timeout T
-    --telemetry-after 0 -- python -m iolab.host.objects --s3 CONN|to_json --workdir iolab-HOST/objects --out RUN
+    --telemetry-after 0 -- python -m iolab.kinds.objects.host --s3 CONN|to_json --workdir iolab-HOST/objects --out RUN
     --size N --threads N --objects N --runtime S --ramp S --seed N [--keep-going]`."""
     conn = {"endpoint": "http://e:7480", "bucket": "b", "prefix": "p", "region": "r", "credentials": "/c"}
     kind = {"s3": conn, "size": 4096, "threads": 2, "objects": 8, "runtime": 5.0, "ramp": 1.0, "seed": 3}
     kind |= {"timeout": 132.0, "keep_going": True}
     call = hostcall.host_call("bench_objects", "/py", "gpu01", "/runs/r1", Play(["gpu01"]), False, kind)
     old_run = ["/py", "-m", "iolab.host.hostrun", "run", "--dir", "/runs/r1", "--start-at", "S", "--timeout", "132.0"]
-    old_run += ["--telemetry-after", "0", "--", "/py", "-m", "iolab.host.objects", "--s3", json.dumps(conn)]
+    old_run += ["--telemetry-after", "0", "--", "/py", "-m", "iolab.kinds.objects.host", "--s3", json.dumps(conn)]
     old_run += ["--workdir", "iolab-gpu01/objects", "--out", "/runs/r1", "--size", "4096", "--threads", "2"]
     old_run += ["--objects", "8", "--runtime", "5.0", "--ramp", "1.0", "--seed", "3", "--keep-going"]
     new_run = [*call.run, "--start-at", "S", "--", *call.tool]
@@ -345,12 +345,12 @@ def test_an_mpi_jobs_first_host_runs_mpirun_over_every_host_and_the_others_wait_
         "-i",
         "/k/id",
     ]
-    launch = ["/py", "-m", "iolab.host.dlio", "launch", "--hosts", json.dumps(parts), "--rsh", json.dumps(rsh)]
+    launch = ["/py", "-m", "iolab.kinds.dlio.host", "launch", "--hosts", json.dumps(parts), "--rsh", json.dumps(rsh)]
     assert calls["gpu01"].tool == [*launch, "--trace"]
     wait = ["wait", "--dir", "/runs/gpu02/r-7", "--ranks", "2", "--appear", "120"]
-    assert calls["gpu02"].tool == ["/py", "-m", "iolab.host.dlio", *wait]
+    assert calls["gpu02"].tool == ["/py", "-m", "iolab.kinds.dlio.host", *wait]
     first, other = calls["gpu01"].prepare, calls["gpu02"].prepare
-    assert first[2:6] == ["iolab.host.prepare", "loader", "--kind", "dlio"] and "--drop-caches" in first
+    assert first[2:4] == ["iolab.kinds.dlio.host", "prepare"] and "--drop-caches" in first
     assert json.loads(first[first.index("--workload") + 1]) == DLIO["bench_dlio_workload"]
     assert first[first.index("--key") + 1] == "/k/id" and "--key" not in other  # the first host's alone
     simulated = {h: {**v, "iolab_host_shared_root": True} for h, v in plain.hostvars.items()}
@@ -370,7 +370,7 @@ def test_an_mpi_jobs_first_host_runs_mpirun_over_every_host_and_the_others_wait_
     launch = [
         "/py",
         "-m",
-        "iolab.host.mlperf_kvcache",
+        "iolab.kinds.kvcache.host_reference",
         "launch",
         "--hosts",
         json.dumps(parts),
@@ -378,8 +378,9 @@ def test_an_mpi_jobs_first_host_runs_mpirun_over_every_host_and_the_others_wait_
         json.dumps(rsh),
     ]
     assert ref["gpu01"].tool == [*launch, "--option", "1", "--options", json.dumps({"users": 2})]
-    assert ref["gpu02"].tool == ["/py", "-m", "iolab.host.mlperf_kvcache", *wait, "--option", "1"]
-    assert ref["gpu01"].prepare[-3:] == ["--reference", "--key", "/k/id"] and ref["gpu02"].prepare[-1] == "--reference"
+    assert ref["gpu02"].tool == ["/py", "-m", "iolab.kinds.kvcache.host_reference", *wait, "--option", "1"]
+    assert ref["gpu01"].prepare[2:4] == ["iolab.kinds.kvcache.host_reference", "prepare"]
+    assert ref["gpu01"].prepare[-2:] == ["--key", "/k/id"] and "--key" not in ref["gpu02"].prepare
     alone = hostcall.host_call(
         "bench_dlio", "/py", "gpu01", "/r", Play.of(["gpu01"], "r", plain.hostvars, dirs), True, kind
     )

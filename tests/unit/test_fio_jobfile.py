@@ -14,9 +14,9 @@ import yaml
 
 from iolab.campaign import model as campaign
 from iolab.errors import UserError
-from iolab.host import fio_jobs
+from iolab.kinds.fio import host as fio_jobs
+from iolab.kinds.fio import workload as fio
 from iolab.shared import fio_jobfile
-from iolab.workloads import fio
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="needs fio")
 
@@ -276,7 +276,7 @@ def prepare(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     argv = [
         sys.executable,
         "-m",
-        "iolab.host.fio_jobs",
+        "iolab.kinds.fio.host",
         "prepare",
         "--dir",
         str(tmp_path / "run"),
@@ -294,7 +294,7 @@ def test_a_job_files_text_in_the_argv_is_written_as_the_runs_user_fio_and_checke
     """The fan-out's route (and the role's, for a text of up to iolab.workloads.base.INLINE_TEXT): the checked text
     travels in the prepare's argv; the host writes it as the run's user.fio and checks it as it checks that file."""
     marker = tmp_path / "pwned"
-    argv = [sys.executable, "-m", "iolab.host.fio_jobs", "prepare", "--dir", str(tmp_path / "run")]
+    argv = [sys.executable, "-m", "iolab.kinds.fio.host", "prepare", "--dir", str(tmp_path / "run")]
     argv += ["--workdir", str(tmp_path / "work"), "--jobtext", f"[j]\nrw=read\nsize=1m\nexec_prerun=touch {marker}\n"]
     done = subprocess.run(argv, capture_output=True, text=True)
     assert done.returncode == 1 and "exec_prerun runs commands on the hosts" in done.stderr

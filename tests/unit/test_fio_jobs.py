@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.host import fio_jobs
+from iolab.kinds.fio import host as fio_jobs
 from iolab.shared import fio_options
 
 MIB = 1 << 20
@@ -72,7 +72,7 @@ def test_prepare_drops_the_caches_after_laying_the_file_out(tmp_path):
         argv = [
             sys.executable,
             "-m",
-            "iolab.host.fio_jobs",
+            "iolab.kinds.fio.host",
             "prepare",
             "--dir",
             str(tmp_path),

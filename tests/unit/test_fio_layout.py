@@ -10,7 +10,7 @@ import pytest
 
 from iolab.campaign.model import load
 from iolab.errors import UserError
-from iolab.host import fio_jobs
+from iolab.kinds.fio import host as fio_jobs
 from iolab.shared import fio_jobfile, fio_options
 
 MIB = 1 << 20

@@ -34,7 +34,7 @@ def test_a_compressed_member_is_refused(tmp_path):
 
 def test_without_kvikio_the_loader_refuses_gds_in_one_line_before_any_rank_starts(tmp_path):
     pytest.importorskip("torch")
-    argv = [sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(tmp_path), "--out", str(tmp_path)]
+    argv = [sys.executable, "-m", "iolab.kinds.pytorch.host", "--root", str(tmp_path), "--out", str(tmp_path)]
     done = subprocess.run([*argv, "--reader", "npz", "--gds"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     [line] = done.stderr.strip().splitlines()

@@ -67,7 +67,7 @@ KV = json.dumps(
 
 
 def test_a_kvcache_prepare_refuses_in_the_line_its_role_s_check_gave_and_makes_no_run_directory(tmp_path):
-    """A million clients' largest entries pass any target's room: iolab.host.kvcache's refusal, word for word."""
+    """A million clients' largest entries pass any target's room: iolab.kinds.kvcache.host's refusal, word for word."""
     work, run = tmp_path / "kvcache", tmp_path / "run"
     done = prepare_kvcache("--run-dir", str(run), "--dir", str(work), "--clients", "1000000", "--options", KV)
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -88,7 +88,7 @@ def test_a_kvcache_prepare_that_fits_pauses_then_makes_the_run_directory(tmp_pat
 
 def prepare_kvcache(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "pyfiles")}
-    argv = [sys.executable, "-m", "iolab.host.prepare", "kvcache", "--host", "gpu01", *args]
+    argv = [sys.executable, "-m", "iolab.kinds.kvcache.host", "prepare", "--host", "gpu01", *args]
     return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
 
 

@@ -11,8 +11,9 @@ import pytest
 from iolab import yamlfile
 from iolab.campaign import model as campaign
 from iolab.errors import UserError
+from iolab.kinds.dlio import workload as dlio
 from iolab.report import compare
-from iolab.workloads import dlio, mlperf
+from iolab.workloads import mlperf
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """The KV-cache workload's model and host side: KV bytes, the reference's users, the tiers, the summary and parser.
 
 The fixtures under tests/fixtures/kvcache are real outputs of this session's runs: iolab's clients
-(`iolab/`) and MLCommons' kv-cache.py through iolab.host.mlperf_kvcache (`mlperf/`, 2 ranks of 2 users,
+(`iolab/`) and MLCommons' kv-cache.py through iolab.kinds.kvcache.host_reference (`mlperf/`, 2 ranks of 2 users,
 Llama-3.1-8B at context scale 1/32, 4 s; docs/PERFORMANCE.md says how they were made).
 """
 
@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab.host import kvcache, mlperf_kvcache, prepare
 from iolab.host.kvcache_sim import DECODE_BATCH, Rank, Request, draw_users
 from iolab.host.kvcache_tiers import FILL_LIMIT, Settings, Stats, Tiers
-from iolab.parsers import kvcache as parser
+from iolab.kinds.kvcache import host as kvcache
+from iolab.kinds.kvcache import host_reference as mlperf_kvcache
+from iolab.kinds.kvcache import parser as parser
 from iolab.run.accelerators import search
 from iolab.shared.kvcache_model import MODELS, bytes_per_token, entry_bounds, templates
 
@@ -195,8 +196,8 @@ def test_the_reference_is_refused_in_one_line_where_it_is_missing(tmp_path, caps
         pytest.skip("MLCommons' kv-cache.py is installed in this environment")
     refused = mlperf_kvcache.refusal(tmp_path, 1, {"users": 1})
     assert refused and "\n" not in refused and "kvcache_source" in refused
-    # The run's prepare (iolab.workloads.kvcache.reference_call) says it so, and makes no run directory.
+    # The run's prepare (iolab.kinds.kvcache.workload.reference_call) says it so, and makes no run directory.
     run = tmp_path / "run"
-    argv = ["kvcache", "--host", "gpu01", "--run-dir", str(run), "--dir", str(tmp_path / "w"), "--options", "{}"]
-    assert prepare.main([*argv, "--reference", "--key", str(tmp_path / "key")]) == 1 and not run.exists()
+    argv = ["prepare", "--host", "gpu01", "--run-dir", str(run), "--dir", str(tmp_path / "w"), "--options", "{}"]
+    assert mlperf_kvcache.main([*argv, "--key", str(tmp_path / "key")]) == 1 and not run.exists()
     assert capsys.readouterr().err.strip() == refused

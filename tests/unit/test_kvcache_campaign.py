@@ -14,13 +14,13 @@ from rich.console import Console
 
 from iolab.campaign.model import expand, parse
 from iolab.errors import UserError
+from iolab.kinds.kvcache.workload import LATENCY_BOUND
 from iolab.measures import validity
 from iolab.measures.samples import AGGREGATE_HOST, ResultStore, Sample
 from iolab.report import kvcache as report_kvcache
 from iolab.report import mlperf_kv as report_mlperf_kv
 from iolab.run import kvcache_search
 from iolab.run.accelerators import Outcome
-from iolab.workloads.kvcache import LATENCY_BOUND
 from iolab.workloads.kvcache_rules import OPTIONS, run_rules
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kvcache"

@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from iolab.kinds.pytorch import parser as pytorch
 from iolab.measures import limits
 from iolab.measures.samples import Sample
-from iolab.parsers import Measurement, Parsed, fio, pytorch
+from iolab.parsers import Measurement, Parsed, fio
 from iolab.parsers import telemetry as tparser
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "telemetry"
@@ -281,7 +282,7 @@ def measured(mnt: Path, out: Path, procs: Path | None) -> tuple[list[Sample], li
     fio_argv += ["--time_based=1", "--runtime=2", "--output-format=json+", f"--output={out / 'fio' / 'fio.json'}"]
     subprocess.run([*launch, *fio_argv], check=True, capture_output=True)
     evict(mnt)
-    loader = [sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(mnt / "ds"), "--out", str(out)]
+    loader = [sys.executable, "-m", "iolab.kinds.pytorch.host", "--root", str(mnt / "ds"), "--out", str(out)]
     loader += ["--accelerator", "emulated", "--compute-per-batch", "0.01", "--batch-size", "8", "--workers", "2"]
     loader += ["--reader", "pil", "--no-decode", "--epochs", "1"]
     hostrun = [sys.executable, "-m", "iolab.host.hostrun", "run", "--dir", str(out), "--telemetry-after", "0"]

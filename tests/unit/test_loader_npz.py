@@ -27,7 +27,7 @@ from iolab.host.dataset.pack import pack  # noqa: E402
 from iolab.host.dataset.samples import render  # noqa: E402
 from iolab.host.loader.decode import NPZ_SIDE, read_exact  # noqa: E402
 from iolab.host.loader.readers import Samples, collate  # noqa: E402
-from iolab.parsers import pytorch as parser  # noqa: E402
+from iolab.kinds.pytorch import parser as parser  # noqa: E402
 from iolab.shared.shapes import GENERATORS  # noqa: E402
 from support import two_workers  # noqa: E402
 
@@ -157,7 +157,7 @@ def test_a_loader_run_reads_npz_through_the_arena_counts_steps_and_evicts(datase
     """The loader command, unet3d's way (npz, decode, emulated accelerator), 2 ranks × 2 epochs: no batch copied,
     eviction on and recorded, steps_per_rank the measured steps (each epoch's first out)."""
     done = subprocess.run(
-        [sys.executable, "-m", "iolab.host.loader.torch_loader", "--root", str(dataset), "--out", str(tmp_path),
+        [sys.executable, "-m", "iolab.kinds.pytorch.host", "--root", str(dataset), "--out", str(tmp_path),
          "--reader", "npz", "--workers", "2", "--batch-size", "3", "--epochs", "2", "--accelerators", "2",
          "--accelerator", "emulated", "--compute-per-batch", "0.01"],
         capture_output=True, text=True, timeout=180,
@@ -237,7 +237,7 @@ def test_the_tensorflow_loader_drops_its_shards_from_the_page_cache(on_disk, tmp
     shards = sorted((on_disk / "tfrecord").glob("*.tfrecord"))
     assert len(shards) == 2 and all(fincore_pages(p) > 0 for p in shards)  # just written: cached
     done = subprocess.run(
-        [sys.executable, "-m", "iolab.host.loader.tf_loader", "--root", str(on_disk), "--out", str(tmp_path),
+        [sys.executable, "-m", "iolab.kinds.tensorflow.host", "--root", str(on_disk), "--out", str(tmp_path),
          "--no-decode", "--batch-size", "1", "--epochs", "2", "--private-threads", "1"],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip

@@ -1,7 +1,8 @@
 """A workload's loader settings reach the loader as one object (`--options JSON`), the way its bench role passes them.
 
-The schema (iolab.workloads.pytorch / tensorflow) and the loader's flags (iolab.host.loader.torch_loader /
-tf_loader) are the two ends; the role in between only forwards the object. These tests hold the ends together.
+The schema (iolab.kinds.pytorch.workload / tensorflow) and the loader's flags (iolab.kinds.pytorch.host /
+kinds.tensorflow.host) are the two ends; the role in between only forwards the object. These tests hold the ends
+together.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from iolab.campaign import model as campaign
-from iolab.host.loader import common, tf_loader, torch_loader
+from iolab.host.loader import common
+from iolab.kinds.pytorch import host as torch_loader
+from iolab.kinds.tensorflow import host as tf_loader
 from support import ROOT
 
 LOADERS = {"pytorch": torch_loader, "tensorflow": tf_loader}
@@ -63,7 +66,7 @@ def test_a_flag_after_the_object_wins_and_null_keeps_the_default():
 def test_a_setting_the_loader_does_not_know_is_refused_in_one_line():
     argv = ["--root", "r", "--out", "o", "--options", json.dumps({"wrokers": 3})]
     done = subprocess.run(
-        [sys.executable, "-m", "iolab.host.loader.torch_loader", *argv],
+        [sys.executable, "-m", "iolab.kinds.pytorch.host", *argv],
         env={"PYTHONPATH": str(ROOT / "pyfiles"), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,

@@ -16,9 +16,11 @@ import pytest
 
 from iolab.kinds.checkpoint import parser as checkpoint
 from iolab.kinds.metadata import parser as metadata_parser
+from iolab.kinds.objects import parser as objects
+from iolab.kinds.pytorch import parser as pytorch
 from iolab.measures import metrics
 from iolab.measures.samples import ResultStore
-from iolab.parsers import Measurement, fio, objects, pytorch, telemetry
+from iolab.parsers import Measurement, fio, telemetry
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

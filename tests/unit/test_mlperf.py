@@ -16,10 +16,11 @@ import yaml
 
 from iolab.campaign import model as campaign_mod
 from iolab.errors import UserError
+from iolab.kinds.dlio import workload as dlio
 from iolab.measures import validity
 from iolab.measures.samples import Sample
 from iolab.shared import shapes
-from iolab.workloads import accelerator, dlio, mlperf
+from iolab.workloads import accelerator, mlperf
 from iolab.workloads.mlperf import CHECKPOINT_MODELS
 from support import plain_sample
 
@@ -361,7 +362,9 @@ def test_each_broken_rule_is_a_flag_and_mlperf_rules_followed_false():
 
 def test_the_loader_takes_every_presets_settings():
     """A preset's settings reach its loader as the role passes them (--options JSON), and the loader takes them all."""
-    from iolab.host.loader import common, tf_loader, torch_loader
+    from iolab.host.loader import common
+    from iolab.kinds.pytorch import host as torch_loader
+    from iolab.kinds.tensorflow import host as tf_loader
 
     loaders = {"pytorch": torch_loader, "tensorflow": tf_loader}
     for name, preset in mlperf.PRESETS.items():

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from iolab.campaign import model as campaign_mod
-from iolab.workloads import dlio
+from iolab.kinds.dlio import workload as dlio
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "dlio"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from iolab.kinds.replay import parser as replay_parser
 from iolab.parsers import ParseError
-from iolab.parsers import replay as replay_parser
 from iolab.shared import trace
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,7 @@ def test_a_data_set_the_file_system_cannot_hold_is_refused_before_a_file_is_writ
 def test_stage_as_a_runs_prepare_writes_the_trace_from_its_text_then_makes_the_run_directory_and_drops(
     captured, tmp_path
 ):
-    """The prepare both run routes call (iolab.workloads.replay.host_call): the trace's text from the argv written
+    """The prepare both run routes call (iolab.kinds.replay.workload.host_call): the trace's text from the argv written
     beside the run directory and checked, the files staged, then the run directory and the drop, recorded."""
     run_dir, staged = tmp_path / "runs" / "r1", tmp_path / "staged"
     file = Path(f"{run_dir}.trace")

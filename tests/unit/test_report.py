@@ -259,7 +259,7 @@ def test_loader_bytes_read_is_judged_against_ram():
 
 
 def test_pytorch_loader_data_set_is_judged_from_its_size_and_window():
-    """The shape of parsers/pytorch.py metadata: dataset_bytes, and per-rank measured windows."""
+    """The shape of kinds/pytorch/parser.py metadata: dataset_bytes, and per-rank measured windows."""
     original = host_sample()
     memory = original.metadata["host"]["memory_bytes"]
     meta = {"host": original.metadata["host"], "dataset_bytes": 2 * memory, "ranks": [{"window_s": 10.0}]}

@@ -11,10 +11,10 @@ import yaml
 from iolab.campaign import model as campaign
 from iolab.drive import datasets, execute
 from iolab.errors import UserError
-from iolab.host import objects as host_objects
 from iolab.host import s3client
+from iolab.kinds.objects import host as host_objects
+from iolab.kinds.objects import parser as parser
 from iolab.measures import validity
-from iolab.parsers import objects as parser
 
 
 def load(tmp_path: Path, backends: list[dict], workloads: list[dict], **extra) -> campaign.Campaign:
@@ -155,7 +155,7 @@ def test_credentials_file_must_hold_both_keys(tmp_path):
 
 
 def test_the_parser_derives_rates_from_the_window_and_keeps_latency_percentiles(tmp_path):
-    """A record as iolab.host.objects writes it (its Phase class makes it from requests that ended in the window)."""
+    """A record as iolab.kinds.objects.host writes it (its Phase makes it from requests that ended in the window)."""
     phases = {}
     for name, size in (("put", 4096), ("get", 4096)):
         phase = host_objects.Phase(name, ramp=0.0, runtime=2.0)

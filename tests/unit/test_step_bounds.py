@@ -53,7 +53,7 @@ def _hung_fio(tmp_path) -> dict[str, str]:
 
 def _prepare_argv(tmp_path) -> list[str]:
     return [
-        sys.executable, "-m", "iolab.host.fio_jobs", "prepare", "--dir", str(tmp_path / "run"),
+        sys.executable, "-m", "iolab.kinds.fio.host", "prepare", "--dir", str(tmp_path / "run"),
         "--workdir", str(tmp_path / "target"), "--options", json.dumps({"rw": "read", "bs": "4k"}),
         "--size", str(1 << 20),
     ]  # fmt: skip
@@ -68,7 +68,7 @@ def test_fios_prepare_that_hangs_ends_at_the_runs_timeout_with_its_tree(tmp_path
         pids = _tree(tmp_path / "pids")
         assert done.returncode == 1
         assert done.stderr.strip().splitlines()[-1] == (
-            "iolab.host.fio_jobs prepare stopped: it ran past its timeout of 2 s"
+            "iolab.kinds.fio.host prepare stopped: it ran past its timeout of 2 s"
         )
         assert took < 2 + 15, took  # the timeout, SIGTERM's grace and no more
         assert not [pid for pid in pids if alive(pid)]  # its setsid()'d child too

@@ -78,8 +78,8 @@ def side(module: str) -> str:
     parts = module.split(".")
     if parts[:2] == ["iolab", "kinds"] and PYFILES.joinpath(*parts).is_dir():  # the package's face, a folder's
         return "leaf"
-    if parts[:2] == ["iolab", "kinds"] and len(parts) == 4:
-        return KIND_FILES.get(parts[3], "unplaced")
+    if parts[:2] == ["iolab", "kinds"] and len(parts) == 4:  # host_<part>.py: a kind's further host program
+        return KIND_FILES.get(parts[3].partition("_")[0] if parts[3].startswith("host_") else parts[3], "unplaced")
     placed = [
         (len(prefix), layer)
         for layer, prefixes in LAYERS
@@ -147,12 +147,12 @@ def test_the_checks_see_a_violation(tmp_path):
     seen."""
     edges = graph()
     assert (
-        "iolab.shared.fio_options" in edges["iolab.workloads.fio"]
+        "iolab.shared.fio_options" in edges["iolab.kinds.fio.workload"]
         and "iolab.shared.processes" in edges["iolab.host.watch"]
     )
     wrong = {
         **edges,
-        "iolab.run.bench": edges["iolab.run.bench"] | {"iolab.host.fio_jobs"},
+        "iolab.run.bench": edges["iolab.run.bench"] | {"iolab.kinds.fio.host"},
         "iolab.shared.shapes": {"iolab.campaign.model"},
         "iolab.host.live": edges["iolab.host.live"] | {"iolab.drive.runner"},
         "iolab.store.ledger": edges["iolab.store.ledger"] | {"iolab.drive.lease"},
@@ -167,7 +167,7 @@ def test_the_checks_see_a_violation(tmp_path):
         "iolab.kinds.metadata.notes (unplaced) imports iolab.errors (leaf)",
         "iolab.kinds.metadata.parser (base) imports iolab.workloads.base (workloads)",
         "iolab.newthing (unplaced) imports iolab.errors (leaf)",
-        "iolab.run.bench (run) imports iolab.host.fio_jobs (host)",
+        "iolab.run.bench (run) imports iolab.kinds.fio.host (host)",
         "iolab.shared.shapes (shared) imports iolab.campaign.model (campaign)",
         "iolab.store.ledger (store) imports iolab.drive.lease (drive)",
     ]
@@ -281,3 +281,4 @@ def test_the_hosts_get_the_host_side_the_shared_modules_and_the_leaves_only(tmp_
     )
     assert {"iolab.host.hostrun", "iolab.shared.leasehold", "iolab.errors", "iolab.units"} <= names
     assert {"iolab.kinds", "iolab.kinds.metadata", "iolab.kinds.metadata.host"} <= names  # a kind's host program
+    assert "iolab.kinds.kvcache.host_reference" in names and "iolab.kinds.kvcache.workload" not in names

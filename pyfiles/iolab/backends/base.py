@@ -35,7 +35,7 @@ class Workload(Protocol):
 
 
 class FioWorkload(Workload, Protocol):
-    """An fio workload as the block backends read it, once its `tool` said fio (iolab.workloads.fio)."""
+    """An fio workload as the block backends read it, once its `tool` said fio (iolab.kinds.fio.workload)."""
 
     @property
     def jobfile(self) -> str | None: ...

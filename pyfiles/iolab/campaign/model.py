@@ -24,14 +24,15 @@ from iolab.campaign import presets
 from iolab.campaign.results_url import campaign_url
 from iolab.campaign.sweeps import check_size, sweep, workload_defaults
 from iolab.errors import UserError
+from iolab.kinds.fio.workload import FioWorkload
+from iolab.kinds.kvcache import workload as kvcache
 from iolab.kinds.registry import WORKLOAD_TYPES, AnyWorkload
 from iolab.schema import AbsPath, Bool, Dataset, Duration, Model, Name, kinds
 from iolab.shared import fio_jobfile
 from iolab.shared.confine import MOUNT_ROOT, refusal
-from iolab.workloads import kvcache, mlperf
+from iolab.workloads import mlperf
 from iolab.workloads.accelerator import Accelerator
 from iolab.workloads.base import setup_installs
-from iolab.workloads.fio import FioWorkload
 
 # The runs a campaign may make before it is refused as a mistake (bench.all --max-runs raises it; its workloads
 # and backends: iolab.campaign.sweeps).

@@ -18,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from iolab.workloads import dlio, mlperf
+from iolab.kinds.dlio import workload as dlio
+from iolab.workloads import mlperf
 
 STANDS_FOR = ("mlperf", "dlio")
 

@@ -15,7 +15,7 @@ the same route, started here without ssh (iolab.drive.local_worker: ClusterShell
 Engine and event handler); its reply and its record are an ssh host's.
 
 A run is one call per host: `hostrun run --start-when-told START_FILE --before PREPARE` does the prepare (its
-kind's, iolab.kinds.hostcall: fio's iolab.host.fio_jobs sizes, lays out and drops the caches, a loader's
+kind's, iolab.kinds.hostcall: fio's iolab.kinds.fio.host sizes, lays out and drops the caches, a loader's
 iolab.host.prepare checks the data set, makes the run directory and drops the caches), says it is ready, and waits
 for the start time; once every host has said so (or ended), the controller writes T = now + `margin` (sized to the
 host count) to each ready host's session (through gateways, whose channel passes stdin to one command only, it runs

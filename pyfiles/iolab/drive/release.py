@@ -17,16 +17,19 @@ PACKAGE = Path(__file__).resolve().parents[1]  # iolab/, above drive/
 
 
 # What the hosts run: the host side, what both sides share, and the package's leaves (tests/unit/test_structure.py
-# holds that the host side imports nothing else); of each kind's folder, its host program (host.py) and the faces
-# that hold it. The controller's modules stay here: a change to a report does not make a new release that every host
-# unpacks.
+# holds that the host side imports nothing else); of each kind's folder, its host programs (host.py, host_*.py) and
+# the faces that hold them. The controller's modules stay here: a change to a report does not make a new release
+# that every host unpacks.
 SHIPPED = ("host", "shared", "__init__.py", "errors.py", "units.py")
-KIND_SHIPPED = ("__init__.py", "host.py")  # of iolab/kinds/ and each kind's folder
 
 
 def _shipped(part: tuple[str, ...]) -> bool:
-    """Whether the package's file at these path parts goes to the hosts."""
-    return part[0] in SHIPPED or (part[0] == "kinds" and len(part) <= 3 and part[-1] in KIND_SHIPPED)
+    """Whether the package's file at these path parts goes to the hosts: of iolab/kinds/, the faces and each kind
+    folder's host.py and host_*.py."""
+    if part[0] != "kinds":
+        return part[0] in SHIPPED
+    host = len(part) == 3 and (part[2] == "host.py" or part[2].startswith("host_"))
+    return host or (len(part) <= 3 and part[-1] == "__init__.py")
 
 
 def _files() -> list[Path]:

@@ -5,7 +5,7 @@
 sync, then drop the page cache, dentries and inodes (echo 3 > /proc/sys/vm/drop_caches).
 Role drop_caches runs this command (under iolab.host.hostrun step), which records the
 drop in RUN_DIR/drop_caches.json; fio's prepare drops the caches after its layout
-(iolab.host.fio_jobs prepare --drop-caches) and the metadata benchmark before each
+(iolab.kinds.fio.host prepare --drop-caches) and the metadata benchmark before each
 operation (iolab.kinds.metadata.host) through the same functions. The storage side's
 drop (the hosts of group ceph_osd, a Ceph backend's OSDs and MDS) is role drop_caches'
 storage step.

@@ -2,7 +2,7 @@
 
     python -m iolab.host.hostrun run --dir RUN_DIR (--start-at EPOCH | --start-when-told START_FILE) --target PATH
                                 [--cwd DIR] [--telemetry-after RAMP] [--before JSON_ARGV] -- fio job.fio
-    python -m iolab.host.hostrun step --timeout SECONDS -- python -m iolab.host.fio_jobs prepare ...
+    python -m iolab.host.hostrun step --timeout SECONDS -- python -m iolab.kinds.fio.host prepare ...
     python -m iolab.host.hostrun pack --dir RUN_DIR
     python -m iolab.host.hostrun kill --dir RUN_DIR      (a fault: the running tool killed, iolab.drive.injector)
     python -m iolab.host.hostrun stop --dir HOST_DIR/runs/OWNER/HOST [--orphaned-mounts]

@@ -46,7 +46,7 @@ _FIO_STATUS = re.compile(r"\[((?:[rw]=[\d.]+[kKMGT]?i?B/s,?)+)\]\[((?:[rw]=[\d.]
 
 # A loader rank's status line (iolab.host.loader.common): iolab-loader: pid=123 samples_per_s=812.3 au_pct=93.1
 _LOADER_STATUS = re.compile(r"iolab-loader: pid=(\d+) samples_per_s=([\d.]+) au_pct=([\d.]+)")
-# The calibration's time to go, from the steps it has timed (iolab.host.loader.calibrate.Eta)
+# The calibration's time to go, from the steps it has timed (iolab.kinds.calibrate.host.Eta)
 _CALIBRATE_STATUS = re.compile(r"iolab-calibrate: eta_s=([\d.]+)")
 
 

@@ -37,7 +37,7 @@ def _remove_scratch(runs_dir: Path) -> list[str]:
         removed = 0
         for path in files:
             with contextlib.suppress(FileNotFoundError):
-                if path.is_dir():  # a run's own work directory on the storage (iolab.host.kvcache)
+                if path.is_dir():  # a run's own work directory on the storage (iolab.kinds.kvcache.host)
                     shutil.rmtree(path)
                 else:
                     path.unlink()

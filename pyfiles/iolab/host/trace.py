@@ -13,7 +13,7 @@ and the trace's header says both wall times: the capture's own cost. `stage` mak
 files under DIR at their sizes (once: a marker names the trace, a second call with the same
 trace and copies leaves them), refusing in one line where the file system has no room; with --text the
 trace's text (the controller's checked copy, which the run's argv carries) is written as FILE first, and with
---dir it is a run's prepare, as both run routes call it (iolab.workloads.replay): then the run directory and,
+--dir it is a run's prepare, as both run routes call it (iolab.kinds.replay.workload): then the run directory and,
 with --drop-caches, the caches synced, dropped and the drop recorded (after the staging, which fills them); its
 last line is JSON, what was staged and when the call started (`started_at`).
 `replay` is iolab.host.trace_fio's.

@@ -13,9 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from iolab.kinds.calibrate import workload as calibrate
 from iolab.kinds.checkpoint import workload as checkpoint
+from iolab.kinds.dlio import workload as dlio
+from iolab.kinds.fio import workload as fio
+from iolab.kinds.kvcache import workload as kvcache
 from iolab.kinds.metadata import workload as metadata
-from iolab.workloads import calibrate, dlio, fio, kvcache, objects, pytorch, replay, tensorflow
+from iolab.kinds.objects import workload as objects
+from iolab.kinds.pytorch import workload as pytorch
+from iolab.kinds.replay import workload as replay
+from iolab.kinds.tensorflow import workload as tensorflow
 from iolab.workloads.base import At, HostCall, Play
 
 

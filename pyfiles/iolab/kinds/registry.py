@@ -19,18 +19,18 @@ from typing import Annotated
 from pydantic import Field
 
 from iolab import parsers
+from iolab.kinds.calibrate.workload import CalibrateWorkload
 from iolab.kinds.checkpoint.workload import CheckpointWorkload
+from iolab.kinds.fio.workload import FioWorkload
+from iolab.kinds.kvcache.workload import KvcacheWorkload
 from iolab.kinds.metadata.workload import MetadataWorkload
+from iolab.kinds.objects.workload import ObjectsWorkload
+from iolab.kinds.pytorch.workload import PytorchWorkload
+from iolab.kinds.replay.workload import ReplayWorkload
+from iolab.kinds.tensorflow.workload import TensorflowWorkload
 from iolab.parsers import Parser
 from iolab.schema import kinds
 from iolab.workloads.base import Workload
-from iolab.workloads.calibrate import CalibrateWorkload
-from iolab.workloads.fio import FioWorkload
-from iolab.workloads.kvcache import KvcacheWorkload
-from iolab.workloads.objects import ObjectsWorkload
-from iolab.workloads.pytorch import PytorchWorkload
-from iolab.workloads.replay import ReplayWorkload
-from iolab.workloads.tensorflow import TensorflowWorkload
 
 AnyWorkload = Annotated[
     FioWorkload

@@ -1,4 +1,6 @@
-"""One parser per tool: the tool's raw files on one host → measurements.
+"""One parser per tool: the tool's raw files on one host → measurements. Each kind's parser is its folder's
+(iolab.kinds.<kind>.parser); this package holds what they stand on and the parsers several kinds read (fio's,
+telemetry's, the faults').
 
 A parser reads only files (never a tool's human-readable output) from
 `results/<campaign>/raw/<run_id>/<host>/` and returns a `Parsed`. The caller

@@ -2,7 +2,7 @@
 
 answers(samples)   {trace: [one line per backend]}: "this job's I/O on it: finishes in X s at recorded timing
                    (stalls Y s) / Z GiB/s as fast as possible", each figure the median over its repetitions
-                   of the aggregate over hosts (iolab.parsers.replay: the slowest host's time, the hosts' bytes)
+                   of the aggregate over hosts (iolab.kinds.replay.parser: the slowest host's time, the hosts' bytes)
 table(samples)     the same as the report's lead (iolab.report.tables.print_report)
 """
 

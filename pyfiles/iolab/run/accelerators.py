@@ -37,6 +37,7 @@ from typing import Any, Protocol, TypeVar
 from iolab.campaign import profiles
 from iolab.campaign.model import Run, repetition
 from iolab.errors import RunFailed, UserError
+from iolab.kinds.pytorch.workload import STEP_FLOOR, PytorchWorkload, probe_epochs, step_floor
 from iolab.measures import limits
 from iolab.measures.samples import AGGREGATE_HOST, Sample
 from iolab.parsers import Measurement
@@ -44,7 +45,6 @@ from iolab.progress import REPEATS
 from iolab.run.session import BackendSession
 from iolab.store import record
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS
-from iolab.workloads.pytorch import STEP_FLOOR, PytorchWorkload, probe_epochs, step_floor
 
 DISTURBED_RETRIES = 2  # a probe disturbed by foreign CPU is run again up to this many times
 # Test-only: fewer runs again (0: none), where foreign CPU is there by design: the test suite's other pytest-xdist

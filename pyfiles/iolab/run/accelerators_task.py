@@ -15,6 +15,7 @@ from typing import Any
 from iolab.campaign.model import Campaign, Run, expand, parse, repetition
 from iolab.drive.execute import Lab
 from iolab.errors import UserError
+from iolab.kinds.pytorch.workload import PytorchWorkload, probe_epochs, step_floor
 from iolab.measures import limits
 from iolab.progress import Progress
 from iolab.report.tables import fed_label
@@ -22,7 +23,6 @@ from iolab.results import store as results_store
 from iolab.run.accelerators import probe_until, summary
 from iolab.run.session import BackendSession, CampaignState
 from iolab.workloads.mlperf import AU_THRESHOLD
-from iolab.workloads.pytorch import PytorchWorkload, probe_epochs, step_floor
 
 
 def probe_campaign(

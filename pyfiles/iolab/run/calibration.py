@@ -4,7 +4,7 @@
 
 A campaign (`calibration`) of `type: calibrate` workloads, one per model and batch, on a
 `local` backend that is never read (the batch is made on the device): each host times the
-model's real training step (iolab.host.loader.calibrate) and its samples (`step_time`,
+model's real training step (iolab.kinds.calibrate.host) and its samples (`step_time`,
 `step_time_spread`, `samples_per_s`) are stored as any run's are; each call is one new
 repetition. Then each host's figures of that call are written as one profile
 (iolab.campaign.profiles), which a campaign names as `accelerator: {type: calibrated}`. With no

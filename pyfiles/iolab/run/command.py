@@ -14,11 +14,11 @@ from iolab.backends.base import Backend
 from iolab.campaign import gpus
 from iolab.campaign import model as campaign_mod
 from iolab.drive import direct, lease
+from iolab.kinds.fio import workload as fio_workload
 from iolab.results import store as results_store
 from iolab.run import bench
 from iolab.run.cli import echo
 from iolab.run.cli import lab as make_lab
-from iolab.workloads import fio as fio_workload
 
 
 def campaign(

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from iolab.campaign.model import Run, repetition
+from iolab.kinds.kvcache.workload import KvcacheWorkload
 from iolab.measures import limits
 from iolab.measures.samples import AGGREGATE_HOST, Sample
 from iolab.parsers import Measurement
@@ -30,7 +31,6 @@ from iolab.report.tables import fed_label
 from iolab.run.accelerators import Outcome, judged, measure, points_of, probing
 from iolab.run.session import BackendSession
 from iolab.store import record
-from iolab.workloads.kvcache import KvcacheWorkload
 
 METRIC = "kv_served"
 PER = {"users": "user(s) per client", "clients": "client(s) per host"}

@@ -199,7 +199,7 @@ def terminate(pids: list[int], grace: float) -> tuple[list[int], list[int]]:
 
 def naming(*words: bytes) -> int:
     """How many processes of this machine (this one aside) have every one of `words` among their arguments: a
-    reference tool's ranks on this host (iolab.host.dlio, iolab.host.mlperf_kvcache)."""
+    reference tool's ranks on this host (iolab.kinds.dlio.host, iolab.kinds.kvcache.host_reference)."""
     count = 0
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():

@@ -1,3 +1,3 @@
-"""What every workload kind stands on (base: the Workload, its host call's parts; accelerator; mlperf: the presets
-and rules), and the kinds not yet in a folder of their own, one module each (schema, defaults, the bench role's
-variables, the host call). The kinds' registry, above them all, is iolab.kinds.registry; their folders iolab.kinds."""
+"""What every workload kind stands on: base (the Workload, its host call's parts), accelerator (the emulated and
+real accelerators), mlperf (MLPerf Storage's presets, rules and checkpoint models), kvcache_rules. The kinds are
+iolab.kinds, one folder each, with their registry above them all (iolab.kinds.registry)."""

@@ -155,7 +155,7 @@ class MlperfFields(Model):
     mlperf: str | None = None  # the MLPerf Storage workload whose rules the results are checked against
     lab_scale: Bool = False  # a data set below MLPerf's size is meant: samples are mlperf_rules_followed: false
     reseed: Bool = False  # a new shuffle seed per repetition: seed + repetition - 1 (MLPerf)
-    # What the workload's DLIO file asks for that iolab leaves out, and why (iolab.workloads.dlio): said in the
+    # What the workload's DLIO file asks for that iolab leaves out, and why (iolab.kinds.dlio.workload): said in the
     # description (--dry-run), never a parameter of the samples.
     file_note: Annotated[str | None, Field(exclude=True)] = None
 

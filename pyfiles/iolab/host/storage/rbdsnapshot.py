@@ -47,9 +47,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from iolab.host import fio_jobs, mounts
+from iolab.host import mounts
 from iolab.host.loader.dataset_state import sha256_file
 from iolab.host.storage import call, rbdimage
+from iolab.shared import fio_options
 
 NEEDS = {"krbd": ("rbd",), "nbd": ("rbd", "rbd-nbd"), "qemu-fuse": ("rbd", "qemu-storage-daemon", "losetup")}
 MODULE = {"krbd": "krbd", "nbd": "nbd", "qemu-fuse": "fuse"}  # what the kernel must offer each mapping
@@ -196,8 +197,15 @@ def _manifest(root: str) -> dict[str, Any]:
 
 
 def _layout(path: str, size: int) -> list[str]:
-    """As bench_fio lays out its file (iolab.host.fio_jobs.LAY_OUT): incompressible, read back without a layout."""
-    return [*fio_jobs.LAY_OUT, "--name=iolab", f"--filename={path}", f"--size={size}", "--rw=read", "--ioengine=psync"]
+    """As bench_fio lays out its file (iolab.shared.fio_options.LAY_OUT): incompressible, read back without a layout."""
+    return [
+        *fio_options.LAY_OUT,
+        "--name=iolab",
+        f"--filename={path}",
+        f"--size={size}",
+        "--rw=read",
+        "--ioengine=psync",
+    ]
 
 
 def _links(fs: str, hosts: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""kvcache_run_summary.json on one host (iolab.host.kvcache.summarize, both engines) → the KV-cache figures.
+"""kvcache_run_summary.json on one host (iolab.kinds.kvcache.host.summarize, both engines) → the KV-cache figures.
 
 The summary holds the host's ranks added up as MLPerf Storage's rules add them (6.3.4), and each
 rank's own figures. Both engines write it the same way from their ranks' result files, which are
@@ -31,9 +31,9 @@ from typing import Any
 
 from iolab.parsers import LOWER, SUM, Measurement, Metric, Parsed, ParseError, Stored, load_json
 
-TOOLS = ("kvcache", "mlperf_kvcache")  # both engines write the same summary (iolab.host.kvcache.summarize)
+TOOLS = ("kvcache", "mlperf_kvcache")  # both engines write the same summary (iolab.kinds.kvcache.host.summarize)
 SUMMARY = "kvcache_run_summary.json"
-REFERENCE_INFO = "mlperf_kvcache.json"  # iolab.host.mlperf_kvcache's: the kv-cache.py that ran
+REFERENCE_INFO = "mlperf_kvcache.json"  # iolab.kinds.kvcache.host_reference's: the kv-cache.py that ran
 GIB = 1 << 30
 
 

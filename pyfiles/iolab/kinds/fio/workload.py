@@ -192,10 +192,10 @@ def host_call(
     telemetry_after: float,
     common_start: bool = False,
 ) -> HostCall:
-    """A fio run's call on `host` (iolab.kinds.hostcall): `prepare` is iolab.host.fio_jobs (size, lay out, drop
+    """A fio run's call on `host` (iolab.kinds.hostcall): `prepare` is iolab.kinds.fio.host (size, lay out, drop
     the caches), the tool fio on the job it wrote. Each host works in <target>/iolab-<host> (hosts may share it)."""
     run_dir, workdir = at.run_dir, f"{target}/iolab-{at.host}"
-    prepare = at.module("iolab.host.fio_jobs", "prepare", "--dir", run_dir, "--workdir", workdir)
+    prepare = at.module("iolab.kinds.fio.host", "prepare", "--dir", run_dir, "--workdir", workdir)
     prepare += ["--options", json.dumps(options), "--size", str(size)]
     # A user's job file, as the controller checked it: in the argv (the prepare writes it as user.fio), unless it
     # is too long for one (the bench role then copies it there: the fan-out refuses such a run)

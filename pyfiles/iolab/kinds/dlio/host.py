@@ -1,12 +1,15 @@
 """DLIO itself (dlio_benchmark, MLPerf Storage's reference) as one MPI job over the run's hosts (host side).
 
-    python -m iolab.host.dlio launch --hosts JSON [--rsh SSH_ARGV_JSON] [--trace]  (the first host, under hostrun)
-    python -m iolab.host.dlio wait --dir RUN_DIR --ranks N [--appear SECONDS]  (every other host, under hostrun)
+    python -m iolab.kinds.dlio.host prepare --host NAME --dir RUN_DIR --root DATASET --workload JSON [--key PATH]
+                                    [--drop-caches]                                     (every host: the prepare)
+    python -m iolab.kinds.dlio.host launch --hosts JSON [--rsh SSH_ARGV_JSON] [--trace]  (the first host, under hostrun)
+    python -m iolab.kinds.dlio.host wait --dir RUN_DIR --ranks N [--appear SECONDS]  (every other host, under hostrun)
 
-The run's prepare (iolab.host.prepare loader --kind dlio) checks that DLIO is installed (`refusal`) and that the
-first host holds mpirun's ssh key, then writes DLIO's workload file, RUN_DIR/dlio/workload/iolab.yaml
+The run's prepare (`prepare`) checks the data set as every loader's prepare does (iolab.host.prepare's `problem`),
+that DLIO is installed (`refusal`) and that the first host holds mpirun's ssh key (`--key`), then writes DLIO's
+workload file, RUN_DIR/dlio/workload/iolab.yaml
 (`write_config`): the controller's settings
-(iolab.workloads.pytorch.PytorchWorkload.dlio_file) completed with what this host's copy of the data set says (its
+(iolab.kinds.pytorch.workload.PytorchWorkload.dlio_file) completed with what this host's copy of the data set says (its
 files, its class folders, its mean file size). DLIO reads it through Hydra
 (`--config-dir RUN_DIR/dlio workload=iolab`): no value goes through Hydra's override grammar.
 
@@ -35,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from iolab.host import prepare
 from iolab.shared import processes
 
 CONFIG_NAME = "iolab"  # RUN_DIR/dlio/workload/iolab.yaml
@@ -179,9 +183,28 @@ def wait(run_dir: Path, ranks: int, appear: float, poll: float = 0.2) -> int:
         time.sleep(poll)
 
 
+def prepare_run(host: str, run_dir: Path, root: Path, workload: dict[str, Any], key: str, drop: bool) -> int:
+    """The run's prepare: the data set (iolab.host.prepare's check), DLIO, mpirun's `key` on the first host; then this
+    host's DLIO workload file, the run directory and the drop (`drop`). Nothing is made before every check passed."""
+    started_at = time.time()  # when this call reached the host
+    said = prepare.problem("dlio", host, root, [], False) or refusal(host)
+    if said := said or prepare.no_key(host, key, "bench_dlio_ssh_key"):
+        print(said, file=sys.stderr)
+        return 1
+    write_config(run_dir, root, workload)
+    return prepare.ready(started_at, run_dir, drop)
+
+
 def main(args: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m iolab.host.dlio", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m iolab.kinds.dlio.host", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    pr = sub.add_parser("prepare", help="check, write this host's DLIO file, make the run directory, drop the caches")
+    pr.add_argument("--host", required=True, help="this host's inventory name, for the messages")
+    pr.add_argument("--dir", type=Path, required=True, help="the run's directory on this host")
+    pr.add_argument("--root", type=Path, required=True, help="the data set's directory")
+    pr.add_argument("--workload", type=json.loads, required=True, help="DLIO's workload settings (JSON)")
+    pr.add_argument("--key", default="", help="the first host of several: mpirun's ssh key, checked")
+    pr.add_argument("--drop-caches", action="store_true", help="then sync and drop the caches, recording it")
     la = sub.add_parser("launch", help="run the job: mpirun over every host (replaces this process)")
     la.add_argument("--hosts", type=json.loads, required=True)
     la.add_argument("--rsh", type=json.loads, default=["ssh"])
@@ -191,6 +214,8 @@ def main(args: list[str] | None = None) -> int:
     w.add_argument("--ranks", type=int, required=True)
     w.add_argument("--appear", type=float, default=120.0)
     ns = p.parse_args(args)
+    if ns.cmd == "prepare":
+        return prepare_run(ns.host, ns.dir, ns.root, ns.workload, ns.key, ns.drop_caches)
     if ns.cmd == "launch":
         argv = mpirun_argv(ns.hosts, ns.rsh, sys.executable, os.geteuid() == 0, ns.trace)
         os.execvp(argv[0], argv)

@@ -1,4 +1,4 @@
-"""loader.json (iolab.host.loader.torch_loader) on one host → samples/s, read bandwidth, latency, CPU, AU, syscalls.
+"""loader.json (iolab.kinds.pytorch.host) on one host → samples/s, read bandwidth, latency, CPU, AU, syscalls.
 
 Counted as MLPerf Storage counts them (DLIO 2.0.0's statscounter): the rates are what was
 delivered — every sample of every step, the first steps' included, over the rank's whole

@@ -1,4 +1,4 @@
-"""objects.json (iolab.host.objects) on one host → object PUT and GET figures, in the names fio's figures use.
+"""objects.json (iolab.kinds.objects.host) on one host → object PUT and GET figures, in the names fio's figures use.
 
     write_bw, read_bw             PUT, GET bytes over the window after the ramp     B/s
     write_iops, read_iops         PUT, GET requests completed per second           IOPS

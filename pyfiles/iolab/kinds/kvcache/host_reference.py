@@ -1,24 +1,26 @@
 """MLCommons' kv-cache.py (MLPerf Storage v3.0's KV-cache reference) as one MPI job over the run's hosts (host side).
 
-    python -m iolab.host.mlperf_kvcache install --source SOURCE       (the setup phase: roles/iolab_host)
-    python -m iolab.host.mlperf_kvcache launch --hosts JSON --options JSON [--rsh SSH_ARGV_JSON] [--option K]
-    python -m iolab.host.mlperf_kvcache wait --dir RUN_DIR --ranks N [--appear SECONDS] [--option K]
-    python -m iolab.host.mlperf_kvcache rank --dir WORKDIR --out RUN_DIR --options JSON   (what mpirun starts)
+    python -m iolab.kinds.kvcache.host_reference install --source SOURCE       (the setup phase: roles/iolab_host)
+    python -m iolab.kinds.kvcache.host_reference prepare --host NAME --run-dir RUN_DIR --dir WORKDIR --clients N
+                                                 --options JSON [--pause S] [--drop-caches] [--key PATH]
+    python -m iolab.kinds.kvcache.host_reference launch --hosts JSON --options JSON [--rsh SSH_ARGV_JSON] [--option K]
+    python -m iolab.kinds.kvcache.host_reference wait --dir RUN_DIR --ranks N [--appear SECONDS] [--option K]
+    python -m iolab.kinds.kvcache.host_reference rank --dir WORKDIR --out RUN_DIR --options JSON   (what mpirun starts)
 
 `install` puts the reference's package (kv_cache, from its kv_cache_benchmark folder's pyproject) into this
 Python's environment from the campaign's pinned source — a git URL at a commit, a folder or a wheel on the
 hosts — unless that very source is installed already; it prints what runs: the version, the source, the git
-commit or the hash of the package's files. iolab never ships the tool. `refusal`, in the run's prepare
-(iolab.host.prepare kvcache --reference), refuses in one line when it is missing, and as iolab.host.kvcache refuses a
-target without room or a host without memory.
+commit or the hash of the package's files. iolab never ships the tool. `refusal`, in the run's prepare (`prepare`:
+iolab.kinds.kvcache.host's, with this refusal and, on the first host, mpirun's `--key`), refuses in one line when
+it is missing, and as iolab.kinds.kvcache.host refuses a target without room or a host without memory.
 
 `launch` (the first host, under hostrun) runs mpirun with one application context per host (`-np N --host
-ADDR:N --wdir ITS_RUN_DIR python -m iolab.host.mlperf_kvcache rank ...`), Open MPI's daemons started over ssh
+ADDR:N --wdir ITS_RUN_DIR python -m iolab.kinds.kvcache.host_reference rank ...`), Open MPI's daemons started over ssh
 (`--rsh`), then writes this host's summary. `rank` is mlperf_wrapper.py's part: it gives the rank of local
 number k (OMPI_COMM_WORLD_LOCAL_RANK) its own cache directory WORKDIR/rank_<k> and result file
 RUN_DIR/rank_<k>/kvcache_results_<k>.json, runs `python -m kv_cache.cli` with the workload's settings, and
 removes the rank's files afterwards. Every other host runs `wait`: it lives while its ranks run, then writes
-its summary. The summary is iolab.host.kvcache.summarize's, the rules' aggregation (6.3.4) over the host's
+its summary. The summary is iolab.kinds.kvcache.host.summarize's, the rules' aggregation (6.3.4) over the host's
 ranks; the controller adds the hosts up.
 """
 
@@ -37,14 +39,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from iolab.host import kvcache
+from iolab.kinds.kvcache import host as kvcache
 from iolab.shared import processes
 from iolab.shared.kvcache_model import REFERENCE_MODELS, templates
 
 DIST = "mlperf-kv-cache"  # the reference's distribution name (its pyproject)
 PACKAGE = "kv_cache"
 CUSTOM = "iolab-shape"  # the model the config file defines for a workload given by its shape
-MARKER = "iolab.host.mlperf_kvcache"
+MARKER = "iolab.kinds.kvcache.host_reference"
 
 
 def _tree_hash(root: Path) -> str:
@@ -235,9 +237,21 @@ def main(args: list[str] | None = None) -> int:
     r.add_argument("--dir", type=Path, required=True)
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--options", type=json.loads, required=True)
+    pr = sub.add_parser("prepare")
+    kvcache.prepare_options(pr)
+    pr.add_argument("--dir", type=Path, required=True)
+    pr.add_argument("--clients", type=int, default=1)
+    pr.add_argument("--options", type=json.loads, required=True)
+    pr.add_argument("--key", default="", help="the first host of several: mpirun's ssh key, checked")
     ns = p.parse_args(args)
     if ns.cmd == "install":
         return install(ns.source)
+    if ns.cmd == "prepare":
+        if ns.run_dir is None:
+            p.error("prepare needs --run-dir RUN_DIR")
+        return kvcache.prepare_run(
+            ns.host, ns.run_dir, ns.dir, ns.clients, ns.options, ns.pause, ns.drop_caches, refusal, ns.key
+        )
     if ns.cmd == "rank":
         return rank(ns.dir, ns.out, ns.options)
     if ns.cmd == "launch":

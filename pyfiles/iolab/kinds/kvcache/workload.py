@@ -5,8 +5,8 @@
     {name: kv, type: kvcache, users: 32, search: users, latency_bound: 200ms}   # the most users under the bound
     {name: ref, type: kvcache, engine: mlperf-kvcache, kvcache_source: /srv/mirror/storage/kv_cache_benchmark}
 
-Each host runs `clients` ranks of `users` users each (iolab.host.kvcache, or kv-cache.py under mpirun:
-iolab.host.mlperf_kvcache); what they do is iolab.host.kvcache_sim's docstring. A key left out takes
+Each host runs `clients` ranks of `users` users each (iolab.kinds.kvcache.host, or kv-cache.py under mpirun:
+iolab.kinds.kvcache.host_reference); what they do is iolab.host.kvcache_sim's docstring. A key left out takes
 the CLOSED option's value when `option` names one (workloads.kvcache_rules.OPTIONS), else the default
 here. `trials` is the point's repetitions (each trial a run: caches dropped before it, every one
 stored). `search: users` (or `clients`) finds the most users per client (clients per host), up to
@@ -47,8 +47,8 @@ def _bytes(value: Any) -> int:
     return 0 if value in (0, "0") else parse_size(value)
 
 
-TOOL = "iolab.host.kvcache"  # what its host call runs on each host (python -m)
-REFERENCE_TOOL = "iolab.host.mlperf_kvcache"  # engine mlperf-kvcache's: MLCommons' kv-cache.py under mpirun
+TOOL = "iolab.kinds.kvcache.host"  # what its host call runs on each host (python -m)
+REFERENCE_TOOL = "iolab.kinds.kvcache.host_reference"  # engine mlperf-kvcache's: MLCommons' kv-cache.py under mpirun
 
 
 class KvcacheWorkload(Workload):
@@ -272,10 +272,10 @@ def host_call(
     timeout: float,
 ) -> HostCall:
     """A KV-cache run's call on `host` (iolab.kinds.hostcall): its ranks work in <target>/iolab-<host>/kvcache;
-    the prepare (iolab.host.prepare kvcache) checks the target's room and the host's memory, idles `pause` s (the
+    the prepare (iolab.kinds.kvcache.host prepare) checks the target's room and the host's memory, idles `pause` s (the
     rules' pause between options), makes the run directory and drops the caches (`drop`); then the clients."""
     work = ["--dir", f"{target}/iolab-{at.host}/kvcache", "--clients", str(clients), "--options", json.dumps(options)]
-    prepare = at.module("iolab.host.prepare", "kvcache", "--host", at.host, "--run-dir", at.run_dir, *work)
+    prepare = at.module(TOOL, "prepare", "--host", at.host, "--run-dir", at.run_dir, *work)
     prepare += ["--pause", str(pause), *(["--drop-caches"] if at.drop else [])]
     run = at.hostrun("--target", target, "--timeout", str(timeout), "--telemetry-after", "0")
     tool = at.module(TOOL, "run", "--out", at.run_dir, "--option", str(option), *work)
@@ -286,9 +286,10 @@ def reference_call(
     at: At, *, ssh: list[str] | tuple[str, ...] = (), ssh_key: str = "", appear: float = 120.0, **kv: Any
 ) -> HostCall:
     """An engine mlperf-kvcache run's call on `host` (`kv`: host_call's): MLCommons' kv-cache.py as one MPI job over
-    the play's hosts (iolab.host.mlperf_kvcache), `clients` ranks on each. The prepare is host_call's, checking too
-    that kv-cache.py is installed (the campaign's setup phase installs it) and, on the first host, mpirun's ssh key;
-    the first host runs mpirun, the others wait while their ranks run."""
+    the play's hosts (iolab.kinds.kvcache.host_reference), `clients` ranks on each. Its prepare is host_call's options
+    given to the reference's own prepare, which checks too that kv-cache.py is installed (the campaign's setup phase
+    installs it) and, on the first host, mpirun's ssh key; the first host runs mpirun, the others wait while their
+    ranks run."""
     own, key = host_call(at, **kv), mpi_key(at, ssh_key)
     tool = mpi_tool(
         at,
@@ -301,7 +302,8 @@ def reference_call(
         launch=("--options", json.dumps(kv["options"])),
         part=lambda host: {"work": f"{kv['target']}/iolab-{host}/kvcache"},
     )
-    prepare = [*own.prepare, "--reference", *(["--key", key] if key else [])]
+    own_prepare = own.prepare[own.prepare.index("prepare") + 1 :]  # its options, for the reference's prepare
+    prepare = at.module(REFERENCE_TOOL, "prepare", *own_prepare, *(["--key", key] if key else []))
     return dataclasses.replace(own, prepare=prepare, tool=tool, run_task="Run kv-cache.py (mpirun on the first host)")
 
 

@@ -1,6 +1,6 @@
 """fio job files on a host: size the job to the target, write the job file, prefill the data file.
 
-    python -m iolab.host.fio_jobs prepare ...
+    python -m iolab.kinds.fio.host prepare ...
 
 The job's options come from the controller (iolab.shared.fio_options: the built-in profiles,
 a workload's overrides, a user's checked job file).
@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from iolab.shared import fio_jobfile
+from iolab.shared import fio_jobfile, fio_options
 from iolab.shared.fio_options import DATA_FILE, check_room, jobfile_room, render
 
 DEFAULT_SIZE = 1 << 30
@@ -150,17 +150,10 @@ def _file_job(
     return render(options, "iolab"), chosen, existing == size
 
 
-# fio creating and filling a job's files, incompressible, before anything is timed (an rbd_snapshot's load too:
-# iolab.host.storage.rbdsnapshot). Nothing of this fio is timed: it calibrates no CPU clock (`clocksource`: ≈ 70 ms of
-# its start here) and keeps no disk statistics.
-LAY_OUT = ["fio", "--create_only=1", "--refill_buffers=1", "--clocksource=clock_gettime", "--disk_util=0"]
-LAY_OUT += ["--output=/dev/null"]
-
-
 def _lay_out(job: Path, workdir: Path) -> None:
-    """Have fio create and fill the job's files (LAY_OUT), before the timed run."""
+    """Have fio create and fill the job's files (fio_options.LAY_OUT), before the timed run."""
     layout = subprocess.run(
-        [*LAY_OUT, str(job)],
+        [*fio_options.LAY_OUT, str(job)],
         capture_output=True,
         text=True,
         cwd=workdir,
@@ -174,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import sys
 
-    parser = argparse.ArgumentParser(prog="python -m iolab.host.fio_jobs")
+    parser = argparse.ArgumentParser(prog="python -m iolab.kinds.fio.host")
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="size, write and lay out a job on a target directory")
     prep.add_argument("--dir", type=Path, required=True, help="the run's directory on this host")

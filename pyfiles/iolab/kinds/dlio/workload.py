@@ -49,7 +49,7 @@ SECTIONS = ("model", "framework", "workflow", "dataset", "reader", "train", "che
 # What DLIO reads only when it evaluates (workflow.evaluation), besides the evaluation section.
 EVALUATION_KEYS = ("reader.batch_size_eval", "dataset.num_files_eval", "dataset.num_subfolders_eval")
 
-TOOL = "iolab.host.dlio"  # what an engine dlio run's host call runs on each host (python -m), under mpirun
+TOOL = "iolab.kinds.dlio.host"  # what an engine dlio run's host call runs on each host (python -m), under mpirun
 
 
 class Refused(ValueError):
@@ -355,7 +355,7 @@ def training_file(
     `prefetch`: batches per reader thread (torch's prefetch_factor, iolab's); DLIO's prefetch_size is the rank's,
     which it divides among its threads. None: MLPerf's (MLPERF_PREFETCH_SIZE). `seed` None: no shuffle. more: steps
     (0: every batch), au_threshold (%). Where the data set is, its format, files and sizes, and where DLIO writes,
-    each host adds from its own copy (iolab.host.dlio.workload_file): the controller does not know them.
+    each host adds from its own copy (iolab.kinds.dlio.host.workload_file): the controller does not know them.
     """
     shuffle = "off" if seed is None else "seed"
     train: dict[str, Any] = {"epochs": epochs, "computation_time": compute, "seed": seed or 0}
@@ -375,7 +375,7 @@ def training_file(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m iolab.workloads.dlio FILE...: what each DLIO workload file maps to, or the key refused."""
+    """python -m iolab.kinds.dlio.workload FILE...: what each DLIO workload file maps to, or the key refused."""
     import sys
 
     from iolab.errors import UserError
@@ -406,13 +406,15 @@ def host_call(
     at: At, *, target: str, workload: dict[str, Any], timeout: float, dataset: str = "", trace: bool = False, **mpi: Any
 ) -> HostCall:
     """An engine dlio run's call on `at.host` (iolab.kinds.hostcall): DLIO, one MPI job over the play's hosts
-    (iolab.host.dlio). The prepare (iolab.host.prepare loader --kind dlio) checks the data set, that DLIO is
+    (iolab.kinds.dlio.host). The prepare (iolab.kinds.dlio.host prepare) checks the data set, that DLIO is
     installed (the campaign's setup phase installs it) and, on the first host, mpirun's ssh key; then it writes this
     host's DLIO workload file (`workload`, completed from its copy of the data set), makes the run directory and drops
     the caches. The first host runs mpirun over every host, the others wait while their ranks run (`mpi`: ranks,
     ssh, ssh_key, appear, as workloads.base.mpi_tool takes them)."""
-    _, prepare, run = loader_call("dlio", at, target=target, dataset=dataset, timeout=timeout)
+    root, _, run = loader_call("dlio", at, target=target, dataset=dataset, timeout=timeout)
     key = mpi_key(at, mpi.get("ssh_key", ""))
+    prepare = at.module(TOOL, "prepare", "--host", at.host, "--dir", at.run_dir, "--root", root)
     prepare += ["--workload", json.dumps(workload), *(["--key", key] if key else [])]
+    prepare += ["--drop-caches"] if at.drop else []
     tool = mpi_tool(at, TOOL, **{"ranks": 1, "appear": 120.0, **mpi}, launch=("--trace",) if trace else ())
     return HostCall(prepare, run, tool, {}, LOADER_PREPARE_TASK, "Run DLIO (mpirun on the first host)")

@@ -1,4 +1,4 @@
-"""DLIO's results on one host (`engine: dlio`, iolab.host.dlio) → AU, samples/s and read bandwidth.
+"""DLIO's results on one host (`engine: dlio`, iolab.kinds.dlio.host) → AU, samples/s and read bandwidth.
 
 Each of DLIO's ranks writes <rank>_output.json in its host's run directory; the first host also
 gets the job's summary.json. A host's figures are its ranks', counted as DLIO 2.0.0's
@@ -12,7 +12,7 @@ statscounter counts them (end_train, end_run):
                    as its "I/O Throughput" counts)                               B/s
 
 DLIO's own job-wide figures (summary.json: the mean over epochs of every rank's) are kept in the
-first host's metadata (`dlio_summary`). The metrics are the loaders' (iolab.parsers.pytorch):
+first host's metadata (`dlio_summary`). The metrics are the loaders' (iolab.kinds.pytorch.parser):
 DLIO's figures meet iolab's in the same rows of the report.
 """
 
@@ -26,9 +26,9 @@ from iolab.parsers import Measurement, Parsed, ParseError, load_json
 
 TOOLS = ("dlio",)  # a pytorch workload with engine: dlio
 
-METRICS = ()  # au, samples_per_s: iolab.parsers.pytorch's; read_bw: iolab.parsers'
-WORKLOAD_FILE = "dlio/workload/iolab.yaml"  # iolab.host.dlio's: JSON, which is YAML
-INFO_FILE = "dlio/iolab.json"  # iolab.host.dlio's: the DLIO that ran
+METRICS = ()  # au, samples_per_s: iolab.kinds.pytorch.parser's; read_bw: iolab.parsers'
+WORKLOAD_FILE = "dlio/workload/iolab.yaml"  # iolab.kinds.dlio.host's: JSON, which is YAML
+INFO_FILE = "dlio/iolab.json"  # iolab.kinds.dlio.host's: the DLIO that ran
 
 
 def _weighted(epoch: dict[str, Any], key: str) -> float:
@@ -73,7 +73,7 @@ def _summary(host_dir: Path) -> dict[str, Any] | None:
 
 def parse(host_dir: Path) -> Parsed:
     host_dir = Path(host_dir)
-    config = load_json(host_dir / WORKLOAD_FILE, "the run's prepare (iolab.host.dlio.write_config)")
+    config = load_json(host_dir / WORKLOAD_FILE, "the run's prepare (iolab.kinds.dlio.host.write_config)")
     paths = sorted(host_dir.glob("*_output.json"), key=lambda p: p.name)
     if not paths:
         raise ParseError(f"{host_dir}: no DLIO rank wrote its result (<rank>_output.json)")
@@ -85,7 +85,7 @@ def parse(host_dir: Path) -> Parsed:
         Measurement("samples_per_s", samples_per_s, "samples/s"),
         Measurement("read_bw", samples_per_s * record_length, "B/s"),
     ]
-    info = load_json(host_dir / INFO_FILE, "the run's prepare (iolab.host.dlio.write_config)")
+    info = load_json(host_dir / INFO_FILE, "the run's prepare (iolab.kinds.dlio.host.write_config)")
     metadata = {
         "engine": "dlio",
         "dlio_version": info.get("dlio_version"),

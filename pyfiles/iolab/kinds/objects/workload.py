@@ -14,7 +14,7 @@ from iolab.workloads.base import At, HostCall, Workload
 FILL_S = 120.0  # the timeout's allowance for writing the keys once and deleting them
 
 
-TOOL = "iolab.host.objects"  # what its host call runs on each host (python -m)
+TOOL = "iolab.kinds.objects.host"  # what its host call runs on each host (python -m)
 
 
 class ObjectsWorkload(Workload):
@@ -81,7 +81,7 @@ def host_call(
     keep_going: bool = False,
 ) -> HostCall:
     """An objects run's call on `host` (iolab.kinds.hostcall): the run directory and the cache drop (nothing is
-    mounted, but every run's host starts alike), then iolab.host.objects on the host's keys
+    mounted, but every run's host starts alike), then iolab.kinds.objects.host on the host's keys
     (<prefix>/iolab-<host>/objects). `s3` is the backend's connection: where the keys are (a file on the host, or
     the host's own environment), never the keys (docs/DESIGN.md, "Secrets")."""
     drop = ["--drop-caches"] if at.drop else []

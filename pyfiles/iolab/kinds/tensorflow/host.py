@@ -1,6 +1,6 @@
 """The TensorFlow tf.data benchmark of one host: TFRecord shards → tf.data → emulated accelerators → loader.json.
 
-    python -m iolab.host.loader.tf_loader --root DS --out RUN_DIR --batch-size 400 --private-threads 8 \\
+    python -m iolab.kinds.tensorflow.host --root DS --out RUN_DIR --batch-size 400 --private-threads 8 \\
         --compute-per-batch 0.224 --accelerators 2
 
 The pipeline of TensorFlow's ImageNet input functions (and of DLIO's TF reader):
@@ -33,7 +33,7 @@ PACK_DIR = "tfrecord"
 
 def parser() -> argparse.ArgumentParser:
     p = common.parser(
-        "iolab.host.loader.tf_loader",
+        "iolab.kinds.tensorflow.host",
         "tf.data throughput on TFRecord shards, with emulated accelerators.",
         "the data set; its shards are in ROOT/tfrecord",
         ("emulated",),
@@ -170,7 +170,7 @@ def _steps(args: argparse.Namespace, tf, dataset, mine: list[str], rank: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    return common.main("iolab.host.loader.tf_loader", parser, run_rank, argv)
+    return common.main("iolab.kinds.tensorflow.host", parser, run_rank, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The PyTorch data-loading benchmark of one host: DataLoader → emulated or real accelerators → loader.json.
 
-    python -m iolab.host.loader.torch_loader --root DS --out RUN_DIR --reader packed --workers 4 \\
+    python -m iolab.kinds.pytorch.host --root DS --out RUN_DIR --reader packed --workers 4 \\
         --batch-size 400 --accelerator emulated --compute-per-batch 0.224 --accelerators 2
 
 The command is a launcher that imports torch once and forks one rank process per
@@ -35,7 +35,7 @@ from iolab.host.loader.common import GpuMonitor, run_steps
 
 def parser() -> argparse.ArgumentParser:
     p = common.parser(
-        "iolab.host.loader.torch_loader",
+        "iolab.kinds.pytorch.host",
         "PyTorch DataLoader throughput, with emulated or real accelerators.",
         "the data set (its manifest.jsonl)",
         ("emulated", "gpu", "cpu"),
@@ -353,7 +353,7 @@ def _preload() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return common.main("iolab.host.loader.torch_loader", parser, run_rank, argv, preload=_preload)
+    return common.main("iolab.kinds.pytorch.host", parser, run_rank, argv, preload=_preload)
 
 
 if __name__ == "__main__":

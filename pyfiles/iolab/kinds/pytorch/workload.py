@@ -10,6 +10,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, model_validator
 
 from iolab.errors import UserError
+from iolab.kinds.dlio.workload import TOOL as DLIO_TOOL
+from iolab.kinds.dlio.workload import mlperf_prefetch_factor, training_file
 from iolab.progress import search_probes
 from iolab.schema import Bool, Ramp
 from iolab.shared.protocol import S3_ENV
@@ -24,8 +26,6 @@ from iolab.workloads.base import (
     mpi_program,
     pip_installs,
 )
-from iolab.workloads.dlio import TOOL as DLIO_TOOL
-from iolab.workloads.dlio import mlperf_prefetch_factor, training_file
 from iolab.workloads.mlperf import AU_THRESHOLD, PRESETS, MlperfFields
 
 # What DLIO reads as iolab's readers read it: unet3d's NPZ files (np.load), JPEG files opened with PIL.
@@ -76,7 +76,7 @@ def probe_epochs(workload: PytorchWorkload, files: int, accelerators: int, hosts
     return -(-floor // (steps - 1))
 
 
-TOOL = "iolab.host.loader.torch_loader"  # what its host call runs on each host (python -m)
+TOOL = "iolab.kinds.pytorch.host"  # what its host call runs on each host (python -m)
 
 
 class PytorchWorkload(LoaderWorkload, MlperfFields):
@@ -114,7 +114,8 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
     # (iolab.run.accelerators); one search per backend, whatever the campaign's repetitions.
     search: Literal["accelerators"] | None = None
     # dlio: DLIO itself (dlio_benchmark, MLPerf Storage's reference) runs the workload instead of iolab's loader,
-    # one MPI job over the run's hosts (roles/bench_dlio, iolab.host.dlio), a reference leg beside iolab's figures.
+    # one MPI job over the run's hosts (roles/bench_dlio, iolab.kinds.dlio.host), a reference leg beside iolab's
+    # figures.
     engine: Literal["iolab", "dlio"] = "iolab"
     # What pip installs DLIO from on the hosts instead of PyPI's dlio-benchmark==2.0.0 (a wheel's path or URL, a
     # requirement: MLCommons' fork on a lab's mirror); installed without its declared dependencies, as that one is.
@@ -217,7 +218,7 @@ class PytorchWorkload(LoaderWorkload, MlperfFields):
         )
 
     def loader_options(self, repetition: int = 1) -> dict[str, Any]:
-        """The loader's flags (python -m iolab.host.loader.torch_loader), named as its flags are: the role passes
+        """The loader's flags (python -m iolab.kinds.pytorch.host), named as its flags are: the role passes
         them as one object (`--options JSON`), so a new setting is this schema's field and the loader's flag."""
         acc = self.accelerator
         kind = "none" if acc is None else acc.type if acc.type in REAL else "emulated"
@@ -360,7 +361,7 @@ def host_call(
     s3: dict[str, Any] | None = None,
 ) -> HostCall:
     """A pytorch run's call on `host` (iolab.kinds.hostcall): iolab's loader (python -m
-    iolab.host.loader.torch_loader); `distributed`, one DDP job over the play's hosts: this host's node rank is its
+    iolab.kinds.pytorch.host); `distributed`, one DDP job over the play's hosts: this host's node rank is its
     place in the play, the rendezvous the first host's (127.0.0.1 when it is this machine) on a port of the run's
     own unless given; gloo's and NCCL's interface `gloo_ifname` where given; on an s3 backend, its connection `s3`
     as $IOLAB_S3 for reader s3 (where the keys are, never the keys: docs/DESIGN.md, "Secrets")."""

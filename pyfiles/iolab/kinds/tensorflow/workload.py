@@ -12,7 +12,7 @@ from iolab.workloads.accelerator import REAL, Accelerator
 from iolab.workloads.base import LOADER_PREPARE_TASK, At, HostCall, LoaderWorkload, loader_call
 from iolab.workloads.mlperf import MlperfFields
 
-TOOL = "iolab.host.loader.tf_loader"  # what its host call runs on each host (python -m)
+TOOL = "iolab.kinds.tensorflow.host"  # what its host call runs on each host (python -m)
 
 
 class TensorflowWorkload(LoaderWorkload, MlperfFields):
@@ -46,7 +46,7 @@ class TensorflowWorkload(LoaderWorkload, MlperfFields):
         return self
 
     def loader_options(self, repetition: int = 1) -> dict[str, Any]:
-        """The loader's flags (python -m iolab.host.loader.tf_loader), named as its flags are: the role passes
+        """The loader's flags (python -m iolab.kinds.tensorflow.host), named as its flags are: the role passes
         them as one object (`--options JSON`), so a new setting is this schema's field and the loader's flag."""
         return {
             "batch_size": self.batch_size,
@@ -86,7 +86,7 @@ TENSORFLOW_VARS = ("target", "dataset", "options", "timeout")
 
 def host_call(at: At, *, target: str, options: dict[str, Any], timeout: float, dataset: str = "") -> HostCall:
     """A tensorflow run's call on `host` (iolab.kinds.hostcall): tf.data over the TFRecord pack (python -m
-    iolab.host.loader.tf_loader), TensorFlow's C++ log quiet but for errors."""
+    iolab.kinds.tensorflow.host), TensorFlow's C++ log quiet but for errors."""
     root, prepare, run = loader_call("tensorflow", at, target=target, dataset=dataset, timeout=timeout)
     tool = at.module(TOOL, "--root", root, "--out", at.run_dir)
     tool += ["--options", json.dumps(options)]

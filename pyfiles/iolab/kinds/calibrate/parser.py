@@ -1,4 +1,4 @@
-"""calibration.json (iolab.host.loader.calibrate) on one host → the step time and samples/s of each model and batch.
+"""calibration.json (iolab.kinds.calibrate.host) on one host → the step time and samples/s of each model and batch.
 
     step_time         the median block's seconds per step          s
     step_time_spread  (slowest block − fastest) / median            %

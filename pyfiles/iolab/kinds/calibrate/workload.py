@@ -2,7 +2,7 @@
 
 `./lab bench.calibrate` makes a campaign of these (one per model and batch) and turns
 what each host measured into accelerator profiles (iolab.run.calibration); a campaign may
-also name one itself. The host side is iolab.host.loader.calibrate.
+also name one itself. The host side is iolab.kinds.calibrate.host.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from iolab.workloads.base import LOADER_TIMEOUT, At, HostCall, Workload
 MODELS = ("resnet50", "retinanet", "unet3d")  # iolab.host.loader.models.MODELS: what iolab trains
 
 
-TOOL = "iolab.host.loader.calibrate"  # what its host call runs on each host (python -m)
+TOOL = "iolab.kinds.calibrate.host"  # what its host call runs on each host (python -m)
 
 
 class CalibrateWorkload(Workload):
     """One model at one batch: warm-up steps out, then `blocks` timed blocks of `steps` steps (host side:
-    iolab.host.loader.calibrate)."""
+    iolab.kinds.calibrate.host)."""
 
     type: Literal["calibrate"]
     host_program: ClassVar[str] = f"python -m {TOOL}"

@@ -1,7 +1,9 @@
 """The KV-cache offload workload on one host: its clients (ranks), their results, the run's summary (host side).
 
-    python -m iolab.host.kvcache check --dir WORKDIR --clients N --options JSON
-    python -m iolab.host.kvcache run   --dir WORKDIR --out RUN_DIR --clients N --options JSON [--option K]
+    python -m iolab.kinds.kvcache.host prepare --host NAME --run-dir RUN_DIR --dir WORKDIR --clients N --options JSON
+                                       [--pause S] [--drop-caches]
+    python -m iolab.kinds.kvcache.host check --dir WORKDIR --clients N --options JSON
+    python -m iolab.kinds.kvcache.host run   --dir WORKDIR --out RUN_DIR --clients N --options JSON [--option K]
 
 `run` forks N ranks (clients, as MLPerf Storage's MPI ranks are), each simulating its users on its own
 directory WORKDIR/rank_<k> (iolab.host.kvcache_sim); all start together once each has made its
@@ -10,9 +12,11 @@ result shape and remove their files. Then `summarize` writes RUN_DIR/kvcache_run
 the ranks added up as MLPerf Storage's rules 6.3.4 add them (`mlperf-kvcache`'s ranks go through
 the same function): bandwidths and token rates summed, the device P95s the most of the ranks'.
 
-`check` (and `run`, first) refuses in one line when the target's file system could not take each
-rank's largest entry without passing 9/10 full, or when the ranks' tiers, pools and reads in flight
-would not fit this host's available memory. The options are iolab.host.kvcache_tiers.Settings' fields.
+`prepare` is the run's: the check below in the work directory it makes for it, the pause between options, then the
+run directory and the drop (iolab.host.prepare's `ready`); host_reference's prepare, kv-cache.py's, is the same
+with its own refusal and mpirun's key. `check` (and `run`, first) refuses in one line when the target's file
+system could not take each rank's largest entry without passing 9/10 full, or when the ranks' tiers, pools and
+reads in flight would not fit this host's available memory. The options are iolab.host.kvcache_tiers.Settings' fields.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ import multiprocessing
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iolab.host import facts, runs
+from iolab.host import facts, prepare, runs
 from iolab.host.kvcache_sim import MAX_WORKERS, Rank
 from iolab.host.kvcache_tiers import FILL_LIMIT, POOL, Settings
 from iolab.shared.kvcache_model import entry_bounds, mean_entry
@@ -197,9 +202,41 @@ def summarize(out: Path, ranks: int, tool: str, option: int) -> dict[str, Any]:
     return summary
 
 
+def prepare_run(
+    host: str,
+    run_dir: Path,
+    work: Path,
+    clients: int,
+    options: dict[str, Any],
+    pause: float,
+    drop: bool,
+    refused: Callable[[Path, int, dict[str, Any]], str | None] | None = None,
+    key: str = "",
+) -> int:
+    """A run's prepare: the room in `work` and the host's memory for its `clients` (`refused`: refusal, or the
+    reference's), on its first host mpirun's `key` (the reference's), the `pause` between options, then the run
+    directory and the drop (`drop`). Nothing but the work directory is made before every check passed."""
+    work.mkdir(parents=True, exist_ok=True)  # the room is read on the target's file system
+    said = (refused or refusal)(work, clients, options) or prepare.no_key(host, key, "bench_mlperf_kvcache_ssh_key")
+    if said:
+        print(said, file=sys.stderr)
+        return 1
+    time.sleep(max(pause, 0.0))
+    return prepare.ready(time.time(), run_dir, drop)  # the call's start, for the lead: after the pause
+
+
+def prepare_options(parser: argparse.ArgumentParser) -> None:
+    """The prepare's options, here and in host_reference's."""
+    parser.add_argument("--host", default="", help="prepare: this host's inventory name")
+    parser.add_argument("--run-dir", type=Path, help="prepare: the run's directory on this host")
+    parser.add_argument("--pause", type=float, default=0.0, help="prepare: seconds idle once the checks pass")
+    parser.add_argument("--drop-caches", action="store_true", help="prepare: then sync and drop the caches")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m iolab.host.kvcache", description=__doc__.splitlines()[0])
-    parser.add_argument("phase", choices=("check", "run"))
+    parser = argparse.ArgumentParser(prog="python -m iolab.kinds.kvcache.host", description=__doc__.splitlines()[0])
+    parser.add_argument("phase", choices=("prepare", "check", "run"))
+    prepare_options(parser)
     parser.add_argument("--dir", type=Path, required=True, help="the work directory on the storage under test")
     parser.add_argument("--out", type=Path, help="run: the run's directory (results and summary)")
     parser.add_argument("--clients", type=int, default=1, help="ranks on this host")
@@ -208,6 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     if opts.clients < 1:
         parser.error("--clients is at least 1")
+    if opts.phase == "prepare":
+        if opts.run_dir is None:
+            parser.error("prepare needs --run-dir RUN_DIR")
+        return prepare_run(opts.host, opts.run_dir, opts.dir, opts.clients, opts.options, opts.pause, opts.drop_caches)
     if opts.phase == "check":
         opts.dir.mkdir(parents=True, exist_ok=True)
         refused = refusal(opts.dir, opts.clients, opts.options)

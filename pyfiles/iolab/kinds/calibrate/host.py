@@ -1,6 +1,6 @@
 """Calibration: the real training step of each model on this host's accelerator, the batch already on it.
 
-    python -m iolab.host.loader.calibrate --out RUN_DIR --batch resnet50:400 --batch unet3d:7 \\
+    python -m iolab.kinds.calibrate.host --out RUN_DIR --batch resnet50:400 --batch unet3d:7 \\
         [--scale full|tiny] [--warmup 5] [--steps 10] [--blocks 5] [--compile auto|on|off]
 
 The synthetic ceiling of the seeds' method: a batch made once on the device (GPU 0, or
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace, say: Any = _say) -> dict[str, Any]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m iolab.host.loader.calibrate", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m iolab.kinds.calibrate.host", description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True, help="directory that receives calibration.json")
     p.add_argument("--batch", action="append", required=True, help="MODEL:BATCH, repeatable (resnet50:400)")
     p.add_argument("--scale", choices=("full", "tiny"), default="full", help="tiny: every width / 8 (CI's CPU)")

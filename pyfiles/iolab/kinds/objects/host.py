@@ -1,6 +1,6 @@
 """Object PUT and GET throughput and latency against an S3 bucket (host side, boto3).
 
-    python -m iolab.host.objects --s3 CONNECTION_JSON --workdir KEYS --out RUN_DIR --size BYTES
+    python -m iolab.kinds.objects.host --s3 CONNECTION_JSON --workdir KEYS --out RUN_DIR --size BYTES
         --threads N --objects N --runtime SECONDS --ramp SECONDS
 
 First every one of the host's `--objects` keys (KEYS/obj-<i>, under the backend's
@@ -13,7 +13,7 @@ whole body). The keys are deleted at the end.
 
 RUN_DIR/objects.json holds, per phase: the window, requests and bytes in it, latency
 percentiles (ns) and per-second series of bytes and requests, from which the controller
-derives B/s and requests/s (iolab.parsers.objects).
+derives B/s and requests/s (iolab.kinds.objects.parser).
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class _Requests:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m iolab.host.objects", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m iolab.kinds.objects.host", description=__doc__.split("\n")[0])
     p.add_argument("--s3", required=True, help="the backend's connection (JSON; names the credentials' source)")
     p.add_argument("--workdir", required=True, help="this host's keys go under PREFIX/WORKDIR/")
     p.add_argument("--out", type=Path, required=True)
